@@ -1,0 +1,41 @@
+//! Compiles the XDP programs in `c/` with clang (`-target bpf`) into `OUT_DIR`.
+//!
+//! Needs clang and libbpf's headers (`bpf/bpf_helpers.h`): on Debian
+//! `apt-get install clang libbpf-dev`. Failure to find them stops the build
+//! with a message that says so.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+const PROGRAMS: &[&str] = &["steer"];
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let clang = env::var("XTCP_CLANG").unwrap_or_else(|_| "clang".to_owned());
+    println!("cargo:rerun-if-env-changed=XTCP_CLANG");
+    println!("cargo:rerun-if-changed=c");
+    for name in PROGRAMS {
+        let src = format!("c/{name}.bpf.c");
+        let obj = out.join(format!("{name}.bpf.o"));
+        let status = Command::new(&clang)
+            .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
+            // Debian keeps <asm/types.h> under the multiarch directory.
+            .arg("-I/usr/include/x86_64-linux-gnu")
+            .arg("-Ic")
+            .args(["-c", &src, "-o"])
+            .arg(&obj)
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!(
+                "clang failed ({s}) compiling ebpf/{src}; is libbpf-dev installed \
+                 (bpf/bpf_helpers.h)? On Debian: apt-get install clang libbpf-dev"
+            ),
+            Err(e) => panic!(
+                "cannot run `{clang}` ({e}): xtcp's XDP programs are built with clang. \
+                 On Debian: apt-get install clang libbpf-dev (or set XTCP_CLANG)"
+            ),
+        }
+    }
+}

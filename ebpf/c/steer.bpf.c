@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* xtcp steering program.
+ *
+ * Parses Ethernet (one optional 802.1Q/802.1ad tag), IPv4 (options skipped)
+ * and IPv6 (hop-by-hop, routing and destination-options headers skipped) and
+ * TCP. A TCP packet whose local address and port match a rule of the active
+ * rule set is redirected to the AF_XDP socket registered for its RX queue;
+ * if there is none, it goes to the kernel and is counted as no-socket.
+ * Everything else (ARP, ICMP, UDP, other ports, IP fragments) is passed.
+ * Malformed packets are counted and passed: the kernel drops them itself.
+ *
+ * Built with SEC("xdp.frags"): with multi-buffer the headers are in the first
+ * buffer, which is all this program reads. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "steer.h"
+
+#ifndef ETH_P_8021AD
+#define ETH_P_8021AD 0x88A8
+#endif
+
+struct vlan_hdr {
+	__be16 tci;
+	__be16 proto;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, XTCP_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct xtcp_ruleset);
+} rules SEC(".maps");
+
+/* config[0] = index of the active slot in `rules` */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XTCP_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline int count(__u32 which, int action)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &which);
+	if (c)
+		*c += 1;
+	return action;
+}
+
+static __always_inline int addr_eq(const __u8 *a, const __u8 *b, int len)
+{
+	for (int i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+/* 1 if a rule of the active set matches (family, local address, local port). */
+static __always_inline int match(__u8 family, const __u8 *addr, __u16 port)
+{
+	__u32 zero = 0;
+	__u32 *active = bpf_map_lookup_elem(&config, &zero);
+	if (!active)
+		return 0;
+	__u32 slot = *active & 1;
+	struct xtcp_ruleset *set = bpf_map_lookup_elem(&rules, &slot);
+	if (!set)
+		return 0;
+	__u32 n = set->count;
+	for (__u32 i = 0; i < XTCP_MAX_RULES; i++) {
+		if (i >= n)
+			break;
+		struct xtcp_rule *r = &set->rules[i];
+		if (port < r->port_lo || port > r->port_hi)
+			continue;
+		if (r->family != XTCP_FAMILY_ANY && r->family != family)
+			continue;
+		if (r->addr_any)
+			return 1;
+		if (r->family == XTCP_FAMILY_ANY)
+			continue; /* an address without a family never matches */
+		if (family == XTCP_FAMILY_V4 ? addr_eq(r->addr, addr, 4)
+					     : addr_eq(r->addr, addr, 16))
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int steer(struct xdp_md *ctx, __u8 family,
+				 const __u8 *addr, struct tcphdr *th,
+				 void *data_end)
+{
+	if ((void *)(th + 1) > data_end)
+		return count(XTCP_CNT_MALFORMED, XDP_PASS);
+	if (th->doff < 5 || (void *)th + th->doff * 4 > data_end)
+		return count(XTCP_CNT_MALFORMED, XDP_PASS);
+	if (!match(family, addr, bpf_ntohs(th->dest)))
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	int ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	if (ret == XDP_REDIRECT)
+		return count(XTCP_CNT_STEERED, ret);
+	return count(XTCP_CNT_NO_SOCKET, ret);
+}
+
+SEC("xdp.frags")
+int xtcp_steer(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	void *cur;
+	__u16 proto;
+
+	if ((void *)(eth + 1) > data_end)
+		return count(XTCP_CNT_MALFORMED, XDP_PASS);
+	proto = eth->h_proto;
+	cur = eth + 1;
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+		struct vlan_hdr *vh = cur;
+		if ((void *)(vh + 1) > data_end)
+			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		proto = vh->proto;
+		cur = vh + 1;
+	}
+
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = cur;
+		if ((void *)(iph + 1) > data_end)
+			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		if (iph->version != 4 || iph->ihl < 5)
+			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		if (iph->protocol != IPPROTO_TCP)
+			return count(XTCP_CNT_PASSED, XDP_PASS);
+		/* fragments (MF set or non-zero offset) are the kernel's */
+		if (iph->frag_off & bpf_htons(0x3fff))
+			return count(XTCP_CNT_PASSED, XDP_PASS);
+		void *l4 = cur + iph->ihl * 4;
+		if (l4 > data_end)
+			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		return steer(ctx, XTCP_FAMILY_V4, (const __u8 *)&iph->daddr,
+			     l4, data_end);
+	}
+
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = cur;
+		if ((void *)(ip6 + 1) > data_end)
+			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		if (ip6->version != 6)
+			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		__u8 next = ip6->nexthdr;
+		void *l4 = ip6 + 1;
+		/* at most 4 extension headers: hop-by-hop, routing, dest-opts */
+		for (int i = 0; i < 4; i++) {
+			if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING &&
+			    next != IPPROTO_DSTOPTS)
+				break;
+			__u8 *ext = l4;
+			if ((void *)(ext + 2) > data_end)
+				return count(XTCP_CNT_MALFORMED, XDP_PASS);
+			next = ext[0];
+			l4 = ext + (ext[1] + 1) * 8;
+		}
+		if (next != IPPROTO_TCP)
+			return count(XTCP_CNT_PASSED, XDP_PASS);
+		if (l4 > data_end)
+			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		return steer(ctx, XTCP_FAMILY_V6, (const __u8 *)&ip6->daddr,
+			     l4, data_end);
+	}
+
+	return count(XTCP_CNT_PASSED, XDP_PASS);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
