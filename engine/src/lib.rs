@@ -7,3 +7,5 @@
 #![deny(unsafe_code)]
 
 pub mod frame;
+#[allow(unsafe_code)]
+pub mod xsk;

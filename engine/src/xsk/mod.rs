@@ -1,0 +1,188 @@
+//! AF_XDP: UMEM, the four rings, binding, statistics. The only home of
+//! `unsafe` in the engine (besides `sys`).
+//!
+//! # Frame ownership
+//!
+//! Every UMEM frame is owned by exactly one side at a time, and the types
+//! say which: userspace holds a [`Frame`] token; handing a frame to a ring
+//! consumes the token; only the paired ring gives it back.
+//!
+//! | ring        | direction       | takes a token          | gives a token back |
+//! |-------------|-----------------|------------------------|--------------------|
+//! | fill        | user → kernel   | [`FillQueue::fill`]    | —                  |
+//! | RX          | kernel → user   | —                      | [`RxQueue::recv`]  |
+//! | TX          | user → kernel   | [`TxBatch::push`]      | —                  |
+//! | completion  | kernel → user   | —                      | [`CompQueue::complete`] |
+//!
+//! Frames never cross between the pairs inside the kernel: a frame given to
+//! the fill ring comes back on RX, one given to TX comes back on completion.
+//! With zero-copy the device reads TX frames directly, so a frame must not be
+//! rewritten before its completion: the token makes that a compile error.
+//!
+//! # Rings
+//!
+//! [`ring`] has the producer/consumer logic (`reserve`/`submit`,
+//! `peek`/`release`, Acquire/Release on the peer's index) over memory that
+//! is either the kernel's mmap or a heap block ([`ring::FakeRing`]) so that
+//! it can be unit-tested without a kernel.
+
+mod mmap;
+pub mod ring;
+mod socket;
+mod umem;
+
+use std::io;
+
+pub use socket::{
+    BindInfo, BindMode, CompQueue, FillQueue, RxDesc, RxQueue, TxBatch, TxDesc, TxQueue, Xsk,
+    XskConfig, XskStats, ifindex,
+};
+pub use umem::{Frame, Umem, UmemConfig};
+
+/// Errors of the AF_XDP layer. Each says what failed and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    /// A configuration value is out of range (checked before any syscall).
+    #[error("invalid AF_XDP configuration: {0}")]
+    Config(String),
+    /// The interface does not exist in this network namespace.
+    #[error("no interface named `{iface}` in this network namespace (list them with `ip link`)")]
+    NoInterface {
+        /// The name given.
+        iface: String,
+    },
+    /// Missing privilege.
+    #[error(
+        "permission denied creating or binding an AF_XDP socket: run as root, or grant \
+         CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK"
+    )]
+    Permission {
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// Another socket holds the queue.
+    #[error(
+        "queue {queue} of {iface} is busy: another AF_XDP socket is bound to it (or one \
+         closed less than a second ago is still being torn down: retry shortly)"
+    )]
+    QueueBusy {
+        /// Interface.
+        iface: String,
+        /// Queue id.
+        queue: u32,
+    },
+    /// Zero-copy was required but the driver cannot do it.
+    #[error(
+        "zero-copy AF_XDP is not supported on {iface} (driver: {driver}); use `--bind copy`, \
+         or `--bind auto` to fall back to copy mode"
+    )]
+    NoZeroCopy {
+        /// Interface.
+        iface: String,
+        /// Driver name as the kernel reports it.
+        driver: String,
+    },
+    /// The kernel lacks a feature.
+    #[error("{what} is not supported here: {hint}")]
+    Unsupported {
+        /// The feature.
+        what: String,
+        /// What to do.
+        hint: String,
+    },
+    /// A system call failed.
+    #[error("`{call}` failed ({detail}): {source}{}", if hint.is_empty() { String::new() } else { format!("; {hint}") })]
+    Syscall {
+        /// The call.
+        call: &'static str,
+        /// Its arguments, in words.
+        detail: String,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+        /// What the user can do, if anything.
+        hint: String,
+    },
+}
+
+impl XskError {
+    pub(crate) fn syscall(
+        call: &'static str,
+        detail: String,
+        source: io::Error,
+        hint: String,
+    ) -> Self {
+        XskError::Syscall {
+            call,
+            detail,
+            source,
+            hint,
+        }
+    }
+}
+
+/// The interface's driver name (`ETHTOOL_GDRVINFO`), or `"unknown"`.
+pub fn driver_name(iface: &str) -> String {
+    ethtool_driver(iface).unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn ethtool_driver(iface: &str) -> Option<String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const ETHTOOL_GDRVINFO: u32 = 3;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    #[repr(C)]
+    struct DrvInfo {
+        cmd: u32,
+        driver: [u8; 32],
+        version: [u8; 32],
+        fw_version: [u8; 32],
+        bus_info: [u8; 32],
+        erom_version: [u8; 32],
+        reserved2: [u8; 12],
+        n_priv_flags: u32,
+        n_stats: u32,
+        testinfo_len: u32,
+        eedump_len: u32,
+        regdump_len: u32,
+    }
+    if iface.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let mut info = DrvInfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    // SAFETY: plain socket(2); result checked.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: fresh fd we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(iface.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut info as *mut DrvInfo).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO writes one ethtool_drvinfo
+    // (DrvInfo mirrors its layout) through ifr_data, which points to `info`,
+    // alive for the call.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    if r < 0 {
+        return None;
+    }
+    let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
+    Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}

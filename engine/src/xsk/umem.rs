@@ -1,0 +1,271 @@
+//! UMEM: the packet memory shared by userspace and the kernel, and the
+//! [`Frame`] token that says who owns a frame.
+
+use std::os::fd::OwnedFd;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use super::XskError;
+use super::mmap::Mmap;
+use crate::frame::{FrameAddr, FrameSize};
+
+/// How to build a UMEM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UmemConfig {
+    /// Number of frames.
+    pub frame_count: u32,
+    /// Frame (chunk) size.
+    pub frame_size: FrameSize,
+    /// Bytes the kernel leaves free at the start of each RX frame (after its
+    /// own XDP headroom) for headers a TX path wants to prepend.
+    pub headroom: u32,
+    /// Back the area with 2 MB hugepages (must be reserved beforehand:
+    /// `/proc/sys/vm/nr_hugepages`).
+    pub hugepages: bool,
+}
+
+impl Default for UmemConfig {
+    fn default() -> Self {
+        UmemConfig {
+            frame_count: 8192,
+            frame_size: FrameSize::F4096,
+            headroom: 0,
+            hugepages: false,
+        }
+    }
+}
+
+/// Ownership token of one UMEM frame held by userspace.
+///
+/// It cannot be cloned or built by hand: frames come from
+/// [`Umem::take_frames`] (once, all of them) and come back from the RX and
+/// completion rings. Handing a frame to the fill or TX ring consumes its
+/// token, so the frame cannot be touched while the kernel owns it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    addr: FrameAddr,
+}
+
+impl Frame {
+    /// The frame's base address.
+    #[inline]
+    pub fn addr(&self) -> FrameAddr {
+        self.addr
+    }
+
+    /// Re-creates a token for a frame returned by the kernel.
+    #[inline]
+    pub(crate) fn from_kernel(addr: FrameAddr, size: FrameSize) -> Frame {
+        Frame {
+            addr: addr.frame_base(size),
+        }
+    }
+}
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// A registered (or to-be-registered) UMEM area.
+///
+/// Share it between sockets of several queues with `Arc<Umem>`: the first
+/// socket bound registers it, the others bind with `XDP_SHARED_UMEM`.
+pub struct Umem {
+    area: Mmap,
+    config: UmemConfig,
+    frames_taken: AtomicBool,
+    id: u32,
+    /// A dup of the socket the UMEM is registered on (for `XDP_SHARED_UMEM`).
+    pub(crate) registered: Mutex<Option<OwnedFd>>,
+}
+
+impl std::fmt::Debug for Umem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Umem")
+            .field("id", &self.id)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Umem {
+    /// Maps a UMEM area of `frame_count × frame_size` bytes.
+    pub fn new(config: UmemConfig) -> Result<Umem, XskError> {
+        if config.frame_count == 0 || config.frame_count > (1 << 24) {
+            return Err(XskError::Config(format!(
+                "UMEM frame count {} is out of range 1..=16777216",
+                config.frame_count
+            )));
+        }
+        let fs = config.frame_size.bytes() as u32;
+        if config.headroom > fs / 2 {
+            return Err(XskError::Config(format!(
+                "UMEM headroom {} is too large for {fs}-byte frames (at most {})",
+                config.headroom,
+                fs / 2
+            )));
+        }
+        let len = config.frame_count as usize * config.frame_size.bytes();
+        let len = if config.hugepages {
+            len.next_multiple_of(2 << 20)
+        } else {
+            len
+        };
+        let area = Mmap::anonymous(len, config.hugepages).map_err(|e| {
+            let hint = if config.hugepages {
+                format!(
+                    "{} MB of 2 MB hugepages are needed: reserve them with \
+                     `echo N > /proc/sys/vm/nr_hugepages`, or leave hugepages off",
+                    len >> 20
+                )
+            } else {
+                "the machine is out of memory or the memlock limit is too low \
+                 (`ulimit -l unlimited`)"
+                    .to_owned()
+            };
+            XskError::syscall("mmap", format!("UMEM of {len} bytes"), e, hint)
+        })?;
+        Ok(Umem {
+            area,
+            config,
+            frames_taken: AtomicBool::new(false),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            registered: Mutex::new(None),
+        })
+    }
+
+    /// The configuration this UMEM was built with.
+    pub fn config(&self) -> &UmemConfig {
+        &self.config
+    }
+
+    /// Frame size.
+    #[inline]
+    pub fn frame_size(&self) -> FrameSize {
+        self.config.frame_size
+    }
+
+    /// Number of frames.
+    #[inline]
+    pub fn frame_count(&self) -> u32 {
+        self.config.frame_count
+    }
+
+    pub(crate) fn area_ptr(&self) -> *mut u8 {
+        self.area.as_ptr()
+    }
+
+    pub(crate) fn area_len(&self) -> usize {
+        self.area.len()
+    }
+
+    /// The tokens of all frames, the first time it is called; afterwards an
+    /// empty vector (each frame has exactly one token).
+    pub fn take_frames(&self) -> Vec<Frame> {
+        if self.frames_taken.swap(true, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        let fs = self.config.frame_size.bytes() as u64;
+        (0..u64::from(self.config.frame_count))
+            .map(|i| Frame {
+                addr: FrameAddr(i * fs),
+            })
+            .collect()
+    }
+
+    #[inline]
+    fn check(&self, addr: FrameAddr) -> usize {
+        let fs = self.config.frame_size.bytes();
+        let base = addr.0 as usize;
+        assert!(
+            base % fs == 0 && base + fs <= self.config.frame_count as usize * fs,
+            "frame {addr:?} does not belong to UMEM {}",
+            self.id
+        );
+        base
+    }
+
+    /// The bytes of a frame userspace owns.
+    #[inline]
+    pub fn frame<'a>(&'a self, frame: &'a Frame) -> &'a [u8] {
+        let base = self.check(frame.addr);
+        // SAFETY: `check` keeps the range inside the mapping; the token proves
+        // userspace owns the frame (the kernel does not write it), and the
+        // shared borrow of the token prevents a concurrent `frame_mut`.
+        unsafe {
+            std::slice::from_raw_parts(self.area.as_ptr().add(base), self.config.frame_size.bytes())
+        }
+    }
+
+    /// The bytes of a frame userspace owns, writable.
+    #[inline]
+    pub fn frame_mut<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
+        let base = self.check(frame.addr);
+        // SAFETY: in bounds (`check`); tokens are unique per frame and this
+        // one is borrowed exclusively, so no other slice of the frame exists;
+        // the kernel does not touch frames whose token userspace holds.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.area.as_ptr().add(base),
+                self.config.frame_size.bytes(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_taken_once_and_address_the_area() {
+        let umem = Umem::new(UmemConfig {
+            frame_count: 16,
+            frame_size: FrameSize::F2048,
+            ..UmemConfig::default()
+        })
+        .unwrap();
+        let mut frames = umem.take_frames();
+        assert_eq!(frames.len(), 16);
+        assert!(umem.take_frames().is_empty());
+        assert_eq!(frames[3].addr(), FrameAddr(3 * 2048));
+        umem.frame_mut(&mut frames[3])[..4].copy_from_slice(b"xtcp");
+        assert_eq!(&umem.frame(&frames[3])[..4], b"xtcp");
+        assert_eq!(umem.frame(&frames[2])[0], 0);
+        assert_eq!(
+            Frame::from_kernel(FrameAddr(3 * 2048 + 256), FrameSize::F2048),
+            frames[3]
+        );
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        let e = Umem::new(UmemConfig {
+            frame_count: 0,
+            ..UmemConfig::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("frame count"), "{e}");
+        let e = Umem::new(UmemConfig {
+            headroom: 4000,
+            ..UmemConfig::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("headroom"), "{e}");
+    }
+
+    #[test]
+    #[should_panic(expected = "does not belong")]
+    fn foreign_frame_is_refused() {
+        let small = Umem::new(UmemConfig {
+            frame_count: 2,
+            ..UmemConfig::default()
+        })
+        .unwrap();
+        let big = Umem::new(UmemConfig {
+            frame_count: 8,
+            ..UmemConfig::default()
+        })
+        .unwrap();
+        let frames = big.take_frames();
+        let _ = small.frame(&frames[7]);
+    }
+}
