@@ -33,6 +33,10 @@ struct xtcp_ruleset {
 	struct xtcp_rule rules[XTCP_MAX_RULES];
 };
 
+/* userspace (engine/src/xdp) serialises these by hand: keep in step */
+_Static_assert(sizeof(struct xtcp_rule) == 24, "xtcp_rule layout");
+_Static_assert(sizeof(struct xtcp_ruleset) == 8 + 24 * XTCP_MAX_RULES, "ruleset layout");
+
 enum xtcp_counter {
 	XTCP_CNT_STEERED = 0,
 	XTCP_CNT_PASSED = 1,

@@ -7,5 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod frame;
+pub mod testnet;
+pub mod xdp;
 #[allow(unsafe_code)]
 pub mod xsk;

@@ -530,11 +530,28 @@ impl Xsk {
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
         let bfd = fd.as_fd();
 
-        let mut registered = umem
-            .registered
+        let mut reg_state = umem
+            .sockets
             .lock()
             .map_err(|_| XskError::Config("UMEM registration lock poisoned".into()))?;
-        let shared_fd: Option<RawFd> = registered.as_ref().map(|f| f.as_raw_fd());
+        // A live socket on this UMEM, if any: bind sharing it. Otherwise
+        // (first socket, or all earlier ones closed) register the UMEM here.
+        reg_state.sockets.retain(|w| w.strong_count() > 0);
+        let sharer: Option<Arc<OwnedFd>> = reg_state.sockets.iter().find_map(|w| w.upgrade());
+        let shared_fd: Option<RawFd> = sharer.as_ref().map(|f| f.as_raw_fd());
+        if shared_fd.is_some()
+            && (reg_state.need_wakeup != config.need_wakeup
+                || reg_state.multi_buffer != config.multi_buffer)
+        {
+            return Err(XskError::Config(format!(
+                "sockets sharing a UMEM inherit need-wakeup ({}) and multi-buffer ({}) from the \
+                 first socket bound on it; this one asks for need-wakeup {} and multi-buffer {}",
+                reg_state.need_wakeup,
+                reg_state.multi_buffer,
+                config.need_wakeup,
+                config.multi_buffer
+            )));
+        }
         if shared_fd.is_none() {
             let reg = libc::xdp_umem_reg {
                 addr: umem.area_ptr() as u64,
@@ -630,13 +647,17 @@ impl Xsk {
         if config.multi_buffer {
             base_flags |= libc::XDP_USE_SG;
         }
-        if shared_fd.is_some() {
-            base_flags |= libc::XDP_SHARED_UMEM;
-        }
         let do_bind = |mode_flag: u16| -> io::Result<()> {
+            // With XDP_SHARED_UMEM the kernel takes the mode and the other
+            // flags from the UMEM's first socket and refuses them here.
+            let flags = if shared_fd.is_some() {
+                libc::XDP_SHARED_UMEM
+            } else {
+                base_flags | mode_flag
+            };
             let sa = libc::sockaddr_xdp {
                 sxdp_family: libc::AF_XDP as u16,
-                sxdp_flags: base_flags | mode_flag,
+                sxdp_flags: flags,
                 sxdp_ifindex: ifindex,
                 sxdp_queue_id: queue,
                 sxdp_shared_umem_fd: shared_fd.unwrap_or(0) as u32,
@@ -711,13 +732,11 @@ impl Xsk {
 
         let (opts, _): (XdpOptions, usize) = getsockopt(bfd, libc::XDP_OPTIONS)
             .map_err(|e| XskError::syscall("getsockopt", "XDP_OPTIONS".into(), e, String::new()))?;
-        if shared_fd.is_none() {
-            let dup = bfd
-                .try_clone_to_owned()
-                .map_err(|e| XskError::syscall("dup", "AF_XDP socket".into(), e, String::new()))?;
-            *registered = Some(dup);
-        }
-        drop(registered);
+        reg_state.sockets.push(Arc::downgrade(&fd));
+        reg_state.need_wakeup = config.need_wakeup;
+        reg_state.multi_buffer = config.multi_buffer;
+        drop(reg_state);
+        drop(sharer);
 
         let info = BindInfo {
             iface: iface.to_owned(),

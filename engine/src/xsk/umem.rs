@@ -2,8 +2,8 @@
 //! [`Frame`] token that says who owns a frame.
 
 use std::os::fd::OwnedFd;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Weak};
 
 use super::XskError;
 use super::mmap::Mmap;
@@ -62,6 +62,16 @@ impl Frame {
     }
 }
 
+/// The sockets bound on a UMEM and the bind flags they share: sockets that
+/// share a UMEM inherit copy/zero-copy, need-wakeup and multi-buffer from the
+/// first (the kernel refuses those flags with `XDP_SHARED_UMEM`).
+#[derive(Default)]
+pub(crate) struct Registration {
+    pub(crate) sockets: Vec<Weak<OwnedFd>>,
+    pub(crate) need_wakeup: bool,
+    pub(crate) multi_buffer: bool,
+}
+
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
 /// A registered (or to-be-registered) UMEM area.
@@ -73,8 +83,9 @@ pub struct Umem {
     config: UmemConfig,
     frames_taken: AtomicBool,
     id: u32,
-    /// A dup of the socket the UMEM is registered on (for `XDP_SHARED_UMEM`).
-    pub(crate) registered: Mutex<Option<OwnedFd>>,
+    /// The sockets bound on this UMEM (for `XDP_SHARED_UMEM`). Weak: the
+    /// UMEM must not keep a socket, and with it its queue, alive.
+    pub(crate) sockets: Mutex<Registration>,
 }
 
 impl std::fmt::Debug for Umem {
@@ -128,7 +139,7 @@ impl Umem {
             config,
             frames_taken: AtomicBool::new(false),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            registered: Mutex::new(None),
+            sockets: Mutex::new(Registration::default()),
         })
     }
 

@@ -1,0 +1,428 @@
+//! The steering program: load it with aya, attach it to an interface,
+//! register AF_XDP sockets per queue, edit the steering rules, read counters.
+//!
+//! The program (`ebpf/c/steer.bpf.c`) redirects TCP packets whose local
+//! address and port match a rule to the AF_XDP socket of their RX queue and
+//! passes everything else to the kernel. It is attached through a BPF link
+//! owned by this process: when the process exits — even by SIGKILL — the
+//! kernel closes the link and the program is detached. Dropping
+//! [`Steering`] detaches it too.
+//!
+//! Rules live in two slots; [`Steering::set_rules`] writes the inactive one
+//! and then flips the active index, so a packet never sees a half-written
+//! rule set.
+
+use std::net::IpAddr;
+use std::ops::RangeInclusive;
+use std::os::fd::{AsFd, AsRawFd};
+
+use aya::maps::{Array, MapData, PerCpuArray, XskMap};
+use aya::programs::{ProgramError, Xdp, XdpMode};
+use aya::{Ebpf, EbpfError};
+
+/// Maximum number of steering rules.
+pub const MAX_RULES: usize = xtcp_ebpf::MAX_RULES;
+const RULE_LEN: usize = 24;
+const RULESET_LEN: usize = 8 + RULE_LEN * MAX_RULES;
+
+/// How to attach the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachMode {
+    /// Native (driver) mode: the driver runs the program; fails if it can't.
+    Native,
+    /// Generic (SKB) mode: works on any interface, slower.
+    Generic,
+    /// Native, and generic if native is refused (with a notice).
+    #[default]
+    Auto,
+}
+
+/// One steering rule: TCP packets to a local address (or any) and a local
+/// port range. A listener on port P is `ports: P..=P`; outgoing
+/// connections are matched by their local (ephemeral) port range, since the
+/// replies arrive with those ports as destination.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Rule {
+    /// Local address; `None` matches any address of either family.
+    pub addr: Option<IpAddr>,
+    /// Local port range (inclusive).
+    pub ports: RangeInclusive<u16>,
+}
+
+impl Rule {
+    /// A rule for one local port on any address.
+    pub fn port(port: u16) -> Rule {
+        Rule {
+            addr: None,
+            ports: port..=port,
+        }
+    }
+
+    fn encode(&self, out: &mut [u8]) {
+        let (family, any) = match self.addr {
+            None => (0u8, 1u8),
+            Some(IpAddr::V4(_)) => (4, 0),
+            Some(IpAddr::V6(_)) => (6, 0),
+        };
+        out[0] = family;
+        out[1] = any;
+        out[2..4].copy_from_slice(&self.ports.start().to_ne_bytes());
+        out[4..6].copy_from_slice(&self.ports.end().to_ne_bytes());
+        out[6..8].fill(0);
+        out[8..24].fill(0);
+        match self.addr {
+            Some(IpAddr::V4(a)) => out[8..12].copy_from_slice(&a.octets()),
+            Some(IpAddr::V6(a)) => out[8..24].copy_from_slice(&a.octets()),
+            None => {}
+        }
+    }
+}
+
+/// Encodes a rule set the way `struct xtcp_ruleset` lays it out.
+fn encode_rules(rules: &[Rule]) -> [u8; RULESET_LEN] {
+    let mut buf = [0u8; RULESET_LEN];
+    buf[0..4].copy_from_slice(&(rules.len() as u32).to_ne_bytes());
+    for (i, r) in rules.iter().enumerate() {
+        r.encode(&mut buf[8 + i * RULE_LEN..8 + (i + 1) * RULE_LEN]);
+    }
+    buf
+}
+
+/// The program's counters, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SteerCounters {
+    /// Packets redirected to an AF_XDP socket.
+    pub steered: u64,
+    /// Packets passed to the kernel (not ours).
+    pub passed: u64,
+    /// Packets too short or with bad header lengths (passed; the kernel drops them).
+    pub malformed: u64,
+    /// Packets that matched a rule but had no socket on their queue (passed).
+    pub no_socket: u64,
+}
+
+/// Errors of loading, attaching and driving the steering program.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    /// No such interface.
+    #[error("no interface named `{iface}` in this network namespace (list them with `ip link`)")]
+    NoInterface {
+        /// The name given.
+        iface: String,
+    },
+    /// The kernel refused to load the program.
+    #[error(
+        "loading the XDP steering program failed: {source}; loading BPF needs root (or \
+         CAP_BPF + CAP_NET_ADMIN) and a kernel with BPF and XDP"
+    )]
+    Load {
+        /// aya's error (includes the verifier log, if any).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Attaching failed.
+    #[error("attaching XDP in {mode} mode to {iface} failed: {source}{hint}")]
+    Attach {
+        /// Interface.
+        iface: String,
+        /// Mode tried.
+        mode: &'static str,
+        /// aya's error.
+        #[source]
+        source: ProgramError,
+        /// What to do.
+        hint: String,
+    },
+    /// Too many rules.
+    #[error("{count} steering rules given; at most {MAX_RULES} are supported")]
+    TooManyRules {
+        /// How many were given.
+        count: usize,
+    },
+    /// An invalid rule.
+    #[error("invalid steering rule {rule:?}: {why}")]
+    BadRule {
+        /// The rule.
+        rule: Rule,
+        /// Why.
+        why: &'static str,
+    },
+    /// Queue id beyond the XSKMAP.
+    #[error("queue {queue} is beyond the {max} queues the steering program can serve")]
+    QueueRange {
+        /// The queue.
+        queue: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// A map operation failed.
+    #[error("BPF map `{map}`: {source}")]
+    Map {
+        /// Map name.
+        map: &'static str,
+        /// aya's error.
+        #[source]
+        source: aya::maps::MapError,
+    },
+}
+
+/// The steering program, loaded and attached to one interface.
+pub struct Steering {
+    // Field order matters for drop: maps first, then the program (whose
+    // link detaches it).
+    xsks: XskMap<MapData>,
+    rules: Array<MapData, [u8; RULESET_LEN]>,
+    config: Array<MapData, u32>,
+    counters: PerCpuArray<MapData, u64>,
+    active: u32,
+    current: Vec<Rule>,
+    mode: AttachMode,
+    iface: String,
+    _ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for Steering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steering")
+            .field("iface", &self.iface)
+            .field("mode", &self.mode)
+            .field("rules", &self.current)
+            .finish()
+    }
+}
+
+fn attach_hint(e: &ProgramError) -> String {
+    let errno = match e {
+        ProgramError::SyscallError(s) => s.io_error.raw_os_error(),
+        _ => None,
+    };
+    match errno {
+        Some(libc::EBUSY | libc::EEXIST) => "; another XDP program is attached to this interface \
+            (see `ip link show`; detach it with `ip link set dev IFACE xdp off`)"
+            .to_owned(),
+        Some(libc::EPERM | libc::EACCES) => {
+            "; run as root or grant CAP_NET_ADMIN and CAP_BPF".to_owned()
+        }
+        Some(libc::EOPNOTSUPP | libc::EINVAL) => {
+            "; the driver may lack native XDP or multi-buffer XDP (xdp.frags) support: \
+             try `--xdp-mode generic`, or check `xtcp probe IFACE`"
+                .to_owned()
+        }
+        Some(libc::ERANGE) => "; the MTU is too large for this driver's XDP: lower it".to_owned(),
+        _ => String::new(),
+    }
+}
+
+impl Steering {
+    /// Loads the program and attaches it to `iface` in `mode`.
+    pub fn attach(iface: &str, mode: AttachMode) -> Result<Steering, XdpError> {
+        let ifindex = crate::xsk::ifindex(iface).map_err(|_| XdpError::NoInterface {
+            iface: iface.to_owned(),
+        })?;
+        let mut ebpf = Ebpf::load(xtcp_ebpf::STEER).map_err(|e: EbpfError| XdpError::Load {
+            source: Box::new(e),
+        })?;
+        let prog: &mut Xdp = ebpf
+            .program_mut(xtcp_ebpf::STEER_PROGRAM)
+            .ok_or_else(|| XdpError::Load {
+                source: "program xtcp_steer missing from the object".into(),
+            })?
+            .try_into()
+            .map_err(|e: ProgramError| XdpError::Load {
+                source: Box::new(e),
+            })?;
+        prog.load().map_err(|e| XdpError::Load {
+            source: Box::new(e),
+        })?;
+        let attach_err = |source: ProgramError, mode: &'static str| XdpError::Attach {
+            iface: iface.to_owned(),
+            mode,
+            hint: attach_hint(&source),
+            source,
+        };
+        let used = match mode {
+            AttachMode::Native => {
+                prog.attach_to_if_index(ifindex, XdpMode::Driver)
+                    .map_err(|e| attach_err(e, "native"))?;
+                AttachMode::Native
+            }
+            AttachMode::Generic => {
+                prog.attach_to_if_index(ifindex, XdpMode::Skb)
+                    .map_err(|e| attach_err(e, "generic"))?;
+                AttachMode::Generic
+            }
+            AttachMode::Auto => match prog.attach_to_if_index(ifindex, XdpMode::Driver) {
+                Ok(_) => AttachMode::Native,
+                Err(e) => {
+                    let busy = matches!(&e, ProgramError::SyscallError(s)
+                        if matches!(s.io_error.raw_os_error(), Some(libc::EBUSY | libc::EEXIST | libc::EPERM)));
+                    if busy {
+                        return Err(attach_err(e, "native"));
+                    }
+                    tracing::warn!(
+                        iface,
+                        "native XDP attach failed ({e}); falling back to generic (SKB) mode, \
+                         which is slower"
+                    );
+                    prog.attach_to_if_index(ifindex, XdpMode::Skb)
+                        .map_err(|e| attach_err(e, "generic"))?;
+                    AttachMode::Generic
+                }
+            },
+        };
+        let take = |ebpf: &mut Ebpf, name: &'static str| {
+            ebpf.take_map(name).ok_or_else(|| XdpError::Load {
+                source: format!("map {name} missing from the object").into(),
+            })
+        };
+        let map_err = |map: &'static str| move |source| XdpError::Map { map, source };
+        let xsks = XskMap::try_from(take(&mut ebpf, "xsks")?).map_err(map_err("xsks"))?;
+        let rules = Array::try_from(take(&mut ebpf, "rules")?).map_err(map_err("rules"))?;
+        let config = Array::try_from(take(&mut ebpf, "config")?).map_err(map_err("config"))?;
+        let counters =
+            PerCpuArray::try_from(take(&mut ebpf, "counters")?).map_err(map_err("counters"))?;
+        Ok(Steering {
+            xsks,
+            rules,
+            config,
+            counters,
+            active: 0,
+            current: Vec::new(),
+            mode: used,
+            iface: iface.to_owned(),
+            _ebpf: ebpf,
+        })
+    }
+
+    /// The mode the program is attached in.
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    /// The interface.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// Directs packets of `queue` to the AF_XDP socket `fd`.
+    pub fn register(&mut self, queue: u32, fd: &impl AsFd) -> Result<(), XdpError> {
+        if queue >= xtcp_ebpf::MAX_QUEUES {
+            return Err(XdpError::QueueRange {
+                queue,
+                max: xtcp_ebpf::MAX_QUEUES,
+            });
+        }
+        self.xsks
+            .set(queue, fd.as_fd().as_raw_fd(), 0)
+            .map_err(|source| XdpError::Map {
+                map: "xsks",
+                source,
+            })
+    }
+
+    /// Removes the socket of `queue` (its packets go to the kernel again).
+    pub fn unregister(&mut self, queue: u32) -> Result<(), XdpError> {
+        self.xsks.unset(queue).map_err(|source| XdpError::Map {
+            map: "xsks",
+            source,
+        })
+    }
+
+    /// Replaces the rule set.
+    pub fn set_rules(&mut self, rules: &[Rule]) -> Result<(), XdpError> {
+        if rules.len() > MAX_RULES {
+            return Err(XdpError::TooManyRules { count: rules.len() });
+        }
+        for r in rules {
+            if r.ports.start() > r.ports.end() {
+                return Err(XdpError::BadRule {
+                    rule: r.clone(),
+                    why: "empty port range",
+                });
+            }
+        }
+        let next = self.active ^ 1;
+        self.rules
+            .set(next, encode_rules(rules), 0)
+            .map_err(|source| XdpError::Map {
+                map: "rules",
+                source,
+            })?;
+        self.config
+            .set(0, next, 0)
+            .map_err(|source| XdpError::Map {
+                map: "config",
+                source,
+            })?;
+        self.active = next;
+        self.current = rules.to_vec();
+        Ok(())
+    }
+
+    /// Adds one rule to the current set.
+    pub fn add_rule(&mut self, rule: Rule) -> Result<(), XdpError> {
+        let mut rules = self.current.clone();
+        rules.push(rule);
+        self.set_rules(&rules)
+    }
+
+    /// The current rule set.
+    pub fn rules(&self) -> &[Rule] {
+        &self.current
+    }
+
+    /// Reads the counters, summed over CPUs.
+    pub fn counters(&self) -> Result<SteerCounters, XdpError> {
+        let get = |i: u32| -> Result<u64, XdpError> {
+            let v = self.counters.get(&i, 0).map_err(|source| XdpError::Map {
+                map: "counters",
+                source,
+            })?;
+            Ok(v.iter().sum())
+        };
+        Ok(SteerCounters {
+            steered: get(0)?,
+            passed: get(1)?,
+            malformed: get(2)?,
+            no_socket: get(3)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn rules_encode_like_the_c_struct() {
+        let rules = [
+            Rule::port(5201),
+            Rule {
+                addr: Some(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3))),
+                ports: 32768..=60999,
+            },
+            Rule {
+                addr: Some(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+                ports: 80..=80,
+            },
+        ];
+        let b = encode_rules(&rules);
+        assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), 3);
+        let r0 = &b[8..32];
+        assert_eq!((r0[0], r0[1]), (0, 1));
+        assert_eq!(u16::from_ne_bytes([r0[2], r0[3]]), 5201);
+        assert_eq!(u16::from_ne_bytes([r0[4], r0[5]]), 5201);
+        let r1 = &b[32..56];
+        assert_eq!((r1[0], r1[1]), (4, 0));
+        assert_eq!(u16::from_ne_bytes([r1[2], r1[3]]), 32768);
+        assert_eq!(u16::from_ne_bytes([r1[4], r1[5]]), 60999);
+        assert_eq!(&r1[8..12], &[10, 1, 2, 3]);
+        assert!(r1[12..24].iter().all(|&x| x == 0));
+        let r2 = &b[56..80];
+        assert_eq!(r2[0], 6);
+        assert_eq!(r2[23], 1);
+        assert!(b[80..].iter().all(|&x| x == 0));
+    }
+}
