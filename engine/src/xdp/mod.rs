@@ -130,7 +130,7 @@ pub enum XdpError {
         mode: &'static str,
         /// aya's error.
         #[source]
-        source: ProgramError,
+        source: Box<ProgramError>,
         /// What to do.
         hint: String,
     },
@@ -239,7 +239,7 @@ impl Steering {
             iface: iface.to_owned(),
             mode,
             hint: attach_hint(&source),
-            source,
+            source: Box::new(source),
         };
         let used = match mode {
             AttachMode::Native => {

@@ -615,14 +615,14 @@ impl Xsk {
             bfd,
             &off.fr,
             config.fill_size,
-            libc::XDP_UMEM_PGOFF_FILL_RING as u64,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
             "fill",
         )?;
         let comp = map_ring::<u64>(
             bfd,
             &off.cr,
             config.comp_size,
-            libc::XDP_UMEM_PGOFF_COMPLETION_RING as u64,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
             "completion",
         )?;
         let rx = map_ring::<Desc>(

@@ -187,7 +187,7 @@ impl Umem {
         let fs = self.config.frame_size.bytes();
         let base = addr.0 as usize;
         assert!(
-            base % fs == 0 && base + fs <= self.config.frame_count as usize * fs,
+            base.is_multiple_of(fs) && base + fs <= self.config.frame_count as usize * fs,
             "frame {addr:?} does not belong to UMEM {}",
             self.id
         );
