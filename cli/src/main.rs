@@ -1,1 +1,44 @@
-fn main() {}
+//! `xtcp`: kernel-bypass TCP on AF_XDP — probe, raw AF_XDP benchmark, and
+//! (later) the TCP engine's benchmark and iperf3-compatible endpoint.
+
+use clap::{Parser, Subcommand};
+
+mod xsk_bench;
+
+/// xtcp: a kernel-bypass TCP engine on AF_XDP.
+#[derive(Parser, Debug)]
+#[command(name = "xtcp", version, about, long_about = None)]
+struct Cli {
+    /// Log level filter (error, warn, info, debug, trace), or RUST_LOG syntax.
+    #[arg(long, global = true, default_value = "info", env = "XTCP_LOG")]
+    log: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Raw AF_XDP packet rates on one queue (like xdpsock): rxdrop, txonly,
+    /// l2fwd; or both ends on a test network of its own with --testnet.
+    XskBench(xsk_bench::XskBenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+    let r = match &cli.cmd {
+        Cmd::XskBench(a) => xsk_bench::run(a),
+    };
+    if let Err(e) = r {
+        eprintln!("xtcp: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -186,3 +186,94 @@ fn ethtool_driver(iface: &str) -> Option<String> {
     let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
     Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
 }
+
+/// The interface's MAC address (`SIOCGIFHWADDR`) in the calling thread's
+/// network namespace.
+pub fn iface_mac(iface: &str) -> Result<[u8; 6], XskError> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    iface_ioctl(iface, libc::SIOCGIFHWADDR, &mut ifr)?;
+    // SAFETY: SIOCGIFHWADDR filled the ifru_hwaddr member of the union.
+    let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (m, b) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *m = *b as u8;
+    }
+    Ok(mac)
+}
+
+/// The interface's first IPv4 address (`SIOCGIFADDR`), if it has one.
+pub fn iface_ipv4(iface: &str) -> Result<Option<std::net::Ipv4Addr>, XskError> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    ifr.ifr_ifru.ifru_addr.sa_family = libc::AF_INET as libc::sa_family_t;
+    match iface_ioctl(iface, libc::SIOCGIFADDR, &mut ifr) {
+        Ok(()) => {}
+        Err(XskError::Syscall { source, .. })
+            if source.raw_os_error() == Some(libc::EADDRNOTAVAIL) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    }
+    // SAFETY: SIOCGIFADDR filled ifru_addr with a sockaddr_in (AF_INET),
+    // which fits in the sockaddr member.
+    let sin: libc::sockaddr_in = unsafe {
+        std::ptr::read_unaligned((&raw const ifr.ifr_ifru.ifru_addr).cast::<libc::sockaddr_in>())
+    };
+    Ok(Some(std::net::Ipv4Addr::from(u32::from_be(
+        sin.sin_addr.s_addr,
+    ))))
+}
+
+fn iface_ioctl(iface: &str, req: libc::c_ulong, ifr: &mut libc::ifreq) -> Result<(), XskError> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
+        return Err(XskError::NoInterface {
+            iface: iface.to_owned(),
+        });
+    }
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(iface.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    // SAFETY: plain socket(2); result checked.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(XskError::syscall(
+            "socket",
+            "AF_INET for an interface ioctl".into(),
+            io::Error::last_os_error(),
+            String::new(),
+        ));
+    }
+    // SAFETY: fresh fd we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: `req` is an interface ioctl that reads ifr_name and writes one
+    // member of the ifreq union; `ifr` is a valid, writable ifreq.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), req as _, ifr as *mut libc::ifreq) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            return Err(XskError::NoInterface {
+                iface: iface.to_owned(),
+            });
+        }
+        return Err(XskError::syscall(
+            "ioctl",
+            format!("{req:#x} on {iface}"),
+            e,
+            String::new(),
+        ));
+    }
+    Ok(())
+}
+
+/// The interface's MTU (`SIOCGIFMTU`).
+pub fn iface_mtu(iface: &str) -> Result<u32, XskError> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    iface_ioctl(iface, libc::SIOCGIFMTU, &mut ifr)?;
+    // SAFETY: SIOCGIFMTU filled the ifru_mtu member.
+    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
+    Ok(mtu as u32)
+}

@@ -12,6 +12,9 @@ use super::ring::{ConsRing, ProdRing, RingMem};
 use super::umem::{Frame, Umem};
 use crate::frame::{Desc, FrameAddr};
 
+/// `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17 `if_xdp.h`; not in libc yet).
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+
 /// How to bind: copy, zero-copy, or zero-copy when the driver has it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -42,6 +45,11 @@ pub struct XskConfig {
     pub need_wakeup: bool,
     /// `XDP_USE_SG`: packets larger than a frame arrive and leave as chains.
     pub multi_buffer: bool,
+    /// Copy mode: descriptors the kernel sends per TX wakeup
+    /// (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+; the kernel's default is 32).
+    /// `None` keeps the default; values are clamped to 32..=TX ring size.
+    /// Ignored, with a debug log, where the kernel lacks the option.
+    pub tx_budget: Option<u32>,
 }
 
 impl Default for XskConfig {
@@ -54,6 +62,7 @@ impl Default for XskConfig {
             bind: BindMode::Auto,
             need_wakeup: true,
             multi_buffer: false,
+            tx_budget: Some(2048),
         }
     }
 }
@@ -732,6 +741,24 @@ impl Xsk {
 
         let (opts, _): (XdpOptions, usize) = getsockopt(bfd, libc::XDP_OPTIONS)
             .map_err(|e| XskError::syscall("getsockopt", "XDP_OPTIONS".into(), e, String::new()))?;
+        let zerocopy = opts.0.flags & libc::XDP_OPTIONS_ZEROCOPY != 0;
+        if let (Some(budget), false) = (config.tx_budget, zerocopy) {
+            let budget = budget.clamp(32, config.tx_size);
+            match setsockopt(bfd, XDP_MAX_TX_SKB_BUDGET, &budget) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+                    tracing::debug!("XDP_MAX_TX_SKB_BUDGET not supported by this kernel: {e}");
+                }
+                Err(e) => {
+                    return Err(XskError::syscall(
+                        "setsockopt",
+                        format!("XDP_MAX_TX_SKB_BUDGET {budget}"),
+                        e,
+                        String::new(),
+                    ));
+                }
+            }
+        }
         reg_state.sockets.push(Arc::downgrade(&fd));
         reg_state.need_wakeup = config.need_wakeup;
         reg_state.multi_buffer = config.multi_buffer;
@@ -742,7 +769,7 @@ impl Xsk {
             iface: iface.to_owned(),
             ifindex,
             queue,
-            zerocopy: opts.0.flags & libc::XDP_OPTIONS_ZEROCOPY != 0,
+            zerocopy,
             need_wakeup: config.need_wakeup,
             multi_buffer: config.multi_buffer,
             shared_umem: shared_fd.is_some(),

@@ -87,6 +87,7 @@ pub fn xsk_config(multi_buffer: bool) -> XskConfig {
         bind: BindMode::Copy,
         need_wakeup: true,
         multi_buffer,
+        tx_budget: None,
     }
 }
 

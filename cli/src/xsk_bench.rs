@@ -1,0 +1,931 @@
+//! `xtcp xsk-bench`: raw AF_XDP packet rates on one queue, like xdpsock.
+//!
+//! Modes: `rxdrop` (steer TCP packets for `--port` to the socket, count and
+//! recycle them), `txonly` (send a fixed TCP packet of `--size` bytes as
+//! fast as the ring allows; the frames are written once at start and never
+//! touched again), `l2fwd` (swap MAC addresses and send each received
+//! packet back out). With `--testnet` it builds its own two-namespace veth
+//! network and runs txonly on one side against `--mode` on the other.
+//!
+//! Rates count Ethernet frames without FCS/preamble: Gbit/s = frame bytes × 8.
+
+use std::net::Ipv4Addr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use serde::Serialize;
+use xtcp_engine::frame::FrameSize;
+use xtcp_engine::testnet::{TestNet, TestNetConfig};
+use xtcp_engine::xdp::{AttachMode, Rule, SteerCounters, Steering};
+use xtcp_engine::xsk::{
+    self, BindInfo, BindMode, Frame, RxDesc, TxDesc, Umem, UmemConfig, Xsk, XskConfig, XskStats,
+};
+
+/// What the socket does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Receive steered packets and drop them.
+    Rxdrop,
+    /// Transmit one fixed packet as fast as possible.
+    Txonly,
+    /// Send every received packet back with MAC addresses swapped.
+    L2fwd,
+}
+
+/// When to make syscalls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Wakeup {
+    /// `XDP_USE_NEED_WAKEUP`: a syscall only when the kernel asks for one.
+    Need,
+    /// `poll()` before each batch.
+    Poll,
+    /// Spin; kick TX after every batch; no need-wakeup.
+    Busy,
+}
+
+/// `--xdp-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpModeArg {
+    /// Driver mode; fail if the driver has no native XDP.
+    Native,
+    /// SKB mode: works everywhere, slower.
+    Generic,
+    /// Native, falling back to generic with a notice.
+    Auto,
+}
+
+/// `--bind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BindArg {
+    /// Copy mode.
+    Copy,
+    /// Zero-copy; fail if the driver has none.
+    Zerocopy,
+    /// Zero-copy when available, else copy (with a notice).
+    Auto,
+}
+
+/// A MAC address `aa:bb:cc:dd:ee:ff`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mac(pub [u8; 6]);
+
+impl FromStr for Mac {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() != 6 {
+            return Err(format!("`{s}` is not a MAC address like 02:00:00:00:00:01"));
+        }
+        let mut m = [0u8; 6];
+        for (o, p) in m.iter_mut().zip(parts) {
+            *o = u8::from_str_radix(p, 16)
+                .map_err(|_| format!("`{s}` is not a MAC address like 02:00:00:00:00:01"))?;
+        }
+        Ok(Mac(m))
+    }
+}
+
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(0.01..=86400.0).contains(&v) {
+        return Err(format!("{v} s is outside 0.01..=86400"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
+    s.parse::<usize>()
+        .ok()
+        .and_then(FrameSize::from_bytes)
+        .ok_or_else(|| format!("frame size must be 2048 or 4096, not `{s}`"))
+}
+
+/// Arguments of `xtcp xsk-bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct XskBenchArgs {
+    /// Interface to run on (not needed with --testnet).
+    #[arg(long, required_unless_present = "testnet")]
+    pub iface: Option<String>,
+    /// Queue id.
+    #[arg(long, default_value_t = 0)]
+    pub queue: u32,
+    /// What to do. With --testnet: side A's role (rxdrop or l2fwd); side B runs txonly.
+    #[arg(long, value_enum, default_value = "rxdrop")]
+    pub mode: Mode,
+    /// UMEM frame size: 2048 or 4096.
+    #[arg(long, default_value = "4096", value_parser = parse_frame_size)]
+    pub frame_size: FrameSize,
+    /// UMEM frames.
+    #[arg(long, default_value_t = 16384)]
+    pub frames: u32,
+    /// RX/TX ring size (fill/completion rings get twice this).
+    #[arg(long, default_value_t = 2048)]
+    pub ring: u32,
+    /// Packets per batch.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// txonly packet size in bytes (Ethernet frame without FCS), 60..=65535;
+    /// above one frame it is sent as a multi-buffer chain.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// How long to run, in seconds.
+    #[arg(long, default_value = "10", value_parser = parse_secs)]
+    pub duration: Duration,
+    /// Report interval, in seconds.
+    #[arg(long, default_value = "1", value_parser = parse_secs)]
+    pub interval: Duration,
+    /// XDP attach mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub xdp_mode: XdpModeArg,
+    /// AF_XDP bind mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub bind: BindArg,
+    /// Wakeup strategy.
+    #[arg(long, value_enum, default_value = "need")]
+    pub wakeup: Wakeup,
+    /// TCP destination port: steered to the socket (rxdrop, l2fwd) or put
+    /// in the packets (txonly).
+    #[arg(long, default_value_t = 5201)]
+    pub port: u16,
+    /// txonly: source IPv4 address (default: the interface's).
+    #[arg(long)]
+    pub src_ip: Option<Ipv4Addr>,
+    /// txonly: destination IPv4 address.
+    #[arg(long, required_if_eq("mode", "txonly"))]
+    pub dst_ip: Option<Ipv4Addr>,
+    /// txonly: destination MAC (default: from the neighbour table for --dst-ip).
+    #[arg(long)]
+    pub dst_mac: Option<Mac>,
+    /// Pin the worker to this CPU core.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Back the UMEM with 2 MB hugepages.
+    #[arg(long)]
+    pub hugepages: bool,
+    /// Build a test network (two namespaces, one veth pair) and run txonly on
+    /// side B against --mode on side A.
+    #[arg(long)]
+    pub testnet: bool,
+    /// Print one JSON object at the end instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One report interval.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Sample {
+    /// Which worker ("rx", "tx", "fwd").
+    pub side: &'static str,
+    /// Seconds since start, at the end of the interval.
+    pub t: f64,
+    /// Packets in the interval.
+    pub packets: u64,
+    /// Frame bytes in the interval.
+    pub bytes: u64,
+    /// Packets per second.
+    pub pps: f64,
+    /// Gbit/s of frame bytes.
+    pub gbps: f64,
+}
+
+/// End-of-run result of one worker.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkerReport {
+    /// Which worker.
+    pub side: &'static str,
+    /// Mode.
+    pub mode: Mode,
+    /// Bind result.
+    pub bind: BindInfo,
+    /// Steering program mode, if attached.
+    pub xdp_mode: Option<AttachMode>,
+    /// Packets.
+    pub packets: u64,
+    /// Frame bytes.
+    pub bytes: u64,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Packets per second.
+    pub pps: f64,
+    /// Gbit/s.
+    pub gbps: f64,
+    /// Loop turns that found no room on the TX ring (txonly, l2fwd).
+    pub tx_ring_full_events: u64,
+    /// Wakeup syscalls made.
+    pub wakeups: u64,
+    /// XDP_STATISTICS at the end.
+    pub xdp_stats: XskStats,
+    /// Steering program counters at the end, if attached.
+    pub steer: Option<SteerCounters>,
+    /// Interval samples.
+    pub intervals: Vec<Sample>,
+}
+
+/// Everything one worker needs.
+#[derive(Clone, Debug)]
+struct WorkerSpec {
+    side: &'static str,
+    iface: String,
+    queue: u32,
+    mode: Mode,
+    frame_size: FrameSize,
+    frames: u32,
+    ring: u32,
+    batch: u32,
+    size: usize,
+    duration: Duration,
+    interval: Duration,
+    xdp_mode: AttachMode,
+    bind: BindMode,
+    wakeup: Wakeup,
+    port: u16,
+    src_ip: Option<Ipv4Addr>,
+    dst_ip: Option<Ipv4Addr>,
+    dst_mac: Option<[u8; 6]>,
+    core: Option<usize>,
+    hugepages: bool,
+}
+
+/// Copy-mode XDP headroom the kernel keeps in front of received data.
+const XDP_PACKET_HEADROOM: usize = 256;
+
+/// Runs the command.
+pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
+    validate(args)?;
+    let spec = |side, iface: String, mode| WorkerSpec {
+        side,
+        iface,
+        queue: args.queue,
+        mode,
+        frame_size: args.frame_size,
+        frames: args.frames,
+        ring: args.ring,
+        batch: args.batch,
+        size: args.size,
+        duration: args.duration,
+        interval: args.interval,
+        xdp_mode: match args.xdp_mode {
+            XdpModeArg::Native => AttachMode::Native,
+            XdpModeArg::Generic => AttachMode::Generic,
+            XdpModeArg::Auto => AttachMode::Auto,
+        },
+        bind: match args.bind {
+            BindArg::Copy => BindMode::Copy,
+            BindArg::Zerocopy => BindMode::ZeroCopy,
+            BindArg::Auto => BindMode::Auto,
+        },
+        wakeup: args.wakeup,
+        port: args.port,
+        src_ip: args.src_ip,
+        dst_ip: args.dst_ip,
+        dst_mac: args.dst_mac.map(|m| m.0),
+        core: args.core,
+        hugepages: args.hugepages,
+    };
+    if args.testnet {
+        return run_testnet(args, spec);
+    }
+    let iface = args.iface.clone().context("--iface is required")?;
+    let s = spec(side_name(args.mode), iface, args.mode);
+    let (tx, rx) = mpsc::channel();
+    let stop = AtomicBool::new(false);
+    let json = args.json;
+    let report = std::thread::scope(|sc| {
+        let stop = &stop;
+        let s = &s;
+        let h = sc.spawn(move || worker(s, stop, &tx));
+        for msg in rx {
+            if !json {
+                print_msg(&msg);
+            }
+        }
+        h.join().expect("worker thread panicked")
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+fn side_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Rxdrop => "rx",
+        Mode::Txonly => "tx",
+        Mode::L2fwd => "fwd",
+    }
+}
+
+fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
+    if !(60..=65535).contains(&args.size) {
+        bail!("--size {} is outside 60..=65535 bytes", args.size);
+    }
+    for (what, n) in [("--ring", args.ring)] {
+        if !n.is_power_of_two() || !(64..=65536).contains(&n) {
+            bail!("{what} {n} must be a power of two in 64..=65536");
+        }
+    }
+    if args.batch == 0 || args.batch > args.ring {
+        bail!(
+            "--batch {} must be in 1..=--ring ({})",
+            args.batch,
+            args.ring
+        );
+    }
+    if args.frames < 4 * args.ring {
+        bail!(
+            "--frames {} is too few for --ring {}: at least 4 × ring frames are needed \
+             (fill ring = 2 × ring, plus RX/TX in flight)",
+            args.frames,
+            args.ring
+        );
+    }
+    if args.testnet && args.mode == Mode::Txonly {
+        bail!(
+            "with --testnet, --mode picks side A's role (rxdrop or l2fwd); side B always runs txonly"
+        );
+    }
+    if args.testnet && args.iface.is_some() {
+        bail!("--testnet builds its own interfaces: drop --iface");
+    }
+    Ok(())
+}
+
+enum Msg {
+    Bound(&'static str, BindInfo, Option<AttachMode>),
+    Sample(Sample),
+}
+
+fn print_msg(m: &Msg) {
+    match m {
+        Msg::Bound(side, b, xdp) => println!(
+            "# {side}: {} queue {} bound, {}{}{}{}",
+            b.iface,
+            b.queue,
+            if b.zerocopy { "zero-copy" } else { "copy mode" },
+            if b.need_wakeup { ", need-wakeup" } else { "" },
+            if b.multi_buffer { ", multi-buffer" } else { "" },
+            match xdp {
+                Some(AttachMode::Native) => ", XDP native",
+                Some(AttachMode::Generic) => ", XDP generic",
+                _ => "",
+            }
+        ),
+        Msg::Sample(s) => println!(
+            "{:>7.2}s  {:<3} {:>10.3} Mpps {:>8.3} Gbit/s",
+            s.t,
+            s.side,
+            s.pps / 1e6,
+            s.gbps
+        ),
+    }
+}
+
+fn print_report(r: &WorkerReport) {
+    println!(
+        "{}: {} packets, {} bytes in {:.2} s: {:.3} Mpps, {:.3} Gbit/s",
+        r.side,
+        r.packets,
+        r.bytes,
+        r.seconds,
+        r.pps / 1e6,
+        r.gbps
+    );
+    let s = &r.xdp_stats;
+    println!(
+        "{}: XDP statistics: rx_dropped {} rx_invalid {} tx_invalid {} rx_ring_full {} \
+         fill_ring_empty {} tx_ring_empty {}; TX ring full {}, wakeups {}",
+        r.side,
+        s.rx_dropped,
+        s.rx_invalid_descs,
+        s.tx_invalid_descs,
+        s.rx_ring_full,
+        s.rx_fill_ring_empty_descs,
+        s.tx_ring_empty_descs,
+        r.tx_ring_full_events,
+        r.wakeups
+    );
+    if let Some(c) = &r.steer {
+        println!(
+            "{}: steering: steered {} passed {} malformed {} no-socket {}",
+            r.side, c.steered, c.passed, c.malformed, c.no_socket
+        );
+    }
+}
+
+/// Counts and emits interval samples.
+struct Meter<'a> {
+    side: &'static str,
+    start: Instant,
+    last: Instant,
+    last_packets: u64,
+    last_bytes: u64,
+    interval: Duration,
+    out: &'a mpsc::Sender<Msg>,
+    samples: Vec<Sample>,
+}
+
+impl Meter<'_> {
+    fn tick(&mut self, now: Instant, packets: u64, bytes: u64) {
+        if now.duration_since(self.last) < self.interval {
+            return;
+        }
+        let dt = now.duration_since(self.last).as_secs_f64();
+        let p = packets - self.last_packets;
+        let b = bytes - self.last_bytes;
+        let s = Sample {
+            side: self.side,
+            t: now.duration_since(self.start).as_secs_f64(),
+            packets: p,
+            bytes: b,
+            pps: p as f64 / dt,
+            gbps: b as f64 * 8.0 / dt / 1e9,
+        };
+        self.samples.push(s);
+        let _ = self.out.send(Msg::Sample(s));
+        self.last = now;
+        self.last_packets = packets;
+        self.last_bytes = bytes;
+    }
+}
+
+fn lookup_neighbour(iface: &str, ip: Ipv4Addr) -> Option<[u8; 6]> {
+    // /proc/thread-self follows this thread's network namespace.
+    let arp = std::fs::read_to_string("/proc/thread-self/net/arp").ok()?;
+    for line in arp.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 6 && f[0] == ip.to_string() && f[5] == iface {
+            let m: Mac = f[3].parse().ok()?;
+            if m.0 != [0; 6] {
+                return Some(m.0);
+            }
+        }
+    }
+    None
+}
+
+/// Builds the txonly packet: Ethernet + IPv4 + TCP (ACK) + pattern payload.
+fn build_packet(spec: &WorkerSpec) -> anyhow::Result<Vec<u8>> {
+    let src_mac = xsk::iface_mac(&spec.iface)?;
+    let dst_ip = spec.dst_ip.context("txonly needs --dst-ip")?;
+    let src_ip = match spec.src_ip {
+        Some(ip) => ip,
+        None => xsk::iface_ipv4(&spec.iface)?
+            .with_context(|| format!("{} has no IPv4 address: pass --src-ip", spec.iface))?,
+    };
+    let dst_mac = match spec.dst_mac {
+        Some(m) => m,
+        None => lookup_neighbour(&spec.iface, dst_ip).with_context(|| {
+            format!(
+                "no neighbour entry for {dst_ip} on {}: pass --dst-mac, or ping {dst_ip} first",
+                spec.iface
+            )
+        })?,
+    };
+    let payload_len = spec.size.saturating_sub(14 + 20 + 20);
+    let payload: Vec<u8> = (0..payload_len).map(|i| (i % 251) as u8).collect();
+    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(src_ip.octets(), dst_ip.octets(), 64)
+        .tcp(40000, spec.port, 1, 65535)
+        .ack(1);
+    let mut pkt = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut pkt, &payload)?;
+    // Ethernet pads to 60 bytes; so do we, so that size means frame size.
+    pkt.resize(spec.size.max(pkt.len()), 0);
+    Ok(pkt)
+}
+
+fn worker(
+    spec: &WorkerSpec,
+    stop: &AtomicBool,
+    out: &mpsc::Sender<Msg>,
+) -> anyhow::Result<WorkerReport> {
+    if let Some(core) = spec.core {
+        let ids = core_affinity::get_core_ids().unwrap_or_default();
+        let id = ids
+            .into_iter()
+            .find(|c| c.id == core)
+            .with_context(|| format!("--core {core}: no such CPU core"))?;
+        if !core_affinity::set_for_current(id) {
+            bail!("cannot pin the worker to core {core}");
+        }
+    }
+    let fs = spec.frame_size.bytes();
+    let mtu = xsk::iface_mtu(&spec.iface)? as usize;
+    let rx_capacity = fs - XDP_PACKET_HEADROOM;
+    let multi_buffer = match spec.mode {
+        Mode::Txonly => spec.size > fs,
+        Mode::Rxdrop | Mode::L2fwd => mtu + 14 > rx_capacity,
+    };
+    if spec.mode == Mode::Txonly && spec.size > mtu + 14 {
+        bail!(
+            "--size {} exceeds what {} carries (MTU {mtu} + 14-byte Ethernet header); \
+             the device would drop it silently: raise the MTU or lower --size",
+            spec.size,
+            spec.iface
+        );
+    }
+    let steering = match spec.mode {
+        Mode::Rxdrop | Mode::L2fwd => {
+            let mut st = Steering::attach(&spec.iface, spec.xdp_mode)?;
+            st.set_rules(&[Rule::port(spec.port)])?;
+            Some(st)
+        }
+        Mode::Txonly => None,
+    };
+    let umem = Arc::new(Umem::new(UmemConfig {
+        frame_count: spec.frames,
+        frame_size: spec.frame_size,
+        headroom: 0,
+        hugepages: spec.hugepages,
+    })?);
+    let cfg = XskConfig {
+        rx_size: spec.ring,
+        tx_size: spec.ring,
+        fill_size: spec.ring * 2,
+        comp_size: spec.ring * 2,
+        bind: spec.bind,
+        need_wakeup: spec.wakeup == Wakeup::Need,
+        multi_buffer,
+        tx_budget: Some(spec.ring),
+    };
+    let mut x = Xsk::bind(&umem, &spec.iface, spec.queue, &cfg)?;
+    let mut steering = steering;
+    if let Some(st) = steering.as_mut() {
+        st.register(spec.queue, &x)?;
+    }
+    let xdp_mode = steering.as_ref().map(|s| s.mode());
+    let _ = out.send(Msg::Bound(spec.side, x.info().clone(), xdp_mode));
+
+    let pool = umem.take_frames();
+    let start = Instant::now();
+    let mut meter = Meter {
+        side: spec.side,
+        start,
+        last: start,
+        last_packets: 0,
+        last_bytes: 0,
+        interval: spec.interval,
+        out,
+        samples: Vec::new(),
+    };
+    let end = start + spec.duration;
+    let mut c = Counts::default();
+    match spec.mode {
+        Mode::Rxdrop => rxdrop(spec, &mut x, pool, end, stop, &mut meter, &mut c),
+        Mode::L2fwd => l2fwd(spec, &mut x, &umem, pool, end, stop, &mut meter, &mut c),
+        Mode::Txonly => {
+            let pkt = build_packet(spec)?;
+            txonly(
+                spec, &mut x, &umem, pool, &pkt, end, stop, &mut meter, &mut c,
+            )?
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let xdp_stats = x.stats()?;
+    let steer = match &steering {
+        Some(s) => Some(s.counters()?),
+        None => None,
+    };
+    Ok(WorkerReport {
+        side: spec.side,
+        mode: spec.mode,
+        bind: x.info().clone(),
+        xdp_mode,
+        packets: c.packets,
+        bytes: c.bytes,
+        seconds,
+        pps: c.packets as f64 / seconds,
+        gbps: c.bytes as f64 * 8.0 / seconds / 1e9,
+        tx_ring_full_events: c.ring_full,
+        wakeups: c.wakeups,
+        xdp_stats,
+        steer,
+        intervals: meter.samples,
+    })
+}
+
+#[derive(Default)]
+struct Counts {
+    packets: u64,
+    bytes: u64,
+    ring_full: u64,
+    wakeups: u64,
+}
+
+fn rxdrop(
+    spec: &WorkerSpec,
+    x: &mut Xsk,
+    mut pool: Vec<Frame>,
+    end: Instant,
+    stop: &AtomicBool,
+    meter: &mut Meter<'_>,
+    c: &mut Counts,
+) {
+    let fill_size = x.fill.size();
+    x.fill.fill(&mut pool, fill_size);
+    loop {
+        let now = Instant::now();
+        if now >= end || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        meter.tick(now, c.packets, c.bytes);
+        if spec.wakeup == Wakeup::Poll && !x.rx.poll(100) {
+            continue;
+        }
+        let n = x.rx.recv(spec.batch, |d: RxDesc| {
+            c.bytes += u64::from(d.len);
+            c.packets += u64::from(!d.contd);
+            pool.push(d.frame);
+        });
+        if n > 0 {
+            let want = pool.len() as u32;
+            x.fill.fill(&mut pool, want);
+        } else if spec.wakeup == Wakeup::Need && x.fill.needs_wakeup() {
+            c.wakeups += 1;
+            x.fill.wakeup();
+        }
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "one loop's state, kept explicit")]
+fn l2fwd(
+    spec: &WorkerSpec,
+    x: &mut Xsk,
+    umem: &Umem,
+    mut pool: Vec<Frame>,
+    end: Instant,
+    stop: &AtomicBool,
+    meter: &mut Meter<'_>,
+    c: &mut Counts,
+) {
+    let fill_size = x.fill.size();
+    x.fill.fill(&mut pool, fill_size);
+    let mut first_of_packet = true;
+    loop {
+        let now = Instant::now();
+        if now >= end || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        meter.tick(now, c.packets, c.bytes);
+        // Completed TX frames go back to the fill ring.
+        x.comp.complete(&mut pool, spec.batch * 4);
+        if !pool.is_empty() {
+            let n = pool.len() as u32;
+            x.fill.fill(&mut pool, n);
+        }
+        if spec.wakeup == Wakeup::Poll && !x.rx.poll(100) {
+            continue;
+        }
+        let mut batch = x.tx.batch(spec.batch);
+        let room = batch.remaining();
+        if room == 0 {
+            c.ring_full += 1;
+        }
+        let n = x.rx.recv(room, |mut d: RxDesc| {
+            if first_of_packet && d.len >= 12 {
+                let off = d.offset as usize;
+                let data = umem.frame_mut(&mut d.frame);
+                let (dst, src) = data[off..off + 12].split_at_mut(6);
+                dst.swap_with_slice(src);
+            }
+            first_of_packet = !d.contd;
+            c.bytes += u64::from(d.len);
+            c.packets += u64::from(!d.contd);
+            // Room was reserved for every descriptor we take.
+            let _ = batch.push(TxDesc {
+                frame: d.frame,
+                offset: d.offset,
+                len: d.len,
+                contd: d.contd,
+            });
+        });
+        drop(batch);
+        if n > 0 && (spec.wakeup != Wakeup::Need || x.tx.needs_wakeup()) {
+            c.wakeups += 1;
+            let _ = x.tx.kick();
+        } else if n == 0 && spec.wakeup == Wakeup::Need && x.fill.needs_wakeup() {
+            c.wakeups += 1;
+            x.fill.wakeup();
+        }
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "one loop's state, kept explicit")]
+fn txonly(
+    spec: &WorkerSpec,
+    x: &mut Xsk,
+    umem: &Umem,
+    pool: Vec<Frame>,
+    pkt: &[u8],
+    end: Instant,
+    stop: &AtomicBool,
+    meter: &mut Meter<'_>,
+    c: &mut Counts,
+) -> anyhow::Result<()> {
+    let fs = umem.frame_size().bytes();
+    let k = pkt.len().div_ceil(fs);
+    let last_len = (pkt.len() - (k - 1) * fs) as u32;
+    // Frame i holds piece (i mod k) of the packet, written once here; a
+    // chain takes one free frame of each position.
+    let mut free: Vec<Vec<Frame>> = (0..k).map(|_| Vec::with_capacity(pool.len())).collect();
+    for mut f in pool {
+        let pos = f.addr().frame_index(umem.frame_size()) % k;
+        let piece = &pkt[pos * fs..((pos + 1) * fs).min(pkt.len())];
+        umem.frame_mut(&mut f)[..piece.len()].copy_from_slice(piece);
+        free[pos].push(f);
+    }
+    let mut done: Vec<Frame> = Vec::with_capacity(umem.frame_count() as usize);
+    let size = pkt.len() as u64;
+    let mut completed_pieces: u64 = 0;
+    loop {
+        let now = Instant::now();
+        if now >= end || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        c.packets = completed_pieces / k as u64;
+        c.bytes = c.packets * size;
+        meter.tick(now, c.packets, c.bytes);
+        completed_pieces += u64::from(x.comp.complete(&mut done, spec.batch * k as u32 * 2));
+        for f in done.drain(..) {
+            let pos = f.addr().frame_index(umem.frame_size()) % k;
+            free[pos].push(f);
+        }
+        if spec.wakeup == Wakeup::Poll {
+            x.poll(libc::POLLOUT, 100);
+        }
+        let mut batch = x.tx.batch(spec.batch * k as u32);
+        let mut queued = 0;
+        while batch.remaining() as usize >= k && free.iter().all(|v| !v.is_empty()) {
+            for (pos, list) in free.iter_mut().enumerate() {
+                let Some(frame) = list.pop() else { break };
+                let last = pos + 1 == k;
+                let _ = batch.push(TxDesc {
+                    frame,
+                    offset: 0,
+                    len: if last { last_len } else { fs as u32 },
+                    contd: !last,
+                });
+            }
+            queued += 1;
+        }
+        if queued == 0 {
+            c.ring_full += 1;
+        }
+        drop(batch);
+        if spec.wakeup != Wakeup::Need || x.tx.needs_wakeup() {
+            c.wakeups += 1;
+            if let Err(e) = x.tx.kick() {
+                return Err(e).context("sendto (TX wakeup) failed");
+            }
+        }
+    }
+    // Let the last transmissions complete so they are counted.
+    let drain_end = Instant::now() + Duration::from_millis(200);
+    while x.tx.in_flight() > 0 && Instant::now() < drain_end {
+        let _ = x.tx.kick();
+        completed_pieces += u64::from(x.comp.complete(&mut done, u32::MAX));
+        done.clear();
+    }
+    completed_pieces += u64::from(x.comp.complete(&mut done, u32::MAX));
+    c.packets = completed_pieces / k as u64;
+    c.bytes = c.packets * size;
+    Ok(())
+}
+
+/// Both sides of the test network: txonly on B against rxdrop/l2fwd on A.
+#[derive(Debug, Serialize)]
+struct TestnetReport {
+    mtu: u32,
+    size: usize,
+    tx: WorkerReport,
+    rx: WorkerReport,
+    /// Packets sent by B that A did not count.
+    lost: i64,
+}
+
+fn run_testnet(
+    args: &XskBenchArgs,
+    spec: impl Fn(&'static str, String, Mode) -> WorkerSpec,
+) -> anyhow::Result<()> {
+    let mtu = (args.size as u32).saturating_sub(14).max(1500);
+    let net = TestNet::new(TestNetConfig {
+        mtu,
+        queues: 1,
+        offloads: false,
+    })
+    .context("building the test network")?;
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let (tx_core, rx_core) = if cores.len() >= 2 {
+        (Some(cores[0].id), Some(cores[1].id))
+    } else {
+        (None, None)
+    };
+    let mut a = spec(side_name(args.mode), net.a.iface.clone(), args.mode);
+    a.core = args.core.or(rx_core);
+    let mut b = spec("tx", net.b.iface.clone(), Mode::Txonly);
+    b.core = tx_core;
+    b.src_ip = Some(net.b.ip4);
+    b.dst_ip = Some(net.a.ip4);
+    b.dst_mac = Some(net.a.mac);
+    // The receiver starts first and runs a little longer than the sender.
+    a.duration = args.duration + Duration::from_millis(500);
+    if !args.json {
+        println!(
+            "# test network: {} ({}) <-> {} ({}), MTU {mtu}",
+            net.a.iface,
+            net.a.ns.name(),
+            net.b.iface,
+            net.b.ns.name()
+        );
+    }
+    let (txc, rxc) = mpsc::channel();
+    let stop = AtomicBool::new(false);
+    let json = args.json;
+    let (ra, rb) = std::thread::scope(|sc| -> anyhow::Result<_> {
+        let txc_a = txc.clone();
+        let (ready_tx, ready_rx) = mpsc::channel::<()>();
+        let ha = sc.spawn(|| {
+            let _g = net.a.ns.enter()?;
+            let r = worker_with_ready(&a, &stop, &txc_a, ready_tx);
+            drop(txc_a);
+            r
+        });
+        // Wait until A is bound (or failed) before B starts sending.
+        let _ = ready_rx.recv_timeout(Duration::from_secs(10));
+        let txc_b = txc.clone();
+        let hb = sc.spawn(|| {
+            let _g = net.b.ns.enter()?;
+            let r = worker(&b, &stop, &txc_b);
+            drop(txc_b);
+            r
+        });
+        drop(txc);
+        for msg in rxc {
+            if !json {
+                print_msg(&msg);
+            }
+        }
+        let rb = hb.join().expect("tx worker panicked");
+        if rb.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let ra = ha.join().expect("rx worker panicked");
+        Ok((ra?, rb?))
+    })?;
+    let report = TestnetReport {
+        mtu,
+        size: args.size,
+        lost: rb.packets as i64 - ra.packets as i64,
+        tx: rb,
+        rx: ra,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report.tx);
+        print_report(&report.rx);
+        println!(
+            "sent {} received {} ({} not received)",
+            report.tx.packets, report.rx.packets, report.lost
+        );
+    }
+    Ok(())
+}
+
+fn worker_with_ready(
+    spec: &WorkerSpec,
+    stop: &AtomicBool,
+    out: &mpsc::Sender<Msg>,
+    ready: mpsc::Sender<()>,
+) -> anyhow::Result<WorkerReport> {
+    // Forward the Bound message as the ready signal.
+    let (inner_tx, inner_rx) = mpsc::channel();
+    std::thread::scope(|sc| {
+        let fwd = sc.spawn(move || {
+            let mut ready = Some(ready);
+            for m in inner_rx {
+                if matches!(m, Msg::Bound(..)) {
+                    ready.take();
+                }
+                if out.send(m).is_err() {
+                    break;
+                }
+            }
+        });
+        let r = worker(spec, stop, &inner_tx);
+        drop(inner_tx);
+        let _ = fwd.join();
+        r
+    })
+}
