@@ -7,3 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod frame;
+pub mod netlink;
+pub mod probe;
+#[allow(unsafe_code)]
+pub mod sys;
