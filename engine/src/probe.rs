@@ -139,7 +139,8 @@ pub struct Mtu {
     pub current: u32,
     /// Smallest settable MTU (kernel ≥ 4.18).
     pub min: Option<u32>,
-    /// Largest settable MTU (kernel ≥ 4.18).
+    /// Largest settable MTU; `None` when the kernel is older than 4.18 or
+    /// the driver sets no maximum (see the notes).
     pub max: Option<u32>,
 }
 
@@ -425,7 +426,10 @@ fn validate_name(iface: &str) -> Result<(), ProbeError> {
     if iface == "." || iface == ".." {
         return invalid("\".\" and \"..\" are not allowed");
     }
-    if iface.bytes().any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace()) {
+    if iface
+        .bytes()
+        .any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace())
+    {
         return invalid("it contains '/', ':', a NUL or whitespace");
     }
     Ok(())
@@ -454,10 +458,16 @@ pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
     let mtu = Mtu {
         current: link.mtu.unwrap_or(0),
         min: link.min_mtu,
-        max: link.max_mtu,
+        // 0 means the driver sets no maximum (e.g. `lo`).
+        max: link.max_mtu.filter(|&m| m != 0),
     };
-    if link.min_mtu.is_none() || link.max_mtu.is_none() {
-        notes.push("the kernel does not report MTU limits (IFLA_MIN_MTU/IFLA_MAX_MTU need Linux 4.18)".into());
+    match link.max_mtu {
+        None => notes.push(
+            "the kernel does not report MTU limits (IFLA_MIN_MTU/IFLA_MAX_MTU need Linux 4.18)"
+                .into(),
+        ),
+        Some(0) => notes.push("the driver sets no maximum MTU (IFLA_MAX_MTU is 0)".into()),
+        Some(_) => {}
     }
 
     let netdev = netdev_dev(link.ifindex);
@@ -467,9 +477,18 @@ pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
         name: link.name.clone(),
         ifindex: link.ifindex,
         driver: driver.as_ref().map(|d| d.driver.clone()),
-        driver_version: driver.as_ref().map(|d| d.version.clone()).filter(|s| !s.is_empty()),
-        firmware: driver.as_ref().map(|d| d.firmware.clone()).filter(|s| !s.is_empty()),
-        bus_info: driver.as_ref().map(|d| d.bus_info.clone()).filter(|s| !s.is_empty()),
+        driver_version: driver
+            .as_ref()
+            .map(|d| d.version.clone())
+            .filter(|s| !s.is_empty()),
+        firmware: driver
+            .as_ref()
+            .map(|d| d.firmware.clone())
+            .filter(|s| !s.is_empty()),
+        bus_info: driver
+            .as_ref()
+            .map(|d| d.bus_info.clone())
+            .filter(|s| !s.is_empty()),
         kind: link.kind.clone(),
         up: link.is_up(),
         operstate: link.operstate_name(),
@@ -491,12 +510,24 @@ pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
 /// compiled out. Either acts on its own network namespace.
 fn ioctl_socket() -> Result<OwnedFd, ProbeError> {
     use rustix::net::{AddressFamily, SocketFlags, SocketType, socket_with};
-    socket_with(AddressFamily::INET, SocketType::DGRAM, SocketFlags::CLOEXEC, None)
-        .or_else(|_| socket_with(AddressFamily::UNIX, SocketType::DGRAM, SocketFlags::CLOEXEC, None))
-        .map_err(|e| ProbeError::Syscall {
-            call: "socket(AF_INET/AF_UNIX, SOCK_DGRAM)",
-            source: e.into(),
-        })
+    socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .or_else(|_| {
+        socket_with(
+            AddressFamily::UNIX,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+    })
+    .map_err(|e| ProbeError::Syscall {
+        call: "socket(AF_INET/AF_UNIX, SOCK_DGRAM)",
+        source: e.into(),
+    })
 }
 
 fn ethtool_info(
@@ -513,7 +544,9 @@ fn ethtool_info(
             });
         }
         Err(e) => {
-            notes.push(format!("driver unknown: ioctl(SIOCETHTOOL, ETHTOOL_GDRVINFO) failed: {e}"));
+            notes.push(format!(
+                "driver unknown: ioctl(SIOCETHTOOL, ETHTOOL_GDRVINFO) failed: {e}"
+            ));
             None
         }
     };
@@ -566,15 +599,28 @@ fn netdev_dev(ifindex: u32) -> Result<NetdevDev, String> {
     let family = match genl::resolve_family(&mut sock, genl::NETDEV_FAMILY_NAME) {
         Ok(Some(f)) => f,
         Ok(None) => {
-            return Err("the kernel has no generic netlink family \"netdev\" (it came with Linux 6.3)".into());
+            return Err(
+                "the kernel has no generic netlink family \"netdev\" (it came with Linux 6.3)"
+                    .into(),
+            );
         }
-        Err(e) => return Err(format!("resolving generic netlink family \"netdev\": {}", chain(&e))),
+        Err(e) => {
+            return Err(format!(
+                "resolving generic netlink family \"netdev\": {}",
+                chain(&e)
+            ));
+        }
     };
-    genl::netdev_dev_get(&mut sock, family, ifindex).map_err(|e| format!("netdev dev-get: {}", chain(&e)))
+    genl::netdev_dev_get(&mut sock, family, ifindex)
+        .map_err(|e| format!("netdev dev-get: {}", chain(&e)))
 }
 
 /// Derives the XDP section from the netdev answer and `IFLA_XDP`.
-fn xdp_report(netdev: Result<NetdevDev, String>, attached: XdpAttachment, notes: &mut Vec<String>) -> Xdp {
+fn xdp_report(
+    netdev: Result<NetdevDev, String>,
+    attached: XdpAttachment,
+    notes: &mut Vec<String>,
+) -> Xdp {
     let dev = match netdev {
         Ok(dev) if dev.xdp_features.is_some() => Ok(dev),
         Ok(_) => Err("the netdev dev-get reply has no xdp-features attribute".to_owned()),
@@ -606,7 +652,10 @@ fn xdp_report(netdev: Result<NetdevDev, String>, attached: XdpAttachment, notes:
                 mode: XdpMode::Offload,
                 expected: Support::from_bool(hw),
                 verified: false,
-                reason: format!("xdp-features {} \"hw-offload\"", if hw { "has" } else { "lacks" }),
+                reason: format!(
+                    "xdp-features {} \"hw-offload\"",
+                    if hw { "has" } else { "lacks" }
+                ),
             };
             let report = NetdevFeatures::Reported {
                 xdp_features: f.names(),
@@ -724,8 +773,12 @@ fn privileges(notes: &mut Vec<String>) -> Privileges {
         Err(_) => None,
     };
     match (&status, cap_eff) {
-        (Err(e), _) => notes.push(format!("capabilities unknown: reading /proc/thread-self/status: {e}")),
-        (Ok(_), None) => notes.push("capabilities unknown: no CapEff line in /proc/thread-self/status".into()),
+        (Err(e), _) => notes.push(format!(
+            "capabilities unknown: reading /proc/thread-self/status: {e}"
+        )),
+        (Ok(_), None) => {
+            notes.push("capabilities unknown: no CapEff line in /proc/thread-self/status".into())
+        }
         _ => {}
     }
     let rl = rustix::process::getrlimit(rustix::process::Resource::Memlock);
@@ -758,7 +811,11 @@ fn parse_meminfo_hugepages(meminfo: &str) -> (Option<u64>, Option<u64>, Option<u
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
     };
-    (field("HugePages_Total:"), field("HugePages_Free:"), field("Hugepagesize:"))
+    (
+        field("HugePages_Total:"),
+        field("HugePages_Free:"),
+        field("Hugepagesize:"),
+    )
 }
 
 fn hugepages(notes: &mut Vec<String>) -> Hugepages {
@@ -774,7 +831,8 @@ fn hugepages(notes: &mut Vec<String>) -> Hugepages {
         match std::fs::read_to_string("/proc/meminfo") {
             Ok(m) => match parse_meminfo_hugepages(&m) {
                 (t, f, Some(2048)) => (total, free) = (t, f),
-                _ => notes.push("2 MB hugepages unknown: not the default size and no sysfs entry".into()),
+                _ => notes
+                    .push("2 MB hugepages unknown: not the default size and no sysfs entry".into()),
             },
             Err(e) => notes.push(format!("hugepages unknown: reading /proc/meminfo: {e}")),
         }
@@ -803,7 +861,11 @@ mod tests {
     }
 
     fn mode(x: &Xdp, m: XdpMode) -> Support {
-        x.attach_modes.iter().find(|a| a.mode == m).unwrap().expected
+        x.attach_modes
+            .iter()
+            .find(|a| a.mode == m)
+            .unwrap()
+            .expected
     }
 
     #[test]
@@ -817,8 +879,13 @@ mod tests {
         assert_eq!(mode(&x, XdpMode::Generic), Support::Yes);
         assert_eq!(mode(&x, XdpMode::Offload), Support::No);
         assert!(notes.is_empty());
-        let NetdevFeatures::Reported { xdp_features, .. } = &x.netdev else { panic!("{x:?}") };
-        assert_eq!(xdp_features, &["basic", "redirect", "ndo-xmit", "rx-sg", "ndo-xmit-sg"]);
+        let NetdevFeatures::Reported { xdp_features, .. } = &x.netdev else {
+            panic!("{x:?}")
+        };
+        assert_eq!(
+            xdp_features,
+            &["basic", "redirect", "ndo-xmit", "rx-sg", "ndo-xmit-sg"]
+        );
     }
 
     #[test]
@@ -826,10 +893,16 @@ mod tests {
         let mut notes = Vec::new();
         // virtio-net style: zero-copy, one segment.
         let x = xdp_report(Ok(dev(0x0f, Some(1))), XdpAttachment::default(), &mut notes);
-        assert_eq!((x.zero_copy, x.zero_copy_multi_buffer, x.multi_buffer), (Support::Yes, Support::No, Support::No));
+        assert_eq!(
+            (x.zero_copy, x.zero_copy_multi_buffer, x.multi_buffer),
+            (Support::Yes, Support::No, Support::No)
+        );
         // mlx5 style: zero-copy with multi-buffer.
         let x = xdp_report(Ok(dev(0x2f, Some(8))), XdpAttachment::default(), &mut notes);
-        assert_eq!((x.zero_copy, x.zero_copy_multi_buffer, x.multi_buffer), (Support::Yes, Support::Yes, Support::Yes));
+        assert_eq!(
+            (x.zero_copy, x.zero_copy_multi_buffer, x.multi_buffer),
+            (Support::Yes, Support::Yes, Support::Yes)
+        );
     }
 
     #[test]
@@ -900,7 +973,10 @@ mod tests {
     #[test]
     fn name_validation() {
         for bad in ["", ".", "..", "a/b", "a b", "a:b", "a\0"] {
-            assert!(matches!(validate_name(bad), Err(ProbeError::InvalidName { .. })), "{bad:?}");
+            assert!(
+                matches!(validate_name(bad), Err(ProbeError::InvalidName { .. })),
+                "{bad:?}"
+            );
         }
         assert!(validate_name(&"x".repeat(128)).is_err());
         assert!(validate_name("eth0").is_ok());
@@ -913,15 +989,30 @@ mod tests {
             message: None,
             source: io::Error::from_raw_os_error(libc::EPERM),
         });
-        assert!(matches!(e, ProbeError::PermissionDenied { needed: "CAP_NET_ADMIN", .. }));
+        assert!(matches!(
+            e,
+            ProbeError::PermissionDenied {
+                needed: "CAP_NET_ADMIN",
+                ..
+            }
+        ));
         assert!(e.to_string().contains("CAP_NET_ADMIN"), "{e}");
         let e = netlink_error("RTM_GETLINK")(NetlinkError::Unexpected { kind: 3 });
-        assert!(matches!(e, ProbeError::Netlink { request: "RTM_GETLINK", .. }));
+        assert!(matches!(
+            e,
+            ProbeError::Netlink {
+                request: "RTM_GETLINK",
+                ..
+            }
+        ));
     }
 
     #[test]
     fn limits_serialize_as_number_or_unlimited() {
         assert_eq!(serde_json::to_string(&Limit::Bytes(5)).unwrap(), "5");
-        assert_eq!(serde_json::to_string(&Limit::Unlimited).unwrap(), "\"unlimited\"");
+        assert_eq!(
+            serde_json::to_string(&Limit::Unlimited).unwrap(),
+            "\"unlimited\""
+        );
     }
 }

@@ -317,7 +317,7 @@ mod tests {
             match cut {
                 0 => assert!(got.is_empty()),
                 1..=6 => assert!(matches!(got.as_slice(), [Err(_)]), "cut {cut}: {got:?}"),
-                7 | 8 => assert_eq!(got.len(), 1, "cut {cut}") ,
+                7 | 8 => assert_eq!(got.len(), 1, "cut {cut}"),
                 _ => {
                     assert_eq!(got.len(), 2, "cut {cut}");
                     assert!(got[0].is_ok());
@@ -349,7 +349,10 @@ mod tests {
         buf[8..10].copy_from_slice(&0xfff0u16.to_ne_bytes());
         let got = collect(&buf);
         assert!(got[0].is_ok());
-        assert!(matches!(got[1], Err(ParseError::BadLength { len: 0xfff0, .. })));
+        assert!(matches!(
+            got[1],
+            Err(ParseError::BadLength { len: 0xfff0, .. })
+        ));
         assert_eq!(got.len(), 2);
     }
 

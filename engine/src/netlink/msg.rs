@@ -225,7 +225,10 @@ mod tests {
         let mut buf = request(16, 0, 1, &[]);
         buf[0..4].copy_from_slice(&8u32.to_ne_bytes());
         let got: Vec<_> = Messages::new(&buf).collect();
-        assert!(matches!(got.as_slice(), [Err(ParseError::BadLength { len: 8, .. })]));
+        assert!(matches!(
+            got.as_slice(),
+            [Err(ParseError::BadLength { len: 8, .. })]
+        ));
     }
 
     /// An `NLMSG_ERROR` payload as the kernel sends it for a capped request
@@ -248,7 +251,11 @@ mod tests {
         for flags in [NLM_F_CAPPED | NLM_F_ACK_TLVS, NLM_F_ACK_TLVS] {
             let e = ErrorMessage::parse(flags, &golden_error(flags)).unwrap();
             assert_eq!(e.error, -19);
-            assert_eq!(e.ext_msg.as_deref(), Some("no such device"), "flags {flags:#x}");
+            assert_eq!(
+                e.ext_msg.as_deref(),
+                Some("no such device"),
+                "flags {flags:#x}"
+            );
         }
     }
 
@@ -256,7 +263,13 @@ mod tests {
     fn error_without_tlv_flag_ignores_trailing_bytes() {
         let flags = NLM_F_CAPPED;
         let e = ErrorMessage::parse(flags, &golden_error(flags)).unwrap();
-        assert_eq!(e, ErrorMessage { error: -19, ext_msg: None });
+        assert_eq!(
+            e,
+            ErrorMessage {
+                error: -19,
+                ext_msg: None
+            }
+        );
     }
 
     #[test]

@@ -58,7 +58,8 @@ impl NetlinkSocket {
             protocol,
         )
         .map_err(io_err("socket(AF_NETLINK)"))?;
-        rustix::net::bind(&fd, &SocketAddrNetlink::new(0, 0)).map_err(io_err("bind(AF_NETLINK)"))?;
+        rustix::net::bind(&fd, &SocketAddrNetlink::new(0, 0))
+            .map_err(io_err("bind(AF_NETLINK)"))?;
         // Only improves error messages; kernels before 4.12 lack it.
         if let Err(e) = crate::sys::set_netlink_ext_ack(fd.as_fd()) {
             tracing::debug!("NETLINK_EXT_ACK not available: {e}");
@@ -93,7 +94,10 @@ impl NetlinkSocket {
                 Err(e) => return Err(io_err("recv(AF_NETLINK)")(e)),
             };
             if full > n {
-                return Err(NetlinkError::Truncated { len: full, capacity: n });
+                return Err(NetlinkError::Truncated {
+                    len: full,
+                    capacity: n,
+                });
             }
             let got = &self.buf[..n];
             for m in Messages::new(got) {
