@@ -567,6 +567,17 @@ fn ethtool_info(
 }
 
 fn queues(link: &LinkInfo, channels: Option<Channels>, notes: &mut Vec<String>) -> Queues {
+    // A driver that answers with no RX or no TX channel at all is not
+    // telling the truth about its queues; rtnetlink's counts are better.
+    let channels = channels.filter(|c| {
+        let usable = c.rx.saturating_add(c.combined) > 0 && c.tx.saturating_add(c.combined) > 0;
+        if !usable {
+            notes.push(format!(
+                "ethtool reports no RX or no TX channel ({c:?}); using rtnetlink queue counts"
+            ));
+        }
+        usable
+    });
     match channels {
         Some(c) => Queues {
             rx: c.rx.saturating_add(c.combined),
@@ -941,6 +952,39 @@ mod tests {
         d.xdp_features = None;
         let x = xdp_report(Ok(d), XdpAttachment::default(), &mut Vec::new());
         assert!(matches!(x.netdev, NetdevFeatures::Unknown { .. }));
+    }
+
+    #[test]
+    fn queue_counts_from_channels_or_rtnetlink() {
+        let link = LinkInfo {
+            num_rx_queues: Some(8),
+            num_tx_queues: Some(8),
+            ..LinkInfo::default()
+        };
+        let mut notes = Vec::new();
+        // mlx5 style: combined channels only.
+        let ch = Channels {
+            combined: 6,
+            max_combined: 8,
+            ..Channels::default()
+        };
+        let q = queues(&link, Some(ch), &mut notes);
+        assert_eq!((q.rx, q.tx, q.source), (6, 6, QueueSource::Ethtool));
+        // veth style: separate RX and TX.
+        let ch = Channels {
+            rx: 4,
+            tx: 2,
+            ..Channels::default()
+        };
+        let q = queues(&link, Some(ch), &mut notes);
+        assert_eq!((q.rx, q.tx), (4, 2));
+        assert!(notes.is_empty());
+        // No channel support, or nonsense: rtnetlink.
+        let q = queues(&link, None, &mut notes);
+        assert_eq!((q.rx, q.tx, q.source), (8, 8, QueueSource::Rtnetlink));
+        let q = queues(&link, Some(Channels::default()), &mut notes);
+        assert_eq!((q.rx, q.tx, q.source), (8, 8, QueueSource::Rtnetlink));
+        assert_eq!(notes.len(), 1);
     }
 
     #[test]

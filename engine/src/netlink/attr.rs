@@ -389,23 +389,30 @@ mod tests {
         assert_eq!(a[1].string(), "\u{fffd}\u{fffd}");
     }
 
-    #[test]
-    fn arbitrary_bytes_never_panic() {
-        // A cheap deterministic fuzz: xorshift bytes, nested descent.
-        let mut x: u32 = 0x1234_5678;
-        for _ in 0..2000 {
-            let len = (x % 64) as usize;
-            let mut buf = Vec::with_capacity(len);
-            for _ in 0..len {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                buf.push((x & 0x1f) as u8); // small values make plausible lengths
+    proptest::proptest! {
+        #[test]
+        fn writer_output_reads_back(
+            list in proptest::collection::vec(
+                (0u16..0x3fff, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)),
+                0..16,
+            )
+        ) {
+            let mut buf = Vec::new();
+            for (k, p) in &list {
+                buf.put_attr(*k, p);
             }
+            proptest::prop_assert_eq!(buf.len() % ALIGNTO, 0);
+            let back: Vec<_> = collect(&buf).into_iter().collect::<Result<_, _>>().unwrap();
+            proptest::prop_assert_eq!(back, list);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(buf in proptest::collection::vec(0u8..0x20, 0..256)) {
+            // Small byte values make plausible lengths, so parsing goes deep.
             for a in Attrs::new(&buf).flatten() {
                 let _ = (a.u8(), a.u16(), a.u32(), a.uint(), a.string());
                 for n in a.nested().flatten() {
-                    let _ = n.uint();
+                    let _ = (n.uint(), n.nested().count());
                 }
             }
         }

@@ -386,4 +386,21 @@ mod tests {
         let a = Attrs::new(&b[4..]).next().unwrap().unwrap();
         assert_eq!((a.kind(), a.u32()), (NETDEV_A_DEV_IFINDEX, Ok(5)));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn mutated_golden_dev_reply_never_panics(
+            edits in proptest::collection::vec((0usize..64, proptest::prelude::any::<u8>()), 1..6),
+            cut in 0usize..64,
+        ) {
+            let mut p = GOLDEN_VETH.to_vec();
+            for (i, v) in edits {
+                let n = p.len();
+                p[i % n] = v;
+            }
+            p.truncate(cut);
+            let _ = parse_dev(&p);
+            let _ = parse_family(&p);
+        }
+    }
 }

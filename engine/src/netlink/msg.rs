@@ -299,4 +299,18 @@ mod tests {
         assert_eq!(e.error, -19);
         assert_eq!(e.ext_msg, None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_datagrams_never_panic(buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            for m in Messages::new(&buf).flatten() {
+                for flags in [0, NLM_F_ACK_TLVS, NLM_F_CAPPED | NLM_F_ACK_TLVS] {
+                    let _ = ErrorMessage::parse(flags, m.payload);
+                }
+            }
+            for flags in [0, NLM_F_ACK_TLVS, NLM_F_CAPPED | NLM_F_ACK_TLVS] {
+                let _ = ErrorMessage::parse(flags, &buf);
+            }
+        }
+    }
 }

@@ -366,6 +366,22 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn mutated_golden_link_never_panics(
+            edits in proptest::collection::vec((0usize..512, proptest::prelude::any::<u8>()), 1..8),
+            cut in 0usize..512,
+        ) {
+            let mut p = golden_veth();
+            for (i, v) in edits {
+                let n = p.len();
+                p[i % n] = v;
+            }
+            p.truncate(cut);
+            let _ = parse_link(&p);
+        }
+    }
+
     #[test]
     fn request_body_by_name_index_and_altname() {
         let b = get_link_body(LinkSelector::Name("lo"));

@@ -12,6 +12,8 @@ use super::msg::{ErrorMessage, Messages, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, re
 /// Large enough for any single non-dump reply we ask for (a link message
 /// without statistics is a few KiB).
 const RECV_BUF_LEN: usize = 64 * 1024;
+/// How long to wait for a reply before giving up (`EAGAIN`).
+const RECV_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A netlink socket of one protocol, bound with a kernel-chosen port id.
 ///
@@ -60,6 +62,14 @@ impl NetlinkSocket {
         .map_err(io_err("socket(AF_NETLINK)"))?;
         rustix::net::bind(&fd, &SocketAddrNetlink::new(0, 0))
             .map_err(io_err("bind(AF_NETLINK)"))?;
+        // The kernel answers these requests synchronously; the timeout only
+        // keeps a wedged socket from hanging the caller forever.
+        rustix::net::sockopt::set_socket_timeout(
+            &fd,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(RECV_TIMEOUT),
+        )
+        .map_err(io_err("setsockopt(SO_RCVTIMEO)"))?;
         // Only improves error messages; kernels before 4.12 lack it.
         if let Err(e) = crate::sys::set_netlink_ext_ack(fd.as_fd()) {
             tracing::debug!("NETLINK_EXT_ACK not available: {e}");
