@@ -253,6 +253,29 @@ pub struct Xdp {
     pub attached: XdpAttachment,
 }
 
+impl Xdp {
+    /// The entry for `mode`.
+    pub fn attach_mode(&self, mode: XdpMode) -> Option<&AttachModeSupport> {
+        self.attach_modes.iter().find(|m| m.mode == mode)
+    }
+
+    /// Records the outcome of a real trial attach in `mode` (for the loader),
+    /// replacing the inferred entry: `expected` becomes what happened and
+    /// `verified` true.
+    pub fn record_trial(&mut self, mode: XdpMode, worked: bool, detail: impl Into<String>) {
+        let entry = AttachModeSupport {
+            mode,
+            expected: Support::from_bool(worked),
+            verified: true,
+            reason: detail.into(),
+        };
+        match self.attach_modes.iter_mut().find(|m| m.mode == mode) {
+            Some(m) => *m = entry,
+            None => self.attach_modes.push(entry),
+        }
+    }
+}
+
 /// The running kernel (`uname`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Kernel {
@@ -913,6 +936,25 @@ mod tests {
         assert_eq!(
             (x.zero_copy, x.zero_copy_multi_buffer, x.multi_buffer),
             (Support::Yes, Support::Yes, Support::Yes)
+        );
+    }
+
+    #[test]
+    fn trial_attach_replaces_the_inference() {
+        let mut x = xdp_report(
+            Ok(dev(0x23, None)),
+            XdpAttachment::default(),
+            &mut Vec::new(),
+        );
+        assert!(!x.attach_mode(XdpMode::Native).unwrap().verified);
+        x.record_trial(XdpMode::Native, false, "EOPNOTSUPP from bpf_link_create");
+        let m = x.attach_mode(XdpMode::Native).unwrap();
+        assert_eq!((m.expected, m.verified), (Support::No, true));
+        assert_eq!(m.reason, "EOPNOTSUPP from bpf_link_create");
+        assert_eq!(x.attach_modes.len(), 3);
+        assert_eq!(
+            x.attach_mode(XdpMode::Generic).unwrap().expected,
+            Support::Yes
         );
     }
 

@@ -11,7 +11,8 @@ use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use xtcp_engine::netlink::route::XdpAttachMode;
+use xtcp_engine::netlink::route::{self, LinkSelector, XdpAttachMode};
+use xtcp_engine::netlink::{NetlinkSocket, genl};
 use xtcp_engine::probe::{
     NetdevFeatures, ProbeError, ProbeReport, QueueSource, Support, XdpMode, probe,
 };
@@ -338,4 +339,38 @@ fn attached_xdp_program_is_reported() {
         let rb = probe(&b).expect("probe b");
         assert_eq!(rb.xdp.attached.mode, XdpAttachMode::None);
     });
+}
+
+#[test]
+fn netlink_client_against_the_kernel() {
+    let mut rt = NetlinkSocket::route().expect("route socket");
+    let by_name = route::get_link(&mut rt, LinkSelector::Name("lo")).expect("lo by name");
+    let by_index =
+        route::get_link(&mut rt, LinkSelector::Index(by_name.ifindex)).expect("lo by index");
+    assert_eq!(by_name, by_index);
+    assert_eq!(by_index.name, "lo");
+    let missing = route::get_link(&mut rt, LinkSelector::Index(u32::MAX >> 1)).unwrap_err();
+    assert_eq!(missing.errno(), Some(libc::ENODEV), "{missing:?}");
+
+    // A family the kernel does not have resolves to None (the path an old
+    // kernel without "netdev" takes), not to an error.
+    let mut gs = NetlinkSocket::generic().expect("generic socket");
+    let none = genl::resolve_family(&mut gs, "xtcp-nofamily").expect("lookup");
+    assert_eq!(none, None);
+    // A name longer than GENL_NAMSIZ fails policy validation; the kernel's
+    // extended-ack text comes through in the error.
+    let e = genl::resolve_family(&mut gs, "xtcp-name-longer-than-16").unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EINVAL), "{e:?}");
+    match &e {
+        xtcp_engine::netlink::NetlinkError::Kernel { message, .. } => {
+            assert!(message.is_some(), "no extended ack text: {e:?}");
+            assert!(e.to_string().contains(message.as_deref().unwrap()), "{e}");
+        }
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    // The controller itself always exists.
+    let ctrl = genl::resolve_family(&mut gs, "nlctrl")
+        .expect("lookup")
+        .expect("nlctrl exists");
+    assert_eq!(ctrl.id, genl::GENL_ID_CTRL);
 }
