@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod probe;
 mod xsk_bench;
 
 /// xtcp: a kernel-bypass TCP engine on AF_XDP.
@@ -18,6 +19,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Show what an interface and this host offer xtcp (driver, queues, MTU,
+    /// XDP features, privileges, hugepages).
+    Probe(probe::ProbeArgs),
     /// Raw AF_XDP packet rates on one queue (like xdpsock): rxdrop, txonly,
     /// l2fwd; or both ends on a test network of its own with --testnet.
     XskBench(xsk_bench::XskBenchArgs),
@@ -35,6 +39,7 @@ fn main() {
         .with_target(false)
         .init();
     let r = match &cli.cmd {
+        Cmd::Probe(a) => probe::run(a),
         Cmd::XskBench(a) => xsk_bench::run(a),
     };
     if let Err(e) = r {

@@ -7,6 +7,10 @@
 #![deny(unsafe_code)]
 
 pub mod frame;
+pub mod netlink;
+pub mod probe;
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod testnet;
 pub mod xdp;
 #[allow(unsafe_code)]

@@ -14,7 +14,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -176,16 +176,8 @@ impl Drop for NsGuard {
     }
 }
 
-#[allow(unsafe_code)]
 fn setns(fd: &OwnedFd) -> io::Result<()> {
-    // SAFETY: setns(2) on a namespace fd we own; it only changes the calling
-    // thread's network namespace.
-    let r = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sys::enter_netns(std::os::fd::AsFd::as_fd(fd))
 }
 
 /// One side of the test network.

@@ -128,63 +128,28 @@ pub fn driver_name(iface: &str) -> String {
 }
 
 fn ethtool_driver(iface: &str) -> Option<String> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    const ETHTOOL_GDRVINFO: u32 = 3;
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    #[repr(C)]
-    struct DrvInfo {
-        cmd: u32,
-        driver: [u8; 32],
-        version: [u8; 32],
-        fw_version: [u8; 32],
-        bus_info: [u8; 32],
-        erom_version: [u8; 32],
-        reserved2: [u8; 12],
-        n_priv_flags: u32,
-        n_stats: u32,
-        testinfo_len: u32,
-        eedump_len: u32,
-        regdump_len: u32,
-    }
-    if iface.len() >= libc::IFNAMSIZ {
-        return None;
-    }
-    let mut info = DrvInfo {
-        cmd: ETHTOOL_GDRVINFO,
-        driver: [0; 32],
-        version: [0; 32],
-        fw_version: [0; 32],
-        bus_info: [0; 32],
-        erom_version: [0; 32],
-        reserved2: [0; 12],
-        n_priv_flags: 0,
-        n_stats: 0,
-        testinfo_len: 0,
-        eedump_len: 0,
-        regdump_len: 0,
-    };
+    use std::os::fd::AsFd;
+    let sock = ioctl_socket().ok()?;
+    crate::sys::ethtool_drvinfo(sock.as_fd(), iface)
+        .ok()
+        .map(|d| d.driver)
+}
+
+/// A datagram socket for interface ioctls, in the calling thread's namespace.
+fn ioctl_socket() -> Result<std::os::fd::OwnedFd, XskError> {
+    use std::os::fd::FromRawFd;
     // SAFETY: plain socket(2); result checked.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
-        return None;
+        return Err(XskError::syscall(
+            "socket",
+            "AF_INET for an interface ioctl".into(),
+            io::Error::last_os_error(),
+            String::new(),
+        ));
     }
     // SAFETY: fresh fd we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(iface.bytes()) {
-        *dst = src as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = (&mut info as *mut DrvInfo).cast();
-    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO writes one ethtool_drvinfo
-    // (DrvInfo mirrors its layout) through ifr_data, which points to `info`,
-    // alive for the call.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
-    if r < 0 {
-        return None;
-    }
-    let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
-    Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) })
 }
 
 /// The interface's MAC address (`SIOCGIFHWADDR`) in the calling thread's
@@ -227,7 +192,7 @@ pub fn iface_ipv4(iface: &str) -> Result<Option<std::net::Ipv4Addr>, XskError> {
 }
 
 fn iface_ioctl(iface: &str, req: libc::c_ulong, ifr: &mut libc::ifreq) -> Result<(), XskError> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::AsRawFd;
     if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
         return Err(XskError::NoInterface {
             iface: iface.to_owned(),
@@ -236,18 +201,7 @@ fn iface_ioctl(iface: &str, req: libc::c_ulong, ifr: &mut libc::ifreq) -> Result
     for (dst, src) in ifr.ifr_name.iter_mut().zip(iface.bytes()) {
         *dst = src as libc::c_char;
     }
-    // SAFETY: plain socket(2); result checked.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(XskError::syscall(
-            "socket",
-            "AF_INET for an interface ioctl".into(),
-            io::Error::last_os_error(),
-            String::new(),
-        ));
-    }
-    // SAFETY: fresh fd we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let sock = ioctl_socket()?;
     // SAFETY: `req` is an interface ioctl that reads ifr_name and writes one
     // member of the ifreq union; `ifr` is a valid, writable ifreq.
     let r = unsafe { libc::ioctl(sock.as_raw_fd(), req as _, ifr as *mut libc::ifreq) };

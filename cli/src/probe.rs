@@ -1,0 +1,182 @@
+//! `xtcp probe IFACE [--json]`: what the interface and this host offer xtcp.
+
+use anyhow::Context as _;
+use xtcp_engine::probe::{NetdevFeatures, ProbeReport, QueueSource};
+
+/// Arguments of `xtcp probe`.
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    /// Interface to probe, in the current network namespace.
+    pub iface: String,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `xtcp probe`.
+pub fn run(args: &ProbeArgs) -> anyhow::Result<()> {
+    let report = xtcp_engine::probe::probe(&args.iface)
+        .with_context(|| format!("probing interface {:?}", args.iface))?;
+    if args.json {
+        let json = serde_json::to_string_pretty(&report).context("serializing the probe report")?;
+        println!("{json}");
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn list(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".to_owned()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// The human-readable report: `key: value` lines with aligned values.
+pub fn render(r: &ProbeReport) -> String {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut row = |k: &str, v: String| rows.push((k.to_owned(), v));
+    let i = &r.interface;
+    row("interface", format!("{} (index {})", i.name, i.ifindex));
+    row("driver", opt(i.driver.as_deref()));
+    if let Some(v) = &i.driver_version {
+        row("driver version", v.clone());
+    }
+    if let Some(v) = &i.firmware {
+        row("firmware", v.clone());
+    }
+    if let Some(v) = &i.bus_info {
+        row("bus", v.clone());
+    }
+    if let Some(v) = &i.kind {
+        row("link kind", v.clone());
+    }
+    row(
+        "state",
+        format!(
+            "{}, operstate {}",
+            if i.up { "up" } else { "down" },
+            opt(i.operstate)
+        ),
+    );
+    let q = &r.queues;
+    let source = match q.source {
+        QueueSource::Ethtool => "ethtool channels",
+        QueueSource::Rtnetlink => "rtnetlink",
+    };
+    row("queues", format!("rx {} tx {} (from {source})", q.rx, q.tx));
+    if let Some(c) = &q.channels {
+        row(
+            "channels",
+            format!(
+                "rx {} tx {} combined {} other {} (max rx {} tx {} combined {} other {})",
+                c.rx, c.tx, c.combined, c.other, c.max_rx, c.max_tx, c.max_combined, c.max_other
+            ),
+        );
+    }
+    row(
+        "allocated queues",
+        format!("rx {} tx {}", opt(q.allocated_rx), opt(q.allocated_tx)),
+    );
+    row(
+        "mtu",
+        format!(
+            "{} (min {}, max {})",
+            r.mtu.current,
+            opt(r.mtu.min),
+            opt(r.mtu.max)
+        ),
+    );
+    let x = &r.xdp;
+    match &x.netdev {
+        NetdevFeatures::Reported {
+            xdp_features,
+            xdp_features_raw,
+            xdp_zc_max_segs,
+            xdp_rx_metadata_features,
+            xsk_features,
+        } => {
+            row(
+                "xdp features",
+                format!("{} ({xdp_features_raw:#x})", list(xdp_features)),
+            );
+            row("xdp zc max segs", opt(*xdp_zc_max_segs));
+            row(
+                "xdp rx metadata",
+                xdp_rx_metadata_features
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), list),
+            );
+            row(
+                "xsk features",
+                xsk_features.as_deref().map_or_else(|| "-".to_owned(), list),
+            );
+        }
+        NetdevFeatures::Unknown { reason } => row("xdp features", format!("unknown: {reason}")),
+    }
+    row("zero-copy", x.zero_copy.as_str().to_owned());
+    row("multi-buffer", x.multi_buffer.as_str().to_owned());
+    row(
+        "zero-copy multi-buffer",
+        x.zero_copy_multi_buffer.as_str().to_owned(),
+    );
+    for m in &x.attach_modes {
+        row(
+            &format!("attach {}", m.mode.as_str()),
+            format!(
+                "{} ({}{})",
+                m.expected.as_str(),
+                m.reason,
+                if m.verified { ", verified" } else { "" }
+            ),
+        );
+    }
+    let a = &x.attached;
+    let attached = match a.prog_id {
+        Some(id) => format!("{:?} (program id {id})", a.mode),
+        None => format!("{:?}", a.mode),
+    };
+    row("xdp attached", attached.to_lowercase());
+    row(
+        "kernel",
+        format!("{} {}", r.kernel.release, r.kernel.machine),
+    );
+    let p = &r.privileges;
+    row("euid", p.euid.to_string());
+    let caps: Vec<String> = p
+        .capabilities
+        .iter()
+        .map(|c| format!("{}{}", if c.effective { "+" } else { "-" }, c.name))
+        .collect();
+    row(
+        "capabilities",
+        if caps.is_empty() {
+            "unknown".into()
+        } else {
+            caps.join(" ")
+        },
+    );
+    row(
+        "memlock",
+        format!("soft {}, hard {}", p.memlock_soft, p.memlock_hard),
+    );
+    row("missing privileges", list(&p.missing));
+    let h = &r.hugepages;
+    row(
+        "hugepages 2MB",
+        format!("total {}, free {}", opt(h.total), opt(h.free)),
+    );
+    for n in &r.notes {
+        row("note", n.clone());
+    }
+    let width = rows.iter().map(|(k, _)| k.len() + 1).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{:<width$}  {v}\n", format!("{k}:")))
+        .collect()
+}

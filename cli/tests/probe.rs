@@ -1,0 +1,217 @@
+//! The `xtcp probe` binary: JSON that parses, aligned text, clear errors,
+//! and a report that reflects missing privileges instead of failing.
+
+use std::os::unix::fs::MetadataExt;
+use std::process::{Command, Output};
+
+fn xtcp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtcp"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run xtcp")
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "xtcp failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "--json output does not parse ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn json_for_loopback_parses_and_has_every_section() {
+    let v = json_of(&xtcp(&["probe", "lo", "--json"]));
+    assert_eq!(v["interface"]["name"], "lo");
+    assert_eq!(v["interface"]["ifindex"], 1);
+    assert!(v["mtu"]["current"].as_u64().unwrap() > 0);
+    assert!(v["queues"]["rx"].as_u64().unwrap() >= 1);
+    assert_eq!(v["queues"]["source"], "rtnetlink");
+    let status = v["xdp"]["netdev"]["status"].as_str().unwrap();
+    assert!(status == "reported" || status == "unknown", "{status}");
+    if status == "reported" {
+        assert!(v["xdp"]["netdev"]["xdp_features"].is_array());
+    } else {
+        assert!(v["xdp"]["netdev"]["reason"].is_string());
+    }
+    let modes: Vec<_> = v["xdp"]["attach_modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(modes, ["native", "generic", "offload"]);
+    assert_eq!(v["xdp"]["attached"]["mode"], "none");
+    assert!(
+        v["kernel"]["release"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .next()
+            .unwrap()
+            .is_ascii_digit()
+    );
+    assert_eq!(v["privileges"]["capabilities"].as_array().unwrap().len(), 5);
+    assert!(
+        v["privileges"]["memlock_soft"].is_u64() || v["privileges"]["memlock_soft"] == "unlimited"
+    );
+    assert_eq!(v["hugepages"]["page_size_kib"], 2048);
+    assert!(v["notes"].is_array());
+}
+
+#[test]
+fn text_report_is_aligned_key_value_lines() {
+    let out = xtcp(&["probe", "lo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 10, "{text}");
+    for key in [
+        "interface:",
+        "driver:",
+        "queues:",
+        "mtu:",
+        "xdp features:",
+        "zero-copy:",
+        "kernel:",
+        "capabilities:",
+        "hugepages 2MB:",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(key)),
+            "no {key:?} line in\n{text}"
+        );
+    }
+    // Every value starts in the same column, after "key:" and padding.
+    let column = |l: &str| {
+        let colon = l.find(':').unwrap();
+        colon + 1 + l[colon + 1..].len() - l[colon + 1..].trim_start().len()
+    };
+    let first = column(lines[0]);
+    for l in &lines {
+        assert_eq!(column(l), first, "misaligned line {l:?} in\n{text}");
+    }
+}
+
+#[test]
+fn nonexistent_interface_fails_with_a_clear_message() {
+    let name = format!("xtpnone{}", std::process::id());
+    let out = xtcp(&["probe", &name, "--json"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "no interface named \"{name}\" in this network namespace"
+        )) && err.contains("ip link"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unprivileged_run_reports_what_is_missing() {
+    if !is_root() {
+        eprintln!(
+            "SKIP unprivileged_run_reports_what_is_missing: needs root to switch to an unprivileged user"
+        );
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIP unprivileged_run_reports_what_is_missing: needs setpriv (util-linux)");
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_xtcp"))
+        .args(["probe", "lo", "--json"])
+        .output()
+        .expect("run setpriv");
+    let v = json_of(&out);
+    assert_eq!(v["privileges"]["euid"], 65534);
+    for c in v["privileges"]["capabilities"].as_array().unwrap() {
+        assert_eq!(c["effective"], false, "{c}");
+    }
+    let missing: Vec<_> = v["privileges"]["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    for need in ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF"] {
+        assert!(
+            missing.iter().any(|m| m.contains(need)),
+            "{need} not in {missing:?}"
+        );
+    }
+}
+
+/// `ip netns exec` runs the binary in a fresh namespace with a veth pair.
+#[test]
+fn json_for_veth_in_a_namespace() {
+    if !is_root() || Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("SKIP json_for_veth_in_a_namespace: needs root and iproute2");
+        return;
+    }
+    struct Netns(String);
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let pid = std::process::id();
+    let ns = Netns(format!("xtp{pid}cli"));
+    let ip = |args: &[&str]| {
+        let st = Command::new("ip").args(args).status().expect("run ip");
+        assert!(st.success(), "ip {args:?}");
+    };
+    ip(&["netns", "add", &ns.0]);
+    let (a, b) = (format!("xtpc{pid}"), format!("xtpd{pid}"));
+    ip(&[
+        "-n", &ns.0, "link", "add", &a, "type", "veth", "peer", "name", &b,
+    ]);
+    ip(&["-n", &ns.0, "link", "set", &a, "mtu", "4000"]);
+
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.0,
+            env!("CARGO_BIN_EXE_xtcp"),
+            "probe",
+            &a,
+            "--json",
+        ])
+        .output()
+        .expect("run ip netns exec");
+    let v = json_of(&out);
+    assert_eq!(v["interface"]["driver"], "veth");
+    assert_eq!(v["interface"]["up"], false);
+    assert_eq!(v["mtu"]["current"], 4000);
+    assert_eq!(v["mtu"]["max"], 65535);
+    assert_eq!(v["queues"]["source"], "ethtool");
+    assert_eq!(v["queues"]["rx"], 1);
+    assert_eq!(v["xdp"]["zero_copy"], "no");
+    assert_eq!(v["xdp"]["attached"]["mode"], "none");
+}

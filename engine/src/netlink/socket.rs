@@ -1,0 +1,145 @@
+//! A blocking netlink socket for one request, one reply at a time.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::net::netlink::SocketAddrNetlink;
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+
+use super::NetlinkError;
+use super::msg::{ErrorMessage, Messages, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, request};
+
+/// Large enough for any single non-dump reply we ask for (a link message
+/// without statistics is a few KiB).
+const RECV_BUF_LEN: usize = 64 * 1024;
+/// How long to wait for a reply before giving up (`EAGAIN`).
+const RECV_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A netlink socket of one protocol, bound with a kernel-chosen port id.
+///
+/// It belongs to the network namespace of the thread that created it.
+#[derive(Debug)]
+pub struct NetlinkSocket {
+    fd: OwnedFd,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+/// One reply message, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The reply's `nlmsg_type`.
+    pub kind: u16,
+    /// The reply's payload (after `struct nlmsghdr`).
+    pub payload: Vec<u8>,
+}
+
+fn io_err(call: &'static str) -> impl FnOnce(rustix::io::Errno) -> NetlinkError {
+    move |e| NetlinkError::Io {
+        call,
+        source: io::Error::from(e),
+    }
+}
+
+impl NetlinkSocket {
+    /// A `NETLINK_ROUTE` socket.
+    pub fn route() -> Result<Self, NetlinkError> {
+        Self::open(None)
+    }
+
+    /// A `NETLINK_GENERIC` socket.
+    pub fn generic() -> Result<Self, NetlinkError> {
+        Self::open(Some(rustix::net::netlink::GENERIC))
+    }
+
+    fn open(protocol: Option<rustix::net::Protocol>) -> Result<Self, NetlinkError> {
+        let fd = rustix::net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            protocol,
+        )
+        .map_err(io_err("socket(AF_NETLINK)"))?;
+        rustix::net::bind(&fd, &SocketAddrNetlink::new(0, 0))
+            .map_err(io_err("bind(AF_NETLINK)"))?;
+        // The kernel answers these requests synchronously; the timeout only
+        // keeps a wedged socket from hanging the caller forever.
+        rustix::net::sockopt::set_socket_timeout(
+            &fd,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(RECV_TIMEOUT),
+        )
+        .map_err(io_err("setsockopt(SO_RCVTIMEO)"))?;
+        // Only improves error messages; kernels before 4.12 lack it.
+        if let Err(e) = crate::sys::set_netlink_ext_ack(fd.as_fd()) {
+            tracing::debug!("NETLINK_EXT_ACK not available: {e}");
+        }
+        Ok(NetlinkSocket {
+            fd,
+            seq: 0,
+            buf: vec![0; RECV_BUF_LEN],
+        })
+    }
+
+    /// Sends one request (`kind`, `NLM_F_REQUEST | flags`, `body`) and
+    /// returns its single reply message. A kernel error reply becomes
+    /// [`NetlinkError::Kernel`]; replies to other sequence numbers are skipped.
+    /// Not for dumps (`NLM_F_DUMP`), which answer with many messages.
+    pub fn request(&mut self, kind: u16, flags: u16, body: &[u8]) -> Result<Reply, NetlinkError> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let msg = request(kind, flags, seq, body);
+        let kernel = SocketAddrNetlink::new(0, 0);
+        loop {
+            match rustix::net::sendto(&self.fd, &msg, SendFlags::empty(), &kernel) {
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io_err("sendto(AF_NETLINK)")(e)),
+            }
+        }
+        loop {
+            let (n, full) = match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::TRUNC) {
+                Ok(r) => r,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io_err("recv(AF_NETLINK)")(e)),
+            };
+            if full > n {
+                return Err(NetlinkError::Truncated {
+                    len: full,
+                    capacity: n,
+                });
+            }
+            let got = &self.buf[..n];
+            for m in Messages::new(got) {
+                let m = m?;
+                if m.header.seq != seq {
+                    continue;
+                }
+                match m.header.kind {
+                    NLMSG_NOOP => continue,
+                    NLMSG_ERROR => {
+                        let e = ErrorMessage::parse(m.header.flags, m.payload)?;
+                        if e.error == 0 {
+                            // An ack without data: we did not ask for one.
+                            return Err(NetlinkError::Unexpected { kind: NLMSG_ERROR });
+                        }
+                        return Err(NetlinkError::kernel(e));
+                    }
+                    NLMSG_DONE => return Err(NetlinkError::Unexpected { kind: NLMSG_DONE }),
+                    kind => {
+                        return Ok(Reply {
+                            kind,
+                            payload: m.payload.to_vec(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AsFd for NetlinkSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

@@ -1,0 +1,1104 @@
+//! `probe`: what an interface and this host offer xtcp, read from the kernel.
+//!
+//! Per-interface facts come from netlink sockets and ioctls on sockets that
+//! [`probe`] creates in the calling thread, so they describe the network
+//! namespace that thread is in (a thread that `setns`'d sees its new
+//! namespace; `/sys/class/net` would show the sysfs mounter's instead).
+//! Host facts (kernel, capabilities, memlock, hugepages) come from `uname`,
+//! `getrlimit` and `/proc`.
+//!
+//! Nothing the report can live without is fatal: a kernel without the
+//! generic netlink `netdev` family (before 6.3) gives XDP features
+//! "unknown" with the reason; a driver without ethtool channel support gives
+//! the queue counts rtnetlink has. Only a missing interface, an invalid name,
+//! a refused permission or a failing netlink socket are errors.
+
+use std::fmt::Write as _;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use serde::Serialize;
+
+use crate::netlink::genl::{self, NetdevDev, XdpFeatures};
+use crate::netlink::route::{self, LinkInfo, LinkSelector, XdpAttachment};
+use crate::netlink::{NetlinkError, NetlinkSocket};
+use crate::sys::{self, Channels};
+
+/// Everything `xtcp probe` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeReport {
+    /// The interface itself.
+    pub interface: Interface,
+    /// Queue (channel) counts.
+    pub queues: Queues,
+    /// MTU now and the limits the device accepts.
+    pub mtu: Mtu,
+    /// XDP and AF_XDP capabilities.
+    pub xdp: Xdp,
+    /// The running kernel.
+    pub kernel: Kernel,
+    /// Capabilities and limits of this process.
+    pub privileges: Privileges,
+    /// 2 MB hugepages for UMEM.
+    pub hugepages: Hugepages,
+    /// What could not be determined, and why.
+    pub notes: Vec<String>,
+}
+
+/// Identity and state of the interface.
+#[derive(Debug, Clone, Serialize)]
+pub struct Interface {
+    /// Kernel name.
+    pub name: String,
+    /// Interface index in its network namespace.
+    pub ifindex: u32,
+    /// Driver name from `ETHTOOL_GDRVINFO` ("veth", "mlx5_core", …).
+    pub driver: Option<String>,
+    /// Driver version string.
+    pub driver_version: Option<String>,
+    /// Firmware version (absent when empty).
+    pub firmware: Option<String>,
+    /// Bus address (absent for virtual devices).
+    pub bus_info: Option<String>,
+    /// rtnetlink link kind of virtual devices ("veth", "bridge", …).
+    pub kind: Option<String>,
+    /// Administratively up.
+    pub up: bool,
+    /// Operational state ("up", "down", "unknown", …).
+    pub operstate: Option<&'static str>,
+}
+
+/// Where the queue counts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueSource {
+    /// `ETHTOOL_GCHANNELS`.
+    Ethtool,
+    /// `IFLA_NUM_RX_QUEUES` / `IFLA_NUM_TX_QUEUES` (the driver has no
+    /// channel support).
+    Rtnetlink,
+}
+
+/// Queue counts. AF_XDP binds to an RX queue id below `rx`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Queues {
+    /// RX queues in use: ethtool's rx + combined channels, else rtnetlink's count.
+    pub rx: u32,
+    /// TX queues in use: ethtool's tx + combined channels, else rtnetlink's count.
+    pub tx: u32,
+    /// Where `rx` and `tx` came from.
+    pub source: QueueSource,
+    /// Raw ethtool channel counts, where the driver reports them.
+    pub channels: Option<ChannelCounts>,
+    /// RX queues the device was allocated with (`IFLA_NUM_RX_QUEUES`).
+    pub allocated_rx: Option<u32>,
+    /// TX queues the device was allocated with (`IFLA_NUM_TX_QUEUES`).
+    pub allocated_tx: Option<u32>,
+}
+
+/// `ETHTOOL_GCHANNELS` as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ChannelCounts {
+    /// RX-only channels.
+    pub rx: u32,
+    /// TX-only channels.
+    pub tx: u32,
+    /// Other channels.
+    pub other: u32,
+    /// Combined channels.
+    pub combined: u32,
+    /// Maximum RX-only channels.
+    pub max_rx: u32,
+    /// Maximum TX-only channels.
+    pub max_tx: u32,
+    /// Maximum other channels.
+    pub max_other: u32,
+    /// Maximum combined channels.
+    pub max_combined: u32,
+}
+
+impl From<Channels> for ChannelCounts {
+    fn from(c: Channels) -> Self {
+        ChannelCounts {
+            rx: c.rx,
+            tx: c.tx,
+            other: c.other,
+            combined: c.combined,
+            max_rx: c.max_rx,
+            max_tx: c.max_tx,
+            max_other: c.max_other,
+            max_combined: c.max_combined,
+        }
+    }
+}
+
+/// MTU now and its limits.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mtu {
+    /// Current MTU in bytes.
+    pub current: u32,
+    /// Smallest settable MTU (kernel ≥ 4.18).
+    pub min: Option<u32>,
+    /// Largest settable MTU; `None` when the kernel is older than 4.18 or
+    /// the driver sets no maximum (see the notes).
+    pub max: Option<u32>,
+}
+
+/// Whether something is available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Support {
+    /// Available.
+    Yes,
+    /// Not available.
+    No,
+    /// Could not be determined (see the notes).
+    Unknown,
+}
+
+impl Support {
+    fn from_bool(b: bool) -> Self {
+        if b { Support::Yes } else { Support::No }
+    }
+
+    /// "yes", "no" or "unknown".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Support::Yes => "yes",
+            Support::No => "no",
+            Support::Unknown => "unknown",
+        }
+    }
+}
+
+/// The netdev family's report, or why there is none.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum NetdevFeatures {
+    /// The kernel answered `dev-get`.
+    Reported {
+        /// `xdp-features` decoded ("basic", "redirect", "ndo-xmit",
+        /// "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg", "bit-N").
+        xdp_features: Vec<String>,
+        /// `xdp-features` as the raw bitmask.
+        xdp_features_raw: u64,
+        /// `xdp-zc-max-segs` (reported for zero-copy devices only).
+        xdp_zc_max_segs: Option<u32>,
+        /// `xdp-rx-metadata-features` decoded (kernel ≥ 6.8).
+        xdp_rx_metadata_features: Option<Vec<String>>,
+        /// `xsk-features` decoded (kernel ≥ 6.8).
+        xsk_features: Option<Vec<String>>,
+    },
+    /// No answer; `reason` says why.
+    Unknown {
+        /// Why the features are unknown.
+        reason: String,
+    },
+}
+
+/// An XDP attach mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum XdpMode {
+    /// In the driver (`XDP_FLAGS_DRV_MODE`).
+    Native,
+    /// In the generic stack (`XDP_FLAGS_SKB_MODE`), on every device.
+    Generic,
+    /// On the NIC (`XDP_FLAGS_HW_MODE`).
+    Offload,
+}
+
+impl XdpMode {
+    /// "native", "generic" or "offload".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+            XdpMode::Offload => "offload",
+        }
+    }
+}
+
+/// Whether an attach mode should work. `verified` is false when this is
+/// inferred from features rather than tried; a loader that attaches for real
+/// can replace the entry with a verified one.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttachModeSupport {
+    /// The mode.
+    pub mode: XdpMode,
+    /// Whether it should work.
+    pub expected: Support,
+    /// Whether a real attach confirmed `expected`.
+    pub verified: bool,
+    /// The evidence.
+    pub reason: String,
+}
+
+/// XDP capabilities and state.
+#[derive(Debug, Clone, Serialize)]
+pub struct Xdp {
+    /// What the netdev generic netlink family reports.
+    pub netdev: NetdevFeatures,
+    /// AF_XDP zero-copy (`xsk-zerocopy`).
+    pub zero_copy: Support,
+    /// Multi-buffer frames in native XDP (`rx-sg`), i.e. MTU above one frame
+    /// in copy mode.
+    pub multi_buffer: Support,
+    /// Multi-buffer in zero-copy mode (`xsk-zerocopy` and `xdp-zc-max-segs` > 1);
+    /// without it, zero-copy segments must fit one descriptor.
+    pub zero_copy_multi_buffer: Support,
+    /// Attach modes, most preferred first.
+    pub attach_modes: Vec<AttachModeSupport>,
+    /// What is attached now (rtnetlink `IFLA_XDP`).
+    pub attached: XdpAttachment,
+}
+
+impl Xdp {
+    /// The entry for `mode`.
+    pub fn attach_mode(&self, mode: XdpMode) -> Option<&AttachModeSupport> {
+        self.attach_modes.iter().find(|m| m.mode == mode)
+    }
+
+    /// Records the outcome of a real trial attach in `mode` (for the loader),
+    /// replacing the inferred entry: `expected` becomes what happened and
+    /// `verified` true.
+    pub fn record_trial(&mut self, mode: XdpMode, worked: bool, detail: impl Into<String>) {
+        let entry = AttachModeSupport {
+            mode,
+            expected: Support::from_bool(worked),
+            verified: true,
+            reason: detail.into(),
+        };
+        match self.attach_modes.iter_mut().find(|m| m.mode == mode) {
+            Some(m) => *m = entry,
+            None => self.attach_modes.push(entry),
+        }
+    }
+}
+
+/// The running kernel (`uname`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Kernel {
+    /// Release, e.g. "6.18.0".
+    pub release: String,
+    /// Build version string.
+    pub version: String,
+    /// Machine, e.g. "x86_64".
+    pub machine: String,
+}
+
+/// One capability and whether it is in the effective set.
+#[derive(Debug, Clone, Serialize)]
+pub struct Capability {
+    /// Its name, e.g. "CAP_NET_ADMIN".
+    pub name: &'static str,
+    /// Whether this thread has it effective.
+    pub effective: bool,
+}
+
+/// A resource limit value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// A number of bytes.
+    Bytes(u64),
+    /// `RLIM_INFINITY`.
+    Unlimited,
+}
+
+impl Serialize for Limit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Limit::Bytes(b) => s.serialize_u64(*b),
+            Limit::Unlimited => s.serialize_str("unlimited"),
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Bytes(b) => write!(f, "{b} bytes"),
+            Limit::Unlimited => f.write_str("unlimited"),
+        }
+    }
+}
+
+/// Privileges of the probing thread.
+#[derive(Debug, Clone, Serialize)]
+pub struct Privileges {
+    /// Effective user id.
+    pub euid: u32,
+    /// The capabilities xtcp uses, from `CapEff` in `/proc/thread-self/status`.
+    /// Empty if that could not be read (see the notes).
+    pub capabilities: Vec<Capability>,
+    /// `RLIMIT_MEMLOCK` soft limit (UMEM pages count against it without
+    /// `CAP_IPC_LOCK`).
+    pub memlock_soft: Limit,
+    /// `RLIMIT_MEMLOCK` hard limit.
+    pub memlock_hard: Limit,
+    /// What is missing for attaching XDP and binding AF_XDP sockets, each
+    /// naming the capability or limit needed; empty when nothing is.
+    pub missing: Vec<String>,
+}
+
+/// 2 MB hugepages.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hugepages {
+    /// Page size in KiB (2048).
+    pub page_size_kib: u32,
+    /// Pages reserved in the pool, if known.
+    pub total: Option<u64>,
+    /// Pages free in the pool, if known.
+    pub free: Option<u64>,
+}
+
+/// `probe` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The interface does not exist in the caller's network namespace.
+    #[error("no interface named {iface:?} in this network namespace; list them with `ip link`")]
+    NoSuchInterface {
+        /// The name asked for.
+        iface: String,
+    },
+    /// The name cannot be an interface name.
+    #[error("{iface:?} is not a valid interface name: {reason}")]
+    InvalidName {
+        /// The name given.
+        iface: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The kernel refused for lack of privilege.
+    #[error("`{call}` was refused: it needs {needed}; run as root or grant it (e.g. setcap {needed_cap}+ep)", needed_cap = .needed.to_lowercase())]
+    PermissionDenied {
+        /// The call or request refused.
+        call: &'static str,
+        /// The capability it needs.
+        needed: &'static str,
+        /// The OS error (EPERM / EACCES).
+        #[source]
+        source: io::Error,
+    },
+    /// A system call failed.
+    #[error("`{call}` failed")]
+    Syscall {
+        /// The call, e.g. "socket(AF_INET, SOCK_DGRAM)".
+        call: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A netlink request failed.
+    #[error("netlink request `{request}` failed")]
+    Netlink {
+        /// The request, e.g. "RTM_GETLINK".
+        request: &'static str,
+        /// What went wrong.
+        #[source]
+        source: NetlinkError,
+    },
+}
+
+fn is_permission(errno: Option<i32>) -> bool {
+    matches!(errno, Some(libc::EPERM) | Some(libc::EACCES))
+}
+
+/// Maps a netlink failure of `request`; a refusal becomes `PermissionDenied`.
+fn netlink_error(request: &'static str) -> impl FnOnce(NetlinkError) -> ProbeError {
+    move |e| match e {
+        NetlinkError::Io { source, .. } | NetlinkError::Kernel { source, .. }
+            if is_permission(source.raw_os_error()) =>
+        {
+            ProbeError::PermissionDenied {
+                call: request,
+                needed: "CAP_NET_ADMIN",
+                source,
+            }
+        }
+        e => ProbeError::Netlink { request, source: e },
+    }
+}
+
+/// An error and its sources on one line, for notes.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let _ = write!(s, ": {c}");
+        cur = c.source();
+    }
+    s
+}
+
+/// Checks `iface` the way the kernel's `dev_valid_name` does (alternative
+/// names may be up to 127 bytes).
+fn validate_name(iface: &str) -> Result<(), ProbeError> {
+    let invalid = |reason| {
+        Err(ProbeError::InvalidName {
+            iface: iface.to_owned(),
+            reason,
+        })
+    };
+    if iface.is_empty() {
+        return invalid("it is empty");
+    }
+    if iface.len() > 127 {
+        return invalid("it is longer than 127 bytes");
+    }
+    if iface == "." || iface == ".." {
+        return invalid("\".\" and \"..\" are not allowed");
+    }
+    if iface
+        .bytes()
+        .any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace())
+    {
+        return invalid("it contains '/', ':', a NUL or whitespace");
+    }
+    Ok(())
+}
+
+/// Probes `iface` in the calling thread's network namespace.
+pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
+    validate_name(iface)?;
+    let mut notes = Vec::new();
+
+    let mut rt = NetlinkSocket::route().map_err(netlink_error("socket(NETLINK_ROUTE)"))?;
+    let link = match route::get_link(&mut rt, LinkSelector::Name(iface)) {
+        Ok(link) => link,
+        Err(e) if e.errno() == Some(libc::ENODEV) => {
+            return Err(ProbeError::NoSuchInterface {
+                iface: iface.to_owned(),
+            });
+        }
+        Err(e) => return Err(netlink_error("RTM_GETLINK")(e)),
+    };
+    tracing::debug!(?link, "rtnetlink link");
+
+    let ioctl_sock = ioctl_socket()?;
+    let (driver, channels) = ethtool_info(ioctl_sock.as_fd(), &link, &mut notes)?;
+    let queues = queues(&link, channels, &mut notes);
+    let mtu = Mtu {
+        current: link.mtu.unwrap_or(0),
+        min: link.min_mtu,
+        // 0 means the driver sets no maximum (e.g. `lo`).
+        max: link.max_mtu.filter(|&m| m != 0),
+    };
+    match link.max_mtu {
+        None => notes.push(
+            "the kernel does not report MTU limits (IFLA_MIN_MTU/IFLA_MAX_MTU need Linux 4.18)"
+                .into(),
+        ),
+        Some(0) => notes.push("the driver sets no maximum MTU (IFLA_MAX_MTU is 0)".into()),
+        Some(_) => {}
+    }
+
+    let netdev = netdev_dev(link.ifindex);
+    let xdp = xdp_report(netdev, link.xdp, &mut notes);
+
+    let interface = Interface {
+        name: link.name.clone(),
+        ifindex: link.ifindex,
+        driver: driver.as_ref().map(|d| d.driver.clone()),
+        driver_version: driver
+            .as_ref()
+            .map(|d| d.version.clone())
+            .filter(|s| !s.is_empty()),
+        firmware: driver
+            .as_ref()
+            .map(|d| d.firmware.clone())
+            .filter(|s| !s.is_empty()),
+        bus_info: driver
+            .as_ref()
+            .map(|d| d.bus_info.clone())
+            .filter(|s| !s.is_empty()),
+        kind: link.kind.clone(),
+        up: link.is_up(),
+        operstate: link.operstate_name(),
+    };
+
+    Ok(ProbeReport {
+        interface,
+        queues,
+        mtu,
+        xdp,
+        kernel: kernel(),
+        privileges: privileges(&mut notes),
+        hugepages: hugepages(&mut notes),
+        notes,
+    })
+}
+
+/// A datagram socket for ethtool ioctls: AF_INET, or AF_UNIX where IPv4 is
+/// compiled out. Either acts on its own network namespace.
+fn ioctl_socket() -> Result<OwnedFd, ProbeError> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, socket_with};
+    socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .or_else(|_| {
+        socket_with(
+            AddressFamily::UNIX,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+    })
+    .map_err(|e| ProbeError::Syscall {
+        call: "socket(AF_INET/AF_UNIX, SOCK_DGRAM)",
+        source: e.into(),
+    })
+}
+
+fn ethtool_info(
+    sock: std::os::fd::BorrowedFd<'_>,
+    link: &LinkInfo,
+    notes: &mut Vec<String>,
+) -> Result<(Option<sys::DriverInfo>, Option<Channels>), ProbeError> {
+    let gone = |e: &io::Error| e.raw_os_error() == Some(libc::ENODEV);
+    let driver = match sys::ethtool_drvinfo(sock, &link.name) {
+        Ok(d) => Some(d),
+        Err(e) if gone(&e) => {
+            return Err(ProbeError::NoSuchInterface {
+                iface: link.name.clone(),
+            });
+        }
+        Err(e) => {
+            notes.push(format!(
+                "driver unknown: ioctl(SIOCETHTOOL, ETHTOOL_GDRVINFO) failed: {e}"
+            ));
+            None
+        }
+    };
+    let channels = match sys::ethtool_channels(sock, &link.name) {
+        Ok(c) => Some(c),
+        Err(e) if gone(&e) => {
+            return Err(ProbeError::NoSuchInterface {
+                iface: link.name.clone(),
+            });
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => None,
+        Err(e) => {
+            notes.push(format!("ioctl(SIOCETHTOOL, ETHTOOL_GCHANNELS) failed: {e}"));
+            None
+        }
+    };
+    Ok((driver, channels))
+}
+
+fn queues(link: &LinkInfo, channels: Option<Channels>, notes: &mut Vec<String>) -> Queues {
+    // A driver that answers with no RX or no TX channel at all is not
+    // telling the truth about its queues; rtnetlink's counts are better.
+    let channels = channels.filter(|c| {
+        let usable = c.rx.saturating_add(c.combined) > 0 && c.tx.saturating_add(c.combined) > 0;
+        if !usable {
+            notes.push(format!(
+                "ethtool reports no RX or no TX channel ({c:?}); using rtnetlink queue counts"
+            ));
+        }
+        usable
+    });
+    match channels {
+        Some(c) => Queues {
+            rx: c.rx.saturating_add(c.combined),
+            tx: c.tx.saturating_add(c.combined),
+            source: QueueSource::Ethtool,
+            channels: Some(c.into()),
+            allocated_rx: link.num_rx_queues,
+            allocated_tx: link.num_tx_queues,
+        },
+        None => {
+            if link.num_rx_queues.is_none() {
+                notes.push("queue counts unknown: no ethtool channels and no IFLA_NUM_RX_QUEUES; assuming 1".into());
+            }
+            Queues {
+                rx: link.num_rx_queues.unwrap_or(1),
+                tx: link.num_tx_queues.unwrap_or(1),
+                source: QueueSource::Rtnetlink,
+                channels: None,
+                allocated_rx: link.num_rx_queues,
+                allocated_tx: link.num_tx_queues,
+            }
+        }
+    }
+}
+
+/// Why the netdev features are unavailable, or the device's entry.
+fn netdev_dev(ifindex: u32) -> Result<NetdevDev, String> {
+    let mut sock = NetlinkSocket::generic()
+        .map_err(|e| format!("cannot open a generic netlink socket: {}", chain(&e)))?;
+    let family = match genl::resolve_family(&mut sock, genl::NETDEV_FAMILY_NAME) {
+        Ok(Some(f)) => f,
+        Ok(None) => {
+            return Err(
+                "the kernel has no generic netlink family \"netdev\" (it came with Linux 6.3)"
+                    .into(),
+            );
+        }
+        Err(e) => {
+            return Err(format!(
+                "resolving generic netlink family \"netdev\": {}",
+                chain(&e)
+            ));
+        }
+    };
+    genl::netdev_dev_get(&mut sock, family, ifindex)
+        .map_err(|e| format!("netdev dev-get: {}", chain(&e)))
+}
+
+/// Derives the XDP section from the netdev answer and `IFLA_XDP`.
+fn xdp_report(
+    netdev: Result<NetdevDev, String>,
+    attached: XdpAttachment,
+    notes: &mut Vec<String>,
+) -> Xdp {
+    let dev = match netdev {
+        Ok(dev) if dev.xdp_features.is_some() => Ok(dev),
+        Ok(_) => Err("the netdev dev-get reply has no xdp-features attribute".to_owned()),
+        Err(reason) => Err(reason),
+    };
+    let (netdev, zero_copy, multi_buffer, zc_mb, native, offload) = match dev {
+        Ok(dev) => {
+            let f = dev.xdp_features.unwrap_or_default();
+            let zc = f.contains(XdpFeatures::XSK_ZEROCOPY);
+            let zc_mb = match dev.xdp_zc_max_segs {
+                Some(segs) => Support::from_bool(zc && segs > 1),
+                // Only zero-copy devices report the attribute.
+                None if !zc => Support::No,
+                None => Support::Unknown,
+            };
+            let basic = f.contains(XdpFeatures::BASIC);
+            let native = AttachModeSupport {
+                mode: XdpMode::Native,
+                expected: Support::from_bool(basic),
+                verified: false,
+                reason: if basic {
+                    "xdp-features has \"basic\"".into()
+                } else {
+                    "xdp-features lacks \"basic\": the driver has no native XDP".into()
+                },
+            };
+            let hw = f.contains(XdpFeatures::HW_OFFLOAD);
+            let offload = AttachModeSupport {
+                mode: XdpMode::Offload,
+                expected: Support::from_bool(hw),
+                verified: false,
+                reason: format!(
+                    "xdp-features {} \"hw-offload\"",
+                    if hw { "has" } else { "lacks" }
+                ),
+            };
+            let report = NetdevFeatures::Reported {
+                xdp_features: f.names(),
+                xdp_features_raw: f.0,
+                xdp_zc_max_segs: dev.xdp_zc_max_segs,
+                xdp_rx_metadata_features: dev.xdp_rx_metadata.map(|m| m.names()),
+                xsk_features: dev.xsk_features.map(|x| x.names()),
+            };
+            (
+                report,
+                Support::from_bool(zc),
+                Support::from_bool(f.contains(XdpFeatures::RX_SG)),
+                zc_mb,
+                native,
+                offload,
+            )
+        }
+        Err(reason) => {
+            notes.push(format!("XDP features unknown: {reason}"));
+            let unknown = |mode| AttachModeSupport {
+                mode,
+                expected: Support::Unknown,
+                verified: false,
+                reason: "XDP features unknown".into(),
+            };
+            (
+                NetdevFeatures::Unknown { reason },
+                Support::Unknown,
+                Support::Unknown,
+                Support::Unknown,
+                unknown(XdpMode::Native),
+                unknown(XdpMode::Offload),
+            )
+        }
+    };
+    let generic = AttachModeSupport {
+        mode: XdpMode::Generic,
+        expected: Support::Yes,
+        verified: false,
+        reason: "generic XDP works on every device".into(),
+    };
+    Xdp {
+        netdev,
+        zero_copy,
+        multi_buffer,
+        zero_copy_multi_buffer: zc_mb,
+        attach_modes: vec![native, generic, offload],
+        attached,
+    }
+}
+
+fn kernel() -> Kernel {
+    let u = rustix::system::uname();
+    let s = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
+    Kernel {
+        release: s(u.release()),
+        version: s(u.version()),
+        machine: s(u.machine()),
+    }
+}
+
+/// The capabilities xtcp cares about, with their bit numbers.
+const CAPS: &[(&str, u32)] = &[
+    ("CAP_NET_ADMIN", 12),
+    ("CAP_NET_RAW", 13),
+    ("CAP_IPC_LOCK", 14),
+    ("CAP_SYS_ADMIN", 21),
+    ("CAP_BPF", 39),
+];
+
+/// Parses the `CapEff:` line of a `/proc/*/status` file.
+fn parse_cap_eff(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+}
+
+fn limit(v: Option<u64>) -> Limit {
+    v.map_or(Limit::Unlimited, Limit::Bytes)
+}
+
+/// What is missing for XDP + AF_XDP given effective caps and memlock.
+fn missing_privileges(cap_eff: Option<u64>, memlock_soft: Limit) -> Vec<String> {
+    let Some(eff) = cap_eff else {
+        return vec!["capabilities unknown (could not read CapEff)".into()];
+    };
+    let has = |bit: u32| eff & (1u64 << bit) != 0;
+    let mut missing = Vec::new();
+    if !has(12) {
+        missing.push("CAP_NET_ADMIN (to attach XDP programs)".into());
+    }
+    if !has(13) {
+        missing.push("CAP_NET_RAW (to create AF_XDP sockets)".into());
+    }
+    if !has(39) && !has(21) {
+        missing.push("CAP_BPF or CAP_SYS_ADMIN (to load BPF programs and maps)".into());
+    }
+    if !has(14) {
+        if let Limit::Bytes(b) = memlock_soft {
+            missing.push(format!(
+                "CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK (UMEM pages are charged to it; soft limit is {b} bytes)"
+            ));
+        }
+    }
+    missing
+}
+
+fn privileges(notes: &mut Vec<String>) -> Privileges {
+    // Capabilities are per thread: prefer this thread's view.
+    let status = std::fs::read_to_string("/proc/thread-self/status")
+        .or_else(|_| std::fs::read_to_string("/proc/self/status"));
+    let cap_eff = match &status {
+        Ok(s) => parse_cap_eff(s),
+        Err(_) => None,
+    };
+    match (&status, cap_eff) {
+        (Err(e), _) => notes.push(format!(
+            "capabilities unknown: reading /proc/thread-self/status: {e}"
+        )),
+        (Ok(_), None) => {
+            notes.push("capabilities unknown: no CapEff line in /proc/thread-self/status".into())
+        }
+        _ => {}
+    }
+    let rl = rustix::process::getrlimit(rustix::process::Resource::Memlock);
+    let memlock_soft = limit(rl.current);
+    let capabilities = cap_eff
+        .map(|eff| {
+            CAPS.iter()
+                .map(|&(name, bit)| Capability {
+                    name,
+                    effective: eff & (1u64 << bit) != 0,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Privileges {
+        euid: rustix::process::geteuid().as_raw(),
+        capabilities,
+        memlock_soft,
+        memlock_hard: limit(rl.maximum),
+        missing: missing_privileges(cap_eff, memlock_soft),
+    }
+}
+
+/// Parses `HugePages_Total`, `HugePages_Free` and `Hugepagesize` (kB) from
+/// `/proc/meminfo` text.
+fn parse_meminfo_hugepages(meminfo: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    (
+        field("HugePages_Total:"),
+        field("HugePages_Free:"),
+        field("Hugepagesize:"),
+    )
+}
+
+fn hugepages(notes: &mut Vec<String>) -> Hugepages {
+    const DIR: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("{DIR}/{f}"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let (mut total, mut free) = (read("nr_hugepages"), read("free_hugepages"));
+    if total.is_none() || free.is_none() {
+        // No sysfs (or no 2 MB size): /proc/meminfo describes the default size.
+        match std::fs::read_to_string("/proc/meminfo") {
+            Ok(m) => match parse_meminfo_hugepages(&m) {
+                (t, f, Some(2048)) => (total, free) = (t, f),
+                _ => notes
+                    .push("2 MB hugepages unknown: not the default size and no sysfs entry".into()),
+            },
+            Err(e) => notes.push(format!("hugepages unknown: reading /proc/meminfo: {e}")),
+        }
+    }
+    Hugepages {
+        page_size_kib: 2048,
+        total,
+        free,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netlink::genl::{XdpRxMetadata, XskFeatures};
+    use crate::netlink::route::XdpAttachMode;
+
+    fn dev(features: u64, zc_segs: Option<u32>) -> NetdevDev {
+        NetdevDev {
+            ifindex: 3,
+            xdp_features: Some(XdpFeatures(features)),
+            xdp_zc_max_segs: zc_segs,
+            xdp_rx_metadata: Some(XdpRxMetadata(0)),
+            xsk_features: Some(XskFeatures(0)),
+        }
+    }
+
+    fn mode(x: &Xdp, m: XdpMode) -> Support {
+        x.attach_modes
+            .iter()
+            .find(|a| a.mode == m)
+            .unwrap()
+            .expected
+    }
+
+    #[test]
+    fn veth_like_features() {
+        let mut notes = Vec::new();
+        let x = xdp_report(Ok(dev(0x67, None)), XdpAttachment::default(), &mut notes);
+        assert_eq!(x.zero_copy, Support::No);
+        assert_eq!(x.multi_buffer, Support::Yes);
+        assert_eq!(x.zero_copy_multi_buffer, Support::No);
+        assert_eq!(mode(&x, XdpMode::Native), Support::Yes);
+        assert_eq!(mode(&x, XdpMode::Generic), Support::Yes);
+        assert_eq!(mode(&x, XdpMode::Offload), Support::No);
+        assert!(notes.is_empty());
+        let NetdevFeatures::Reported { xdp_features, .. } = &x.netdev else {
+            panic!("{x:?}")
+        };
+        assert_eq!(
+            xdp_features,
+            &["basic", "redirect", "ndo-xmit", "rx-sg", "ndo-xmit-sg"]
+        );
+    }
+
+    #[test]
+    fn zero_copy_single_segment_vs_multi_segment() {
+        let mut notes = Vec::new();
+        // virtio-net style: zero-copy, one segment.
+        let x = xdp_report(Ok(dev(0x0f, Some(1))), XdpAttachment::default(), &mut notes);
+        assert_eq!(
+            (x.zero_copy, x.zero_copy_multi_buffer, x.multi_buffer),
+            (Support::Yes, Support::No, Support::No)
+        );
+        // mlx5 style: zero-copy with multi-buffer.
+        let x = xdp_report(Ok(dev(0x2f, Some(8))), XdpAttachment::default(), &mut notes);
+        assert_eq!(
+            (x.zero_copy, x.zero_copy_multi_buffer, x.multi_buffer),
+            (Support::Yes, Support::Yes, Support::Yes)
+        );
+    }
+
+    #[test]
+    fn trial_attach_replaces_the_inference() {
+        let mut x = xdp_report(
+            Ok(dev(0x23, None)),
+            XdpAttachment::default(),
+            &mut Vec::new(),
+        );
+        assert!(!x.attach_mode(XdpMode::Native).unwrap().verified);
+        x.record_trial(XdpMode::Native, false, "EOPNOTSUPP from bpf_link_create");
+        let m = x.attach_mode(XdpMode::Native).unwrap();
+        assert_eq!((m.expected, m.verified), (Support::No, true));
+        assert_eq!(m.reason, "EOPNOTSUPP from bpf_link_create");
+        assert_eq!(x.attach_modes.len(), 3);
+        assert_eq!(
+            x.attach_mode(XdpMode::Generic).unwrap().expected,
+            Support::Yes
+        );
+    }
+
+    #[test]
+    fn no_native_xdp_means_generic_only() {
+        let x = xdp_report(Ok(dev(0, None)), XdpAttachment::default(), &mut Vec::new());
+        assert_eq!(mode(&x, XdpMode::Native), Support::No);
+        assert_eq!(mode(&x, XdpMode::Generic), Support::Yes);
+    }
+
+    #[test]
+    fn old_kernel_gives_unknown_with_reason_not_failure() {
+        let mut notes = Vec::new();
+        let reason = "the kernel has no generic netlink family \"netdev\" (it came with Linux 6.3)";
+        let attached = XdpAttachment {
+            mode: XdpAttachMode::Generic,
+            prog_id: Some(9),
+            ..XdpAttachment::default()
+        };
+        let x = xdp_report(Err(reason.into()), attached, &mut notes);
+        assert_eq!(x.zero_copy, Support::Unknown);
+        assert_eq!(x.multi_buffer, Support::Unknown);
+        assert_eq!(mode(&x, XdpMode::Native), Support::Unknown);
+        assert_eq!(mode(&x, XdpMode::Generic), Support::Yes);
+        assert_eq!(x.attached.prog_id, Some(9));
+        assert!(matches!(&x.netdev, NetdevFeatures::Unknown { reason: r } if r == reason));
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("netdev"));
+        let json = serde_json::to_value(&x).unwrap();
+        assert_eq!(json["netdev"]["status"], "unknown");
+        assert_eq!(json["zero_copy"], "unknown");
+    }
+
+    #[test]
+    fn reply_without_features_attribute_is_unknown() {
+        let mut d = dev(0, None);
+        d.xdp_features = None;
+        let x = xdp_report(Ok(d), XdpAttachment::default(), &mut Vec::new());
+        assert!(matches!(x.netdev, NetdevFeatures::Unknown { .. }));
+    }
+
+    #[test]
+    fn queue_counts_from_channels_or_rtnetlink() {
+        let link = LinkInfo {
+            num_rx_queues: Some(8),
+            num_tx_queues: Some(8),
+            ..LinkInfo::default()
+        };
+        let mut notes = Vec::new();
+        // mlx5 style: combined channels only.
+        let ch = Channels {
+            combined: 6,
+            max_combined: 8,
+            ..Channels::default()
+        };
+        let q = queues(&link, Some(ch), &mut notes);
+        assert_eq!((q.rx, q.tx, q.source), (6, 6, QueueSource::Ethtool));
+        // veth style: separate RX and TX.
+        let ch = Channels {
+            rx: 4,
+            tx: 2,
+            ..Channels::default()
+        };
+        let q = queues(&link, Some(ch), &mut notes);
+        assert_eq!((q.rx, q.tx), (4, 2));
+        assert!(notes.is_empty());
+        // No channel support, or nonsense: rtnetlink.
+        let q = queues(&link, None, &mut notes);
+        assert_eq!((q.rx, q.tx, q.source), (8, 8, QueueSource::Rtnetlink));
+        let q = queues(&link, Some(Channels::default()), &mut notes);
+        assert_eq!((q.rx, q.tx, q.source), (8, 8, QueueSource::Rtnetlink));
+        assert_eq!(notes.len(), 1);
+    }
+
+    #[test]
+    fn cap_eff_parsing_and_missing_list() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\nCapBnd:\t0\n";
+        let all = parse_cap_eff(status).unwrap();
+        assert_eq!(all, 0x1ff_ffff_ffff);
+        assert!(missing_privileges(Some(all), Limit::Bytes(8 << 20)).is_empty());
+        assert_eq!(parse_cap_eff("CapEff:\tzz\n"), None);
+        assert_eq!(parse_cap_eff("Name: x\n"), None);
+
+        let none = missing_privileges(Some(0), Limit::Bytes(65536));
+        assert_eq!(none.len(), 4, "{none:?}");
+        assert!(none[0].starts_with("CAP_NET_ADMIN"));
+        assert!(none[3].contains("65536"));
+        // Unlimited memlock needs no CAP_IPC_LOCK.
+        assert_eq!(missing_privileges(Some(0), Limit::Unlimited).len(), 3);
+        // CAP_SYS_ADMIN stands in for CAP_BPF.
+        let sys_admin_net = (1 << 21) | (1 << 12) | (1 << 13) | (1 << 14);
+        assert!(missing_privileges(Some(sys_admin_net), Limit::Bytes(0)).is_empty());
+    }
+
+    #[test]
+    fn meminfo_hugepages() {
+        let m = "MemTotal: 1 kB\nHugePages_Total:      64\nHugePages_Free:       60\nHugepagesize:       2048 kB\n";
+        assert_eq!(parse_meminfo_hugepages(m), (Some(64), Some(60), Some(2048)));
+        assert_eq!(parse_meminfo_hugepages(""), (None, None, None));
+    }
+
+    #[test]
+    fn name_validation() {
+        for bad in ["", ".", "..", "a/b", "a b", "a:b", "a\0"] {
+            assert!(
+                matches!(validate_name(bad), Err(ProbeError::InvalidName { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(validate_name(&"x".repeat(128)).is_err());
+        assert!(validate_name("eth0").is_ok());
+        assert!(validate_name("enp0s31f6-very-long-altname").is_ok());
+    }
+
+    #[test]
+    fn permission_errors_name_the_capability() {
+        let e = netlink_error("RTM_GETLINK")(NetlinkError::Kernel {
+            message: None,
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        });
+        assert!(matches!(
+            e,
+            ProbeError::PermissionDenied {
+                needed: "CAP_NET_ADMIN",
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("CAP_NET_ADMIN"), "{e}");
+        let e = netlink_error("RTM_GETLINK")(NetlinkError::Unexpected { kind: 3 });
+        assert!(matches!(
+            e,
+            ProbeError::Netlink {
+                request: "RTM_GETLINK",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn limits_serialize_as_number_or_unlimited() {
+        assert_eq!(serde_json::to_string(&Limit::Bytes(5)).unwrap(), "5");
+        assert_eq!(
+            serde_json::to_string(&Limit::Unlimited).unwrap(),
+            "\"unlimited\""
+        );
+    }
+}

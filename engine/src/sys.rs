@@ -1,0 +1,249 @@
+//! The few system calls outside `xsk` that need `unsafe`: the ethtool ioctl,
+//! `setns`, and a netlink socket option rustix does not wrap.
+//!
+//! Every function here is safe to call: it validates its arguments, passes
+//! the kernel only pointers to live, correctly sized `#[repr(C)]` values it
+//! owns, and turns `-1` into [`io::Error::last_os_error`]. The ioctls act on
+//! the network namespace of the socket they are issued on, i.e. the one the
+//! creating thread was in.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// `IFNAMSIZ`: interface names are at most 15 bytes plus a NUL.
+pub const IFNAMSIZ: usize = 16;
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+/// `SOL_NETLINK`.
+const SOL_NETLINK: libc::c_int = 270;
+/// `NETLINK_EXT_ACK`.
+const NETLINK_EXT_ACK: libc::c_int = 11;
+
+/// `struct ifreq` as used by `SIOCETHTOOL`: the name and `ifr_data`, padded
+/// to the kernel's `sizeof(struct ifreq)` (40 bytes on 64-bit) or more.
+#[repr(C)]
+struct IfreqData {
+    name: [u8; IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 24],
+}
+
+/// `struct ethtool_drvinfo` (196 bytes).
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// `struct ethtool_channels`.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// What `ETHTOOL_GDRVINFO` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverInfo {
+    /// Driver name, e.g. "veth", "mlx5_core", "virtio_net".
+    pub driver: String,
+    /// Driver version string (often the kernel version).
+    pub version: String,
+    /// Firmware version; empty when the device has none.
+    pub firmware: String,
+    /// Bus address, e.g. "0000:3b:00.0"; empty for virtual devices.
+    pub bus_info: String,
+}
+
+/// What `ETHTOOL_GCHANNELS` reports: current and maximum channel counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Channels {
+    /// RX-only channels now.
+    pub rx: u32,
+    /// TX-only channels now.
+    pub tx: u32,
+    /// Other channels (e.g. link interrupts) now.
+    pub other: u32,
+    /// Combined RX+TX channels now.
+    pub combined: u32,
+    /// Maximum RX-only channels.
+    pub max_rx: u32,
+    /// Maximum TX-only channels.
+    pub max_tx: u32,
+    /// Maximum other channels.
+    pub max_other: u32,
+    /// Maximum combined channels.
+    pub max_combined: u32,
+}
+
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+fn ifname_bytes(ifname: &str) -> io::Result<[u8; IFNAMSIZ]> {
+    let b = ifname.as_bytes();
+    if b.is_empty() || b.len() >= IFNAMSIZ || b.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name {ifname:?} must be 1..=15 bytes without NUL"),
+        ));
+    }
+    let mut name = [0u8; IFNAMSIZ];
+    name[..b.len()].copy_from_slice(b);
+    Ok(name)
+}
+
+/// Issues `SIOCETHTOOL` on `sock` for `ifname` with `cmd` pointing at `T`,
+/// whose first field must be the ethtool command word.
+fn ethtool<T>(sock: BorrowedFd<'_>, ifname: &str, cmd: &mut T) -> io::Result<()> {
+    let mut ifr = IfreqData {
+        name: ifname_bytes(ifname)?,
+        data: (cmd as *mut T).cast(),
+        _pad: [0; 24],
+    };
+    // SAFETY: `sock` is an open descriptor for the borrow's lifetime; `ifr`
+    // is a live `struct ifreq`-compatible value at least as large as the
+    // kernel's, with a NUL-terminated name; `ifr.data` points to `*cmd`, a
+    // live, exclusively borrowed `#[repr(C)]` ethtool struct of the layout the
+    // command word in its first field selects (callers pair them), so the
+    // kernel's copy_from_user/copy_to_user stay in bounds.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `ioctl(SIOCETHTOOL, ETHTOOL_GDRVINFO)`: the driver behind `ifname`.
+///
+/// `sock` is any socket (AF_INET or AF_UNIX datagram) created in the network
+/// namespace to look in. Fails with `ENODEV` for an unknown name and
+/// `EOPNOTSUPP` for devices without ethtool support.
+pub fn ethtool_drvinfo(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<DriverInfo> {
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    ethtool(sock, ifname, &mut info)?;
+    Ok(DriverInfo {
+        driver: c_string(&info.driver),
+        version: c_string(&info.version),
+        firmware: c_string(&info.fw_version),
+        bus_info: c_string(&info.bus_info),
+    })
+}
+
+/// `ioctl(SIOCETHTOOL, ETHTOOL_GCHANNELS)`: channel (queue) counts.
+/// Many virtual devices (e.g. `lo`) answer `EOPNOTSUPP`.
+pub fn ethtool_channels(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<Channels> {
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    ethtool(sock, ifname, &mut ch)?;
+    Ok(Channels {
+        rx: ch.rx_count,
+        tx: ch.tx_count,
+        other: ch.other_count,
+        combined: ch.combined_count,
+        max_rx: ch.max_rx,
+        max_tx: ch.max_tx,
+        max_other: ch.max_other,
+        max_combined: ch.max_combined,
+    })
+}
+
+/// `setns(ns, CLONE_NEWNET)`: moves the calling thread (only it) into the
+/// network namespace `ns` refers to (e.g. an open `/run/netns/NAME`).
+/// Sockets the thread creates afterwards live in that namespace. Needs
+/// `CAP_SYS_ADMIN`.
+pub fn enter_netns(ns: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain syscall on a descriptor that is open for the borrow's
+    // lifetime; no memory is passed. It changes only this thread's namespace.
+    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `setsockopt(SOL_NETLINK, NETLINK_EXT_ACK, 1)`: ask the kernel for error
+/// strings in netlink error replies (kernels since 4.12).
+pub fn set_netlink_ext_ack(sock: BorrowedFd<'_>) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `sock` is open for the borrow's lifetime; the option value
+    // pointer and length describe `one`, a live `c_int` on this stack frame.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            SOL_NETLINK,
+            NETLINK_EXT_ACK,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_layouts_match_the_kernel() {
+        assert_eq!(std::mem::size_of::<EthtoolDrvinfo>(), 196);
+        assert_eq!(std::mem::size_of::<EthtoolChannels>(), 36);
+        // The kernel copies sizeof(struct ifreq) = 40 (64-bit) / 32 (32-bit).
+        assert!(std::mem::size_of::<IfreqData>() >= 40);
+    }
+
+    #[test]
+    fn rejects_bad_interface_names_before_any_syscall() {
+        for bad in ["", "0123456789abcdef", "a\0b"] {
+            let e = ifname_bytes(bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
+        }
+        assert_eq!(&ifname_bytes("eth0").unwrap()[..5], b"eth0\0");
+    }
+
+    #[test]
+    fn c_string_stops_at_nul_or_end() {
+        assert_eq!(c_string(b"veth\0junk"), "veth");
+        assert_eq!(c_string(b"full"), "full");
+        assert_eq!(c_string(b""), "");
+    }
+}
