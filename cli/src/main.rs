@@ -43,7 +43,23 @@ fn main() {
         Cmd::XskBench(a) => xsk_bench::run(a),
     };
     if let Err(e) = r {
-        eprintln!("xtcp: error: {e:#}");
+        eprintln!("xtcp: error: {}", error_chain(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the
+/// message already contains (our errors often embed their source).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !msg.contains(&text) {
+            if !msg.is_empty() {
+                msg.push_str(": ");
+            }
+            msg.push_str(&text);
+        }
+    }
+    msg
 }

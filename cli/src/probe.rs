@@ -1,7 +1,8 @@
 //! `xtcp probe IFACE [--json]`: what the interface and this host offer xtcp.
 
 use anyhow::Context as _;
-use xtcp_engine::probe::{NetdevFeatures, ProbeReport, QueueSource};
+use xtcp_engine::probe::{NetdevFeatures, ProbeReport, QueueSource, XdpMode};
+use xtcp_engine::xdp::{AttachMode, Steering};
 
 /// Arguments of `xtcp probe`.
 #[derive(clap::Args, Debug)]
@@ -11,12 +12,36 @@ pub struct ProbeArgs {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also attach xtcp's steering program briefly in native and in generic
+    /// mode and report what really works. Some drivers (mlx5, i40e, …)
+    /// restart their queues when an XDP program is attached: do not use this
+    /// on an interface that carries live traffic.
+    #[arg(long)]
+    pub try_attach: bool,
 }
 
 /// Runs `xtcp probe`.
 pub fn run(args: &ProbeArgs) -> anyhow::Result<()> {
-    let report = xtcp_engine::probe::probe(&args.iface)
+    let mut report = xtcp_engine::probe::probe(&args.iface)
         .with_context(|| format!("probing interface {:?}", args.iface))?;
+    if args.try_attach {
+        for (mode, attach) in [
+            (XdpMode::Native, AttachMode::Native),
+            (XdpMode::Generic, AttachMode::Generic),
+        ] {
+            match Steering::attach(&args.iface, attach) {
+                Ok(s) => {
+                    drop(s);
+                    report
+                        .xdp
+                        .record_trial(mode, true, "trial attach succeeded");
+                }
+                Err(e) => report
+                    .xdp
+                    .record_trial(mode, false, format!("trial attach failed: {e}")),
+            }
+        }
+    }
     if args.json {
         let json = serde_json::to_string_pretty(&report).context("serializing the probe report")?;
         println!("{json}");

@@ -535,6 +535,11 @@ fn worker(
             spec.iface
         );
     }
+    // Everything that can be checked before touching the interface is.
+    let pkt = match spec.mode {
+        Mode::Txonly => Some(build_packet(spec)?),
+        Mode::Rxdrop | Mode::L2fwd => None,
+    };
     let steering = match spec.mode {
         Mode::Rxdrop | Mode::L2fwd => {
             let mut st = Steering::attach(&spec.iface, spec.xdp_mode)?;
@@ -585,9 +590,9 @@ fn worker(
         Mode::Rxdrop => rxdrop(spec, &mut x, pool, end, stop, &mut meter, &mut c),
         Mode::L2fwd => l2fwd(spec, &mut x, &umem, pool, end, stop, &mut meter, &mut c),
         Mode::Txonly => {
-            let pkt = build_packet(spec)?;
+            let pkt = pkt.as_deref().unwrap_or_default();
             txonly(
-                spec, &mut x, &umem, pool, &pkt, end, stop, &mut meter, &mut c,
+                spec, &mut x, &umem, pool, pkt, end, stop, &mut meter, &mut c,
             )?
         }
     }

@@ -1,0 +1,319 @@
+//! `xtcp xsk-bench` end to end, and the failure cases a user meets: each in
+//! network namespaces of its own (root needed; CI runs as root).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use xtcp_engine::testnet::{TestNet, TestNetConfig};
+
+const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
+
+fn testnet(mtu: u32, queues: u32) -> TestNet {
+    TestNet::new(TestNetConfig {
+        mtu,
+        queues,
+        offloads: false,
+    })
+    .unwrap_or_else(|e| panic!("cannot build the test network (these tests run as root): {e}"))
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "xtcp failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+fn fails_with(out: &std::process::Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success: {err}"
+    );
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+    }
+    assert!(
+        !err.contains("panicked"),
+        "a clear error, not a panic: {err}"
+    );
+}
+
+#[test]
+fn testnet_rxdrop_counts_what_txonly_sent() {
+    let out = Command::new(XTCP)
+        .args([
+            "xsk-bench",
+            "--testnet",
+            "--duration",
+            "1",
+            "--size",
+            "64",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let tx = v["tx"]["packets"].as_u64().unwrap();
+    let rx = v["rx"]["packets"].as_u64().unwrap();
+    assert!(tx > 0 && rx > 0, "{v}");
+    assert!(rx <= tx, "{v}");
+    assert_eq!(v["rx"]["bytes"].as_u64().unwrap(), rx * 64);
+    assert_eq!(
+        v["rx"]["steer"]["steered"].as_u64().unwrap(),
+        rx + v["rx"]["xdp_stats"]["rx_ring_full"].as_u64().unwrap()
+            + v["rx"]["xdp_stats"]["rx_dropped"].as_u64().unwrap()
+    );
+    assert_eq!(v["tx"]["bind"]["zerocopy"], false, "veth is copy mode");
+    assert_eq!(v["tx"]["xdp_stats"]["tx_invalid_descs"], 0);
+}
+
+#[test]
+fn testnet_multibuffer_9000_and_l2fwd() {
+    let out = Command::new(XTCP)
+        .args([
+            "xsk-bench",
+            "--testnet",
+            "--duration",
+            "1",
+            "--size",
+            "9000",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    assert_eq!(v["mtu"], 8986);
+    assert_eq!(v["rx"]["bind"]["multi_buffer"], true);
+    let rx = v["rx"]["packets"].as_u64().unwrap();
+    assert!(rx > 0);
+    assert_eq!(v["rx"]["bytes"].as_u64().unwrap(), rx * 9000);
+
+    let out = Command::new(XTCP)
+        .args([
+            "xsk-bench",
+            "--testnet",
+            "--mode",
+            "l2fwd",
+            "--duration",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    assert!(v["rx"]["packets"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["rx"]["mode"], "l2fwd");
+}
+
+#[test]
+fn sigkill_leaves_nothing_attached_and_the_queue_can_be_bound_again() {
+    let net = testnet(1500, 1);
+    let mut child = net
+        .a
+        .ns
+        .command(XTCP)
+        .args([
+            "xsk-bench",
+            "--iface",
+            &net.a.iface,
+            "--mode",
+            "rxdrop",
+            "--duration",
+            "60",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for "bound" (the program is attached and the socket bound).
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next().expect("a line from xtcp").unwrap();
+    assert!(line.contains("bound"), "{line}");
+    let shown = net.a.ns.ip(&["link", "show", "dev", &net.a.iface]).unwrap();
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("xdp"),
+        "attached while running"
+    );
+
+    // SIGKILL: no destructor runs.
+    // SAFETY-free: kill(1) by the PID we spawned.
+    let st = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+
+    let shown = net.a.ns.ip(&["link", "show", "dev", &net.a.iface]).unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(
+        !shown.contains("xdp"),
+        "no XDP program left attached: {shown}"
+    );
+
+    // The queue binds again (EBUSY may last about a second after close).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = net
+            .a
+            .ns
+            .command(XTCP)
+            .args([
+                "xsk-bench",
+                "--iface",
+                &net.a.iface,
+                "--mode",
+                "rxdrop",
+                "--duration",
+                "0.2",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("busy") && Instant::now() < deadline,
+            "rebind failed: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn clear_errors_for_what_users_get_wrong() {
+    let net = testnet(1500, 1);
+    let run = |args: &[&str]| {
+        net.a
+            .ns
+            .command(XTCP)
+            .arg("xsk-bench")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let a = net.a.iface.as_str();
+    let peer = net.b.ip4.to_string();
+
+    fails_with(
+        &run(&["--iface", "xtcp-nope0"]),
+        &["no interface named `xtcp-nope0`"],
+    );
+    fails_with(
+        &run(&[
+            "--iface",
+            a,
+            "--mode",
+            "txonly",
+            "--dst-ip",
+            &peer,
+            "--queue",
+            "3",
+            "--duration",
+            "0.2",
+        ]),
+        &["queue 3 may not exist"],
+    );
+    fails_with(
+        &run(&["--iface", a, "--bind", "zerocopy", "--duration", "0.2"]),
+        &["zero-copy", "driver: veth", "--bind copy"],
+    );
+    fails_with(
+        &run(&[
+            "--iface",
+            a,
+            "--mode",
+            "txonly",
+            "--dst-ip",
+            &peer,
+            "--size",
+            "9000",
+            "--duration",
+            "0.2",
+        ]),
+        &["exceeds", "MTU 1500"],
+    );
+    fails_with(&run(&["--iface", a, "--ring", "1000"]), &["power of two"]);
+
+    // Queue busy, and an interface that already has an XDP program.
+    let mut holder = net
+        .a
+        .ns
+        .command(XTCP)
+        .args([
+            "xsk-bench",
+            "--iface",
+            a,
+            "--mode",
+            "rxdrop",
+            "--duration",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().contains("bound"));
+    fails_with(
+        &run(&[
+            "--iface",
+            a,
+            "--mode",
+            "txonly",
+            "--dst-ip",
+            &peer,
+            "--duration",
+            "0.2",
+        ]),
+        &["queue 0", "busy"],
+    );
+    fails_with(
+        &run(&["--iface", a, "--mode", "rxdrop", "--duration", "0.2"]),
+        &["another XDP program is attached"],
+    );
+    Command::new("kill")
+        .args(["-TERM", &holder.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = holder.wait();
+
+    // Missing privilege: the same commands as an unprivileged user.
+    let nobody = |args: &[&str]| {
+        net.a
+            .ns
+            .command("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                XTCP,
+                "xsk-bench",
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    fails_with(
+        &nobody(&[
+            "--iface",
+            a,
+            "--mode",
+            "txonly",
+            "--dst-ip",
+            &peer,
+            "--duration",
+            "0.2",
+        ]),
+        &["permission denied", "run as root"],
+    );
+    fails_with(&nobody(&["--iface", a, "--duration", "0.2"]), &["root"]);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what xtcp's build, tests and benchmarks need on Debian 12, where
+# missing. Sourced by main.sh and test.sh; safe to run again.
+set -euo pipefail
+
+need_pkgs=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have clang || need_pkgs+=(clang)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_pkgs+=(libbpf-dev)
+[ -f /usr/include/x86_64-linux-gnu/asm/types.h ] || [ -f /usr/include/asm/types.h ] || need_pkgs+=(linux-libc-dev)
+have ip || need_pkgs+=(iproute2)
+have ethtool || need_pkgs+=(ethtool)
+have ping || need_pkgs+=(iputils-ping)
+have iperf3 || need_pkgs+=(iperf3)
+have setpriv || need_pkgs+=(util-linux)
+have cc || need_pkgs+=(gcc)
+have pkg-config || need_pkgs+=(pkg-config)
+
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "xtcp: missing packages: ${need_pkgs[*]}; run as root or install them" >&2
+        exit 1
+    fi
+    echo "xtcp: installing ${need_pkgs[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! have cargo; then
+    [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! have cargo; then
+    echo "xtcp: cargo not found: install Rust 1.87 or newer (https://rustup.rs)" >&2
+    exit 1
+fi

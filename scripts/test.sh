@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit tests, and the integration
+# tests that build network namespaces (they need root). Run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "xtcp: the test suite needs root (network namespaces, XDP, AF_XDP)" >&2
+    exit 1
+fi
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# The integration tests run the release binary's code paths too: build it once.
+cargo build --workspace --all-targets --locked
+cargo test --workspace --locked
