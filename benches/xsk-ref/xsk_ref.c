@@ -26,6 +26,11 @@
 //           xsk_socket__create: it redirects every packet of the queue to
 //           the socket (xtcp's steering program matches the TCP port; on a
 //           test link that only carries our packets this is the same work).
+//           That program is not multi-buffer aware, so a veth whose MTU
+//           needs more than one frame refuses it in native mode ("Peer MTU
+//           is too large to set XDP"); use --xdp-skb there, which is not
+//           comparable with xtcp's native steering. txonly is the reference
+//           that matters; rxdrop is here for spot checks.
 //
 // Rates count frame bytes: Gbit/s = bytes * 8 / seconds / 1e9. Output is one
 // JSON line. Build: cc -O2 -Wall -o xsk_ref xsk_ref.c -lxdp -lbpf
@@ -80,6 +85,7 @@ struct opts {
 	double duration;
 	bool need_wakeup;
 	bool zerocopy;
+	bool xdp_skb;
 	int core;
 	uint16_t port;
 	struct in_addr src_ip, dst_ip;
@@ -118,6 +124,7 @@ static void usage(void)
 		"  --duration S       seconds (10)\n"
 		"  --wakeup need|busy need-wakeup (default) or kick every turn\n"
 		"  --zerocopy         bind zero-copy instead of copy mode\n"
+		"  --xdp-skb          rxdrop: attach libxdp's program in SKB (generic) mode\n"
 		"  --core N           pin to CPU N\n");
 	exit(2);
 }
@@ -142,7 +149,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"size", 1, 0, 's'},   {"dst-ip", 1, 0, 'd'},   {"src-ip", 1, 0, 'S'},
 		{"dst-mac", 1, 0, 'M'}, {"port", 1, 0, 'p'},    {"ring", 1, 0, 'r'},
 		{"batch", 1, 0, 'b'},  {"frames", 1, 0, 'f'},   {"frame-size", 1, 0, 'F'},
-		{"duration", 1, 0, 't'}, {"wakeup", 1, 0, 'w'}, {"zerocopy", 0, 0, 'z'},
+		{"duration", 1, 0, 't'}, {"wakeup", 1, 0, 'w'}, {"zerocopy", 0, 0, 'z'}, {"xdp-skb", 0, 0, 'x'},
 		{"core", 1, 0, 'c'},   {"help", 0, 0, 'h'},     {0, 0, 0, 0},
 	};
 	*o = (struct opts){.mode = MODE_RXDROP, .frame_size = 4096, .frames = 16384,
@@ -174,6 +181,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			else usage();
 			break;
 		case 'z': o->zerocopy = true; break;
+		case 'x': o->xdp_skb = true; break;
 		case 'c': o->core = atoi(optarg); break;
 		default: usage();
 		}
@@ -477,7 +485,7 @@ int main(int argc, char **argv)
 		// txonly needs no XDP program (xtcp attaches none either); rxdrop
 		// lets libxdp load its default redirect-everything program.
 		.libxdp_flags = o->mode == MODE_TXONLY ? XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD : 0,
-		.xdp_flags = 0,
+		.xdp_flags = o->xdp_skb ? XDP_FLAGS_SKB_MODE : 0,
 		.bind_flags = (uint16_t)((o->zerocopy ? XDP_ZEROCOPY : XDP_COPY) |
 					 (o->need_wakeup ? XDP_USE_NEED_WAKEUP : 0) |
 					 (multi_buffer ? XDP_USE_SG : 0)),
@@ -486,11 +494,13 @@ int main(int argc, char **argv)
 	if (r)
 		die("xsk_socket__create", r);
 	c.fd = xsk_socket__fd(c.xsk);
+	int tx_budget = 0; // 0: kernel default (32), option not set
 	if (!o->zerocopy) {
 		// Descriptors per TX wakeup in copy mode, as xtcp sets it.
 		int budget = (int)(o->ring < 32 ? 32 : o->ring);
-		if (setsockopt(c.fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET_OPT, &budget, sizeof(budget)) < 0 &&
-		    errno != ENOPROTOOPT)
+		if (setsockopt(c.fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET_OPT, &budget, sizeof(budget)) == 0)
+			tx_budget = budget;
+		else if (errno != ENOPROTOOPT)
 			die("setsockopt XDP_MAX_TX_SKB_BUDGET", errno);
 	}
 
@@ -507,7 +517,7 @@ int main(int argc, char **argv)
 	socklen_t xl = sizeof(xs);
 	getsockopt(c.fd, SOL_XDP, XDP_STATISTICS, &xs, &xl);
 	printf("{\"tool\":\"xsk_ref\",\"mode\":\"%s\",\"iface\":\"%s\",\"queue\":%u,\"size\":%u,"
-	       "\"multi_buffer\":%s,\"need_wakeup\":%s,\"ring\":%u,\"batch\":%u,"
+	       "\"multi_buffer\":%s,\"need_wakeup\":%s,\"ring\":%u,\"batch\":%u,\"tx_budget\":%d,"
 	       "\"packets\":%llu,\"bytes\":%llu,\"seconds\":%.6f,\"pps\":%.1f,\"gbps\":%.6f,"
 	       "\"wakeups\":%llu,\"tx_ring_full_events\":%llu,"
 	       "\"xdp_stats\":{\"rx_dropped\":%llu,\"rx_invalid_descs\":%llu,"
@@ -515,7 +525,7 @@ int main(int argc, char **argv)
 	       "\"rx_fill_ring_empty_descs\":%llu,\"tx_ring_empty_descs\":%llu}}\n",
 	       o->mode == MODE_TXONLY ? "txonly" : "rxdrop", o->iface, o->queue, o->size,
 	       multi_buffer ? "true" : "false", o->need_wakeup ? "true" : "false", o->ring,
-	       o->batch, (unsigned long long)c.packets, (unsigned long long)c.bytes, secs,
+	       o->batch, tx_budget, (unsigned long long)c.packets, (unsigned long long)c.bytes, secs,
 	       c.packets / secs, c.bytes * 8.0 / secs / 1e9, (unsigned long long)c.wakeups,
 	       (unsigned long long)c.ring_full, (unsigned long long)xs.rx_dropped,
 	       (unsigned long long)xs.rx_invalid_descs, (unsigned long long)xs.tx_invalid_descs,

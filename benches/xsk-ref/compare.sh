@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# compare.sh: xtcp's AF_XDP ring layer against a libxdp C reference (xsk_ref.c).
+#
+# Builds its own test network (two network namespaces joined by a veth
+# pair), then for each packet size runs AF_XDP copy-mode txonly on side B,
+# alternating the C reference and `xtcp xsk-bench` (C, xtcp, C, xtcp, ...)
+# so that both see the same machine conditions, and prints a markdown table
+# of medians. Side A runs `xtcp xsk-bench --mode rxdrop` during each run
+# (RX=none leaves side A without an XDP program: the kernel drops the
+# packets).
+#
+# Run as root:  benches/xsk-ref/compare.sh
+# Environment:  DURATION=3 ROUNDS=3 SIZES="64 1500 9000 65000"
+#               XTCP=target/release/xtcp  RX=xtcp|none  TX_CORE=0 RX_CORE=1
+#               OUT=dir (keep every run's JSON there)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+DURATION=${DURATION:-3}
+ROUNDS=${ROUNDS:-3}
+SIZES=${SIZES:-"64 1500 9000 65000"}
+XTCP=${XTCP:-$repo/target/release/xtcp}
+RX=${RX:-xtcp}
+TX_CORE=${TX_CORE:-0}
+RX_CORE=${RX_CORE:-1}
+OUT=${OUT:-}
+
+if [[ $(id -u) -ne 0 ]]; then
+	echo "compare.sh: run as root (AF_XDP, namespaces)" >&2
+	exit 1
+fi
+[[ -x $XTCP ]] || { echo "compare.sh: no xtcp binary at $XTCP (cargo build --release -p xtcp)" >&2; exit 1; }
+[[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: ROUNDS must be 1..99" >&2; exit 1; }
+case $RX in xtcp | none) ;; *) echo "compare.sh: RX must be xtcp or none" >&2; exit 1 ;; esac
+
+# Build dependencies.
+missing=()
+[[ -e /usr/include/xdp/xsk.h ]] || missing+=(libxdp-dev)
+[[ -e /usr/include/bpf/libbpf.h ]] || missing+=(libbpf-dev)
+command -v clang >/dev/null || missing+=(clang)
+command -v jq >/dev/null || missing+=(jq)
+command -v ethtool >/dev/null || missing+=(ethtool)
+if ((${#missing[@]})); then
+	echo "# installing ${missing[*]}" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >/dev/null
+fi
+
+tag=$$
+ns_a=xref-a$tag
+ns_b=xref-b$tag
+if_a=xra$tag
+if_b=xrb$tag
+tmp=$(mktemp -d /tmp/xsk-ref.XXXXXX)
+bg_pids=()
+
+cleanup() {
+	local p
+	for p in "${bg_pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${bg_pids[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	ip netns del "$ns_a" 2>/dev/null || true
+	ip netns del "$ns_b" 2>/dev/null || true
+	if [[ -n $OUT ]]; then
+		mkdir -p "$OUT" && cp "$tmp"/*.json "$OUT"/ 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+cc -O2 -Wall -o "$tmp/xsk_ref" "$here/xsk_ref.c" -lxdp -lbpf
+# Our own copy: the tree's binary may be rebuilt while we run.
+cp "$XTCP" "$tmp/xtcp"
+
+ip netns add "$ns_a"
+ip netns add "$ns_b"
+ip -n "$ns_a" link add "$if_a" numtxqueues 1 numrxqueues 1 type veth \
+	peer name "$if_b" numtxqueues 1 numrxqueues 1 netns "$ns_b"
+for side in a b; do
+	if [[ $side == a ]]; then ns=$ns_a ifc=$if_a addr=198.18.0.1; else ns=$ns_b ifc=$if_b addr=198.18.0.2; fi
+	ip netns exec "$ns" ethtool -K "$ifc" tso off gso off gro off tx off >/dev/null
+	ip -n "$ns" addr add "$addr/24" dev "$ifc"
+	ip -n "$ns" link set "$ifc" up
+done
+mac_a=$(ip netns exec "$ns_a" cat "/sys/class/net/$if_a/address")
+mac_b=$(ip netns exec "$ns_b" cat "/sys/class/net/$if_b/address")
+ip -n "$ns_b" neigh replace 198.18.0.1 lladdr "$mac_a" dev "$if_b"
+ip -n "$ns_a" neigh replace 198.18.0.2 lladdr "$mac_b" dev "$if_a"
+
+median() { # numbers on stdin -> median
+	sort -g | awk '{v[NR] = $1} END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+rx_duration=$(awk -v d="$DURATION" 'BEGIN { print d + 2.5 }')
+
+# One sender run with the receiver around it. $1 = c|xtcp, $2 = size, $3 = round.
+run_one() {
+	local tool=$1 size=$2 round=$3 rxpid="" out="$tmp/$1-$2-$3.json"
+	if [[ $RX == xtcp ]]; then
+		ip netns exec "$ns_a" "$tmp/xtcp" xsk-bench --iface "$if_a" --mode rxdrop \
+			--bind copy --core "$RX_CORE" --duration "$rx_duration" --json --log warn \
+			>"$tmp/rx-$tool-$size-$round.json" 2>"$tmp/rx-$tool-$size-$round.err" &
+		rxpid=$!
+		bg_pids+=("$rxpid")
+		sleep 1
+	fi
+	if [[ $tool == c ]]; then
+		ip netns exec "$ns_b" "$tmp/xsk_ref" --iface "$if_b" --mode txonly --size "$size" \
+			--dst-ip 198.18.0.1 --src-ip 198.18.0.2 --dst-mac "$mac_a" \
+			--duration "$DURATION" --core "$TX_CORE" >"$out" 2>"$tmp/$tool-$size-$round.err" ||
+			{ echo "C txonly failed (size $size):" >&2; cat "$tmp/$tool-$size-$round.err" >&2; }
+	else
+		ip netns exec "$ns_b" "$tmp/xtcp" xsk-bench --iface "$if_b" --mode txonly --size "$size" \
+			--dst-ip 198.18.0.1 --src-ip 198.18.0.2 --dst-mac "$mac_a" \
+			--duration "$DURATION" --json --bind copy --core "$TX_CORE" --log warn \
+			>"$out" 2>"$tmp/$tool-$size-$round.err" ||
+			{ echo "xtcp txonly failed (size $size):" >&2; cat "$tmp/$tool-$size-$round.err" >&2; }
+	fi
+	if [[ -n $rxpid ]]; then
+		wait "$rxpid" || echo "xtcp rxdrop on side A failed (size $size):" \
+			"$(tail -n 3 "$tmp/rx-$tool-$size-$round.err")" >&2
+		bg_pids=()
+	fi
+	local pps gbps
+	pps=$(jq -r '.pps // empty' "$out" 2>/dev/null || true)
+	gbps=$(jq -r '.gbps // empty' "$out" 2>/dev/null || true)
+	echo "# size $size round $round $tool: ${pps:-?} pps ${gbps:-?} Gbit/s (load $(cut -d" " -f1 /proc/loadavg))" >&2
+	[[ -n $pps ]] && echo "$pps $gbps" >>"$tmp/$tool-$size.txt"
+	return 0
+}
+
+echo "# $(date -u +%FT%TZ) kernel $(uname -r), ${DURATION}s x $ROUNDS rounds, copy mode, side A: $RX" >&2
+for size in $SIZES; do
+	mtu=$((size - 14))
+	((mtu < 1500)) && mtu=1500
+	ip -n "$ns_a" link set "$if_a" mtu "$mtu"
+	ip -n "$ns_b" link set "$if_b" mtu "$mtu"
+	for ((round = 1; round <= ROUNDS; round++)); do
+		run_one c "$size" "$round"
+		run_one xtcp "$size" "$round"
+	done
+done
+
+echo
+echo "Kernel $(uname -r), $(date -u +%F), AF_XDP copy mode txonly on one veth queue, ${DURATION} s x $ROUNDS rounds (medians), side A: $RX"
+echo
+echo "| size (B) | C Mpps | C Gbit/s | xtcp Mpps | xtcp Gbit/s | xtcp/C |"
+echo "|---:|---:|---:|---:|---:|---:|"
+for size in $SIZES; do
+	c_pps=$( (cut -d' ' -f1 "$tmp/c-$size.txt" 2>/dev/null || true) | median)
+	c_gb=$( (cut -d' ' -f2 "$tmp/c-$size.txt" 2>/dev/null || true) | median)
+	x_pps=$( (cut -d' ' -f1 "$tmp/xtcp-$size.txt" 2>/dev/null || true) | median)
+	x_gb=$( (cut -d' ' -f2 "$tmp/xtcp-$size.txt" 2>/dev/null || true) | median)
+	awk -v s="$size" -v cp="$c_pps" -v cg="$c_gb" -v xp="$x_pps" -v xg="$x_gb" 'BEGIN {
+		ratio = (cp + 0 > 0 && xp != "nan") ? sprintf("%.2f", xp / cp) : "n/a"
+		printf "| %s | %.3f | %.2f | %.3f | %.2f | %s |\n", s, cp / 1e6, cg, xp / 1e6, xg, ratio
+	}'
+done
