@@ -329,3 +329,56 @@ fn rules_change_at_run_time_and_unsteered_ports_pass() {
     let c = xs.steering.counters().unwrap();
     assert_eq!(c.steered, 1, "{c:?}");
 }
+
+/// Restores `/proc/sys/vm/nr_hugepages` on drop.
+struct HugepageReservation {
+    original: String,
+}
+
+impl Drop for HugepageReservation {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/vm/nr_hugepages", &self.original);
+    }
+}
+
+#[test]
+fn umem_on_hugepages_carries_packets() {
+    const PATH: &str = "/proc/sys/vm/nr_hugepages";
+    let original = std::fs::read_to_string(PATH).expect("hugepage sysctl");
+    let n: u64 = original.trim().parse().unwrap();
+    // 4096 frames × 4096 bytes = 16 MiB = 8 pages of 2 MiB; reserve a few more.
+    let _r = HugepageReservation {
+        original: original.clone(),
+    };
+    std::fs::write(PATH, (n + 12).to_string()).unwrap();
+
+    let net = testnet(1500, 1);
+    let _g = net.a.ns.enter().unwrap();
+    let umem = std::sync::Arc::new(
+        Umem::new(UmemConfig {
+            frame_count: 4096,
+            hugepages: true,
+            ..UmemConfig::default()
+        })
+        .expect("a UMEM on 2 MB hugepages (12 were just reserved)"),
+    );
+    let mut pool = umem.take_frames();
+    let mut x = Xsk::bind(&umem, &net.a.iface, 0, &xsk_config(false)).unwrap();
+    x.fill.fill(&mut pool, 1024);
+    let mut steering = Steering::attach(&net.a.iface, AttachMode::Auto).unwrap();
+    steering.register(0, &x).unwrap();
+    steering.set_rules(&[Rule::port(PORT)]).unwrap();
+    drop(_g);
+    let mut xs = XskSide {
+        steering,
+        umem,
+        socks: vec![x],
+        pool,
+    };
+    let frame = tcp_frame(&net.b, &net.a, 40000, PORT, 1, &pattern(1000, 1));
+    {
+        let _g = net.b.ns.enter().unwrap();
+        send_ip(&raw_ip_sender(), &frame, net.a.ip4);
+    }
+    assert_eq!(xs.recv_packets(0, 1, Duration::from_secs(5)), vec![frame]);
+}
