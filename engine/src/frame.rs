@@ -38,6 +38,10 @@ impl FrameAddr {
     /// This address moved forward by `len` bytes.
     #[inline]
     #[must_use]
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "offset arithmetic, not a sum of two addresses"
+    )]
     pub fn add(self, len: usize) -> FrameAddr {
         FrameAddr(self.0 + len as u64)
     }

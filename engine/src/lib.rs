@@ -7,3 +7,5 @@
 #![deny(unsafe_code)]
 
 pub mod frame;
+pub mod seg;
+pub mod wire;

@@ -1,0 +1,1 @@
+//! TSO/GSO/GRO.
