@@ -246,4 +246,4 @@ pub(crate) fn v6(b: &[u8], at: usize) -> Ipv6Addr {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
