@@ -22,6 +22,11 @@
 //!   payload is never read again, also not on retransmission. Without
 //!   clipping, a segment boundary inside a frame costs reading the smaller
 //!   side of that frame once.
+//! - Two layouts: *chained* (above) and *single-descriptor*
+//!   ([`StreamSegmenter::next_in_headroom`]) for devices without
+//!   multi-buffer: the headers go into the frame's headroom right before
+//!   the payload and one descriptor carries the segment; the MSS is then at
+//!   most one frame's payload.
 //! - [`gso`]: one large TCP packet (a multi-buffer chain) split into
 //!   MSS-sized segments; the payload is read once, for its sums.
 //! - [`gro`]: consecutive in-order segments of one flow merged into one
@@ -73,6 +78,28 @@ impl FrameMemory for Vec<u8> {
     }
 }
 
+/// Write access to frame memory, for the single-descriptor layout (headers
+/// written into a frame's headroom, just before its payload).
+pub trait FrameMemoryMut: FrameMemory {
+    /// `len` bytes at `addr`, writable, or `None` if out of range.
+    fn bytes_mut(&mut self, addr: FrameAddr, len: usize) -> Option<&mut [u8]>;
+}
+
+impl FrameMemoryMut for [u8] {
+    #[inline]
+    fn bytes_mut(&mut self, addr: FrameAddr, len: usize) -> Option<&mut [u8]> {
+        let start = usize::try_from(addr.0).ok()?;
+        self.get_mut(start..start.checked_add(len)?)
+    }
+}
+
+impl FrameMemoryMut for Vec<u8> {
+    #[inline]
+    fn bytes_mut(&mut self, addr: FrameAddr, len: usize) -> Option<&mut [u8]> {
+        self[..].bytes_mut(addr, len)
+    }
+}
+
 /// Why segmentation or merging failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SegError {
@@ -109,6 +136,10 @@ pub enum SegError {
     /// More pieces than the fixed-size tables hold.
     #[error("too many payload pieces")]
     TooManyPieces,
+    /// Single-descriptor layout: the segment does not start at a frame's
+    /// first stream byte, or the frame has less headroom than the headers.
+    #[error("segment cannot carry its headers in the frame's headroom")]
+    NoHeadroom,
     /// GSO was asked to split a packet that already fits the MSS.
     #[error("packet already fits the MSS")]
     NoSplitNeeded,

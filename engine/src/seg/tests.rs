@@ -783,3 +783,90 @@ fn gro_rules() {
         Err(SegError::OutOfBounds)
     );
 }
+
+/// Single-descriptor layout: frames with 256 bytes of headroom, headers
+/// written right before each frame's payload.
+fn run_headroom(v6: bool, ts: bool, burst: TcpFlags, len: usize, mss: usize) {
+    const HEADROOM: usize = 256;
+    let fs = 4096;
+    let cap = fs - HEADROOM;
+    let (eth, ip, tcp) = reprs(v6, true, ts, burst);
+    let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    let data = pattern(len, 77);
+    let nframes = len.div_ceil(cap).max(1);
+    let mut mem = vec![0u8; (nframes + 1) * fs];
+    let mut frames = Vec::new();
+    for (i, chunk) in data.chunks(cap).enumerate() {
+        let at = (i + 1) * fs + HEADROOM;
+        let sum = copy_and_sum(&mut mem[at..], chunk);
+        frames.push(StreamFrame {
+            addr: FrameAddr(at as u64),
+            len: chunk.len() as u32,
+            sum,
+        });
+    }
+    let mut s = StreamSegmenter::new(&tpl, &frames, 0, len, SeqNumber(9), mss).unwrap();
+    let nseg = frames.len();
+    let mut got = Vec::new();
+    let mut i = 0;
+    let mut d = Desc::default();
+    while let Some(r) = s.next_in_headroom(&mut mem, &mut d) {
+        let info = r.unwrap();
+        assert_eq!(info.desc_count, 1);
+        assert!(!d.is_contd());
+        assert_eq!(
+            d.addr.offset_in_frame(FrameSize::F4096) + info.header_len,
+            HEADROOM
+        );
+        let frame = mem.bytes(d.addr, d.len as usize).unwrap().to_vec();
+        got.extend(check_segment(
+            &frame,
+            &info,
+            &[d],
+            burst,
+            i == 0,
+            i + 1 == nseg,
+        ));
+        i += 1;
+    }
+    assert_eq!(i, nseg);
+    assert_eq!(got, data);
+}
+
+#[test]
+fn tso_single_descriptor_layout() {
+    let all = TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR;
+    for v6 in [false, true] {
+        run_headroom(v6, true, all, 100_000, 3840);
+        run_headroom(v6, false, TcpFlags::ACK, 3841, 65000);
+        run_headroom(v6, true, all, 100, 3840);
+    }
+    // An MSS below the frame payload would start the next segment mid-frame,
+    // where there is no headroom: refused, not corrupted.
+    let (eth, ip, tcp) = reprs(false, false, true, TcpFlags::ACK);
+    let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    let mut mem = vec![0u8; 3 * 4096];
+    let frames = [StreamFrame {
+        addr: FrameAddr(4096 + 256),
+        len: 3840,
+        sum: 0,
+    }];
+    let mut s = StreamSegmenter::new(&tpl, &frames, 0, 3840, SeqNumber(1), 1448).unwrap();
+    let mut d = Desc::default();
+    assert!(s.next_in_headroom(&mut mem, &mut d).unwrap().is_ok());
+    assert_eq!(
+        s.next_in_headroom(&mut mem, &mut d).unwrap(),
+        Err(SegError::NoHeadroom)
+    );
+    // No room before address 10 for a 66-byte header.
+    let frames = [StreamFrame {
+        addr: FrameAddr(10),
+        len: 100,
+        sum: 0,
+    }];
+    let mut s = StreamSegmenter::new(&tpl, &frames, 0, 100, SeqNumber(1), 1448).unwrap();
+    assert_eq!(
+        s.next_in_headroom(&mut mem, &mut d).unwrap(),
+        Err(SegError::NoHeadroom)
+    );
+}

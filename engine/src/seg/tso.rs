@@ -14,7 +14,7 @@
 //! (the piece, or the rest of the frame subtracted from the cached sum).
 
 use super::template::HeaderTemplate;
-use super::{FrameMemory, SegError, SegmentInfo};
+use super::{FrameMemory, FrameMemoryMut, SegError, SegmentInfo};
 use crate::frame::{Desc, FrameAddr};
 use crate::wire::checksum::{self, Accumulator};
 use crate::wire::{SeqNumber, TcpFlags};
@@ -139,6 +139,106 @@ impl SegCursor {
         Some(self.emit(tpl, frames, mem, hdr, hdr_addr, descs))
     }
 
+    /// Single-descriptor layout: emits the next segment as one descriptor,
+    /// writing its headers into the `header_len()` bytes just before its
+    /// payload. Each segment is the rest of one frame, at most MSS bytes;
+    /// it must start at the frame's first stream byte (frames written with
+    /// headroom, MSS at least the frame payload), else
+    /// [`SegError::NoHeadroom`]. The caller owns the headroom bytes.
+    pub fn next_in_headroom<M: FrameMemoryMut + ?Sized>(
+        &mut self,
+        tpl: &HeaderTemplate,
+        frames: &[StreamFrame],
+        mem: &mut M,
+        desc: &mut Desc,
+    ) -> Option<Result<SegmentInfo, SegError>> {
+        if self.done {
+            return None;
+        }
+        Some(self.emit_single(tpl, frames, mem, desc))
+    }
+
+    fn emit_single<M: FrameMemoryMut + ?Sized>(
+        &mut self,
+        tpl: &HeaderTemplate,
+        frames: &[StreamFrame],
+        mem: &mut M,
+        desc: &mut Desc,
+    ) -> Result<SegmentInfo, SegError> {
+        let hl = tpl.header_len();
+        let (mut idx, mut off) = (self.idx, self.off);
+        // Skip exhausted frames.
+        while let Some(f) = frames.get(idx) {
+            if off < f.len as usize || self.remaining == 0 {
+                break;
+            }
+            idx += 1;
+            off = 0;
+        }
+        let (addr, plen, sum, flen) = if self.remaining == 0 {
+            // Header-only: still needs a frame's headroom to live in.
+            let f = frames.get(idx).ok_or(SegError::ShortStream)?;
+            (f.addr.add(off), 0, 0, f.len as usize)
+        } else {
+            let f = frames.get(idx).ok_or(SegError::ShortStream)?;
+            let flen = f.len as usize;
+            if off != 0 {
+                return Err(SegError::NoHeadroom);
+            }
+            let plen = self.remaining.min(self.mss).min(flen);
+            (f.addr, plen, piece_sum(f, 0, plen, &*mem)?, flen)
+        };
+        if off != 0 || (addr.0 as usize) < hl {
+            return Err(SegError::NoHeadroom);
+        }
+        let hdr_addr = FrameAddr(addr.0 - hl as u64);
+        let last = plen == self.remaining;
+        let flags = self.flags_for(tpl, last);
+        let ip_id = if tpl.is_ipv6() { 0 } else { self.ip_id };
+        let hdr = mem.bytes_mut(hdr_addr, hl).ok_or(SegError::OutOfBounds)?;
+        tpl.write(hdr, self.seq, ip_id, flags, plen, sum)?;
+        *desc = Desc::new(hdr_addr, (hl + plen) as u32, false);
+        let info = SegmentInfo {
+            seq: self.seq,
+            flags,
+            payload_len: plen,
+            header_len: hl,
+            desc_count: 1,
+            ip_id,
+        };
+        let off = off + plen;
+        if off == flen {
+            self.idx = idx + 1;
+            self.off = 0;
+        } else {
+            self.idx = idx;
+            self.off = off;
+        }
+        self.advance(tpl, plen, last);
+        Ok(info)
+    }
+
+    fn flags_for(&self, tpl: &HeaderTemplate, last: bool) -> TcpFlags {
+        let mut flags = tpl.flags();
+        if !self.first {
+            flags = flags.without(TcpFlags::CWR);
+        }
+        if !last {
+            flags = flags.without(TcpFlags::FIN | TcpFlags::PSH);
+        }
+        flags
+    }
+
+    fn advance(&mut self, tpl: &HeaderTemplate, plen: usize, last: bool) {
+        self.remaining -= plen;
+        self.seq += plen;
+        if !tpl.fixed_ip_id() {
+            self.ip_id = self.ip_id.wrapping_add(1);
+        }
+        self.first = false;
+        self.done = last;
+    }
+
     fn emit<M: FrameMemory + ?Sized>(
         &mut self,
         tpl: &HeaderTemplate,
@@ -183,13 +283,7 @@ impl SegCursor {
         if n > 1 {
             descs[n - 1].options &= !Desc::CONTD;
         }
-        let mut flags = tpl.flags();
-        if !self.first {
-            flags = flags.without(TcpFlags::CWR);
-        }
-        if !last {
-            flags = flags.without(TcpFlags::FIN | TcpFlags::PSH);
-        }
+        let flags = self.flags_for(tpl, last);
         let ip_id = if tpl.is_ipv6() { 0 } else { self.ip_id };
         tpl.write(hdr, self.seq, ip_id, flags, plen, acc.sum())?;
         descs[0] = Desc::new(hdr_addr, hl as u32, n > 1);
@@ -203,13 +297,7 @@ impl SegCursor {
         };
         self.idx = idx;
         self.off = off;
-        self.remaining -= plen;
-        self.seq += plen;
-        if !tpl.fixed_ip_id() {
-            self.ip_id = self.ip_id.wrapping_add(1);
-        }
-        self.first = false;
-        self.done = last;
+        self.advance(tpl, plen, last);
         Ok(info)
     }
 }
@@ -258,5 +346,16 @@ impl<'a> StreamSegmenter<'a> {
     ) -> Option<Result<SegmentInfo, SegError>> {
         self.cursor
             .next(self.tpl, self.frames, mem, hdr, hdr_addr, descs)
+    }
+
+    /// Emits the next segment in the single-descriptor layout (see
+    /// [`SegCursor::next_in_headroom`]).
+    pub fn next_in_headroom<M: FrameMemoryMut + ?Sized>(
+        &mut self,
+        mem: &mut M,
+        desc: &mut Desc,
+    ) -> Option<Result<SegmentInfo, SegError>> {
+        self.cursor
+            .next_in_headroom(self.tpl, self.frames, mem, desc)
     }
 }
