@@ -129,7 +129,7 @@ run_one() {
 	pps=$(jq -r '.pps // empty' "$out" 2>/dev/null || true)
 	gbps=$(jq -r '.gbps // empty' "$out" 2>/dev/null || true)
 	echo "# size $size round $round $tool: ${pps:-?} pps ${gbps:-?} Gbit/s (load $(cut -d" " -f1 /proc/loadavg))" >&2
-	[[ -n $pps ]] && echo "$pps $gbps" >>"$tmp/$tool-$size.txt"
+	[[ -n $pps ]] && echo "$round $pps $gbps" >>"$tmp/$tool-$size.txt"
 	return 0
 }
 
@@ -148,15 +148,22 @@ done
 echo
 echo "Kernel $(uname -r), $(date -u +%F), AF_XDP copy mode txonly on one veth queue, ${DURATION} s x $ROUNDS rounds (medians), side A: $RX"
 echo
-echo "| size (B) | C Mpps | C Gbit/s | xtcp Mpps | xtcp Gbit/s | xtcp/C |"
-echo "|---:|---:|---:|---:|---:|---:|"
+# xtcp/C is the ratio of the medians; "per round" is the median of the
+# ratios of the C and xtcp runs of the same round (back to back, so less
+# sensitive to load that drifts across rounds).
+echo "| size (B) | C Mpps | C Gbit/s | xtcp Mpps | xtcp Gbit/s | xtcp/C | xtcp/C per round |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
 for size in $SIZES; do
-	c_pps=$( (cut -d' ' -f1 "$tmp/c-$size.txt" 2>/dev/null || true) | median)
-	c_gb=$( (cut -d' ' -f2 "$tmp/c-$size.txt" 2>/dev/null || true) | median)
-	x_pps=$( (cut -d' ' -f1 "$tmp/xtcp-$size.txt" 2>/dev/null || true) | median)
-	x_gb=$( (cut -d' ' -f2 "$tmp/xtcp-$size.txt" 2>/dev/null || true) | median)
-	awk -v s="$size" -v cp="$c_pps" -v cg="$c_gb" -v xp="$x_pps" -v xg="$x_gb" 'BEGIN {
+	touch "$tmp/c-$size.txt" "$tmp/xtcp-$size.txt"
+	c_pps=$(cut -d' ' -f2 "$tmp/c-$size.txt" | median)
+	c_gb=$(cut -d' ' -f3 "$tmp/c-$size.txt" | median)
+	x_pps=$(cut -d' ' -f2 "$tmp/xtcp-$size.txt" | median)
+	x_gb=$(cut -d' ' -f3 "$tmp/xtcp-$size.txt" | median)
+	pair=$(join <(sort "$tmp/c-$size.txt") <(sort "$tmp/xtcp-$size.txt") |
+		awk '$2 > 0 { print $4 / $2 }' | median)
+	awk -v s="$size" -v cp="$c_pps" -v cg="$c_gb" -v xp="$x_pps" -v xg="$x_gb" -v pr="$pair" 'BEGIN {
 		ratio = (cp + 0 > 0 && xp != "nan") ? sprintf("%.2f", xp / cp) : "n/a"
-		printf "| %s | %.3f | %.2f | %.3f | %.2f | %s |\n", s, cp / 1e6, cg, xp / 1e6, xg, ratio
+		pair = pr == "nan" ? "n/a" : sprintf("%.2f", pr)
+		printf "| %s | %.3f | %.2f | %.3f | %.2f | %s | %s |\n", s, cp / 1e6, cg, xp / 1e6, xg, ratio, pair
 	}'
 done

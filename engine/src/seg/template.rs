@@ -1,0 +1,249 @@
+//! A connection's header template: Ethernet + IP + TCP bytes with the
+//! per-segment fields left to fill, and the checksum sums of everything
+//! that does not change from segment to segment.
+//!
+//! [`HeaderTemplate::write`] copies the template and fixes up sequence
+//! number, flags, IP id, lengths and both checksums with a handful of
+//! additions — no loop over the header, none over the payload.
+
+use super::{MAX_HEADER_LEN, SegError};
+use crate::wire::checksum::{self, fold};
+use crate::wire::{
+    EthernetFrame, EthernetRepr, IpProtocol, IpRepr, Ipv4Packet, Ipv6Packet, SeqNumber, TcpFlags,
+    TcpPacket, TcpRepr, ipv4, ipv6, locate_tcp, tcp,
+};
+
+/// A header template (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderTemplate {
+    buf: [u8; MAX_HEADER_LEN],
+    len: usize,
+    ip_off: usize,
+    tcp_off: usize,
+    v6: bool,
+    fixed_ip_id: bool,
+    flags: TcpFlags,
+    seq: SeqNumber,
+    ip_id: u16,
+    /// IPv4 header sum with total length, id and checksum zero.
+    ip_base: u16,
+    /// Pseudo-header (without length) + TCP header with seq, flags and
+    /// checksum zero.
+    tcp_base: u16,
+}
+
+impl HeaderTemplate {
+    /// Builds a template from representations. The IP repr's payload length
+    /// is ignored (set per segment); the TCP repr's `seq` and `flags` are
+    /// the defaults [`Self::seq`]/[`Self::flags`] report.
+    pub fn new(eth: &EthernetRepr, ip: &IpRepr, tcp: &TcpRepr) -> Result<HeaderTemplate, SegError> {
+        let l2 = eth.header_len();
+        let l3 = l2 + ip.header_len();
+        let len = l3 + tcp.header_len();
+        if len > MAX_HEADER_LEN || tcp.options.len() > tcp::MAX_OPTIONS_LEN {
+            return Err(SegError::HeaderTooLong);
+        }
+        let mut buf = [0u8; MAX_HEADER_LEN];
+        eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        let tcp_len = tcp.header_len();
+        match *ip {
+            IpRepr::V4(mut r) => {
+                r.payload_len = tcp_len;
+                r.protocol = IpProtocol::TCP;
+                r.emit(&mut Ipv4Packet::new_unchecked(&mut buf[l2..]));
+            }
+            IpRepr::V6(mut r) => {
+                r.payload_len = tcp_len;
+                r.next_header = IpProtocol::TCP;
+                r.emit(&mut Ipv6Packet::new_unchecked(&mut buf[l2..]));
+            }
+        }
+        tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[l3..len]))?;
+        HeaderTemplate::from_headers(&buf[..len])
+    }
+
+    /// Builds a template from the headers of a TCP frame (everything up to
+    /// the payload must be in `frame`; IPv6 extension headers are kept).
+    pub fn from_headers(frame: &[u8]) -> Result<HeaderTemplate, SegError> {
+        let l = locate_tcp(frame)?;
+        let len = l.payload_off();
+        if len > MAX_HEADER_LEN {
+            return Err(SegError::HeaderTooLong);
+        }
+        let mut buf = [0u8; MAX_HEADER_LEN];
+        buf[..len].copy_from_slice(&frame[..len]);
+        let t = TcpPacket::new_unchecked(&frame[l.tcp_off..len]);
+        let (v6, ip_id) = match l.ip {
+            IpRepr::V4(r) => (false, r.ident),
+            IpRepr::V6(_) => (true, 0),
+        };
+        let mut tpl = HeaderTemplate {
+            buf,
+            len,
+            ip_off: l.ip_off,
+            tcp_off: l.tcp_off,
+            v6,
+            fixed_ip_id: false,
+            flags: t.flags(),
+            seq: t.seq(),
+            ip_id,
+            ip_base: 0,
+            tcp_base: 0,
+        };
+        tpl.recompute();
+        Ok(tpl)
+    }
+
+    /// Recomputes the base sums after a change to the template bytes.
+    fn recompute(&mut self) {
+        let mut b = self.buf;
+        let (ip_off, tcp_off, len) = (self.ip_off, self.tcp_off, self.len);
+        let pseudo = if self.v6 {
+            let p = Ipv6Packet::new_unchecked(&b[ip_off..]);
+            checksum::pseudo_v6(&p.src(), &p.dst(), IpProtocol::TCP.0, 0)
+        } else {
+            let p = Ipv4Packet::new_unchecked(&b[ip_off..]);
+            let hl = p.header_len();
+            let (src, dst) = (p.src(), p.dst());
+            for f in [ipv4::LENGTH_OFF, ipv4::IDENT_OFF, ipv4::CHECKSUM_OFF] {
+                b[ip_off + f] = 0;
+                b[ip_off + f + 1] = 0;
+            }
+            self.ip_base = checksum::sum(&b[ip_off..ip_off + hl]);
+            checksum::pseudo_v4(src, dst, IpProtocol::TCP.0, 0)
+        };
+        b[tcp_off + tcp::SEQ_OFF..tcp_off + tcp::SEQ_OFF + 4].fill(0);
+        b[tcp_off + tcp::FLAGS_OFF] = 0;
+        b[tcp_off + tcp::CHECKSUM_OFF..tcp_off + tcp::CHECKSUM_OFF + 2].fill(0);
+        self.tcp_base = checksum::add(pseudo, checksum::sum(&b[tcp_off..len]));
+    }
+
+    /// Header length (descriptor 0 of every segment).
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        self.len
+    }
+
+    /// The template bytes (sequence number, flags, lengths and checksums as
+    /// last set, not per segment).
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// True for IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        self.v6
+    }
+
+    /// Offset of the TCP header.
+    pub fn tcp_off(&self) -> usize {
+        self.tcp_off
+    }
+
+    /// Largest payload the IP length field allows with these headers.
+    pub fn max_payload(&self) -> usize {
+        if self.v6 {
+            65535 - (self.len - self.ip_off - ipv6::HEADER_LEN)
+        } else {
+            65535 - (self.len - self.ip_off)
+        }
+    }
+
+    /// Flags of the burst (CWR goes on the first segment, FIN and PSH on the last).
+    pub fn flags(&self) -> TcpFlags {
+        self.flags
+    }
+
+    /// Sets the burst flags.
+    pub fn set_flags(&mut self, f: TcpFlags) {
+        self.flags = f;
+    }
+
+    /// Sequence number the template was built with.
+    pub fn seq(&self) -> SeqNumber {
+        self.seq
+    }
+
+    /// IPv4 identification the template was built with.
+    pub fn ip_id(&self) -> u16 {
+        self.ip_id
+    }
+
+    /// True if the IPv4 id stays fixed instead of +1 per segment.
+    pub fn fixed_ip_id(&self) -> bool {
+        self.fixed_ip_id
+    }
+
+    /// Keep the IPv4 id fixed (Linux `SKB_GSO_TCP_FIXEDID`).
+    pub fn set_fixed_ip_id(&mut self, fixed: bool) {
+        self.fixed_ip_id = fixed;
+    }
+
+    /// Updates the acknowledgement number.
+    pub fn set_ack(&mut self, ack: SeqNumber) {
+        let t = self.tcp_off;
+        TcpPacket::new_unchecked(&mut self.buf[t..self.len]).set_ack(ack);
+        self.recompute();
+    }
+
+    /// Updates the window.
+    pub fn set_window(&mut self, window: u16) {
+        let t = self.tcp_off;
+        TcpPacket::new_unchecked(&mut self.buf[t..self.len]).set_window(window);
+        self.recompute();
+    }
+
+    /// Writes one segment's header into `out[..header_len()]`.
+    ///
+    /// `payload_sum` is the Internet sum of the `payload_len` payload bytes
+    /// (computed from their first byte).
+    #[inline]
+    pub fn write(
+        &self,
+        out: &mut [u8],
+        seq: SeqNumber,
+        ip_id: u16,
+        flags: TcpFlags,
+        payload_len: usize,
+        payload_sum: u16,
+    ) -> Result<(), SegError> {
+        let len = self.len;
+        let Some(out) = out.get_mut(..len) else {
+            return Err(SegError::HeaderBuffer { need: len });
+        };
+        if payload_len > self.max_payload() {
+            return Err(SegError::TooLarge);
+        }
+        out.copy_from_slice(&self.buf[..len]);
+        let ip = self.ip_off;
+        if self.v6 {
+            let pl = (len - ip - ipv6::HEADER_LEN + payload_len) as u16;
+            out[ip + ipv6::PAYLOAD_LEN_OFF..ip + ipv6::PAYLOAD_LEN_OFF + 2]
+                .copy_from_slice(&pl.to_be_bytes());
+        } else {
+            let total = (len - ip + payload_len) as u16;
+            out[ip + ipv4::LENGTH_OFF..ip + ipv4::LENGTH_OFF + 2]
+                .copy_from_slice(&total.to_be_bytes());
+            out[ip + ipv4::IDENT_OFF..ip + ipv4::IDENT_OFF + 2]
+                .copy_from_slice(&ip_id.to_be_bytes());
+            let c = !fold(self.ip_base as u64 + total as u64 + ip_id as u64);
+            out[ip + ipv4::CHECKSUM_OFF..ip + ipv4::CHECKSUM_OFF + 2]
+                .copy_from_slice(&c.to_be_bytes());
+        }
+        let t = self.tcp_off;
+        let tcp_len = (len - t + payload_len) as u64;
+        out[t + tcp::SEQ_OFF..t + tcp::SEQ_OFF + 4].copy_from_slice(&seq.0.to_be_bytes());
+        out[t + tcp::FLAGS_OFF] = flags.0;
+        let c = !fold(
+            self.tcp_base as u64
+                + (seq.0 >> 16) as u64
+                + (seq.0 & 0xffff) as u64
+                + flags.0 as u64
+                + (tcp_len >> 16)
+                + (tcp_len & 0xffff)
+                + payload_sum as u64,
+        );
+        out[t + tcp::CHECKSUM_OFF..t + tcp::CHECKSUM_OFF + 2].copy_from_slice(&c.to_be_bytes());
+        Ok(())
+    }
+}
