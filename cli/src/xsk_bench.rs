@@ -127,6 +127,10 @@ pub struct XskBenchArgs {
     /// UMEM frames.
     #[arg(long, default_value_t = 16384)]
     pub frames: u32,
+    /// Bytes the kernel keeps free at the start of each RX frame, after its
+    /// own 256-byte XDP headroom (UMEM headroom).
+    #[arg(long, default_value_t = 0)]
+    pub headroom: u32,
     /// RX/TX ring size (fill/completion rings get twice this).
     #[arg(long, default_value_t = 2048)]
     pub ring: u32,
@@ -239,6 +243,7 @@ struct WorkerSpec {
     mode: Mode,
     frame_size: FrameSize,
     frames: u32,
+    headroom: u32,
     ring: u32,
     batch: u32,
     size: usize,
@@ -268,6 +273,7 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
         mode,
         frame_size: args.frame_size,
         frames: args.frames,
+        headroom: args.headroom,
         ring: args.ring,
         batch: args.batch,
         size: args.size,
@@ -522,7 +528,16 @@ fn worker(
     }
     let fs = spec.frame_size.bytes();
     let mtu = xsk::iface_mtu(&spec.iface)? as usize;
-    let rx_capacity = fs - XDP_PACKET_HEADROOM;
+    let rx_capacity = fs
+        .checked_sub(XDP_PACKET_HEADROOM + spec.headroom as usize)
+        .filter(|&c| c >= 256)
+        .with_context(|| {
+            format!(
+                "--headroom {} leaves too little room in a {fs}-byte frame \
+                 (the kernel keeps {XDP_PACKET_HEADROOM} bytes too)",
+                spec.headroom
+            )
+        })?;
     let multi_buffer = match spec.mode {
         Mode::Txonly => spec.size > fs,
         Mode::Rxdrop | Mode::L2fwd => mtu + 14 > rx_capacity,
@@ -551,7 +566,7 @@ fn worker(
     let umem = Arc::new(Umem::new(UmemConfig {
         frame_count: spec.frames,
         frame_size: spec.frame_size,
-        headroom: 0,
+        headroom: spec.headroom,
         hugepages: spec.hugepages,
     })?);
     let cfg = XskConfig {

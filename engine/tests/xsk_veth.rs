@@ -382,3 +382,45 @@ fn umem_on_hugepages_carries_packets() {
     }
     assert_eq!(xs.recv_packets(0, 1, Duration::from_secs(5)), vec![frame]);
 }
+
+#[test]
+fn umem_headroom_moves_received_data() {
+    let net = testnet(1500, 1);
+    let _g = net.a.ns.enter().unwrap();
+    let umem = std::sync::Arc::new(
+        Umem::new(UmemConfig {
+            frame_count: 2048,
+            headroom: 512,
+            ..UmemConfig::default()
+        })
+        .unwrap(),
+    );
+    let mut pool = umem.take_frames();
+    let mut x = Xsk::bind(&umem, &net.a.iface, 0, &xsk_config(false)).unwrap();
+    x.fill.fill(&mut pool, 1024);
+    let mut steering = Steering::attach(&net.a.iface, AttachMode::Auto).unwrap();
+    steering.register(0, &x).unwrap();
+    steering.set_rules(&[Rule::port(PORT)]).unwrap();
+    drop(_g);
+    let frame = tcp_frame(&net.b, &net.a, 40000, PORT, 1, b"headroom");
+    {
+        let _g = net.b.ns.enter().unwrap();
+        send_ip(&raw_ip_sender(), &frame, net.a.ip4);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut offsets = Vec::new();
+    while offsets.is_empty() && std::time::Instant::now() < deadline {
+        x.rx.recv(8, |d| {
+            let data = umem.frame(&d.frame);
+            assert_eq!(
+                &data[d.offset as usize..(d.offset + d.len) as usize],
+                &frame[..]
+            );
+            offsets.push(d.offset);
+            pool.push(d.frame);
+        });
+        x.rx.poll(10);
+    }
+    // The kernel's XDP headroom (256) plus ours.
+    assert_eq!(offsets, vec![256 + 512]);
+}
