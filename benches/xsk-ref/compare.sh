@@ -13,6 +13,9 @@
 # Environment:  DURATION=3 ROUNDS=3 SIZES="64 1500 9000 65000"
 #               XTCP=target/release/xtcp  RX=xtcp|none  TX_CORE=0 RX_CORE=1
 #               OUT=dir (keep every run's JSON there)
+#               QUIET_WAIT=60 (before each C/xtcp pair, wait up to this many
+#               seconds for a second in which the CPUs are >= QUIET_IDLE=80 %
+#               idle; 0 disables: the machine may be shared)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +28,8 @@ RX=${RX:-xtcp}
 TX_CORE=${TX_CORE:-0}
 RX_CORE=${RX_CORE:-1}
 OUT=${OUT:-}
+QUIET_WAIT=${QUIET_WAIT:-60}
+QUIET_IDLE=${QUIET_IDLE:-80}
 
 if [[ $(id -u) -ne 0 ]]; then
 	echo "compare.sh: run as root (AF_XDP, namespaces)" >&2
@@ -32,6 +37,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 [[ -x $XTCP ]] || { echo "compare.sh: no xtcp binary at $XTCP (cargo build --release -p xtcp)" >&2; exit 1; }
 [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: ROUNDS must be 1..99" >&2; exit 1; }
+[[ $QUIET_WAIT =~ ^[0-9]+$ ]] || { echo "compare.sh: QUIET_WAIT must be a number of seconds" >&2; exit 1; }
 case $RX in xtcp | none) ;; *) echo "compare.sh: RX must be xtcp or none" >&2; exit 1 ;; esac
 
 # Build dependencies.
@@ -41,6 +47,7 @@ missing=()
 command -v clang >/dev/null || missing+=(clang)
 command -v jq >/dev/null || missing+=(jq)
 command -v ethtool >/dev/null || missing+=(ethtool)
+[[ -x /usr/bin/time ]] || missing+=(time)
 if ((${#missing[@]})); then
 	echo "# installing ${missing[*]}" >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >/dev/null
@@ -95,6 +102,26 @@ median() { # numbers on stdin -> median
 	sort -g | awk '{v[NR] = $1} END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# Percent of CPU time idle over the next second, all CPUs.
+idle_pct() {
+	local a b
+	a=$(awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat)
+	sleep 1
+	b=$(awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat)
+	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[1] - x[1]; print (d > 0 ? int(100 * (y[2] - x[2]) / d) : 0) }'
+}
+
+# Waits (at most QUIET_WAIT seconds) for a mostly idle second.
+wait_quiet() {
+	local i pct=0
+	for ((i = 0; i < QUIET_WAIT; i++)); do
+		pct=$(idle_pct)
+		((pct >= QUIET_IDLE)) && return 0
+	done
+	((QUIET_WAIT == 0)) || echo "# machine still busy (${pct}% idle) after ${QUIET_WAIT}s; running anyway" >&2
+	return 0
+}
+
 rx_duration=$(awk -v d="$DURATION" 'BEGIN { print d + 2.5 }')
 
 # One sender run with the receiver around it. $1 = c|xtcp, $2 = size, $3 = round.
@@ -109,12 +136,14 @@ run_one() {
 		sleep 1
 	fi
 	if [[ $tool == c ]]; then
-		ip netns exec "$ns_b" "$tmp/xsk_ref" --iface "$if_b" --mode txonly --size "$size" \
+		ip netns exec "$ns_b" /usr/bin/time -f '%U %S' -o "$tmp/$tool-$size-$round.time" \
+			"$tmp/xsk_ref" --iface "$if_b" --mode txonly --size "$size" \
 			--dst-ip 198.18.0.1 --src-ip 198.18.0.2 --dst-mac "$mac_a" \
 			--duration "$DURATION" --core "$TX_CORE" >"$out" 2>"$tmp/$tool-$size-$round.err" ||
 			{ echo "C txonly failed (size $size):" >&2; cat "$tmp/$tool-$size-$round.err" >&2; }
 	else
-		ip netns exec "$ns_b" "$tmp/xtcp" xsk-bench --iface "$if_b" --mode txonly --size "$size" \
+		ip netns exec "$ns_b" /usr/bin/time -f '%U %S' -o "$tmp/$tool-$size-$round.time" \
+			"$tmp/xtcp" xsk-bench --iface "$if_b" --mode txonly --size "$size" \
 			--dst-ip 198.18.0.1 --src-ip 198.18.0.2 --dst-mac "$mac_a" \
 			--duration "$DURATION" --json --bind copy --core "$TX_CORE" --log warn \
 			>"$out" 2>"$tmp/$tool-$size-$round.err" ||
@@ -125,11 +154,15 @@ run_one() {
 			"$(tail -n 3 "$tmp/rx-$tool-$size-$round.err")" >&2
 		bg_pids=()
 	fi
-	local pps gbps
+	local pps gbps pkts cpu
 	pps=$(jq -r '.pps // empty' "$out" 2>/dev/null || true)
 	gbps=$(jq -r '.gbps // empty' "$out" 2>/dev/null || true)
-	echo "# size $size round $round $tool: ${pps:-?} pps ${gbps:-?} Gbit/s (load $(cut -d" " -f1 /proc/loadavg))" >&2
-	[[ -n $pps ]] && echo "$round $pps $gbps" >>"$tmp/$tool-$size.txt"
+	pkts=$(jq -r '.packets // empty' "$out" 2>/dev/null || true)
+	# Sender CPU seconds (user + system, whole process; softirq work may
+	# be accounted elsewhere) -> packets per CPU second.
+	cpu=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { print $1 + $2 }' "$tmp/$tool-$size-$round.time" 2>/dev/null || true)
+	echo "# size $size round $round $tool: ${pps:-?} pps ${gbps:-?} Gbit/s, ${cpu:-?} CPU-s (load $(cut -d" " -f1 /proc/loadavg))" >&2
+	[[ -n $pps ]] && echo "$round $pps $gbps $(awk -v p="${pkts:-0}" -v c="${cpu:-0}" 'BEGIN { print (c > 0 ? p / c : 0) }')" >>"$tmp/$tool-$size.txt"
 	return 0
 }
 
@@ -140,6 +173,7 @@ for size in $SIZES; do
 	ip -n "$ns_a" link set "$if_a" mtu "$mtu"
 	ip -n "$ns_b" link set "$if_b" mtu "$mtu"
 	for ((round = 1; round <= ROUNDS; round++)); do
+		wait_quiet
 		run_one c "$size" "$round"
 		run_one xtcp "$size" "$round"
 	done
@@ -150,20 +184,25 @@ echo "Kernel $(uname -r), $(date -u +%F), AF_XDP copy mode txonly on one veth qu
 echo
 # xtcp/C is the ratio of the medians; "per round" is the median of the
 # ratios of the C and xtcp runs of the same round (back to back, so less
-# sensitive to load that drifts across rounds).
-echo "| size (B) | C Mpps | C Gbit/s | xtcp Mpps | xtcp Gbit/s | xtcp/C | xtcp/C per round |"
-echo "|---:|---:|---:|---:|---:|---:|---:|"
+# sensitive to load that drifts across rounds). "per CPU-s" is packets per
+# CPU second of the sender process, the ratio of those medians: a check
+# when other work on the machine steals the sender's core.
+echo "| size (B) | C Mpps | C Gbit/s | xtcp Mpps | xtcp Gbit/s | xtcp/C | xtcp/C per round | xtcp/C per CPU-s |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
 for size in $SIZES; do
 	touch "$tmp/c-$size.txt" "$tmp/xtcp-$size.txt"
 	c_pps=$(cut -d' ' -f2 "$tmp/c-$size.txt" | median)
 	c_gb=$(cut -d' ' -f3 "$tmp/c-$size.txt" | median)
 	x_pps=$(cut -d' ' -f2 "$tmp/xtcp-$size.txt" | median)
 	x_gb=$(cut -d' ' -f3 "$tmp/xtcp-$size.txt" | median)
+	c_eff=$(cut -d' ' -f4 "$tmp/c-$size.txt" | median)
+	x_eff=$(cut -d' ' -f4 "$tmp/xtcp-$size.txt" | median)
 	pair=$(join <(sort "$tmp/c-$size.txt") <(sort "$tmp/xtcp-$size.txt") |
-		awk '$2 > 0 { print $4 / $2 }' | median)
-	awk -v s="$size" -v cp="$c_pps" -v cg="$c_gb" -v xp="$x_pps" -v xg="$x_gb" -v pr="$pair" 'BEGIN {
+		awk '$2 > 0 { print $5 / $2 }' | median)
+	awk -v s="$size" -v cp="$c_pps" -v cg="$c_gb" -v xp="$x_pps" -v xg="$x_gb" -v pr="$pair" -v ce="$c_eff" -v xe="$x_eff" 'BEGIN {
 		ratio = (cp + 0 > 0 && xp != "nan") ? sprintf("%.2f", xp / cp) : "n/a"
 		pair = pr == "nan" ? "n/a" : sprintf("%.2f", pr)
-		printf "| %s | %.3f | %.2f | %.3f | %.2f | %s | %s |\n", s, cp / 1e6, cg, xp / 1e6, xg, ratio, pair
+		eff = (ce + 0 > 0 && xe != "nan") ? sprintf("%.2f", xe / ce) : "n/a"
+		printf "| %s | %.3f | %.2f | %.3f | %.2f | %s | %s | %s |\n", s, cp / 1e6, cg, xp / 1e6, xg, ratio, pair, eff
 	}'
 done

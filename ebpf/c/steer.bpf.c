@@ -45,10 +45,13 @@ struct {
 	__type(value, struct xtcp_ruleset);
 } rules SEC(".maps");
 
-/* config[0] = index of the active slot in `rules` */
+/* config[XTCP_CFG_ACTIVE] = index of the active slot in `rules`;
+ * config[XTCP_CFG_NO_SOCKET_DROP] = 1: a matching packet whose queue has no
+ * socket is dropped (counted) instead of passed to the kernel, which would
+ * answer an xtcp-owned flow with a RST. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, XTCP_CFG_MAX);
 	__type(key, __u32);
 	__type(value, __u32);
 } config SEC(".maps");
@@ -79,8 +82,8 @@ static __always_inline int addr_eq(const __u8 *a, const __u8 *b, int len)
 /* 1 if a rule of the active set matches (family, local address, local port). */
 static __always_inline int match(__u8 family, const __u8 *addr, __u16 port)
 {
-	__u32 zero = 0;
-	__u32 *active = bpf_map_lookup_elem(&config, &zero);
+	__u32 key = XTCP_CFG_ACTIVE;
+	__u32 *active = bpf_map_lookup_elem(&config, &key);
 	if (!active)
 		return 0;
 	__u32 slot = *active & 1;
@@ -120,7 +123,9 @@ static __always_inline int steer(struct xdp_md *ctx, __u8 family,
 	int ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 	if (ret == XDP_REDIRECT)
 		return count(XTCP_CNT_STEERED, ret);
-	return count(XTCP_CNT_NO_SOCKET, ret);
+	__u32 key = XTCP_CFG_NO_SOCKET_DROP;
+	__u32 *drop = bpf_map_lookup_elem(&config, &key);
+	return count(XTCP_CNT_NO_SOCKET, drop && *drop ? XDP_DROP : XDP_PASS);
 }
 
 SEC("xdp.frags")

@@ -37,6 +37,12 @@ struct xtcp_ruleset {
 _Static_assert(sizeof(struct xtcp_rule) == 24, "xtcp_rule layout");
 _Static_assert(sizeof(struct xtcp_ruleset) == 8 + 24 * XTCP_MAX_RULES, "ruleset layout");
 
+enum xtcp_config {
+	XTCP_CFG_ACTIVE = 0,
+	XTCP_CFG_NO_SOCKET_DROP = 1,
+	XTCP_CFG_MAX = 2,
+};
+
 enum xtcp_counter {
 	XTCP_CNT_STEERED = 0,
 	XTCP_CNT_PASSED = 1,

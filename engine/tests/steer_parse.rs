@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use xtcp_engine::xdp::{AttachMode, Rule, Steering};
+use xtcp_engine::xdp::{AttachMode, NoSocket, Rule, Steering};
 
 const PORT: u16 = 5201;
 
@@ -167,4 +167,19 @@ fn matching_packet_without_a_socket_goes_to_the_kernel_and_is_counted() {
     let c = steering.counters().unwrap();
     assert!(c.no_socket >= 1, "{c:?}");
     assert_eq!(c.steered, 0, "{c:?}");
+    drop(_g);
+
+    // With NoSocket::Drop the SYN never reaches the kernel: no RST comes
+    // back, the connect attempt times out, and the drop is counted.
+    let mut steering = steering;
+    steering.set_no_socket(NoSocket::Drop).unwrap();
+    let _g = net.b.ns.enter().unwrap();
+    let err = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from((net.a.ip6, PORT)),
+        Duration::from_millis(1500),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    let c2 = steering.counters().unwrap();
+    assert!(c2.no_socket > c.no_socket, "{c2:?}");
 }

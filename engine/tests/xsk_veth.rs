@@ -115,6 +115,23 @@ fn tx_frames_arrive_intact_in_the_peer_namespace() {
     }
     let st = xs.socks[0].stats().unwrap();
     assert_eq!(st.tx_invalid_descs, 0, "{st:?}");
+
+    // Descriptors that do not fit their frame are refused before the kernel
+    // sees them (it would never complete them, or complete a neighbour).
+    let mut batch = xs.socks[0].tx.batch(4);
+    for (offset, len) in [(0u32, 0u32), (4000, 200), (4097, 10)] {
+        let f = xs.pool.pop().unwrap();
+        let back = batch
+            .push(xtcp_engine::xsk::TxDesc {
+                frame: f,
+                offset,
+                len,
+                contd: false,
+            })
+            .unwrap_err();
+        xs.pool.push(back.frame);
+    }
+    assert_eq!(batch.remaining(), 4, "nothing was queued");
 }
 
 fn multibuffer_both_ways(mtu: u32) {

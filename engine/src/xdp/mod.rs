@@ -9,8 +9,10 @@
 //! [`Steering`] detaches it too.
 //!
 //! Rules live in two slots; [`Steering::set_rules`] writes the inactive one
-//! and then flips the active index, so a packet never sees a half-written
-//! rule set.
+//! and then flips the active index, so a packet being classified sees either
+//! the old or the new set, not a half-written one — unless two updates come
+//! within one program run (microseconds), which rule edits at human or
+//! connection-setup pace do not.
 
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
@@ -87,6 +89,20 @@ fn encode_rules(rules: &[Rule]) -> [u8; RULESET_LEN] {
         r.encode(&mut buf[8 + i * RULE_LEN..8 + (i + 1) * RULE_LEN]);
     }
     buf
+}
+
+/// What happens to a packet that matches a rule but whose RX queue has no
+/// AF_XDP socket (during start-up and shutdown, or when RSS puts a flow on
+/// a queue xtcp does not serve). Counted as `no_socket` either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoSocket {
+    /// Give it to the kernel (which answers with a RST if it has no socket
+    /// for the port).
+    #[default]
+    Pass,
+    /// Drop it: TCP retransmits once a socket is there.
+    Drop,
 }
 
 /// The program's counters, summed over CPUs.
@@ -358,6 +374,15 @@ impl Steering {
         self.active = next;
         self.current = rules.to_vec();
         Ok(())
+    }
+
+    /// Sets what happens to matching packets of a queue without a socket.
+    pub fn set_no_socket(&mut self, action: NoSocket) -> Result<(), XdpError> {
+        let v = u32::from(action == NoSocket::Drop);
+        self.config.set(1, v, 0).map_err(|source| XdpError::Map {
+            map: "config",
+            source,
+        })
     }
 
     /// Adds one rule to the current set.

@@ -200,8 +200,13 @@ impl<T: Copy> ProdRing<T> {
     }
 
     /// True if the consumer asked for a wakeup (`XDP_RING_NEED_WAKEUP`).
+    ///
+    /// A full fence first: the flag must be read after the producer index
+    /// was published (a store-load order that Release alone does not give),
+    /// or a wakeup the kernel asked for just then could be missed.
     #[inline]
     pub fn needs_wakeup(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.mem.flags().load(Ordering::Relaxed) & NEED_WAKEUP != 0
     }
 }

@@ -135,6 +135,7 @@ pub struct TxDesc {
 pub struct FillQueue {
     ring: ProdRing<u64>,
     fd: Arc<OwnedFd>,
+    umem: Arc<Umem>,
 }
 
 /// The completion ring: transmitted frames coming back.
@@ -154,6 +155,7 @@ pub struct RxQueue {
 pub struct TxQueue {
     ring: ProdRing<Desc>,
     fd: Arc<OwnedFd>,
+    umem: Arc<Umem>,
 }
 
 impl FillQueue {
@@ -166,7 +168,8 @@ impl FillQueue {
         for i in 0..n {
             // `n <= pool.len()`, so pop always yields.
             if let Some(frame) = pool.pop() {
-                self.ring.write(start.wrapping_add(i), frame.addr().0);
+                let base = self.umem.check(&frame);
+                self.ring.write(start.wrapping_add(i), base as u64);
             }
         }
         self.ring.submit(n);
@@ -213,10 +216,11 @@ impl CompQueue {
     #[inline]
     pub fn complete(&mut self, pool: &mut Vec<Frame>, max: u32) -> u32 {
         let size = self.umem.frame_size();
+        let id = self.umem.id();
         let (start, n) = self.ring.peek(max);
         for i in 0..n {
             let addr = self.ring.read(start.wrapping_add(i));
-            pool.push(Frame::from_kernel(FrameAddr(addr), size));
+            pool.push(Frame::from_kernel(FrameAddr(addr), size, id));
         }
         self.ring.release(n);
         n
@@ -233,11 +237,12 @@ impl RxQueue {
     #[inline]
     pub fn recv(&mut self, max: u32, mut f: impl FnMut(RxDesc)) -> u32 {
         let size = self.umem.frame_size();
+        let id = self.umem.id();
         let (start, n) = self.ring.peek(max);
         for i in 0..n {
             let d = self.ring.read(start.wrapping_add(i));
             f(RxDesc {
-                frame: Frame::from_kernel(d.addr, size),
+                frame: Frame::from_kernel(d.addr, size, id),
                 offset: d.addr.offset_in_frame(size) as u32,
                 len: d.len,
                 contd: d.is_contd(),
@@ -262,6 +267,7 @@ impl RxQueue {
 /// batch submits what was pushed and gives back the rest.
 pub struct TxBatch<'a> {
     ring: &'a mut ProdRing<Desc>,
+    umem: &'a Umem,
     start: u32,
     reserved: u32,
     pushed: u32,
@@ -274,13 +280,23 @@ impl TxBatch<'_> {
         self.reserved - self.pushed
     }
 
-    /// Queues one descriptor; gives it back if the batch is full.
+    /// Queues one descriptor; gives it back if the batch is full or the
+    /// descriptor does not fit its frame (`len` 0, or `offset + len` past
+    /// the frame's end: the kernel would reject it and never complete the
+    /// frame, or complete a neighbouring one).
+    ///
+    /// # Panics
+    /// If the frame belongs to another UMEM.
     #[inline]
     pub fn push(&mut self, d: TxDesc) -> Result<(), TxDesc> {
-        if self.pushed == self.reserved {
+        let base = self.umem.check(&d.frame);
+        if self.pushed == self.reserved
+            || d.len == 0
+            || d.offset as usize + d.len as usize > self.umem.frame_size().bytes()
+        {
             return Err(d);
         }
-        let desc = Desc::new(d.frame.addr().add(d.offset as usize), d.len, d.contd);
+        let desc = Desc::new(FrameAddr(base as u64 + u64::from(d.offset)), d.len, d.contd);
         self.ring.write(self.start.wrapping_add(self.pushed), desc);
         self.pushed += 1;
         Ok(())
@@ -301,6 +317,7 @@ impl TxQueue {
         let (start, reserved) = self.ring.reserve(n);
         TxBatch {
             ring: &mut self.ring,
+            umem: &self.umem,
             start,
             reserved,
             pushed: 0,
@@ -778,6 +795,7 @@ impl Xsk {
             fill: FillQueue {
                 ring: ProdRing::new(fill),
                 fd: fd.clone(),
+                umem: umem.clone(),
             },
             comp: CompQueue {
                 ring: ConsRing::new(comp),
@@ -791,6 +809,7 @@ impl Xsk {
             tx: TxQueue {
                 ring: ProdRing::new(tx),
                 fd: fd.clone(),
+                umem: umem.clone(),
             },
             fd,
             umem: umem.clone(),

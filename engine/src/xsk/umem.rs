@@ -41,9 +41,13 @@ impl Default for UmemConfig {
 /// [`Umem::take_frames`] (once, all of them) and come back from the RX and
 /// completion rings. Handing a frame to the fill or TX ring consumes its
 /// token, so the frame cannot be touched while the kernel owns it.
+///
+/// A token also names its UMEM: using it with another UMEM (or its rings)
+/// panics instead of aliasing another UMEM's frame.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frame {
     addr: FrameAddr,
+    umem: u32,
 }
 
 impl Frame {
@@ -55,9 +59,10 @@ impl Frame {
 
     /// Re-creates a token for a frame returned by the kernel.
     #[inline]
-    pub(crate) fn from_kernel(addr: FrameAddr, size: FrameSize) -> Frame {
+    pub(crate) fn from_kernel(addr: FrameAddr, size: FrameSize, umem: u32) -> Frame {
         Frame {
             addr: addr.frame_base(size),
+            umem,
         }
     }
 }
@@ -178,17 +183,29 @@ impl Umem {
         (0..u64::from(self.config.frame_count))
             .map(|i| Frame {
                 addr: FrameAddr(i * fs),
+                umem: self.id,
             })
             .collect()
     }
 
+    /// This UMEM's id (tokens carry it).
     #[inline]
-    fn check(&self, addr: FrameAddr) -> usize {
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Panics unless `frame` is a token of this UMEM; returns its offset.
+    #[inline]
+    pub(crate) fn check(&self, frame: &Frame) -> usize {
         let fs = self.config.frame_size.bytes();
-        let base = addr.0 as usize;
+        let base = frame.addr.0 as usize;
         assert!(
-            base.is_multiple_of(fs) && base + fs <= self.config.frame_count as usize * fs,
-            "frame {addr:?} does not belong to UMEM {}",
+            frame.umem == self.id
+                && base.is_multiple_of(fs)
+                && base + fs <= self.config.frame_count as usize * fs,
+            "frame {:?} of UMEM {} does not belong to UMEM {}",
+            frame.addr,
+            frame.umem,
             self.id
         );
         base
@@ -197,7 +214,7 @@ impl Umem {
     /// The bytes of a frame userspace owns.
     #[inline]
     pub fn frame<'a>(&'a self, frame: &'a Frame) -> &'a [u8] {
-        let base = self.check(frame.addr);
+        let base = self.check(frame);
         // SAFETY: `check` keeps the range inside the mapping; the token proves
         // userspace owns the frame (the kernel does not write it), and the
         // shared borrow of the token prevents a concurrent `frame_mut`.
@@ -209,7 +226,7 @@ impl Umem {
     /// The bytes of a frame userspace owns, writable.
     #[inline]
     pub fn frame_mut<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
-        let base = self.check(frame.addr);
+        let base = self.check(frame);
         // SAFETY: in bounds (`check`); tokens are unique per frame and this
         // one is borrowed exclusively, so no other slice of the frame exists;
         // the kernel does not touch frames whose token userspace holds.
@@ -242,7 +259,7 @@ mod tests {
         assert_eq!(&umem.frame(&frames[3])[..4], b"xtcp");
         assert_eq!(umem.frame(&frames[2])[0], 0);
         assert_eq!(
-            Frame::from_kernel(FrameAddr(3 * 2048 + 256), FrameSize::F2048),
+            Frame::from_kernel(FrameAddr(3 * 2048 + 256), FrameSize::F2048, umem.id),
             frames[3]
         );
     }
@@ -277,6 +294,7 @@ mod tests {
         })
         .unwrap();
         let frames = big.take_frames();
-        let _ = small.frame(&frames[7]);
+        // Even an address that exists in `small` is refused: the token names `big`.
+        let _ = small.frame(&frames[1]);
     }
 }
