@@ -224,6 +224,8 @@ pub struct WorkerReport {
     pub gbps: f64,
     /// Loop turns that found no room on the TX ring (txonly, l2fwd).
     pub tx_ring_full_events: u64,
+    /// Loop turns that had no free frame to send (txonly: all in flight).
+    pub no_free_frame_events: u64,
     /// Wakeup syscalls made.
     pub wakeups: u64,
     /// XDP_STATISTICS at the end.
@@ -410,7 +412,7 @@ fn print_report(r: &WorkerReport) {
     let s = &r.xdp_stats;
     println!(
         "{}: XDP statistics: rx_dropped {} rx_invalid {} tx_invalid {} rx_ring_full {} \
-         fill_ring_empty {} tx_ring_empty {}; TX ring full {}, wakeups {}",
+         fill_ring_empty {} tx_ring_empty {}; TX ring full {}, no free frame {}, wakeups {}",
         r.side,
         s.rx_dropped,
         s.rx_invalid_descs,
@@ -419,6 +421,7 @@ fn print_report(r: &WorkerReport) {
         s.rx_fill_ring_empty_descs,
         s.tx_ring_empty_descs,
         r.tx_ring_full_events,
+        r.no_free_frame_events,
         r.wakeups
     );
     if let Some(c) = &r.steer {
@@ -585,9 +588,24 @@ fn worker(
         st.register(spec.queue, &x)?;
     }
     let xdp_mode = steering.as_ref().map(|s| s.mode());
+
+    let mut pool = umem.take_frames();
+    if let Some(pkt) = &pkt {
+        let k = pkt.len().div_ceil(fs);
+        if !x.info().zerocopy && k > COPY_MAX_DESCS {
+            bail!(
+                "a {}-byte packet needs {k} descriptors of {fs} bytes, more than copy mode \
+                 takes ({COPY_MAX_DESCS}): use --frame-size 4096 or a smaller --size",
+                pkt.len()
+            );
+        }
+    } else {
+        // Receivers start with a full fill ring.
+        let n = x.fill.size();
+        x.fill.fill(&mut pool, n);
+    }
     let _ = out.send(Msg::Bound(spec.side, x.info().clone(), xdp_mode));
 
-    let pool = umem.take_frames();
     let start = Instant::now();
     let mut meter = Meter {
         side: spec.side,
@@ -603,7 +621,7 @@ fn worker(
     let mut c = Counts::default();
     match spec.mode {
         Mode::Rxdrop => rxdrop(spec, &mut x, pool, end, stop, &mut meter, &mut c),
-        Mode::L2fwd => l2fwd(spec, &mut x, &umem, pool, end, stop, &mut meter, &mut c),
+        Mode::L2fwd => l2fwd(spec, &mut x, &umem, pool, end, stop, &mut meter, &mut c)?,
         Mode::Txonly => {
             let pkt = pkt.as_deref().unwrap_or_default();
             txonly(
@@ -611,7 +629,13 @@ fn worker(
             )?
         }
     }
-    let seconds = start.elapsed().as_secs_f64();
+    // Rates over the window in which packets moved (receivers: first to
+    // last packet; senders: the send loop), not start-up or drain time.
+    let seconds = c
+        .window
+        .map(|(a, b)| b.duration_since(a).as_secs_f64())
+        .filter(|&s| s > 0.0)
+        .unwrap_or_else(|| start.elapsed().as_secs_f64());
     let xdp_stats = x.stats()?;
     let steer = match &steering {
         Some(s) => Some(s.counters()?),
@@ -628,6 +652,7 @@ fn worker(
         pps: c.packets as f64 / seconds,
         gbps: c.bytes as f64 * 8.0 / seconds / 1e9,
         tx_ring_full_events: c.ring_full,
+        no_free_frame_events: c.no_frames,
         wakeups: c.wakeups,
         xdp_stats,
         steer,
@@ -640,8 +665,24 @@ struct Counts {
     packets: u64,
     bytes: u64,
     ring_full: u64,
+    no_frames: u64,
     wakeups: u64,
+    /// When packets started and stopped moving.
+    window: Option<(Instant, Instant)>,
 }
+
+impl Counts {
+    #[inline]
+    fn saw_packets(&mut self, now: Instant) {
+        match &mut self.window {
+            Some((_, last)) => *last = now,
+            None => self.window = Some((now, now)),
+        }
+    }
+}
+
+/// Descriptors one packet may span in copy mode (`MAX_SKB_FRAGS` + 1).
+const COPY_MAX_DESCS: usize = 18;
 
 fn rxdrop(
     spec: &WorkerSpec,
@@ -652,8 +693,6 @@ fn rxdrop(
     meter: &mut Meter<'_>,
     c: &mut Counts,
 ) {
-    let fill_size = x.fill.size();
-    x.fill.fill(&mut pool, fill_size);
     loop {
         let now = Instant::now();
         if now >= end || stop.load(Ordering::Relaxed) {
@@ -669,6 +708,7 @@ fn rxdrop(
             pool.push(d.frame);
         });
         if n > 0 {
+            c.saw_packets(now);
             let want = pool.len() as u32;
             x.fill.fill(&mut pool, want);
         } else if spec.wakeup == Wakeup::Need && x.fill.needs_wakeup() {
@@ -688,9 +728,7 @@ fn l2fwd(
     stop: &AtomicBool,
     meter: &mut Meter<'_>,
     c: &mut Counts,
-) {
-    let fill_size = x.fill.size();
-    x.fill.fill(&mut pool, fill_size);
+) -> anyhow::Result<()> {
     let mut first_of_packet = true;
     loop {
         let now = Instant::now();
@@ -731,14 +769,21 @@ fn l2fwd(
             });
         });
         drop(batch);
-        if n > 0 && (spec.wakeup != Wakeup::Need || x.tx.needs_wakeup()) {
+        if n > 0 {
+            c.saw_packets(now);
+        }
+        // Kick whenever descriptors wait on the TX ring, also on turns that
+        // received nothing (a full TX ring leaves no room to receive).
+        if x.tx.in_flight() > 0 && (spec.wakeup != Wakeup::Need || x.tx.needs_wakeup()) {
             c.wakeups += 1;
-            let _ = x.tx.kick();
-        } else if n == 0 && spec.wakeup == Wakeup::Need && x.fill.needs_wakeup() {
+            x.tx.kick().context("sendto (TX wakeup) failed")?;
+        }
+        if n == 0 && spec.wakeup == Wakeup::Need && x.fill.needs_wakeup() {
             c.wakeups += 1;
             x.fill.wakeup();
         }
     }
+    Ok(())
 }
 
 #[expect(clippy::too_many_arguments, reason = "one loop's state, kept explicit")]
@@ -768,10 +813,12 @@ fn txonly(
     let mut done: Vec<Frame> = Vec::with_capacity(umem.frame_count() as usize);
     let size = pkt.len() as u64;
     let mut completed_pieces: u64 = 0;
-    loop {
+    let mut submitted_pieces: u64 = 0;
+    let loop_start = Instant::now();
+    let loop_end = loop {
         let now = Instant::now();
         if now >= end || stop.load(Ordering::Relaxed) {
-            break;
+            break now;
         }
         c.packets = completed_pieces / k as u64;
         c.bytes = c.packets * size;
@@ -785,7 +832,12 @@ fn txonly(
             x.poll(libc::POLLOUT, 100);
         }
         let mut batch = x.tx.batch(spec.batch * k as u32);
-        let mut queued = 0;
+        let mut queued = 0u64;
+        if batch.remaining() < k as u32 {
+            c.ring_full += 1;
+        } else if free.iter().any(|v| v.is_empty()) {
+            c.no_frames += 1;
+        }
         while batch.remaining() as usize >= k && free.iter().all(|v| !v.is_empty()) {
             for (pos, list) in free.iter_mut().enumerate() {
                 let Some(frame) = list.pop() else { break };
@@ -799,27 +851,34 @@ fn txonly(
             }
             queued += 1;
         }
-        if queued == 0 {
-            c.ring_full += 1;
-        }
         drop(batch);
-        if spec.wakeup != Wakeup::Need || x.tx.needs_wakeup() {
+        submitted_pieces += queued * k as u64;
+        let outstanding = submitted_pieces > completed_pieces;
+        if outstanding && (spec.wakeup != Wakeup::Need || x.tx.needs_wakeup()) {
             c.wakeups += 1;
             if let Err(e) = x.tx.kick() {
                 return Err(e).context("sendto (TX wakeup) failed");
             }
         }
-    }
-    // Let the last transmissions complete so they are counted.
-    let drain_end = Instant::now() + Duration::from_millis(200);
-    while x.tx.in_flight() > 0 && Instant::now() < drain_end {
+    };
+    // Wait (bounded) for what was submitted in the window to complete, so
+    // that it is counted; the rate still divides by the send window.
+    let drain_end = Instant::now() + Duration::from_secs(1);
+    while completed_pieces < submitted_pieces && Instant::now() < drain_end {
         let _ = x.tx.kick();
         completed_pieces += u64::from(x.comp.complete(&mut done, u32::MAX));
         done.clear();
+        std::hint::spin_loop();
     }
-    completed_pieces += u64::from(x.comp.complete(&mut done, u32::MAX));
+    if completed_pieces < submitted_pieces {
+        tracing::warn!(
+            "{} descriptors still not completed 1 s after the run",
+            submitted_pieces - completed_pieces
+        );
+    }
     c.packets = completed_pieces / k as u64;
     c.bytes = c.packets * size;
+    c.window = Some((loop_start, loop_end));
     Ok(())
 }
 
@@ -875,18 +934,33 @@ fn run_testnet(
     let (ra, rb) = std::thread::scope(|sc| -> anyhow::Result<_> {
         let txc_a = txc.clone();
         let (ready_tx, ready_rx) = mpsc::channel::<()>();
-        let ha = sc.spawn(|| {
+        let stop = &stop;
+        let ha = sc.spawn(move || {
             let _g = net.a.ns.enter()?;
-            let r = worker_with_ready(&a, &stop, &txc_a, ready_tx);
+            let r = worker_with_ready(&a, stop, &txc_a, ready_tx);
+            if r.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
             drop(txc_a);
             r
         });
-        // Wait until A is bound (or failed) before B starts sending.
+        // Wait until A is bound and its fill ring full before B sends; if A
+        // failed instead, B never starts.
         let _ = ready_rx.recv_timeout(Duration::from_secs(10));
+        if ha.is_finished() {
+            drop(txc);
+            let ra = ha.join().expect("rx worker panicked");
+            return Err(ra
+                .err()
+                .unwrap_or_else(|| anyhow::anyhow!("side A ended before B started")));
+        }
         let txc_b = txc.clone();
-        let hb = sc.spawn(|| {
+        let hb = sc.spawn(move || {
             let _g = net.b.ns.enter()?;
-            let r = worker(&b, &stop, &txc_b);
+            let r = worker(&b, stop, &txc_b);
+            if r.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
             drop(txc_b);
             r
         });
@@ -897,9 +971,6 @@ fn run_testnet(
             }
         }
         let rb = hb.join().expect("tx worker panicked");
-        if rb.is_err() {
-            stop.store(true, Ordering::Relaxed);
-        }
         let ra = ha.join().expect("rx worker panicked");
         Ok((ra?, rb?))
     })?;

@@ -317,3 +317,45 @@ fn clear_errors_for_what_users_get_wrong() {
     );
     fails_with(&nobody(&["--iface", a, "--duration", "0.2"]), &["root"]);
 }
+
+#[test]
+fn testnet_refuses_what_the_path_cannot_carry_and_stops_both_sides_on_error() {
+    // Copy mode takes at most 18 descriptors per packet.
+    let out = Command::new(XTCP)
+        .args([
+            "xsk-bench",
+            "--testnet",
+            "--frame-size",
+            "2048",
+            "--size",
+            "38000",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    fails_with(&out, &["19 descriptors", "--frame-size 4096"]);
+
+    // Side A fails (no zero-copy on veth): side B never starts (it would
+    // print its "bound" line) and the command ends without running --duration.
+    let out = Command::new(XTCP)
+        .args([
+            "xsk-bench",
+            "--testnet",
+            "--bind",
+            "zerocopy",
+            "--duration",
+            "30",
+        ])
+        .output()
+        .unwrap();
+    fails_with(&out, &["zero-copy", "driver: veth"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("# tx:"),
+        "B did not start"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "failed early, not after the run"
+    );
+}
