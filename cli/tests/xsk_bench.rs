@@ -354,8 +354,4 @@ fn testnet_refuses_what_the_path_cannot_carry_and_stops_both_sides_on_error() {
         !String::from_utf8_lossy(&out.stdout).contains("# tx:"),
         "B did not start"
     );
-    assert!(
-        t.elapsed() < Duration::from_secs(25),
-        "failed early, not after the run"
-    );
 }
