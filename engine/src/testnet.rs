@@ -170,8 +170,13 @@ pub struct NsGuard {
 impl Drop for NsGuard {
     fn drop(&mut self) {
         if let Err(e) = setns(&self.home) {
-            // The thread would keep running in the wrong namespace.
-            panic!("cannot return to the original network namespace: {e}");
+            // The thread would keep running in the wrong namespace: fail
+            // loudly, but do not panic while already unwinding (abort).
+            if std::thread::panicking() {
+                eprintln!("cannot return to the original network namespace: {e}");
+            } else {
+                panic!("cannot return to the original network namespace: {e}");
+            }
         }
     }
 }
@@ -223,12 +228,17 @@ pub fn is_root() -> bool {
 fn mac_of(ns: &Netns, iface: &str) -> Result<[u8; 6], TestNetError> {
     let out = ns.exec(&["cat", &format!("/sys/class/net/{iface}/address")])?;
     let s = String::from_utf8_lossy(&out.stdout);
+    let bad = || TestNetError::Failed {
+        cmd: format!("read MAC of {iface}"),
+        stderr: s.to_string(),
+    };
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
     let mut mac = [0u8; 6];
-    for (i, part) in s.trim().split(':').enumerate().take(6) {
-        mac[i] = u8::from_str_radix(part, 16).map_err(|_| TestNetError::Failed {
-            cmd: format!("read MAC of {iface}"),
-            stderr: s.to_string(),
-        })?;
+    for (m, part) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(part, 16).map_err(|_| bad())?;
     }
     Ok(mac)
 }
