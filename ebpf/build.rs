@@ -8,7 +8,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["steer"];
+const PROGRAMS: &[&str] = &["steer", "impair"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

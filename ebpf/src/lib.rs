@@ -24,3 +24,14 @@ pub const MAX_RULES: usize = 16;
 
 /// Number of entries of the XSKMAP (`XTCP_MAX_QUEUES`).
 pub const MAX_QUEUES: u32 = 256;
+
+static IMPAIR_OBJ: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/impair.bpf.o")));
+
+/// The test-only impairment program (`SEC("classifier") xtcp_impair`): drops and
+/// duplicates TCP packets at random; maps `impair_cfg` and
+/// `impair_counters` (per-CPU u64 × 3: seen, dropped, duplicated).
+pub static IMPAIR: &[u8] = &IMPAIR_OBJ.0;
+
+/// Name of the program function in [`IMPAIR`].
+pub const IMPAIR_PROGRAM: &str = "xtcp_impair";

@@ -14,6 +14,8 @@
 //! within one program run (microseconds), which rule edits at human or
 //! connection-setup pace do not.
 
+pub mod impair;
+
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::os::fd::{AsFd, AsRawFd};

@@ -1,0 +1,158 @@
+//! Path impairment for tests: a tc (TCX) program on the kernel peer's side
+//! of a test network that drops and duplicates TCP packets at random and
+//! counts what it did (this kernel has no netem). Attached through a BPF
+//! link, so it goes away with the process.
+
+use aya::Ebpf;
+use aya::maps::{Array, MapData, PerCpuArray};
+use aya::programs::{ProgramError, SchedClassifier, TcAttachType};
+
+use super::XdpError;
+
+/// Which way the impaired packets travel through the interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// Packets arriving at the interface (sent by the other side).
+    Ingress,
+    /// Packets the interface's own kernel sends.
+    Egress,
+}
+
+/// Rates, in parts per million of the TCP packets seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImpairConfig {
+    /// Dropped.
+    pub drop_ppm: u32,
+    /// Duplicated (the copy follows the original).
+    pub dup_ppm: u32,
+    /// Only TCP packets from or to this port; `None`: all TCP.
+    pub port: Option<u16>,
+}
+
+impl ImpairConfig {
+    /// Drops `percent` % of the TCP packets.
+    pub fn loss(percent: f64) -> ImpairConfig {
+        ImpairConfig {
+            drop_ppm: (percent * 10_000.0).round() as u32,
+            ..ImpairConfig::default()
+        }
+    }
+}
+
+/// What the program did, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImpairCounters {
+    /// TCP packets that matched.
+    pub seen: u64,
+    /// Of those, dropped.
+    pub dropped: u64,
+    /// Of those, duplicated.
+    pub duplicated: u64,
+}
+
+/// The impairment program attached to one interface and hook.
+pub struct Impairment {
+    config: Array<MapData, [u32; 4]>,
+    counters: PerCpuArray<MapData, u64>,
+    hook: Hook,
+    _ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for Impairment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Impairment")
+            .field("hook", &self.hook)
+            .finish()
+    }
+}
+
+impl Impairment {
+    /// Loads the program and attaches it to `iface` at `hook` with `cfg`.
+    pub fn attach(iface: &str, hook: Hook, cfg: ImpairConfig) -> Result<Impairment, XdpError> {
+        crate::xsk::ifindex(iface).map_err(|_| XdpError::NoInterface {
+            iface: iface.to_owned(),
+        })?;
+        let load_err = |e: Box<dyn std::error::Error + Send + Sync>| XdpError::Load { source: e };
+        let mut ebpf = Ebpf::load(xtcp_ebpf::IMPAIR).map_err(|e| load_err(Box::new(e)))?;
+        let mut config: Array<MapData, [u32; 4]> = Array::try_from(
+            ebpf.take_map("impair_cfg")
+                .ok_or_else(|| load_err("map impair_cfg missing".into()))?,
+        )
+        .map_err(|source| XdpError::Map {
+            map: "impair_cfg",
+            source,
+        })?;
+        let counters = PerCpuArray::try_from(
+            ebpf.take_map("impair_counters")
+                .ok_or_else(|| load_err("map impair_counters missing".into()))?,
+        )
+        .map_err(|source| XdpError::Map {
+            map: "impair_counters",
+            source,
+        })?;
+        config
+            .set(0, encode(cfg, hook), 0)
+            .map_err(|source| XdpError::Map {
+                map: "impair_cfg",
+                source,
+            })?;
+        let prog: &mut SchedClassifier = ebpf
+            .program_mut(xtcp_ebpf::IMPAIR_PROGRAM)
+            .ok_or_else(|| load_err("program xtcp_impair missing".into()))?
+            .try_into()
+            .map_err(|e: ProgramError| load_err(Box::new(e)))?;
+        prog.load().map_err(|e| load_err(Box::new(e)))?;
+        let attach = match hook {
+            Hook::Ingress => TcAttachType::Ingress,
+            Hook::Egress => TcAttachType::Egress,
+        };
+        prog.attach(iface, attach)
+            .map_err(|source| XdpError::Attach {
+                iface: iface.to_owned(),
+                mode: "tc",
+                hint: "; tc BPF programs need Linux 6.6+ (TCX links) or a clsact qdisc".to_owned(),
+                source: Box::new(source),
+            })?;
+        Ok(Impairment {
+            config,
+            counters,
+            hook,
+            _ebpf: ebpf,
+        })
+    }
+
+    /// Changes the rates.
+    pub fn set(&mut self, cfg: ImpairConfig) -> Result<(), XdpError> {
+        self.config
+            .set(0, encode(cfg, self.hook), 0)
+            .map_err(|source| XdpError::Map {
+                map: "impair_cfg",
+                source,
+            })
+    }
+
+    /// Reads the counters.
+    pub fn counters(&self) -> Result<ImpairCounters, XdpError> {
+        let get = |i: u32| -> Result<u64, XdpError> {
+            let v = self.counters.get(&i, 0).map_err(|source| XdpError::Map {
+                map: "impair_counters",
+                source,
+            })?;
+            Ok(v.iter().sum())
+        };
+        Ok(ImpairCounters {
+            seen: get(0)?,
+            dropped: get(1)?,
+            duplicated: get(2)?,
+        })
+    }
+}
+
+fn encode(cfg: ImpairConfig, hook: Hook) -> [u32; 4] {
+    [
+        cfg.drop_ppm.min(1_000_000),
+        cfg.dup_ppm.min(1_000_000),
+        u32::from(cfg.port.unwrap_or(0)),
+        u32::from(hook == Hook::Ingress),
+    ]
+}

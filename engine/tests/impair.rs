@@ -1,0 +1,150 @@
+//! The test-only impairment program: random loss and duplication of TCP
+//! packets on the kernel peer's side, counted.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::*;
+use socket2::{Domain, Protocol, Socket, Type};
+use xtcp_engine::testnet::{Side, TestNet};
+use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
+
+const PORT: u16 = 7100;
+
+/// A raw TCP socket in `side`'s namespace: a copy of every TCP packet the
+/// kernel there receives.
+fn tcp_tap(side: &Side) -> Socket {
+    let _g = side.ns.enter().unwrap();
+    Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::TCP)).unwrap()
+}
+
+/// Counts TCP packets to `port` on the tap: waits up to 5 s for the first,
+/// then until it is quiet for 300 ms.
+fn count(mut tap: &Socket, port: u16) -> usize {
+    let mut buf = [0u8; 2048];
+    let mut n = 0;
+    tap.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for _ in 0..1_000_000 {
+        match tap.read(&mut buf) {
+            Ok(len) if len >= 24 => {
+                tap.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                let ihl = usize::from(buf[0] & 0xf) * 4;
+                if u16::from_be_bytes([buf[ihl + 2], buf[ihl + 3]]) == port {
+                    n += 1;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+/// Sends `n` TCP packets from `from` to `to`:`port` through the kernel.
+fn send(from: &Side, to: &Side, port: u16, n: usize) {
+    let _g = from.ns.enter().unwrap();
+    let raw = raw_ip_sender();
+    for i in 0..n {
+        send_ip(
+            &raw,
+            &tcp_frame(from, to, 40000, port, i as u32, b"impair"),
+            to.ip4,
+        );
+        if i % 64 == 63 {
+            // Stay below the receive buffer of the tap.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+fn net() -> TestNet {
+    testnet(1500, 1)
+}
+
+#[test]
+fn ingress_loss_drops_about_the_configured_fraction() {
+    let net = net();
+    let imp = {
+        let _g = net.b.ns.enter().unwrap();
+        Impairment::attach(&net.b.iface, Hook::Ingress, ImpairConfig::loss(30.0)).unwrap()
+    };
+    let tap = tcp_tap(&net.b);
+    const N: usize = 2000;
+    // Read while sending: the tap's receive buffer holds only a few hundred.
+    let reader = std::thread::spawn(move || count(&tap, PORT));
+    send(&net.a, &net.b, PORT, N);
+    let got = reader.join().unwrap();
+    let c = imp.counters().unwrap();
+    assert_eq!(c.seen, N as u64, "{c:?}");
+    // Binomial(2000, 0.3): mean 600, sd 20.5; ±150 is over 7 sd.
+    assert!((450..=750).contains(&c.dropped), "{c:?}");
+    assert_eq!(
+        got as u64,
+        c.seen - c.dropped,
+        "the tap saw what was not dropped"
+    );
+    assert_eq!(c.duplicated, 0);
+}
+
+#[test]
+fn duplication_and_port_filter() {
+    let net = net();
+    let imp = {
+        let _g = net.b.ns.enter().unwrap();
+        Impairment::attach(
+            &net.b.iface,
+            Hook::Ingress,
+            ImpairConfig {
+                drop_ppm: 0,
+                dup_ppm: 1_000_000,
+                port: Some(PORT),
+            },
+        )
+        .unwrap()
+    };
+    let tap = tcp_tap(&net.b);
+    send(&net.a, &net.b, PORT, 60);
+    send(&net.a, &net.b, PORT + 1, 30);
+    // Count both ports from one pass over the tap.
+    let mut buf = [0u8; 2048];
+    let (mut on_port, mut other) = (0, 0);
+    let mut t = &tap;
+    t.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    while let Ok(len) = t.read(&mut buf) {
+        if len < 24 {
+            continue;
+        }
+        let ihl = usize::from(buf[0] & 0xf) * 4;
+        match u16::from_be_bytes([buf[ihl + 2], buf[ihl + 3]]) {
+            p if p == PORT => on_port += 1,
+            p if p == PORT + 1 => other += 1,
+            _ => {}
+        }
+    }
+    let c = imp.counters().unwrap();
+    assert_eq!((c.seen, c.duplicated, c.dropped), (60, 60, 0), "{c:?}");
+    assert_eq!(on_port, 120, "every packet to the port arrived twice");
+    assert_eq!(other, 30, "other ports untouched");
+}
+
+#[test]
+fn egress_loss_impairs_what_the_peer_kernel_sends() {
+    let net = net();
+    let mut imp = {
+        let _g = net.b.ns.enter().unwrap();
+        Impairment::attach(&net.b.iface, Hook::Egress, ImpairConfig::loss(100.0)).unwrap()
+    };
+    let tap = tcp_tap(&net.a);
+    send(&net.b, &net.a, PORT, 50);
+    // Nothing arrives: this waits out count()'s 5 s first-packet timeout.
+    assert_eq!(count(&tap, PORT), 0, "all dropped on the way out");
+    imp.set(ImpairConfig::default()).unwrap();
+    send(&net.b, &net.a, PORT, 50);
+    assert_eq!(count(&tap, PORT), 50, "rates change at run time");
+    let c = imp.counters().unwrap();
+    assert_eq!((c.seen, c.dropped), (100, 50), "{c:?}");
+}
