@@ -9,7 +9,7 @@
 //!
 //! Rates count Ethernet frames without FCS/preamble: Gbit/s = frame bytes × 8.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +20,7 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::Serialize;
 use xtcp_engine::frame::FrameSize;
+use xtcp_engine::netlink::neigh::resolve;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::xdp::{AttachMode, Rule, SteerCounters, Steering};
 use xtcp_engine::xsk::{
@@ -166,7 +167,8 @@ pub struct XskBenchArgs {
     /// txonly: destination IPv4 address.
     #[arg(long, required_if_eq("mode", "txonly"))]
     pub dst_ip: Option<Ipv4Addr>,
-    /// txonly: destination MAC (default: from the neighbour table for --dst-ip).
+    /// txonly: destination MAC (default: the kernel's next hop for --dst-ip,
+    /// resolved with ARP if needed).
     #[arg(long)]
     pub dst_mac: Option<Mac>,
     /// Pin the worker to this CPU core.
@@ -468,21 +470,6 @@ impl Meter<'_> {
     }
 }
 
-fn lookup_neighbour(iface: &str, ip: Ipv4Addr) -> Option<[u8; 6]> {
-    // /proc/thread-self follows this thread's network namespace.
-    let arp = std::fs::read_to_string("/proc/thread-self/net/arp").ok()?;
-    for line in arp.lines().skip(1) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() >= 6 && f[0] == ip.to_string() && f[5] == iface {
-            let m: Mac = f[3].parse().ok()?;
-            if m.0 != [0; 6] {
-                return Some(m.0);
-            }
-        }
-    }
-    None
-}
-
 /// Builds the txonly packet: Ethernet + IPv4 + TCP (ACK) + pattern payload.
 fn build_packet(spec: &WorkerSpec) -> anyhow::Result<Vec<u8>> {
     let src_mac = xsk::iface_mac(&spec.iface)?;
@@ -494,12 +481,21 @@ fn build_packet(spec: &WorkerSpec) -> anyhow::Result<Vec<u8>> {
     };
     let dst_mac = match spec.dst_mac {
         Some(m) => m,
-        None => lookup_neighbour(&spec.iface, dst_ip).with_context(|| {
-            format!(
-                "no neighbour entry for {dst_ip} on {}: pass --dst-mac, or ping {dst_ip} first",
-                spec.iface
-            )
-        })?,
+        None => {
+            // The kernel's next hop, resolved (ARP) if it is not known yet.
+            let hop = resolve(IpAddr::V4(dst_ip), Duration::from_secs(3))
+                .with_context(|| format!("finding the MAC of {dst_ip} (or pass --dst-mac)"))?;
+            let ifindex = xsk::ifindex(&spec.iface)?;
+            if hop.route.oif != ifindex {
+                bail!(
+                    "the kernel routes {dst_ip} through interface index {}, not {} (index \
+                     {ifindex}): pass --dst-mac to send there anyway",
+                    hop.route.oif,
+                    spec.iface
+                );
+            }
+            hop.mac
+        }
     };
     let payload_len = spec.size.saturating_sub(14 + 20 + 20);
     let payload: Vec<u8> = (0..payload_len).map(|i| (i % 251) as u8).collect();

@@ -355,3 +355,45 @@ fn testnet_refuses_what_the_path_cannot_carry_and_stops_both_sides_on_error() {
         "B did not start"
     );
 }
+
+#[test]
+fn txonly_finds_the_destination_mac_through_the_kernel() {
+    let net = testnet(1500, 1);
+    let peer = net.b.ip4.to_string();
+    net.a
+        .ns
+        .ip(&["neigh", "del", &peer, "dev", &net.a.iface])
+        .unwrap();
+    let out = net
+        .a
+        .ns
+        .command(XTCP)
+        .args([
+            "xsk-bench",
+            "--iface",
+            &net.a.iface,
+            "--mode",
+            "txonly",
+            "--dst-ip",
+            &peer,
+            "--duration",
+            "0.3",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    assert!(v["packets"].as_u64().unwrap() > 0, "{v}");
+    let neigh = net.a.ns.ip(&["neigh", "show", &peer]).unwrap();
+    let mac = net
+        .b
+        .mac
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    assert!(
+        String::from_utf8_lossy(&neigh.stdout).contains(&mac),
+        "ARP resolved {peer}"
+    );
+}

@@ -13,6 +13,7 @@
 pub mod attr;
 pub mod genl;
 pub mod msg;
+pub mod neigh;
 pub mod route;
 pub mod socket;
 

@@ -138,6 +138,44 @@ impl NetlinkSocket {
     }
 }
 
+impl NetlinkSocket {
+    /// Sends one request that changes something and waits for the kernel's
+    /// acknowledgement (`NLM_F_ACK`); a non-zero error becomes
+    /// [`NetlinkError::Kernel`].
+    pub fn request_ack(&mut self, kind: u16, flags: u16, body: &[u8]) -> Result<(), NetlinkError> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let msg = request(kind, flags | super::msg::NLM_F_ACK, seq, body);
+        let kernel = SocketAddrNetlink::new(0, 0);
+        loop {
+            match rustix::net::sendto(&self.fd, &msg, SendFlags::empty(), &kernel) {
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io_err("sendto(AF_NETLINK)")(e)),
+            }
+        }
+        loop {
+            let (n, _) = match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::TRUNC) {
+                Ok(r) => r,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io_err("recv(AF_NETLINK)")(e)),
+            };
+            let got = &self.buf[..n.min(self.buf.len())];
+            for m in Messages::new(got) {
+                let m = m?;
+                if m.header.seq != seq || m.header.kind != NLMSG_ERROR {
+                    continue;
+                }
+                let e = ErrorMessage::parse(m.header.flags, m.payload)?;
+                if e.error == 0 {
+                    return Ok(());
+                }
+                return Err(NetlinkError::kernel(e));
+            }
+        }
+    }
+}
+
 impl AsFd for NetlinkSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
