@@ -15,13 +15,18 @@ fn main() {
     let clang = env::var("XTCP_CLANG").unwrap_or_else(|_| "clang".to_owned());
     println!("cargo:rerun-if-env-changed=XTCP_CLANG");
     println!("cargo:rerun-if-changed=c");
+    let multiarch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
+        Ok("aarch64") => "aarch64",
+        Ok("riscv64") => "riscv64",
+        _ => "x86_64",
+    };
     for name in PROGRAMS {
         let src = format!("c/{name}.bpf.c");
         let obj = out.join(format!("{name}.bpf.o"));
         let status = Command::new(&clang)
             .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
             // Debian keeps <asm/types.h> under the multiarch directory.
-            .arg("-I/usr/include/x86_64-linux-gnu")
+            .arg(format!("-I/usr/include/{multiarch}-linux-gnu"))
             .arg("-Ic")
             .args(["-c", &src, "-o"])
             .arg(&obj)

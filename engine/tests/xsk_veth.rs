@@ -238,6 +238,10 @@ fn bind_modes_on_veth() {
     let umem2 = std::sync::Arc::new(Umem::new(UmemConfig::default()).unwrap());
     let cfg_copy = xsk_config(false);
     let _held = bind_retrying(&umem2, &net.a.iface, &cfg_copy);
+    // A second socket of the same UMEM on the same queue is refused before
+    // the kernel sees it.
+    let e = Xsk::bind(&umem2, &net.a.iface, 0, &cfg_copy).unwrap_err();
+    assert!(e.to_string().contains("already has a socket"), "{e}");
     let umem3 = std::sync::Arc::new(Umem::new(UmemConfig::default()).unwrap());
     let e = Xsk::bind(&umem3, &net.a.iface, 0, &cfg_copy).unwrap_err();
     assert!(matches!(e, XskError::QueueBusy { queue: 0, .. }), "{e:?}");

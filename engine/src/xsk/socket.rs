@@ -234,13 +234,21 @@ impl CompQueue {
 
 impl RxQueue {
     /// Hands up to `max` received descriptors to `f`; returns how many.
+    /// The ring entries are released even if `f` panics.
     #[inline]
     pub fn recv(&mut self, max: u32, mut f: impl FnMut(RxDesc)) -> u32 {
+        struct Release<'a>(&'a mut ConsRing<Desc>, u32);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.release(self.1);
+            }
+        }
         let size = self.umem.frame_size();
         let id = self.umem.id();
         let (start, n) = self.ring.peek(max);
+        let guard = Release(&mut self.ring, n);
         for i in 0..n {
-            let d = self.ring.read(start.wrapping_add(i));
+            let d = guard.0.read(start.wrapping_add(i));
             f(RxDesc {
                 frame: Frame::from_kernel(d.addr, size, id),
                 offset: d.addr.offset_in_frame(size) as u32,
@@ -248,7 +256,7 @@ impl RxQueue {
                 contd: d.is_contd(),
             });
         }
-        self.ring.release(n);
+        drop(guard);
         n
     }
 
@@ -562,8 +570,19 @@ impl Xsk {
             .map_err(|_| XskError::Config("UMEM registration lock poisoned".into()))?;
         // A live socket on this UMEM, if any: bind sharing it. Otherwise
         // (first socket, or all earlier ones closed) register the UMEM here.
-        reg_state.sockets.retain(|w| w.strong_count() > 0);
-        let sharer: Option<Arc<OwnedFd>> = reg_state.sockets.iter().find_map(|w| w.upgrade());
+        reg_state.sockets.retain(|(w, _, _)| w.strong_count() > 0);
+        if reg_state
+            .sockets
+            .iter()
+            .any(|&(_, i, q)| i == ifindex && q == queue)
+        {
+            return Err(XskError::Config(format!(
+                "this UMEM already has a socket on {iface} queue {queue}: xtcp binds one socket \
+                 per queue (sharing a queue would need shared fill and completion rings)"
+            )));
+        }
+        let sharer: Option<Arc<OwnedFd>> =
+            reg_state.sockets.iter().find_map(|(w, _, _)| w.upgrade());
         let shared_fd: Option<RawFd> = sharer.as_ref().map(|f| f.as_raw_fd());
         if shared_fd.is_some()
             && (reg_state.need_wakeup != config.need_wakeup
@@ -776,7 +795,9 @@ impl Xsk {
                 }
             }
         }
-        reg_state.sockets.push(Arc::downgrade(&fd));
+        reg_state
+            .sockets
+            .push((Arc::downgrade(&fd), ifindex, queue));
         reg_state.need_wakeup = config.need_wakeup;
         reg_state.multi_buffer = config.multi_buffer;
         drop(reg_state);

@@ -72,7 +72,8 @@ impl Frame {
 /// first (the kernel refuses those flags with `XDP_SHARED_UMEM`).
 #[derive(Default)]
 pub(crate) struct Registration {
-    pub(crate) sockets: Vec<Weak<OwnedFd>>,
+    /// Each socket with the interface index and queue it is bound to.
+    pub(crate) sockets: Vec<(Weak<OwnedFd>, u32, u32)>,
     pub(crate) need_wakeup: bool,
     pub(crate) multi_buffer: bool,
 }
