@@ -839,7 +839,17 @@ pub(crate) fn fuzz_all(b: &[u8]) {
         let _ = p.upper_layer();
     }
     if let Ok(p) = TcpPacket::new_checked(b) {
-        let _ = TcpRepr::parse(&p);
+        if let Ok(r) = TcpRepr::parse(&p) {
+            // Whatever parses re-emits (if our layout fits) and parses back.
+            let mut buf = [0u8; 64];
+            match r.emit(&mut TcpPacket::new_unchecked(&mut buf[..])) {
+                Ok(()) => {
+                    let back = TcpPacket::new_checked(&buf[..r.header_len()]).unwrap();
+                    assert_eq!(TcpRepr::parse(&back), Ok(r));
+                }
+                Err(e) => assert!(e == Error::Malformed && r.options.len() > 40),
+            }
+        }
         let _ = p.payload();
         let _ = p.verify_checksum(0);
     }
