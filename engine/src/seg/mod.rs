@@ -41,7 +41,7 @@ pub mod tso;
 pub use gro::{Gro, GroOutcome, RxChecksum};
 pub use gso::Gso;
 pub use template::HeaderTemplate;
-pub use tso::{SegCursor, StreamFrame, StreamSegmenter, clip_mss};
+pub use tso::{BlockSums, SegCursor, StreamFrame, StreamSegmenter, clip_mss};
 
 use crate::frame::FrameAddr;
 use crate::wire::{self, SeqNumber, TcpFlags};

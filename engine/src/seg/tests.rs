@@ -19,11 +19,13 @@ use std::cell::Cell;
 struct Counting<'a> {
     mem: &'a [u8],
     reads: Cell<usize>,
+    read_len: Cell<usize>,
 }
 
 impl FrameMemory for Counting<'_> {
     fn bytes(&self, addr: FrameAddr, len: usize) -> Option<&[u8]> {
         self.reads.set(self.reads.get() + 1);
+        self.read_len.set(self.read_len.get() + len);
         self.mem.bytes(addr, len)
     }
 }
@@ -142,6 +144,17 @@ fn check_segment(
 /// the first, caching each frame's sum. Frame 0 of the memory is left out
 /// so that address 0 is never payload.
 fn stream_frames(data: &[u8], start: usize, fsize: usize) -> (Vec<u8>, Vec<StreamFrame>) {
+    let (mem, frames, _) = stream_frames_blocks(data, start, fsize);
+    (mem, frames)
+}
+
+/// [`stream_frames`] with per-frame block sums.
+fn stream_frames_blocks(
+    data: &[u8],
+    start: usize,
+    fsize: usize,
+) -> (Vec<u8>, Vec<StreamFrame>, Vec<BlockSums>) {
+    let mut blocks = Vec::new();
     let nframes = (start + data.len()).div_ceil(fsize).max(1);
     let mut mem = vec![0u8; (nframes + 1) * fsize];
     let mut frames = Vec::new();
@@ -150,7 +163,13 @@ fn stream_frames(data: &[u8], start: usize, fsize: usize) -> (Vec<u8>, Vec<Strea
         let base = (i + 1) * fsize;
         let off = if i == 0 { start } else { 0 };
         let take = (fsize - off).min(data.len() - pos);
-        let sum = copy_and_sum(&mut mem[base + off..], &data[pos..pos + take]);
+        let (sum, b) =
+            BlockSums::copy_and_sum(&mut mem[base + off..], &data[pos..pos + take]).unwrap();
+        assert_eq!(
+            sum,
+            copy_and_sum(&mut [0u8; 4096][..], &data[pos..pos + take])
+        );
+        blocks.push(b);
         // The frame's stream bytes start at `off` (data before belongs to
         // an earlier, acknowledged part of the stream).
         frames.push(StreamFrame {
@@ -160,7 +179,7 @@ fn stream_frames(data: &[u8], start: usize, fsize: usize) -> (Vec<u8>, Vec<Strea
         });
         pos += take;
     }
-    (mem, frames)
+    (mem, frames, blocks)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -175,6 +194,7 @@ fn run_tso(
     fsize: FrameSize,
     start: usize,
     fixed_id: bool,
+    use_blocks: bool,
 ) {
     let (eth, ip, tcp) = reprs(v6, vlan, ts, burst);
     let mut tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
@@ -185,14 +205,18 @@ fn run_tso(
     let clip = clip && mss >= fs;
     let start = if clip { 0 } else { start % fs };
     let data = pattern(len, len as u32 ^ mss as u32);
-    let (mem, frames) = stream_frames(&data, start, fs);
+    let (mem, frames, blocks) = stream_frames_blocks(&data, start, fs);
     // Frames hold only stream bytes, so offset 0 of frames[0] is `start`.
     let counting = Counting {
         mem: &mem,
         reads: Cell::new(0),
+        read_len: Cell::new(0),
     };
     let seq0 = SeqNumber(0xffff_fff0);
     let mut s = StreamSegmenter::new(&tpl, &frames, 0, len, seq0, mss).unwrap();
+    if use_blocks {
+        s = s.with_block_sums(&blocks);
+    }
     let mut hdr = [0xa5u8; 256];
     let mut descs = [Desc::default(); 40];
     let mut got = Vec::new();
@@ -251,67 +275,30 @@ fn clip_examples() {
 #[test]
 fn tso_fixed_cases() {
     let all = TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR;
-    run_tso(
-        false,
-        false,
-        true,
-        all,
-        100_000,
-        8948,
-        true,
-        FrameSize::F4096,
-        0,
-        false,
-    );
-    run_tso(
-        true,
-        true,
-        true,
-        all,
-        100_000,
-        65000,
-        true,
-        FrameSize::F4096,
-        0,
-        false,
-    );
-    run_tso(
-        false,
-        false,
-        false,
-        all,
-        100_001,
-        1448,
-        false,
-        FrameSize::F4096,
-        3001,
-        false,
-    );
-    run_tso(
-        true,
-        false,
-        false,
-        all,
-        9_000,
-        1448,
-        false,
-        FrameSize::F2048,
-        7,
-        true,
-    );
-    // A header-only segment (pure FIN).
-    run_tso(
-        false,
-        true,
-        true,
-        TcpFlags::ACK | TcpFlags::FIN,
-        0,
-        1448,
-        false,
-        FrameSize::F4096,
-        0,
-        false,
-    );
+    let f4k = FrameSize::F4096;
+    for blocks in [false, true] {
+        run_tso(
+            false, false, true, all, 100_000, 8948, true, f4k, 0, false, blocks,
+        );
+        run_tso(
+            true, true, true, all, 100_000, 65000, true, f4k, 0, false, blocks,
+        );
+        run_tso(
+            false, false, false, all, 100_001, 1448, false, f4k, 3001, false, blocks,
+        );
+        run_tso(
+            false, false, true, all, 100_001, 8948, false, f4k, 1, false, blocks,
+        );
+        let f2k = FrameSize::F2048;
+        run_tso(
+            true, false, false, all, 9_000, 1448, false, f2k, 7, true, blocks,
+        );
+        // A header-only segment (pure FIN).
+        let fin = TcpFlags::ACK | TcpFlags::FIN;
+        run_tso(
+            false, true, true, fin, 0, 1448, false, f4k, 0, false, blocks,
+        );
+    }
 }
 
 #[test]
@@ -432,10 +419,10 @@ proptest! {
     fn tso_properties(
         v6 in any::<bool>(), vlan in any::<bool>(), ts in any::<bool>(), burst in arb_burst(),
         len in prop_oneof![0usize..3000, 0usize..200_000], mss in arb_mss(), clip in any::<bool>(),
-        f2k in any::<bool>(), start in 0usize..4096, fixed_id in any::<bool>(),
+        f2k in any::<bool>(), start in 0usize..4096, fixed_id in any::<bool>(), blocks in any::<bool>(),
     ) {
         let fsize = if f2k { FrameSize::F2048 } else { FrameSize::F4096 };
-        run_tso(v6, vlan, ts, burst, len, mss, clip, fsize, start, fixed_id);
+        run_tso(v6, vlan, ts, burst, len, mss, clip, fsize, start, fixed_id, blocks);
     }
 
     /// GSO splits correctly, and GRO merges the pieces back into the

@@ -30,6 +30,46 @@ pub struct StreamFrame {
     pub sum: u16,
 }
 
+/// Bytes covered by one [`BlockSums`] entry.
+pub const SUM_BLOCK: usize = 256;
+/// Entries in a [`BlockSums`] (a 4096-byte frame).
+pub const SUM_BLOCKS: usize = 4096 / SUM_BLOCK;
+
+/// Optional finer cache for a [`StreamFrame`]: the Internet sums of its
+/// consecutive 256-byte blocks (from the frame's first stream byte; the
+/// last block may be short). With it, a segment boundary inside a frame
+/// costs reading at most two partial blocks instead of up to half a frame
+/// (MSS 1448 without clipping reads ~0.25 KiB per segment instead of all
+/// 1448 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockSums(pub [u16; SUM_BLOCKS]);
+
+impl BlockSums {
+    /// Copies `src` (at most 4096 bytes) into `dst` and returns the sum of
+    /// the whole and of each block, reading `src` once.
+    /// [`SegError::TooManyPieces`] if `src` is longer than 4096 bytes.
+    ///
+    /// # Panics
+    ///
+    /// If `dst` is shorter than `src`.
+    pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> Result<(u16, BlockSums), SegError> {
+        if src.len() > SUM_BLOCK * SUM_BLOCKS {
+            return Err(SegError::TooManyPieces);
+        }
+        let mut b = BlockSums::default();
+        let mut total: u64 = 0;
+        for ((d, c), slot) in dst[..src.len()]
+            .chunks_mut(SUM_BLOCK)
+            .zip(src.chunks(SUM_BLOCK))
+            .zip(b.0.iter_mut())
+        {
+            *slot = checksum::copy_and_sum(d, c);
+            total += *slot as u64;
+        }
+        Ok((checksum::fold(total), b))
+    }
+}
+
 /// The MSS rounded down to a whole number of frame payloads, if it holds at
 /// least one (MTU 9000: 8948 → 8192 with 4096-byte frames; MTU 65535 with
 /// IPv4 and timestamps: 65483 → 61440). An MSS below one frame payload is
@@ -50,10 +90,33 @@ fn piece_sum<M: FrameMemory + ?Sized>(
     off: usize,
     len: usize,
     mem: &M,
+    blocks: Option<&BlockSums>,
 ) -> Result<u16, SegError> {
     let flen = f.len as usize;
     if off == 0 && len == flen {
         return Ok(f.sum);
+    }
+    if let Some(bs) = blocks {
+        // Whole blocks [b0, b1) from the cache, the partial ends read.
+        let b0 = off.div_ceil(SUM_BLOCK);
+        let b1 = (off + len) / SUM_BLOCK;
+        if let Some(mid_blocks) = bs.0.get(b0..b1).filter(|m| !m.is_empty()) {
+            let head = mem
+                .bytes(f.addr.add(off), b0 * SUM_BLOCK - off)
+                .ok_or(SegError::OutOfBounds)?;
+            let tail = mem
+                .bytes(f.addr.add(b1 * SUM_BLOCK), off + len - b1 * SUM_BLOCK)
+                .ok_or(SegError::OutOfBounds)?;
+            let mut mid: u64 = checksum::sum(tail) as u64;
+            for &b in mid_blocks {
+                mid += b as u64;
+            }
+            // Blocks and tail sit at even frame offsets: odd piece offsets
+            // in the piece when `off` is odd.
+            let mid = checksum::fold(mid);
+            let mid = if off & 1 == 1 { mid.swap_bytes() } else { mid };
+            return Ok(checksum::add(checksum::sum(head), mid));
+        }
     }
     if len <= flen / 2 {
         let b = mem
@@ -136,7 +199,26 @@ impl SegCursor {
         if self.done {
             return None;
         }
-        Some(self.emit(tpl, frames, mem, hdr, hdr_addr, descs))
+        Some(self.emit(tpl, frames, &[], mem, hdr, hdr_addr, descs))
+    }
+
+    /// [`Self::next`] with per-frame [`BlockSums`] (`blocks[i]` for
+    /// `frames[i]`; frames without an entry use the cached frame sum only).
+    #[allow(clippy::too_many_arguments)]
+    pub fn next_with_blocks<M: FrameMemory + ?Sized>(
+        &mut self,
+        tpl: &HeaderTemplate,
+        frames: &[StreamFrame],
+        blocks: &[BlockSums],
+        mem: &M,
+        hdr: &mut [u8],
+        hdr_addr: FrameAddr,
+        descs: &mut [Desc],
+    ) -> Option<Result<SegmentInfo, SegError>> {
+        if self.done {
+            return None;
+        }
+        Some(self.emit(tpl, frames, blocks, mem, hdr, hdr_addr, descs))
     }
 
     /// Single-descriptor layout: emits the next segment as one descriptor,
@@ -186,7 +268,7 @@ impl SegCursor {
                 return Err(SegError::NoHeadroom);
             }
             let plen = self.remaining.min(self.mss).min(flen);
-            (f.addr, plen, piece_sum(f, 0, plen, &*mem)?, flen)
+            (f.addr, plen, piece_sum(f, 0, plen, &*mem, None)?, flen)
         };
         if off != 0 || (addr.0 as usize) < hl {
             return Err(SegError::NoHeadroom);
@@ -239,10 +321,12 @@ impl SegCursor {
         self.done = last;
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn emit<M: FrameMemory + ?Sized>(
         &mut self,
         tpl: &HeaderTemplate,
         frames: &[StreamFrame],
+        blocks: &[BlockSums],
         mem: &M,
         hdr: &mut [u8],
         hdr_addr: FrameAddr,
@@ -268,7 +352,7 @@ impl SegCursor {
                 continue;
             }
             let take = (flen - off).min(left);
-            let s = piece_sum(f, off, take, mem)?;
+            let s = piece_sum(f, off, take, mem, blocks.get(idx))?;
             acc.add_sum(s, take);
             let d = descs.get_mut(n).ok_or(SegError::Descriptors { have: n })?;
             *d = Desc::new(f.addr.add(off), take as u32, true);
@@ -307,6 +391,7 @@ impl SegCursor {
 pub struct StreamSegmenter<'a> {
     tpl: &'a HeaderTemplate,
     frames: &'a [StreamFrame],
+    blocks: &'a [BlockSums],
     cursor: SegCursor,
 }
 
@@ -325,8 +410,17 @@ impl<'a> StreamSegmenter<'a> {
         Ok(StreamSegmenter {
             tpl,
             frames,
+            blocks: &[],
             cursor: SegCursor::new(offset, len, seq, tpl.ip_id(), mss)?,
         })
+    }
+
+    /// Uses per-frame block sums (`blocks[i]` for `frames[i]`) for segment
+    /// boundaries inside frames.
+    #[must_use]
+    pub fn with_block_sums(mut self, blocks: &'a [BlockSums]) -> StreamSegmenter<'a> {
+        self.blocks = blocks;
+        self
     }
 
     /// The cursor (position, next sequence number and id).
@@ -344,8 +438,15 @@ impl<'a> StreamSegmenter<'a> {
         hdr_addr: FrameAddr,
         descs: &mut [Desc],
     ) -> Option<Result<SegmentInfo, SegError>> {
-        self.cursor
-            .next(self.tpl, self.frames, mem, hdr, hdr_addr, descs)
+        self.cursor.next_with_blocks(
+            self.tpl,
+            self.frames,
+            self.blocks,
+            mem,
+            hdr,
+            hdr_addr,
+            descs,
+        )
     }
 
     /// Emits the next segment in the single-descriptor layout (see
