@@ -9,7 +9,8 @@ use std::time::Duration;
 use xtcp_benches::pattern;
 use xtcp_engine::frame::{Desc, FrameAddr};
 use xtcp_engine::seg::{
-    Gro, GroOutcome, Gso, HeaderTemplate, RxChecksum, StreamFrame, StreamSegmenter, clip_mss,
+    BlockSums, Gro, GroOutcome, Gso, HeaderTemplate, RxChecksum, StreamFrame, StreamSegmenter,
+    clip_mss,
 };
 use xtcp_engine::wire::checksum;
 use xtcp_engine::wire::{
@@ -65,36 +66,42 @@ fn reprs(v6: bool) -> (EthernetRepr, IpRepr, TcpRepr) {
     (eth, ip, tcp)
 }
 
-/// A 1 MiB send stream in 4 KiB frames, sums cached at write time.
-fn stream() -> (Vec<u8>, Vec<StreamFrame>) {
+/// A 1 MiB send stream in 4 KiB frames, frame and block sums cached at
+/// write time.
+fn stream() -> (Vec<u8>, Vec<StreamFrame>, Vec<BlockSums>) {
     let data = pattern(STREAM, 5);
     let mut mem = vec![0u8; STREAM + FRAME];
     let mut frames = Vec::new();
+    let mut blocks = Vec::new();
     for (i, chunk) in data.chunks(FRAME).enumerate() {
         let at = (i + 1) * FRAME;
-        let sum = checksum::copy_and_sum(&mut mem[at..], chunk);
+        let (sum, b) = BlockSums::copy_and_sum(&mut mem[at..], chunk).unwrap();
         frames.push(StreamFrame {
             addr: FrameAddr(at as u64),
             len: chunk.len() as u32,
             sum,
         });
+        blocks.push(b);
     }
-    (mem, frames)
+    (mem, frames, blocks)
 }
 
 fn tso(c: &mut Criterion) {
-    let (mem, frames) = stream();
+    let (mem, frames, blocks) = stream();
     let mut g = c.benchmark_group("tso");
     for v6 in [false, true] {
         let (eth, ip, tcp) = reprs(v6);
         let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
-        for (name, mss) in [
-            ("1448", 1448usize),
-            ("8192_clipped", clip_mss(8948, FRAME)),
-            ("8948", 8948),
-            ("32768", 32768),
-            ("61440", 61440),
+        for (name, mss, use_blocks) in [
+            ("1448", 1448usize, false),
+            ("1448_blocksums", 1448, true),
+            ("8192_clipped", clip_mss(8948, FRAME), false),
+            ("8948", 8948, false),
+            ("8948_blocksums", 8948, true),
+            ("32768", 32768, false),
+            ("61440", 61440, false),
         ] {
+            let bs: &[BlockSums] = if use_blocks { &blocks } else { &[] };
             let nseg = STREAM.div_ceil(mss);
             g.throughput(Throughput::Elements(nseg as u64));
             let id = BenchmarkId::new(if v6 { "ipv6" } else { "ipv4" }, name);
@@ -102,8 +109,9 @@ fn tso(c: &mut Criterion) {
             let mut descs = [Desc::default(); 24];
             g.bench_function(id, |b| {
                 b.iter(|| {
-                    let mut s =
-                        StreamSegmenter::new(&tpl, &frames, 0, STREAM, SeqNumber(1), mss).unwrap();
+                    let mut s = StreamSegmenter::new(&tpl, &frames, 0, STREAM, SeqNumber(1), mss)
+                        .unwrap()
+                        .with_block_sums(bs);
                     let mut n = 0;
                     while let Some(r) = s.next_segment(&mem, &mut hdr, FrameAddr(0), &mut descs) {
                         let info = r.unwrap();
@@ -298,6 +306,57 @@ fn emit(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // The receive side of the same job: find the layers, parse the TCP
+    // header with its options, verify the TCP checksum.
+    let mut g = c.benchmark_group("parse_verify_1448");
+    g.throughput(Throughput::Elements(1));
+    p_frame_checksum(&mut frame, &ip4, &tcp);
+    g.bench_function("xtcp", |b| {
+        b.iter(|| {
+            let f = black_box(&frame[..]);
+            let l = xtcp_engine::wire::locate_tcp(f).unwrap();
+            let t = TcpPacket::new_checked(&f[l.tcp_off..l.tcp_off + l.tcp_len]).unwrap();
+            let r = TcpRepr::parse(&t).unwrap();
+            assert!(t.verify_checksum(l.pseudo_sum()));
+            black_box(r)
+        })
+    });
+    g.bench_function("etherparse", |b| {
+        b.iter(|| {
+            let f = black_box(&frame[..]);
+            let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+            let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+                unreachable!()
+            };
+            let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else {
+                unreachable!()
+            };
+            let want = t
+                .calc_checksum_ipv4(ip.header().source(), ip.header().destination())
+                .unwrap();
+            assert_eq!(want, t.checksum());
+            black_box(t.options_iterator().count())
+        })
+    });
+    g.finish();
+}
+
+/// Fills in a correct TCP checksum for the bench frame.
+fn p_frame_checksum(frame: &mut [u8], ip4: &Ipv4Repr, tcp: &TcpRepr) {
+    let ip = Ipv4Repr {
+        payload_len: tcp.header_len() + 1448,
+        ..*ip4
+    };
+    ip.emit(&mut Ipv4Packet::new_unchecked(&mut frame[14..]));
+    let mut p = TcpPacket::new_unchecked(&mut frame[34..]);
+    tcp.emit(&mut p).unwrap();
+    p.fill_checksum(checksum::pseudo_v4(
+        ip.src,
+        ip.dst,
+        6,
+        ip.payload_len as u32,
+    ));
 }
 
 criterion_group! {
