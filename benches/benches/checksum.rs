@@ -5,10 +5,11 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
+use xtcp_benches::ThreadCpuTime;
 use xtcp_benches::pattern;
 use xtcp_engine::wire::checksum;
 
-fn checksums(c: &mut Criterion) {
+fn checksums(c: &mut Criterion<ThreadCpuTime>) {
     for len in [1500usize, 4096, 9000, 65536] {
         let src = pattern(len, len as u32);
         // Page-aligned allocations put source and destination at the same
@@ -52,6 +53,7 @@ fn checksums(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default()
+        .with_measurement(ThreadCpuTime)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(30);

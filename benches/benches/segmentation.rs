@@ -6,6 +6,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
+use xtcp_benches::ThreadCpuTime;
 use xtcp_benches::pattern;
 use xtcp_engine::frame::{Desc, FrameAddr};
 use xtcp_engine::seg::{
@@ -86,7 +87,7 @@ fn stream() -> (Vec<u8>, Vec<StreamFrame>, Vec<BlockSums>) {
     (mem, frames, blocks)
 }
 
-fn tso(c: &mut Criterion) {
+fn tso(c: &mut Criterion<ThreadCpuTime>) {
     let (mem, frames, blocks) = stream();
     let mut g = c.benchmark_group("tso");
     for v6 in [false, true] {
@@ -157,7 +158,7 @@ fn big_packet() -> (Vec<u8>, Vec<Desc>) {
     (mem, chain)
 }
 
-fn gso_gro(c: &mut Criterion) {
+fn gso_gro(c: &mut Criterion<ThreadCpuTime>) {
     let (mem, chain) = big_packet();
     let mss = 1448;
     let nseg = 65000usize.div_ceil(mss);
@@ -212,7 +213,7 @@ fn gso_gro(c: &mut Criterion) {
 }
 
 /// Headers for one 1448-byte TCP/IPv4 segment with correct checksums.
-fn emit(c: &mut Criterion) {
+fn emit(c: &mut Criterion<ThreadCpuTime>) {
     let (eth, ip, tcp) = reprs(false);
     let IpRepr::V4(ip4) = ip else { unreachable!() };
     let payload = pattern(1448, 3);
@@ -362,6 +363,7 @@ fn p_frame_checksum(frame: &mut [u8], ip4: &Ipv4Repr, tcp: &TcpRepr) {
 criterion_group! {
     name = benches;
     config = Criterion::default()
+        .with_measurement(ThreadCpuTime)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(20);
