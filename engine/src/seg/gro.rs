@@ -158,6 +158,19 @@ impl Gro {
         {
             return Ok(None);
         }
+        // Every descriptor must lie in the memory (also when the payload is
+        // not read), and together they must hold the payload the IP header
+        // claims.
+        let mut avail: usize = 0;
+        for d in chain {
+            if mem.bytes(d.addr, d.len as usize).is_none() {
+                return Err(SegError::OutOfBounds);
+            }
+            avail += d.len as usize;
+        }
+        if avail < hdr_len + payload_len {
+            return Err(SegError::ShortStream);
+        }
         // The payload's sum.
         let pseudo = l.pseudo_sum();
         let hdr_sum = checksum::add(pseudo, checksum::sum(&head[l.tcp_off..hdr_len]));

@@ -857,3 +857,57 @@ fn tso_single_descriptor_layout() {
         Err(SegError::NoHeadroom)
     );
 }
+
+#[test]
+fn hostile_descriptors_are_errors() {
+    let (eth, ip, tcp) = reprs(false, false, true, TcpFlags::ACK);
+    let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    let mem = vec![0u8; 8192];
+    let mut hdr = [0u8; 128];
+    let mut descs = [Desc::default(); 8];
+    // A frame whose range wraps the address space.
+    let wrap = [StreamFrame {
+        addr: FrameAddr(u64::MAX - 10),
+        len: 4096,
+        sum: 0,
+    }];
+    let mut s = StreamSegmenter::new(&tpl, &wrap, 5, 100, SeqNumber(1), 1448).unwrap();
+    assert_eq!(
+        s.next_segment(&mem, &mut hdr, FrameAddr(0), &mut descs)
+            .unwrap(),
+        Err(SegError::OutOfBounds)
+    );
+    let mut m = mem.clone();
+    let mut d = Desc::default();
+    let mut s = StreamSegmenter::new(&tpl, &wrap, 0, 100, SeqNumber(1), 1448).unwrap();
+    assert_eq!(
+        s.next_in_headroom(&mut m, &mut d).unwrap(),
+        Err(SegError::OutOfBounds)
+    );
+
+    // GRO/GSO: a segment whose IP length claims more than its chain holds,
+    // and a chain pointing outside the memory.
+    let payload = pattern(3000, 1);
+    let frame = build_frame(&eth, &ip, &tcp, &payload);
+    let mut rx = vec![0u8; 8192];
+    rx[..frame.len()].copy_from_slice(&frame);
+    let short = [Desc::new(FrameAddr(0), (frame.len() - 100) as u32, false)];
+    let outside = [
+        Desc::new(FrameAddr(0), 1000, true),
+        Desc::new(FrameAddr(u64::MAX - 5), 2066, false),
+    ];
+    for policy in [RxChecksum::Trust, RxChecksum::Verify] {
+        let mut g = Gro::new(policy);
+        assert_eq!(g.push(&short, &rx), Err(SegError::ShortStream));
+        assert_eq!(g.push(&outside, &rx), Err(SegError::OutOfBounds));
+        assert!(!g.is_holding());
+    }
+    assert_eq!(
+        Gso::new(&short, &rx, 1000).err(),
+        Some(SegError::ShortStream)
+    );
+    assert_eq!(
+        Gso::new(&outside, &rx, 1000).err(),
+        Some(SegError::OutOfBounds)
+    );
+}

@@ -83,6 +83,16 @@ pub const fn clip_mss(mss: usize, frame_payload: usize) -> usize {
     }
 }
 
+/// A frame whose address range wraps around the address space is refused
+/// (after this, `f.addr.add(x)` for `x <= f.len` cannot overflow).
+#[inline]
+pub(crate) fn check_frame(f: &StreamFrame) -> Result<(), SegError> {
+    match f.addr.0.checked_add(f.len as u64) {
+        Some(_) => Ok(()),
+        None => Err(SegError::OutOfBounds),
+    }
+}
+
 /// Internet sum of `len` bytes at `off` in frame `f`, relative to their own
 /// first byte, reading the smaller side of the frame.
 fn piece_sum<M: FrameMemory + ?Sized>(
@@ -260,9 +270,14 @@ impl SegCursor {
         let (addr, plen, sum, flen) = if self.remaining == 0 {
             // Header-only: still needs a frame's headroom to live in.
             let f = frames.get(idx).ok_or(SegError::ShortStream)?;
+            check_frame(f)?;
+            if off > f.len as usize {
+                return Err(SegError::ShortStream);
+            }
             (f.addr.add(off), 0, 0, f.len as usize)
         } else {
             let f = frames.get(idx).ok_or(SegError::ShortStream)?;
+            check_frame(f)?;
             let flen = f.len as usize;
             if off != 0 {
                 return Err(SegError::NoHeadroom);
@@ -342,6 +357,7 @@ impl SegCursor {
         let (mut idx, mut off, mut left, mut n) = (self.idx, self.off, plen, 1);
         while left > 0 {
             let f = frames.get(idx).ok_or(SegError::ShortStream)?;
+            check_frame(f)?;
             let flen = f.len as usize;
             if off >= flen {
                 if off > flen {
