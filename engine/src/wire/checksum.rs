@@ -101,6 +101,10 @@ fn sum_tail_le(rest: &[u8]) -> u64 {
 /// accumulator whose fold is the byte-swapped Internet sum.
 #[inline]
 fn sum_le(data: &[u8]) -> u64 {
+    if data.len() < 64 {
+        // Headers and partial blocks: skip the lanes.
+        return fold(sum_tail_le(data)) as u64;
+    }
     // Each of the 16 u64 lanes receives one u32 per 64-byte step; slices
     // are processed in 1 GiB blocks (2^24 steps) and folded between blocks,
     // so neither a lane nor the sum of the lanes can overflow.
