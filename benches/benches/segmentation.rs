@@ -87,6 +87,27 @@ fn stream() -> (Vec<u8>, Vec<StreamFrame>, Vec<BlockSums>) {
     (mem, frames, blocks)
 }
 
+/// The same stream described as pieces cut at frame and MSS boundaries
+/// (sums cached per piece while writing): no segment boundary inside a piece.
+fn stream_mss_pieces(mss: usize) -> (Vec<u8>, Vec<StreamFrame>) {
+    let data = pattern(STREAM, 5);
+    let mut mem = vec![0u8; STREAM + FRAME];
+    let mut pieces = Vec::new();
+    let mut pos = 0;
+    while pos < STREAM {
+        let take = (FRAME - pos % FRAME).min(mss - pos % mss).min(STREAM - pos);
+        let at = FRAME + pos;
+        let sum = checksum::copy_and_sum(&mut mem[at..], &data[pos..pos + take]);
+        pieces.push(StreamFrame {
+            addr: FrameAddr(at as u64),
+            len: take as u32,
+            sum,
+        });
+        pos += take;
+    }
+    (mem, pieces)
+}
+
 fn tso(c: &mut Criterion<ThreadCpuTime>) {
     let (mem, frames, blocks) = stream();
     let mut g = c.benchmark_group("tso");
@@ -120,6 +141,32 @@ fn tso(c: &mut Criterion<ThreadCpuTime>) {
                         n += 1;
                     }
                     black_box(&hdr);
+                    n
+                })
+            });
+        }
+    }
+    for v6 in [false, true] {
+        let (eth, ip, tcp) = reprs(v6);
+        let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+        for mss in [1448usize, 8948] {
+            let (pmem, pieces) = stream_mss_pieces(mss);
+            g.throughput(Throughput::Elements(STREAM.div_ceil(mss) as u64));
+            let id = BenchmarkId::new(
+                if v6 { "ipv6" } else { "ipv4" },
+                format!("{mss}_mss_cut_pieces"),
+            );
+            let mut hdr = [0u8; 128];
+            let mut descs = [Desc::default(); 24];
+            g.bench_function(id, |b| {
+                b.iter(|| {
+                    let mut s =
+                        StreamSegmenter::new(&tpl, &pieces, 0, STREAM, SeqNumber(1), mss).unwrap();
+                    let mut n = 0;
+                    while let Some(r) = s.next_segment(&pmem, &mut hdr, FrameAddr(0), &mut descs) {
+                        black_box(&descs[..r.unwrap().desc_count]);
+                        n += 1;
+                    }
                     n
                 })
             });

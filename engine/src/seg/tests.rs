@@ -911,3 +911,62 @@ fn hostile_descriptors_are_errors() {
         Some(SegError::OutOfBounds)
     );
 }
+
+/// A send buffer described at write time as pieces cut at frame *and* MSS
+/// boundaries (each piece's sum cached by `copy_and_sum`): segmentation
+/// with an MSS below the frame size then never reads the payload either.
+#[test]
+fn tso_mss_cut_pieces_read_nothing() {
+    for (v6, mss, len) in [
+        (false, 1448, 100_000),
+        (true, 1428, 65_537),
+        (false, 536, 9_000),
+    ] {
+        let burst = TcpFlags::ACK | TcpFlags::PSH;
+        let (eth, ip, tcp) = reprs(v6, false, true, burst);
+        let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+        let data = pattern(len, 11);
+        let fs = 4096;
+        let mut mem = vec![0u8; (len / fs + 2) * fs];
+        let mut pieces = Vec::new();
+        let mut pos = 0;
+        while pos < len {
+            let to_frame_end = fs - pos % fs;
+            let to_seg_end = mss - pos % mss;
+            let take = to_frame_end.min(to_seg_end).min(len - pos);
+            let at = fs + pos;
+            let sum = copy_and_sum(&mut mem[at..], &data[pos..pos + take]);
+            pieces.push(StreamFrame {
+                addr: FrameAddr(at as u64),
+                len: take as u32,
+                sum,
+            });
+            pos += take;
+        }
+        let counting = Counting {
+            mem: &mem,
+            reads: Cell::new(0),
+            read_len: Cell::new(0),
+        };
+        let mut s = StreamSegmenter::new(&tpl, &pieces, 0, len, SeqNumber(3), mss).unwrap();
+        let (mut hdr, mut descs) = ([0u8; 128], [Desc::default(); 8]);
+        let nseg = len.div_ceil(mss);
+        let (mut i, mut got) = (0, Vec::new());
+        while let Some(r) = s.next_segment(&counting, &mut hdr, FrameAddr(0), &mut descs) {
+            let info = r.unwrap();
+            let chain = &descs[..info.desc_count];
+            let frame = assemble(&hdr, chain, &mem);
+            got.extend(check_segment(
+                &frame,
+                &info,
+                chain,
+                burst,
+                i == 0,
+                i + 1 == nseg,
+            ));
+            i += 1;
+        }
+        assert_eq!((i, got == data), (nseg, true));
+        assert_eq!(counting.reads.get(), 0);
+    }
+}
