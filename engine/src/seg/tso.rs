@@ -1,17 +1,26 @@
 //! TX stream segmentation (software TSO) by reference.
 //!
-//! A send buffer is a sequence of [`StreamFrame`]s: where a frame's stream
-//! bytes are, how many, and their Internet sum cached when they were
-//! written (e.g. by [`crate::wire::checksum::copy_and_sum`]). A
-//! [`StreamSegmenter`] walks a byte range of that stream and emits
-//! segments of at most MSS payload bytes, each as one header descriptor
-//! plus descriptors pointing into the frames.
+//! A send buffer is a sequence of [`StreamFrame`]s: where a run of stream
+//! bytes is, how long, and its Internet sum cached when it was written
+//! (e.g. by [`crate::wire::checksum::copy_and_sum`]). A [`StreamFrame`] is
+//! usually a whole UMEM frame but need not be: any run of bytes inside one
+//! frame will do. A [`StreamSegmenter`] walks a byte range of the stream
+//! and emits segments of at most MSS payload bytes, each as one header
+//! descriptor plus descriptors pointing into the frames.
 //!
-//! With MSS clipping ([`clip_mss`]) and a range starting on a frame
-//! boundary, every payload descriptor is a whole frame and every payload
-//! sum comes from the cache: the payload is not read. Otherwise a segment
-//! boundary inside a frame costs reading the smaller side of that frame
-//! (the piece, or the rest of the frame subtracted from the cached sum).
+//! The payload is read only where a segment boundary falls inside a
+//! [`StreamFrame`]. Three ways to make that never (or rarely) happen:
+//!
+//! - MSS clipping ([`clip_mss`]) with whole-frame entries: every payload
+//!   descriptor is a whole frame, every sum comes from the cache;
+//! - for an MSS below the frame payload (e.g. 1448), describe the stream at
+//!   write time as runs cut at frame *and* MSS boundaries, each with its
+//!   own cached sum: again no reads (retransmissions with the same MSS
+//!   included);
+//! - otherwise (boundaries that move, e.g. after an MSS change), optional
+//!   per-frame [`BlockSums`] bound the read to two partial 256-byte blocks;
+//!   without them the smaller side of the frame is read and subtracted
+//!   from the cached frame sum.
 
 use super::template::HeaderTemplate;
 use super::{FrameMemory, FrameMemoryMut, SegError, SegmentInfo};
