@@ -303,11 +303,11 @@ mod tests {
         assert_eq!(sum(&h), 0xffff);
     }
 
-    #[test]
-    fn every_length_and_offset_matches_naive() {
-        // Deterministic pseudo-random bytes; every length 0..=9000 at every
-        // start offset 0..8 (the odd offsets exercise the swap rule when
-        // the piece is combined after a prefix).
+    /// Every length 0..=9000 at the start offsets `offsets` (odd offsets
+    /// exercise the swap rule when the piece is combined after a prefix):
+    /// `sum` — or, with `fused`, `copy_and_sum` — equals the byte-by-byte
+    /// reference. Split in four tests so the test threads share the work.
+    fn check_every_length(offsets: core::ops::Range<usize>, fused: bool) {
         let mut buf = vec![0u8; 9008];
         let mut x: u32 = 0x1234_5678;
         for b in buf.iter_mut() {
@@ -317,7 +317,7 @@ mod tests {
             *b = x as u8;
         }
         let mut dst = vec![0u8; 9008];
-        for off in 0..8 {
+        for off in offsets {
             let prefix = sum_naive(&buf[..off]);
             // The reference grows one byte at a time: byte i of the piece is
             // a high byte when i is even.
@@ -330,13 +330,17 @@ mod tests {
                 }
                 let want = fold(reference as u64);
                 let d = &buf[off..off + len];
+                if fused {
+                    dst[off..off + len].fill(0);
+                    assert_eq!(
+                        copy_and_sum(&mut dst[off..], d),
+                        want,
+                        "copy off {off} len {len}"
+                    );
+                    assert_eq!(&dst[off..off + len], d);
+                    continue;
+                }
                 assert_eq!(sum(d), want, "off {off} len {len}");
-                assert_eq!(
-                    copy_and_sum(&mut dst[off..], d),
-                    want,
-                    "copy off {off} len {len}"
-                );
-                assert_eq!(&dst[off..off + len], d);
                 if len % 97 == 0 || len < 80 {
                     assert_eq!(sum_naive(d), want, "naive off {off} len {len}");
                     // Prefix + piece combined equals the whole.
@@ -345,6 +349,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_length_offsets_0_3() {
+        check_every_length(0..4, false);
+    }
+
+    #[test]
+    fn every_length_offsets_4_7() {
+        check_every_length(4..8, false);
+    }
+
+    #[test]
+    fn every_length_fused_offsets_0_3() {
+        check_every_length(0..4, true);
+    }
+
+    #[test]
+    fn every_length_fused_offsets_4_7() {
+        check_every_length(4..8, true);
     }
 
     #[test]

@@ -429,6 +429,24 @@ fn corrupted_headers() {
 }
 
 #[test]
+fn ethernet_padding_is_not_payload() {
+    // A minimum-size frame: 54 bytes of headers padded to 60 on the wire.
+    let (eth, mut ip, mut tcp) = golden_v4_reprs();
+    tcp.options = TcpOptions::NONE;
+    tcp.flags = TcpFlags::ACK;
+    ip.payload_len = 20;
+    let mut f = build_frame(&eth, &IpRepr::V4(ip), &tcp, &[]);
+    f.extend_from_slice(&[0; 6]);
+    let l = locate_tcp(&f).unwrap();
+    assert_eq!((l.tcp_len, l.payload_len()), (20, 0));
+    let t = TcpPacket::new_checked(&f[l.tcp_off..l.tcp_off + l.tcp_len]).unwrap();
+    assert!(t.verify_checksum(l.pseudo_sum()));
+    let p = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    assert_eq!(p.payload().len(), 20);
+    assert_eq!(oracle(&f).payload.len(), 0);
+}
+
+#[test]
 fn tcp_option_errors() {
     let bad: &[&[u8]] = &[
         &[2],                         // MSS without length
