@@ -3,6 +3,8 @@
 //! header emit + checksum done three ways (template, Repr emitters,
 //! etherparse).
 
+#![deny(unsafe_code)]
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! `segmentation` (TSO by reference, GSO, GRO, header emit against
 //! etherparse). Run with `cargo bench -p xtcp-benches`; results and the
 //! machine they were measured on are in `docs/BENCHMARKS.md`.
+#![deny(unsafe_code)]
 
 /// Deterministic pseudo-random bytes (xorshift), so every run sums the
 /// same data.

@@ -747,6 +747,14 @@ fn gro_rules() {
         oracle(&assemble(&hdr, &out[..info.desc_count], mem));
     }
 
+    // A size cap: three 1000-byte segments fit in 3000, the fourth does not.
+    let mut g = Gro::new(RxChecksum::Trust).with_max_payload(3000);
+    assert_eq!(g.push(&a, mem), Ok(GroOutcome::Held));
+    assert_eq!(g.push(&b, mem), Ok(GroOutcome::Held));
+    assert_eq!(g.push(&good, mem), Ok(GroOutcome::Held));
+    assert_eq!(g.push(&psh, mem), Ok(GroOutcome::Mismatch));
+    assert_eq!(g.held_segments(), 3);
+
     // A corrupted payload: refused when verifying, taken on trust.
     let mut bad_mem = rx.mem.clone();
     bad_mem[b[0].addr.0 as usize + 100] ^= 0x40;
