@@ -9,7 +9,8 @@
 //!   equal except CWR, PSH and FIN; no CWR on a segment being appended;
 //!   SYN, RST and URG never merged;
 //! - bounded: no segment longer than the first (its length is the MSS), the
-//!   total within the IP length field, the chain within [`MAX_GRO_DESCS`].
+//!   total within the IP length field (and [`Gro::with_max_payload`]), the
+//!   chain within [`MAX_GRO_DESCS`].
 //!
 //! A segment shorter than the first, or with PSH or FIN, is appended and
 //! ends the merge ([`GroOutcome::HeldFlush`]). Anything that does not fit
@@ -84,6 +85,7 @@ pub struct Gro {
     descs: [Desc; MAX_GRO_DESCS],
     held: Option<Held>,
     policy: RxChecksum,
+    max_payload: usize,
 }
 
 /// A parsed candidate segment.
@@ -119,7 +121,16 @@ impl Gro {
             descs: [Desc::default(); MAX_GRO_DESCS],
             held: None,
             policy,
+            max_payload: usize::MAX,
         }
+    }
+
+    /// Caps the merged payload below the IP limit (Linux `gro_max_size`);
+    /// a segment that would exceed it starts a new merge.
+    #[must_use]
+    pub fn with_max_payload(mut self, max_payload: usize) -> Gro {
+        self.max_payload = max_payload;
+        self
     }
 
     /// True if a segment is held.
@@ -157,6 +168,19 @@ impl Gro {
             || (chain.len() > 1 && head.len() < hdr_len)
         {
             return Ok(None);
+        }
+        // Every descriptor must lie in the memory (also when the payload is
+        // not read), and together they must hold the payload the IP header
+        // claims.
+        let mut avail: usize = 0;
+        for d in chain {
+            if mem.bytes(d.addr, d.len as usize).is_none() {
+                return Err(SegError::OutOfBounds);
+            }
+            avail += d.len as usize;
+        }
+        if avail < hdr_len + payload_len {
+            return Err(SegError::ShortStream);
         }
         // The payload's sum.
         let pseudo = l.pseudo_sum();
@@ -312,7 +336,7 @@ impl Gro {
         }
         c.seq == h.next_seq
             && c.payload_len <= h.first_len
-            && h.payload_len + c.payload_len <= max_payload(h)
+            && h.payload_len + c.payload_len <= max_payload(h).min(self.max_payload)
             && h.count + payload_descs <= MAX_GRO_DESCS
     }
 

@@ -58,6 +58,9 @@ impl Gso {
         let mut to_boundary = mss;
         let mut skip = layout.payload_off();
         for d in chain {
+            if d.addr.0.checked_add(d.len as u64).is_none() {
+                return Err(SegError::OutOfBounds);
+            }
             let mut at = d.addr;
             let mut dlen = d.len as usize;
             if skip > 0 {

@@ -19,9 +19,10 @@
 //! - [`tso`]: a send stream made of frames whose payload sums were cached
 //!   when the data was written ([`StreamFrame::sum`]); with MSS clipping
 //!   ([`clip_mss`]) every payload descriptor is a whole frame and the
-//!   payload is never read again, also not on retransmission. Without
-//!   clipping, a segment boundary inside a frame costs reading the smaller
-//!   side of that frame once.
+//!   payload is never read again, also not on retransmission. An MSS below
+//!   a frame (1448) is served without reads when the stream is described
+//!   as runs cut at MSS boundaries; a boundary inside a cached run costs
+//!   reading part of it (bounded by [`BlockSums`]).
 //! - Two layouts: *chained* (above) and *single-descriptor*
 //!   ([`StreamSegmenter::next_in_headroom`]) for devices without
 //!   multi-buffer: the headers go into the frame's headroom right before
@@ -41,7 +42,7 @@ pub mod tso;
 pub use gro::{Gro, GroOutcome, RxChecksum};
 pub use gso::Gso;
 pub use template::HeaderTemplate;
-pub use tso::{SegCursor, StreamFrame, StreamSegmenter, clip_mss};
+pub use tso::{BlockSums, SegCursor, StreamFrame, StreamSegmenter, clip_mss};
 
 use crate::frame::FrameAddr;
 use crate::wire::{self, SeqNumber, TcpFlags};

@@ -19,11 +19,13 @@ use std::cell::Cell;
 struct Counting<'a> {
     mem: &'a [u8],
     reads: Cell<usize>,
+    read_len: Cell<usize>,
 }
 
 impl FrameMemory for Counting<'_> {
     fn bytes(&self, addr: FrameAddr, len: usize) -> Option<&[u8]> {
         self.reads.set(self.reads.get() + 1);
+        self.read_len.set(self.read_len.get() + len);
         self.mem.bytes(addr, len)
     }
 }
@@ -142,6 +144,17 @@ fn check_segment(
 /// the first, caching each frame's sum. Frame 0 of the memory is left out
 /// so that address 0 is never payload.
 fn stream_frames(data: &[u8], start: usize, fsize: usize) -> (Vec<u8>, Vec<StreamFrame>) {
+    let (mem, frames, _) = stream_frames_blocks(data, start, fsize);
+    (mem, frames)
+}
+
+/// [`stream_frames`] with per-frame block sums.
+fn stream_frames_blocks(
+    data: &[u8],
+    start: usize,
+    fsize: usize,
+) -> (Vec<u8>, Vec<StreamFrame>, Vec<BlockSums>) {
+    let mut blocks = Vec::new();
     let nframes = (start + data.len()).div_ceil(fsize).max(1);
     let mut mem = vec![0u8; (nframes + 1) * fsize];
     let mut frames = Vec::new();
@@ -150,7 +163,13 @@ fn stream_frames(data: &[u8], start: usize, fsize: usize) -> (Vec<u8>, Vec<Strea
         let base = (i + 1) * fsize;
         let off = if i == 0 { start } else { 0 };
         let take = (fsize - off).min(data.len() - pos);
-        let sum = copy_and_sum(&mut mem[base + off..], &data[pos..pos + take]);
+        let (sum, b) =
+            BlockSums::copy_and_sum(&mut mem[base + off..], &data[pos..pos + take]).unwrap();
+        assert_eq!(
+            sum,
+            copy_and_sum(&mut [0u8; 4096][..], &data[pos..pos + take])
+        );
+        blocks.push(b);
         // The frame's stream bytes start at `off` (data before belongs to
         // an earlier, acknowledged part of the stream).
         frames.push(StreamFrame {
@@ -160,7 +179,7 @@ fn stream_frames(data: &[u8], start: usize, fsize: usize) -> (Vec<u8>, Vec<Strea
         });
         pos += take;
     }
-    (mem, frames)
+    (mem, frames, blocks)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -175,6 +194,7 @@ fn run_tso(
     fsize: FrameSize,
     start: usize,
     fixed_id: bool,
+    use_blocks: bool,
 ) {
     let (eth, ip, tcp) = reprs(v6, vlan, ts, burst);
     let mut tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
@@ -185,14 +205,18 @@ fn run_tso(
     let clip = clip && mss >= fs;
     let start = if clip { 0 } else { start % fs };
     let data = pattern(len, len as u32 ^ mss as u32);
-    let (mem, frames) = stream_frames(&data, start, fs);
+    let (mem, frames, blocks) = stream_frames_blocks(&data, start, fs);
     // Frames hold only stream bytes, so offset 0 of frames[0] is `start`.
     let counting = Counting {
         mem: &mem,
         reads: Cell::new(0),
+        read_len: Cell::new(0),
     };
     let seq0 = SeqNumber(0xffff_fff0);
     let mut s = StreamSegmenter::new(&tpl, &frames, 0, len, seq0, mss).unwrap();
+    if use_blocks {
+        s = s.with_block_sums(&blocks);
+    }
     let mut hdr = [0xa5u8; 256];
     let mut descs = [Desc::default(); 40];
     let mut got = Vec::new();
@@ -251,67 +275,30 @@ fn clip_examples() {
 #[test]
 fn tso_fixed_cases() {
     let all = TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR;
-    run_tso(
-        false,
-        false,
-        true,
-        all,
-        100_000,
-        8948,
-        true,
-        FrameSize::F4096,
-        0,
-        false,
-    );
-    run_tso(
-        true,
-        true,
-        true,
-        all,
-        100_000,
-        65000,
-        true,
-        FrameSize::F4096,
-        0,
-        false,
-    );
-    run_tso(
-        false,
-        false,
-        false,
-        all,
-        100_001,
-        1448,
-        false,
-        FrameSize::F4096,
-        3001,
-        false,
-    );
-    run_tso(
-        true,
-        false,
-        false,
-        all,
-        9_000,
-        1448,
-        false,
-        FrameSize::F2048,
-        7,
-        true,
-    );
-    // A header-only segment (pure FIN).
-    run_tso(
-        false,
-        true,
-        true,
-        TcpFlags::ACK | TcpFlags::FIN,
-        0,
-        1448,
-        false,
-        FrameSize::F4096,
-        0,
-        false,
-    );
+    let f4k = FrameSize::F4096;
+    for blocks in [false, true] {
+        run_tso(
+            false, false, true, all, 100_000, 8948, true, f4k, 0, false, blocks,
+        );
+        run_tso(
+            true, true, true, all, 100_000, 65000, true, f4k, 0, false, blocks,
+        );
+        run_tso(
+            false, false, false, all, 100_001, 1448, false, f4k, 3001, false, blocks,
+        );
+        run_tso(
+            false, false, true, all, 100_001, 8948, false, f4k, 1, false, blocks,
+        );
+        let f2k = FrameSize::F2048;
+        run_tso(
+            true, false, false, all, 9_000, 1448, false, f2k, 7, true, blocks,
+        );
+        // A header-only segment (pure FIN).
+        let fin = TcpFlags::ACK | TcpFlags::FIN;
+        run_tso(
+            false, true, true, fin, 0, 1448, false, f4k, 0, false, blocks,
+        );
+    }
 }
 
 #[test]
@@ -432,10 +419,10 @@ proptest! {
     fn tso_properties(
         v6 in any::<bool>(), vlan in any::<bool>(), ts in any::<bool>(), burst in arb_burst(),
         len in prop_oneof![0usize..3000, 0usize..200_000], mss in arb_mss(), clip in any::<bool>(),
-        f2k in any::<bool>(), start in 0usize..4096, fixed_id in any::<bool>(),
+        f2k in any::<bool>(), start in 0usize..4096, fixed_id in any::<bool>(), blocks in any::<bool>(),
     ) {
         let fsize = if f2k { FrameSize::F2048 } else { FrameSize::F4096 };
-        run_tso(v6, vlan, ts, burst, len, mss, clip, fsize, start, fixed_id);
+        run_tso(v6, vlan, ts, burst, len, mss, clip, fsize, start, fixed_id, blocks);
     }
 
     /// GSO splits correctly, and GRO merges the pieces back into the
@@ -760,6 +747,14 @@ fn gro_rules() {
         oracle(&assemble(&hdr, &out[..info.desc_count], mem));
     }
 
+    // A size cap: three 1000-byte segments fit in 3000, the fourth does not.
+    let mut g = Gro::new(RxChecksum::Trust).with_max_payload(3000);
+    assert_eq!(g.push(&a, mem), Ok(GroOutcome::Held));
+    assert_eq!(g.push(&b, mem), Ok(GroOutcome::Held));
+    assert_eq!(g.push(&good, mem), Ok(GroOutcome::Held));
+    assert_eq!(g.push(&psh, mem), Ok(GroOutcome::Mismatch));
+    assert_eq!(g.held_segments(), 3);
+
     // A corrupted payload: refused when verifying, taken on trust.
     let mut bad_mem = rx.mem.clone();
     bad_mem[b[0].addr.0 as usize + 100] ^= 0x40;
@@ -869,4 +864,159 @@ fn tso_single_descriptor_layout() {
         s.next_in_headroom(&mut mem, &mut d).unwrap(),
         Err(SegError::NoHeadroom)
     );
+}
+
+#[test]
+fn hostile_descriptors_are_errors() {
+    let (eth, ip, tcp) = reprs(false, false, true, TcpFlags::ACK);
+    let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    let mem = vec![0u8; 8192];
+    let mut hdr = [0u8; 128];
+    let mut descs = [Desc::default(); 8];
+    // A frame whose range wraps the address space.
+    let wrap = [StreamFrame {
+        addr: FrameAddr(u64::MAX - 10),
+        len: 4096,
+        sum: 0,
+    }];
+    let mut s = StreamSegmenter::new(&tpl, &wrap, 5, 100, SeqNumber(1), 1448).unwrap();
+    assert_eq!(
+        s.next_segment(&mem, &mut hdr, FrameAddr(0), &mut descs)
+            .unwrap(),
+        Err(SegError::OutOfBounds)
+    );
+    let mut m = mem.clone();
+    let mut d = Desc::default();
+    let mut s = StreamSegmenter::new(&tpl, &wrap, 0, 100, SeqNumber(1), 1448).unwrap();
+    assert_eq!(
+        s.next_in_headroom(&mut m, &mut d).unwrap(),
+        Err(SegError::OutOfBounds)
+    );
+
+    // GRO/GSO: a segment whose IP length claims more than its chain holds,
+    // and a chain pointing outside the memory.
+    let payload = pattern(3000, 1);
+    let frame = build_frame(&eth, &ip, &tcp, &payload);
+    let mut rx = vec![0u8; 8192];
+    rx[..frame.len()].copy_from_slice(&frame);
+    let short = [Desc::new(FrameAddr(0), (frame.len() - 100) as u32, false)];
+    let outside = [
+        Desc::new(FrameAddr(0), 1000, true),
+        Desc::new(FrameAddr(u64::MAX - 5), 2066, false),
+    ];
+    for policy in [RxChecksum::Trust, RxChecksum::Verify] {
+        let mut g = Gro::new(policy);
+        assert_eq!(g.push(&short, &rx), Err(SegError::ShortStream));
+        assert_eq!(g.push(&outside, &rx), Err(SegError::OutOfBounds));
+        assert!(!g.is_holding());
+    }
+    assert_eq!(
+        Gso::new(&short, &rx, 1000).err(),
+        Some(SegError::ShortStream)
+    );
+    assert_eq!(
+        Gso::new(&outside, &rx, 1000).err(),
+        Some(SegError::OutOfBounds)
+    );
+}
+
+/// A send buffer described at write time as pieces cut at frame *and* MSS
+/// boundaries (each piece's sum cached by `copy_and_sum`): segmentation
+/// with an MSS below the frame size then never reads the payload either.
+#[test]
+fn tso_mss_cut_pieces_read_nothing() {
+    for (v6, mss, len) in [
+        (false, 1448, 100_000),
+        (true, 1428, 65_537),
+        (false, 536, 9_000),
+    ] {
+        let burst = TcpFlags::ACK | TcpFlags::PSH;
+        let (eth, ip, tcp) = reprs(v6, false, true, burst);
+        let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+        let data = pattern(len, 11);
+        let fs = 4096;
+        let mut mem = vec![0u8; (len / fs + 2) * fs];
+        let mut pieces = Vec::new();
+        let mut pos = 0;
+        while pos < len {
+            let to_frame_end = fs - pos % fs;
+            let to_seg_end = mss - pos % mss;
+            let take = to_frame_end.min(to_seg_end).min(len - pos);
+            let at = fs + pos;
+            let sum = copy_and_sum(&mut mem[at..], &data[pos..pos + take]);
+            pieces.push(StreamFrame {
+                addr: FrameAddr(at as u64),
+                len: take as u32,
+                sum,
+            });
+            pos += take;
+        }
+        let counting = Counting {
+            mem: &mem,
+            reads: Cell::new(0),
+            read_len: Cell::new(0),
+        };
+        let mut s = StreamSegmenter::new(&tpl, &pieces, 0, len, SeqNumber(3), mss).unwrap();
+        let (mut hdr, mut descs) = ([0u8; 128], [Desc::default(); 8]);
+        let nseg = len.div_ceil(mss);
+        let (mut i, mut got) = (0, Vec::new());
+        while let Some(r) = s.next_segment(&counting, &mut hdr, FrameAddr(0), &mut descs) {
+            let info = r.unwrap();
+            let chain = &descs[..info.desc_count];
+            let frame = assemble(&hdr, chain, &mem);
+            got.extend(check_segment(
+                &frame,
+                &info,
+                chain,
+                burst,
+                i == 0,
+                i + 1 == nseg,
+            ));
+            i += 1;
+        }
+        assert_eq!((i, got == data), (nseg, true));
+        assert_eq!(counting.reads.get(), 0);
+    }
+}
+
+/// Retransmission re-sends the same pages: segmenting a later range of the
+/// stream (from a frame boundary, clipped MSS) gives the same segments as
+/// the first transmission and reads nothing.
+#[test]
+fn retransmission_reads_nothing() {
+    let burst = TcpFlags::ACK;
+    let (eth, ip, tcp) = reprs(false, false, true, burst);
+    let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    let data = pattern(100_000, 5);
+    let (mem, frames) = stream_frames(&data, 0, 4096);
+    let mss = clip_mss(8948, 4096);
+    let seq0 = SeqNumber(1_000);
+    let mut first = Vec::new();
+    let mut s = StreamSegmenter::new(&tpl, &frames, 0, data.len(), seq0, mss).unwrap();
+    let (mut hdr, mut descs) = ([0u8; 128], [Desc::default(); 8]);
+    while let Some(r) = s.next_segment(&mem, &mut hdr, FrameAddr(0), &mut descs) {
+        let info = r.unwrap();
+        first.push(assemble(&hdr, &descs[..info.desc_count], &mem));
+    }
+    // Retransmit segments 3 and 4: frames 6.., 2 × 8192 bytes.
+    let counting = Counting {
+        mem: &mem,
+        reads: Cell::new(0),
+        read_len: Cell::new(0),
+    };
+    let mut tpl_rtx = tpl.clone();
+    tpl_rtx.set_flags(burst);
+    let start = 3 * mss;
+    let mut s =
+        StreamSegmenter::new(&tpl_rtx, &frames[6..], 0, 2 * mss, seq0 + start, mss).unwrap();
+    let mut i = 3;
+    while let Some(r) = s.next_segment(&counting, &mut hdr, FrameAddr(0), &mut descs) {
+        let info = r.unwrap();
+        let again = assemble(&hdr, &descs[..info.desc_count], &mem);
+        let (o1, o2) = (oracle(&first[i]), oracle(&again));
+        assert_eq!((o1.seq, &o1.payload), (o2.seq, &o2.payload));
+        i += 1;
+    }
+    assert_eq!(i, 5);
+    assert_eq!(counting.reads.get(), 0);
 }

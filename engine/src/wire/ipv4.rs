@@ -155,8 +155,9 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// The payload present in this buffer (up to the total length).
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
-        let end = (self.total_len() as usize).min(b.len());
-        &b[self.header_len()..end]
+        let hl = self.header_len();
+        let end = (self.total_len() as usize).clamp(hl, b.len());
+        &b[hl..end]
     }
 }
 
@@ -186,7 +187,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let hl = self.header_len();
         let end = self.total_len() as usize;
         let b = self.buffer.as_mut();
-        let end = end.min(b.len());
+        let end = end.clamp(hl, b.len());
         &mut b[hl..end]
     }
 }

@@ -154,7 +154,9 @@ impl TcpLayout {
         self.tcp_len - self.tcp_header_len
     }
 
-    /// Pseudo-header sum for this segment.
+    /// Pseudo-header sum for this segment. For IPv6 it uses the fixed
+    /// header's destination: with a routing header, RFC 8200 §8.1's final
+    /// destination is not substituted (xtcp never sends routing headers).
     pub fn pseudo_sum(&self) -> u16 {
         self.ip.pseudo_sum(IpProtocol::TCP, self.tcp_len)
     }

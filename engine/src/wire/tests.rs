@@ -429,6 +429,46 @@ fn corrupted_headers() {
 }
 
 #[test]
+fn ipv4_options_are_skipped() {
+    // Insert a 4-byte option (NOP NOP NOP EOL) into the golden SYN.
+    let mut f = GOLDEN_V4_SYN[..34].to_vec();
+    f.extend_from_slice(&[1, 1, 1, 0]);
+    f.extend_from_slice(&GOLDEN_V4_SYN[34..]);
+    f[14] = 0x46; // IHL 6
+    f[16..18].copy_from_slice(&64u16.to_be_bytes());
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    let l = locate_tcp(&f).unwrap();
+    assert_eq!((l.tcp_off, l.tcp_len), (38, 40));
+    let IpRepr::V4(r) = l.ip else { panic!() };
+    assert_eq!(r.payload_len, 40);
+    let t = TcpPacket::new_checked(&f[l.tcp_off..]).unwrap();
+    assert!(t.verify_checksum(l.pseudo_sum()));
+    assert_eq!(oracle(&f).seq, 0x1122_3344);
+    // Re-emitting the repr drops the options (20-byte header).
+    let mut b = [0u8; 20];
+    r.emit(&mut Ipv4Packet::new_unchecked(&mut b[..]));
+    assert_eq!(b[0], 0x45);
+}
+
+#[test]
+fn ethernet_padding_is_not_payload() {
+    // A minimum-size frame: 54 bytes of headers padded to 60 on the wire.
+    let (eth, mut ip, mut tcp) = golden_v4_reprs();
+    tcp.options = TcpOptions::NONE;
+    tcp.flags = TcpFlags::ACK;
+    ip.payload_len = 20;
+    let mut f = build_frame(&eth, &IpRepr::V4(ip), &tcp, &[]);
+    f.extend_from_slice(&[0; 6]);
+    let l = locate_tcp(&f).unwrap();
+    assert_eq!((l.tcp_len, l.payload_len()), (20, 0));
+    let t = TcpPacket::new_checked(&f[l.tcp_off..l.tcp_off + l.tcp_len]).unwrap();
+    assert!(t.verify_checksum(l.pseudo_sum()));
+    let p = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    assert_eq!(p.payload().len(), 20);
+    assert_eq!(oracle(&f).payload.len(), 0);
+}
+
+#[test]
 fn tcp_option_errors() {
     let bad: &[&[u8]] = &[
         &[2],                         // MSS without length
@@ -839,7 +879,17 @@ pub(crate) fn fuzz_all(b: &[u8]) {
         let _ = p.upper_layer();
     }
     if let Ok(p) = TcpPacket::new_checked(b) {
-        let _ = TcpRepr::parse(&p);
+        if let Ok(r) = TcpRepr::parse(&p) {
+            // Whatever parses re-emits (if our layout fits) and parses back.
+            let mut buf = [0u8; 64];
+            match r.emit(&mut TcpPacket::new_unchecked(&mut buf[..])) {
+                Ok(()) => {
+                    let back = TcpPacket::new_checked(&buf[..r.header_len()]).unwrap();
+                    assert_eq!(TcpRepr::parse(&back), Ok(r));
+                }
+                Err(e) => assert!(e == Error::Malformed && r.options.len() > 40),
+            }
+        }
         let _ = p.payload();
         let _ = p.verify_checksum(0);
     }
