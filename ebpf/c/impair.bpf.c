@@ -8,7 +8,13 @@
  * for peer -> xtcp (AF_XDP copy-mode TX bypasses the sender's tc egress).
  * Only TCP is touched (optionally one port), so ARP and ND keep working.
  * A duplicate is a clone redirected to the same hook; it carries a mark so
- * that it is not impaired again. */
+ * that it is not impaired again.
+ *
+ * Decisions are per packet as the hook sees it. On egress the local stack
+ * hands over GSO packets (several TCP segments, split after this hook), so
+ * there loss and duplication come in bursts of up to gso_segs segments; the
+ * counters count segments. For per-segment decisions on egress, set the
+ * device's gso_max_segs to 1. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>
@@ -42,11 +48,11 @@ struct {
 	__type(value, __u64);
 } impair_counters SEC(".maps");
 
-static __always_inline void bump(__u32 which)
+static __always_inline void bump(__u32 which, __u32 n)
 {
 	__u64 *c = bpf_map_lookup_elem(&impair_counters, &which);
 	if (c)
-		*c += 1;
+		*c += n;
 }
 
 /* 1 if the packet is TCP (IPv4 or IPv6 without extension headers) and its
@@ -92,9 +98,13 @@ int xtcp_impair(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (!is_target(skb, cfg->port))
 		return TC_ACT_OK;
-	bump(CNT_SEEN);
+	/* A GSO packet from the local stack carries several segments (it is
+	 * split after this hook): count segments, and know that it is dropped
+	 * or duplicated whole. */
+	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
+	bump(CNT_SEEN, segs);
 	if (cfg->drop_ppm && bpf_get_prandom_u32() % PPM < cfg->drop_ppm) {
-		bump(CNT_DROPPED);
+		bump(CNT_DROPPED, segs);
 		return TC_ACT_SHOT;
 	}
 	if (cfg->dup_ppm && bpf_get_prandom_u32() % PPM < cfg->dup_ppm) {
@@ -102,7 +112,7 @@ int xtcp_impair(struct __sk_buff *skb)
 		skb->mark = XTCP_DUP_MARK;
 		if (bpf_clone_redirect(skb, skb->ifindex,
 				       cfg->ingress ? BPF_F_INGRESS : 0) == 0)
-			bump(CNT_DUPLICATED);
+			bump(CNT_DUPLICATED, segs);
 		skb->mark = old;
 	}
 	return TC_ACT_OK;

@@ -75,7 +75,8 @@ pub enum QueueSource {
     /// `ETHTOOL_GCHANNELS`.
     Ethtool,
     /// `IFLA_NUM_RX_QUEUES` / `IFLA_NUM_TX_QUEUES` (the driver has no
-    /// channel support).
+    /// channel support). These are the queues the device allocated, an upper
+    /// bound on the ones in use: a bind to a queue below it can still fail.
     Rtnetlink,
 }
 
@@ -370,12 +371,24 @@ pub enum ProbeError {
         reason: &'static str,
     },
     /// The kernel refused for lack of privilege.
-    #[error("`{call}` was refused: it needs {needed}; run as root or grant it (e.g. setcap {needed_cap}+ep)", needed_cap = .needed.to_lowercase())]
+    #[error("`{call}` was refused: it needs {needed}; run as root or grant it (e.g. `setcap {needed_cap}+ep \"$(command -v xtcp)\"`)", needed_cap = .needed.to_lowercase())]
     PermissionDenied {
         /// The call or request refused.
         call: &'static str,
         /// The capability it needs.
         needed: &'static str,
+        /// The OS error (EPERM / EACCES).
+        #[source]
+        source: io::Error,
+    },
+    /// A call that needs no privilege was refused: a sandbox forbids it.
+    #[error(
+        "`{call}` was refused although it needs no privilege: a seccomp filter or a security \
+         module (SELinux, AppArmor) forbids it here; run xtcp outside that sandbox or allow it"
+    )]
+    RefusedByPolicy {
+        /// The call or request refused.
+        call: &'static str,
         /// The OS error (EPERM / EACCES).
         #[source]
         source: io::Error,
@@ -404,15 +417,15 @@ fn is_permission(errno: Option<i32>) -> bool {
     matches!(errno, Some(libc::EPERM) | Some(libc::EACCES))
 }
 
-/// Maps a netlink failure of `request`; a refusal becomes `PermissionDenied`.
+/// Maps a netlink failure of `request` (a read-only request that needs no
+/// capability); a refusal becomes `RefusedByPolicy`.
 fn netlink_error(request: &'static str) -> impl FnOnce(NetlinkError) -> ProbeError {
     move |e| match e {
         NetlinkError::Io { source, .. } | NetlinkError::Kernel { source, .. }
             if is_permission(source.raw_os_error()) =>
         {
-            ProbeError::PermissionDenied {
+            ProbeError::RefusedByPolicy {
                 call: request,
-                needed: "CAP_NET_ADMIN",
                 source,
             }
         }
@@ -613,6 +626,12 @@ fn queues(link: &LinkInfo, channels: Option<Channels>, notes: &mut Vec<String>) 
         None => {
             if link.num_rx_queues.is_none() {
                 notes.push("queue counts unknown: no ethtool channels and no IFLA_NUM_RX_QUEUES; assuming 1".into());
+            } else {
+                notes.push(
+                    "queue counts are the allocated ones (IFLA_NUM_*_QUEUES; the driver reports no \
+                     channels): an upper bound on the queues in use"
+                        .into(),
+                );
             }
             Queues {
                 rx: link.num_rx_queues.unwrap_or(1),
@@ -1070,19 +1089,22 @@ mod tests {
     }
 
     #[test]
-    fn permission_errors_name_the_capability() {
+    fn refusals_of_unprivileged_requests_blame_the_sandbox() {
         let e = netlink_error("RTM_GETLINK")(NetlinkError::Kernel {
             message: None,
             source: io::Error::from_raw_os_error(libc::EPERM),
         });
-        assert!(matches!(
-            e,
-            ProbeError::PermissionDenied {
-                needed: "CAP_NET_ADMIN",
-                ..
-            }
-        ));
-        assert!(e.to_string().contains("CAP_NET_ADMIN"), "{e}");
+        assert!(
+            matches!(
+                e,
+                ProbeError::RefusedByPolicy {
+                    call: "RTM_GETLINK",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("seccomp"), "{e}");
         let e = netlink_error("RTM_GETLINK")(NetlinkError::Unexpected { kind: 3 });
         assert!(matches!(
             e,

@@ -14,10 +14,26 @@ use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
 const PORT: u16 = 7100;
 
 /// A raw TCP socket in `side`'s namespace: a copy of every TCP packet the
-/// kernel there receives.
+/// kernel there receives, with a receive buffer large enough for a test's
+/// worth of packets (SO_RCVBUFFORCE: root may exceed rmem_max).
 fn tcp_tap(side: &Side) -> Socket {
+    use std::os::fd::AsRawFd;
     let _g = side.ns.enter().unwrap();
-    Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::TCP)).unwrap()
+    let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::TCP)).unwrap();
+    let size: libc::c_int = 16 << 20;
+    // SAFETY: setsockopt on our own socket with a pointer to a live c_int
+    // and its size; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
+    s
 }
 
 /// Counts TCP packets to `port` on the tap: waits up to 5 s for the first,
@@ -73,10 +89,8 @@ fn ingress_loss_drops_about_the_configured_fraction() {
     };
     let tap = tcp_tap(&net.b);
     const N: usize = 2000;
-    // Read while sending: the tap's receive buffer holds only a few hundred.
-    let reader = std::thread::spawn(move || count(&tap, PORT));
     send(&net.a, &net.b, PORT, N);
-    let got = reader.join().unwrap();
+    let got = count(&tap, PORT);
     let c = imp.counters().unwrap();
     assert_eq!(c.seen, N as u64, "{c:?}");
     // Binomial(2000, 0.3): mean 600, sd 20.5; ±150 is over 7 sd.

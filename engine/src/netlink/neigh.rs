@@ -23,6 +23,7 @@ const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_PREFSRC: u16 = 7;
+const RTA_VIA: u16 = 18;
 const NDA_DST: u16 = 1;
 const NDA_LLADDR: u16 = 2;
 
@@ -32,6 +33,7 @@ const NUD_REACHABLE: u16 = 0x02;
 const NUD_STALE: u16 = 0x04;
 const NUD_DELAY: u16 = 0x08;
 const NUD_PROBE: u16 = 0x10;
+const NUD_FAILED: u16 = 0x20;
 const NUD_NOARP: u16 = 0x40;
 const NUD_PERMANENT: u16 = 0x80;
 const NUD_VALID: u16 =
@@ -71,6 +73,9 @@ pub struct Route {
     pub gateway: Option<IpAddr>,
     /// Preferred source address.
     pub prefsrc: Option<IpAddr>,
+    /// The gateway is of the other family (`RTA_VIA`, e.g. IPv4 via an IPv6
+    /// next hop): not supported by [`resolve`].
+    pub via_other_family: bool,
 }
 
 impl Route {
@@ -103,6 +108,7 @@ pub fn parse_route(payload: &[u8]) -> Result<Route, ParseError> {
         oif: 0,
         gateway: None,
         prefsrc: None,
+        via_other_family: false,
     };
     for a in Attrs::new(attrs) {
         let a = a?;
@@ -110,6 +116,7 @@ pub fn parse_route(payload: &[u8]) -> Result<Route, ParseError> {
             RTA_OIF => r.oif = a.u32()?,
             RTA_GATEWAY => r.gateway = parse_ip(fam, a.payload()),
             RTA_PREFSRC => r.prefsrc = parse_ip(fam, a.payload()),
+            RTA_VIA => r.via_other_family = true,
             _ => {}
         }
     }
@@ -243,6 +250,15 @@ pub enum ResolveError {
         /// How long we waited.
         waited: Duration,
     },
+    /// A route whose gateway is of the other address family.
+    #[error(
+        "the route to {dst} goes via a gateway of the other address family (RTA_VIA), which \
+         xtcp does not support: add a route with a same-family gateway, or pass --dst-mac"
+    )]
+    ViaOtherFamily {
+        /// Destination.
+        dst: IpAddr,
+    },
     /// Netlink failed.
     #[error("netlink: {0}")]
     Netlink(#[from] NetlinkError),
@@ -259,6 +275,9 @@ pub fn resolve(dst: IpAddr, timeout: Duration) -> Result<NextHop, ResolveError> 
         }
         Err(e) => return Err(e.into()),
     };
+    if route.via_other_family {
+        return Err(ResolveError::ViaOtherFamily { dst });
+    }
     let addr = route.next_hop(dst);
     let start = Instant::now();
     let mut triggered = false;
@@ -284,7 +303,10 @@ pub fn resolve(dst: IpAddr, timeout: Duration) -> Result<NextHop, ResolveError> 
                 waited: timeout,
             });
         }
-        if !triggered {
+        // Ask again if an earlier attempt failed (the entry then stays
+        // FAILED until someone asks).
+        let failed = matches!(get_neighbour(&mut sock, route.oif, addr)?, Some(n) if n.state & NUD_FAILED != 0);
+        if !triggered || failed {
             trigger_resolution(&mut sock, route.oif, addr)?;
             triggered = true;
         }
@@ -318,6 +340,13 @@ mod tests {
             r.next_hop(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9))),
             IpAddr::V4(Ipv4Addr::new(198, 18, 0, 254))
         );
+        assert!(!r.via_other_family);
+        let mut via = p.clone();
+        via.put_attr(
+            RTA_VIA,
+            &[10, 0, 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        );
+        assert!(parse_route(&via).unwrap().via_other_family);
         assert!(parse_route(&p[..5]).is_err());
         // A corrupted attribute length is an error, not a panic.
         let mut bad = p.clone();

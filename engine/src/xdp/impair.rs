@@ -18,12 +18,17 @@ pub enum Hook {
     Egress,
 }
 
-/// Rates, in parts per million of the TCP packets seen.
+/// Rates, in parts per million of the TCP packets the hook sees. On egress
+/// the local stack hands over GSO packets of several segments, which are
+/// dropped or duplicated whole (set the device's `gso_max_segs` to 1 for
+/// per-segment decisions). Only packets that were not dropped can be
+/// duplicated, so the duplicate rate is `(1 - drop) × dup`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ImpairConfig {
     /// Dropped.
     pub drop_ppm: u32,
-    /// Duplicated (the copy follows the original).
+    /// Duplicated (at ingress the copy follows the original; at egress it
+    /// leaves first).
     pub dup_ppm: u32,
     /// Only TCP packets from or to this port; `None`: all TCP.
     pub port: Option<u16>,
@@ -39,7 +44,7 @@ impl ImpairConfig {
     }
 }
 
-/// What the program did, summed over CPUs.
+/// What the program did, in TCP segments, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ImpairCounters {
     /// TCP packets that matched.
@@ -110,7 +115,10 @@ impl Impairment {
             .map_err(|source| XdpError::Attach {
                 iface: iface.to_owned(),
                 mode: "tc",
-                hint: "; tc BPF programs need Linux 6.6+ (TCX links) or a clsact qdisc".to_owned(),
+                hint: format!(
+                    "; before Linux 6.6 (no TCX links) add a clsact qdisc first: \
+                 `tc qdisc add dev {iface} clsact`"
+                ),
                 source: Box::new(source),
             })?;
         Ok(Impairment {
