@@ -35,9 +35,17 @@ fn checksums(c: &mut Criterion<ThreadCpuTime>) {
         g.bench_with_input(BenchmarkId::new("xtcp_sum", len), &src, |b, s| {
             b.iter(|| checksum::sum(black_box(s)))
         });
+        g.bench_with_input(BenchmarkId::new("xtcp_sum_portable", len), &src, |b, s| {
+            b.iter(|| checksum::sum_portable(black_box(s)))
+        });
         g.bench_with_input(BenchmarkId::new("xtcp_copy_and_sum", len), &src, |b, s| {
             b.iter(|| checksum::copy_and_sum(&mut dst[64..], black_box(s)))
         });
+        g.bench_with_input(
+            BenchmarkId::new("xtcp_copy_and_sum_portable", len),
+            &src,
+            |b, s| b.iter(|| checksum::copy_and_sum_portable(&mut dst[64..], black_box(s))),
+        );
         g.bench_with_input(BenchmarkId::new("etherparse", len), &src, |b, s| {
             b.iter(|| {
                 etherparse::checksum::Sum16BitWords::new()

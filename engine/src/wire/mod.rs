@@ -11,7 +11,8 @@
 //!   [`Error`] for truncated, malformed, unsupported or fragmented input.
 //! - `XxxRepr::emit(&mut packet)` writes every header byte it owns (buffers
 //!   pre-filled with `0xa5` in the tests prove it), never the payload.
-//! - Nothing here allocates, performs I/O, or contains `unsafe`.
+//! - Nothing here allocates or performs I/O. The only `unsafe` is the call
+//!   of the run-time-selected AVX2 copy of the checksum loop ([`checksum`]).
 //!
 //! [`locate_tcp`] walks Ethernet (+ one 802.1Q tag) → IPv4/IPv6 (extension
 //! headers skipped) → TCP in one call and is what the `seg` and `tcp` layers
