@@ -1152,3 +1152,81 @@ fn worker_with_ready(
         r
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A txonly-like packet of `size` bytes, built by etherparse.
+    fn packet(size: usize) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([198, 18, 0, 2], [198, 18, 0, 3], 64)
+            .tcp(40000, 5203, 1, 65535)
+            .ack(1);
+        let payload: Vec<u8> = (0..size - PAYLOAD_OFFSET)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let mut pkt = Vec::new();
+        b.write(&mut pkt, &payload).unwrap();
+        assert_eq!(pkt.len(), size);
+        pkt
+    }
+
+    /// Stamps `rounds` generations into the frames of one chain and checks
+    /// each result with etherparse: single generation, valid TCP checksum.
+    fn stamp_and_check(size: usize, frame_size: FrameSize) {
+        let umem = Umem::new(UmemConfig {
+            frame_count: 8,
+            frame_size,
+            headroom: 0,
+            hugepages: false,
+        })
+        .unwrap();
+        let fs = frame_size.bytes();
+        let pkt = packet(size);
+        let k = size.div_ceil(fs);
+        let mut chain: Vec<Frame> = umem.take_frames().into_iter().take(k).collect();
+        for (pos, f) in chain.iter_mut().enumerate() {
+            let piece = &pkt[pos * fs..((pos + 1) * fs).min(size)];
+            umem.frame_mut(f)[..piece.len()].copy_from_slice(piece);
+        }
+        let mut st = Stamper::new(&pkt, fs);
+        for generation in 1..=3u64 {
+            st.stamp(&umem, &mut chain);
+            let mut wire = Vec::new();
+            for (pos, f) in chain.iter_mut().enumerate() {
+                let len = (size - pos * fs).min(fs);
+                wire.extend_from_slice(&umem.frame_mut(f)[..len]);
+            }
+            let h = etherparse::PacketHeaders::from_ethernet_slice(&wire).unwrap();
+            let Some(etherparse::NetHeaders::Ipv4(ip, _)) = &h.net else {
+                panic!("no IPv4 header")
+            };
+            let Some(etherparse::TransportHeader::Tcp(tcp)) = &h.transport else {
+                panic!("no TCP header")
+            };
+            let payload = h.payload.slice();
+            assert_eq!(payload.len(), size - PAYLOAD_OFFSET);
+            let want: Vec<u8> = (0..payload.len())
+                .map(|i| generation.to_be_bytes()[i % 8])
+                .collect();
+            assert_eq!(payload, &want[..], "size {size}, generation {generation}");
+            assert_eq!(
+                tcp.checksum,
+                tcp.calc_checksum_ipv4(ip, payload).unwrap(),
+                "size {size}, generation {generation}"
+            );
+        }
+    }
+
+    #[test]
+    fn stamp_keeps_the_tcp_checksum_valid_in_one_frame_and_in_chains() {
+        for size in [60, 61, 64, 1500, 4096] {
+            stamp_and_check(size, FrameSize::from_bytes(4096).unwrap());
+        }
+        // Chains: the payload (and the checksum sum) continues across frames.
+        for size in [2049, 4097, 6000, 9000] {
+            stamp_and_check(size, FrameSize::from_bytes(2048).unwrap());
+        }
+    }
+}

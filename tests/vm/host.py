@@ -21,7 +21,8 @@ over the payload. Every captured frame must have valid IPv4 and TCP
 checksums and a payload of one of these two forms; stamped frames must
 each hold a single generation, and generations must increase in capture
 order (a TX frame rewritten before its completion would show up as a mixed
-payload, a bad checksum or a repeated generation).
+payload, a bad checksum or a repeated generation). `host.py --self-test`
+checks that the checker catches these.
 """
 
 import argparse
@@ -189,7 +190,53 @@ def sysfs_counter(iface, name):
         return -1
 
 
+def build_frame(payload, seq=1):
+    """A frame like xsk-bench txonly's, with valid checksums."""
+    src, dst = socket.inet_aton("198.18.0.2"), socket.inet_aton("198.18.0.3")
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0, 64, 6, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", 0xFFFF - csum_sum(ip)) + ip[12:]
+    tcp = struct.pack("!HHIIBBHHH", 40000, 5203, seq, 1, 0x50, 0x10, 65535, 0, 0) + payload
+    c = 0xFFFF - csum_sum(src + dst + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)
+    tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
+    return mac_bytes("02:00:c6:12:00:01") + mac_bytes("52:54:00:12:34:56") + b"\x08\x00" + ip + tcp
+
+
+def self_test():
+    """The checker catches what it is there to catch."""
+    def stamp(g, n=1446):
+        return (g.to_bytes(8, "big") * (n // 8 + 1))[:n]
+
+    def run(frames):
+        cap = Capture.__new__(Capture)
+        st = PortStats()
+        for f in frames:
+            cap.check(st, f)
+        return st
+
+    good = [build_frame(stamp(g)) for g in (1, 2, 3)]
+    st = run(good)
+    assert st.bad == 0 and st.kinds == {"stamp"} and st.gen_out_of_order == 0, vars(st)
+    mixed = stamp(5)[:700] + stamp(6)[700:]
+    st = run([build_frame(mixed)])  # checksum made valid on purpose
+    assert st.bad == 1 and "mixes generations" in st.first_bad, vars(st)
+    torn = bytearray(good[0])
+    torn[-100:] = stamp(9)[-100:]  # payload rewritten after the checksum
+    st = run([bytes(torn)])
+    assert st.bad == 1 and "checksum" in st.first_bad, vars(st)
+    st = run([good[1], good[0], good[2]])
+    assert st.bad == 0 and st.gen_out_of_order == 1, vars(st)
+    st = run([build_frame(PATTERN[:1446])] * 3)
+    assert st.bad == 0 and st.kinds == {"plain"} and st.frames == 3, vars(st)
+    st = run([build_frame(PATTERN[1:1447])])
+    assert st.bad == 1, vars(st)
+    print("host: checker self-test passed (mixed generations, torn payload, "
+          "reordered generations and a wrong pattern are all caught)")
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iface", required=True)
     ap.add_argument("--serial", required=True, help="file QEMU writes the guest console to")

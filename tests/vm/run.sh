@@ -78,9 +78,13 @@ fetch_kernel() {
     fi
     ln -sfn "$pkg" "$CACHE/current"
 }
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9   # one fetch at a time when several runs share the cache
 if [ ! -f "$CACHE/current/.complete" ] || [ -n "${XTCP_VM_REFRESH:-}" ]; then
     fetch_kernel
 fi
+flock -u 9
 KROOT=$(readlink -f "$CACHE/current")/root
 VMLINUZ=$(ls "$KROOT"/boot/vmlinuz-* | head -n 1)
 KVER=${VMLINUZ##*/vmlinuz-}
@@ -90,6 +94,7 @@ say "guest kernel $KVER ($((SECONDS - T0)) s)"
 
 # --- xtcp, static ------------------------------------------------------------
 source scripts/deps.sh
+say "building a static xtcp (release)"
 RUSTFLAGS='-C target-feature=+crt-static' \
     cargo build --release --locked -q -p xtcp --target x86_64-unknown-linux-gnu
 XTCP=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/xtcp
@@ -174,6 +179,8 @@ cp tests/vm/init "$ROOT/init"
 chmod +x "$ROOT/init"
 (cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1) >"$WORK/initrd.gz"
 say "initramfs $(du -h "$WORK/initrd.gz" | cut -f1) ($((SECONDS - T0)) s)"
+
+python3 tests/vm/host.py --self-test
 
 # --- network namespace with the tap --------------------------------------------
 ip netns add "$NS"
