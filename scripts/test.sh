@@ -15,5 +15,5 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The integration tests run the release binary's code paths too: build it once.
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
-# The zero-copy path, for real: a virtio-net guest in QEMU (about a minute once built).
-bash tests/vm/run.sh
+# The zero-copy path, for real: a virtio-net guest in QEMU, with the xtcp built above.
+XTCP_VM_BIN="${CARGO_TARGET_DIR:-target}/debug/xtcp" bash tests/vm/run.sh

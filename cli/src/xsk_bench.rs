@@ -1015,8 +1015,10 @@ impl Stamper {
                 continue;
             }
             let data = &mut umem.frame_mut(frame)[from - start..end - start];
-            for (i, b) in data.iter_mut().enumerate() {
-                *b = pattern[(from - PAYLOAD_OFFSET + i) % 8];
+            let mut phase = pattern;
+            phase.rotate_left((from - PAYLOAD_OFFSET) % 8);
+            for chunk in data.chunks_mut(8) {
+                chunk.copy_from_slice(&phase[..chunk.len()]);
             }
             sum = checksum::combine(sum, checksum::sum(data), from - TCP_OFFSET);
         }

@@ -18,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 T0=$SECONDS
 say() { echo "vm: $*"; }
+is_static() { ldd "$1" 2>&1 | grep -qE 'not a dynamic executable|statically linked'; }
 die() { echo "vm: FAIL: $*" >&2; exit 1; }
 trap 'echo "vm: FAIL: line $LINENO: $BASH_COMMAND failed" >&2' ERR
 
@@ -92,14 +93,23 @@ MODDIR=$(ls -d "$KROOT"/lib/modules/"$KVER" "$KROOT"/usr/lib/modules/"$KVER" 2>/
 [ -d "$MODDIR" ] || die "no /lib/modules/$KVER in the kernel package"
 say "guest kernel $KVER ($((SECONDS - T0)) s)"
 
-# --- xtcp, static ------------------------------------------------------------
-source scripts/deps.sh
-say "building a static xtcp (release)"
-RUSTFLAGS='-C target-feature=+crt-static' \
-    cargo build --release --locked -q -p xtcp --target x86_64-unknown-linux-gnu
-XTCP=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/xtcp
-ldd "$XTCP" 2>&1 | grep -qE 'not a dynamic executable|statically linked' || die "$XTCP is not static"
-say "built $XTCP ($((SECONDS - T0)) s)"
+# --- xtcp ------------------------------------------------------------------------
+# A static release build by default. XTCP_VM_BIN=path uses a binary built
+# already (CI passes the debug build the test suite made, which saves a
+# from-scratch release build); a dynamic one goes in with its libraries.
+if [ -n "${XTCP_VM_BIN:-}" ]; then
+    XTCP=$XTCP_VM_BIN
+    [ -x "$XTCP" ] || die "XTCP_VM_BIN=$XTCP is not an executable"
+    say "using $XTCP"
+else
+    source scripts/deps.sh
+    say "building a static xtcp (release)"
+    RUSTFLAGS='-C target-feature=+crt-static' \
+        cargo build --release --locked -q -p xtcp --target x86_64-unknown-linux-gnu
+    XTCP=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/xtcp
+    is_static "$XTCP" || die "$XTCP is not static"
+    say "built $XTCP ($((SECONDS - T0)) s)"
+fi
 
 # --- initramfs ---------------------------------------------------------------
 WORK=$(mktemp -d /tmp/xtcp-vm.XXXXXX)
@@ -130,15 +140,21 @@ cp /bin/busybox "$ROOT/bin/busybox"
 for applet in $(/bin/busybox --list); do
     [ -e "$ROOT/bin/$applet" ] || ln -s busybox "$ROOT/bin/$applet"
 done
-cp "$XTCP" "$ROOT/bin/xtcp"
-# ethtool (to use one queue pair) with its shared libraries.
-ETHTOOL=$(command -v ethtool)
-rm -f "$ROOT/bin/ethtool"
-cp "$ETHTOOL" "$ROOT/bin/ethtool"
-for lib in $(ldd "$ETHTOOL" | grep -oE '/[^ ]+\.so[^ ]*'); do
-    mkdir -p "$ROOT$(dirname "$lib")"
-    cp -L "$lib" "$ROOT$lib"
-done
+# Copies executable $1 to /bin/$2 in the initramfs, with its shared libraries.
+install_bin() {
+    rm -f "$ROOT/bin/$2"
+    cp "$1" "$ROOT/bin/$2"
+    is_static "$1" && return 0
+    local lib
+    for lib in $(ldd "$1" | grep -oE '/[^ ]+\.so[^ ]*'); do
+        mkdir -p "$ROOT$(dirname "$lib")"
+        cp -L "$lib" "$ROOT$lib"
+    done
+}
+install_bin "$XTCP" xtcp
+strip --strip-debug "$ROOT/bin/xtcp" 2>/dev/null || true   # smaller initramfs
+# ethtool: the guest uses one queue pair (see init).
+install_bin "$(command -v ethtool)" ethtool
 # virtio_net and what it depends on, unless built in; dependencies first.
 CONFIG="$KROOT/boot/config-$KVER"
 modules=()
