@@ -89,6 +89,8 @@ class Capture(threading.Thread):
         self.lock = threading.Lock()
         self.drops = 0
         self.stop = False
+        self.other = 0  # frames from the guest that are not IPv4/TCP
+        self.first_other = None
 
     def socket_drops(self):
         """Frames the kernel dropped because this socket fell behind."""
@@ -106,9 +108,14 @@ class Capture(threading.Thread):
                 continue
             except OSError:
                 return
-            if addr[2] == PACKET_OUTGOING or frame[6:12] != self.guest_mac:
+            if addr[2] == PACKET_OUTGOING:
                 continue
-            if len(frame) < 54 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+            if frame[6:12] != self.guest_mac or len(frame) < 54 or frame[12:14] != b"\x08\x00" \
+                    or frame[23] != 6:
+                with self.lock:
+                    self.other += 1
+                    if self.first_other is None:
+                        self.first_other = f"{len(frame)} bytes: {frame[:64].hex()}"
                 continue
             port = struct.unpack_from("!H", frame, 36)[0]
             with self.lock:
@@ -312,6 +319,11 @@ def main():
         if problems:
             fails += 1
             say(f"FAIL host: {what}: " + "; ".join(problems))
+            stats = {n: sysfs_counter(args.iface, n) for n in
+                     ("rx_packets", "rx_bytes", "rx_errors", "rx_dropped", "rx_frame_errors",
+                      "rx_length_errors")}
+            say(f"host: tap {args.iface} statistics {stats}; {cap.other} other frames "
+                f"from the guest, first: {cap.first_other}")
         else:
             passes += 1
             say(f"PASS host: {what}, all intact")
