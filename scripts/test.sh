@@ -12,6 +12,14 @@ fi
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The integration tests run the release binary's code paths too: build it once.
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
+# The zero-copy path, for real: a virtio-net guest in QEMU, with the xtcp built above.
+# One zero-copy TX run in 17 once saw completions with nothing reaching the
+# host (not reproduced since; see tests/vm/README or the issue tracker): a
+# failed VM check is retried once, and says so, before it fails the suite.
+vm() { XTCP_VM_BIN="${CARGO_TARGET_DIR:-target}/debug/xtcp" bash tests/vm/run.sh; }
+if ! vm; then
+    echo "xtcp: the VM check failed; retrying it once" >&2
+    vm
+fi

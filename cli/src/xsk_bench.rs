@@ -7,6 +7,19 @@
 //! packet back out). With `--testnet` it builds its own two-namespace veth
 //! network and runs txonly on one side against `--mode` on the other.
 //!
+//! `--stamp` (txonly) rewrites each packet's payload with a new generation
+//! number every time its frames come back from the completion ring: a frame
+//! is written only while userspace owns it, so a receiver that finds a
+//! payload mixing two generations (or a bad TCP checksum) has caught a frame
+//! reused before its completion. The payload is the generation as 8
+//! big-endian bytes, repeated; generations start at 1 and increase by one
+//! per packet, in send order.
+//!
+//! Zero-copy devices that take one descriptor per packet (virtio-net reports
+//! `xdp-zc-max-segs = 1`) cannot carry a multi-buffer chain: a packet size or
+//! MTU that needs one is refused with `--bind zerocopy`, and makes
+//! `--bind auto` choose copy mode.
+//!
 //! Rates count Ethernet frames without FCS/preamble: Gbit/s = frame bytes × 8.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -21,7 +34,9 @@ use clap::ValueEnum;
 use serde::Serialize;
 use xtcp_engine::frame::FrameSize;
 use xtcp_engine::netlink::neigh::resolve;
+use xtcp_engine::probe::NetdevFeatures;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
+use xtcp_engine::wire::checksum;
 use xtcp_engine::xdp::{AttachMode, Rule, SteerCounters, Steering};
 use xtcp_engine::xsk::{
     self, BindInfo, BindMode, Frame, RxDesc, TxDesc, Umem, UmemConfig, Xsk, XskConfig, XskStats,
@@ -181,7 +196,15 @@ pub struct XskBenchArgs {
     /// side B against --mode on side A.
     #[arg(long)]
     pub testnet: bool,
-    /// Print one JSON object at the end instead of text.
+    /// txonly: stamp every packet's payload with a generation number,
+    /// rewritten only after the packet's frames have completed (8-byte
+    /// big-endian generation repeated over the payload, starting at 1,
+    /// TCP checksum kept valid). A receiver that sees a payload mixing two
+    /// generations has caught a TX frame rewritten before its completion.
+    #[arg(long)]
+    pub stamp: bool,
+    /// Print one JSON object at the end instead of text (progress lines
+    /// such as the bind result go to stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -262,6 +285,7 @@ struct WorkerSpec {
     dst_mac: Option<[u8; 6]>,
     core: Option<usize>,
     hugepages: bool,
+    stamp: bool,
 }
 
 /// Copy-mode XDP headroom the kernel keeps in front of received data.
@@ -300,6 +324,7 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
         dst_mac: args.dst_mac.map(|m| m.0),
         core: args.core,
         hugepages: args.hugepages,
+        stamp: args.stamp,
     };
     if args.testnet {
         return run_testnet(args, spec);
@@ -316,6 +341,8 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
         for msg in rx {
             if !json {
                 print_msg(&msg);
+            } else if let Msg::Bound(..) = msg {
+                eprintln!("{}", msg_line(&msg));
             }
         }
         h.join().expect("worker thread panicked")
@@ -368,6 +395,9 @@ fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
     if args.testnet && args.iface.is_some() {
         bail!("--testnet builds its own interfaces: drop --iface");
     }
+    if args.stamp && args.mode != Mode::Txonly && !args.testnet {
+        bail!("--stamp applies to txonly (the sender): add --mode txonly or drop --stamp");
+    }
     Ok(())
 }
 
@@ -377,8 +407,12 @@ enum Msg {
 }
 
 fn print_msg(m: &Msg) {
+    println!("{}", msg_line(m));
+}
+
+fn msg_line(m: &Msg) -> String {
     match m {
-        Msg::Bound(side, b, xdp) => println!(
+        Msg::Bound(side, b, xdp) => format!(
             "# {side}: {} queue {} bound, {}{}{}{}",
             b.iface,
             b.queue,
@@ -391,7 +425,7 @@ fn print_msg(m: &Msg) {
                 _ => "",
             }
         ),
-        Msg::Sample(s) => println!(
+        Msg::Sample(s) => format!(
             "{:>7.2}s  {:<3} {:>10.3} Mpps {:>8.3} Gbit/s",
             s.t,
             s.side,
@@ -549,6 +583,12 @@ fn worker(
             spec.iface
         );
     }
+    // Descriptors per packet: what the device must take in one chain.
+    let chain_len = match spec.mode {
+        Mode::Txonly => spec.size.div_ceil(fs),
+        Mode::Rxdrop | Mode::L2fwd => (mtu + 14).div_ceil(rx_capacity),
+    };
+    let bind = zero_copy_chain_guard(spec, chain_len, mtu, rx_capacity)?;
     // Everything that can be checked before touching the interface is.
     let pkt = match spec.mode {
         Mode::Txonly => Some(build_packet(spec)?),
@@ -573,12 +613,26 @@ fn worker(
         tx_size: spec.ring,
         fill_size: spec.ring * 2,
         comp_size: spec.ring * 2,
-        bind: spec.bind,
+        bind,
         need_wakeup: spec.wakeup == Wakeup::Need,
         multi_buffer,
         tx_budget: Some(spec.ring),
     };
     let mut x = Xsk::bind(&umem, &spec.iface, spec.queue, &cfg)?;
+    if x.info().zerocopy && chain_len > 1 {
+        // The kernel should have refused this bind already; never send a
+        // chain the device cannot take, whatever it said.
+        let segs = zc_max_segs(&spec.iface)?;
+        if segs.is_none_or(|s| (s as usize) < chain_len) {
+            bail!(
+                "{} is bound in zero-copy mode, but a packet here needs {chain_len} descriptors \
+                 and the device takes at most {} per packet (xdp-zc-max-segs): {}",
+                spec.iface,
+                segs.map_or_else(|| "an unknown number".to_owned(), |s| s.to_string()),
+                fit_hint(spec, mtu, rx_capacity)
+            );
+        }
+    }
     let mut steering = steering;
     if let Some(st) = steering.as_mut() {
         st.register(spec.queue, &x)?;
@@ -654,6 +708,87 @@ fn worker(
         steer,
         intervals: meter.samples,
     })
+}
+
+/// The device's `xdp-zc-max-segs` from the netdev netlink family: the most
+/// descriptors one packet may span in zero-copy mode (`None`: not reported,
+/// i.e. no zero-copy or a kernel older than 6.6).
+fn zc_max_segs(iface: &str) -> anyhow::Result<Option<u32>> {
+    let report = xtcp_engine::probe::probe(iface)
+        .with_context(|| format!("reading xdp-zc-max-segs of {iface}"))?;
+    Ok(match report.xdp.netdev {
+        NetdevFeatures::Reported {
+            xdp_zc_max_segs, ..
+        } => xdp_zc_max_segs,
+        NetdevFeatures::Unknown { .. } => None,
+    })
+}
+
+/// What to change so that a packet fits one descriptor.
+fn fit_hint(spec: &WorkerSpec, mtu: usize, rx_capacity: usize) -> String {
+    let fs = spec.frame_size.bytes();
+    match spec.mode {
+        Mode::Txonly => format!(
+            "use --size {fs} or less (one {fs}-byte frame), or --bind copy \
+             (or --bind auto, which then picks copy mode)"
+        ),
+        Mode::Rxdrop | Mode::L2fwd => format!(
+            "lower the MTU of {} from {mtu} to {} or less (`ip link set dev {} mtu {}`) \
+             so that a packet fits one {fs}-byte frame, or use --bind copy \
+             (or --bind auto, which then picks copy mode)",
+            spec.iface,
+            rx_capacity - 14,
+            spec.iface,
+            rx_capacity - 14
+        ),
+    }
+}
+
+/// Refuses (`--bind zerocopy`) or falls back to copy mode (`--bind auto`)
+/// when a packet needs `chain_len` descriptors and the device takes fewer
+/// in zero-copy mode; returns the bind mode to use.
+fn zero_copy_chain_guard(
+    spec: &WorkerSpec,
+    chain_len: usize,
+    mtu: usize,
+    rx_capacity: usize,
+) -> anyhow::Result<BindMode> {
+    if chain_len <= 1 || spec.bind == BindMode::Copy {
+        return Ok(spec.bind);
+    }
+    let Some(segs) = zc_max_segs(&spec.iface)? else {
+        // No zero-copy here: the bind itself says so (zerocopy) or falls
+        // back (auto).
+        return Ok(spec.bind);
+    };
+    if segs as usize >= chain_len {
+        return Ok(spec.bind);
+    }
+    let what = match spec.mode {
+        Mode::Txonly => format!("--size {} needs a {chain_len}-descriptor chain", spec.size),
+        Mode::Rxdrop | Mode::L2fwd => format!(
+            "MTU {mtu} needs up to {chain_len} descriptors per received packet \
+             ({rx_capacity} bytes fit one frame)"
+        ),
+    };
+    match spec.bind {
+        BindMode::ZeroCopy => bail!(
+            "{what}, but {} takes at most {segs} descriptor{} per packet in zero-copy mode \
+             (xdp-zc-max-segs = {segs}, see `xtcp probe {}`): {}",
+            spec.iface,
+            if segs == 1 { "" } else { "s" },
+            spec.iface,
+            fit_hint(spec, mtu, rx_capacity)
+        ),
+        BindMode::Auto | BindMode::Copy => {
+            tracing::warn!(
+                "{what}, but {} takes at most {segs} per packet in zero-copy mode \
+                 (xdp-zc-max-segs = {segs}): using copy mode",
+                spec.iface
+            );
+            Ok(BindMode::Copy)
+        }
+    }
 }
 
 #[derive(Default)]
@@ -810,6 +945,8 @@ fn txonly(
     let size = pkt.len() as u64;
     let mut completed_pieces: u64 = 0;
     let mut submitted_pieces: u64 = 0;
+    let mut stamper = spec.stamp.then(|| Stamper::new(pkt, fs));
+    let mut chain: Vec<Frame> = Vec::with_capacity(k);
     let loop_start = Instant::now();
     let loop_end = loop {
         let now = Instant::now();
@@ -835,8 +972,14 @@ fn txonly(
             c.no_frames += 1;
         }
         while batch.remaining() as usize >= k && free.iter().all(|v| !v.is_empty()) {
-            for (pos, list) in free.iter_mut().enumerate() {
-                let Some(frame) = list.pop() else { break };
+            // Every list has a frame (checked above).
+            chain.extend(free.iter_mut().filter_map(Vec::pop));
+            if let Some(st) = stamper.as_mut() {
+                // The frames came from the free lists: userspace owns them,
+                // their last transmission has completed.
+                st.stamp(umem, &mut chain);
+            }
+            for (pos, frame) in chain.drain(..).enumerate() {
                 let last = pos + 1 == k;
                 let _ = batch.push(TxDesc {
                     frame,
@@ -876,6 +1019,68 @@ fn txonly(
     c.bytes = c.packets * size;
     c.window = Some((loop_start, loop_end));
     Ok(())
+}
+
+/// Offsets in the txonly packet (Ethernet + IPv4 without options + TCP
+/// without options).
+const TCP_OFFSET: usize = 14 + 20;
+const PAYLOAD_OFFSET: usize = TCP_OFFSET + 20;
+
+/// `--stamp`: writes generation `n` over the payload of packet `n` and
+/// fixes the TCP checksum, just before the packet goes to the TX ring.
+struct Stamper {
+    /// Sum of the pseudo-header and the TCP header with a zero checksum.
+    base: u16,
+    /// Packet length.
+    len: usize,
+    /// UMEM frame size (one piece of the packet per frame).
+    frame_size: usize,
+    /// The generation of the last stamped packet.
+    generation: u64,
+}
+
+impl Stamper {
+    fn new(pkt: &[u8], frame_size: usize) -> Self {
+        let ip = |o: usize| Ipv4Addr::new(pkt[o], pkt[o + 1], pkt[o + 2], pkt[o + 3]);
+        let mut tcp_header = [0u8; 20];
+        tcp_header.copy_from_slice(&pkt[TCP_OFFSET..PAYLOAD_OFFSET]);
+        tcp_header[16..18].fill(0);
+        let pseudo =
+            checksum::pseudo_v4(ip(14 + 12), ip(14 + 16), 6, (pkt.len() - TCP_OFFSET) as u32);
+        Stamper {
+            base: checksum::add(pseudo, checksum::sum(&tcp_header)),
+            len: pkt.len(),
+            frame_size,
+            generation: 0,
+        }
+    }
+
+    /// Stamps the next generation into `chain` (piece `i` of the packet in
+    /// `chain[i]`, the header already in piece 0).
+    fn stamp(&mut self, umem: &Umem, chain: &mut [Frame]) {
+        self.generation += 1;
+        let pattern = self.generation.to_be_bytes();
+        let mut sum = self.base;
+        let fs = self.frame_size;
+        for (pos, frame) in chain.iter_mut().enumerate() {
+            let start = pos * fs;
+            let end = (start + fs).min(self.len);
+            let from = PAYLOAD_OFFSET.max(start);
+            if from >= end {
+                continue;
+            }
+            let data = &mut umem.frame_mut(frame)[from - start..end - start];
+            let mut phase = pattern;
+            phase.rotate_left((from - PAYLOAD_OFFSET) % 8);
+            for chunk in data.chunks_mut(8) {
+                chunk.copy_from_slice(&phase[..chunk.len()]);
+            }
+            sum = checksum::combine(sum, checksum::sum(data), from - TCP_OFFSET);
+        }
+        let csum = !sum;
+        let head = umem.frame_mut(&mut chain[0]);
+        head[TCP_OFFSET + 16..TCP_OFFSET + 18].copy_from_slice(&csum.to_be_bytes());
+    }
 }
 
 /// Both sides of the test network: txonly on B against rxdrop/l2fwd on A.
@@ -1015,4 +1220,82 @@ fn worker_with_ready(
         let _ = fwd.join();
         r
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A txonly-like packet of `size` bytes, built by etherparse.
+    fn packet(size: usize) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([198, 18, 0, 2], [198, 18, 0, 3], 64)
+            .tcp(40000, 5203, 1, 65535)
+            .ack(1);
+        let payload: Vec<u8> = (0..size - PAYLOAD_OFFSET)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let mut pkt = Vec::new();
+        b.write(&mut pkt, &payload).unwrap();
+        assert_eq!(pkt.len(), size);
+        pkt
+    }
+
+    /// Stamps `rounds` generations into the frames of one chain and checks
+    /// each result with etherparse: single generation, valid TCP checksum.
+    fn stamp_and_check(size: usize, frame_size: FrameSize) {
+        let umem = Umem::new(UmemConfig {
+            frame_count: 8,
+            frame_size,
+            headroom: 0,
+            hugepages: false,
+        })
+        .unwrap();
+        let fs = frame_size.bytes();
+        let pkt = packet(size);
+        let k = size.div_ceil(fs);
+        let mut chain: Vec<Frame> = umem.take_frames().into_iter().take(k).collect();
+        for (pos, f) in chain.iter_mut().enumerate() {
+            let piece = &pkt[pos * fs..((pos + 1) * fs).min(size)];
+            umem.frame_mut(f)[..piece.len()].copy_from_slice(piece);
+        }
+        let mut st = Stamper::new(&pkt, fs);
+        for generation in 1..=3u64 {
+            st.stamp(&umem, &mut chain);
+            let mut wire = Vec::new();
+            for (pos, f) in chain.iter_mut().enumerate() {
+                let len = (size - pos * fs).min(fs);
+                wire.extend_from_slice(&umem.frame_mut(f)[..len]);
+            }
+            let h = etherparse::PacketHeaders::from_ethernet_slice(&wire).unwrap();
+            let Some(etherparse::NetHeaders::Ipv4(ip, _)) = &h.net else {
+                panic!("no IPv4 header")
+            };
+            let Some(etherparse::TransportHeader::Tcp(tcp)) = &h.transport else {
+                panic!("no TCP header")
+            };
+            let payload = h.payload.slice();
+            assert_eq!(payload.len(), size - PAYLOAD_OFFSET);
+            let want: Vec<u8> = (0..payload.len())
+                .map(|i| generation.to_be_bytes()[i % 8])
+                .collect();
+            assert_eq!(payload, &want[..], "size {size}, generation {generation}");
+            assert_eq!(
+                tcp.checksum,
+                tcp.calc_checksum_ipv4(ip, payload).unwrap(),
+                "size {size}, generation {generation}"
+            );
+        }
+    }
+
+    #[test]
+    fn stamp_keeps_the_tcp_checksum_valid_in_one_frame_and_in_chains() {
+        for size in [60, 61, 64, 1500, 4096] {
+            stamp_and_check(size, FrameSize::from_bytes(4096).unwrap());
+        }
+        // Chains: the payload (and the checksum sum) continues across frames.
+        for size in [2049, 4097, 6000, 9000] {
+            stamp_and_check(size, FrameSize::from_bytes(2048).unwrap());
+        }
+    }
 }
