@@ -16,7 +16,7 @@ cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
 # The zero-copy path, for real: a virtio-net guest in QEMU, with the xtcp built above.
 # One zero-copy TX run in 17 once saw completions with nothing reaching the
-# host (not reproduced since; see tests/vm/README or the issue tracker): a
+# host (cause not found, not reproduced in 16 runs since): a
 # failed VM check is retried once, and says so, before it fails the suite.
 vm() { XTCP_VM_BIN="${CARGO_TARGET_DIR:-target}/debug/xtcp" bash tests/vm/run.sh; }
 if ! vm; then
