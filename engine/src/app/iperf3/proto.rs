@@ -223,9 +223,15 @@ fn as_u64(v: &Value) -> Option<u64> {
     (f.is_finite() && f >= 0.0 && f < u64::MAX as f64).then_some(f as u64)
 }
 
+/// A JSON number as a signed integer. Debian's iperf3 3.12 (system cJSON
+/// 1.7.15) prints -1 as `18446744073709551615`: integers above `i64::MAX`
+/// are read as the two's-complement value they were printed from.
 fn as_i64(v: &Value) -> Option<i64> {
     if let Some(i) = v.as_i64() {
         return Some(i);
+    }
+    if let Some(u) = v.as_u64() {
+        return Some(i64::from_ne_bytes(u.to_ne_bytes()));
     }
     let f = v.as_f64()?;
     (f.is_finite() && f >= i64::MIN as f64 && f < i64::MAX as f64).then_some(f as i64)

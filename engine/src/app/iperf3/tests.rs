@@ -301,6 +301,21 @@ fn results_parse_iperf312_and_reject_missing_fields() {
     );
 }
 
+/// Debian's iperf3 3.12 (system cJSON 1.7.15) prints -1 as 2^64-1; this is
+/// what its server sent for a forward test, verbatim.
+#[test]
+fn results_accept_debian_cjson_minus_one() {
+    let text = br#"{"cpu_util_total":21.1586778753918,"cpu_util_user":0.73531097235856624,"cpu_util_system":20.423267240391276,"sender_has_retransmits":18446744073709551615,"congestion_used":"bbr","streams":[{"id":1,"bytes":668811581,"retransmits":18446744073709551615,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":1.003357}]}"#;
+    let Value::Object(m) = serde_json::from_slice(text).unwrap() else {
+        panic!()
+    };
+    let r = Results::from_json(&m, 1).unwrap();
+    assert_eq!(r.sender_has_retransmits, -1);
+    assert_eq!(r.streams[0].retransmits, -1);
+    assert_eq!(r.streams[0].bytes, 668_811_581);
+    assert_eq!(r.streams[0].end_time, Some(1.003357));
+}
+
 // ---- server, scripted ---------------------------------------------------
 
 /// Drives a server through cookie and parameters; returns it in CREATE_STREAMS.
