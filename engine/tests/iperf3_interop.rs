@@ -42,7 +42,23 @@ fn client_against_server(server: &ServerHandle, extra: &[&str], streams: usize) 
     let sum_sent = u64_at(&json, &["end", "sum_sent", "bytes"]);
     let sum_received = u64_at(&json, &["end", "sum_received", "bytes"]);
     let reverse = extra.contains(&"-R");
-    if reverse {
+    let bidir = extra.contains(&"--bidir");
+    if bidir {
+        assert!(received > 0 && sent > 0, "received {received}, sent {sent}");
+        // Client → server half, as in a forward test.
+        assert_eq!(sum_received, received);
+        assert_eq!(sum_sent, received);
+        // Server → client half, as in a reverse test.
+        let rev_sent = u64_at(&json, &["end", "sum_sent_bidir_reverse", "bytes"]);
+        let rev_received = u64_at(&json, &["end", "sum_received_bidir_reverse", "bytes"]);
+        assert_eq!(rev_sent, sent);
+        assert!(
+            rev_received > 0 && rev_received <= sent,
+            "{rev_received} > {sent}"
+        );
+        let peer_total: u64 = peer.streams.iter().map(|s| s.bytes).sum();
+        assert_eq!(peer_total, sum_sent + rev_received);
+    } else if reverse {
         assert!(sent > 0, "server sent nothing");
         // iperf3 shows the sender's bytes as the server reported them...
         assert_eq!(sum_sent, sent);
@@ -57,13 +73,18 @@ fn client_against_server(server: &ServerHandle, extra: &[&str], streams: usize) 
         // iperf3 shows the receiver's bytes as the server reported them...
         assert_eq!(sum_received, received);
         // ...and, with the server draining before it reports, that is every
-        // byte the client wrote.
-        assert_eq!(sum_sent, received);
+        // byte the client wrote (with -O, each side cuts the omitted
+        // period at its own clock, so only the totals of both agree).
+        if !extra.contains(&"-O") {
+            assert_eq!(sum_sent, received);
+        }
         assert_eq!(sent, 0);
     }
-    // The client's own results reached us and match its JSON.
-    let peer_total: u64 = peer.streams.iter().map(|s| s.bytes).sum();
-    assert_eq!(peer_total, if reverse { sum_received } else { sum_sent });
+    if !bidir {
+        // The client's own results reached us and match its JSON.
+        let peer_total: u64 = peer.streams.iter().map(|s| s.bytes).sum();
+        assert_eq!(peer_total, if reverse { sum_received } else { sum_sent });
+    }
     assert_eq!(
         json["end"]["streams"].as_array().map(Vec::len),
         Some(streams)
@@ -106,6 +127,45 @@ fn iperf3_client_bytes() {
     let server = ServerHandle::start(ServerConfig::default());
     let (received, _) = client_against_server(&server, &["-n", "10M"], 1);
     assert_eq!(received, 10 << 20);
+}
+
+#[test]
+fn iperf3_client_bidir() {
+    if !have_iperf3("iperf3_client_bidir") {
+        return;
+    }
+    let server = ServerHandle::start(ServerConfig::default());
+    client_against_server(&server, &["-t", "1", "--bidir"], 2);
+}
+
+#[test]
+fn iperf3_client_omit() {
+    if !have_iperf3("iperf3_client_omit") {
+        return;
+    }
+    let server = ServerHandle::start(ServerConfig::default());
+    client_against_server(&server, &["-t", "1", "-O", "1"], 1);
+    // A second run, to look at the server's own omit accounting: the
+    // omitted second's bytes are counted apart and not reported.
+    let json = run_iperf3_client(server.port, &["-t", "1", "-O", "1"]);
+    assert_eq!(server.wait_outcomes(1, Duration::from_secs(10)), 1);
+    let o = server.take_outcomes().pop().unwrap();
+    assert_eq!(o.result, Ok(()));
+    let s = &o.streams[0];
+    assert!(s.omitted_bytes > 0, "{s:?}");
+    // Sender and receiver cut the omit period at their own clocks: the
+    // totals agree to within a fraction of the test.
+    let sent = u64_at(&json, &["end", "sum_sent", "bytes"]);
+    let diff = sent.abs_diff(s.counted_bytes());
+    assert!(
+        diff < sent / 5,
+        "client counted {sent}, server {}",
+        s.counted_bytes()
+    );
+    assert_eq!(
+        u64_at(&json, &["end", "sum_received", "bytes"]),
+        s.counted_bytes()
+    );
 }
 
 #[test]
@@ -221,7 +281,10 @@ fn busy_server_denies_a_second_client() {
 
 fn our_client_against_iperf3(params: TestParams) {
     let reverse = params.reverse;
-    let parallel = params.parallel as usize;
+    let bidir = params.bidirectional;
+    let time_secs = params.time_secs;
+    let budget = params.bytes;
+    let parallel = params.stream_count() as usize;
     let (server, port) = start_iperf3_server();
     let outcome = run_client(port, params, Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("client against iperf3 -s failed: {e}"));
@@ -248,8 +311,28 @@ fn our_client_against_iperf3(params: TestParams) {
     assert_eq!(peer_ids, ours, "server names the same streams");
     let cpu = outcome.peer.cpu_util_total;
     assert!((0.0..=100.0 * 64.0).contains(&cpu), "cpu_util_total {cpu}");
+    let min_secs = f64::from(time_secs) * 0.5;
     for s in &outcome.peer.streams {
-        assert!(s.end_time.unwrap_or(0.0) > 0.5, "{s:?}");
+        assert!(s.end_time.is_some_and(|t| t > min_secs), "{s:?}");
+    }
+    // Stream by stream: a receiver never reports more than its sender wrote,
+    // and on loopback it gets most of it.
+    for (mine, theirs) in outcome.streams.iter().zip(&outcome.peer.streams) {
+        let (sender, receiver) = match mine.role {
+            Role::Send => (mine.counted_bytes(), theirs.bytes),
+            Role::Receive => (theirs.bytes, mine.counted_bytes()),
+        };
+        assert!(receiver > 0, "{mine:?} / {theirs:?}");
+        assert!(receiver <= sender, "{mine:?} / {theirs:?}");
+        assert!(receiver >= sender / 2, "{mine:?} / {theirs:?}");
+    }
+    if budget > 0 {
+        // The session ends the test once the byte budget is spent.
+        let moved = outcome.bytes(Role::Send).max(outcome.bytes(Role::Receive));
+        assert!(moved >= budget, "{moved} < {budget}");
+    }
+    if bidir {
+        return;
     }
     let peer_bytes = outcome.peer_bytes();
     let sum_sent = u64_at(&json, &["end", "sum_sent", "bytes"]);
@@ -301,6 +384,31 @@ fn our_client_reverse_against_iperf3_server() {
         time_secs: 1,
         reverse: true,
         parallel: 2,
+        ..TestParams::default()
+    });
+}
+
+#[test]
+fn our_client_bidir_against_iperf3_server() {
+    if !have_iperf3("our_client_bidir_against_iperf3_server") {
+        return;
+    }
+    our_client_against_iperf3(TestParams {
+        time_secs: 1,
+        bidirectional: true,
+        ..TestParams::default()
+    });
+}
+
+#[test]
+fn our_client_bytes_against_iperf3_server() {
+    if !have_iperf3("our_client_bytes_against_iperf3_server") {
+        return;
+    }
+    our_client_against_iperf3(TestParams {
+        time_secs: 0,
+        bytes: 10 << 20,
+        block_len: 64 * 1024,
         ..TestParams::default()
     });
 }

@@ -504,7 +504,8 @@ fn server_huge_length_prefix_fails_at_once() {
 #[test]
 fn server_rejects_bad_json_and_bad_params() {
     let t0 = Instant::now();
-    let bad: Vec<(Vec<u8>, fn(&Error) -> bool)> = vec![
+    type Check = fn(&Error) -> bool;
+    let bad: Vec<(Vec<u8>, Check)> = vec![
         (b"\0\0\0\x04{\"tc".to_vec(), |e| {
             matches!(e, Error::BadJson(_))
         }),
