@@ -253,6 +253,64 @@ fn garbage_and_stalled_clients_do_not_stop_the_server() {
     client_against_server(&server, &["-t", "1"], 1);
 }
 
+/// Plays a client by hand up to a running test (cookie, parameters, one data
+/// connection); returns the control and data connections.
+fn handshake_by_hand(port: u16) -> (TcpStream, TcpStream) {
+    const COOKIE: &[u8; 37] = b"hand0hand1hand2hand3hand4hand5hand67\0";
+    let addr = (Ipv4Addr::LOCALHOST, port);
+    let mut ctrl = TcpStream::connect(addr).unwrap();
+    ctrl.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    ctrl.write_all(COOKIE).unwrap();
+    let mut b = [0u8; 2];
+    ctrl.read_exact(&mut b[..1]).unwrap();
+    assert_eq!(b[0], 9);
+    let params =
+        br#"{"tcp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"len":1024}"#;
+    ctrl.write_all(&(params.len() as u32).to_be_bytes())
+        .unwrap();
+    ctrl.write_all(params).unwrap();
+    ctrl.read_exact(&mut b[..1]).unwrap();
+    assert_eq!(b[0], 10);
+    let mut data = TcpStream::connect(addr).unwrap();
+    data.write_all(COOKIE).unwrap();
+    ctrl.read_exact(&mut b).unwrap();
+    assert_eq!(b, [1, 2]);
+    data.write_all(&[0u8; 4096]).unwrap();
+    (ctrl, data)
+}
+
+#[test]
+fn clients_failing_mid_test_do_not_stop_the_server() {
+    if !have_iperf3("clients_failing_mid_test_do_not_stop_the_server") {
+        return;
+    }
+    let server = ServerHandle::start(ServerConfig::default());
+
+    // Garbage state byte mid-test: SERVER_ERROR (IEMESSAGE), closed.
+    let (mut ctrl, _data) = handshake_by_hand(server.port);
+    // Let the server count the data first (the count is checked below).
+    std::thread::sleep(Duration::from_millis(200));
+    ctrl.write_all(&[0x55]).unwrap();
+    let got = wait_closed(&mut ctrl, Duration::from_secs(5));
+    assert_eq!(got, [0xfe, 0, 0, 0, 110, 0, 0, 0, 0]);
+
+    // Vanishes mid-test.
+    let (ctrl, data) = handshake_by_hand(server.port);
+    drop((ctrl, data));
+
+    assert_eq!(server.wait_outcomes(2, Duration::from_secs(5)), 2);
+    let bad = server.take_outcomes();
+    assert_eq!(bad[0].result, Err(Error::UnknownState(0x55)));
+    assert!(bad[0].bytes(Role::Receive) > 0);
+    assert!(
+        matches!(bad[1].result, Err(Error::ControlClosed { .. })),
+        "{:?}",
+        bad[1]
+    );
+
+    client_against_server(&server, &["-t", "1"], 1);
+}
+
 #[test]
 fn busy_server_denies_a_second_client() {
     if !have_iperf3("busy_server_denies_a_second_client") {
