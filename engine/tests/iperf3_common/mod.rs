@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use xtcp_engine::app::iperf3::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, ClientConfig, ClientSession, Cookie, EndReport, Error, Event,
-    Results, Role, ServerConfig, ServerSession, StreamInfo, StreamStats, TestParams,
+    Results, Role, Route, ServerConfig, ServerSession, StreamInfo, StreamStats, TestParams, route,
 };
 
 pub const IPERF3: &str = "/usr/bin/iperf3";
@@ -253,8 +253,8 @@ fn server_loop(
             busy = true;
             sock.set_nonblocking(true).unwrap();
             let _ = sock.set_nodelay(true);
-            match &mut test {
-                None => {
+            match route(test.as_ref().map(|t| &t.session)) {
+                Route::Control => {
                     test = Some(ServerTest {
                         ctrl: sock,
                         session: ServerSession::new(config.clone(), now),
@@ -265,8 +265,12 @@ fn server_loop(
                         result: None,
                     })
                 }
-                Some(t) if t.session.expects_streams() => t.pending.push((sock, Vec::new(), now)),
-                Some(_) => {
+                Route::Data => {
+                    if let Some(t) = &mut test {
+                        t.pending.push((sock, Vec::new(), now));
+                    }
+                }
+                Route::Refuse => {
                     let mut sock = sock;
                     let _ = sock.write(&[ACCESS_DENIED_BYTE]);
                 }

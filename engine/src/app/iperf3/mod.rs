@@ -32,12 +32,13 @@
 //!
 //! # Data connections
 //!
-//! - Server: while [`ServerSession::expects_streams`] is true, every new
-//!   connection is a data connection: read [`COOKIE_LEN`] bytes from it and
-//!   call [`ServerSession::accept_stream`]. On `Err`, write
-//!   [`ACCESS_DENIED_BYTE`] and close it (the test goes on, as in iperf3).
-//!   A new connection that arrives while a session exists but does not expect
-//!   streams gets [`ACCESS_DENIED_BYTE`] and is closed without being read.
+//! - Server: [`route`] says what a new connection on the port is. While
+//!   [`ServerSession::expects_streams`] is true, every new connection is a
+//!   data connection: read [`COOKIE_LEN`] bytes from it and call
+//!   [`ServerSession::accept_stream`]. On `Err`, write [`ACCESS_DENIED_BYTE`]
+//!   and close it (the test goes on, as in iperf3). A new connection that
+//!   arrives while a session exists but does not expect streams gets
+//!   [`ACCESS_DENIED_BYTE`] and is closed without being read.
 //! - Client: on [`Event::CreateStreams`], open the connections listed by
 //!   [`ClientSession::streams`] *one after another, in order*, writing
 //!   [`ClientSession::cookie`] first on each: the server assigns stream ids and
@@ -63,7 +64,7 @@ pub use proto::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
     MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,
 };
-pub use server::{ServerConfig, ServerSession};
+pub use server::{Route, ServerConfig, ServerSession, route};
 pub use streams::{Role, StreamId, StreamInfo, StreamStats};
 
 /// Why a session ended early, or why a call was refused.

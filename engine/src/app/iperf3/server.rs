@@ -25,6 +25,30 @@ use super::{
     Error, Event, Role, decode_state,
 };
 
+/// What to do with a connection just accepted on the iperf3 port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// No test is running: it is a control connection; create a
+    /// [`ServerSession`] for it.
+    Control,
+    /// The running test expects data connections: read
+    /// [`super::COOKIE_LEN`] bytes and call [`ServerSession::accept_stream`].
+    Data,
+    /// A test is running and expects no connection: write
+    /// [`super::ACCESS_DENIED_BYTE`] and close, without reading (as iperf3).
+    Refuse,
+}
+
+/// Routes a new connection given the current session, if any.
+pub fn route(current: Option<&ServerSession>) -> Route {
+    match current {
+        None => Route::Control,
+        Some(s) if s.is_finished() => Route::Control,
+        Some(s) if s.expects_streams() => Route::Data,
+        Some(_) => Route::Refuse,
+    }
+}
+
 /// Server limits and timeouts.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {

@@ -105,8 +105,14 @@ impl StreamTable {
         }
     }
 
+    /// O(1): ids map back to creation indexes (1 → 0, n ≥ 3 → n - 2).
     pub(crate) fn get_mut(&mut self, id: StreamId) -> Option<&mut StreamStats> {
-        self.streams.iter_mut().find(|s| s.id == id)
+        let index = match id.0 {
+            1 => 0,
+            n if n >= 3 => (n - 2) as usize,
+            _ => return None,
+        };
+        self.streams.get_mut(index).filter(|s| s.id == id)
     }
 
     pub(crate) fn record(&mut self, id: StreamId, len: u64) -> bool {

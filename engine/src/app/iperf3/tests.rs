@@ -398,6 +398,44 @@ fn server_full_scripted_exchange() {
 }
 
 #[test]
+fn route_new_connections() {
+    let t0 = Instant::now();
+    assert_eq!(route(None), Route::Control);
+    let mut s = ServerSession::new(ServerConfig::default(), t0);
+    assert_eq!(route(Some(&s)), Route::Refuse);
+    s.handle_control(t0, COOKIE);
+    s.handle_control(t0, &frame(&params_312(json!({"parallel": 1}))));
+    assert_eq!(route(Some(&s)), Route::Data);
+    s.accept_stream(t0, COOKIE).unwrap();
+    assert_eq!(route(Some(&s)), Route::Refuse);
+    s.handle_control(t0, &[0x55]);
+    assert!(s.is_finished());
+    assert_eq!(route(Some(&s)), Route::Control);
+}
+
+#[test]
+fn stream_ids_follow_iperf_numbering() {
+    let ids: Vec<u32> = (0..5).map(|i| StreamId::from_index(i).0).collect();
+    assert_eq!(ids, [1, 3, 4, 5, 6]);
+    let t0 = Instant::now();
+    let mut s = server_at_create_streams(json!({"parallel": 3}), t0);
+    for _ in 0..3 {
+        s.accept_stream(t0, COOKIE).unwrap();
+    }
+    for (id, ok) in [
+        (0, false),
+        (1, true),
+        (2, false),
+        (3, true),
+        (4, true),
+        (5, false),
+    ] {
+        assert_eq!(s.record_bytes(StreamId(id), 1), ok, "id {id}");
+    }
+    assert!(!s.record_bytes(StreamId(u32::MAX), 1));
+}
+
+#[test]
 fn server_accepts_input_one_byte_at_a_time() {
     let t0 = Instant::now();
     let mut s = ServerSession::new(ServerConfig::default(), t0);
