@@ -169,6 +169,64 @@ fn iperf3_client_omit() {
 }
 
 #[test]
+fn iperf3_client_options_reach_the_server() {
+    if !have_iperf3("iperf3_client_options_reach_the_server") {
+        return;
+    }
+    let server = ServerHandle::start(ServerConfig::default());
+    let args = [
+        "-t",
+        "1",
+        "-l",
+        "64K",
+        "-w",
+        "512K",
+        "-N",
+        "-C",
+        "reno",
+        "-T",
+        "xtcp-title",
+    ];
+    run_iperf3_client(server.port, &args);
+    assert_eq!(server.wait_outcomes(1, Duration::from_secs(10)), 1);
+    let o = server.take_outcomes().pop().unwrap();
+    assert_eq!(o.result, Ok(()));
+    let p = o.params.expect("params");
+    assert_eq!(p.block_len, 64 * 1024);
+    assert_eq!(p.window, Some(512 * 1024));
+    assert!(p.nodelay);
+    assert_eq!(p.congestion.as_deref(), Some("reno"));
+    assert_eq!(p.title.as_deref(), Some("xtcp-title"));
+    assert_eq!(p.time_secs, 1);
+    let version = p.client_version.expect("client_version");
+    assert!(version.starts_with("3."), "{version}");
+}
+
+#[test]
+fn iperf3_udp_client_gets_a_server_error_and_the_server_goes_on() {
+    if !have_iperf3("iperf3_udp_client_gets_a_server_error_and_the_server_goes_on") {
+        return;
+    }
+    let server = ServerHandle::start(ServerConfig::default());
+    let port = server.port.to_string();
+    let out = Proc::spawn(&["-c", "127.0.0.1", "-p", &port, "-u", "-t", "1", "-J"])
+        .wait(Duration::from_secs(20))
+        .unwrap();
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    // iperf3 decodes our SERVER_ERROR + IEUNIMP into its own message.
+    let err = v["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error in {v}"));
+    assert!(err.contains("not implemented"), "{err}");
+    assert_eq!(server.wait_outcomes(1, Duration::from_secs(5)), 1);
+    assert!(matches!(
+        server.take_outcomes()[0].result,
+        Err(Error::Refused { errno: 13, .. })
+    ));
+    client_against_server(&server, &["-t", "1"], 1);
+}
+
+#[test]
 fn iperf3_client_back_to_back_on_one_server() {
     if !have_iperf3("iperf3_client_back_to_back_on_one_server") {
         return;
