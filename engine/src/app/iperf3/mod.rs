@@ -48,9 +48,13 @@
 //!
 //! Input is untrusted: a bad cookie, an unknown or out-of-place state byte, a
 //! length prefix above the configured maximum, invalid JSON or parameters
-//! out of range end the session with [`Event::Error`]; nothing panics. Input
-//! and output buffers are bounded by the largest JSON message allowed plus a
-//! few bytes. Every waiting phase has a deadline.
+//! out of range end the session with [`Event::Error`]; nothing panics. The
+//! input buffer holds at most the largest JSON message allowed plus a few
+//! bytes; the output holds at most one results document (its size bounded by
+//! the stream count) and a few state bytes, as long as the caller drains
+//! `poll_transmit`. Every phase that waits on the peer has a deadline; the
+//! phase that waits on the caller (after [`Event::TestEnd`], until
+//! `end_test`) has none.
 
 mod client;
 mod proto;

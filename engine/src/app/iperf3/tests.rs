@@ -880,6 +880,54 @@ fn client_byte_budget_ends_test() {
 }
 
 #[test]
+fn client_block_budget_counts_after_omit() {
+    let t0 = Instant::now();
+    let mut c = client(
+        TestParams {
+            time_secs: 0,
+            blocks: 4,
+            block_len: 100,
+            omit_secs: 1,
+            ..TestParams::default()
+        },
+        t0,
+    );
+    c.handle_control(t0, &[9, 10, 1, 2]);
+    events_client(&mut c);
+    assert_eq!(c.poll_timeout(), Some(t0 + Duration::from_secs(1)));
+    c.record_bytes(StreamId(1), 1000); // omitted: does not count
+    assert!(events_client(&mut c).is_empty());
+    c.handle_timeout(t0 + Duration::from_secs(1));
+    c.record_bytes(StreamId(1), 399);
+    assert!(events_client(&mut c).is_empty());
+    c.record_bytes(StreamId(1), 1);
+    assert_eq!(events_client(&mut c), [Event::TestEnd]);
+    assert_eq!(c.counted_bytes(Role::Send), 400);
+}
+
+#[test]
+fn client_terminate_and_early_end() {
+    let t0 = Instant::now();
+    let mut c = client(TestParams::default(), t0);
+    c.handle_control(t0, &[9]);
+    c.poll_transmit();
+    c.terminate(t0);
+    assert_eq!(c.poll_transmit().unwrap(), [12]);
+    assert!(c.is_finished());
+
+    // end_test before the time is up stops a running test; not before it runs.
+    let mut c = client(TestParams::default(), t0);
+    assert!(matches!(
+        c.end_test(t0, EndReport::default()),
+        Err(Error::WrongPhase { .. })
+    ));
+    c.handle_control(t0, &[9, 10, 1, 2]);
+    c.poll_transmit();
+    c.end_test(t0, EndReport::default()).unwrap();
+    assert_eq!(c.poll_transmit().unwrap(), [4]);
+}
+
+#[test]
 fn client_server_refusals() {
     let t0 = Instant::now();
     let mut c = client(TestParams::default(), t0);
