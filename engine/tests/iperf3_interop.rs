@@ -130,6 +130,16 @@ fn iperf3_client_bytes() {
 }
 
 #[test]
+fn iperf3_client_blocks() {
+    if !have_iperf3("iperf3_client_blocks") {
+        return;
+    }
+    let server = ServerHandle::start(ServerConfig::default());
+    let (received, _) = client_against_server(&server, &["-k", "40", "-l", "64K"], 1);
+    assert_eq!(received, 40 * 64 * 1024);
+}
+
+#[test]
 fn iperf3_client_bidir() {
     if !have_iperf3("iperf3_client_bidir") {
         return;
