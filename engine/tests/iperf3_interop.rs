@@ -387,8 +387,10 @@ fn busy_server_denies_a_second_client() {
     let server = ServerHandle::start(ServerConfig::default());
     let port = server.port.to_string();
     let mut first = Proc::spawn(&["-c", "127.0.0.1", "-p", &port, "-t", "2", "-J"]);
-    // Wait until the first test is running (its data connection exists).
-    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        server.wait_running(Duration::from_secs(10)),
+        "first test never started"
+    );
     assert!(first.try_wait().is_none(), "first client ended early");
     let mut second = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).unwrap();
     second

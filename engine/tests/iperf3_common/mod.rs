@@ -182,6 +182,8 @@ pub struct ServerHandle {
     pub port: u16,
     stop: Arc<AtomicBool>,
     pub outcomes: Arc<Mutex<Vec<ServerOutcome>>>,
+    /// True while a test is past TEST_START and not finished.
+    pub running: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -191,12 +193,14 @@ impl ServerHandle {
         listener.set_nonblocking(true).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let outcomes = Arc::new(Mutex::new(Vec::new()));
-        let (s, o) = (stop.clone(), outcomes.clone());
-        let thread = std::thread::spawn(move || server_loop(listener, config, &s, &o));
+        let running = Arc::new(AtomicBool::new(false));
+        let (s, o, r) = (stop.clone(), outcomes.clone(), running.clone());
+        let thread = std::thread::spawn(move || server_loop(listener, config, &s, &o, &r));
         ServerHandle {
             port,
             stop,
             outcomes,
+            running,
             thread: Some(thread),
         }
     }
@@ -211,6 +215,18 @@ impl ServerHandle {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Waits (at most `limit`) until a test is running.
+    pub fn wait_running(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while !self.running.load(Ordering::Relaxed) {
+            if Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     pub fn take_outcomes(&self) -> Vec<ServerOutcome> {
@@ -235,6 +251,7 @@ fn server_loop(
     config: ServerConfig,
     stop: &AtomicBool,
     outcomes: &Mutex<Vec<ServerOutcome>>,
+    running: &AtomicBool,
 ) {
     let born = Instant::now();
     let mut test: Option<ServerTest> = None;
@@ -383,6 +400,7 @@ fn server_loop(
                 Event::StartTest { params } => {
                     block = vec![0x5a; params.block_len as usize];
                     t.running = true;
+                    running.store(true, Ordering::Relaxed);
                 }
                 Event::TestEnd => {
                     t.running = false;
@@ -421,6 +439,7 @@ fn server_loop(
                 peer: t.peer.take(),
             });
             test = None; // closes every socket of the test
+            running.store(false, Ordering::Relaxed);
             continue;
         }
         if !busy {
@@ -542,16 +561,40 @@ pub fn run_iperf3_client(port: u16, extra: &[&str]) -> Value {
     v
 }
 
-/// Ports in LISTEN state, from /proc/net/tcp and tcp6 (so we can wait for a
-/// server without connecting to it: a connection would count as a test).
-pub fn listening(port: u16) -> bool {
-    let needle = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&needle) && cols[3] == "0A"
-            })
+/// Socket inodes listening on `port`, from /proc/net/tcp and tcp6 (so we
+/// can wait for a server without connecting to it: a connection would count
+/// as a test).
+fn listening_inodes(port: u16) -> Vec<String> {
+    let needle = format!(":{port:04X}");
+    let mut out = Vec::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for l in text.lines().skip(1) {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            if cols.len() > 9 && cols[1].ends_with(&needle) && cols[3] == "0A" {
+                out.push(cols[9].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// True if process `pid` listens on `port` (another process on the same
+/// port does not count).
+pub fn pid_listens(pid: u32, port: u16) -> bool {
+    let inodes = listening_inodes(port);
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|t| {
+            let t = t.to_string_lossy();
+            inodes.iter().any(|i| t == format!("socket:[{i}]"))
         })
     })
 }
@@ -560,11 +603,14 @@ pub fn listening(port: u16) -> bool {
 pub fn start_iperf3_server() -> (Proc, u16) {
     for _ in 0..20 {
         let port = random_port();
+        if !listening_inodes(port).is_empty() {
+            continue;
+        }
         let port_s = port.to_string();
         let mut p = Proc::spawn(&["-s", "-1", "-J", "-p", &port_s]);
         let until = Instant::now() + Duration::from_secs(5);
         loop {
-            if listening(port) {
+            if pid_listens(p.pid(), port) {
                 return (p, port);
             }
             if p.try_wait().is_some() || Instant::now() > until {
