@@ -213,6 +213,24 @@ fn iperf3_client_options_reach_the_server() {
 }
 
 #[test]
+fn iperf3_client_gets_server_output() {
+    if !have_iperf3("iperf3_client_gets_server_output") {
+        return;
+    }
+    let server = ServerHandle::start(ServerConfig::default());
+    let json = run_iperf3_client(server.port, &["-t", "1", "--get-server-output"]);
+    assert_eq!(server.wait_outcomes(1, Duration::from_secs(10)), 1);
+    let o = server.take_outcomes().pop().unwrap();
+    assert_eq!(o.result, Ok(()));
+    assert!(o.params.as_ref().is_some_and(|p| p.get_server_output));
+    let want = format!(
+        "xtcp test driver: {} bytes received, 0 sent\n",
+        o.bytes(Role::Receive)
+    );
+    assert_eq!(json["server_output_text"].as_str(), Some(want.as_str()));
+}
+
+#[test]
 fn iperf3_udp_client_gets_a_server_error_and_the_server_goes_on() {
     if !have_iperf3("iperf3_udp_client_gets_a_server_error_and_the_server_goes_on") {
         return;

@@ -415,9 +415,16 @@ fn server_loop(
                     for (c, n) in t.data.iter().zip(got) {
                         t.session.record_bytes(c.info.id, n);
                     }
-                    t.session
-                        .end_test(Instant::now(), EndReport::default())
-                        .unwrap();
+                    let text = format!(
+                        "xtcp test driver: {} bytes received, {} sent\n",
+                        t.session.counted_bytes(Role::Receive),
+                        t.session.counted_bytes(Role::Send)
+                    );
+                    let report = EndReport {
+                        server_output_text: Some(text),
+                        ..EndReport::default()
+                    };
+                    t.session.end_test(Instant::now(), report).unwrap();
                 }
                 Event::PeerResults(r) => t.peer = Some(*r),
                 Event::Done => t.result = Some(Ok(())),
