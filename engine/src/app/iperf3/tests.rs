@@ -1129,8 +1129,77 @@ fn pair_forward_reverse_bidir() {
     }
 }
 
+/// Like `pump`, but delivers each side's bytes in chunks of `split` bytes.
+fn pump_chunked(c: &mut ClientSession, s: &mut ServerSession, now: Instant, split: usize) {
+    for _ in 0..1000 {
+        let mut moved = false;
+        if let Some(b) = c.poll_transmit() {
+            for chunk in b.chunks(split) {
+                s.handle_control(now, chunk);
+            }
+            moved = true;
+        }
+        if let Some(b) = s.poll_transmit() {
+            for chunk in b.chunks(split) {
+                c.handle_control(now, chunk);
+            }
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
+    panic!("control exchange did not settle");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any parameters a client can send survive the trip.
+    #[test]
+    fn params_round_trip(time in 0u32..100, omit in 0u32..10, bytes in any::<u64>(),
+                         parallel in 1u32..64, reverse in any::<bool>(), len in 1u32..MAX_BLOCK_LEN,
+                         window in proptest::option::of(1u32..u32::MAX), title in proptest::option::of(".{0,20}")) {
+        let p = TestParams { time_secs: time, omit_secs: omit, bytes, parallel, reverse,
+            block_len: len, window, title, ..TestParams::default() };
+        let Value::Object(m) = p.to_json() else { panic!() };
+        prop_assert_eq!(TestParams::from_json(&m), Ok(p));
+    }
+
+    /// A whole test between the two sessions, with the control bytes cut
+    /// into arbitrary pieces: the same results as in one piece.
+    #[test]
+    fn pair_with_arbitrary_segmentation(split in 1usize..64, parallel in 1u32..5, bidir in any::<bool>(),
+                                        n in 0u64..1_000_000) {
+        let t0 = Instant::now();
+        let params = TestParams { time_secs: 1, parallel, bidirectional: bidir, ..TestParams::default() };
+        let mut c = ClientSession::new(ClientConfig { params, ..ClientConfig::default() },
+            Cookie::from_entropy(&[7; 36]), t0).unwrap();
+        let mut s = ServerSession::new(ServerConfig::default(), t0);
+        pump_chunked(&mut c, &mut s, t0, split);
+        for info in c.streams() {
+            prop_assert_eq!(s.accept_stream(t0, c.cookie().as_bytes()).map(|i| i.id), Ok(info.id));
+            c.record_bytes(info.id, n + u64::from(info.id.0));
+        }
+        pump_chunked(&mut c, &mut s, t0, split);
+        for st in s.streams().to_vec() {
+            s.record_bytes(st.id, n + u64::from(st.id.0));
+        }
+        let t1 = t0 + Duration::from_secs(1);
+        c.handle_timeout(t1);
+        c.end_test(t1, EndReport::default()).unwrap();
+        pump_chunked(&mut c, &mut s, t1, split);
+        s.end_test(t1, EndReport::default()).unwrap();
+        pump_chunked(&mut c, &mut s, t1, split);
+        prop_assert!(c.is_finished() && s.is_finished());
+        let from_server = c.peer_results().unwrap();
+        for (st, r) in s.streams().iter().zip(&from_server.streams) {
+            prop_assert_eq!(r.id, st.id.0);
+            prop_assert_eq!(r.bytes, n + u64::from(st.id.0));
+        }
+        let evs = events_server(&mut s);
+        prop_assert_eq!(evs.last(), Some(&Event::Done));
+    }
 
     /// Arbitrary bytes, arbitrarily split, after a valid or no prefix:
     /// no panic, and the session either waits or ends with one error.
