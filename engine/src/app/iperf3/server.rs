@@ -54,7 +54,8 @@ pub fn route(current: Option<&ServerSession>) -> Route {
 pub struct ServerConfig {
     /// Largest JSON message (parameters or results) accepted.
     pub max_json_len: usize,
-    /// Most data connections one test may ask for.
+    /// Most data connections one test may ask for, both directions
+    /// together (iperf3 allows `-P 128`, which is 256 with `--bidir`).
     pub max_streams: u32,
     /// Time the client may take for each handshake step (cookie and
     /// parameters, connecting the streams, sending results, `IPERF_DONE`).
@@ -70,7 +71,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             max_json_len: DEFAULT_MAX_JSON_LEN,
-            max_streams: 128,
+            max_streams: 256,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             end_grace: Duration::from_secs(10),
