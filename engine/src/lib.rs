@@ -6,6 +6,7 @@
 //! namespaces and veth pairs for tests and benchmarks.
 #![deny(unsafe_code)]
 
+pub mod app;
 pub mod frame;
 pub mod netlink;
 pub mod probe;

@@ -1,0 +1,468 @@
+//! The client side of one iperf3 test: a [`ClientSession`] per test.
+//!
+//! Call order (see the parent module for the loop): connect the control
+//! connection, then `new` (which queues the cookie) → `handle_control` /
+//! `handle_control_eof` / `handle_timeout` → `poll_transmit`, `poll_event` →
+//! on [`Event::CreateStreams`] open the data connections listed by
+//! `streams()`, in order, each starting with `cookie()` → on
+//! [`Event::StartTest`] move data and `record_bytes` → the session raises
+//! [`Event::TestEnd`] when the time, byte or block budget is spent (or call
+//! `end_test` earlier to stop) → stop sending, keep reading, `end_test` →
+//! [`Event::PeerResults`] → [`Event::Done`] (or [`Event::Error`]), after
+//! which `is_finished()` is true.
+//!
+//! Protocol, client side: write the cookie; read `PARAM_EXCHANGE`; write the
+//! parameters; read `CREATE_STREAMS`; connect the streams; read `TEST_START`
+//! and `TEST_RUNNING`; move data; write `TEST_END`; read `EXCHANGE_RESULTS`;
+//! write our results; read the server's; read `DISPLAY_RESULTS`; write
+//! `IPERF_DONE`. `ACCESS_DENIED`, `SERVER_ERROR` (+ two error numbers) and
+//! `SERVER_TERMINATE` end the test at any point.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::proto::{self, Cookie, Results, State, TestParams};
+use super::streams::{StreamId, StreamInfo, StreamStats, StreamTable};
+use super::{
+    ControlIn, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, EndReport, Error, Event, Role,
+    decode_state,
+};
+
+/// Client parameters, limits and timeouts.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// What to ask the server for.
+    pub params: TestParams,
+    /// Largest JSON message accepted from the server (its results may carry
+    /// its whole output when `get_server_output` is set).
+    pub max_json_len: usize,
+    /// Time the server may take for each handshake step.
+    pub handshake_timeout: Duration,
+    /// Time without data progress after which a running test is abandoned.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            params: TestParams::default(),
+            max_json_len: 1024 * 1024,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    ParamExchange,
+    CreateStreams,
+    TestStart,
+    TestRunning,
+    Running,
+    AwaitReport,
+    ExchangeResults,
+    ServerResults,
+    DisplayResults,
+    /// Reading the two error numbers after `SERVER_ERROR`.
+    ServerErrorCodes,
+    Done,
+    Failed,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::ParamExchange => "waiting for PARAM_EXCHANGE",
+            Phase::CreateStreams => "waiting for CREATE_STREAMS",
+            Phase::TestStart => "waiting for TEST_START",
+            Phase::TestRunning => "waiting for TEST_RUNNING",
+            Phase::Running => "running",
+            Phase::AwaitReport => "waiting for the local end report",
+            Phase::ExchangeResults => "waiting for EXCHANGE_RESULTS",
+            Phase::ServerResults => "waiting for the server's results",
+            Phase::DisplayResults => "waiting for DISPLAY_RESULTS",
+            Phase::ServerErrorCodes => "reading the server's error",
+            Phase::Done => "done",
+            Phase::Failed => "failed",
+        }
+    }
+}
+
+/// One iperf3 test, client side. See the module doc for the call order.
+#[derive(Debug)]
+pub struct ClientSession {
+    config: ClientConfig,
+    cookie: Cookie,
+    phase: Phase,
+    input: ControlIn,
+    output: Vec<u8>,
+    events: VecDeque<Event>,
+    table: StreamTable,
+    deadline: Option<Instant>,
+    started: Option<Instant>,
+    ended: Option<Instant>,
+    omit_end: Option<Instant>,
+    test_end: Option<Instant>,
+    progress_mark: u64,
+    progress_at: Instant,
+    report: Option<EndReport>,
+    peer_results: Option<Results>,
+}
+
+impl ClientSession {
+    /// A session on a control connection established at `now`; queues the
+    /// cookie for writing. `cookie` should come from
+    /// [`Cookie::from_entropy`] with fresh random bytes.
+    pub fn new(config: ClientConfig, cookie: Cookie, now: Instant) -> Result<ClientSession, Error> {
+        config
+            .params
+            .validate(u32::MAX)
+            .map_err(|(_, reason)| Error::Config(reason))?;
+        Ok(ClientSession {
+            input: ControlIn::new(config.max_json_len),
+            output: cookie.as_bytes().to_vec(),
+            deadline: Some(now + config.handshake_timeout),
+            config,
+            cookie,
+            phase: Phase::ParamExchange,
+            events: VecDeque::new(),
+            table: StreamTable::default(),
+            started: None,
+            ended: None,
+            omit_end: None,
+            test_end: None,
+            progress_mark: 0,
+            progress_at: now,
+            report: None,
+            peer_results: None,
+        })
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// Bytes read from the control connection.
+    pub fn handle_control(&mut self, now: Instant, data: &[u8]) {
+        if self.is_finished() || data.is_empty() {
+            return;
+        }
+        if let Err(e) = self.input.push(data) {
+            self.fail(e);
+            return;
+        }
+        if let Err(e) = self.process(now) {
+            self.fail(e);
+        }
+    }
+
+    /// The control connection reached EOF (or failed).
+    pub fn handle_control_eof(&mut self, _now: Instant) {
+        if !self.is_finished() {
+            self.fail(Error::ControlClosed {
+                phase: self.phase.name(),
+            });
+        }
+    }
+
+    /// Call when `poll_timeout()` has passed (calling early is harmless).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        if self.omit_end.is_some_and(|t| now >= t) {
+            self.table.end_omit();
+            self.omit_end = None;
+            self.check_budget();
+        }
+        let all = self.table.all_bytes();
+        if all != self.progress_mark {
+            self.progress_mark = all;
+            self.progress_at = now;
+        }
+        match self.phase {
+            Phase::Running => {
+                if self.test_end.is_some_and(|t| now >= t) {
+                    self.finish_running();
+                } else if now >= self.progress_at + self.config.idle_timeout {
+                    self.fail(Error::Timeout {
+                        phase: self.phase.name(),
+                    });
+                }
+            }
+            Phase::AwaitReport => {}
+            _ => {
+                if self.deadline.is_some_and(|d| now >= d) {
+                    self.fail(Error::Timeout {
+                        phase: self.phase.name(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Bytes moved on data stream `id` (sent on a sending stream, received
+    /// on a receiving one). Returns false for an id this test does not have.
+    /// May raise [`Event::TestEnd`] when a byte or block budget is reached.
+    pub fn record_bytes(&mut self, id: StreamId, len: u64) -> bool {
+        let ok = self.table.record(id, len);
+        if ok {
+            self.check_budget();
+        }
+        ok
+    }
+
+    /// Retransmits counted so far on sending stream `id`.
+    pub fn record_retransmits(&mut self, id: StreamId, count: u64) -> bool {
+        match self.table.get_mut(id) {
+            Some(s) => {
+                s.retransmits = Some(count);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends the test: after [`Event::TestEnd`], or earlier to stop a running
+    /// test. Writes `TEST_END`; this side's results are sent when the server
+    /// asks for them (bytes recorded until then still count).
+    pub fn end_test(&mut self, now: Instant, report: EndReport) -> Result<(), Error> {
+        if !matches!(self.phase, Phase::Running | Phase::AwaitReport) {
+            return Err(Error::WrongPhase {
+                call: "end_test",
+                phase: self.phase.name(),
+            });
+        }
+        if self.ended.is_none() {
+            self.ended = Some(now);
+        }
+        self.report = Some(report);
+        self.send_state(State::TestEnd);
+        self.enter(Phase::ExchangeResults, now);
+        if let Err(e) = self.process(now) {
+            self.fail(e);
+        }
+        Ok(())
+    }
+
+    /// Abandons the test (`CLIENT_TERMINATE`, as iperf3 on Ctrl-C).
+    pub fn terminate(&mut self, _now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        self.send_state(State::ClientTerminate);
+        self.phase = Phase::Failed;
+    }
+
+    // ---- outputs ------------------------------------------------------
+
+    /// Bytes to write on the control connection, in order.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        (!self.output.is_empty()).then(|| std::mem::take(&mut self.output))
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When `handle_timeout` must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Done | Phase::Failed | Phase::AwaitReport => self.omit_end,
+            Phase::Running => {
+                let idle = self.progress_at + self.config.idle_timeout;
+                [Some(idle), self.test_end, self.omit_end]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            }
+            _ => self.deadline,
+        }
+    }
+
+    // ---- getters ------------------------------------------------------
+
+    /// The cookie to write first on every data connection.
+    pub fn cookie(&self) -> &Cookie {
+        &self.cookie
+    }
+
+    /// The data connections to open, in order (empty before
+    /// [`Event::CreateStreams`]).
+    pub fn streams(&self) -> Vec<StreamInfo> {
+        self.table
+            .streams
+            .iter()
+            .map(|s| StreamInfo {
+                id: s.id,
+                role: s.role,
+            })
+            .collect()
+    }
+
+    /// Per-stream counters.
+    pub fn stream_stats(&self) -> &[StreamStats] {
+        &self.table.streams
+    }
+
+    /// Bytes counted (omit period excluded) on this side's streams of `role`.
+    pub fn counted_bytes(&self, role: Role) -> u64 {
+        self.table.total(role)
+    }
+
+    /// The server's results, once received.
+    pub fn peer_results(&self) -> Option<&Results> {
+        self.peer_results.as_ref()
+    }
+
+    /// The parameters this test asked for.
+    pub fn params(&self) -> &TestParams {
+        &self.config.params
+    }
+
+    /// True once the test is done or failed: close the control connection.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Done | Phase::Failed)
+    }
+
+    // ---- internals ----------------------------------------------------
+
+    fn enter(&mut self, phase: Phase, now: Instant) {
+        self.phase = phase;
+        self.deadline = Some(now + self.config.handshake_timeout);
+    }
+
+    fn send_state(&mut self, s: State) {
+        self.output.push(s.to_byte());
+    }
+
+    fn fail(&mut self, e: Error) {
+        if self.is_finished() {
+            return;
+        }
+        self.phase = Phase::Failed;
+        self.events.push_back(Event::Error(e));
+    }
+
+    /// Byte and block budgets (`-n`, `-k`), counted after the omit period,
+    /// in either direction, as iperf3 does.
+    fn check_budget(&mut self) {
+        if self.phase != Phase::Running || self.table.omitting {
+            return;
+        }
+        let p = &self.config.params;
+        let sent = self.table.total(Role::Send);
+        let received = self.table.total(Role::Receive);
+        let block = u64::from(p.block_len.max(1));
+        let bytes_done = p.bytes != 0 && (sent >= p.bytes || received >= p.bytes);
+        let blocks_done =
+            p.blocks != 0 && (sent / block >= p.blocks || received / block >= p.blocks);
+        if bytes_done || blocks_done {
+            self.finish_running();
+        }
+    }
+
+    fn finish_running(&mut self) {
+        self.phase = Phase::AwaitReport;
+        self.events.push_back(Event::TestEnd);
+    }
+
+    fn elapsed(&self) -> Duration {
+        match (self.started, self.ended) {
+            (Some(s), Some(e)) => e.saturating_duration_since(s),
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn process(&mut self, now: Instant) -> Result<(), Error> {
+        loop {
+            match self.phase {
+                Phase::Done | Phase::Failed => return Ok(()),
+                Phase::ServerErrorCodes => {
+                    if self.input.len() < 8 {
+                        return Ok(());
+                    }
+                    let i_errno = self.input.take_u32().unwrap_or(0) as i32;
+                    let errno = self.input.take_u32().unwrap_or(0) as i32;
+                    return Err(Error::ServerError { i_errno, errno });
+                }
+                Phase::ServerResults => {
+                    let Some(map) = self.input.take_json(self.config.max_json_len)? else {
+                        return Ok(());
+                    };
+                    let peer = Results::from_json(&map, self.table.streams.len())?;
+                    self.table.check_peer(&peer)?;
+                    self.peer_results = Some(peer.clone());
+                    self.events.push_back(Event::PeerResults(Box::new(peer)));
+                    self.enter(Phase::DisplayResults, now);
+                }
+                phase => {
+                    let Some(b) = self.input.take_byte() else {
+                        return Ok(());
+                    };
+                    let state = decode_state(b)?;
+                    match (phase, state) {
+                        (_, State::AccessDenied) => return Err(Error::AccessDenied),
+                        (_, State::ServerTerminate) => return Err(Error::PeerTerminated),
+                        (_, State::ServerError) => self.phase = Phase::ServerErrorCodes,
+                        (Phase::ParamExchange, State::ParamExchange) => {
+                            proto::encode_json(&self.config.params.to_json(), &mut self.output);
+                            self.enter(Phase::CreateStreams, now);
+                        }
+                        (Phase::CreateStreams, State::CreateStreams) => {
+                            let p = &self.config.params;
+                            self.table =
+                                StreamTable::new(p.parallel, p.reverse, p.bidirectional, true);
+                            self.events.push_back(Event::CreateStreams {
+                                count: p.stream_count(),
+                                reverse: p.reverse,
+                                bidir: p.bidirectional,
+                            });
+                            self.enter(Phase::TestStart, now);
+                        }
+                        (Phase::TestStart, State::TestStart) => self.enter(Phase::TestRunning, now),
+                        (Phase::TestRunning, State::TestRunning) => self.start(now),
+                        (Phase::ExchangeResults, State::ExchangeResults) => {
+                            let report = self.report.clone().unwrap_or_default();
+                            let mine = self.table.results(&report, self.elapsed());
+                            proto::encode_json(&mine.to_json(), &mut self.output);
+                            self.enter(Phase::ServerResults, now);
+                        }
+                        (Phase::DisplayResults, State::DisplayResults) => {
+                            self.send_state(State::IperfDone);
+                            self.phase = Phase::Done;
+                            self.deadline = None;
+                            self.events.push_back(Event::Done);
+                            return Ok(());
+                        }
+                        (p, s) => {
+                            return Err(Error::UnexpectedState {
+                                state: s,
+                                phase: p.name(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, now: Instant) {
+        let p = &self.config.params;
+        let omit = Duration::from_secs(u64::from(p.omit_secs));
+        self.phase = Phase::Running;
+        self.deadline = None;
+        self.started = Some(now);
+        self.progress_at = now;
+        if p.omit_secs > 0 {
+            self.table.omitting = true;
+            self.omit_end = Some(now + omit);
+        }
+        if p.time_secs > 0 {
+            self.test_end = Some(now + omit + Duration::from_secs(u64::from(p.time_secs)));
+        }
+        self.events.push_back(Event::StartTest {
+            params: Box::new(p.clone()),
+        });
+    }
+}

@@ -1,0 +1,251 @@
+//! iperf3's TCP test protocol, sans-IO: a [`ServerSession`] that a stock
+//! `iperf3 -c` can test against, and a [`ClientSession`] that tests against a
+//! stock `iperf3 -s` (3.12 and newer).
+//!
+//! Neither session touches a socket or reads a clock. The caller (the xtcp
+//! engine, or a test driver over kernel sockets) owns the control connection,
+//! the data connections and the time; a session consumes bytes read from the
+//! control connection and produces bytes to write on it, events, and a
+//! deadline. Data bytes never pass through a session: the caller moves them
+//! and reports the counts with `record_bytes`, which the session turns into
+//! iperf3's results exchange.
+//!
+//! # Call order (both sessions)
+//!
+//! 1. Create the session with the current time (`ServerSession::new` when a
+//!    connection arrives and no test is running; `ClientSession::new` after
+//!    the control connection is established).
+//! 2. Loop until [`ServerSession::is_finished`] / [`ClientSession::is_finished`]:
+//!    - inputs: `handle_control(now, bytes)` for every read from the control
+//!      connection, `handle_control_eof(now)` when it reads EOF or fails,
+//!      `handle_timeout(now)` once `poll_timeout()` has passed;
+//!    - outputs, after every input: write everything `poll_transmit()`
+//!      returns, in order, then act on every `poll_event()`;
+//!    - data: `record_bytes(id, len)` whenever a data connection moved bytes.
+//! 3. Close the control connection once the session is finished (after the
+//!    last `poll_transmit`).
+//!
+//! Events, in the order a good test produces them: [`Event::CreateStreams`]
+//! → [`Event::StartTest`] → [`Event::TestEnd`] (stop sending; then call
+//! `end_test(now, report)`) → [`Event::PeerResults`] → [`Event::Done`].
+//! [`Event::Error`] can come at any point and is always the last event.
+//!
+//! # Data connections
+//!
+//! - Server: [`route`] says what a new connection on the port is. While
+//!   [`ServerSession::expects_streams`] is true, every new connection is a
+//!   data connection: read [`COOKIE_LEN`] bytes from it and call
+//!   [`ServerSession::accept_stream`]. On `Err`, write [`ACCESS_DENIED_BYTE`]
+//!   and close it (the test goes on, as in iperf3). A new connection that
+//!   arrives while a session exists but does not expect streams gets
+//!   [`ACCESS_DENIED_BYTE`] and is closed without being read.
+//! - Client: on [`Event::CreateStreams`], open the connections listed by
+//!   [`ClientSession::streams`] *one after another, in order*, writing
+//!   [`ClientSession::cookie`] first on each: the server assigns stream ids and
+//!   directions in the order it accepts them.
+//!
+//! # Robustness
+//!
+//! Input is untrusted: a bad cookie, an unknown or out-of-place state byte, a
+//! length prefix above the configured maximum, invalid JSON or parameters
+//! out of range end the session with [`Event::Error`]; nothing panics. The
+//! input buffer holds at most the largest JSON message allowed plus a few
+//! bytes; the output holds at most one results document (its size bounded by
+//! the stream count) and a few state bytes, as long as the caller drains
+//! `poll_transmit`. Every phase that waits on the peer has a deadline; the
+//! phase that waits on the caller (after [`Event::TestEnd`], until
+//! `end_test`) has none.
+
+mod client;
+mod proto;
+mod server;
+mod streams;
+
+use std::time::Duration;
+
+pub use client::{ClientConfig, ClientSession};
+pub use proto::{
+    ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
+    MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,
+};
+pub use server::{Route, ServerConfig, ServerSession, route};
+pub use streams::{Role, StreamId, StreamInfo, StreamStats};
+
+/// Why a session ended early, or why a call was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Error {
+    #[error("bad cookie (expected 36 printable ASCII characters and a NUL)")]
+    BadCookie,
+    #[error("cookie does not belong to this test")]
+    WrongCookie,
+    #[error("unknown state byte {0:#04x}")]
+    UnknownState(u8),
+    #[error("state {state:?} is not valid while {phase}")]
+    UnexpectedState { state: State, phase: &'static str },
+    #[error("JSON message of {len} bytes exceeds the limit of {max}")]
+    MessageTooLong { len: usize, max: usize },
+    #[error("control input buffer full ({max} bytes)")]
+    BufferFull { max: usize },
+    #[error("invalid JSON: {0}")]
+    BadJson(String),
+    #[error("invalid parameters: {0}")]
+    BadParams(String),
+    #[error("parameters refused (iperf3 error {errno}): {reason}")]
+    Refused { errno: i32, reason: String },
+    #[error("invalid results: {0}")]
+    BadResults(String),
+    #[error("results name stream {0}, which this test does not have")]
+    UnknownStream(u32),
+    #[error("control connection closed while {phase}")]
+    ControlClosed { phase: &'static str },
+    #[error("timed out while {phase}")]
+    Timeout { phase: &'static str },
+    #[error("the peer terminated the test")]
+    PeerTerminated,
+    #[error("the server refused the test (busy)")]
+    AccessDenied,
+    #[error("the server reported error {i_errno} (errno {errno})")]
+    ServerError { i_errno: i32, errno: i32 },
+    #[error("not accepting data streams now")]
+    NotAcceptingStreams,
+    #[error("`{call}` is not valid while {phase}")]
+    WrongPhase {
+        call: &'static str,
+        phase: &'static str,
+    },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// What the session asks of its caller.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// Server: expect `count` data connections. Client: open them now (see
+    /// the module doc). `reverse`: the server sends; `bidir`: both do.
+    CreateStreams {
+        count: u32,
+        reverse: bool,
+        bidir: bool,
+    },
+    /// All data connections are up: start moving data (sending streams send
+    /// blocks of `params.block_len`, receiving streams read).
+    StartTest { params: Box<TestParams> },
+    /// The test is over: stop sending (keep reading until the peer closes
+    /// the data connections), then call `end_test` with this side's report.
+    TestEnd,
+    /// The peer's results arrived.
+    PeerResults(Box<Results>),
+    /// The test completed; the control connection can be closed.
+    Done,
+    /// The test failed; close the control connection (after writing what
+    /// `poll_transmit` still returns) and every data connection.
+    Error(Error),
+}
+
+/// What the caller measured besides byte counts, given to `end_test`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EndReport {
+    /// CPU utilisation of this side over the test, percent.
+    pub cpu_util_total: f64,
+    pub cpu_util_user: f64,
+    pub cpu_util_system: f64,
+    /// Whether retransmits were counted (via `record_retransmits`) on sending streams.
+    pub sender_has_retransmits: bool,
+    /// Congestion control algorithm used, if known.
+    pub congestion_used: Option<String>,
+    /// Server only: text to return when the client asked for the server's
+    /// output (`--get-server-output`).
+    pub server_output_text: Option<String>,
+}
+
+/// Default time a peer may take for each handshake step.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default time without any progress (data or control) before a running
+/// test is abandoned; iperf3's `DEFAULT_NO_MSG_RCVD_TIMEOUT` is 120 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Default largest JSON message accepted.
+pub const DEFAULT_MAX_JSON_LEN: usize = 64 * 1024;
+
+/// Bounded control-connection input: bytes are appended by `push` and
+/// consumed from the front by the `take_*` methods.
+#[derive(Debug)]
+struct ControlIn {
+    buf: Vec<u8>,
+    start: usize,
+    max: usize,
+}
+
+impl ControlIn {
+    fn new(max_json_len: usize) -> Self {
+        ControlIn {
+            buf: Vec::new(),
+            start: 0,
+            max: max_json_len.saturating_add(64),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    fn push(&mut self, data: &[u8]) -> Result<(), Error> {
+        if self.len().saturating_add(data.len()) > self.max {
+            return Err(Error::BufferFull { max: self.max });
+        }
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.len() < n {
+            return None;
+        }
+        let s = self.start;
+        self.start += n;
+        self.buf.get(s..s + n)
+    }
+
+    fn take_byte(&mut self) -> Option<u8> {
+        self.take(1).and_then(|b| b.first().copied())
+    }
+
+    fn take_u32(&mut self) -> Option<u32> {
+        let b: [u8; 4] = self.take(4)?.try_into().ok()?;
+        Some(u32::from_be_bytes(b))
+    }
+
+    /// A complete JSON message, `Ok(None)` if more bytes are needed. The
+    /// length is checked as soon as its 4 bytes are in.
+    fn take_json(
+        &mut self,
+        max_len: usize,
+    ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, Error> {
+        let Some(head) = self.buf.get(self.start..self.start + 4) else {
+            return Ok(None);
+        };
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if len > max_len {
+            return Err(Error::MessageTooLong { len, max: max_len });
+        }
+        if self.len() < 4 + len {
+            return Ok(None);
+        }
+        self.start += 4;
+        let body = self.take(len).unwrap_or_default();
+        proto::parse_json_object(body).map(Some)
+    }
+}
+
+/// A decoded state byte, or the error for an unknown one.
+fn decode_state(byte: u8) -> Result<State, Error> {
+    State::from_byte(byte).ok_or(Error::UnknownState(byte))
+}
+
+#[cfg(test)]
+mod tests;

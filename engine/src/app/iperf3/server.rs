@@ -1,0 +1,513 @@
+//! The server side of one iperf3 test: one [`ServerSession`] per control
+//! connection.
+//!
+//! Call order (see the parent module for the loop): `new` when a control
+//! connection is accepted and no session exists → `handle_control` /
+//! `handle_control_eof` / `handle_timeout` → `poll_transmit`, `poll_event` →
+//! on [`Event::CreateStreams`], route new connections to `accept_stream`
+//! while `expects_streams()` → on [`Event::StartTest`] move data and
+//! `record_bytes` → on [`Event::TestEnd`] stop, drain, `end_test` → …
+//! → [`Event::Done`] or [`Event::Error`], after which `is_finished()` is true.
+//!
+//! Protocol, server side: read the cookie; write `PARAM_EXCHANGE`; read the
+//! parameters; write `CREATE_STREAMS`; accept the data connections; write
+//! `TEST_START`, `TEST_RUNNING`; read `TEST_END`; write `EXCHANGE_RESULTS`;
+//! read the client's results; write ours and `DISPLAY_RESULTS`; read
+//! `IPERF_DONE`. `CLIENT_TERMINATE` is honoured at any point.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::proto::{self, Cookie, State, TestParams, ierrno};
+use super::streams::{StreamId, StreamInfo, StreamStats, StreamTable};
+use super::{
+    ControlIn, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_JSON_LEN, EndReport,
+    Error, Event, Role, decode_state,
+};
+
+/// What to do with a connection just accepted on the iperf3 port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// No test is running: it is a control connection; create a
+    /// [`ServerSession`] for it.
+    Control,
+    /// The running test expects data connections: read
+    /// [`super::COOKIE_LEN`] bytes and call [`ServerSession::accept_stream`].
+    Data,
+    /// A test is running and expects no connection: write
+    /// [`super::ACCESS_DENIED_BYTE`] and close, without reading (as iperf3).
+    Refuse,
+}
+
+/// Routes a new connection given the current session, if any.
+pub fn route(current: Option<&ServerSession>) -> Route {
+    match current {
+        None => Route::Control,
+        Some(s) if s.is_finished() => Route::Control,
+        Some(s) if s.expects_streams() => Route::Data,
+        Some(_) => Route::Refuse,
+    }
+}
+
+/// Server limits and timeouts.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Largest JSON message (parameters or results) accepted.
+    pub max_json_len: usize,
+    /// Most data connections one test may ask for, both directions
+    /// together (iperf3 allows `-P 128`, which is 256 with `--bidir`).
+    pub max_streams: u32,
+    /// Time the client may take for each handshake step (cookie and
+    /// parameters, connecting the streams, sending results, `IPERF_DONE`).
+    pub handshake_timeout: Duration,
+    /// Time without data or control progress after which a running test is
+    /// abandoned.
+    pub idle_timeout: Duration,
+    /// Slack after `omit + time` before a timed test is declared dead.
+    pub end_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_json_len: DEFAULT_MAX_JSON_LEN,
+            max_streams: 256,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            end_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Cookie,
+    Params,
+    CreateStreams,
+    Running,
+    AwaitReport,
+    ClientResults,
+    AwaitDone,
+    Done,
+    Failed,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Cookie => "waiting for the cookie",
+            Phase::Params => "waiting for the parameters",
+            Phase::CreateStreams => "waiting for the data connections",
+            Phase::Running => "running",
+            Phase::AwaitReport => "waiting for the local end report",
+            Phase::ClientResults => "waiting for the client's results",
+            Phase::AwaitDone => "waiting for IPERF_DONE",
+            Phase::Done => "done",
+            Phase::Failed => "failed",
+        }
+    }
+}
+
+/// One iperf3 test, server side. See the module doc for the call order.
+#[derive(Debug)]
+pub struct ServerSession {
+    config: ServerConfig,
+    phase: Phase,
+    input: ControlIn,
+    output: Vec<u8>,
+    events: VecDeque<Event>,
+    cookie: Option<Cookie>,
+    params: Option<TestParams>,
+    table: StreamTable,
+    accepted: u32,
+    /// Deadline of the current waiting phase.
+    deadline: Option<Instant>,
+    started: Option<Instant>,
+    ended: Option<Instant>,
+    omit_end: Option<Instant>,
+    hard_end: Option<Instant>,
+    progress_mark: u64,
+    progress_at: Instant,
+    report: Option<EndReport>,
+}
+
+impl ServerSession {
+    /// A session for a control connection accepted at `now`.
+    pub fn new(config: ServerConfig, now: Instant) -> ServerSession {
+        let deadline = Some(now + config.handshake_timeout);
+        ServerSession {
+            input: ControlIn::new(config.max_json_len),
+            config,
+            phase: Phase::Cookie,
+            output: Vec::new(),
+            events: VecDeque::new(),
+            cookie: None,
+            params: None,
+            table: StreamTable::default(),
+            accepted: 0,
+            deadline,
+            started: None,
+            ended: None,
+            omit_end: None,
+            hard_end: None,
+            progress_mark: 0,
+            progress_at: now,
+            report: None,
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// Bytes read from the control connection.
+    pub fn handle_control(&mut self, now: Instant, data: &[u8]) {
+        if self.is_finished() || data.is_empty() {
+            return;
+        }
+        self.progress_at = now;
+        if let Err(e) = self.input.push(data) {
+            self.fail(e, Some(ierrno::IEMESSAGE));
+            return;
+        }
+        if let Err((e, code)) = self.process(now) {
+            self.fail(e, code);
+        }
+    }
+
+    /// The control connection reached EOF (or failed).
+    pub fn handle_control_eof(&mut self, _now: Instant) {
+        match self.phase {
+            Phase::Done | Phase::Failed => {}
+            // The client has every result once DISPLAY_RESULTS is out;
+            // iperf3 servers also accept a close here.
+            Phase::AwaitDone => {
+                self.phase = Phase::Done;
+                self.events.push_back(Event::Done);
+            }
+            p => self.fail(Error::ControlClosed { phase: p.name() }, None),
+        }
+    }
+
+    /// Call when `poll_timeout()` has passed (calling early is harmless).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        if self.omit_end.is_some_and(|t| now >= t) {
+            self.table.end_omit();
+            self.omit_end = None;
+        }
+        let all = self.table.all_bytes();
+        if all != self.progress_mark {
+            self.progress_mark = all;
+            self.progress_at = now;
+        }
+        if self.phase == Phase::Running {
+            let idle = self.progress_at + self.config.idle_timeout;
+            if now >= idle || self.hard_end.is_some_and(|t| now >= t) {
+                self.fail(
+                    Error::Timeout {
+                        phase: self.phase.name(),
+                    },
+                    Some(ierrno::IENOMSG),
+                );
+            }
+            return;
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            let code = (self.phase != Phase::Cookie).then_some(ierrno::IENOMSG);
+            self.fail(
+                Error::Timeout {
+                    phase: self.phase.name(),
+                },
+                code,
+            );
+        }
+    }
+
+    /// A new connection arrived while [`Self::expects_streams`] is true and
+    /// `cookie` is the first [`super::COOKIE_LEN`] bytes read from it. On
+    /// `Err`, write [`super::ACCESS_DENIED_BYTE`] on it and close it; the
+    /// test goes on.
+    pub fn accept_stream(&mut self, now: Instant, cookie: &[u8]) -> Result<StreamInfo, Error> {
+        if self.phase != Phase::CreateStreams {
+            return Err(Error::NotAcceptingStreams);
+        }
+        let got = Cookie::parse(cookie)?;
+        if Some(got) != self.cookie {
+            return Err(Error::WrongCookie);
+        }
+        let id = StreamId::from_index(self.accepted);
+        let role = self
+            .table
+            .streams
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| s.role)
+            .ok_or(Error::NotAcceptingStreams)?;
+        self.accepted += 1;
+        if self.accepted as usize == self.table.streams.len() {
+            self.start(now);
+        }
+        Ok(StreamInfo { id, role })
+    }
+
+    /// Bytes moved on data stream `id` (received on a receiving stream, sent
+    /// on a sending one). Returns false for an id this test does not have.
+    pub fn record_bytes(&mut self, id: StreamId, len: u64) -> bool {
+        self.table.record(id, len)
+    }
+
+    /// Retransmits counted so far on sending stream `id`.
+    pub fn record_retransmits(&mut self, id: StreamId, count: u64) -> bool {
+        match self.table.get_mut(id) {
+            Some(s) => {
+                s.retransmits = Some(count);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// After [`Event::TestEnd`]: the data connections are stopped and
+    /// counted; send the results exchange.
+    pub fn end_test(&mut self, now: Instant, report: EndReport) -> Result<(), Error> {
+        if self.phase != Phase::AwaitReport {
+            return Err(Error::WrongPhase {
+                call: "end_test",
+                phase: self.phase.name(),
+            });
+        }
+        self.report = Some(report);
+        self.send_state(State::ExchangeResults);
+        self.enter(Phase::ClientResults, now);
+        // The client may have pipelined its results already.
+        if let Err((e, code)) = self.process(now) {
+            self.fail(e, code);
+        }
+        Ok(())
+    }
+
+    /// The server is shutting down: tell the client (`SERVER_TERMINATE`)
+    /// and finish.
+    pub fn terminate(&mut self, _now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        if self.phase != Phase::Cookie {
+            self.send_state(State::ServerTerminate);
+        }
+        self.phase = Phase::Failed;
+    }
+
+    // ---- outputs ------------------------------------------------------
+
+    /// Bytes to write on the control connection, in order.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        (!self.output.is_empty()).then(|| std::mem::take(&mut self.output))
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When `handle_timeout` must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_finished() {
+            return None;
+        }
+        if self.phase == Phase::Running {
+            // At the idle deadline `handle_timeout` looks for data progress
+            // and moves the deadline if there was some.
+            let idle = self.progress_at + self.config.idle_timeout;
+            return [Some(idle), self.hard_end, self.omit_end]
+                .into_iter()
+                .flatten()
+                .min();
+        }
+        [self.deadline, self.omit_end].into_iter().flatten().min()
+    }
+
+    // ---- getters ------------------------------------------------------
+
+    /// True while new connections are data connections of this test.
+    pub fn expects_streams(&self) -> bool {
+        self.phase == Phase::CreateStreams
+    }
+
+    /// True once the test is done or failed: close the control connection.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Done | Phase::Failed)
+    }
+
+    /// The test's cookie, once read.
+    pub fn cookie(&self) -> Option<&Cookie> {
+        self.cookie.as_ref()
+    }
+
+    /// The client's parameters, once received and accepted.
+    pub fn params(&self) -> Option<&TestParams> {
+        self.params.as_ref()
+    }
+
+    /// Per-stream counters (empty before the parameters are in).
+    pub fn streams(&self) -> &[StreamStats] {
+        &self.table.streams
+    }
+
+    /// Bytes counted (omit period excluded) on this side's streams of `role`.
+    pub fn counted_bytes(&self, role: Role) -> u64 {
+        self.table.total(role)
+    }
+
+    // ---- internals ----------------------------------------------------
+
+    fn enter(&mut self, phase: Phase, now: Instant) {
+        self.phase = phase;
+        self.deadline = Some(now + self.config.handshake_timeout);
+    }
+
+    fn send_state(&mut self, s: State) {
+        self.output.push(s.to_byte());
+    }
+
+    /// Ends the session; with `code`, tells the client (`SERVER_ERROR`).
+    fn fail(&mut self, e: Error, code: Option<i32>) {
+        if self.is_finished() {
+            return;
+        }
+        if let Some(code) = code {
+            self.send_state(State::ServerError);
+            self.output.extend_from_slice(&code.to_be_bytes());
+            self.output.extend_from_slice(&0i32.to_be_bytes());
+        }
+        self.phase = Phase::Failed;
+        self.events.push_back(Event::Error(e));
+    }
+
+    fn start(&mut self, now: Instant) {
+        let Some(p) = self.params.clone() else { return };
+        let omit = Duration::from_secs(u64::from(p.omit_secs));
+        self.send_state(State::TestStart);
+        self.send_state(State::TestRunning);
+        self.phase = Phase::Running;
+        self.deadline = None;
+        self.started = Some(now);
+        self.progress_at = now;
+        if p.omit_secs > 0 {
+            self.table.omitting = true;
+            self.omit_end = Some(now + omit);
+        }
+        if p.time_secs > 0 {
+            self.hard_end = Some(
+                now + omit + Duration::from_secs(u64::from(p.time_secs)) + self.config.end_grace,
+            );
+        }
+        self.events.push_back(Event::StartTest {
+            params: Box::new(p),
+        });
+    }
+
+    /// Consumes as much buffered input as the phase allows.
+    fn process(&mut self, now: Instant) -> Result<(), (Error, Option<i32>)> {
+        loop {
+            match self.phase {
+                Phase::Cookie => {
+                    let Some(b) = self.input.take(proto::COOKIE_LEN) else {
+                        return Ok(());
+                    };
+                    // Not an iperf3 peer: close without answering.
+                    let cookie = Cookie::parse(b).map_err(|e| (e, None))?;
+                    self.cookie = Some(cookie);
+                    self.send_state(State::ParamExchange);
+                    self.enter(Phase::Params, now);
+                }
+                Phase::Params => {
+                    let map = match self.input.take_json(self.config.max_json_len) {
+                        Ok(Some(m)) => m,
+                        Ok(None) => return Ok(()),
+                        Err(e) => return Err((e, Some(ierrno::IERECVPARAMS))),
+                    };
+                    let params =
+                        TestParams::from_json(&map).map_err(|e| (e, Some(ierrno::IERECVPARAMS)))?;
+                    params
+                        .validate(self.config.max_streams)
+                        .map_err(|(errno, reason)| {
+                            (Error::Refused { errno, reason }, Some(errno))
+                        })?;
+                    self.table = StreamTable::new(
+                        params.parallel,
+                        params.reverse,
+                        params.bidirectional,
+                        false,
+                    );
+                    self.events.push_back(Event::CreateStreams {
+                        count: params.stream_count(),
+                        reverse: params.reverse,
+                        bidir: params.bidirectional,
+                    });
+                    self.params = Some(params);
+                    self.send_state(State::CreateStreams);
+                    self.enter(Phase::CreateStreams, now);
+                }
+                Phase::CreateStreams | Phase::Running | Phase::AwaitReport | Phase::AwaitDone => {
+                    let Some(b) = self.input.take_byte() else {
+                        return Ok(());
+                    };
+                    let state = decode_state(b).map_err(|e| (e, Some(ierrno::IEMESSAGE)))?;
+                    match (self.phase, state) {
+                        (_, State::ClientTerminate) => return Err((Error::PeerTerminated, None)),
+                        // iperf3 servers ignore a TEST_START from the client.
+                        (Phase::Running, State::TestStart) => {}
+                        (Phase::Running, State::TestEnd) => {
+                            self.phase = Phase::AwaitReport;
+                            self.deadline = None;
+                            self.ended = Some(now);
+                            self.events.push_back(Event::TestEnd);
+                        }
+                        (Phase::AwaitDone, State::IperfDone) => {
+                            self.phase = Phase::Done;
+                            self.deadline = None;
+                            self.events.push_back(Event::Done);
+                            return Ok(());
+                        }
+                        (p, s) => {
+                            return Err((
+                                Error::UnexpectedState {
+                                    state: s,
+                                    phase: p.name(),
+                                },
+                                Some(ierrno::IEMESSAGE),
+                            ));
+                        }
+                    }
+                }
+                Phase::ClientResults => {
+                    let map = match self.input.take_json(self.config.max_json_len) {
+                        Ok(Some(m)) => m,
+                        Ok(None) => return Ok(()),
+                        Err(e) => return Err((e, Some(ierrno::IERECVRESULTS))),
+                    };
+                    let max = self.table.streams.len();
+                    let peer = proto::Results::from_json(&map, max)
+                        .and_then(|r| self.table.check_peer(&r).map(|()| r))
+                        .map_err(|e| (e, Some(ierrno::IERECVRESULTS)))?;
+                    let report = self.report.clone().unwrap_or_default();
+                    let elapsed = match (self.started, self.ended) {
+                        (Some(s), Some(e)) => e.saturating_duration_since(s),
+                        _ => Duration::ZERO,
+                    };
+                    let mut mine = self.table.results(&report, elapsed);
+                    if self.params.as_ref().is_some_and(|p| p.get_server_output) {
+                        mine.server_output_text = report.server_output_text.clone();
+                    }
+                    proto::encode_json(&mine.to_json(), &mut self.output);
+                    self.send_state(State::DisplayResults);
+                    self.events.push_back(Event::PeerResults(Box::new(peer)));
+                    self.enter(Phase::AwaitDone, now);
+                }
+                Phase::Done | Phase::Failed => return Ok(()),
+            }
+        }
+    }
+}
