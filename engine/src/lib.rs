@@ -2,7 +2,7 @@
 //!
 //! Layers, bottom up (each knows only the ones below it): [`frame`] (shared
 //! vocabulary), [`wire`], [`seg`], `tcp`, [`xsk`] (AF_XDP; the home of `unsafe`),
-//! [`xdp`] (steering program), `worker`, `app`. [`testnet`] builds network
+//! [`xdp`] (steering program), `worker`, [`app`]. [`testnet`] builds network
 //! namespaces and veth pairs for tests and benchmarks.
 #![deny(unsafe_code)]
 
@@ -11,10 +11,16 @@ pub mod frame;
 pub mod netlink;
 pub mod probe;
 pub mod seg;
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "FFI points: ethtool ioctls, setns, socket options"
+)]
 pub mod sys;
 pub mod testnet;
 pub mod wire;
 pub mod xdp;
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "AF_XDP: mmap'd rings and UMEM shared with the kernel"
+)]
 pub mod xsk;
