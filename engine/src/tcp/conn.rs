@@ -714,6 +714,29 @@ impl Connection {
         let f = seg.flags;
         let rcv_nxt = self.rcv_nxt();
         let rcv_wnd = self.rcv_adv.saturating_sub(self.recv.nxt()) as usize;
+        // SYN-RECEIVED and the peer's SYN again: a retransmission (answer with
+        // our SYN-ACK again) or, in a simultaneous open, its SYN-ACK.
+        if self.state == State::SynReceived
+            && f.contains(TcpFlags::SYN)
+            && !f.contains(TcpFlags::RST)
+            && seg.seq == self.irs
+        {
+            if f.contains(TcpFlags::ACK) && seg.ack == self.iss + 1 {
+                self.syn_acked = true;
+                self.retries = 0;
+                self.rtt.reset_backoff();
+                self.set(Timer::Retransmit, None);
+                self.snd_wl1 = seg.seq;
+                self.snd_wl2 = seg.ack;
+                self.snd_wnd = seg.window as usize;
+                self.max_snd_wnd = self.snd_wnd;
+                self.establish();
+                self.ack_now = true;
+            } else {
+                self.send_syn = true;
+            }
+            return;
+        }
         // TIME-WAIT: a retransmitted FIN is re-acknowledged, the timer restarts.
         if self.state == State::TimeWait && f.contains(TcpFlags::FIN) && !f.contains(TcpFlags::RST)
         {
@@ -772,14 +795,9 @@ impl Connection {
             }
             return;
         }
-        // SYN in a synchronized state (RFC 5961 §4): challenge ACK. In
-        // SYN-RECEIVED, the peer's retransmitted SYN gets our SYN-ACK again.
+        // SYN in a synchronized state (RFC 5961 §4): challenge ACK.
         if f.contains(TcpFlags::SYN) {
-            if self.state == State::SynReceived && seg.seq == self.irs {
-                self.send_syn = true;
-            } else {
-                self.challenge_ack(now);
-            }
+            self.challenge_ack(now);
             return;
         }
         if !f.contains(TcpFlags::ACK) {

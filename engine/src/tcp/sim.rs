@@ -109,6 +109,8 @@ struct Link {
     slots: Vec<Vec<u8>>,
     free_slots: Vec<usize>,
     next_id: u64,
+    /// Indices (in `stats.sent` order, from 1) of packets to drop.
+    drop_list: Vec<u64>,
     stats: LinkStats,
 }
 
@@ -123,6 +125,7 @@ impl Link {
             slots: Vec::new(),
             free_slots: Vec::new(),
             next_id: 0,
+            drop_list: Vec::new(),
             stats: LinkStats::default(),
         }
     }
@@ -164,7 +167,7 @@ impl Link {
         let depart = start + ser;
         self.free_at = Some(depart);
         self.departures.push_back(depart);
-        if self.rng.chance(self.cfg.loss) {
+        if self.drop_list.contains(&self.stats.sent) || self.rng.chance(self.cfg.loss) {
             self.stats.lost += 1;
             self.free_slots.push(slot);
             return;
@@ -431,6 +434,14 @@ impl Sim {
         } else {
             &mut self.s2c.cfg
         }
+    }
+
+    /// Drops the packets with these sequence numbers (1 = the first packet the
+    /// link ever carries; see [`LinkStats::sent`]) on the client → server link
+    /// (`c2s`) or the other one: scripted loss.
+    pub fn drop_packets(&mut self, c2s: bool, which: &[u64]) {
+        let link = if c2s { &mut self.c2s } else { &mut self.s2c };
+        link.drop_list.extend_from_slice(which);
     }
 
     /// Injects a raw segment into the link towards the server (`to_server`) or the

@@ -118,3 +118,763 @@ fn exactly_once_sweep() {
 fn exactly_once_long_sweep() {
     sweep(1000..6000);
 }
+
+// ---------------------------------------------------------------- scripted
+
+use crate::wire::TcpTimestamp;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+fn t0() -> Instant {
+    static T0: OnceLock<Instant> = OnceLock::new();
+    *T0.get_or_init(Instant::now)
+}
+
+fn ms(v: u64) -> Instant {
+    t0() + Duration::from_millis(v)
+}
+
+fn tuple() -> FourTuple {
+    FourTuple {
+        local: "10.0.0.1:40000".parse().unwrap(),
+        remote: "10.0.0.2:80".parse().unwrap(),
+    }
+}
+
+/// A segment from the scripted peer (port 80 → 40000).
+fn seg(flags: TcpFlags, seq: SeqNumber, ack: SeqNumber, window: u16) -> TcpRepr {
+    TcpRepr {
+        src_port: 80,
+        dst_port: 40000,
+        seq,
+        ack,
+        flags,
+        window,
+        urgent: 0,
+        options: TcpOptions::NONE,
+    }
+}
+
+fn all_options(tsval: u32, tsecr: u32) -> TcpOptions {
+    TcpOptions {
+        mss: Some(1460),
+        window_scale: Some(7),
+        sack_permitted: true,
+        timestamp: Some(TcpTimestamp { tsval, tsecr }),
+        ..TcpOptions::NONE
+    }
+}
+
+const PEER_ISS: SeqNumber = SeqNumber(0xfff0_0000);
+
+/// Drains all segments the connection wants to send now.
+fn out(c: &mut Connection, now: Instant) -> Vec<Segment> {
+    std::iter::from_fn(|| c.poll_transmit(now)).collect()
+}
+
+/// Active open against a scripted peer whose SYN-ACK carries `opts`.
+/// Returns the connection (established) and our ISS.
+fn client_with(cfg: Config, opts: TcpOptions) -> (Connection, SeqNumber) {
+    let isn = IsnGenerator::new(7, t0());
+    let mut c = Connection::connect(cfg, tuple(), &isn, ms(0));
+    let syn = out(&mut c, ms(0));
+    assert_eq!(syn.len(), 1);
+    let iss = syn[0].repr.seq;
+    assert_eq!(syn[0].repr.flags, TcpFlags::SYN);
+    let mut sa = seg(TcpFlags::SYN | TcpFlags::ACK, PEER_ISS, iss + 1, 65535);
+    sa.options = opts;
+    c.handle_segment(ms(10), &sa, &[]);
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.poll_event(), Some(Event::Connected));
+    let ack = out(&mut c, ms(10));
+    assert_eq!(ack.len(), 1, "the handshake's third segment");
+    assert_eq!(ack[0].repr.flags, TcpFlags::ACK);
+    assert_eq!(ack[0].repr.ack, PEER_ISS + 1);
+    (c, iss)
+}
+
+fn events(c: &mut Connection) -> Vec<Event> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+#[test]
+fn handshake_with_every_option() {
+    let isn = IsnGenerator::new(7, t0());
+    let mut fresh = Connection::connect(Config::default(), tuple(), &isn, ms(0));
+    let o = out(&mut fresh, ms(0))[0].repr.options;
+    assert_eq!(o.mss, Some(1460));
+    assert_eq!(o.window_scale, Some(Config::default().window_shift()));
+    assert!(o.sack_permitted);
+    assert_eq!(o.timestamp.map(|t| t.tsecr), Some(0));
+
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    assert_eq!(c.negotiated(), (true, true, true));
+    assert_eq!(c.send_mss(), 1460 - 12, "timestamps take 12 bytes");
+    // The peer's window is scaled by its shift (7).
+    let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 100);
+    a.options.timestamp = Some(TcpTimestamp {
+        tsval: 1001,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(11), &a, &[]);
+    assert_eq!(c.send_window(), 100 << 7);
+    c.write(&[1u8; 3000]).unwrap();
+    let segs = out(&mut c, ms(12));
+    let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
+    assert_eq!(lens, vec![1448, 1448, 104]);
+    for s in &segs {
+        let ts = s
+            .repr
+            .options
+            .timestamp
+            .expect("timestamps on every segment");
+        assert_eq!(ts.tsecr, 1001, "echoes TS.Recent");
+        assert_eq!(s.repr.ack, PEER_ISS + 1);
+    }
+    assert_eq!(segs[0].repr.seq, iss + 1);
+    assert!(segs[2].repr.flags.contains(TcpFlags::PSH));
+}
+
+#[test]
+fn handshake_with_a_peer_offering_no_options() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    assert_eq!(c.negotiated(), (false, false, false));
+    assert_eq!(c.send_mss(), 536, "RFC 9293 default MSS");
+    let a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 1000);
+    c.handle_segment(ms(11), &a, &[]);
+    assert_eq!(c.send_window(), 1000, "no scaling");
+    let a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    c.handle_segment(ms(11), &a, &[]);
+    c.write(&[1u8; 2000]).unwrap();
+    let segs = out(&mut c, ms(12));
+    let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
+    assert_eq!(lens, vec![536, 536, 536, 392]);
+    for s in &segs {
+        assert!(s.repr.options.is_empty(), "no options without negotiation");
+        assert_eq!(s.repr.window, 65535, "unscaled window field, clamped");
+    }
+}
+
+#[test]
+fn handshake_with_each_option_alone() {
+    let base = TcpOptions {
+        mss: Some(1460),
+        ..TcpOptions::NONE
+    };
+    let cases = [
+        (
+            TcpOptions {
+                window_scale: Some(2),
+                ..base
+            },
+            (true, false, false),
+        ),
+        (
+            TcpOptions {
+                sack_permitted: true,
+                ..base
+            },
+            (false, true, false),
+        ),
+        (
+            TcpOptions {
+                timestamp: Some(TcpTimestamp { tsval: 5, tsecr: 0 }),
+                ..base
+            },
+            (false, false, true),
+        ),
+    ];
+    for (opts, want) in cases {
+        let (c, _) = client_with(Config::default(), opts);
+        assert_eq!(c.negotiated(), want, "{opts:?}");
+        let mss = if want.2 { 1448 } else { 1460 };
+        assert_eq!(c.send_mss(), mss);
+    }
+    // And a local side that offers nothing negotiates nothing.
+    let cfg = Config {
+        window_scaling: false,
+        sack: false,
+        timestamps: false,
+        ..Config::default()
+    };
+    let (c, _) = client_with(cfg, all_options(1, 0));
+    assert_eq!(c.negotiated(), (false, false, false));
+}
+
+fn their_syn(opts: TcpOptions) -> TcpRepr {
+    let mut s = seg(TcpFlags::SYN, PEER_ISS, SeqNumber(0), 65535);
+    s.options = opts;
+    // The peer is the client here: ports as the listener sees them.
+    s.src_port = 80;
+    s.dst_port = 40000;
+    s
+}
+
+#[test]
+fn passive_open_answers_only_what_was_offered() {
+    let isn = IsnGenerator::new(9, t0());
+    let mut c = Connection::accept(
+        Config::default(),
+        tuple(),
+        &isn,
+        ms(0),
+        &their_syn(TcpOptions::NONE),
+    )
+    .unwrap();
+    let sa = out(&mut c, ms(0));
+    assert_eq!(sa.len(), 1);
+    let r = sa[0].repr;
+    assert_eq!(r.flags, TcpFlags::SYN | TcpFlags::ACK);
+    assert_eq!(r.ack, PEER_ISS + 1);
+    assert_eq!(r.options.mss, Some(1460));
+    assert_eq!(
+        (
+            r.options.window_scale,
+            r.options.sack_permitted,
+            r.options.timestamp
+        ),
+        (None, false, None)
+    );
+    // The final ACK establishes.
+    let ack = seg(TcpFlags::ACK, PEER_ISS + 1, r.seq + 1, 65535);
+    c.handle_segment(ms(5), &ack, &[]);
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(events(&mut c), vec![Event::Connected, Event::Writable]);
+
+    let mut c = Connection::accept(
+        Config::default(),
+        tuple(),
+        &isn,
+        ms(0),
+        &their_syn(all_options(77, 0)),
+    )
+    .unwrap();
+    let r = out(&mut c, ms(0))[0].repr;
+    assert_eq!(
+        r.options.window_scale,
+        Some(Config::default().window_shift())
+    );
+    assert!(r.options.sack_permitted);
+    assert_eq!(r.options.timestamp.map(|t| t.tsecr), Some(77));
+    // A non-SYN is not a passive open.
+    assert!(
+        Connection::accept(
+            Config::default(),
+            tuple(),
+            &isn,
+            ms(0),
+            &seg(TcpFlags::ACK, PEER_ISS, PEER_ISS, 1)
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn syn_received_rejects_a_bad_ack_with_rst_and_retransmits_syn_ack() {
+    let isn = IsnGenerator::new(9, t0());
+    let mut c = Connection::accept(
+        Config::default(),
+        tuple(),
+        &isn,
+        ms(0),
+        &their_syn(TcpOptions::NONE),
+    )
+    .unwrap();
+    let iss = out(&mut c, ms(0))[0].repr.seq;
+    let bad = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1000, 65535);
+    c.handle_segment(ms(1), &bad, &[]);
+    let rst = out(&mut c, ms(1));
+    assert_eq!(rst.len(), 1);
+    assert_eq!(rst[0].repr.flags, TcpFlags::RST);
+    assert_eq!(rst[0].repr.seq, iss + 1000);
+    assert_eq!(c.state(), State::SynReceived);
+    // The SYN-ACK is retransmitted at the RTO (1 s initial).
+    assert_eq!(c.poll_timeout(), Some(ms(1000)));
+    c.handle_timeout(ms(1000));
+    let again = out(&mut c, ms(1000));
+    assert_eq!(again[0].repr.flags, TcpFlags::SYN | TcpFlags::ACK);
+    assert_eq!(again[0].repr.seq, iss);
+    assert_eq!(c.poll_timeout(), Some(ms(3000)), "backed off to 2 s");
+}
+
+#[test]
+fn rst_in_syn_sent_is_refused_only_with_the_right_ack() {
+    let isn = IsnGenerator::new(7, t0());
+    let mut c = Connection::connect(Config::default(), tuple(), &isn, ms(0));
+    let iss = out(&mut c, ms(0))[0].repr.seq;
+    // Wrong ACK: an RST is answered for a non-RST, ignored for an RST.
+    c.handle_segment(
+        ms(1),
+        &seg(TcpFlags::RST | TcpFlags::ACK, SeqNumber(5), iss + 9, 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::SynSent);
+    c.handle_segment(ms(1), &seg(TcpFlags::ACK, SeqNumber(5), iss + 9, 0), &[]);
+    let r = out(&mut c, ms(1));
+    assert_eq!((r[0].repr.flags, r[0].repr.seq), (TcpFlags::RST, iss + 9));
+    assert_eq!(c.state(), State::SynSent);
+    c.handle_segment(
+        ms(2),
+        &seg(TcpFlags::RST | TcpFlags::ACK, SeqNumber(0), iss + 1, 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Error(ConnectionError::Refused),
+            Event::Closed(CloseReason::Error(ConnectionError::Refused))
+        ]
+    );
+}
+
+#[test]
+fn rst_exactly_at_rcv_nxt_resets() {
+    let (mut c, _) = client_with(Config::default(), TcpOptions::NONE);
+    events(&mut c);
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::RST, PEER_ISS + 1, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.stats().rst_received, 1);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Error(ConnectionError::Reset),
+            Event::Closed(CloseReason::Error(ConnectionError::Reset))
+        ]
+    );
+    assert!(out(&mut c, ms(20)).is_empty(), "no answer to an RST");
+}
+
+#[test]
+fn off_target_rst_in_window_gets_a_challenge_ack_and_does_not_reset() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::RST, PEER_ISS + 1000, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.stats().challenge_acks, 1);
+    let a = out(&mut c, ms(20));
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        (a[0].repr.flags, a[0].repr.seq, a[0].repr.ack),
+        (TcpFlags::ACK, iss + 1, PEER_ISS + 1)
+    );
+    // Outside the window entirely: silently dropped.
+    c.handle_segment(
+        ms(21),
+        &seg(TcpFlags::RST, PEER_ISS + 10_000_000, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Established);
+    assert!(out(&mut c, ms(21)).is_empty());
+    assert_eq!(c.stats().challenge_acks, 1);
+    // A SYN on an established connection also gets a challenge ACK (RFC 5961 §4).
+    c.handle_segment(
+        ms(22),
+        &seg(TcpFlags::SYN, PEER_ISS + 5, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.stats().challenge_acks, 2);
+    assert_eq!(out(&mut c, ms(22)).len(), 1);
+    // An ACK for data never sent is answered with an ACK and ignored.
+    c.handle_segment(
+        ms(23),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 500, 100),
+        &[],
+    );
+    assert_eq!(
+        c.send_window(),
+        65535,
+        "the bogus segment's window was ignored"
+    );
+    assert_eq!(out(&mut c, ms(23)).len(), 1);
+}
+
+#[test]
+fn paws_drops_an_old_duplicate() {
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    let mut d = seg(TcpFlags::ACK | TcpFlags::PSH, PEER_ISS + 1, iss + 1, 1000);
+    d.options.timestamp = Some(TcpTimestamp {
+        tsval: 2000,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(20), &d, b"new data");
+    assert_eq!(c.readable(), 8);
+    // An old duplicate (a previous incarnation's, say) with an older TSval but
+    // a sequence number that would be in window.
+    let mut old = seg(TcpFlags::ACK | TcpFlags::PSH, PEER_ISS + 9, iss + 1, 1000);
+    old.options.timestamp = Some(TcpTimestamp {
+        tsval: 1500,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(21), &old, b"stale!!");
+    assert_eq!(c.stats().paws_drops, 1);
+    assert_eq!(c.readable(), 8, "not delivered");
+    // Same bytes with a current TSval are accepted.
+    old.options.timestamp = Some(TcpTimestamp {
+        tsval: 2001,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(22), &old, b"fresh!!");
+    assert_eq!(c.readable(), 15);
+    let mut buf = [0u8; 32];
+    let n = c.read(ms(22), &mut buf);
+    assert_eq!(&buf[..n], b"new datafresh!!");
+}
+
+#[test]
+fn rto_backs_off_doubling_and_resets_on_ack() {
+    let cfg = Config {
+        rto_min: Duration::from_millis(200),
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+    // One RTT sample from the handshake (10 ms): RTO = max(200 ms, …).
+    assert_eq!(c.rto(), Duration::from_millis(200));
+    c.write(&[3u8; 100]).unwrap();
+    let first = out(&mut c, ms(100));
+    assert_eq!(first.len(), 1);
+    let mut deadline = c.poll_timeout().unwrap();
+    assert_eq!(deadline, ms(300));
+    let mut expect = Duration::from_millis(200);
+    for i in 1..=5u32 {
+        c.handle_timeout(deadline);
+        let r = out(&mut c, deadline);
+        assert_eq!(r.len(), 1, "one retransmission per expiry");
+        assert_eq!(r[0].repr.seq, iss + 1);
+        assert_eq!(r[0].len, 100);
+        expect *= 2;
+        assert_eq!(c.rto(), expect, "doubled after expiry {i}");
+        assert_eq!(c.rto_backoff(), i);
+        let next = c.poll_timeout().unwrap();
+        assert_eq!(next - deadline, expect);
+        deadline = next;
+    }
+    assert_eq!(c.stats().rto_expirations, 5);
+    assert_eq!(c.cwnd(), 536, "loss window: one segment");
+    // The ACK resets the backoff (the sample from a retransmitted segment is
+    // not taken: Karn).
+    let samples = c.stats().rtt_samples;
+    c.handle_segment(
+        deadline,
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 101, 65535),
+        &[],
+    );
+    assert_eq!(c.rto_backoff(), 0);
+    assert_eq!(c.rto(), Duration::from_millis(200));
+    assert_eq!(c.stats().rtt_samples, samples);
+    assert_eq!(c.poll_timeout(), None, "nothing outstanding");
+}
+
+#[test]
+fn retransmissions_give_up_with_timed_out() {
+    let cfg = Config {
+        max_retries: 3,
+        ..Config::default()
+    };
+    let (mut c, _) = client_with(cfg, TcpOptions::NONE);
+    events(&mut c);
+    c.write(&[3u8; 100]).unwrap();
+    out(&mut c, ms(100));
+    for _ in 0..4 {
+        let d = c.poll_timeout().unwrap();
+        c.handle_timeout(d);
+        out(&mut c, d);
+    }
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Error(ConnectionError::TimedOut),
+            Event::Closed(CloseReason::Error(ConnectionError::TimedOut))
+        ]
+    );
+}
+
+#[test]
+fn fin_beyond_a_hole_is_held_until_the_hole_fills() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    let mut second = seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 4, iss + 1, 65535);
+    second.window = 65535;
+    c.handle_segment(ms(20), &second, b"defg");
+    assert_eq!(c.state(), State::Established, "FIN not in order yet");
+    let dup_ack = out(&mut c, ms(20));
+    assert_eq!(
+        dup_ack[0].repr.ack,
+        PEER_ISS + 1,
+        "immediate ACK for out-of-order"
+    );
+    c.handle_segment(
+        ms(21),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535),
+        b"abc",
+    );
+    assert_eq!(c.state(), State::CloseWait);
+    let a = out(&mut c, ms(21));
+    assert_eq!(
+        a.last().unwrap().repr.ack,
+        PEER_ISS + 1 + 7 + 1,
+        "data and FIN acked"
+    );
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(ms(21), &mut buf), 7);
+    assert_eq!(&buf[..7], b"abcdefg");
+    assert!(c.read_closed());
+    // Half-close: we can still send, then close → LAST-ACK → closed.
+    c.write(b"reply").unwrap();
+    c.close(ms(22));
+    assert_eq!(c.state(), State::LastAck);
+    let s = out(&mut c, ms(22));
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].len, 5);
+    assert!(
+        s[0].repr.flags.contains(TcpFlags::FIN),
+        "FIN rides on the data"
+    );
+    c.handle_segment(
+        ms(30),
+        &seg(TcpFlags::ACK, PEER_ISS + 9, iss + 7, 65535),
+        &[],
+    );
+    assert_eq!(c.state(), State::Closed);
+    assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
+}
+
+#[test]
+fn time_wait_reacknowledges_a_retransmitted_fin_and_expires() {
+    let cfg = Config::default();
+    let tw = cfg.time_wait;
+    let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+    c.close(ms(20));
+    let fin = out(&mut c, ms(20));
+    assert_eq!(fin.len(), 1);
+    assert_eq!(fin[0].repr.flags, TcpFlags::ACK | TcpFlags::FIN);
+    assert_eq!(c.state(), State::FinWait1);
+    c.handle_segment(
+        ms(30),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 2, 65535),
+        &[],
+    );
+    assert_eq!(c.state(), State::FinWait2);
+    let pfin = seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 1, iss + 2, 65535);
+    c.handle_segment(ms(40), &pfin, &[]);
+    assert_eq!(c.state(), State::TimeWait);
+    assert_eq!(out(&mut c, ms(40))[0].repr.ack, PEER_ISS + 2);
+    assert_eq!(c.poll_timeout(), Some(ms(40) + tw));
+    // The peer did not get our ACK and retransmits its FIN.
+    c.handle_segment(ms(500), &pfin, &[]);
+    let a = out(&mut c, ms(500));
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 2));
+    assert_eq!(c.poll_timeout(), Some(ms(500) + tw), "restarted");
+    c.handle_timeout(ms(500) + tw);
+    assert_eq!(c.state(), State::Closed);
+    assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
+}
+
+#[test]
+fn abort_sends_rst_and_closes() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    events(&mut c);
+    c.abort(ms(20));
+    let r = out(&mut c, ms(20));
+    assert_eq!(r.len(), 1);
+    assert!(r[0].repr.flags.contains(TcpFlags::RST));
+    assert_eq!(r[0].repr.seq, iss + 1);
+    assert_eq!(events(&mut c), vec![Event::Closed(CloseReason::Aborted)]);
+    assert!(c.is_drained());
+    assert!(c.write(b"x").is_err());
+}
+
+/// Passes segments between two connections (no loss) until both are quiet.
+fn exchange(a: &mut Connection, b: &mut Connection, now: Instant) -> usize {
+    let mut moved = 0;
+    loop {
+        let mut any = false;
+        for dir in 0..2 {
+            let (from, to) = if dir == 0 {
+                (&mut *a, &mut *b)
+            } else {
+                (&mut *b, &mut *a)
+            };
+            while let Some(s) = from.poll_transmit(now) {
+                let (x, y) = from.payload(&s);
+                let mut p = x.to_vec();
+                p.extend_from_slice(y);
+                to.handle_segment(now, &s.repr, &p);
+                any = true;
+                moved += 1;
+            }
+        }
+        if !any {
+            return moved;
+        }
+    }
+}
+
+fn pair() -> (Connection, Connection) {
+    let isn = IsnGenerator::new(3, t0());
+    let t = tuple();
+    let back = FourTuple {
+        local: t.remote,
+        remote: t.local,
+    };
+    let mut a = Connection::connect(Config::default(), t, &isn, ms(0));
+    let syn = a.poll_transmit(ms(0)).unwrap();
+    let mut b = Connection::accept(Config::default(), back, &isn, ms(0), &syn.repr).unwrap();
+    exchange(&mut a, &mut b, ms(1));
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+    (a, b)
+}
+
+#[test]
+fn simultaneous_close_goes_through_closing() {
+    let (mut a, mut b) = pair();
+    a.close(ms(10));
+    b.close(ms(10));
+    // Both FINs cross: take them out before either is delivered.
+    let fa = a.poll_transmit(ms(10)).unwrap();
+    let fb = b.poll_transmit(ms(10)).unwrap();
+    assert!(fa.repr.flags.contains(TcpFlags::FIN) && fb.repr.flags.contains(TcpFlags::FIN));
+    a.handle_segment(ms(11), &fb.repr, &[]);
+    b.handle_segment(ms(11), &fa.repr, &[]);
+    assert_eq!((a.state(), b.state()), (State::Closing, State::Closing));
+    exchange(&mut a, &mut b, ms(12));
+    assert_eq!((a.state(), b.state()), (State::TimeWait, State::TimeWait));
+    let end = ms(12) + Config::default().time_wait;
+    a.handle_timeout(end);
+    b.handle_timeout(end);
+    assert_eq!((a.state(), b.state()), (State::Closed, State::Closed));
+    assert!(events(&mut a).contains(&Event::Closed(CloseReason::Normal)));
+    assert!(events(&mut b).contains(&Event::Closed(CloseReason::Normal)));
+}
+
+#[test]
+fn simultaneous_open() {
+    let isn_a = IsnGenerator::new(3, t0());
+    let isn_b = IsnGenerator::new(4, t0());
+    let t = tuple();
+    let back = FourTuple {
+        local: t.remote,
+        remote: t.local,
+    };
+    let mut a = Connection::connect(Config::default(), t, &isn_a, ms(0));
+    let mut b = Connection::connect(Config::default(), back, &isn_b, ms(0));
+    let sa = a.poll_transmit(ms(0)).unwrap();
+    let sb = b.poll_transmit(ms(0)).unwrap();
+    a.handle_segment(ms(1), &sb.repr, &[]);
+    b.handle_segment(ms(1), &sa.repr, &[]);
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::SynReceived, State::SynReceived)
+    );
+    exchange(&mut a, &mut b, ms(2));
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+    a.write(b"hello").unwrap();
+    exchange(&mut a, &mut b, ms(3));
+    let mut buf = [0u8; 8];
+    assert_eq!(b.read(ms(3), &mut buf), 5);
+    assert_eq!(&buf[..5], b"hello");
+}
+
+#[test]
+fn listener_resets_strays_and_completes_handshakes() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let peer: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 4, 2);
+    // An ACK to a listening port with no half-open connection → RST <SEQ=SEG.ACK>.
+    let mut stray = seg(TcpFlags::ACK, SeqNumber(10), SeqNumber(999), 100);
+    stray.src_port = 40000;
+    stray.dst_port = 80;
+    l.handle_segment(ms(0), peer, &stray, &[]);
+    let (t, r) = l.poll_transmit(ms(0)).unwrap();
+    assert_eq!(t.remote, peer);
+    assert_eq!((r.repr.flags, r.repr.seq), (TcpFlags::RST, SeqNumber(999)));
+    // A stray RST gets nothing.
+    stray.flags = TcpFlags::RST;
+    l.handle_segment(ms(0), peer, &stray, &[]);
+    assert!(l.poll_transmit(ms(0)).is_none());
+    // SYN → SYN-ACK → ACK → accept.
+    let mut syn = their_syn(TcpOptions::NONE);
+    syn.src_port = 40000;
+    syn.dst_port = 80;
+    l.handle_segment(ms(1), peer, &syn, &[]);
+    assert_eq!(l.half_open_count(), 1);
+    let (_, sa) = l.poll_transmit(ms(1)).unwrap();
+    assert_eq!(sa.repr.flags, TcpFlags::SYN | TcpFlags::ACK);
+    let mut ack = seg(TcpFlags::ACK, PEER_ISS + 1, sa.repr.seq + 1, 65535);
+    ack.src_port = 40000;
+    ack.dst_port = 80;
+    l.handle_segment(ms(2), peer, &ack, b"early data");
+    assert_eq!(l.half_open_count(), 0);
+    let mut c = l.accept().expect("established");
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.readable(), 10, "data on the third segment is kept");
+    assert_eq!(l.stats().established, 1);
+    assert!(l.accept().is_none());
+    assert_eq!(events(&mut c)[0], Event::Connected);
+}
+
+#[test]
+fn syn_flood_keeps_the_listener_bounded() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let cfg = Config {
+        syn_retries: 2,
+        ..Config::default()
+    };
+    let mut l = Listener::new(cfg, local, IsnGenerator::new(1, t0()), 64, 8);
+    let mut sent = 0u64;
+    for i in 0..20_000u32 {
+        let peer = std::net::SocketAddr::new(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)),
+            1024 + (i % 60000) as u16,
+        );
+        let mut syn = their_syn(all_options(i, 0));
+        syn.seq = SeqNumber(i.wrapping_mul(7919));
+        l.handle_segment(ms(u64::from(i / 100)), peer, &syn, &[]);
+        while l.poll_transmit(ms(u64::from(i / 100))).is_some() {
+            sent += 1;
+        }
+        assert!(l.half_open_count() <= 64);
+    }
+    let st = *l.stats();
+    assert_eq!(st.syns_accepted, 64);
+    assert_eq!(st.syns_dropped, 20_000 - 64);
+    assert_eq!(
+        sent, 64,
+        "one SYN-ACK per admitted SYN, nothing for the rest"
+    );
+    // A half-open connection is small: no buffers until established.
+    assert!(std::mem::size_of::<Connection>() < 2048);
+    // Unanswered SYN-ACKs are retried, then the entries expire.
+    let mut now = ms(200);
+    while let Some(t) = l.poll_timeout() {
+        now = t;
+        l.handle_timeout(now);
+        while l.poll_transmit(now).is_some() {}
+    }
+    assert_eq!(l.half_open_count(), 0);
+    assert_eq!(l.stats().half_open_expired, 64);
+    assert!(
+        now < ms(200) + Duration::from_secs(10),
+        "1 + 2 + 4 s of retries"
+    );
+    // After the flood a real client gets through.
+    let peer: std::net::SocketAddr = "10.9.9.9:5555".parse().unwrap();
+    let mut syn = their_syn(TcpOptions::NONE);
+    syn.src_port = 5555;
+    l.handle_segment(now, peer, &syn, &[]);
+    assert_eq!(l.half_open_count(), 1);
+}
