@@ -1143,7 +1143,9 @@ impl Connection {
             self.high_rxt = off + seg.len as u64;
             return Some(seg);
         }
-        // 3. Zero-window probe: one byte at SND.UNA beyond the window (or the FIN).
+        // 3. Persist timer fired: a zero-window probe (one byte at SND.UNA
+        // beyond the window, or the FIN), or, into a window too small for the
+        // sender's SWS rule, what fits (the RFC 9293 override timeout).
         if self.probe_pending {
             self.probe_pending = false;
             if self.snd_wnd == 0 {
@@ -1155,6 +1157,15 @@ impl Connection {
                     self.set(Timer::Retransmit, None);
                     self.set(Timer::Persist, Some(now + self.rtt.rto()));
                     return Some(seg);
+                }
+            } else if self.nxt == self.una {
+                let room = (self.una + self.snd_wnd as u64).saturating_sub(self.nxt) as usize;
+                let len = (tail.saturating_sub(self.nxt) as usize)
+                    .min(room)
+                    .min(self.send_mss);
+                if len > 0 {
+                    let fin = fin_q && self.nxt + len as u64 == tail;
+                    return Some(self.data_segment(now, self.nxt, len, fin, false));
                 }
             }
         }
@@ -1181,9 +1192,10 @@ impl Connection {
                 return Some(self.data_segment(now, self.nxt, len, fin, retx));
             }
         }
-        // Nothing may be sent: on a closed window, probe later.
-        if self.snd_wnd == 0
-            && (tail > self.una || (fin_q && self.max <= tail))
+        // Nothing may be sent although data waits and nothing is in flight:
+        // the window is closed or too small; probe (or override) later.
+        if self.nxt == self.una
+            && (tail > self.nxt || (fin_q && self.max <= tail))
             && self.timers[Timer::Retransmit as usize].is_none()
             && self.timers[Timer::Persist as usize].is_none()
         {
