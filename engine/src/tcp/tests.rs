@@ -63,6 +63,7 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         timestamps: r.below(4) != 0,
         window_scaling: r.below(4) != 0,
         send_frames: 16,
+        max_ooo_ranges: [2, 16][r.below(2) as usize],
         ..Config::default()
     };
     if r.below(2) == 0 {
@@ -1130,4 +1131,91 @@ fn same_seed_same_run() {
     assert_eq!(a.elapsed(), b.elapsed());
     let (c, _) = matrix_run(43);
     assert_ne!(a.c2s_stats(), c.c2s_stats());
+}
+
+#[test]
+fn nagle_is_off_by_default_and_holds_small_segments_when_on() {
+    for nagle in [false, true] {
+        let cfg = Config {
+            nagle,
+            ..Config::default()
+        };
+        let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+        c.write(b"first").unwrap();
+        assert_eq!(out(&mut c, ms(20)).len(), 1);
+        c.write(b"second").unwrap();
+        let second = out(&mut c, ms(21));
+        if nagle {
+            assert!(second.is_empty(), "held while data is unacknowledged");
+            c.handle_segment(
+                ms(30),
+                &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 6, 65535),
+                &[],
+            );
+            let s = out(&mut c, ms(30));
+            assert_eq!((s.len(), s[0].len), (1, 6));
+        } else {
+            assert_eq!((second.len(), second[0].len), (1, 6), "sent at once");
+        }
+    }
+}
+
+#[test]
+fn challenge_acks_are_rate_limited() {
+    let cfg = Config {
+        challenge_ack_limit: 10,
+        ..Config::default()
+    };
+    let (mut c, _) = client_with(cfg, TcpOptions::NONE);
+    let mut acks = 0;
+    for i in 0..50u64 {
+        let r = seg(TcpFlags::RST, PEER_ISS + 100 + i as usize, SeqNumber(0), 0);
+        c.handle_segment(ms(100 + i), &r, &[]);
+        acks += out(&mut c, ms(100 + i)).len();
+    }
+    assert_eq!(acks, 10);
+    assert_eq!(c.stats().challenge_acks, 10);
+    assert_eq!(c.state(), State::Established);
+    // A second later the budget is back.
+    c.handle_segment(
+        ms(1200),
+        &seg(TcpFlags::RST, PEER_ISS + 100, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(out(&mut c, ms(1200)).len(), 1);
+}
+
+#[test]
+fn out_of_order_queue_stays_bounded_and_reports_sack_blocks() {
+    let cfg = Config {
+        max_ooo_ranges: 3,
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg, all_options(1, 0));
+    let ts = |v: u32| Some(TcpTimestamp { tsval: v, tsecr: 0 });
+    // Every other 100-byte block, beyond a hole at the start.
+    for k in 0..6usize {
+        let mut d = seg(TcpFlags::ACK, PEER_ISS + 1 + 100 + 200 * k, iss + 1, 1000);
+        d.options.timestamp = ts(10 + k as u32);
+        c.handle_segment(ms(20), &d, &[9u8; 100]);
+    }
+    let st = c.stats();
+    assert_eq!(
+        (st.ooo_segments, st.ooo_dropped),
+        (3, 3),
+        "only 3 ranges held"
+    );
+    let acks = out(&mut c, ms(20));
+    let last = acks.last().unwrap().repr;
+    assert_eq!(last.ack, PEER_ISS + 1, "hole at the start");
+    let blocks = last.options.sack.as_slice();
+    assert_eq!(blocks.len(), 3, "three blocks fit beside timestamps");
+    let base = PEER_ISS + 1;
+    assert!(blocks.contains(&(base + 100, base + 200)));
+    assert!(blocks.contains(&(base + 500, base + 600)));
+    // Filling the hole delivers the first range.
+    let mut d = seg(TcpFlags::ACK, base, iss + 1, 1000);
+    d.options.timestamp = ts(20);
+    c.handle_segment(ms(21), &d, &[9u8; 100]);
+    assert_eq!(c.readable(), 200);
 }
