@@ -28,6 +28,7 @@ use super::recv::RecvBuffer;
 use super::rtt::RttEstimator;
 use super::send::{FrameChunk, SendBuffer};
 use super::{CloseReason, Config, ConnectionError, Event, FourTuple, Stats, WriteError};
+use crate::seg::clip_mss;
 use crate::wire::{SackBlocks, SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 use std::time::{Duration, Instant};
 
@@ -683,6 +684,11 @@ impl Connection {
         let opt = if self.ts_ok { 12 } else { 0 };
         self.mss_limit = peer_mss.min(self.cfg.mss as usize).max(64 + opt);
         self.send_mss = self.mss_limit - opt;
+        if self.cfg.clip_mss_to_frames {
+            // Whole frames per segment (DESIGN.md: MSS clipping), so `seg`
+            // sends page-aligned payload by reference.
+            self.send_mss = clip_mss(self.send_mss, self.cfg.frame_len);
+        }
         self.cc.set_mss(self.send_mss);
     }
 
@@ -816,6 +822,12 @@ impl Connection {
         }
         if self.state == State::SynReceived {
             if seg.ack == self.iss + 1 {
+                if self.retries == 0 {
+                    // The SYN-ACK went out when the connection was created
+                    // (Karn: only if it was not retransmitted).
+                    self.rtt.sample(now.saturating_duration_since(self.epoch));
+                    self.stats.rtt_samples += 1;
+                }
                 self.syn_acked = true;
                 self.retries = 0;
                 self.rtt.reset_backoff();

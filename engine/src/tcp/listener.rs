@@ -143,14 +143,16 @@ impl Listener {
         }
     }
 
-    /// Moves a half-open connection on if its handshake finished or failed.
-    /// Keeps it while it still has output to give.
+    /// Moves a half-open connection on if its handshake finished, and
+    /// forgets it if it failed (once its last output, an RST, is drained).
     fn settle(&mut self, i: usize, now: Instant) {
         let st = self.half_open[i].state();
         if st == State::SynReceived {
             return;
         }
         if st == State::Closed {
+            // Nobody else will read a failed half-open connection's events.
+            while self.half_open[i].poll_event().is_some() {}
             if self.half_open[i].is_drained() {
                 self.half_open.swap_remove(i);
                 self.stats.half_open_expired += 1;
@@ -175,6 +177,14 @@ impl Listener {
         self.ready.push_back(c);
     }
 
+    fn settle_all(&mut self, now: Instant) {
+        let mut i = self.half_open.len();
+        while i > 0 {
+            i -= 1;
+            self.settle(i, now);
+        }
+    }
+
     /// An established connection, oldest first.
     pub fn accept(&mut self) -> Option<Connection> {
         self.ready.pop_front()
@@ -187,18 +197,7 @@ impl Listener {
                 c.handle_timeout(now);
             }
         }
-        let mut i = 0;
-        while i < self.half_open.len() {
-            let before = self.half_open.len();
-            // Drain events of failed half-open connections; nobody else will.
-            if self.half_open[i].state() == State::Closed {
-                while self.half_open[i].poll_event().is_some() {}
-            }
-            self.settle(i, now);
-            if self.half_open.len() == before {
-                i += 1;
-            }
-        }
+        self.settle_all(now);
     }
 
     /// The earliest deadline of the half-open connections.
@@ -225,6 +224,7 @@ impl Listener {
                 return Some((c.tuple(), s));
             }
         }
+        self.settle_all(now);
         None
     }
 }

@@ -92,6 +92,10 @@ pub struct Config {
     pub recv_buffer: usize,
     /// Receive window policy.
     pub recv_window: RecvWindow,
+    /// Round the sending MSS down to a whole number of frames when it holds
+    /// at least one (`seg::clip_mss`: 8948 → 8192 with 4096-byte frames), so
+    /// each full segment's payload is whole send-buffer frames.
+    pub clip_mss_to_frames: bool,
     /// Offer window scaling (shift computed from `recv_buffer`).
     pub window_scaling: bool,
     /// Offer SACK.
@@ -134,6 +138,7 @@ impl Default for Config {
             send_frames: 64,
             recv_buffer: 256 * 1024,
             recv_window: RecvWindow::AutoTune { initial: 64 * 1024 },
+            clip_mss_to_frames: true,
             window_scaling: true,
             sack: true,
             timestamps: true,

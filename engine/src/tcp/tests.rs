@@ -970,9 +970,13 @@ fn window_limited_throughput_is_window_over_rtt() {
         let mut sim = Sim::new(cfg.clone());
         assert!(sim.drive_bounded(Duration::from_secs(60)));
         clean_close(&sim, &cfg);
-        goodput(&sim)
+        (
+            goodput(&sim),
+            sim.server.as_ref().unwrap().recv_window_limit(),
+        )
     };
-    let fixed = run(RecvWindow::Fixed(window));
+    let (fixed, limit) = run(RecvWindow::Fixed(window));
+    assert_eq!(limit, window);
     let expect = window as f64 * 8.0 / 0.020;
     eprintln!(
         "fixed {window}: {:.2} Mbit/s (window/RTT {:.2})",
@@ -984,8 +988,12 @@ fn window_limited_throughput_is_window_over_rtt() {
         "{fixed} vs {expect}"
     );
     // The small-buffer effect: autotuning from the same start goes far beyond.
-    let tuned = run(RecvWindow::AutoTune { initial: window });
-    eprintln!("autotuned: {:.2} Mbit/s", tuned / 1e6);
+    let (tuned, limit) = run(RecvWindow::AutoTune { initial: window });
+    eprintln!(
+        "autotuned: {:.2} Mbit/s, window grew to {limit}",
+        tuned / 1e6
+    );
+    assert!(limit >= 1 << 20, "window grew to {limit}");
     assert!(tuned > 5.0 * fixed, "{tuned} vs {fixed}");
 }
 
@@ -1116,7 +1124,7 @@ fn jumbo_mtu_run_uses_large_segments() {
     let mut sim = Sim::new(cfg.clone());
     assert!(sim.drive_bounded(Duration::from_secs(60)));
     clean_close(&sim, &cfg);
-    assert_eq!(sim.client.send_mss(), 8960 - 12);
+    assert_eq!(sim.client.send_mss(), 8192, "8948 clipped to two frames");
     assert_eq!(sim.c2s_stats().mtu_drops, 0);
     let st = sim.client.stats();
     assert!(st.segments_sent < (3 << 20) / 8000 + 200);
@@ -1218,4 +1226,71 @@ fn out_of_order_queue_stays_bounded_and_reports_sack_blocks() {
     d.options.timestamp = ts(20);
     c.handle_segment(ms(21), &d, &[9u8; 100]);
     assert_eq!(c.readable(), 200);
+}
+
+#[test]
+fn clipped_mss_sends_whole_frames_by_reference() {
+    let cfg = Config {
+        mss: 8960,
+        ..Config::default()
+    };
+    let mut opts = all_options(1, 0);
+    opts.mss = Some(8960);
+    let (mut c, _) = client_with(cfg.clone(), opts);
+    assert_eq!(c.send_mss(), 8192);
+    let unclipped = Config {
+        clip_mss_to_frames: false,
+        ..cfg
+    };
+    let (u, _) = client_with(unclipped, opts);
+    assert_eq!(u.send_mss(), 8948);
+    // 3 frames of data: one segment of two whole frames, one of one.
+    c.write(&[1u8; 3 * 4096]).unwrap();
+    let segs = out(&mut c, ms(20));
+    let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
+    assert_eq!(lens, vec![8192, 4096]);
+    let frames: Vec<Vec<FrameChunk>> = segs.iter().map(|s| c.payload_frames(s).collect()).collect();
+    assert_eq!(
+        frames,
+        vec![
+            vec![
+                FrameChunk {
+                    frame: 0,
+                    offset: 0,
+                    len: 4096
+                },
+                FrameChunk {
+                    frame: 1,
+                    offset: 0,
+                    len: 4096
+                }
+            ],
+            vec![FrameChunk {
+                frame: 2,
+                offset: 0,
+                len: 4096
+            }],
+        ]
+    );
+}
+
+#[test]
+fn half_open_connection_reset_by_peer_is_forgotten() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let peer: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 4, 2);
+    let mut syn = their_syn(TcpOptions::NONE);
+    syn.src_port = 40000;
+    syn.dst_port = 80;
+    l.handle_segment(ms(1), peer, &syn, &[]);
+    let (_, sa) = l.poll_transmit(ms(1)).unwrap();
+    assert!(l.poll_transmit(ms(1)).is_none());
+    let mut rst = seg(TcpFlags::RST, PEER_ISS + 1, sa.repr.seq + 1, 0);
+    rst.src_port = 40000;
+    rst.dst_port = 80;
+    l.handle_segment(ms(2), peer, &rst, &[]);
+    assert_eq!(l.half_open_count(), 0);
+    assert_eq!(l.stats().half_open_expired, 1);
+    assert!(l.accept().is_none());
+    assert_eq!(l.poll_timeout(), None);
 }
