@@ -1294,3 +1294,72 @@ fn half_open_connection_reset_by_peer_is_forgotten() {
     assert!(l.accept().is_none());
     assert_eq!(l.poll_timeout(), None);
 }
+
+#[test]
+fn random_segments_never_panic_and_keep_invariants() {
+    let mut total = 0;
+    for seed in 0..20u64 {
+        let mut r = isn::XorShift::new(seed);
+        let (mut c, mut iss) = client_with(Config::default(), all_options(1, 0));
+        c.write(&[1u8; 50_000]).unwrap();
+        let mut now = ms(20);
+        out(&mut c, now);
+        let flag_bits = [
+            TcpFlags::ACK,
+            TcpFlags::ACK,
+            TcpFlags::ACK | TcpFlags::FIN,
+            TcpFlags::RST,
+            TcpFlags::SYN,
+            TcpFlags::SYN | TcpFlags::ACK,
+            TcpFlags::NONE,
+            TcpFlags(r.next_u64() as u8),
+        ];
+        let payload = [7u8; 3000];
+        for _ in 0..2000 {
+            now += Duration::from_micros(r.below(20_000));
+            let flags = flag_bits[r.below(flag_bits.len() as u64) as usize];
+            let seq = PEER_ISS + 1 + r.below(200_000) as usize - 100_000;
+            let ack = iss + 1 + r.below(200_000) as usize - 50_000;
+            let mut s = seg(flags, seq, ack, r.below(65536) as u16);
+            if r.chance(0.5) {
+                s.options.timestamp = Some(TcpTimestamp {
+                    tsval: r.next_u64() as u32,
+                    tsecr: 0,
+                });
+            }
+            if r.chance(0.3) {
+                let l = ack + r.below(100_000) as usize;
+                let blocks = [(l, l + r.below(10_000) as usize), (ack, ack)];
+                s.options.sack = crate::wire::SackBlocks::from_slice(&blocks).unwrap();
+            }
+            let len = r.below(3000) as usize;
+            c.handle_segment(now, &s, &payload[..len]);
+            if r.chance(0.05)
+                && let Some(t) = c.poll_timeout()
+            {
+                now = now.max(t);
+                c.handle_timeout(now);
+            }
+            while let Some(seg) = c.poll_transmit(now) {
+                assert!(seg.repr.header_len() <= 60);
+                let (a, b) = c.payload(&seg);
+                assert_eq!(a.len() + b.len(), seg.len);
+            }
+            let mut buf = [0u8; 4096];
+            c.read(now, &mut buf);
+            let _ = c.write(&payload);
+            while c.poll_event().is_some() {}
+            assert!(c.in_flight() <= 200_000);
+            if c.state() == State::Closed {
+                // Timed out or reset: go on with a fresh connection.
+                total += c.stats().segments_received;
+                (c, iss) = client_with(Config::default(), all_options(1, 0));
+                c.write(&[1u8; 50_000]).unwrap();
+                now = ms(20);
+                out(&mut c, now);
+            }
+        }
+        total += c.stats().segments_received;
+    }
+    assert!(total > 10_000, "exercised {total} segments");
+}
