@@ -84,8 +84,10 @@ enum Timer {
     Persist = 1,
     DelayedAck = 2,
     TimeWait = 3,
+    /// Pacing: the next new-data segment may leave then.
+    Pacing = 4,
 }
-const TIMERS: usize = 4;
+const TIMERS: usize = 5;
 
 const EV_CONNECTED: u8 = 1;
 const EV_READABLE: u8 = 2;
@@ -133,6 +135,8 @@ pub struct Connection {
     sacked: RangeSet,
     force_retransmit: bool,
     probe_pending: bool,
+    /// Pacing: earliest departure of the next new-data segment.
+    pace_next: Option<Instant>,
     send_syn: bool,
 
     // ----- receive side
@@ -206,6 +210,7 @@ impl Connection {
             sacked,
             force_retransmit: false,
             probe_pending: false,
+            pace_next: None,
             send_syn: true,
             irs: SeqNumber(0),
             recv,
@@ -561,6 +566,9 @@ impl Connection {
             self.set(Timer::TimeWait, None);
             self.finish(CloseReason::Normal);
             return;
+        }
+        if self.expired(Timer::Pacing, now) {
+            self.set(Timer::Pacing, None);
         }
         if self.expired(Timer::DelayedAck, now) {
             self.set(Timer::DelayedAck, None);
@@ -1200,8 +1208,16 @@ impl Connection {
                 || self.nxt < self.max;
             let cwnd_ok = pipe + len <= cwnd || self.nxt == self.una;
             if sws_ok && cwnd_ok {
+                if let Some(t) = self.pace_next
+                    && t > now
+                {
+                    self.set(Timer::Pacing, Some(t));
+                    return None;
+                }
                 let retx = self.nxt < self.max;
-                return Some(self.data_segment(now, self.nxt, len, fin, retx));
+                let seg = self.data_segment(now, self.nxt, len, fin, retx);
+                self.pace(now, seg.len);
+                return Some(seg);
             }
         }
         // Nothing may be sent although data waits and nothing is in flight:
@@ -1214,6 +1230,21 @@ impl Connection {
             self.set(Timer::Persist, Some(now + self.rtt.rto()));
         }
         None
+    }
+
+    /// Spaces new-data segments at `gain × cwnd / SRTT` (gain 2 in slow start,
+    /// 1.2 after, as Linux does) when pacing is on and an RTT is known.
+    fn pace(&mut self, now: Instant, len: usize) {
+        if !self.cfg.pacing {
+            return;
+        }
+        let Some(srtt) = self.rtt.srtt() else { return };
+        let cwnd = self.cc.window();
+        let gain = if cwnd < self.cc.ssthresh() { 2.0 } else { 1.2 };
+        let rate = gain * cwnd as f64 / srtt.as_secs_f64().max(1e-6);
+        let gap = Duration::from_secs_f64(len as f64 / rate);
+        let from = self.pace_next.map_or(now, |t| t.max(now));
+        self.pace_next = Some(from + gap);
     }
 
     fn data_segment(

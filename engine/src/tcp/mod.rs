@@ -106,6 +106,9 @@ pub struct Config {
     pub congestion: CongestionAlgorithm,
     /// Initial congestion window, in segments (RFC 6928: 10).
     pub initial_cwnd_segments: usize,
+    /// Pace new data at 2 × (slow start) or 1.2 × (after) cwnd / SRTT instead
+    /// of sending each window as a burst.
+    pub pacing: bool,
     /// Nagle's algorithm (off by default: bulk transfer, small writes go out at once).
     pub nagle: bool,
     /// RTO before the first RTT sample (RFC 6298: 1 s).
@@ -144,6 +147,7 @@ impl Default for Config {
             timestamps: true,
             congestion: CongestionAlgorithm::Cubic,
             initial_cwnd_segments: 10,
+            pacing: false,
             nagle: false,
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),

@@ -90,6 +90,8 @@ pub struct LinkStats {
     pub corrupted: u64,
     /// Bytes delivered (IP packets).
     pub bytes_delivered: u64,
+    /// Most packets ever waiting for serialisation at once.
+    pub max_queue: u64,
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -167,6 +169,7 @@ impl Link {
         let depart = start + ser;
         self.free_at = Some(depart);
         self.departures.push_back(depart);
+        self.stats.max_queue = self.stats.max_queue.max(self.departures.len() as u64);
         if self.drop_list.contains(&self.stats.sent) || self.rng.chance(self.cfg.loss) {
             self.stats.lost += 1;
             self.free_slots.push(slot);

@@ -1363,3 +1363,43 @@ fn random_segments_never_panic_and_keep_invariants() {
     }
     assert!(total > 10_000, "exercised {total} segments");
 }
+
+#[test]
+fn pacing_keeps_the_bottleneck_queue_short() {
+    let run = |pacing: bool| {
+        // A window below the path's BDP (250 KB): no standing queue, so what
+        // queues is burstiness.
+        let conn = Config {
+            pacing,
+            send_frames: 256,
+            recv_buffer: 96 * 1024,
+            recv_window: RecvWindow::Fixed(96 * 1024),
+            ..Config::default()
+        };
+        // A 100 Mbit/s bottleneck behind a sender that could burst at any rate.
+        let link = LinkConfig {
+            bandwidth: 100_000_000,
+            delay: Duration::from_millis(10),
+            queue_limit: 10_000,
+            ..LinkConfig::default()
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: link.clone(),
+            s2c: link,
+            client_bytes: 1 << 20,
+            server_bytes: 0,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(60)));
+        clean_close(&sim, &cfg);
+        (sim.c2s_stats().max_queue, sim.elapsed())
+    };
+    let (bursty, t_bursty) = run(false);
+    let (paced, t_paced) = run(true);
+    eprintln!("max queue: {bursty} bursty ({t_bursty:?}), {paced} paced ({t_paced:?})");
+    assert!(paced * 2 <= bursty, "paced {paced} vs bursty {bursty}");
+    assert!(t_paced.as_secs_f64() < 1.3 * t_bursty.as_secs_f64());
+}
