@@ -9,6 +9,7 @@
 //! - outputs: [`Connection::poll_transmit`] (+ [`Connection::payload`] /
 //!   [`Connection::payload_frames`]), [`Connection::poll_event`],
 //!   [`Connection::poll_timeout`];
+//! - mutators: [`Connection::set_congestion_control`];
 //! - application: [`Connection::write`], [`Connection::read`],
 //!   [`Connection::read_slices`], [`Connection::consume`], [`Connection::close`],
 //!   [`Connection::abort`];
@@ -335,6 +336,17 @@ impl Connection {
     /// Bytes in flight (sent, not acknowledged, not SACKed; RFC 6675 pipe).
     pub fn in_flight(&self) -> usize {
         self.pipe()
+    }
+
+    // ------------------------------------------------------------ mutators
+
+    /// Replaces the congestion controller (before the handshake completes:
+    /// it is told the MSS then).
+    pub fn set_congestion_control(&mut self, cc: Box<dyn CongestionControl>) {
+        self.cc = cc;
+        if self.state.synchronized() {
+            self.cc.set_mss(self.send_mss);
+        }
     }
 
     // ------------------------------------------------------------ application

@@ -41,6 +41,25 @@
 //! [`Config::time_wait`] (1 s by default), long enough to re-acknowledge a lost
 //! final FIN a few times, and is restarted by a retransmitted FIN.
 //!
+//! # Loss recovery
+//!
+//! RTO per RFC 6298 (Karn's rule, doubling backoff reset by new ACKs, bounds
+//! from [`Config`]); on expiry go-back-N from `SND.UNA` with a one-segment
+//! window. Three duplicate ACKs, or (with SACK) more than 2·MSS SACKed above
+//! `SND.UNA`, start a recovery: one window reduction, the first segment
+//! retransmitted at once, then RFC 6675 NextSeg rule 1 (lost holes) and new
+//! data as the pipe allows; without SACK, NewReno partial ACKs retransmit the
+//! next hole. Congestion control is a [`CongestionControl`] trait object.
+//! A closed (or too small) send window arms the persist timer: a one-byte probe
+//! (or the bytes that fit), backed off like the RTO.
+//!
+//! # Not implemented
+//!
+//! RTT measurement from timestamp echoes (RTTM; timestamps serve PAWS only, RTT
+//! comes from one timed segment per round trip), the PAWS 24-day idle rule,
+//! RFC 6675 rules 3–4 (rescue retransmission), D-SACK, RACK/TLP, F-RTO and
+//! undo of spurious retransmissions, HyStart, ECN, urgent data, keep-alive.
+//!
 //! Not from `wire`, implemented here: the bounded sequence range set
 //! ([`ranges`]), the keyed hash for ISNs ([`isn`]).
 

@@ -1403,3 +1403,49 @@ fn pacing_keeps_the_bottleneck_queue_short() {
     assert!(paced * 2 <= bursty, "paced {paced} vs bursty {bursty}");
     assert!(t_paced.as_secs_f64() < 1.3 * t_bursty.as_secs_f64());
 }
+
+/// A controller that never changes its window: shows the trait is what the
+/// sender obeys.
+#[derive(Debug)]
+struct FixedWindow {
+    segments: usize,
+    mss: usize,
+}
+
+impl CongestionControl for FixedWindow {
+    fn window(&self) -> usize {
+        self.segments * self.mss
+    }
+    fn ssthresh(&self) -> usize {
+        0
+    }
+    fn on_ack(&mut self, _: Instant, _: usize, _: Option<Duration>) {}
+    fn on_congestion_event(&mut self, _: Instant, _: usize) {}
+    fn on_recovery_end(&mut self, _: Instant) {}
+    fn on_rto(&mut self, _: Instant, _: usize) {}
+    fn set_mss(&mut self, mss: usize) {
+        self.mss = mss;
+    }
+}
+
+#[test]
+fn custom_congestion_control_limits_the_sender() {
+    let cfg = SimConfig {
+        c2s: fast_link(10),
+        s2c: fast_link(10),
+        client_bytes: 1 << 20,
+        server_bytes: 0,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    sim.client.set_congestion_control(Box::new(FixedWindow {
+        segments: 4,
+        mss: 0,
+    }));
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    assert_eq!(sim.client.cwnd(), 4 * 1448);
+    let expect = 4.0 * 1448.0 * 8.0 / 0.020;
+    let g = goodput(&sim);
+    assert!(g > 0.8 * expect && g < 1.1 * expect, "{g} vs {expect}");
+}
