@@ -1,8 +1,10 @@
 //! The TCP core alone: two connections in memory, no loss, segments handed
 //! over as parsed headers with the payload by reference (no wire encoding, no
-//! checksums). Throughput is payload bytes moved per second of one core,
-//! including the two copies the core does (application → send buffer,
-//! segment → receive buffer); the reader consumes by reference.
+//! checksums). Throughput is payload bytes moved per second of one core.
+//! `copy` variants include the two copies (application → send buffer with
+//! `write`, segment → receive buffer); `inplace` variants fill the send buffer
+//! in place (`write_slices` + `commit`, the bytes are not touched), leaving the
+//! receive-side copy. The reader always consumes by reference.
 //!
 //! `cargo bench -p xtcp-benches --bench tcp_sim`
 
@@ -102,11 +104,17 @@ impl Pair {
     }
 
     /// Sends `len` bytes from `a` to `b`.
-    fn transfer(&mut self, len: usize) {
+    fn transfer(&mut self, len: usize, copy: bool) {
         let mut left = len;
         while left > 0 {
             let n = left.min(self.src.len());
-            let w = self.a.write(&self.src[..n]).unwrap();
+            let w = if copy {
+                self.a.write(&self.src[..n]).unwrap()
+            } else {
+                let (x, y) = self.a.write_slices();
+                let room = x.len() + y.len();
+                self.a.commit(n.min(room)).unwrap()
+            };
             left -= w;
             if !self.pump() && w == 0 {
                 // Only the delayed ACK is pending: let its timer fire.
@@ -129,14 +137,17 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(CHUNK as u64));
     g.sample_size(10);
     for mss in [1460u16, 8192 + 12] {
-        let mut p = Pair::new(mss);
-        g.bench_function(format!("mss{}", mss - 12), |bch| {
-            bch.iter(|| {
-                p.transfer(black_box(CHUNK));
-            })
-        });
-        let st = p.a.stats();
-        assert_eq!(st.retransmits, 0);
+        for copy in [true, false] {
+            let mut p = Pair::new(mss);
+            let name = format!("mss{}_{}", mss - 12, if copy { "copy" } else { "inplace" });
+            g.bench_function(name, |bch| {
+                bch.iter(|| {
+                    p.transfer(black_box(CHUNK), copy);
+                })
+            });
+            let st = p.a.stats();
+            assert_eq!(st.retransmits, 0);
+        }
     }
     g.finish();
 }

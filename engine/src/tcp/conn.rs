@@ -10,7 +10,8 @@
 //!   [`Connection::payload_frames`]), [`Connection::poll_event`],
 //!   [`Connection::poll_timeout`];
 //! - mutators: [`Connection::set_congestion_control`];
-//! - application: [`Connection::write`], [`Connection::read`],
+//! - application: [`Connection::write`] (or [`Connection::write_slices`] +
+//!   [`Connection::commit`]), [`Connection::read`],
 //!   [`Connection::read_slices`], [`Connection::consume`], [`Connection::close`],
 //!   [`Connection::abort`];
 //! - getters: [`Connection::state`], [`Connection::stats`], [`Connection::tuple`],
@@ -368,6 +369,27 @@ impl Connection {
             return Err(WriteError::InvalidState(self.state));
         }
         Ok(self.send.write(buf))
+    }
+
+    /// The send buffer's free space by reference, as up to two slices (the
+    /// ring wraps): fill them in place (e.g. straight into UMEM frames), then
+    /// [`Connection::commit`] the count. Empty when not writable.
+    pub fn write_slices(&mut self) -> (&mut [u8], &mut [u8]) {
+        if self.fin_queued || !matches!(self.state, State::Established | State::CloseWait) {
+            return (&mut [], &mut []);
+        }
+        self.send.free_slices_mut()
+    }
+
+    /// Appends `n` bytes placed through `write_slices`; returns the count taken.
+    pub fn commit(&mut self, n: usize) -> Result<usize, WriteError> {
+        if self.fin_queued {
+            return Err(WriteError::Closed);
+        }
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return Err(WriteError::InvalidState(self.state));
+        }
+        Ok(self.send.commit(n))
     }
 
     /// Copies readable bytes into `buf`; 0 means nothing to read now (or EOF,

@@ -85,6 +85,26 @@ impl SendBuffer {
         n
     }
 
+    /// The free space as up to two writable slices (in stream order).
+    pub(crate) fn free_slices_mut(&mut self) -> (&mut [u8], &mut [u8]) {
+        let n = self.free();
+        let cap = self.data.len();
+        if n == 0 {
+            return (&mut [], &mut []);
+        }
+        let pos = (self.tail % cap as u64) as usize;
+        let first = n.min(cap - pos);
+        let (lo, hi) = self.data.split_at_mut(pos);
+        (&mut hi[..first], &mut lo[..n - first])
+    }
+
+    /// Appends `n` bytes already placed through `free_slices_mut`.
+    pub(crate) fn commit(&mut self, n: usize) -> usize {
+        let n = n.min(self.free());
+        self.tail += n as u64;
+        n
+    }
+
     /// Acknowledges everything below stream offset `to`. Returns true if a
     /// frame was released.
     pub(crate) fn ack(&mut self, to: u64) -> bool {

@@ -1449,3 +1449,20 @@ fn custom_congestion_control_limits_the_sender() {
     let g = goodput(&sim);
     assert!(g > 0.8 * expect && g < 1.1 * expect, "{g} vs {expect}");
 }
+
+#[test]
+fn in_place_writes_and_reads_by_reference() {
+    let (mut a, mut b) = pair();
+    let (x, y) = a.write_slices();
+    assert_eq!(x.len() + y.len(), Config::default().send_buffer());
+    x[..5].copy_from_slice(b"hello");
+    assert_eq!(a.commit(5), Ok(5));
+    exchange(&mut a, &mut b, ms(2));
+    let (r, rest) = b.read_slices();
+    assert_eq!((r, rest), (&b"hello"[..], &b""[..]));
+    assert_eq!(b.consume(ms(2), 5), 5);
+    assert_eq!(b.readable(), 0);
+    a.close(ms(3));
+    assert_eq!(a.write_slices().0.len(), 0, "closed for writing");
+    assert_eq!(a.commit(1), Err(WriteError::Closed));
+}
