@@ -353,10 +353,7 @@ impl Connection {
     // ------------------------------------------------------------ application
 
     fn can_write(&self) -> bool {
-        matches!(
-            self.state,
-            State::Established | State::CloseWait | State::SynReceived | State::SynSent
-        )
+        matches!(self.state, State::Established | State::CloseWait)
     }
 
     /// Copies bytes into the send buffer; returns how many fit (0 when full:
@@ -375,7 +372,7 @@ impl Connection {
     /// ring wraps): fill them in place (e.g. straight into UMEM frames), then
     /// [`Connection::commit`] the count. Empty when not writable.
     pub fn write_slices(&mut self) -> (&mut [u8], &mut [u8]) {
-        if self.fin_queued || !matches!(self.state, State::Established | State::CloseWait) {
+        if self.fin_queued || !self.can_write() {
             return (&mut [], &mut []);
         }
         self.send.free_slices_mut()
@@ -659,7 +656,7 @@ impl Connection {
         let f = seg.flags;
         if f.contains(TcpFlags::ACK) && seg.ack != self.iss + 1 {
             if !f.contains(TcpFlags::RST) {
-                self.reset_reply(seg.ack, None);
+                self.reset_reply(seg.ack);
             }
             return;
         }
@@ -880,7 +877,7 @@ impl Connection {
                 self.max_snd_wnd = self.snd_wnd;
                 self.establish();
             } else {
-                self.reset_reply(seg.ack, None);
+                self.reset_reply(seg.ack);
                 return;
             }
         }
@@ -1424,7 +1421,7 @@ impl Connection {
     }
 
     /// Queues an RST for an unacceptable ACK (RFC 9293: `<SEQ=SEG.ACK><CTL=RST>`).
-    fn reset_reply(&mut self, seq: SeqNumber, _ack: Option<SeqNumber>) {
+    fn reset_reply(&mut self, seq: SeqNumber) {
         let mut r = self.header(TcpFlags::RST, seq);
         r.ack = SeqNumber(0);
         self.pending_rst = Some(r);

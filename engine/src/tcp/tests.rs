@@ -108,7 +108,7 @@ fn sweep(seeds: std::ops::Range<u64>) {
 
 #[test]
 fn exactly_once_sweep() {
-    sweep(0..200);
+    sweep(0..300);
 }
 
 /// The long run: thousands of seeded runs over the loss / reordering /
