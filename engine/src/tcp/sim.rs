@@ -20,9 +20,7 @@
 
 use super::conn::reset_for;
 use super::isn::{IsnGenerator, XorShift};
-use super::{
-    CloseReason, Config, Connection, Event, FourTuple, Listener, Segment, SeqNumber, State,
-};
+use super::{CloseReason, Config, Connection, Event, FourTuple, Listener, Segment, State};
 use crate::wire::checksum;
 use crate::wire::{TcpPacket, TcpRepr};
 use std::cmp::Reverse;
@@ -756,9 +754,4 @@ fn serialize(
     let mut p = TcpPacket::new_unchecked(&mut out[..]);
     p.fill_checksum(pseudo(src, dst, len));
     len
-}
-
-/// Sequence number helper for scripted tests: `a + n`.
-pub fn seq_add(a: SeqNumber, n: usize) -> SeqNumber {
-    a + n
 }

@@ -113,7 +113,8 @@ fn exactly_once_sweep() {
 
 /// The long run: thousands of seeded runs over the loss / reordering /
 /// duplication / corruption / window matrix. `cargo test -p xtcp-engine --lib
-/// --release -- --ignored exactly_once_long_sweep` (about a minute in debug).
+/// -- --ignored exactly_once_long_sweep` (about two minutes in debug, much
+/// less with `--release`).
 #[test]
 #[ignore = "long run: 5000 seeded simulations"]
 fn exactly_once_long_sweep() {
@@ -1465,4 +1466,52 @@ fn in_place_writes_and_reads_by_reference() {
     a.close(ms(3));
     assert_eq!(a.write_slices().0.len(), 0, "closed for writing");
     assert_eq!(a.commit(1), Err(WriteError::Closed));
+}
+
+/// Corner configurations: windows below one MSS, a one-frame send buffer, one
+/// out-of-order range, a 576-byte MTU, heavy loss.
+#[test]
+fn exactly_once_in_corner_configurations() {
+    for seed in 0..200u64 {
+        let mut r = isn::XorShift::new(seed ^ 0xc0ffee);
+        let window = [700, 1000, 3000, 5000][r.below(4) as usize];
+        let mtu = [576, 1500][r.below(2) as usize];
+        let conn = Config {
+            mss: (mtu - 40) as u16,
+            frame_len: [512, 4096][r.below(2) as usize],
+            send_frames: 1 + r.below(3) as usize,
+            recv_buffer: window,
+            recv_window: RecvWindow::Fixed(window),
+            max_ooo_ranges: 1,
+            ..Config::default()
+        };
+        let link = LinkConfig {
+            bandwidth: 10_000_000,
+            delay: Duration::from_millis(2),
+            loss: [0.0, 0.05, 0.1][r.below(3) as usize],
+            reorder: 0.05,
+            mtu,
+            ..LinkConfig::default()
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: link.clone(),
+            s2c: link,
+            seed,
+            client_bytes: 30_000,
+            server_bytes: 20_000,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(600)), "seed {seed}");
+        let res =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| clean_close(&sim, &cfg)));
+        assert!(
+            res.is_ok(),
+            "seed {seed}: {cfg:?}\n{:?}\n{:?}",
+            sim.client.stats(),
+            sim.server.as_ref().map(|s| *s.stats())
+        );
+    }
 }
