@@ -21,7 +21,9 @@
 //! on the send side, `IRS + 1 + offset` on the receive side), so nothing
 //! wraps inside the core; [`SeqNumber`] appears only at the wire boundary.
 //! RTT is measured with one timed segment per round trip (Karn's rule: the
-//! sample is dropped if that segment is retransmitted); timestamps serve PAWS.
+//! sample is dropped if that segment is retransmitted) and, after
+//! retransmissions, from timestamp echoes (RFC 7323 RTTM); timestamps also
+//! serve PAWS.
 
 use super::cc::CongestionControl;
 use super::isn::IsnGenerator;
@@ -937,6 +939,21 @@ impl Connection {
                 self.rtt.sample(now.saturating_duration_since(t));
                 self.stats.rtt_samples += 1;
                 self.rtt_timing = None;
+            } else if self.ts_ok
+                && (self.retries > 0 || self.recover.is_some())
+                && let Some(ts) = seg.options.timestamp
+                && ts.tsecr != 0
+            {
+                // RTTM (RFC 7323 §4): the echo names the transmission it
+                // answers, so even an ACK of retransmitted data gives a sample
+                // where Karn's rule forbids the timed-segment one (1 ms ticks).
+                let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
+                if ticks < 60_000 {
+                    self.rtt
+                        .sample(Duration::from_millis(u64::from(ticks.max(1))));
+                    self.stats.rtt_samples += 1;
+                    self.stats.ts_rtt_samples += 1;
+                }
             }
             self.una = ack_off;
             if self.nxt < self.una {

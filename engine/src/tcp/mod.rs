@@ -55,8 +55,9 @@
 //!
 //! # Not implemented
 //!
-//! RTT measurement from timestamp echoes (RTTM; timestamps serve PAWS only, RTT
-//! comes from one timed segment per round trip), the PAWS 24-day idle rule,
+//! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
+//! echoes are used only after a retransmission, where Karn's rule leaves no
+//! timed segment), the PAWS 24-day idle rule,
 //! RFC 6675 rules 3–4 (rescue retransmission), D-SACK, RACK/TLP, F-RTO and
 //! undo of spurious retransmissions, HyStart, ECN, urgent data, keep-alive.
 //!
@@ -295,6 +296,8 @@ pub struct Stats {
     pub rst_received: u64,
     /// RTT samples taken.
     pub rtt_samples: u64,
+    /// Of those, from timestamp echoes after a retransmission (RTTM).
+    pub ts_rtt_samples: u64,
     /// Payload bytes delivered in order to the receive buffer.
     pub bytes_received: u64,
 }

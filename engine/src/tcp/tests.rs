@@ -1515,3 +1515,30 @@ fn exactly_once_in_corner_configurations() {
         );
     }
 }
+
+#[test]
+fn timestamps_give_an_rtt_sample_after_a_retransmission() {
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    c.write(&[3u8; 100]).unwrap();
+    out(&mut c, ms(100));
+    let d = c.poll_timeout().unwrap();
+    c.handle_timeout(d);
+    let rexmit = out(&mut c, d);
+    let tsval = rexmit[0].repr.options.timestamp.unwrap().tsval;
+    let samples = c.stats().rtt_samples;
+    // The ACK echoes the retransmission's TSval and arrives 30 ms later.
+    let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 101, 65535);
+    a.options.timestamp = Some(TcpTimestamp {
+        tsval: 1001,
+        tsecr: tsval,
+    });
+    c.handle_segment(d + Duration::from_millis(30), &a, &[]);
+    assert_eq!(c.stats().rtt_samples, samples + 1);
+    assert_eq!(c.stats().ts_rtt_samples, 1);
+    // SRTT moved from the 10 ms handshake sample towards 30 ms.
+    let srtt = c.srtt().unwrap();
+    assert!(
+        srtt > Duration::from_millis(10) && srtt < Duration::from_millis(30),
+        "{srtt:?}"
+    );
+}
