@@ -11,9 +11,10 @@
 //! 1. Feed inputs as they arrive: [`Connection::handle_segment`] for every
 //!    segment of this 4-tuple, [`Connection::handle_timeout`] when the deadline
 //!    from `poll_timeout` has passed (calling it early is harmless).
-//! 2. Let the application act: [`Connection::write`] / [`Connection::read`] /
-//!    [`Connection::read_slices`] + [`Connection::consume`] /
-//!    [`Connection::close`] / [`Connection::abort`].
+//! 2. Let the application act: [`Connection::write`] (or, in place,
+//!    [`Connection::write_slices`] + [`Connection::commit`]) /
+//!    [`Connection::read`] (or, by reference, [`Connection::read_slices`] +
+//!    [`Connection::consume`]) / [`Connection::close`] / [`Connection::abort`].
 //! 3. Drain outputs: [`Connection::poll_transmit`] until it returns `None`
 //!    (payload bytes through [`Connection::payload`] or by reference through
 //!    [`Connection::payload_frames`]), then [`Connection::poll_event`] until `None`,
@@ -39,7 +40,9 @@
 //! with RFC 6528 ISNs and (when negotiated) RFC 7323 timestamps with PAWS, which
 //! protect a new incarnation from old duplicates; TIME-WAIT therefore lasts
 //! [`Config::time_wait`] (1 s by default), long enough to re-acknowledge a lost
-//! final FIN a few times, and is restarted by a retransmitted FIN.
+//! final FIN a few times, and is restarted by a retransmitted FIN. A FIN that
+//! arrives later finds no connection: the caller answers it with
+//! [`reset_for`], and the peer, in LAST-ACK, closes on that RST.
 //!
 //! # Loss recovery
 //!

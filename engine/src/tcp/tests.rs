@@ -1542,3 +1542,27 @@ fn timestamps_give_an_rtt_sample_after_a_retransmission() {
         "{srtt:?}"
     );
 }
+
+#[test]
+fn last_ack_closes_on_the_rst_of_a_peer_past_time_wait() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 1, iss + 1, 65535),
+        &[],
+    );
+    assert_eq!(c.state(), State::CloseWait);
+    c.close(ms(21));
+    let fin = out(&mut c, ms(21));
+    assert!(fin.last().unwrap().repr.flags.contains(TcpFlags::FIN));
+    assert_eq!(c.state(), State::LastAck);
+    // Our FIN reached a peer whose TIME-WAIT is over: it answers with an RST
+    // built by `reset_for`.
+    let mut fin_as_seen = fin.last().unwrap().repr;
+    std::mem::swap(&mut fin_as_seen.src_port, &mut fin_as_seen.dst_port);
+    let rst = reset_for(&fin_as_seen, 0).unwrap();
+    assert_eq!(rst.seq, PEER_ISS + 2);
+    c.handle_segment(ms(30), &rst, &[]);
+    assert_eq!(c.state(), State::Closed);
+    assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
+}
