@@ -1566,3 +1566,39 @@ fn last_ack_closes_on_the_rst_of_a_peer_past_time_wait() {
     assert_eq!(c.state(), State::Closed);
     assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
 }
+
+#[test]
+fn delayed_ack_waits_for_a_second_segment_or_the_timer() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    let data = [5u8; 1460];
+    let d = |off: usize| seg(TcpFlags::ACK, PEER_ISS + 1 + off, iss + 1, 65535);
+    // One segment: no ACK yet; the timer is armed.
+    c.handle_segment(ms(20), &d(0), &data);
+    assert!(out(&mut c, ms(20)).is_empty());
+    assert_eq!(
+        c.poll_timeout(),
+        Some(ms(20) + Config::default().delayed_ack)
+    );
+    // A second full segment: ACK at once, covering both.
+    c.handle_segment(ms(21), &d(1460), &data);
+    let a = out(&mut c, ms(21));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].repr.ack, PEER_ISS + 1 + 2920);
+    assert_eq!(c.poll_timeout(), None, "timer cancelled by the ACK");
+    // A lone segment is acknowledged when the timer fires.
+    c.handle_segment(ms(30), &d(2920), &data);
+    assert!(out(&mut c, ms(30)).is_empty());
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    let a = out(&mut c, t);
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 1 + 4380));
+    // Out of order: at once, with the old ACK number (a duplicate ACK).
+    c.handle_segment(ms(40), &d(5840), &data);
+    let a = out(&mut c, ms(40));
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 1 + 4380));
+    // Filling the hole: at once.
+    c.handle_segment(ms(41), &d(4380), &data);
+    let a = out(&mut c, ms(41));
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 1 + 7300));
+    assert_eq!(c.stats().acks_sent, 5, "handshake ACK + four");
+}
