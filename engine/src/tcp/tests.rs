@@ -1602,3 +1602,36 @@ fn delayed_ack_waits_for_a_second_segment_or_the_timer() {
     assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 1 + 7300));
     assert_eq!(c.stats().acks_sent, 5, "handshake ACK + four");
 }
+
+#[test]
+fn cubic_recovers_its_window_faster_than_newreno_on_a_long_fat_path() {
+    let run = |congestion: CongestionAlgorithm| {
+        let conn = Config {
+            congestion,
+            send_frames: 2048,
+            recv_buffer: 16 << 20,
+            ..Config::default()
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: fast_link(20),
+            s2c: fast_link(20),
+            client_bytes: 10 << 20,
+            server_bytes: 0,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        // One loss late in slow start.
+        sim.drop_packets(true, &[400]);
+        assert!(sim.drive_bounded(Duration::from_secs(60)));
+        clean_close(&sim, &cfg);
+        assert_eq!(sim.client.stats().fast_retransmits, 1);
+        assert_eq!(sim.client.stats().rto_expirations, 0);
+        sim.server_app().last_read_at.unwrap()
+    };
+    let reno = run(CongestionAlgorithm::NewReno);
+    let cubic = run(CongestionAlgorithm::Cubic);
+    eprintln!("10 MB after one loss: NewReno {reno:?}, CUBIC {cubic:?}");
+    assert!(cubic.as_secs_f64() < 0.9 * reno.as_secs_f64());
+}
