@@ -1635,3 +1635,77 @@ fn cubic_recovers_its_window_faster_than_newreno_on_a_long_fat_path() {
     eprintln!("10 MB after one loss: NewReno {reno:?}, CUBIC {cubic:?}");
     assert!(cubic.as_secs_f64() < 0.9 * reno.as_secs_f64());
 }
+
+#[test]
+fn corruption_and_duplication_are_absorbed_exactly_once() {
+    let link = LinkConfig {
+        corrupt: 0.05,
+        duplicate: 0.05,
+        reorder: 0.05,
+        ..fast_link(3)
+    };
+    let cfg = SimConfig {
+        c2s: link.clone(),
+        s2c: link,
+        client_bytes: 500_000,
+        server_bytes: 300_000,
+        seed: 5,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    clean_close(&sim, &cfg);
+    let (c2s, s2c) = (sim.c2s_stats(), sim.s2c_stats());
+    assert!(c2s.corrupted > 0 && s2c.corrupted > 0);
+    assert_eq!(
+        sim.checksum_drops,
+        c2s.corrupted + s2c.corrupted,
+        "every flipped bit caught"
+    );
+    assert!(c2s.duplicated > 0 && c2s.reordered > 0);
+    let server = sim.server.as_ref().unwrap().stats();
+    assert!(
+        server.duplicate_bytes > 0,
+        "duplicates arrived and were discarded"
+    );
+    assert!(
+        sim.client.stats().retransmits > 0,
+        "corrupted segments were repaired"
+    );
+}
+
+#[test]
+fn writable_follows_a_full_send_buffer() {
+    let (mut a, mut b) = pair();
+    events(&mut a);
+    let cap = a.send_capacity();
+    assert_eq!(a.write(&vec![1u8; cap + 10]).unwrap(), cap);
+    assert_eq!(a.write(b"more").unwrap(), 0, "full");
+    assert_eq!(a.poll_event(), None);
+    exchange(&mut a, &mut b, ms(5));
+    assert!(events(&mut a).contains(&Event::Writable));
+    assert!(a.send_capacity() > 0);
+    assert!(events(&mut b).contains(&Event::Readable));
+}
+
+#[test]
+fn listener_backlog_overflow_resets_the_extra_connection() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 4, 1);
+    for port in [40000u16, 40001] {
+        let peer = std::net::SocketAddr::new(local.ip(), port);
+        let mut syn = their_syn(TcpOptions::NONE);
+        syn.src_port = port;
+        l.handle_segment(ms(1), peer, &syn, &[]);
+        let (_, sa) = l.poll_transmit(ms(1)).unwrap();
+        let mut ack = seg(TcpFlags::ACK, PEER_ISS + 1, sa.repr.seq + 1, 65535);
+        ack.src_port = port;
+        l.handle_segment(ms(2), peer, &ack, &[]);
+    }
+    assert_eq!(l.ready_count(), 1);
+    assert_eq!(l.stats().backlog_dropped, 1);
+    let (t, r) = l.poll_transmit(ms(2)).unwrap();
+    assert_eq!(t.remote.port(), 40001);
+    assert!(r.repr.flags.contains(TcpFlags::RST));
+    assert_eq!(l.accept().unwrap().tuple().remote.port(), 40000);
+}
