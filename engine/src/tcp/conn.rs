@@ -1076,6 +1076,12 @@ impl Connection {
                 if self.unacked_bytes >= 2 * self.largest_seg {
                     self.ack_now = true;
                 }
+                // What remains of the window we offered holds no full segment:
+                // the sender is stalled until it hears from us, so a delayed
+                // ACK would only idle the connection.
+                if (self.rcv_adv.saturating_sub(self.recv.nxt()) as usize) < self.largest_seg {
+                    self.ack_now = true;
+                }
             } else if a.duplicate > 0 {
                 self.ack_now = true;
             }

@@ -497,6 +497,12 @@ fn off_target_rst_in_window_gets_a_challenge_ack_and_does_not_reset() {
         "the bogus segment's window was ignored"
     );
     assert_eq!(out(&mut c, ms(23)).len(), 1);
+    // An ACK older than SND.UNA − MAX.SND.WND gets a challenge ACK (RFC 5961 §5).
+    let old = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 - 100_000, 100);
+    c.handle_segment(ms(24), &old, b"data riding on it");
+    assert_eq!(c.stats().challenge_acks, 3);
+    assert_eq!(c.readable(), 0, "the segment was dropped");
+    assert_eq!(out(&mut c, ms(24)).len(), 1);
 }
 
 #[test]
