@@ -336,6 +336,11 @@ impl Connection {
     pub fn read_closed(&self) -> bool {
         self.fin_received && self.recv.readable() == 0
     }
+    /// Heap memory held: send and receive buffers (allocated at
+    /// establishment) and the fixed range sets, bytes.
+    pub fn heap_bytes(&self) -> usize {
+        self.send.allocated() + self.recv.allocated() + self.sacked.heap_bytes()
+    }
     /// Bytes in flight (sent, not acknowledged, not SACKed; RFC 6675 pipe).
     pub fn in_flight(&self) -> usize {
         self.pipe()

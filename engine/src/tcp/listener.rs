@@ -87,6 +87,15 @@ impl Listener {
         self.half_open.len()
     }
 
+    /// Memory held for half-open connections, bytes (the connection structs
+    /// and their heap; data buffers are only allocated at establishment).
+    pub fn half_open_memory(&self) -> usize {
+        self.half_open
+            .iter()
+            .map(|c| std::mem::size_of::<Connection>() + c.heap_bytes())
+            .sum()
+    }
+
     /// Established connections waiting for `accept`.
     pub fn ready_count(&self) -> usize {
         self.ready.len()

@@ -29,6 +29,11 @@ impl RangeSet {
         &self.ranges
     }
 
+    /// Heap bytes reserved (fixed at construction).
+    pub fn heap_bytes(&self) -> usize {
+        self.ranges.capacity() * std::mem::size_of::<(SeqNumber, SeqNumber)>()
+    }
+
     /// Number of ranges.
     pub fn len(&self) -> usize {
         self.ranges.len()

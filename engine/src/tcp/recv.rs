@@ -84,6 +84,11 @@ impl RecvBuffer {
         }
     }
 
+    /// Bytes of buffer memory allocated (0 until `allocate`).
+    pub(crate) fn allocated(&self) -> usize {
+        self.data.len() + self.ooo.heap_bytes()
+    }
+
     pub(crate) fn nxt(&self) -> u64 {
         self.nxt
     }

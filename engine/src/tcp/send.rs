@@ -48,6 +48,11 @@ impl SendBuffer {
         }
     }
 
+    /// Bytes of buffer memory allocated (0 until `allocate`).
+    pub(crate) fn allocated(&self) -> usize {
+        self.data.len()
+    }
+
     fn capacity(&self) -> u64 {
         (self.frame_len * self.frames) as u64
     }

@@ -829,6 +829,11 @@ fn listener_resets_strays_and_completes_handshakes() {
     assert_eq!(l.half_open_count(), 0);
     let mut c = l.accept().expect("established");
     assert_eq!(c.state(), State::Established);
+    let data = Config::default().send_buffer() + Config::default().recv_buffer;
+    assert!(
+        c.heap_bytes() >= data && c.heap_bytes() < data + 1024,
+        "buffers allocated at establishment"
+    );
     assert_eq!(c.readable(), 10, "data on the third segment is kept");
     assert_eq!(l.stats().established, 1);
     assert!(l.accept().is_none());
@@ -865,7 +870,13 @@ fn syn_flood_keeps_the_listener_bounded() {
         "one SYN-ACK per admitted SYN, nothing for the rest"
     );
     // A half-open connection is small: no buffers until established.
-    assert!(std::mem::size_of::<Connection>() < 2048);
+    let per = std::mem::size_of::<Connection>();
+    assert!(per < 2048, "{per}");
+    let mem = l.half_open_memory();
+    assert!(
+        mem <= 64 * (per + 512),
+        "{mem} bytes for 64 half-open connections"
+    );
     // Unanswered SYN-ACKs are retried, then the entries expire.
     let mut now = ms(200);
     while let Some(t) = l.poll_timeout() {
