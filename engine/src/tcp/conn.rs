@@ -1300,8 +1300,9 @@ impl Connection {
         let Some(srtt) = self.rtt.srtt() else { return };
         let cwnd = self.cc.window();
         let gain = if cwnd < self.cc.ssthresh() { 2.0 } else { 1.2 };
-        let rate = gain * cwnd as f64 / srtt.as_secs_f64().max(1e-6);
-        let gap = Duration::from_secs_f64(len as f64 / rate);
+        let rate = gain * cwnd.max(self.send_mss) as f64 / srtt.as_secs_f64().max(1e-6);
+        // At most one second between segments, whatever a controller reports.
+        let gap = Duration::from_secs_f64((len as f64 / rate).min(1.0));
         let from = self.pace_next.map_or(now, |t| t.max(now));
         self.pace_next = Some(from + gap);
     }

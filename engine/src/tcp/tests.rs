@@ -64,6 +64,7 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         window_scaling: r.below(4) != 0,
         send_frames: 16,
         max_ooo_ranges: [2, 16][r.below(2) as usize],
+        pacing: r.below(4) == 0,
         ..Config::default()
     };
     if r.below(2) == 0 {
