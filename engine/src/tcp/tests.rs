@@ -1728,3 +1728,41 @@ fn listener_backlog_overflow_resets_the_extra_connection() {
     assert!(r.repr.flags.contains(TcpFlags::RST));
     assert_eq!(l.accept().unwrap().tuple().remote.port(), 40000);
 }
+
+#[test]
+fn blind_rst_injected_mid_transfer_does_not_reset() {
+    let cfg = SimConfig {
+        c2s: fast_link(5),
+        s2c: fast_link(5),
+        client_bytes: 400_000,
+        server_bytes: 400_000,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    sim.drive_while(Duration::from_secs(5), |s| {
+        s.client_app().received < 100_000
+    });
+    // An attacker guesses a sequence number inside the client's window, but
+    // not RCV.NXT, and one far outside it.
+    let guess = |off: usize| TcpRepr {
+        src_port: 5201,
+        dst_port: 40000,
+        seq: SeqNumber(0) + off,
+        ack: SeqNumber(0),
+        flags: TcpFlags::RST,
+        window: 0,
+        urgent: 0,
+        options: TcpOptions::NONE,
+    };
+    for off in (0..4_000_000_000usize).step_by(50_000_000) {
+        sim.inject(false, &guess(off), &[]);
+    }
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(st.rst_received, 0);
+    assert!(
+        st.challenge_acks <= 1,
+        "at most one guess lands in a 256 KB window"
+    );
+}
