@@ -1766,3 +1766,65 @@ fn blind_rst_injected_mid_transfer_does_not_reset() {
         "at most one guess lands in a 256 KB window"
     );
 }
+
+/// A seed whose client (or server) ISN lies within `before` bytes of the
+/// 2^32 wrap, computed the way [`Sim::new`] derives its ISN keys.
+fn seed_with_isn_near_wrap(server: bool, before: u32) -> u64 {
+    let t = t0();
+    let client: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+    let srv: std::net::SocketAddr = "10.0.0.2:5201".parse().unwrap();
+    (0..1_000_000u64)
+        .find(|&seed| {
+            let mut r = isn::XorShift::new(seed);
+            let kc = r.next_u64();
+            let ks = r.next_u64();
+            let iss = if server {
+                IsnGenerator::new(ks, t).isn(
+                    &FourTuple {
+                        local: srv,
+                        remote: client,
+                    },
+                    t,
+                )
+            } else {
+                IsnGenerator::new(kc, t).isn(
+                    &FourTuple {
+                        local: client,
+                        remote: srv,
+                    },
+                    t,
+                )
+            };
+            // The server's ISN also counts the 4 µs clock from the SYN's
+            // arrival (a few hundred ticks): stay clear of the very end.
+            iss.0 > u32::MAX - before && iss.0 < u32::MAX - 5_000
+        })
+        .expect("a seed exists")
+}
+
+#[test]
+fn sequence_numbers_wrap_mid_transfer() {
+    for server in [false, true] {
+        let seed = seed_with_isn_near_wrap(server, 200_000);
+        let link = LinkConfig {
+            loss: 0.01,
+            reorder: 0.02,
+            ..fast_link(2)
+        };
+        let cfg = SimConfig {
+            c2s: link.clone(),
+            s2c: link,
+            seed,
+            client_bytes: 600_000,
+            server_bytes: 600_000,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(120)));
+        clean_close(&sim, &cfg);
+        assert!(
+            sim.c2s_stats().lost + sim.s2c_stats().lost > 0,
+            "with losses too"
+        );
+    }
+}
