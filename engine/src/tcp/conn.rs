@@ -280,6 +280,10 @@ impl Connection {
     pub fn tuple(&self) -> FourTuple {
         self.tuple
     }
+    /// Our initial sequence number.
+    pub fn iss(&self) -> SeqNumber {
+        self.iss
+    }
     /// Counters.
     pub fn stats(&self) -> &Stats {
         &self.stats

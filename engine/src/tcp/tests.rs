@@ -1826,5 +1826,14 @@ fn sequence_numbers_wrap_mid_transfer() {
             sim.c2s_stats().lost + sim.s2c_stats().lost > 0,
             "with losses too"
         );
+        let iss = if server {
+            sim.server.as_ref().unwrap().iss()
+        } else {
+            sim.client.iss()
+        };
+        assert!(
+            iss.0 > u32::MAX - 200_000,
+            "the stream crosses 2^32: {iss:?}"
+        );
     }
 }
