@@ -6,6 +6,13 @@
 //! in place (`write_slices` + `commit`, the bytes are not touched), leaving the
 //! receive-side copy. The reader always consumes by reference.
 //!
+//! Measured on the 2-core development VM (shared, ±30% run to run), 2026-11-29:
+//! MSS 1448: ~2 GiB/s (copy and in-place alike); MSS 8192: ~4.8 GiB/s with
+//! copies, ~8.4 GiB/s (≈ 72 Gbit/s) in place. `perf` puts memmove (the receive
+//! copy) at ~78% of the in-place MSS 8192 profile and ~49% at MSS 1448, so the
+//! TCP machinery alone moves roughly 300 Gbit/s at MSS 8192 and 30 Gbit/s at
+//! MSS 1448 per core; there is no allocator call in the steady state.
+//!
 //! `cargo bench -p xtcp-benches --bench tcp_sim`
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

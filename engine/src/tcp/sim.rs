@@ -16,7 +16,9 @@
 //!
 //! Drive with [`Sim::step`] (one instant of virtual time), [`Sim::drive`]
 //! (until nothing is left to happen) or [`Sim::drive_bounded`] (with a
-//! virtual-time limit). The same [`SimConfig`] gives the same run.
+//! virtual-time limit). The same [`SimConfig`] gives the same run: the clock
+//! starts at one `Instant::now()` and only offsets from it ever matter, and all
+//! randomness comes from [`XorShift`] streams derived from the seed.
 
 use super::conn::reset_for;
 use super::isn::{IsnGenerator, XorShift};
