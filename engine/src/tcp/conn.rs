@@ -1017,11 +1017,15 @@ impl Connection {
                 }
             }
         }
-        // Loss detection: three duplicate ACKs or (SACK) the first byte lost.
+        // Loss detection: DupThresh duplicate ACKs or (SACK) the first byte lost.
+        let dupthresh = self.dupthresh();
         if self.recover.is_none()
             && self.max > self.una
-            && (self.dupacks >= 3 || (self.sack_ok && self.is_lost(self.una)))
+            && (self.dupacks >= dupthresh || (self.sack_ok && self.is_lost(self.una)))
         {
+            if dupthresh < 3 && self.dupacks >= dupthresh {
+                self.stats.early_retransmits += 1;
+            }
             let flight = self.pipe();
             self.recover = Some(self.max);
             self.cc.on_congestion_event(now, flight);
@@ -1139,6 +1143,21 @@ impl Connection {
     }
 
     // ------------------------------------------------------------ sender
+
+    /// Duplicate ACKs that signal a loss: 3, or fewer when fewer than four
+    /// segments are outstanding and nothing new is waiting to go, so that
+    /// three duplicates could never arrive (RFC 5827 early retransmit).
+    fn dupthresh(&self) -> u32 {
+        if self.nxt < self.send.tail() {
+            return 3;
+        }
+        let segments = (self.max - self.una).div_ceil(self.send_mss as u64);
+        if segments < 4 {
+            segments.saturating_sub(1).max(1) as u32
+        } else {
+            3
+        }
+    }
 
     /// RFC 6675 IsLost: more than (DupThresh − 1) · SMSS bytes SACKed above.
     fn is_lost(&self, off: u64) -> bool {

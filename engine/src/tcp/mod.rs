@@ -48,8 +48,9 @@
 //!
 //! RTO per RFC 6298 (Karn's rule, doubling backoff reset by new ACKs, bounds
 //! from [`Config`]); on expiry go-back-N from `SND.UNA` with a one-segment
-//! window. Three duplicate ACKs, or (with SACK) more than 2·MSS SACKed above
-//! `SND.UNA`, start a recovery: one window reduction, the first segment
+//! window. Three duplicate ACKs (fewer with under four segments outstanding and
+//! nothing unsent: RFC 5827 early retransmit), or (with SACK) more than 2·MSS
+//! SACKed above `SND.UNA`, start a recovery: one window reduction, the first segment
 //! retransmitted at once, then RFC 6675 NextSeg rule 1 (lost holes) and new
 //! data as the pipe allows; without SACK, NewReno partial ACKs retransmit the
 //! next hole. Congestion control is a [`CongestionControl`] trait object.
@@ -267,6 +268,8 @@ pub struct Stats {
     pub retransmits: u64,
     /// Fast retransmits (entries into loss recovery).
     pub fast_retransmits: u64,
+    /// Of those, started with fewer than three duplicate ACKs (RFC 5827).
+    pub early_retransmits: u64,
     /// Of those, recoveries driven by SACK information.
     pub sack_recoveries: u64,
     /// Retransmissions sent from the SACK scoreboard (RFC 6675 NextSeg rule 1).

@@ -1837,3 +1837,37 @@ fn sequence_numbers_wrap_mid_transfer() {
         );
     }
 }
+
+#[test]
+fn early_retransmit_with_few_segments_outstanding() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.write(&[4u8; 3 * 536]).unwrap();
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 3);
+    // The first is lost; the other two each draw a duplicate ACK.
+    let dup = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    c.handle_segment(ms(30), &dup, &[]);
+    assert!(
+        out(&mut c, ms(30)).is_empty(),
+        "one duplicate is not enough"
+    );
+    c.handle_segment(ms(31), &dup, &[]);
+    let r = out(&mut c, ms(31));
+    assert_eq!(r.len(), 1, "two duplicates suffice with three outstanding");
+    assert_eq!((r[0].repr.seq, r[0].len), (iss + 1, 536));
+    assert_eq!(c.stats().early_retransmits, 1);
+    assert_eq!(c.stats().rto_expirations, 0);
+    // Plenty of unsent data: the classic threshold of three applies.
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.write(&[4u8; 20 * 536]).unwrap();
+    let sent = out(&mut c, ms(20)).len();
+    assert!(sent < 20);
+    let dup = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    for _ in 0..2 {
+        c.handle_segment(ms(30), &dup, &[]);
+    }
+    assert!(out(&mut c, ms(30)).is_empty());
+    c.handle_segment(ms(31), &dup, &[]);
+    assert_eq!(out(&mut c, ms(31))[0].repr.seq, iss + 1);
+    assert_eq!(c.stats().early_retransmits, 0);
+}
