@@ -79,6 +79,8 @@ mod send;
 pub mod sim;
 
 #[cfg(test)]
+mod linux;
+#[cfg(test)]
 mod tests;
 
 pub use cc::{CongestionAlgorithm, CongestionControl, Cubic, NewReno};
