@@ -5,8 +5,10 @@
 //! xtcp's [`Listener`] / [`Connection`] answer for that address through raw
 //! sockets: packets are read with an `AF_PACKET` socket (IP datagrams from the
 //! veth) and sent with an `IPPROTO_RAW` socket (our own IP header). Only
-//! `rustix` and `std` are used: no unsafe here. The kernel in B connects with
-//! `std::net::TcpStream`, sends data, reads our echo, and both sides close.
+//! `rustix` and `std` are used: no unsafe here. Two tests: the kernel connects
+//! to an xtcp listener, sends data, reads our echo, and both sides close; xtcp
+//! connects to a kernel listener and both directions lose every 25th data
+//! segment, so each stack recovers with the other's SACK blocks.
 
 use super::*;
 use crate::testnet::{TestNet, TestNetConfig, is_root};
@@ -27,6 +29,12 @@ struct RawIo {
     peer: Ipv4Addr,
     buf: Vec<u8>,
     out: Vec<u8>,
+    /// Drop every n-th data segment in each direction (0: none), to make both
+    /// stacks recover from loss against each other.
+    drop_every: u64,
+    rx_data: u64,
+    tx_data: u64,
+    dropped: u64,
 }
 
 impl RawIo {
@@ -60,12 +68,26 @@ impl RawIo {
             let Ok(repr) = TcpRepr::parse(&pkt) else {
                 continue;
             };
+            if pkt.header_len() < tcp.len() && self.drop_every > 0 {
+                self.rx_data += 1;
+                if self.rx_data.is_multiple_of(self.drop_every) {
+                    self.dropped += 1;
+                    continue;
+                }
+            }
             let from = SocketAddr::new(src.into(), repr.src_port);
             return Some((from, repr, ihl + pkt.header_len()..total));
         }
     }
 
     fn send(&mut self, repr: &TcpRepr, payload: (&[u8], &[u8])) {
+        if !payload.0.is_empty() && self.drop_every > 0 {
+            self.tx_data += 1;
+            if self.tx_data.is_multiple_of(self.drop_every) {
+                self.dropped += 1;
+                return;
+            }
+        }
         let tl = repr.header_len() + payload.0.len() + payload.1.len();
         self.out.clear();
         self.out.resize(20 + tl, 0);
@@ -96,14 +118,8 @@ fn pattern(o: usize) -> u8 {
     (o as u8).wrapping_mul(31) ^ (o >> 9) as u8
 }
 
-#[test]
-fn linux_client_transfers_both_ways_and_closes() {
-    if !is_root() {
-        eprintln!(
-            "SKIP linux_client_transfers_both_ways_and_closes: needs root (netns, raw sockets)"
-        );
-        return;
-    }
+/// The namespace pair with A's address handed to xtcp, and raw sockets in A.
+fn setup(drop_every: u64) -> (TestNet, RawIo) {
     let net = TestNet::new(TestNetConfig::default()).expect("test network");
     let local = net.a.ip4;
     let peer = net.b.ip4;
@@ -135,23 +151,39 @@ fn linux_client_transfers_both_ways_and_closes() {
             &net.a.iface,
         ])
         .unwrap();
+    let guard = net.a.ns.enter().unwrap();
+    let rx = socket(AddressFamily::PACKET, SocketType::DGRAM, Some(eth::IP)).unwrap();
+    let tx = socket(AddressFamily::INET, SocketType::RAW, Some(ipproto::RAW)).unwrap();
+    drop(guard);
+    sockopt::set_socket_timeout(&rx, sockopt::Timeout::Recv, Some(Duration::from_millis(2)))
+        .unwrap();
+    let io = RawIo {
+        rx,
+        tx,
+        local,
+        peer,
+        buf: vec![0; 65536],
+        out: Vec::with_capacity(65536),
+        drop_every,
+        rx_data: 0,
+        tx_data: 0,
+        dropped: 0,
+    };
+    (net, io)
+}
 
+#[test]
+fn linux_client_transfers_both_ways_and_closes() {
+    if !is_root() {
+        eprintln!(
+            "SKIP linux_client_transfers_both_ways_and_closes: needs root (netns, raw sockets)"
+        );
+        return;
+    }
+    let (net, mut io) = setup(0);
+    let local = net.a.ip4;
     const LEN: usize = 300_000;
     let server = {
-        let guard = net.a.ns.enter().unwrap();
-        let rx = socket(AddressFamily::PACKET, SocketType::DGRAM, Some(eth::IP)).unwrap();
-        let tx = socket(AddressFamily::INET, SocketType::RAW, Some(ipproto::RAW)).unwrap();
-        drop(guard);
-        sockopt::set_socket_timeout(&rx, sockopt::Timeout::Recv, Some(Duration::from_millis(2)))
-            .unwrap();
-        let mut io = RawIo {
-            rx,
-            tx,
-            local,
-            peer,
-            buf: vec![0; 65536],
-            out: Vec::with_capacity(65536),
-        };
         std::thread::spawn(move || {
             let start = Instant::now();
             let laddr = SocketAddr::new(local.into(), 80);
@@ -247,4 +279,101 @@ fn linux_client_transfers_both_ways_and_closes() {
     eprintln!("xtcp side: {stats:?}, closed {closed:?}");
     // Our FIN was acknowledged (LAST-ACK → closed) once the kernel closed.
     assert_eq!(closed, Some(CloseReason::Normal));
+}
+
+#[test]
+fn xtcp_connects_to_a_linux_server_and_both_recover_from_loss() {
+    if !is_root() {
+        eprintln!("SKIP xtcp_connects_to_a_linux_server_and_both_recover_from_loss: needs root");
+        return;
+    }
+    // Every 25th data segment is lost in each direction: Linux recovers using
+    // our SACK blocks, we recover using Linux's.
+    let (net, mut io) = setup(25);
+    let local = net.a.ip4;
+    let peer = net.b.ip4;
+    const UP: usize = 1_000_000;
+    const DOWN: usize = 200_000;
+    let listener = {
+        let guard = net.b.ns.enter().unwrap();
+        let l = std::net::TcpListener::bind(SocketAddr::new(peer.into(), 5201)).unwrap();
+        drop(guard);
+        l
+    };
+    let linux = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        let reply: Vec<u8> = (0..DOWN).map(pattern).collect();
+        s.write_all(&reply).unwrap();
+        drop(s);
+        got
+    });
+    let start = Instant::now();
+    let cfg = Config {
+        time_wait: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let tuple = FourTuple {
+        local: SocketAddr::new(local.into(), 40000),
+        remote: SocketAddr::new(peer.into(), 5201),
+    };
+    let mut c = Connection::connect(cfg, tuple, &IsnGenerator::new(7, start), start);
+    let data: Vec<u8> = (0..UP).map(pattern).collect();
+    let mut written = 0;
+    let mut back = Vec::new();
+    let mut closed = None;
+    while Instant::now() < start + Duration::from_secs(30) && closed.is_none() {
+        if let Some((from, repr, range)) = io.recv()
+            && from == tuple.remote
+        {
+            let payload = io.buf[range].to_vec();
+            c.handle_segment(Instant::now(), &repr, &payload);
+        }
+        let now = Instant::now();
+        if c.poll_timeout().is_some_and(|t| t <= now) {
+            c.handle_timeout(now);
+        }
+        if matches!(c.state(), State::Established) {
+            if written < UP {
+                written += c.write(&data[written..]).unwrap();
+            }
+            if written == UP {
+                c.close(now);
+            }
+        }
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = c.read(now, &mut buf);
+            if n == 0 {
+                break;
+            }
+            back.extend_from_slice(&buf[..n]);
+        }
+        while let Some(seg) = c.poll_transmit(now) {
+            let p = c.payload(&seg);
+            io.send(&seg.repr, p);
+        }
+        while let Some(ev) = c.poll_event() {
+            if let Event::Closed(r) = ev {
+                closed = Some(r);
+            }
+        }
+    }
+    let got = linux.join().unwrap();
+    assert_eq!(got.len(), UP, "Linux read everything");
+    assert!(got == data);
+    assert_eq!(back.len(), DOWN);
+    assert!(back.iter().enumerate().all(|(i, &b)| b == pattern(i)));
+    let st = *c.stats();
+    eprintln!("xtcp side: {st:?}, dropped {}", io.dropped);
+    assert_eq!(
+        closed,
+        Some(CloseReason::Normal),
+        "FIN-WAIT → TIME-WAIT → closed"
+    );
+    assert!(io.dropped > 20);
+    assert!(st.retransmits > 0 && st.ooo_segments > 0);
+    assert!(st.sack_recoveries > 0, "recovered with Linux's SACK blocks");
 }
