@@ -65,6 +65,14 @@
 //! RFC 6675 rules 3–4 (rescue retransmission), D-SACK, RACK/TLP, F-RTO and
 //! undo of spurious retransmissions, HyStart, ECN, urgent data, keep-alive.
 //!
+//! # Tests
+//!
+//! Unit tests sit with each piece; `tests.rs` holds scripted segment-by-segment
+//! tests and deterministic simulations over [`sim`] (an always-on sweep of
+//! seeded lossy runs and an `#[ignore]`d 5000-run long sweep); `linux.rs` runs
+//! the core against the Linux kernel's TCP in a pair of network namespaces
+//! (root only; skipped with a message otherwise).
+//!
 //! Not from `wire`, implemented here: the bounded sequence range set
 //! ([`ranges`]), the keyed hash for ISNs ([`isn`]).
 
