@@ -180,8 +180,22 @@ fn linux_client_transfers_both_ways_and_closes() {
         );
         return;
     }
+    linux_client_echo(true);
+    // A Linux peer told to offer no options (per-namespace sysctls).
+    linux_client_echo(false);
+}
+
+fn linux_client_echo(options: bool) {
     let (net, mut io) = setup(0);
     let local = net.a.ip4;
+    if !options {
+        for knob in ["tcp_sack", "tcp_timestamps", "tcp_window_scaling"] {
+            net.b
+                .ns
+                .exec(&["sysctl", "-qw", &format!("net.ipv4.{knob}=0")])
+                .unwrap();
+        }
+    }
     const LEN: usize = 300_000;
     let server = {
         std::thread::spawn(move || {
@@ -273,8 +287,8 @@ fn linux_client_transfers_both_ways_and_closes() {
     assert_eq!(received, LEN);
     assert_eq!(
         negotiated,
-        (true, true, true),
-        "Linux offers window scaling, SACK and timestamps"
+        (options, options, options),
+        "window scaling, SACK and timestamps exactly as Linux offered them"
     );
     eprintln!("xtcp side: {stats:?}, closed {closed:?}");
     // Our FIN was acknowledged (LAST-ACK → closed) once the kernel closed.
