@@ -1,7 +1,7 @@
 //! xtcp-engine: a kernel-bypass TCP engine on AF_XDP.
 //!
 //! Layers, bottom up (each knows only the ones below it): [`frame`] (shared
-//! vocabulary), [`wire`], [`seg`], `tcp`, [`xsk`] (AF_XDP; the home of `unsafe`),
+//! vocabulary), [`wire`], [`seg`], [`tcp`], [`xsk`] (AF_XDP; the home of `unsafe`),
 //! [`xdp`] (steering program), `worker`, [`app`]. [`testnet`] builds network
 //! namespaces and veth pairs for tests and benchmarks.
 #![deny(unsafe_code)]
@@ -16,6 +16,7 @@ pub mod seg;
     reason = "FFI points: ethtool ioctls, setns, socket options"
 )]
 pub mod sys;
+pub mod tcp;
 pub mod testnet;
 pub mod wire;
 pub mod xdp;

@@ -1,0 +1,164 @@
+//! The TCP core alone: two connections in memory, no loss, segments handed
+//! over as parsed headers with the payload by reference (no wire encoding, no
+//! checksums). Throughput is payload bytes moved per second of one core.
+//! `copy` variants include the two copies (application → send buffer with
+//! `write`, segment → receive buffer); `inplace` variants fill the send buffer
+//! in place (`write_slices` + `commit`, the bytes are not touched), leaving the
+//! receive-side copy. The reader always consumes by reference.
+//!
+//! Measured on the 2-core development VM, shared with other builds (runs varied
+//! by up to 2.5×), 2026-11-29:
+//! MSS 1448: 0.8–2.2 GiB/s (copy and in-place alike); MSS 8192: 2.8–4.8 GiB/s with
+//! copies, ~8.4 GiB/s (≈ 72 Gbit/s) in place. `perf` puts memmove (the receive
+//! copy) at ~78% of the in-place MSS 8192 profile and ~49% at MSS 1448, so the
+//! TCP machinery alone moves roughly 300 Gbit/s at MSS 8192 and 30 Gbit/s at
+//! MSS 1448 per core; there is no allocator call in the steady state.
+//!
+//! `cargo bench -p xtcp-benches --bench tcp_sim`
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use xtcp_engine::tcp::{Config, Connection, FourTuple, IsnGenerator, RecvWindow, State};
+
+const CHUNK: usize = 16 << 20;
+
+struct Pair {
+    a: Connection,
+    b: Connection,
+    now: Instant,
+    src: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+fn cfg(mss: u16) -> Config {
+    Config {
+        mss,
+        send_frames: 512,
+        recv_buffer: 4 << 20,
+        recv_window: RecvWindow::Fixed(4 << 20),
+        ..Config::default()
+    }
+}
+
+impl Pair {
+    fn new(mss: u16) -> Pair {
+        let now = Instant::now();
+        let isn = IsnGenerator::new(1, now);
+        let t = FourTuple {
+            local: "10.0.0.1:40000".parse().unwrap(),
+            remote: "10.0.0.2:5201".parse().unwrap(),
+        };
+        let back = FourTuple {
+            local: t.remote,
+            remote: t.local,
+        };
+        let mut a = Connection::connect(cfg(mss), t, &isn, now);
+        let syn = a.poll_transmit(now).unwrap();
+        let b = Connection::accept(cfg(mss), back, &isn, now, &syn.repr).unwrap();
+        let mut p = Pair {
+            a,
+            b,
+            now,
+            src: vec![0x5a; 1 << 20],
+            scratch: Vec::with_capacity(65536),
+        };
+        p.pump();
+        assert_eq!(p.a.state(), State::Established);
+        assert_eq!(p.b.state(), State::Established);
+        p
+    }
+
+    /// Moves segments both ways until quiet; 10 µs of virtual time per round.
+    fn pump(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            self.now += Duration::from_micros(10);
+            let mut moved = false;
+            while let Some(s) = self.a.poll_transmit(self.now) {
+                let (x, y) = self.a.payload(&s);
+                let payload: &[u8] = if y.is_empty() {
+                    x
+                } else {
+                    self.scratch.clear();
+                    self.scratch.extend_from_slice(x);
+                    self.scratch.extend_from_slice(y);
+                    &self.scratch
+                };
+                self.b.handle_segment(self.now, &s.repr, payload);
+                moved = true;
+            }
+            let n = self.b.readable();
+            self.b.consume(self.now, n);
+            while let Some(s) = self.b.poll_transmit(self.now) {
+                self.a.handle_segment(self.now, &s.repr, &[]);
+                moved = true;
+            }
+            if let Some(t) = self.a.poll_timeout()
+                && t <= self.now
+            {
+                self.a.handle_timeout(self.now);
+            }
+            if let Some(t) = self.b.poll_timeout()
+                && t <= self.now
+            {
+                self.b.handle_timeout(self.now);
+            }
+            if !moved {
+                return any;
+            }
+            any = true;
+        }
+    }
+
+    /// Sends `len` bytes from `a` to `b`.
+    fn transfer(&mut self, len: usize, copy: bool) {
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(self.src.len());
+            let w = if copy {
+                self.a.write(&self.src[..n]).unwrap()
+            } else {
+                let (x, y) = self.a.write_slices();
+                let room = x.len() + y.len();
+                self.a.commit(n.min(room)).unwrap()
+            };
+            left -= w;
+            if !self.pump() && w == 0 {
+                // Only the delayed ACK is pending: let its timer fire.
+                self.now += Duration::from_millis(50);
+                self.b.handle_timeout(self.now);
+                self.pump();
+            }
+        }
+        while self.a.send_buffered() > 0 {
+            if !self.pump() {
+                self.now += Duration::from_millis(50);
+                self.b.handle_timeout(self.now);
+            }
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tcp_core");
+    g.throughput(Throughput::Bytes(CHUNK as u64));
+    g.sample_size(10);
+    for mss in [1460u16, 8192 + 12] {
+        for copy in [true, false] {
+            let mut p = Pair::new(mss);
+            let name = format!("mss{}_{}", mss - 12, if copy { "copy" } else { "inplace" });
+            g.bench_function(name, |bch| {
+                bch.iter(|| {
+                    p.transfer(black_box(CHUNK), copy);
+                })
+            });
+            let st = p.a.stats();
+            assert_eq!(st.retransmits, 0);
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

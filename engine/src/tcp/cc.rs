@@ -1,0 +1,287 @@
+//! Congestion control behind a trait: NewReno (RFC 5681 / 6582 window rules)
+//! and CUBIC (RFC 9438).
+//!
+//! The connection owns loss detection and recovery (RFC 6675 pipe / NextSeg);
+//! the controller only owns the window. Call order: `on_ack` for every ACK that
+//! advances `SND.UNA` outside recovery, `on_congestion_event` once when a loss
+//! recovery starts, `on_rto` on a retransmission timeout, `on_recovery_end` when
+//! recovery completes. Windows are in bytes.
+
+use std::time::{Duration, Instant};
+
+/// A congestion controller.
+pub trait CongestionControl: Send + std::fmt::Debug {
+    /// The congestion window, bytes.
+    fn window(&self) -> usize;
+    /// The slow-start threshold, bytes.
+    fn ssthresh(&self) -> usize;
+    /// `acked` new bytes were acknowledged (not in recovery). `rtt` is the
+    /// smoothed RTT if known.
+    fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>);
+    /// Loss detected by duplicate ACKs / SACK: a recovery starts with
+    /// `in_flight` bytes outstanding.
+    fn on_congestion_event(&mut self, now: Instant, in_flight: usize);
+    /// Recovery finished (all data outstanding at its start is acknowledged).
+    fn on_recovery_end(&mut self, now: Instant);
+    /// Retransmission timeout with `in_flight` bytes outstanding.
+    fn on_rto(&mut self, now: Instant, in_flight: usize);
+    /// The sender MSS changed (at connection establishment).
+    fn set_mss(&mut self, mss: usize);
+}
+
+/// Which controller a [`super::Config`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CongestionAlgorithm {
+    /// [`NewReno`].
+    NewReno,
+    /// [`Cubic`].
+    Cubic,
+}
+
+impl CongestionAlgorithm {
+    /// A controller of this kind.
+    pub fn build(self, mss: usize, initial_segments: usize) -> Box<dyn CongestionControl> {
+        match self {
+            CongestionAlgorithm::NewReno => Box::new(NewReno::new(mss, initial_segments)),
+            CongestionAlgorithm::Cubic => Box::new(Cubic::new(mss, initial_segments)),
+        }
+    }
+}
+
+/// RFC 5681 slow start and congestion avoidance with byte counting
+/// (RFC 3465, L = 2·MSS), halving on loss.
+#[derive(Debug, Clone)]
+pub struct NewReno {
+    mss: usize,
+    initial_segments: usize,
+    cwnd: usize,
+    ssthresh: usize,
+    /// Bytes acknowledged towards the next congestion-avoidance increment.
+    acked_acc: usize,
+}
+
+impl NewReno {
+    /// A controller with an initial window of `initial_segments` × `mss`.
+    pub fn new(mss: usize, initial_segments: usize) -> NewReno {
+        NewReno {
+            mss,
+            initial_segments,
+            cwnd: mss * initial_segments,
+            ssthresh: usize::MAX,
+            acked_acc: 0,
+        }
+    }
+}
+
+impl CongestionControl for NewReno {
+    fn window(&self) -> usize {
+        self.cwnd
+    }
+    fn ssthresh(&self) -> usize {
+        self.ssthresh
+    }
+    fn on_ack(&mut self, _now: Instant, acked: usize, _rtt: Option<Duration>) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd += acked.min(2 * self.mss);
+        } else {
+            self.acked_acc += acked;
+            if self.acked_acc >= self.cwnd {
+                self.acked_acc -= self.cwnd;
+                self.cwnd += self.mss;
+            }
+        }
+    }
+    fn on_congestion_event(&mut self, _now: Instant, in_flight: usize) {
+        self.ssthresh = (in_flight / 2).max(2 * self.mss);
+        self.cwnd = self.ssthresh;
+        self.acked_acc = 0;
+    }
+    fn on_recovery_end(&mut self, _now: Instant) {
+        self.cwnd = self.ssthresh.max(self.mss);
+    }
+    fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        self.ssthresh = (in_flight / 2).max(2 * self.mss);
+        self.cwnd = self.mss;
+        self.acked_acc = 0;
+    }
+    fn set_mss(&mut self, mss: usize) {
+        self.mss = mss;
+        self.cwnd = mss * self.initial_segments;
+    }
+}
+
+/// CUBIC (RFC 9438): `W(t) = C·(t − K)³ + W_max` in segments, C = 0.4,
+/// β = 0.7, with fast convergence and the Reno-friendly region.
+#[derive(Debug, Clone)]
+pub struct Cubic {
+    mss: usize,
+    initial_segments: usize,
+    cwnd: usize,
+    ssthresh: usize,
+    /// W_max, segments.
+    w_max: f64,
+    /// W_last_max (fast convergence), segments.
+    w_last_max: f64,
+    /// K, seconds.
+    k: f64,
+    /// Start of the current congestion-avoidance epoch.
+    epoch: Option<Instant>,
+    /// W_est, segments (Reno-friendly estimate).
+    w_est: f64,
+    /// cwnd at the start of the epoch (segments), for W_est.
+    cwnd_epoch: f64,
+}
+
+const CUBIC_C: f64 = 0.4;
+const CUBIC_BETA: f64 = 0.7;
+
+impl Cubic {
+    /// A controller with an initial window of `initial_segments` × `mss`.
+    pub fn new(mss: usize, initial_segments: usize) -> Cubic {
+        Cubic {
+            mss,
+            initial_segments,
+            cwnd: mss * initial_segments,
+            ssthresh: usize::MAX,
+            w_max: 0.0,
+            w_last_max: 0.0,
+            k: 0.0,
+            epoch: None,
+            w_est: 0.0,
+            cwnd_epoch: 0.0,
+        }
+    }
+
+    fn segments(&self) -> f64 {
+        self.cwnd as f64 / self.mss as f64
+    }
+
+    fn reduce(&mut self, in_flight: usize) {
+        let w = self.segments();
+        // Fast convergence (RFC 9438 §4.7).
+        if w < self.w_last_max {
+            self.w_last_max = w;
+            self.w_max = w * (1.0 + CUBIC_BETA) / 2.0;
+        } else {
+            self.w_last_max = w;
+            self.w_max = w;
+        }
+        let flight_seg = in_flight as f64 / self.mss as f64;
+        let reduced = (flight_seg.min(w) * CUBIC_BETA).max(2.0);
+        self.ssthresh = (reduced * self.mss as f64) as usize;
+        self.epoch = None;
+    }
+}
+
+impl CongestionControl for Cubic {
+    fn window(&self) -> usize {
+        self.cwnd
+    }
+    fn ssthresh(&self) -> usize {
+        self.ssthresh
+    }
+    fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd += acked.min(2 * self.mss);
+            return;
+        }
+        let mss = self.mss as f64;
+        let epoch = match self.epoch {
+            Some(e) => e,
+            None => {
+                // A new congestion-avoidance epoch (RFC 9438 §4.2).
+                let cw = self.segments();
+                if self.w_max <= cw {
+                    self.k = 0.0;
+                    self.w_max = cw;
+                } else {
+                    self.k = ((self.w_max - cw) / CUBIC_C).cbrt();
+                }
+                self.w_est = cw;
+                self.cwnd_epoch = cw;
+                self.epoch = Some(now);
+                now
+            }
+        };
+        let rtt = rtt.unwrap_or(Duration::from_millis(100)).as_secs_f64();
+        let t = now.saturating_duration_since(epoch).as_secs_f64();
+        let cw = self.segments();
+        // Reno-friendly estimate (§4.3), α = 3(1−β)/(1+β).
+        let alpha = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
+        self.w_est += alpha * (acked as f64 / mss) / cw;
+        let d = t + rtt - self.k;
+        let target = (CUBIC_C * d * d * d + self.w_max).clamp(cw, 1.5 * cw);
+        let next = if self.w_est > target {
+            // Reno-friendly region: grow like Reno would.
+            cw + (self.w_est - cw).max(0.0).min(acked as f64 / mss / cw)
+        } else {
+            cw + (target - cw) / cw * (acked as f64 / mss)
+        };
+        self.cwnd = ((next * mss) as usize).max(self.cwnd);
+    }
+    fn on_congestion_event(&mut self, _now: Instant, in_flight: usize) {
+        self.reduce(in_flight);
+        self.cwnd = self.ssthresh;
+    }
+    fn on_recovery_end(&mut self, _now: Instant) {
+        self.cwnd = self.ssthresh.max(self.mss);
+    }
+    fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        self.reduce(in_flight);
+        self.cwnd = self.mss;
+    }
+    fn set_mss(&mut self, mss: usize) {
+        self.mss = mss;
+        self.cwnd = mss * self.initial_segments;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newreno_slow_start_avoidance_and_loss() {
+        let now = Instant::now();
+        let mut c = NewReno::new(1000, 10);
+        assert_eq!(c.window(), 10_000);
+        c.on_ack(now, 1000, None);
+        assert_eq!(c.window(), 11_000);
+        c.on_congestion_event(now, 20_000);
+        assert_eq!((c.window(), c.ssthresh()), (10_000, 10_000));
+        // Congestion avoidance: one MSS per window of ACKed bytes.
+        for _ in 0..10 {
+            c.on_ack(now, 1000, None);
+        }
+        assert_eq!(c.window(), 11_000);
+        c.on_rto(now, 11_000);
+        assert_eq!((c.window(), c.ssthresh()), (1000, 5500));
+    }
+
+    #[test]
+    fn cubic_reduces_by_beta_and_regrows_to_wmax() {
+        let t0 = Instant::now();
+        let mut c = Cubic::new(1000, 10);
+        // Slow start to 100 segments.
+        while c.window() < 100_000 {
+            c.on_ack(t0, 2000, None);
+        }
+        c.on_congestion_event(t0, c.window());
+        let after = c.window();
+        assert!((69_000..=71_500).contains(&after), "β = 0.7: {after}");
+        // Grow for a few seconds at RTT 10 ms with one window per RTT.
+        let rtt = Duration::from_millis(10);
+        let mut now = t0;
+        for _ in 0..400 {
+            now += rtt;
+            let w = c.window();
+            c.on_ack(now, w, Some(rtt));
+        }
+        assert!(c.window() > 100_000, "regrew beyond W_max: {}", c.window());
+        // A second loss below the previous W_max triggers fast convergence.
+        let w = c.window();
+        c.on_rto(now, w);
+        assert_eq!(c.window(), 1000);
+        assert!(c.ssthresh() >= 2000);
+    }
+}

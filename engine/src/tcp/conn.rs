@@ -1,0 +1,1536 @@
+//! One TCP connection: the RFC 9293 state machine with its sender and receiver.
+//!
+//! Methods, by role (call order in the module doc of [`crate::tcp`]):
+//!
+//! - constructors: [`Connection::connect`] (active open; a SYN is ready to
+//!   poll), [`Connection::accept`] (passive open from a received SYN; a SYN-ACK
+//!   is ready to poll — usually done by a [`super::Listener`]);
+//! - inputs: [`Connection::handle_segment`], [`Connection::handle_timeout`];
+//! - outputs: [`Connection::poll_transmit`] (+ [`Connection::payload`] /
+//!   [`Connection::payload_frames`]), [`Connection::poll_event`],
+//!   [`Connection::poll_timeout`];
+//! - mutators: [`Connection::set_congestion_control`];
+//! - application: [`Connection::write`] (or [`Connection::write_slices`] +
+//!   [`Connection::commit`]), [`Connection::read`],
+//!   [`Connection::read_slices`], [`Connection::consume`], [`Connection::close`],
+//!   [`Connection::abort`];
+//! - getters: [`Connection::state`], [`Connection::stats`], [`Connection::tuple`],
+//!   [`Connection::cwnd`], [`Connection::rto`], [`Connection::srtt`], …
+//!
+//! Sequence space is tracked as 64-bit stream offsets (`seq = ISS + 1 + offset`
+//! on the send side, `IRS + 1 + offset` on the receive side), so nothing
+//! wraps inside the core; [`SeqNumber`] appears only at the wire boundary.
+//! RTT is measured with one timed segment per round trip (Karn's rule: the
+//! sample is dropped if that segment is retransmitted) and, after
+//! retransmissions, from timestamp echoes (RFC 7323 RTTM); timestamps also
+//! serve PAWS.
+
+use super::cc::CongestionControl;
+use super::isn::IsnGenerator;
+use super::ranges::RangeSet;
+use super::recv::RecvBuffer;
+use super::rtt::RttEstimator;
+use super::send::{FrameChunk, SendBuffer};
+use super::{CloseReason, Config, ConnectionError, Event, FourTuple, Stats, WriteError};
+use crate::seg::clip_mss;
+use crate::wire::{SackBlocks, SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
+use std::time::{Duration, Instant};
+
+/// RFC 9293 connection states (LISTEN is the [`super::Listener`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// SYN sent, waiting for SYN-ACK.
+    SynSent,
+    /// SYN received and SYN-ACK sent.
+    SynReceived,
+    /// Data flows both ways.
+    Established,
+    /// We closed; our FIN not yet acknowledged.
+    FinWait1,
+    /// Our FIN acknowledged; waiting for the peer's.
+    FinWait2,
+    /// The peer closed; we may still send.
+    CloseWait,
+    /// Both closed at once; our FIN not yet acknowledged.
+    Closing,
+    /// The peer closed first, then we did; waiting for the ACK of our FIN.
+    LastAck,
+    /// Both FINs done; lingering (see the module doc on TIME-WAIT).
+    TimeWait,
+    /// Finished.
+    Closed,
+}
+
+impl State {
+    fn synchronized(self) -> bool {
+        !matches!(self, State::SynSent | State::SynReceived | State::Closed)
+    }
+}
+
+/// A segment to send: the header, and the payload as a range of the send
+/// stream (read it with [`Connection::payload`] or
+/// [`Connection::payload_frames`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Header fields and options (checksum is the caller's).
+    pub repr: TcpRepr,
+    /// Stream offset of the first payload byte.
+    pub offset: u64,
+    /// Payload bytes.
+    pub len: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Timer {
+    /// RTO (also SYN / SYN-ACK / FIN retransmission).
+    Retransmit = 0,
+    /// Zero-window probe.
+    Persist = 1,
+    DelayedAck = 2,
+    TimeWait = 3,
+    /// Pacing: the next new-data segment may leave then.
+    Pacing = 4,
+}
+const TIMERS: usize = 5;
+
+const EV_CONNECTED: u8 = 1;
+const EV_READABLE: u8 = 2;
+const EV_WRITABLE: u8 = 4;
+
+/// A TCP connection (see the module doc for the method groups).
+#[derive(Debug)]
+pub struct Connection {
+    cfg: Config,
+    tuple: FourTuple,
+    state: State,
+    epoch: Instant,
+
+    // ----- send side
+    iss: SeqNumber,
+    syn_acked: bool,
+    /// Offsets: oldest unacknowledged, next to send, highest sent (exclusive;
+    /// the FIN occupies offset `send.tail()`).
+    una: u64,
+    nxt: u64,
+    max: u64,
+    snd_wnd: usize,
+    max_snd_wnd: usize,
+    snd_wl1: SeqNumber,
+    snd_wl2: SeqNumber,
+    snd_wscale: u8,
+    ws_ok: bool,
+    send_mss: usize,
+    /// min(peer MSS, our MSS): payload + options per segment.
+    mss_limit: usize,
+    send: SendBuffer,
+    fin_queued: bool,
+    fin_acked: bool,
+    cc: Box<dyn CongestionControl>,
+    rtt: RttEstimator,
+    /// Timed segment: send offset whose acknowledgement gives a sample.
+    rtt_timing: Option<(u64, Instant)>,
+    retries: u32,
+    dupacks: u32,
+    /// Loss recovery in progress until `una` reaches this offset.
+    recover: Option<u64>,
+    /// Highest offset retransmitted in this recovery (RFC 6675 HighRxt).
+    high_rxt: u64,
+    /// SACK scoreboard (send offsets, truncated to 32 bits).
+    sacked: RangeSet,
+    force_retransmit: bool,
+    probe_pending: bool,
+    /// Pacing: earliest departure of the next new-data segment.
+    pace_next: Option<Instant>,
+    send_syn: bool,
+
+    // ----- receive side
+    irs: SeqNumber,
+    recv: RecvBuffer,
+    fin_received: bool,
+    /// A FIN seen beyond a hole, at this receive offset.
+    ooo_fin: Option<u64>,
+    /// Right edge of the window we advertised (receive offset).
+    rcv_adv: u64,
+    rcv_wscale: u8,
+    ack_now: bool,
+    unacked_bytes: usize,
+    largest_seg: usize,
+    last_ooo: Option<u64>,
+
+    // ----- options
+    sack_ok: bool,
+    ts_ok: bool,
+    ts_recent: u32,
+    last_ack_sent: u64,
+
+    timers: [Option<Instant>; TIMERS],
+    pending_rst: Option<TcpRepr>,
+    challenge_window: (Option<Instant>, u32),
+    events: u8,
+    error: Option<ConnectionError>,
+    closed: Option<CloseReason>,
+    closed_reported: bool,
+    stats: Stats,
+}
+
+fn key(off: u64) -> SeqNumber {
+    SeqNumber(off as u32)
+}
+
+impl Connection {
+    fn new(cfg: Config, tuple: FourTuple, iss: SeqNumber, now: Instant, state: State) -> Self {
+        let cc = cfg.congestion.build(536, cfg.initial_cwnd_segments);
+        let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
+        let send = SendBuffer::new(cfg.frame_len, cfg.send_frames);
+        let recv = RecvBuffer::new(cfg.recv_buffer, cfg.recv_window, cfg.max_ooo_ranges);
+        let sacked = RangeSet::new(cfg.max_ooo_ranges.max(4));
+        Connection {
+            tuple,
+            state,
+            epoch: now,
+            iss,
+            syn_acked: false,
+            una: 0,
+            nxt: 0,
+            max: 0,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: SeqNumber(0),
+            snd_wscale: 0,
+            ws_ok: false,
+            send_mss: 536,
+            mss_limit: 536,
+            send,
+            fin_queued: false,
+            fin_acked: false,
+            cc,
+            rtt,
+            rtt_timing: None,
+            retries: 0,
+            dupacks: 0,
+            recover: None,
+            high_rxt: 0,
+            sacked,
+            force_retransmit: false,
+            probe_pending: false,
+            pace_next: None,
+            send_syn: true,
+            irs: SeqNumber(0),
+            recv,
+            fin_received: false,
+            ooo_fin: None,
+            rcv_adv: 0,
+            rcv_wscale: 0,
+            ack_now: false,
+            unacked_bytes: 0,
+            largest_seg: 0,
+            last_ooo: None,
+            sack_ok: false,
+            ts_ok: false,
+            ts_recent: 0,
+            last_ack_sent: 0,
+            timers: [None; TIMERS],
+            pending_rst: None,
+            challenge_window: (None, 0),
+            events: 0,
+            error: None,
+            closed: None,
+            closed_reported: false,
+            stats: Stats::default(),
+            cfg,
+        }
+    }
+
+    /// Active open: the first `poll_transmit` yields the SYN.
+    pub fn connect(cfg: Config, tuple: FourTuple, isn: &IsnGenerator, now: Instant) -> Self {
+        let iss = isn.isn(&tuple, now);
+        Connection::new(cfg, tuple, iss, now, State::SynSent)
+    }
+
+    /// Passive open from a received SYN (no ACK, no RST): the first
+    /// `poll_transmit` yields the SYN-ACK. `None` if `syn` is not a SYN.
+    pub fn accept(
+        cfg: Config,
+        tuple: FourTuple,
+        isn: &IsnGenerator,
+        now: Instant,
+        syn: &TcpRepr,
+    ) -> Option<Self> {
+        if !syn.flags.contains(TcpFlags::SYN) || syn.flags.intersects(TcpFlags::ACK | TcpFlags::RST)
+        {
+            return None;
+        }
+        let iss = isn.isn(&tuple, now);
+        let mut c = Connection::new(cfg, tuple, iss, now, State::SynReceived);
+        c.take_syn(syn);
+        c.snd_wnd = syn.window as usize;
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = syn.seq;
+        Some(c)
+    }
+
+    // ------------------------------------------------------------ getters
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// Addresses.
+    pub fn tuple(&self) -> FourTuple {
+        self.tuple
+    }
+    /// Our initial sequence number.
+    pub fn iss(&self) -> SeqNumber {
+        self.iss
+    }
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// Congestion window, bytes.
+    pub fn cwnd(&self) -> usize {
+        self.cc.window()
+    }
+    /// Current RTO, backoff included.
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto()
+    }
+    /// RTO doublings in effect.
+    pub fn rto_backoff(&self) -> u32 {
+        self.rtt.backoff_count()
+    }
+    /// Smoothed RTT, once sampled.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+    /// The peer's window, bytes (scaled).
+    pub fn send_window(&self) -> usize {
+        self.snd_wnd
+    }
+    /// MSS we send with (options subtracted).
+    pub fn send_mss(&self) -> usize {
+        self.send_mss
+    }
+    /// Receive-window limit now in force (grows when autotuned).
+    pub fn recv_window_limit(&self) -> usize {
+        self.recv.limit()
+    }
+    /// Negotiated options: (window scaling, SACK, timestamps).
+    pub fn negotiated(&self) -> (bool, bool, bool) {
+        (self.ws_ok, self.sack_ok, self.ts_ok)
+    }
+    /// Bytes `write` would accept now.
+    pub fn send_capacity(&self) -> usize {
+        if self.fin_queued || !self.can_write() {
+            0
+        } else {
+            self.send.free()
+        }
+    }
+    /// Bytes written and not yet acknowledged.
+    pub fn send_buffered(&self) -> usize {
+        self.send.len()
+    }
+    /// In-order bytes ready to read.
+    pub fn readable(&self) -> usize {
+        self.recv.readable()
+    }
+    /// True once the peer's FIN has been received and all data before it read.
+    pub fn read_closed(&self) -> bool {
+        self.fin_received && self.recv.readable() == 0
+    }
+    /// Heap memory held: send and receive buffers (allocated at
+    /// establishment) and the fixed range sets, bytes.
+    pub fn heap_bytes(&self) -> usize {
+        self.send.allocated() + self.recv.allocated() + self.sacked.heap_bytes()
+    }
+    /// Bytes in flight (sent, not acknowledged, not SACKed; RFC 6675 pipe).
+    pub fn in_flight(&self) -> usize {
+        self.pipe()
+    }
+
+    // ------------------------------------------------------------ mutators
+
+    /// Replaces the congestion controller (before the handshake completes:
+    /// it is told the MSS then).
+    pub fn set_congestion_control(&mut self, cc: Box<dyn CongestionControl>) {
+        self.cc = cc;
+        if self.state.synchronized() {
+            self.cc.set_mss(self.send_mss);
+        }
+    }
+
+    // ------------------------------------------------------------ application
+
+    fn can_write(&self) -> bool {
+        matches!(self.state, State::Established | State::CloseWait)
+    }
+
+    /// Copies bytes into the send buffer; returns how many fit (0 when full:
+    /// wait for [`Event::Writable`]).
+    pub fn write(&mut self, buf: &[u8]) -> Result<usize, WriteError> {
+        if self.fin_queued {
+            return Err(WriteError::Closed);
+        }
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return Err(WriteError::InvalidState(self.state));
+        }
+        Ok(self.send.write(buf))
+    }
+
+    /// The send buffer's free space by reference, as up to two slices (the
+    /// ring wraps): fill them in place (e.g. straight into UMEM frames), then
+    /// [`Connection::commit`] the count. Empty when not writable.
+    pub fn write_slices(&mut self) -> (&mut [u8], &mut [u8]) {
+        if self.fin_queued || !self.can_write() {
+            return (&mut [], &mut []);
+        }
+        self.send.free_slices_mut()
+    }
+
+    /// Appends `n` bytes placed through `write_slices`; returns the count taken.
+    pub fn commit(&mut self, n: usize) -> Result<usize, WriteError> {
+        if self.fin_queued {
+            return Err(WriteError::Closed);
+        }
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return Err(WriteError::InvalidState(self.state));
+        }
+        Ok(self.send.commit(n))
+    }
+
+    /// Copies readable bytes into `buf`; 0 means nothing to read now (or EOF,
+    /// see [`Connection::read_closed`]).
+    pub fn read(&mut self, now: Instant, buf: &mut [u8]) -> usize {
+        let (a, b) = self.recv.slices();
+        let n1 = a.len().min(buf.len());
+        buf[..n1].copy_from_slice(&a[..n1]);
+        let n2 = b.len().min(buf.len() - n1);
+        buf[n1..n1 + n2].copy_from_slice(&b[..n2]);
+        self.consume(now, n1 + n2)
+    }
+
+    /// Readable bytes by reference, as up to two slices (the ring wraps).
+    pub fn read_slices(&self) -> (&[u8], &[u8]) {
+        self.recv.slices()
+    }
+
+    /// Releases `n` bytes seen through `read_slices`; may schedule a window
+    /// update. Returns the count released.
+    pub fn consume(&mut self, now: Instant, n: usize) -> usize {
+        let n = self.recv.consume(n);
+        self.recv.tune(now, self.rtt.srtt().or(self.rtt.min_rtt()));
+        if n > 0 && self.state.synchronized() && !self.fin_received {
+            let edge = self.window_edge();
+            let grow = edge.saturating_sub(self.rcv_adv) as usize;
+            let threshold = (self.recv.limit() / 2)
+                .min(2 * self.cfg.mss as usize)
+                .max(1);
+            if grow >= threshold {
+                self.ack_now = true;
+            }
+        }
+        n
+    }
+
+    /// Closes our direction: a FIN follows the buffered data. Reading goes on
+    /// until the peer's FIN.
+    pub fn close(&mut self, _now: Instant) {
+        match self.state {
+            State::SynSent => self.finish(CloseReason::Normal),
+            State::SynReceived | State::Established => {
+                self.fin_queued = true;
+                if self.state == State::Established {
+                    self.state = State::FinWait1;
+                }
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            _ => {}
+        }
+    }
+
+    /// Aborts: an RST goes out (if the peer knows us) and the connection is
+    /// closed at once with [`CloseReason::Aborted`].
+    pub fn abort(&mut self, _now: Instant) {
+        if matches!(self.state, State::Closed | State::TimeWait) {
+            return;
+        }
+        if self.state != State::SynSent {
+            let mut r = self.header(TcpFlags::RST | TcpFlags::ACK, self.seq_of(self.max));
+            r.window = 0;
+            r.options = TcpOptions::NONE;
+            self.pending_rst = Some(r);
+        }
+        self.finish(CloseReason::Aborted);
+    }
+
+    // ------------------------------------------------------------ outputs
+
+    /// The next event, if any. After [`Event::Closed`] there are none.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.events & EV_CONNECTED != 0 {
+            self.events &= !EV_CONNECTED;
+            return Some(Event::Connected);
+        }
+        if self.events & EV_READABLE != 0 {
+            self.events &= !EV_READABLE;
+            return Some(Event::Readable);
+        }
+        if self.events & EV_WRITABLE != 0 {
+            self.events &= !EV_WRITABLE;
+            return Some(Event::Writable);
+        }
+        if let Some(e) = self.error.take() {
+            return Some(Event::Error(e));
+        }
+        if let Some(r) = self.closed
+            && !self.closed_reported
+        {
+            self.closed_reported = true;
+            return Some(Event::Closed(r));
+        }
+        None
+    }
+
+    /// The earliest deadline at which `handle_timeout` must be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.iter().flatten().min().copied()
+    }
+
+    /// True once closed and every output (RST, events) has been drained.
+    pub fn is_drained(&self) -> bool {
+        self.state == State::Closed && self.pending_rst.is_none() && self.closed_reported
+    }
+
+    /// The payload of `seg` as up to two slices.
+    pub fn payload(&self, seg: &Segment) -> (&[u8], &[u8]) {
+        self.send.slices(seg.offset, seg.len)
+    }
+
+    /// The payload of `seg` as pieces of send-buffer frames (for `seg`'s
+    /// transmission by reference).
+    pub fn payload_frames(&self, seg: &Segment) -> impl Iterator<Item = FrameChunk> + '_ {
+        self.send.frame_chunks(seg.offset, seg.len)
+    }
+
+    /// The next segment to send, if any. Call until `None`.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Segment> {
+        if let Some(r) = self.pending_rst.take() {
+            self.stats.rst_sent += 1;
+            return Some(self.count_out(r, 0, 0));
+        }
+        match self.state {
+            State::Closed => return None,
+            State::SynSent | State::SynReceived => {
+                if !self.send_syn {
+                    return self.poll_ack(now);
+                }
+                self.send_syn = false;
+                let syn_ack = self.state == State::SynReceived;
+                let mut r = self.header(
+                    if syn_ack {
+                        TcpFlags::SYN | TcpFlags::ACK
+                    } else {
+                        TcpFlags::SYN
+                    },
+                    self.iss,
+                );
+                if !syn_ack {
+                    r.ack = SeqNumber(0);
+                }
+                r.window = self.recv.window().min(0xffff) as u16;
+                let o = &mut r.options;
+                o.mss = Some(self.cfg.mss);
+                if syn_ack {
+                    o.window_scale = self.ws_ok.then_some(self.rcv_wscale);
+                    o.sack_permitted = self.sack_ok;
+                } else {
+                    o.window_scale = self.cfg.window_scaling.then(|| self.cfg.window_shift());
+                    o.sack_permitted = self.cfg.sack;
+                }
+                let ts = if syn_ack {
+                    self.ts_ok
+                } else {
+                    self.cfg.timestamps
+                };
+                o.timestamp = ts.then(|| TcpTimestamp {
+                    tsval: self.ts_now(now),
+                    tsecr: if syn_ack { self.ts_recent } else { 0 },
+                });
+                self.arm_if_unset(Timer::Retransmit, now);
+                self.ack_now = false;
+                self.set(Timer::DelayedAck, None);
+                return Some(self.count_out(r, 0, 0));
+            }
+            _ => {}
+        }
+        if let Some(seg) = self.poll_data(now) {
+            return Some(seg);
+        }
+        self.poll_ack(now)
+    }
+
+    fn poll_ack(&mut self, now: Instant) -> Option<Segment> {
+        if !self.ack_now {
+            return None;
+        }
+        if !self.state.synchronized() {
+            // Before the handshake completes the SYN(-ACK) is the answer.
+            self.ack_now = false;
+            return None;
+        }
+        let r = self.header(TcpFlags::ACK, self.seq_of(self.max));
+        let r = self.finish_header(r, now);
+        self.stats.acks_sent += 1;
+        Some(self.count_out(r, 0, 0))
+    }
+
+    // ------------------------------------------------------------ inputs
+
+    /// Handles a received segment of this connection (checksum already
+    /// verified by the caller).
+    pub fn handle_segment(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        self.stats.segments_received += 1;
+        match self.state {
+            State::Closed => {}
+            State::SynSent => self.on_syn_sent(now, seg),
+            _ => self.on_synchronized(now, seg, payload),
+        }
+    }
+
+    /// Handles expired timers (any call at or after `poll_timeout`).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.expired(Timer::TimeWait, now) {
+            self.set(Timer::TimeWait, None);
+            self.finish(CloseReason::Normal);
+            return;
+        }
+        if self.expired(Timer::Pacing, now) {
+            self.set(Timer::Pacing, None);
+        }
+        if self.expired(Timer::DelayedAck, now) {
+            self.set(Timer::DelayedAck, None);
+            self.ack_now = true;
+        }
+        if self.expired(Timer::Persist, now) {
+            self.set(Timer::Persist, None);
+            self.probe_pending = true;
+            self.rtt.backoff();
+        }
+        if self.expired(Timer::Retransmit, now) {
+            self.set(Timer::Retransmit, None);
+            self.on_rto(now);
+        }
+    }
+
+    fn on_rto(&mut self, now: Instant) {
+        self.retries += 1;
+        self.stats.rto_expirations += 1;
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                if self.retries > self.cfg.syn_retries {
+                    self.fail(ConnectionError::TimedOut);
+                    return;
+                }
+                self.rtt.backoff();
+                self.send_syn = true;
+                self.stats.retransmits += 1;
+            }
+            State::Closed | State::TimeWait => {}
+            _ => {
+                if self.max <= self.una {
+                    return;
+                }
+                if self.retries > self.cfg.max_retries {
+                    self.fail(ConnectionError::TimedOut);
+                    return;
+                }
+                let flight = (self.max - self.una) as usize;
+                self.cc.on_rto(now, flight);
+                self.rtt.backoff();
+                self.rtt_timing = None;
+                self.recover = None;
+                self.dupacks = 0;
+                self.sacked.clear();
+                // Go back: resend from the oldest unacknowledged byte.
+                self.nxt = self.una;
+                self.high_rxt = self.una;
+            }
+        }
+    }
+
+    fn on_syn_sent(&mut self, now: Instant, seg: &TcpRepr) {
+        let f = seg.flags;
+        if f.contains(TcpFlags::ACK) && seg.ack != self.iss + 1 {
+            if !f.contains(TcpFlags::RST) {
+                self.reset_reply(seg.ack);
+            }
+            return;
+        }
+        if f.contains(TcpFlags::RST) {
+            if f.contains(TcpFlags::ACK) {
+                self.stats.rst_received += 1;
+                self.fail(ConnectionError::Refused);
+            }
+            return;
+        }
+        if !f.contains(TcpFlags::SYN) {
+            return;
+        }
+        self.take_syn(seg);
+        if f.contains(TcpFlags::ACK) {
+            self.syn_acked = true;
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            // The window in a SYN is never scaled.
+            self.snd_wnd = seg.window as usize;
+            self.max_snd_wnd = self.snd_wnd;
+            if self.retries == 0 {
+                // The SYN went out when the connection was created (Karn: only
+                // if it was not retransmitted).
+                self.rtt.sample(now.saturating_duration_since(self.epoch));
+                self.stats.rtt_samples += 1;
+            }
+            self.retries = 0;
+            self.rtt.reset_backoff();
+            self.set(Timer::Retransmit, None);
+            self.establish();
+            self.ack_now = true;
+        } else {
+            // Simultaneous open: SYN-ACK with our ISS.
+            self.state = State::SynReceived;
+            self.send_syn = true;
+            self.snd_wnd = seg.window as usize;
+            self.snd_wl1 = seg.seq;
+        }
+    }
+
+    /// Records the peer's SYN and negotiates options.
+    fn take_syn(&mut self, seg: &TcpRepr) {
+        self.irs = seg.seq;
+        let o = &seg.options;
+        if self.cfg.window_scaling
+            && let Some(ws) = o.window_scale
+        {
+            self.ws_ok = true;
+            self.snd_wscale = ws.min(14);
+            self.rcv_wscale = self.cfg.window_shift();
+        } else {
+            self.ws_ok = false;
+            self.snd_wscale = 0;
+            self.rcv_wscale = 0;
+        }
+        self.sack_ok = self.cfg.sack && o.sack_permitted;
+        self.ts_ok = self.cfg.timestamps && o.timestamp.is_some();
+        if let Some(ts) = o.timestamp {
+            self.ts_recent = ts.tsval;
+        }
+        // RFC 9293 §3.7.1: 536 when the option is absent.
+        let peer_mss = o.mss.unwrap_or(536) as usize;
+        let opt = if self.ts_ok { 12 } else { 0 };
+        self.mss_limit = peer_mss.min(self.cfg.mss as usize).max(64 + opt);
+        self.send_mss = self.mss_limit - opt;
+        if self.cfg.clip_mss_to_frames {
+            // Whole frames per segment (DESIGN.md: MSS clipping), so `seg`
+            // sends page-aligned payload by reference.
+            self.send_mss = clip_mss(self.send_mss, self.cfg.frame_len);
+        }
+        self.cc.set_mss(self.send_mss);
+    }
+
+    fn establish(&mut self) {
+        self.state = State::Established;
+        self.send.allocate();
+        self.recv.allocate();
+        self.rcv_adv = self.window_edge();
+        self.events |= EV_CONNECTED | EV_WRITABLE;
+        if self.fin_queued {
+            self.state = State::FinWait1;
+        }
+    }
+
+    fn rcv_nxt(&self) -> SeqNumber {
+        self.irs + 1 + self.recv.nxt() as usize + usize::from(self.fin_received)
+    }
+
+    fn seq_of(&self, off: u64) -> SeqNumber {
+        self.iss + 1 + off as usize
+    }
+
+    /// Send offset of a received ACK number (relative to `una`).
+    fn ack_off(&self, ack: SeqNumber) -> i64 {
+        self.una as i64 + ack.distance(self.seq_of(self.una)) as i64
+    }
+
+    fn on_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        let f = seg.flags;
+        let rcv_nxt = self.rcv_nxt();
+        let rcv_wnd = self.rcv_adv.saturating_sub(self.recv.nxt()) as usize;
+        // SYN-RECEIVED and the peer's SYN again: a retransmission (answer with
+        // our SYN-ACK again) or, in a simultaneous open, its SYN-ACK.
+        if self.state == State::SynReceived
+            && f.contains(TcpFlags::SYN)
+            && !f.contains(TcpFlags::RST)
+            && seg.seq == self.irs
+        {
+            if f.contains(TcpFlags::ACK) && seg.ack == self.iss + 1 {
+                self.syn_acked = true;
+                self.retries = 0;
+                self.rtt.reset_backoff();
+                self.set(Timer::Retransmit, None);
+                self.snd_wl1 = seg.seq;
+                self.snd_wl2 = seg.ack;
+                self.snd_wnd = seg.window as usize;
+                self.max_snd_wnd = self.snd_wnd;
+                self.establish();
+                self.ack_now = true;
+            } else {
+                self.send_syn = true;
+            }
+            return;
+        }
+        // TIME-WAIT: a retransmitted FIN is re-acknowledged, the timer restarts.
+        if self.state == State::TimeWait && f.contains(TcpFlags::FIN) && !f.contains(TcpFlags::RST)
+        {
+            self.ack_now = true;
+            self.set(Timer::TimeWait, Some(now + self.cfg.time_wait));
+            return;
+        }
+        // PAWS (RFC 7323 §5).
+        if self.ts_ok
+            && !f.contains(TcpFlags::RST)
+            && let Some(ts) = seg.options.timestamp
+            && (ts.tsval.wrapping_sub(self.ts_recent) as i32) < 0
+        {
+            self.stats.paws_drops += 1;
+            self.ack_now = true;
+            return;
+        }
+        // Acceptability (RFC 9293 §3.10.7.4), with a zero-length probe or FIN at
+        // RCV.NXT accepted even into a zero window.
+        let seg_len = payload.len() + usize::from(f.contains(TcpFlags::SYN));
+        let d = seg.seq.distance(rcv_nxt) as i64;
+        let in_wnd = |x: i64| x >= 0 && (x as u64) < rcv_wnd as u64;
+        let acceptable = if seg.seq == rcv_nxt {
+            true
+        } else if seg_len == 0 {
+            in_wnd(d)
+        } else {
+            rcv_wnd > 0 && (in_wnd(d) || in_wnd(d + seg_len as i64 - 1))
+        };
+        if !acceptable {
+            self.stats.out_of_window += 1;
+            if !f.contains(TcpFlags::RST) {
+                if seg_len > 0 && d < 0 {
+                    self.stats.duplicate_bytes += payload.len() as u64;
+                }
+                self.ack_now = true;
+            }
+            return;
+        }
+        // RST (RFC 5961 §3.2): only exactly at RCV.NXT; in window → challenge.
+        if f.contains(TcpFlags::RST) {
+            if seg.seq == rcv_nxt {
+                self.stats.rst_received += 1;
+                if self.state == State::SynReceived {
+                    self.fail(ConnectionError::Refused);
+                } else if matches!(
+                    self.state,
+                    State::LastAck | State::Closing | State::TimeWait
+                ) {
+                    self.finish(CloseReason::Normal);
+                } else {
+                    self.fail(ConnectionError::Reset);
+                }
+            } else {
+                self.challenge_ack(now);
+            }
+            return;
+        }
+        // SYN in a synchronized state (RFC 5961 §4): challenge ACK.
+        if f.contains(TcpFlags::SYN) {
+            self.challenge_ack(now);
+            return;
+        }
+        if !f.contains(TcpFlags::ACK) {
+            return;
+        }
+        // Update TS.Recent (RFC 7323 §4.3).
+        if self.ts_ok
+            && let Some(ts) = seg.options.timestamp
+        {
+            let seg_off = self.recv.nxt() as i64 + d;
+            if (ts.tsval.wrapping_sub(self.ts_recent) as i32) >= 0
+                && seg_off <= self.last_ack_sent as i64
+            {
+                self.ts_recent = ts.tsval;
+            }
+        }
+        if self.state == State::SynReceived {
+            if seg.ack == self.iss + 1 {
+                if self.retries == 0 {
+                    // The SYN-ACK went out when the connection was created
+                    // (Karn: only if it was not retransmitted).
+                    self.rtt.sample(now.saturating_duration_since(self.epoch));
+                    self.stats.rtt_samples += 1;
+                }
+                self.syn_acked = true;
+                self.retries = 0;
+                self.rtt.reset_backoff();
+                self.set(Timer::Retransmit, None);
+                self.snd_wl1 = seg.seq;
+                self.snd_wl2 = seg.ack;
+                self.snd_wnd = (seg.window as usize) << self.snd_wscale;
+                self.max_snd_wnd = self.snd_wnd;
+                self.establish();
+            } else {
+                self.reset_reply(seg.ack);
+                return;
+            }
+        }
+        if !self.on_ack(now, seg, payload.len()) {
+            return;
+        }
+        // Data and FIN.
+        if matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) {
+            self.on_data(now, seg, payload, d);
+        } else if !payload.is_empty() {
+            // Data after the peer's FIN: acknowledge what we have.
+            self.ack_now = true;
+        }
+    }
+
+    fn challenge_ack(&mut self, now: Instant) {
+        let (start, count) = self.challenge_window;
+        let fresh =
+            start.is_none_or(|s| now.saturating_duration_since(s) >= Duration::from_secs(1));
+        let count = if fresh { 0 } else { count };
+        if count < self.cfg.challenge_ack_limit {
+            self.challenge_window = (if fresh { Some(now) } else { start }, count + 1);
+            self.stats.challenge_acks += 1;
+            self.ack_now = true;
+        }
+    }
+
+    /// ACK processing; false if the segment is to be dropped.
+    fn on_ack(&mut self, now: Instant, seg: &TcpRepr, payload_len: usize) -> bool {
+        let ack_off = self.ack_off(seg.ack);
+        let fin_sent = self.fin_queued && self.max > self.send.tail();
+        let top = self.max as i64;
+        if ack_off > top {
+            // Acknowledges something never sent.
+            self.ack_now = true;
+            return false;
+        }
+        if ack_off < self.una as i64 - self.max_snd_wnd as i64 {
+            // RFC 5961 §5: too old.
+            self.challenge_ack(now);
+            return false;
+        }
+        let ack_off = ack_off.max(0) as u64;
+        let window = (seg.window as usize) << self.snd_wscale;
+        if ack_off > self.una {
+            let acked = (ack_off - self.una) as usize;
+            let data_to = ack_off.min(self.send.tail());
+            if self.send.ack(data_to) && !self.fin_queued {
+                self.events |= EV_WRITABLE;
+            }
+            if let Some((off, t)) = self.rtt_timing
+                && ack_off > off
+            {
+                self.rtt.sample(now.saturating_duration_since(t));
+                self.stats.rtt_samples += 1;
+                self.rtt_timing = None;
+            } else if self.ts_ok
+                && (self.retries > 0 || self.recover.is_some())
+                && let Some(ts) = seg.options.timestamp
+                && ts.tsecr != 0
+            {
+                // RTTM (RFC 7323 §4): the echo names the transmission it
+                // answers, so even an ACK of retransmitted data gives a sample
+                // where Karn's rule forbids the timed-segment one (1 ms ticks).
+                let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
+                if ticks < 60_000 {
+                    self.rtt
+                        .sample(Duration::from_millis(u64::from(ticks.max(1))));
+                    self.stats.rtt_samples += 1;
+                    self.stats.ts_rtt_samples += 1;
+                }
+            }
+            self.una = ack_off;
+            if self.nxt < self.una {
+                self.nxt = self.una;
+            }
+            if self.high_rxt < self.una {
+                self.high_rxt = self.una;
+            }
+            self.sacked.remove_below(key(self.una));
+            self.retries = 0;
+            self.rtt.reset_backoff();
+            self.dupacks = 0;
+            match self.recover {
+                Some(r) if self.una >= r => {
+                    self.recover = None;
+                    self.cc.on_recovery_end(now);
+                }
+                Some(_) => {
+                    if !self.sack_ok {
+                        // NewReno partial ACK (RFC 6582): the next hole is lost.
+                        self.force_retransmit = true;
+                    }
+                }
+                None => self.cc.on_ack(now, acked, self.rtt.srtt()),
+            }
+            if self.una >= self.max {
+                self.set(Timer::Retransmit, None);
+            } else {
+                self.set(Timer::Retransmit, Some(now + self.rtt.rto()));
+            }
+            if fin_sent && ack_off > self.send.tail() {
+                self.fin_acked = true;
+            }
+        } else if ack_off == self.una
+            && payload_len == 0
+            && !seg.flags.intersects(TcpFlags::FIN | TcpFlags::SYN)
+            && window == self.snd_wnd
+            && self.max > self.una
+        {
+            self.dupacks += 1;
+            self.stats.dup_acks += 1;
+        }
+        // SACK scoreboard.
+        if self.sack_ok {
+            for &(l, r) in seg.options.sack.as_slice() {
+                let lo = self.ack_off(l);
+                let hi = self.ack_off(r);
+                let lo = lo.max(self.una as i64);
+                let hi = hi.min(self.max as i64);
+                if hi > lo {
+                    self.sacked.insert(key(lo as u64), key(hi as u64));
+                }
+            }
+        }
+        // Loss detection: DupThresh duplicate ACKs or (SACK) the first byte lost.
+        let dupthresh = self.dupthresh();
+        if self.recover.is_none()
+            && self.max > self.una
+            && (self.dupacks >= dupthresh || (self.sack_ok && self.is_lost(self.una)))
+        {
+            if dupthresh < 3 && self.dupacks >= dupthresh {
+                self.stats.early_retransmits += 1;
+            }
+            let flight = self.pipe();
+            self.recover = Some(self.max);
+            self.cc.on_congestion_event(now, flight);
+            self.force_retransmit = true;
+            self.high_rxt = self.una;
+            self.stats.fast_retransmits += 1;
+            if self.sack_ok && !self.sacked.is_empty() {
+                self.stats.sack_recoveries += 1;
+            }
+        }
+        // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2).
+        if self.snd_wl1 < seg.seq || (self.snd_wl1 == seg.seq && self.snd_wl2 <= seg.ack) {
+            let was_zero = self.snd_wnd == 0;
+            self.snd_wnd = window;
+            self.max_snd_wnd = self.max_snd_wnd.max(window);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            if was_zero && window > 0 {
+                self.set(Timer::Persist, None);
+                self.rtt.reset_backoff();
+                self.probe_pending = false;
+            }
+        }
+        if self.fin_acked {
+            match self.state {
+                State::FinWait1 => self.state = State::FinWait2,
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    self.finish(CloseReason::Normal);
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        true
+    }
+
+    fn on_data(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], d: i64) {
+        let off = (self.recv.nxt() as i64 + d).max(0) as u64;
+        let edge = self.rcv_adv.max(self.window_edge());
+        if !payload.is_empty() {
+            self.largest_seg = self.largest_seg.max(payload.len());
+            let a = self.recv.accept(off, payload, edge);
+            self.stats.duplicate_bytes += a.duplicate as u64;
+            if a.dropped {
+                self.stats.ooo_dropped += 1;
+                self.ack_now = true;
+            } else if a.out_of_order {
+                self.stats.ooo_segments += 1;
+                self.last_ooo = Some(off);
+                self.ack_now = true;
+            }
+            if a.in_order > 0 {
+                self.stats.bytes_received += a.in_order as u64;
+                self.events |= EV_READABLE;
+                self.unacked_bytes += a.in_order;
+                if self.recv.has_ooo() || a.in_order > payload.len() || a.duplicate > 0 {
+                    // Filled (part of) a hole: tell the sender at once.
+                    self.ack_now = true;
+                }
+                if self.unacked_bytes >= 2 * self.largest_seg {
+                    self.ack_now = true;
+                }
+                // What remains of the window we offered holds no full segment:
+                // the sender is stalled until it hears from us, so a delayed
+                // ACK would only idle the connection.
+                if (self.rcv_adv.saturating_sub(self.recv.nxt()) as usize) < self.largest_seg {
+                    self.ack_now = true;
+                }
+            } else if a.duplicate > 0 {
+                self.ack_now = true;
+            }
+        }
+        if seg.flags.contains(TcpFlags::FIN) {
+            let fin_off = off + payload.len() as u64;
+            if fin_off <= edge {
+                self.ooo_fin = Some(fin_off);
+            }
+        }
+        if let Some(fo) = self.ooo_fin
+            && fo == self.recv.nxt()
+            && !self.fin_received
+        {
+            self.ooo_fin = None;
+            self.fin_received = true;
+            self.events |= EV_READABLE;
+            self.ack_now = true;
+            match self.state {
+                State::Established => self.state = State::CloseWait,
+                State::FinWait1 => {
+                    if self.fin_acked {
+                        self.enter_time_wait(now);
+                    } else {
+                        self.state = State::Closing;
+                    }
+                }
+                State::FinWait2 => self.enter_time_wait(now),
+                _ => {}
+            }
+        }
+        if !self.ack_now
+            && self.unacked_bytes > 0
+            && self.timers[Timer::DelayedAck as usize].is_none()
+        {
+            self.stats.delayed_acks += 1;
+            self.set(Timer::DelayedAck, Some(now + self.cfg.delayed_ack));
+        }
+    }
+
+    fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.set(Timer::Retransmit, None);
+        self.set(Timer::Persist, None);
+        self.set(Timer::TimeWait, Some(now + self.cfg.time_wait));
+    }
+
+    // ------------------------------------------------------------ sender
+
+    /// Duplicate ACKs that signal a loss: 3, or fewer when fewer than four
+    /// segments are outstanding and nothing new is waiting to go, so that
+    /// three duplicates could never arrive (RFC 5827 early retransmit).
+    fn dupthresh(&self) -> u32 {
+        if self.nxt < self.send.tail() {
+            return 3;
+        }
+        let segments = (self.max - self.una).div_ceil(self.send_mss as u64);
+        if segments < 4 {
+            segments.saturating_sub(1).max(1) as u32
+        } else {
+            3
+        }
+    }
+
+    /// RFC 6675 IsLost: more than (DupThresh − 1) · SMSS bytes SACKed above.
+    fn is_lost(&self, off: u64) -> bool {
+        if self.sacked.containing(key(off)).is_some() {
+            return false;
+        }
+        self.sacked.total_above(key(off + 1)) > 2 * self.send_mss
+    }
+
+    /// Bytes considered in the network (RFC 6675 SetPipe, by ranges).
+    fn pipe(&self) -> usize {
+        let outstanding = self.max.saturating_sub(self.una) as usize;
+        if self.recover.is_none() || !self.sack_ok {
+            let sent_window = if self.recover.is_some() {
+                // NewReno: count only what is beyond the retransmitted hole.
+                outstanding
+            } else {
+                self.nxt.saturating_sub(self.una) as usize
+            };
+            return sent_window.saturating_sub(self.sacked.total());
+        }
+        // Holes below the loss boundary that are not retransmitted are out of
+        // the network; SACKed bytes are out of the network.
+        let sacked = self.sacked.total();
+        let mut lost = 0usize;
+        let mut at = self.una;
+        for &(s, e) in self.sacked.as_slice() {
+            let s_off = self.una + s.distance(key(self.una)) as u64;
+            let e_off = self.una + e.distance(key(self.una)) as u64;
+            if s_off > at {
+                // Hole [at, s_off): lost if enough SACKed above it.
+                if self.sacked.total_above(key(s_off)) > 2 * self.send_mss {
+                    let from = at.max(self.high_rxt);
+                    lost += s_off.saturating_sub(from) as usize;
+                }
+            }
+            at = at.max(e_off);
+        }
+        outstanding.saturating_sub(sacked + lost)
+    }
+
+    /// First lost, not yet retransmitted hole at or above `high_rxt`
+    /// (RFC 6675 NextSeg rule 1), with its length capped at the MSS.
+    fn next_lost(&self) -> Option<(u64, usize)> {
+        let mut at = self.una.max(self.high_rxt);
+        for &(s, e) in self.sacked.as_slice() {
+            let s_off = self.una + s.distance(key(self.una)) as u64;
+            let e_off = self.una + e.distance(key(self.una)) as u64;
+            if s_off > at && self.is_lost(at) {
+                return Some((at, ((s_off - at) as usize).min(self.send_mss)));
+            }
+            at = at.max(e_off);
+        }
+        None
+    }
+
+    fn poll_data(&mut self, now: Instant) -> Option<Segment> {
+        if matches!(self.state, State::FinWait2 | State::TimeWait) {
+            return None;
+        }
+        let tail = self.send.tail();
+        let fin_q = self.fin_queued;
+        // 1. Fast retransmit / NewReno partial ACK: the first unacknowledged segment.
+        if self.force_retransmit {
+            self.force_retransmit = false;
+            if self.una < self.max {
+                let len = (self.max.min(tail).saturating_sub(self.una) as usize).min(self.send_mss);
+                let fin = fin_q && self.una + len as u64 == tail && self.max > tail;
+                if len > 0 || fin {
+                    let seg = self.data_segment(now, self.una, len, fin, true);
+                    self.high_rxt = self.high_rxt.max(self.una + seg.len as u64);
+                    return Some(seg);
+                }
+            }
+        }
+        let cwnd = self.cc.window();
+        // 2. SACK recovery: lost holes first (RFC 6675 NextSeg rule 1).
+        if self.recover.is_some()
+            && self.sack_ok
+            && let Some((off, len)) = self.next_lost()
+            && self.pipe() + len <= cwnd
+        {
+            self.stats.sack_retransmits += 1;
+            let seg = self.data_segment(now, off, len, false, true);
+            self.high_rxt = off + seg.len as u64;
+            return Some(seg);
+        }
+        // 3. Persist timer fired: a zero-window probe (one byte at SND.UNA
+        // beyond the window, or the FIN), or, into a window too small for the
+        // sender's SWS rule, what fits (the RFC 9293 override timeout).
+        if self.probe_pending {
+            self.probe_pending = false;
+            if self.snd_wnd == 0 {
+                let len = tail.saturating_sub(self.una).min(1) as usize;
+                let fin = len == 0 && fin_q && self.una == tail;
+                if len > 0 || fin {
+                    self.stats.window_probes += 1;
+                    let seg = self.data_segment(now, self.una, len, fin, false);
+                    self.set(Timer::Retransmit, None);
+                    self.set(Timer::Persist, Some(now + self.rtt.rto()));
+                    return Some(seg);
+                }
+            } else if self.nxt == self.una {
+                let room = (self.una + self.snd_wnd as u64).saturating_sub(self.nxt) as usize;
+                let len = (tail.saturating_sub(self.nxt) as usize)
+                    .min(room)
+                    .min(self.send_mss);
+                if len > 0 {
+                    let fin = fin_q && self.nxt + len as u64 == tail;
+                    return Some(self.data_segment(now, self.nxt, len, fin, false));
+                }
+            }
+        }
+        // 4. New data (or go-back-N after an RTO) within both windows.
+        let wnd_edge = self.una + self.snd_wnd as u64;
+        let avail = tail.saturating_sub(self.nxt) as usize;
+        let wnd_room = wnd_edge.saturating_sub(self.nxt) as usize;
+        let len = avail.min(wnd_room).min(self.send_mss);
+        let fin = fin_q && self.nxt + len as u64 == tail;
+        if len == 0 && fin {
+            // A bare FIN (it needs no window).
+            let retx = self.nxt < self.max;
+            return Some(self.data_segment(now, tail, 0, true, retx));
+        }
+        if len > 0 {
+            let pipe = self.pipe();
+            let sws_ok = len == self.send_mss
+                || (len == avail && (!self.cfg.nagle || self.nxt == self.una))
+                || len >= self.max_snd_wnd / 2
+                || self.nxt < self.max;
+            let cwnd_ok = pipe + len <= cwnd || self.nxt == self.una;
+            if sws_ok && cwnd_ok {
+                if let Some(t) = self.pace_next
+                    && t > now
+                {
+                    self.set(Timer::Pacing, Some(t));
+                    return None;
+                }
+                let retx = self.nxt < self.max;
+                let seg = self.data_segment(now, self.nxt, len, fin, retx);
+                self.pace(now, seg.len);
+                return Some(seg);
+            }
+        }
+        // Nothing may be sent although data waits and nothing is in flight:
+        // the window is closed or too small; probe (or override) later.
+        if self.nxt == self.una
+            && (tail > self.nxt || (fin_q && self.max <= tail))
+            && self.timers[Timer::Retransmit as usize].is_none()
+            && self.timers[Timer::Persist as usize].is_none()
+        {
+            self.set(Timer::Persist, Some(now + self.rtt.rto()));
+        }
+        None
+    }
+
+    /// Spaces new-data segments at `gain × cwnd / SRTT` (gain 2 in slow start,
+    /// 1.2 after, as Linux does) when pacing is on and an RTT is known.
+    fn pace(&mut self, now: Instant, len: usize) {
+        if !self.cfg.pacing {
+            return;
+        }
+        let Some(srtt) = self.rtt.srtt() else { return };
+        let cwnd = self.cc.window();
+        let gain = if cwnd < self.cc.ssthresh() { 2.0 } else { 1.2 };
+        let rate = gain * cwnd.max(self.send_mss) as f64 / srtt.as_secs_f64().max(1e-6);
+        // At most one second between segments, whatever a controller reports.
+        let gap = Duration::from_secs_f64((len as f64 / rate).min(1.0));
+        let from = self.pace_next.map_or(now, |t| t.max(now));
+        self.pace_next = Some(from + gap);
+    }
+
+    fn data_segment(
+        &mut self,
+        now: Instant,
+        off: u64,
+        len: usize,
+        fin: bool,
+        retx: bool,
+    ) -> Segment {
+        let r = self.header(TcpFlags::ACK, self.seq_of(off));
+        let mut r = self.finish_header(r, now);
+        // The MSS counts payload plus options (RFC 9293 §3.7.1): SACK blocks
+        // shorten this segment.
+        let len = len.min(self.mss_limit.saturating_sub(r.options.len()).max(1));
+        let fin = fin && off + len as u64 == self.send.tail();
+        if fin {
+            r.flags |= TcpFlags::FIN;
+        }
+        if len > 0 && off + len as u64 == self.send.tail() {
+            r.flags |= TcpFlags::PSH;
+        }
+        let end = off + len as u64 + u64::from(fin);
+        let retx = retx || off < self.max;
+        if retx {
+            self.stats.retransmits += 1;
+            self.stats.bytes_retransmitted += len as u64;
+            if let Some((t_off, _)) = self.rtt_timing
+                && t_off >= off
+                && t_off < end
+            {
+                self.rtt_timing = None;
+            }
+        } else if self.rtt_timing.is_none() && end > off {
+            self.rtt_timing = Some((off, now));
+        }
+        if off == self.nxt {
+            self.nxt = end;
+        }
+        self.max = self.max.max(end);
+        if end > off {
+            self.arm_if_unset(Timer::Retransmit, now);
+            self.set(Timer::Persist, None);
+        }
+        self.stats.bytes_sent += len as u64;
+        self.count_out(r, off, len)
+    }
+
+    // ------------------------------------------------------------ receiver
+
+    /// Right edge (receive offset) the buffer allows now.
+    fn window_edge(&self) -> u64 {
+        self.recv.nxt() + self.recv.window() as u64
+    }
+
+    /// Fills ACK, window and options into a header; clears ACK state.
+    fn finish_header(&mut self, mut r: TcpRepr, now: Instant) -> TcpRepr {
+        // Receiver SWS avoidance (RFC 9293 §3.8.6.2.2): move the right edge
+        // only by a meaningful amount.
+        let nxt = self.recv.nxt();
+        let edge = self.window_edge();
+        let step = (self.recv.limit() / 2).min(self.cfg.mss as usize).max(1) as u64;
+        let offer = if edge >= self.rcv_adv + step {
+            edge
+        } else {
+            self.rcv_adv
+        };
+        let field = (offer.saturating_sub(nxt) >> self.rcv_wscale).min(0xffff);
+        r.window = field as u16;
+        // Acceptance stays bounded by the largest edge ever told.
+        self.rcv_adv = self.rcv_adv.max(nxt + (field << self.rcv_wscale));
+        if self.ts_ok {
+            r.options.timestamp = Some(TcpTimestamp {
+                tsval: self.ts_now(now),
+                tsecr: self.ts_recent,
+            });
+        }
+        if self.sack_ok && self.recv.has_ooo() {
+            let max_blocks = if self.ts_ok { 3 } else { 4 };
+            let base = self.irs + 1;
+            let mut blocks = SackBlocks::EMPTY;
+            let first = self.last_ooo.and_then(|o| self.recv.ooo_containing(o));
+            if let Some((s, e)) = first {
+                blocks.push((base + s as usize, base + e as usize));
+            }
+            let mut v: [(u64, u64); 4] = [(0, 0); 4];
+            let mut n = 0;
+            for (s, e) in self.recv.ooo_ranges() {
+                if Some((s, e)) != first {
+                    // Keep the highest ranges (most recent in a bulk transfer).
+                    if n < 4 {
+                        v[n] = (s, e);
+                        n += 1;
+                    } else {
+                        v.rotate_left(1);
+                        v[3] = (s, e);
+                    }
+                }
+            }
+            for &(s, e) in v[..n].iter().rev() {
+                if blocks.len() >= max_blocks {
+                    break;
+                }
+                blocks.push((base + s as usize, base + e as usize));
+            }
+            r.options.sack = blocks;
+        }
+        self.last_ack_sent = self.recv.nxt() + u64::from(self.fin_received);
+        self.ack_now = false;
+        self.unacked_bytes = 0;
+        self.set(Timer::DelayedAck, None);
+        r
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    fn header(&self, flags: TcpFlags, seq: SeqNumber) -> TcpRepr {
+        TcpRepr {
+            src_port: self.tuple.local.port(),
+            dst_port: self.tuple.remote.port(),
+            seq,
+            ack: if flags.contains(TcpFlags::ACK) {
+                self.rcv_nxt()
+            } else {
+                SeqNumber(0)
+            },
+            flags,
+            window: 0,
+            urgent: 0,
+            options: TcpOptions::NONE,
+        }
+    }
+
+    fn count_out(&mut self, repr: TcpRepr, offset: u64, len: usize) -> Segment {
+        self.stats.segments_sent += 1;
+        Segment { repr, offset, len }
+    }
+
+    fn ts_now(&self, now: Instant) -> u32 {
+        let ms = now.saturating_duration_since(self.epoch).as_millis() as u32;
+        // A per-connection offset (RFC 7323 §5.4) from the ISS.
+        ms.wrapping_add(self.iss.0)
+    }
+
+    /// Queues an RST for an unacceptable ACK (RFC 9293: `<SEQ=SEG.ACK><CTL=RST>`).
+    fn reset_reply(&mut self, seq: SeqNumber) {
+        let mut r = self.header(TcpFlags::RST, seq);
+        r.ack = SeqNumber(0);
+        self.pending_rst = Some(r);
+    }
+
+    fn set(&mut self, t: Timer, at: Option<Instant>) {
+        self.timers[t as usize] = at;
+    }
+
+    fn arm_if_unset(&mut self, t: Timer, now: Instant) {
+        if self.timers[t as usize].is_none() {
+            self.timers[t as usize] = Some(now + self.rtt.rto());
+        }
+    }
+
+    fn expired(&self, t: Timer, now: Instant) -> bool {
+        self.timers[t as usize].is_some_and(|d| d <= now)
+    }
+
+    fn fail(&mut self, e: ConnectionError) {
+        self.error = Some(e);
+        self.finish(CloseReason::Error(e));
+    }
+
+    fn finish(&mut self, reason: CloseReason) {
+        self.state = State::Closed;
+        self.timers = [None; TIMERS];
+        if self.closed.is_none() {
+            self.closed = Some(reason);
+        }
+    }
+}
+
+/// The RST to answer a segment that belongs to no connection (RFC 9293
+/// §3.10.7.1); `None` for an incoming RST.
+pub fn reset_for(seg: &TcpRepr, payload_len: usize) -> Option<TcpRepr> {
+    if seg.flags.contains(TcpFlags::RST) {
+        return None;
+    }
+    let mut r = TcpRepr {
+        src_port: seg.dst_port,
+        dst_port: seg.src_port,
+        seq: SeqNumber(0),
+        ack: SeqNumber(0),
+        flags: TcpFlags::RST,
+        window: 0,
+        urgent: 0,
+        options: TcpOptions::NONE,
+    };
+    if seg.flags.contains(TcpFlags::ACK) {
+        r.seq = seg.ack;
+    } else {
+        let len = payload_len
+            + usize::from(seg.flags.contains(TcpFlags::SYN))
+            + usize::from(seg.flags.contains(TcpFlags::FIN));
+        r.ack = seg.seq + len;
+        r.flags = TcpFlags::RST | TcpFlags::ACK;
+    }
+    Some(r)
+}

@@ -1,0 +1,239 @@
+//! A listening port (RFC 9293 LISTEN): passive opens with a bounded number of
+//! half-open connections.
+//!
+//! Call order: [`Listener::handle_segment`] for every segment addressed to the
+//! listening port that no established connection claims; [`Listener::handle_timeout`]
+//! at [`Listener::poll_timeout`]; drain [`Listener::poll_transmit`]; take
+//! established connections with [`Listener::accept`] (from then on the caller
+//! routes their segments to them directly).
+//!
+//! Memory: a half-open connection holds no buffers (they are allocated when
+//! the handshake completes), at most `max_half_open` of them exist, and at most
+//! `backlog` established connections wait in the accept queue; further SYNs are
+//! dropped and counted, pending RSTs beyond a small queue likewise.
+
+use super::conn::reset_for;
+use super::isn::IsnGenerator;
+use super::{Config, Connection, FourTuple, Segment, State};
+use crate::wire::{TcpFlags, TcpRepr};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+const MAX_PENDING_RST: usize = 16;
+
+/// Listener counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListenerStats {
+    /// SYNs that created a half-open connection.
+    pub syns_accepted: u64,
+    /// SYNs dropped because the half-open table was full.
+    pub syns_dropped: u64,
+    /// Handshakes completed.
+    pub established: u64,
+    /// Connections dropped because the accept queue was full.
+    pub backlog_dropped: u64,
+    /// Half-open connections that ended before completing (timeout, RST).
+    pub half_open_expired: u64,
+    /// RSTs sent for segments that matched nothing.
+    pub rst_sent: u64,
+    /// RSTs not sent because the queue was full.
+    pub rst_dropped: u64,
+}
+
+/// A listening port.
+#[derive(Debug)]
+pub struct Listener {
+    cfg: Config,
+    local: SocketAddr,
+    isn: IsnGenerator,
+    half_open: Vec<Connection>,
+    max_half_open: usize,
+    ready: VecDeque<Connection>,
+    backlog: usize,
+    rst: VecDeque<(FourTuple, TcpRepr)>,
+    stats: ListenerStats,
+}
+
+impl Listener {
+    /// Listens on `local`; new connections use `cfg`.
+    pub fn new(
+        cfg: Config,
+        local: SocketAddr,
+        isn: IsnGenerator,
+        max_half_open: usize,
+        backlog: usize,
+    ) -> Listener {
+        Listener {
+            cfg,
+            local,
+            isn,
+            half_open: Vec::with_capacity(max_half_open),
+            max_half_open,
+            ready: VecDeque::with_capacity(backlog),
+            backlog,
+            rst: VecDeque::with_capacity(MAX_PENDING_RST),
+            stats: ListenerStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ListenerStats {
+        &self.stats
+    }
+
+    /// Half-open connections held now.
+    pub fn half_open_count(&self) -> usize {
+        self.half_open.len()
+    }
+
+    /// Memory held for half-open connections, bytes (the connection structs
+    /// and their heap; data buffers are only allocated at establishment).
+    pub fn half_open_memory(&self) -> usize {
+        self.half_open
+            .iter()
+            .map(|c| std::mem::size_of::<Connection>() + c.heap_bytes())
+            .sum()
+    }
+
+    /// Established connections waiting for `accept`.
+    pub fn ready_count(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// The local address.
+    pub fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Handles a segment from `remote` to the listening port.
+    pub fn handle_segment(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        seg: &TcpRepr,
+        payload: &[u8],
+    ) {
+        let tuple = FourTuple {
+            local: self.local,
+            remote,
+        };
+        if let Some(i) = self.half_open.iter().position(|c| c.tuple() == tuple) {
+            self.half_open[i].handle_segment(now, seg, payload);
+            self.settle(i, now);
+            return;
+        }
+        let f = seg.flags;
+        if f.contains(TcpFlags::RST) {
+            return;
+        }
+        if f.contains(TcpFlags::ACK) || !f.contains(TcpFlags::SYN) {
+            // Nothing here to acknowledge: reset (RFC 9293 LISTEN rules).
+            self.queue_rst(tuple, seg, payload.len());
+            return;
+        }
+        if self.half_open.len() >= self.max_half_open {
+            self.stats.syns_dropped += 1;
+            return;
+        }
+        if let Some(c) = Connection::accept(self.cfg.clone(), tuple, &self.isn, now, seg) {
+            self.stats.syns_accepted += 1;
+            self.half_open.push(c);
+        }
+    }
+
+    fn queue_rst(&mut self, tuple: FourTuple, seg: &TcpRepr, payload_len: usize) {
+        if let Some(r) = reset_for(seg, payload_len) {
+            if self.rst.len() < MAX_PENDING_RST {
+                self.rst.push_back((tuple, r));
+            } else {
+                self.stats.rst_dropped += 1;
+            }
+        }
+    }
+
+    /// Moves a half-open connection on if its handshake finished, and
+    /// forgets it if it failed (once its last output, an RST, is drained).
+    fn settle(&mut self, i: usize, now: Instant) {
+        let st = self.half_open[i].state();
+        if st == State::SynReceived {
+            return;
+        }
+        if st == State::Closed {
+            // Nobody else will read a failed half-open connection's events.
+            while self.half_open[i].poll_event().is_some() {}
+            if self.half_open[i].is_drained() {
+                self.half_open.swap_remove(i);
+                self.stats.half_open_expired += 1;
+            }
+            return;
+        }
+        let c = self.half_open.swap_remove(i);
+        if self.ready.len() >= self.backlog {
+            self.stats.backlog_dropped += 1;
+            let mut c = c;
+            c.abort(now);
+            if let Some(seg) = c.poll_transmit(now) {
+                if self.rst.len() < MAX_PENDING_RST {
+                    self.rst.push_back((c.tuple(), seg.repr));
+                } else {
+                    self.stats.rst_dropped += 1;
+                }
+            }
+            return;
+        }
+        self.stats.established += 1;
+        self.ready.push_back(c);
+    }
+
+    fn settle_all(&mut self, now: Instant) {
+        let mut i = self.half_open.len();
+        while i > 0 {
+            i -= 1;
+            self.settle(i, now);
+        }
+    }
+
+    /// An established connection, oldest first.
+    pub fn accept(&mut self) -> Option<Connection> {
+        self.ready.pop_front()
+    }
+
+    /// Handles expired timers of the half-open connections.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for c in &mut self.half_open {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+        }
+        self.settle_all(now);
+    }
+
+    /// The earliest deadline of the half-open connections.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.half_open.iter().filter_map(|c| c.poll_timeout()).min()
+    }
+
+    /// The next segment to send, with its addresses (SYN-ACKs and RSTs; no
+    /// payload).
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<(FourTuple, Segment)> {
+        if let Some((t, r)) = self.rst.pop_front() {
+            self.stats.rst_sent += 1;
+            return Some((
+                t,
+                Segment {
+                    repr: r,
+                    offset: 0,
+                    len: 0,
+                },
+            ));
+        }
+        for c in &mut self.half_open {
+            if let Some(s) = c.poll_transmit(now) {
+                return Some((c.tuple(), s));
+            }
+        }
+        self.settle_all(now);
+        None
+    }
+}

@@ -1,0 +1,319 @@
+//! Sans-IO TCP (RFC 9293 with RFC 7323, 2018, 6298, 5681, 6675, 9438, 5961, 6528).
+//!
+//! The core consumes parsed segments ([`TcpRepr`] + payload bytes) and the
+//! current time, and produces segments to send and the next deadline. It never
+//! reads a clock, never touches a socket, never verifies checksums (the caller
+//! drops corrupt packets before calling in) and is deterministic for given inputs
+//! and ISN key.
+//!
+//! # Call order (per [`Connection`])
+//!
+//! 1. Feed inputs as they arrive: [`Connection::handle_segment`] for every
+//!    segment of this 4-tuple, [`Connection::handle_timeout`] when the deadline
+//!    from `poll_timeout` has passed (calling it early is harmless).
+//! 2. Let the application act: [`Connection::write`] (or, in place,
+//!    [`Connection::write_slices`] + [`Connection::commit`]) /
+//!    [`Connection::read`] (or, by reference, [`Connection::read_slices`] +
+//!    [`Connection::consume`]) / [`Connection::close`] / [`Connection::abort`].
+//! 3. Drain outputs: [`Connection::poll_transmit`] until it returns `None`
+//!    (payload bytes through [`Connection::payload`] or by reference through
+//!    [`Connection::payload_frames`]), then [`Connection::poll_event`] until `None`,
+//!    then [`Connection::poll_timeout`] for the next deadline.
+//!
+//! Every input may make new output available: after any input, repeat step 3.
+//! A [`Listener`] follows the same order for passive opens and hands
+//! established connections out through [`Listener::accept`].
+//!
+//! # Memory
+//!
+//! Send and receive buffers are allocated once, when the connection becomes
+//! established (so a half-open connection is small); nothing on the per-segment
+//! path allocates. The send buffer is a ring of page-sized frames: a frame is
+//! released only once all its bytes are cumulatively acknowledged, and a
+//! segment's payload maps onto `(frame index, offset, len)` pieces so `seg` can
+//! transmit by reference. The receive buffer is a ring too; out-of-order data is
+//! stored at its place in the ring and tracked in a bounded range set.
+//!
+//! # TIME-WAIT
+//!
+//! RFC 9293 holds TIME-WAIT for 2×MSL (4 minutes). xtcp is a dedicated engine
+//! with RFC 6528 ISNs and (when negotiated) RFC 7323 timestamps with PAWS, which
+//! protect a new incarnation from old duplicates; TIME-WAIT therefore lasts
+//! [`Config::time_wait`] (1 s by default), long enough to re-acknowledge a lost
+//! final FIN a few times, and is restarted by a retransmitted FIN. A FIN that
+//! arrives later finds no connection: the caller answers it with
+//! [`reset_for`], and the peer, in LAST-ACK, closes on that RST.
+//!
+//! # Loss recovery
+//!
+//! RTO per RFC 6298 (Karn's rule, doubling backoff reset by new ACKs, bounds
+//! from [`Config`]); on expiry go-back-N from `SND.UNA` with a one-segment
+//! window. Three duplicate ACKs (fewer with under four segments outstanding and
+//! nothing unsent: RFC 5827 early retransmit), or (with SACK) more than 2·MSS
+//! SACKed above `SND.UNA`, start a recovery: one window reduction, the first segment
+//! retransmitted at once, then RFC 6675 NextSeg rule 1 (lost holes) and new
+//! data as the pipe allows; without SACK, NewReno partial ACKs retransmit the
+//! next hole. Congestion control is a [`CongestionControl`] trait object.
+//! A closed (or too small) send window arms the persist timer: a one-byte probe
+//! (or the bytes that fit), backed off like the RTO.
+//!
+//! # Not implemented
+//!
+//! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
+//! echoes are used only after a retransmission, where Karn's rule leaves no
+//! timed segment), the PAWS 24-day idle rule,
+//! RFC 6675 rules 3–4 (rescue retransmission), D-SACK, RACK/TLP, F-RTO and
+//! undo of spurious retransmissions, HyStart, ECN, urgent data, keep-alive.
+//!
+//! # Tests
+//!
+//! Unit tests sit with each piece; `tests.rs` holds scripted segment-by-segment
+//! tests and deterministic simulations over [`sim`] (an always-on sweep of
+//! seeded lossy runs and an `#[ignore]`d 5000-run long sweep); `linux.rs` runs
+//! the core against the Linux kernel's TCP in a pair of network namespaces
+//! (root only; skipped with a message otherwise).
+//!
+//! Not from `wire`, implemented here: the bounded sequence range set
+//! ([`ranges`]), the keyed hash for ISNs ([`isn`]).
+
+pub mod cc;
+mod conn;
+pub mod isn;
+mod listener;
+pub mod ranges;
+mod recv;
+pub mod rtt;
+mod send;
+pub mod sim;
+
+#[cfg(test)]
+mod linux;
+#[cfg(test)]
+mod tests;
+
+pub use cc::{CongestionAlgorithm, CongestionControl, Cubic, NewReno};
+pub use conn::{Connection, Segment, State, reset_for};
+pub use isn::IsnGenerator;
+pub use listener::{Listener, ListenerStats};
+pub use recv::RecvWindow;
+pub use send::FrameChunk;
+
+pub use crate::wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Local and remote address of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FourTuple {
+    /// Our address and port.
+    pub local: SocketAddr,
+    /// The peer's address and port.
+    pub remote: SocketAddr,
+}
+
+/// Connection parameters. All durations are virtual: the caller's clock.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// MSS we announce (the largest payload we accept): MTU − IP − TCP header.
+    pub mss: u16,
+    /// Bytes of one send-buffer frame (page size). The send buffer is
+    /// `send_frames` × `frame_len` bytes.
+    pub frame_len: usize,
+    /// Number of send-buffer frames.
+    pub send_frames: usize,
+    /// Receive buffer (the largest window we can ever advertise), bytes.
+    pub recv_buffer: usize,
+    /// Receive window policy.
+    pub recv_window: RecvWindow,
+    /// Round the sending MSS down to a whole number of frames when it holds
+    /// at least one (`seg::clip_mss`: 8948 → 8192 with 4096-byte frames), so
+    /// each full segment's payload is whole send-buffer frames.
+    pub clip_mss_to_frames: bool,
+    /// Offer window scaling (shift computed from `recv_buffer`).
+    pub window_scaling: bool,
+    /// Offer SACK.
+    pub sack: bool,
+    /// Offer timestamps.
+    pub timestamps: bool,
+    /// Congestion control.
+    pub congestion: CongestionAlgorithm,
+    /// Initial congestion window, in segments (RFC 6928: 10).
+    pub initial_cwnd_segments: usize,
+    /// Pace new data at 2 × (slow start) or 1.2 × (after) cwnd / SRTT instead
+    /// of sending each window as a burst.
+    pub pacing: bool,
+    /// Nagle's algorithm (off by default: bulk transfer, small writes go out at once).
+    pub nagle: bool,
+    /// RTO before the first RTT sample (RFC 6298: 1 s).
+    pub rto_initial: Duration,
+    /// Lower bound of the RTO (RFC 6298 says 1 s; Linux uses 200 ms).
+    pub rto_min: Duration,
+    /// Upper bound of the RTO (RFC 6298: at least 60 s).
+    pub rto_max: Duration,
+    /// SYN / SYN-ACK transmissions before giving up.
+    pub syn_retries: u32,
+    /// Consecutive RTO expiries (or unanswered window probes) before giving up.
+    pub max_retries: u32,
+    /// Delayed-ACK timer (RFC 9293: < 0.5 s; an ACK is also sent for every
+    /// second full-size segment and at once for out-of-order data).
+    pub delayed_ack: Duration,
+    /// TIME-WAIT duration (see the module doc).
+    pub time_wait: Duration,
+    /// Largest number of discontiguous out-of-order ranges held (beyond it,
+    /// out-of-order segments that would add a range are dropped).
+    pub max_ooo_ranges: usize,
+    /// Challenge ACKs allowed per second (RFC 5961 §7).
+    pub challenge_ack_limit: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mss: 1460,
+            frame_len: 4096,
+            send_frames: 64,
+            recv_buffer: 256 * 1024,
+            recv_window: RecvWindow::AutoTune { initial: 64 * 1024 },
+            clip_mss_to_frames: true,
+            window_scaling: true,
+            sack: true,
+            timestamps: true,
+            congestion: CongestionAlgorithm::Cubic,
+            initial_cwnd_segments: 10,
+            pacing: false,
+            nagle: false,
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_secs(60),
+            syn_retries: 6,
+            max_retries: 15,
+            delayed_ack: Duration::from_millis(40),
+            time_wait: Duration::from_secs(1),
+            max_ooo_ranges: 16,
+            challenge_ack_limit: 100,
+        }
+    }
+}
+
+impl Config {
+    /// Send buffer size in bytes.
+    pub fn send_buffer(&self) -> usize {
+        self.frame_len * self.send_frames
+    }
+
+    /// Window-scale shift needed to advertise `recv_buffer` (RFC 7323: ≤ 14).
+    pub fn window_shift(&self) -> u8 {
+        let mut shift = 0u8;
+        while shift < 14 && (self.recv_buffer >> shift) > 0xffff {
+            shift += 1;
+        }
+        shift
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Both FINs exchanged and acknowledged (after TIME-WAIT where it applies).
+    Normal,
+    /// The application called [`Connection::abort`] (an RST was sent).
+    Aborted,
+    /// An error ended it (also reported as [`Event::Error`]).
+    Error(ConnectionError),
+}
+
+/// Errors that end a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionError {
+    /// RST in answer to our SYN.
+    #[error("connection refused")]
+    Refused,
+    /// The peer reset an established connection.
+    #[error("connection reset by peer")]
+    Reset,
+    /// Retransmissions exhausted.
+    #[error("connection timed out")]
+    TimedOut,
+}
+
+/// What a connection tells the application, through [`Connection::poll_event`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed.
+    Connected,
+    /// New in-order bytes (or the peer's FIN, then `read` returns 0) can be read.
+    Readable,
+    /// Send-buffer space was freed.
+    Writable,
+    /// A fatal error; a [`Event::Closed`] follows.
+    Error(ConnectionError),
+    /// The connection is closed; no more events follow.
+    Closed(CloseReason),
+}
+
+/// Errors of the application-facing calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The connection is not (yet / any more) able to send.
+    #[error("connection not writable in state {0:?}")]
+    InvalidState(State),
+    /// The application already called `close` (FIN queued).
+    #[error("write after close")]
+    Closed,
+}
+
+/// Counters, all monotonically increasing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Segments produced by `poll_transmit`.
+    pub segments_sent: u64,
+    /// Segments given to `handle_segment`.
+    pub segments_received: u64,
+    /// Payload bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// Payload bytes retransmitted.
+    pub bytes_retransmitted: u64,
+    /// Segments retransmitted (any cause).
+    pub retransmits: u64,
+    /// Fast retransmits (entries into loss recovery).
+    pub fast_retransmits: u64,
+    /// Of those, started with fewer than three duplicate ACKs (RFC 5827).
+    pub early_retransmits: u64,
+    /// Of those, recoveries driven by SACK information.
+    pub sack_recoveries: u64,
+    /// Retransmissions sent from the SACK scoreboard (RFC 6675 NextSeg rule 1).
+    pub sack_retransmits: u64,
+    /// RTO expiries.
+    pub rto_expirations: u64,
+    /// Duplicate ACKs received.
+    pub dup_acks: u64,
+    /// Zero-window probes sent.
+    pub window_probes: u64,
+    /// Pure ACKs sent.
+    pub acks_sent: u64,
+    /// ACKs whose sending was postponed by the delayed-ACK rule.
+    pub delayed_acks: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub challenge_acks: u64,
+    /// Segments dropped by PAWS (RFC 7323).
+    pub paws_drops: u64,
+    /// Segments outside the receive window.
+    pub out_of_window: u64,
+    /// Segments received out of order and kept.
+    pub ooo_segments: u64,
+    /// Out-of-order segments dropped because the range set was full.
+    pub ooo_dropped: u64,
+    /// Duplicate (already received) payload bytes.
+    pub duplicate_bytes: u64,
+    /// RSTs sent.
+    pub rst_sent: u64,
+    /// RSTs received and accepted.
+    pub rst_received: u64,
+    /// RTT samples taken.
+    pub rtt_samples: u64,
+    /// Of those, from timestamp echoes after a retransmission (RTTM).
+    pub ts_rtt_samples: u64,
+    /// Payload bytes delivered in order to the receive buffer.
+    pub bytes_received: u64,
+}

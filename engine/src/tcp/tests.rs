@@ -1,0 +1,1873 @@
+//! Deterministic-simulation and scripted tests of the TCP core.
+
+use super::sim::{LinkConfig, Sim, SimConfig};
+use super::*;
+use std::time::Duration;
+
+fn clean_close(sim: &Sim, cfg: &SimConfig) {
+    let (c, s) = (sim.client_app(), sim.server_app());
+    assert_eq!(c.received, cfg.server_bytes, "client received");
+    assert_eq!(s.received, cfg.client_bytes, "server received");
+    assert_eq!(
+        (c.corrupt_bytes, s.corrupt_bytes),
+        (0, 0),
+        "pattern mismatch"
+    );
+    assert!(c.eof && s.eof, "both saw EOF");
+    assert_eq!(c.closed, Some(CloseReason::Normal), "client close");
+    assert_eq!(s.closed, Some(CloseReason::Normal), "server close");
+    assert_eq!(sim.client.state(), State::Closed);
+}
+
+#[test]
+fn bulk_both_ways_clean_close() {
+    let cfg = SimConfig::default();
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    eprintln!(
+        "{:?}\n{:?}",
+        sim.client.stats(),
+        sim.server.as_ref().unwrap().stats()
+    );
+    clean_close(&sim, &cfg);
+}
+
+/// One run of the exactly-once matrix: loss, reordering, duplication,
+/// corruption and window size all chosen from `seed`.
+fn matrix_run(seed: u64) -> (Sim, SimConfig) {
+    let mut r = isn::XorShift::new(seed);
+    let loss = [0.0, 0.005, 0.01, 0.02, 0.05][r.below(5) as usize];
+    let reorder = [0.0, 0.0, 0.02, 0.1][r.below(4) as usize];
+    let duplicate = [0.0, 0.0, 0.01, 0.05][r.below(4) as usize];
+    let corrupt = [0.0, 0.0, 0.01][r.below(3) as usize];
+    let window = [8 * 1024, 32 * 1024, 256 * 1024][r.below(3) as usize];
+    let link = LinkConfig {
+        bandwidth: 100_000_000,
+        delay: Duration::from_millis(1 + r.below(20)),
+        queue_limit: [4, 16, 64, 256][r.below(4) as usize],
+        loss,
+        reorder,
+        reorder_delay: Duration::from_millis(1 + r.below(5)),
+        duplicate,
+        corrupt,
+        mtu: 1500,
+    };
+    let mut conn = Config {
+        recv_buffer: window,
+        recv_window: if r.below(2) == 0 {
+            RecvWindow::Fixed(window)
+        } else {
+            RecvWindow::AutoTune { initial: 8 * 1024 }
+        },
+        sack: r.below(4) != 0,
+        timestamps: r.below(4) != 0,
+        window_scaling: r.below(4) != 0,
+        send_frames: 16,
+        max_ooo_ranges: [2, 16][r.below(2) as usize],
+        pacing: r.below(4) == 0,
+        ..Config::default()
+    };
+    if r.below(2) == 0 {
+        conn.congestion = CongestionAlgorithm::NewReno;
+    }
+    let mut server = conn.clone();
+    server.sack = r.below(4) != 0;
+    server.timestamps = r.below(4) != 0;
+    let cfg = SimConfig {
+        client: conn,
+        server,
+        c2s: link.clone(),
+        s2c: link,
+        seed,
+        client_bytes: 20_000 + r.below(150_000),
+        server_bytes: r.below(150_000),
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    let settled = sim.drive_bounded(Duration::from_secs(600));
+    assert!(settled, "seed {seed}: did not settle");
+    (sim, cfg)
+}
+
+fn sweep(seeds: std::ops::Range<u64>) {
+    for seed in seeds {
+        let (sim, cfg) = matrix_run(seed);
+        let res =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| clean_close(&sim, &cfg)));
+        if res.is_err() {
+            panic!(
+                "seed {seed}: {:?}\nclient {:?}\nserver {:?}\nc2s {:?}\ns2c {:?}",
+                cfg,
+                sim.client.stats(),
+                sim.server.as_ref().map(|s| *s.stats()),
+                sim.c2s_stats(),
+                sim.s2c_stats()
+            );
+        }
+    }
+}
+
+#[test]
+fn exactly_once_sweep() {
+    sweep(0..300);
+}
+
+/// The long run: thousands of seeded runs over the loss / reordering /
+/// duplication / corruption / window matrix. `cargo test -p xtcp-engine --lib
+/// -- --ignored exactly_once_long_sweep` (about two minutes in debug, much
+/// less with `--release`).
+#[test]
+#[ignore = "long run: 5000 seeded simulations"]
+fn exactly_once_long_sweep() {
+    sweep(1000..6000);
+}
+
+// ---------------------------------------------------------------- scripted
+
+use crate::wire::TcpTimestamp;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+fn t0() -> Instant {
+    static T0: OnceLock<Instant> = OnceLock::new();
+    *T0.get_or_init(Instant::now)
+}
+
+fn ms(v: u64) -> Instant {
+    t0() + Duration::from_millis(v)
+}
+
+fn tuple() -> FourTuple {
+    FourTuple {
+        local: "10.0.0.1:40000".parse().unwrap(),
+        remote: "10.0.0.2:80".parse().unwrap(),
+    }
+}
+
+/// A segment from the scripted peer (port 80 → 40000).
+fn seg(flags: TcpFlags, seq: SeqNumber, ack: SeqNumber, window: u16) -> TcpRepr {
+    TcpRepr {
+        src_port: 80,
+        dst_port: 40000,
+        seq,
+        ack,
+        flags,
+        window,
+        urgent: 0,
+        options: TcpOptions::NONE,
+    }
+}
+
+fn all_options(tsval: u32, tsecr: u32) -> TcpOptions {
+    TcpOptions {
+        mss: Some(1460),
+        window_scale: Some(7),
+        sack_permitted: true,
+        timestamp: Some(TcpTimestamp { tsval, tsecr }),
+        ..TcpOptions::NONE
+    }
+}
+
+const PEER_ISS: SeqNumber = SeqNumber(0xfff0_0000);
+
+/// Drains all segments the connection wants to send now.
+fn out(c: &mut Connection, now: Instant) -> Vec<Segment> {
+    std::iter::from_fn(|| c.poll_transmit(now)).collect()
+}
+
+/// Active open against a scripted peer whose SYN-ACK carries `opts`.
+/// Returns the connection (established) and our ISS.
+fn client_with(cfg: Config, opts: TcpOptions) -> (Connection, SeqNumber) {
+    let isn = IsnGenerator::new(7, t0());
+    let mut c = Connection::connect(cfg, tuple(), &isn, ms(0));
+    let syn = out(&mut c, ms(0));
+    assert_eq!(syn.len(), 1);
+    let iss = syn[0].repr.seq;
+    assert_eq!(syn[0].repr.flags, TcpFlags::SYN);
+    let mut sa = seg(TcpFlags::SYN | TcpFlags::ACK, PEER_ISS, iss + 1, 65535);
+    sa.options = opts;
+    c.handle_segment(ms(10), &sa, &[]);
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.poll_event(), Some(Event::Connected));
+    let ack = out(&mut c, ms(10));
+    assert_eq!(ack.len(), 1, "the handshake's third segment");
+    assert_eq!(ack[0].repr.flags, TcpFlags::ACK);
+    assert_eq!(ack[0].repr.ack, PEER_ISS + 1);
+    (c, iss)
+}
+
+fn events(c: &mut Connection) -> Vec<Event> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+#[test]
+fn handshake_with_every_option() {
+    let isn = IsnGenerator::new(7, t0());
+    let mut fresh = Connection::connect(Config::default(), tuple(), &isn, ms(0));
+    let o = out(&mut fresh, ms(0))[0].repr.options;
+    assert_eq!(o.mss, Some(1460));
+    assert_eq!(o.window_scale, Some(Config::default().window_shift()));
+    assert!(o.sack_permitted);
+    assert_eq!(o.timestamp.map(|t| t.tsecr), Some(0));
+
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    assert_eq!(c.negotiated(), (true, true, true));
+    assert_eq!(c.send_mss(), 1460 - 12, "timestamps take 12 bytes");
+    // The peer's window is scaled by its shift (7).
+    let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 100);
+    a.options.timestamp = Some(TcpTimestamp {
+        tsval: 1001,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(11), &a, &[]);
+    assert_eq!(c.send_window(), 100 << 7);
+    c.write(&[1u8; 3000]).unwrap();
+    let segs = out(&mut c, ms(12));
+    let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
+    assert_eq!(lens, vec![1448, 1448, 104]);
+    for s in &segs {
+        let ts = s
+            .repr
+            .options
+            .timestamp
+            .expect("timestamps on every segment");
+        assert_eq!(ts.tsecr, 1001, "echoes TS.Recent");
+        assert_eq!(s.repr.ack, PEER_ISS + 1);
+    }
+    assert_eq!(segs[0].repr.seq, iss + 1);
+    assert!(segs[2].repr.flags.contains(TcpFlags::PSH));
+}
+
+#[test]
+fn handshake_with_a_peer_offering_no_options() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    assert_eq!(c.negotiated(), (false, false, false));
+    assert_eq!(c.send_mss(), 536, "RFC 9293 default MSS");
+    let a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 1000);
+    c.handle_segment(ms(11), &a, &[]);
+    assert_eq!(c.send_window(), 1000, "no scaling");
+    let a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    c.handle_segment(ms(11), &a, &[]);
+    c.write(&[1u8; 2000]).unwrap();
+    let segs = out(&mut c, ms(12));
+    let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
+    assert_eq!(lens, vec![536, 536, 536, 392]);
+    for s in &segs {
+        assert!(s.repr.options.is_empty(), "no options without negotiation");
+        assert_eq!(s.repr.window, 65535, "unscaled window field, clamped");
+    }
+}
+
+#[test]
+fn handshake_with_each_option_alone() {
+    let base = TcpOptions {
+        mss: Some(1460),
+        ..TcpOptions::NONE
+    };
+    let cases = [
+        (
+            TcpOptions {
+                window_scale: Some(2),
+                ..base
+            },
+            (true, false, false),
+        ),
+        (
+            TcpOptions {
+                sack_permitted: true,
+                ..base
+            },
+            (false, true, false),
+        ),
+        (
+            TcpOptions {
+                timestamp: Some(TcpTimestamp { tsval: 5, tsecr: 0 }),
+                ..base
+            },
+            (false, false, true),
+        ),
+    ];
+    for (opts, want) in cases {
+        let (c, _) = client_with(Config::default(), opts);
+        assert_eq!(c.negotiated(), want, "{opts:?}");
+        let mss = if want.2 { 1448 } else { 1460 };
+        assert_eq!(c.send_mss(), mss);
+    }
+    // And a local side that offers nothing negotiates nothing.
+    let cfg = Config {
+        window_scaling: false,
+        sack: false,
+        timestamps: false,
+        ..Config::default()
+    };
+    let (c, _) = client_with(cfg, all_options(1, 0));
+    assert_eq!(c.negotiated(), (false, false, false));
+}
+
+fn their_syn(opts: TcpOptions) -> TcpRepr {
+    let mut s = seg(TcpFlags::SYN, PEER_ISS, SeqNumber(0), 65535);
+    s.options = opts;
+    // The peer is the client here: ports as the listener sees them.
+    s.src_port = 80;
+    s.dst_port = 40000;
+    s
+}
+
+#[test]
+fn passive_open_answers_only_what_was_offered() {
+    let isn = IsnGenerator::new(9, t0());
+    let mut c = Connection::accept(
+        Config::default(),
+        tuple(),
+        &isn,
+        ms(0),
+        &their_syn(TcpOptions::NONE),
+    )
+    .unwrap();
+    let sa = out(&mut c, ms(0));
+    assert_eq!(sa.len(), 1);
+    let r = sa[0].repr;
+    assert_eq!(r.flags, TcpFlags::SYN | TcpFlags::ACK);
+    assert_eq!(r.ack, PEER_ISS + 1);
+    assert_eq!(r.options.mss, Some(1460));
+    assert_eq!(
+        (
+            r.options.window_scale,
+            r.options.sack_permitted,
+            r.options.timestamp
+        ),
+        (None, false, None)
+    );
+    // The final ACK establishes.
+    let ack = seg(TcpFlags::ACK, PEER_ISS + 1, r.seq + 1, 65535);
+    c.handle_segment(ms(5), &ack, &[]);
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(events(&mut c), vec![Event::Connected, Event::Writable]);
+
+    let mut c = Connection::accept(
+        Config::default(),
+        tuple(),
+        &isn,
+        ms(0),
+        &their_syn(all_options(77, 0)),
+    )
+    .unwrap();
+    let r = out(&mut c, ms(0))[0].repr;
+    assert_eq!(
+        r.options.window_scale,
+        Some(Config::default().window_shift())
+    );
+    assert!(r.options.sack_permitted);
+    assert_eq!(r.options.timestamp.map(|t| t.tsecr), Some(77));
+    // A non-SYN is not a passive open.
+    assert!(
+        Connection::accept(
+            Config::default(),
+            tuple(),
+            &isn,
+            ms(0),
+            &seg(TcpFlags::ACK, PEER_ISS, PEER_ISS, 1)
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn syn_received_rejects_a_bad_ack_with_rst_and_retransmits_syn_ack() {
+    let isn = IsnGenerator::new(9, t0());
+    let mut c = Connection::accept(
+        Config::default(),
+        tuple(),
+        &isn,
+        ms(0),
+        &their_syn(TcpOptions::NONE),
+    )
+    .unwrap();
+    let iss = out(&mut c, ms(0))[0].repr.seq;
+    let bad = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1000, 65535);
+    c.handle_segment(ms(1), &bad, &[]);
+    let rst = out(&mut c, ms(1));
+    assert_eq!(rst.len(), 1);
+    assert_eq!(rst[0].repr.flags, TcpFlags::RST);
+    assert_eq!(rst[0].repr.seq, iss + 1000);
+    assert_eq!(c.state(), State::SynReceived);
+    // The SYN-ACK is retransmitted at the RTO (1 s initial).
+    assert_eq!(c.poll_timeout(), Some(ms(1000)));
+    c.handle_timeout(ms(1000));
+    let again = out(&mut c, ms(1000));
+    assert_eq!(again[0].repr.flags, TcpFlags::SYN | TcpFlags::ACK);
+    assert_eq!(again[0].repr.seq, iss);
+    assert_eq!(c.poll_timeout(), Some(ms(3000)), "backed off to 2 s");
+}
+
+#[test]
+fn rst_in_syn_sent_is_refused_only_with_the_right_ack() {
+    let isn = IsnGenerator::new(7, t0());
+    let mut c = Connection::connect(Config::default(), tuple(), &isn, ms(0));
+    let iss = out(&mut c, ms(0))[0].repr.seq;
+    // Wrong ACK: an RST is answered for a non-RST, ignored for an RST.
+    c.handle_segment(
+        ms(1),
+        &seg(TcpFlags::RST | TcpFlags::ACK, SeqNumber(5), iss + 9, 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::SynSent);
+    c.handle_segment(ms(1), &seg(TcpFlags::ACK, SeqNumber(5), iss + 9, 0), &[]);
+    let r = out(&mut c, ms(1));
+    assert_eq!((r[0].repr.flags, r[0].repr.seq), (TcpFlags::RST, iss + 9));
+    assert_eq!(c.state(), State::SynSent);
+    c.handle_segment(
+        ms(2),
+        &seg(TcpFlags::RST | TcpFlags::ACK, SeqNumber(0), iss + 1, 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Error(ConnectionError::Refused),
+            Event::Closed(CloseReason::Error(ConnectionError::Refused))
+        ]
+    );
+}
+
+#[test]
+fn rst_exactly_at_rcv_nxt_resets() {
+    let (mut c, _) = client_with(Config::default(), TcpOptions::NONE);
+    events(&mut c);
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::RST, PEER_ISS + 1, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.stats().rst_received, 1);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Error(ConnectionError::Reset),
+            Event::Closed(CloseReason::Error(ConnectionError::Reset))
+        ]
+    );
+    assert!(out(&mut c, ms(20)).is_empty(), "no answer to an RST");
+}
+
+#[test]
+fn off_target_rst_in_window_gets_a_challenge_ack_and_does_not_reset() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::RST, PEER_ISS + 1000, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.stats().challenge_acks, 1);
+    let a = out(&mut c, ms(20));
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        (a[0].repr.flags, a[0].repr.seq, a[0].repr.ack),
+        (TcpFlags::ACK, iss + 1, PEER_ISS + 1)
+    );
+    // Outside the window entirely: silently dropped.
+    c.handle_segment(
+        ms(21),
+        &seg(TcpFlags::RST, PEER_ISS + 10_000_000, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Established);
+    assert!(out(&mut c, ms(21)).is_empty());
+    assert_eq!(c.stats().challenge_acks, 1);
+    // A SYN on an established connection also gets a challenge ACK (RFC 5961 §4).
+    c.handle_segment(
+        ms(22),
+        &seg(TcpFlags::SYN, PEER_ISS + 5, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.stats().challenge_acks, 2);
+    assert_eq!(out(&mut c, ms(22)).len(), 1);
+    // An ACK for data never sent is answered with an ACK and ignored.
+    c.handle_segment(
+        ms(23),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 500, 100),
+        &[],
+    );
+    assert_eq!(
+        c.send_window(),
+        65535,
+        "the bogus segment's window was ignored"
+    );
+    assert_eq!(out(&mut c, ms(23)).len(), 1);
+    // An ACK older than SND.UNA − MAX.SND.WND gets a challenge ACK (RFC 5961 §5).
+    let old = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 - 100_000, 100);
+    c.handle_segment(ms(24), &old, b"data riding on it");
+    assert_eq!(c.stats().challenge_acks, 3);
+    assert_eq!(c.readable(), 0, "the segment was dropped");
+    assert_eq!(out(&mut c, ms(24)).len(), 1);
+}
+
+#[test]
+fn paws_drops_an_old_duplicate() {
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    let mut d = seg(TcpFlags::ACK | TcpFlags::PSH, PEER_ISS + 1, iss + 1, 1000);
+    d.options.timestamp = Some(TcpTimestamp {
+        tsval: 2000,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(20), &d, b"new data");
+    assert_eq!(c.readable(), 8);
+    // An old duplicate (a previous incarnation's, say) with an older TSval but
+    // a sequence number that would be in window.
+    let mut old = seg(TcpFlags::ACK | TcpFlags::PSH, PEER_ISS + 9, iss + 1, 1000);
+    old.options.timestamp = Some(TcpTimestamp {
+        tsval: 1500,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(21), &old, b"stale!!");
+    assert_eq!(c.stats().paws_drops, 1);
+    assert_eq!(c.readable(), 8, "not delivered");
+    // Same bytes with a current TSval are accepted.
+    old.options.timestamp = Some(TcpTimestamp {
+        tsval: 2001,
+        tsecr: 0,
+    });
+    c.handle_segment(ms(22), &old, b"fresh!!");
+    assert_eq!(c.readable(), 15);
+    let mut buf = [0u8; 32];
+    let n = c.read(ms(22), &mut buf);
+    assert_eq!(&buf[..n], b"new datafresh!!");
+}
+
+#[test]
+fn rto_backs_off_doubling_and_resets_on_ack() {
+    let cfg = Config {
+        rto_min: Duration::from_millis(200),
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+    // One RTT sample from the handshake (10 ms): RTO = max(200 ms, …).
+    assert_eq!(c.rto(), Duration::from_millis(200));
+    c.write(&[3u8; 100]).unwrap();
+    let first = out(&mut c, ms(100));
+    assert_eq!(first.len(), 1);
+    let mut deadline = c.poll_timeout().unwrap();
+    assert_eq!(deadline, ms(300));
+    let mut expect = Duration::from_millis(200);
+    for i in 1..=5u32 {
+        c.handle_timeout(deadline);
+        let r = out(&mut c, deadline);
+        assert_eq!(r.len(), 1, "one retransmission per expiry");
+        assert_eq!(r[0].repr.seq, iss + 1);
+        assert_eq!(r[0].len, 100);
+        expect *= 2;
+        assert_eq!(c.rto(), expect, "doubled after expiry {i}");
+        assert_eq!(c.rto_backoff(), i);
+        let next = c.poll_timeout().unwrap();
+        assert_eq!(next - deadline, expect);
+        deadline = next;
+    }
+    assert_eq!(c.stats().rto_expirations, 5);
+    assert_eq!(c.cwnd(), 536, "loss window: one segment");
+    // The ACK resets the backoff (the sample from a retransmitted segment is
+    // not taken: Karn).
+    let samples = c.stats().rtt_samples;
+    c.handle_segment(
+        deadline,
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 101, 65535),
+        &[],
+    );
+    assert_eq!(c.rto_backoff(), 0);
+    assert_eq!(c.rto(), Duration::from_millis(200));
+    assert_eq!(c.stats().rtt_samples, samples);
+    assert_eq!(c.poll_timeout(), None, "nothing outstanding");
+}
+
+#[test]
+fn retransmissions_give_up_with_timed_out() {
+    let cfg = Config {
+        max_retries: 3,
+        ..Config::default()
+    };
+    let (mut c, _) = client_with(cfg, TcpOptions::NONE);
+    events(&mut c);
+    c.write(&[3u8; 100]).unwrap();
+    out(&mut c, ms(100));
+    for _ in 0..4 {
+        let d = c.poll_timeout().unwrap();
+        c.handle_timeout(d);
+        out(&mut c, d);
+    }
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Error(ConnectionError::TimedOut),
+            Event::Closed(CloseReason::Error(ConnectionError::TimedOut))
+        ]
+    );
+}
+
+#[test]
+fn fin_beyond_a_hole_is_held_until_the_hole_fills() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    let mut second = seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 4, iss + 1, 65535);
+    second.window = 65535;
+    c.handle_segment(ms(20), &second, b"defg");
+    assert_eq!(c.state(), State::Established, "FIN not in order yet");
+    let dup_ack = out(&mut c, ms(20));
+    assert_eq!(
+        dup_ack[0].repr.ack,
+        PEER_ISS + 1,
+        "immediate ACK for out-of-order"
+    );
+    c.handle_segment(
+        ms(21),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535),
+        b"abc",
+    );
+    assert_eq!(c.state(), State::CloseWait);
+    let a = out(&mut c, ms(21));
+    assert_eq!(
+        a.last().unwrap().repr.ack,
+        PEER_ISS + 1 + 7 + 1,
+        "data and FIN acked"
+    );
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(ms(21), &mut buf), 7);
+    assert_eq!(&buf[..7], b"abcdefg");
+    assert!(c.read_closed());
+    // Half-close: we can still send, then close → LAST-ACK → closed.
+    c.write(b"reply").unwrap();
+    c.close(ms(22));
+    assert_eq!(c.state(), State::LastAck);
+    let s = out(&mut c, ms(22));
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].len, 5);
+    assert!(
+        s[0].repr.flags.contains(TcpFlags::FIN),
+        "FIN rides on the data"
+    );
+    c.handle_segment(
+        ms(30),
+        &seg(TcpFlags::ACK, PEER_ISS + 9, iss + 7, 65535),
+        &[],
+    );
+    assert_eq!(c.state(), State::Closed);
+    assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
+}
+
+#[test]
+fn time_wait_reacknowledges_a_retransmitted_fin_and_expires() {
+    let cfg = Config::default();
+    let tw = cfg.time_wait;
+    let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+    c.close(ms(20));
+    let fin = out(&mut c, ms(20));
+    assert_eq!(fin.len(), 1);
+    assert_eq!(fin[0].repr.flags, TcpFlags::ACK | TcpFlags::FIN);
+    assert_eq!(c.state(), State::FinWait1);
+    c.handle_segment(
+        ms(30),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 2, 65535),
+        &[],
+    );
+    assert_eq!(c.state(), State::FinWait2);
+    let pfin = seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 1, iss + 2, 65535);
+    c.handle_segment(ms(40), &pfin, &[]);
+    assert_eq!(c.state(), State::TimeWait);
+    assert_eq!(out(&mut c, ms(40))[0].repr.ack, PEER_ISS + 2);
+    assert_eq!(c.poll_timeout(), Some(ms(40) + tw));
+    // The peer did not get our ACK and retransmits its FIN.
+    c.handle_segment(ms(500), &pfin, &[]);
+    let a = out(&mut c, ms(500));
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 2));
+    assert_eq!(c.poll_timeout(), Some(ms(500) + tw), "restarted");
+    c.handle_timeout(ms(500) + tw);
+    assert_eq!(c.state(), State::Closed);
+    assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
+}
+
+#[test]
+fn abort_sends_rst_and_closes() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    events(&mut c);
+    c.abort(ms(20));
+    let r = out(&mut c, ms(20));
+    assert_eq!(r.len(), 1);
+    assert!(r[0].repr.flags.contains(TcpFlags::RST));
+    assert_eq!(r[0].repr.seq, iss + 1);
+    assert_eq!(events(&mut c), vec![Event::Closed(CloseReason::Aborted)]);
+    assert!(c.is_drained());
+    assert!(c.write(b"x").is_err());
+}
+
+/// Passes segments between two connections (no loss) until both are quiet.
+fn exchange(a: &mut Connection, b: &mut Connection, now: Instant) -> usize {
+    let mut moved = 0;
+    loop {
+        let mut any = false;
+        for dir in 0..2 {
+            let (from, to) = if dir == 0 {
+                (&mut *a, &mut *b)
+            } else {
+                (&mut *b, &mut *a)
+            };
+            while let Some(s) = from.poll_transmit(now) {
+                let (x, y) = from.payload(&s);
+                let mut p = x.to_vec();
+                p.extend_from_slice(y);
+                to.handle_segment(now, &s.repr, &p);
+                any = true;
+                moved += 1;
+            }
+        }
+        if !any {
+            return moved;
+        }
+    }
+}
+
+fn pair() -> (Connection, Connection) {
+    let isn = IsnGenerator::new(3, t0());
+    let t = tuple();
+    let back = FourTuple {
+        local: t.remote,
+        remote: t.local,
+    };
+    let mut a = Connection::connect(Config::default(), t, &isn, ms(0));
+    let syn = a.poll_transmit(ms(0)).unwrap();
+    let mut b = Connection::accept(Config::default(), back, &isn, ms(0), &syn.repr).unwrap();
+    exchange(&mut a, &mut b, ms(1));
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+    (a, b)
+}
+
+#[test]
+fn simultaneous_close_goes_through_closing() {
+    let (mut a, mut b) = pair();
+    a.close(ms(10));
+    b.close(ms(10));
+    // Both FINs cross: take them out before either is delivered.
+    let fa = a.poll_transmit(ms(10)).unwrap();
+    let fb = b.poll_transmit(ms(10)).unwrap();
+    assert!(fa.repr.flags.contains(TcpFlags::FIN) && fb.repr.flags.contains(TcpFlags::FIN));
+    a.handle_segment(ms(11), &fb.repr, &[]);
+    b.handle_segment(ms(11), &fa.repr, &[]);
+    assert_eq!((a.state(), b.state()), (State::Closing, State::Closing));
+    exchange(&mut a, &mut b, ms(12));
+    assert_eq!((a.state(), b.state()), (State::TimeWait, State::TimeWait));
+    let end = ms(12) + Config::default().time_wait;
+    a.handle_timeout(end);
+    b.handle_timeout(end);
+    assert_eq!((a.state(), b.state()), (State::Closed, State::Closed));
+    assert!(events(&mut a).contains(&Event::Closed(CloseReason::Normal)));
+    assert!(events(&mut b).contains(&Event::Closed(CloseReason::Normal)));
+}
+
+#[test]
+fn simultaneous_open() {
+    let isn_a = IsnGenerator::new(3, t0());
+    let isn_b = IsnGenerator::new(4, t0());
+    let t = tuple();
+    let back = FourTuple {
+        local: t.remote,
+        remote: t.local,
+    };
+    let mut a = Connection::connect(Config::default(), t, &isn_a, ms(0));
+    let mut b = Connection::connect(Config::default(), back, &isn_b, ms(0));
+    let sa = a.poll_transmit(ms(0)).unwrap();
+    let sb = b.poll_transmit(ms(0)).unwrap();
+    a.handle_segment(ms(1), &sb.repr, &[]);
+    b.handle_segment(ms(1), &sa.repr, &[]);
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::SynReceived, State::SynReceived)
+    );
+    exchange(&mut a, &mut b, ms(2));
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+    a.write(b"hello").unwrap();
+    exchange(&mut a, &mut b, ms(3));
+    let mut buf = [0u8; 8];
+    assert_eq!(b.read(ms(3), &mut buf), 5);
+    assert_eq!(&buf[..5], b"hello");
+}
+
+#[test]
+fn listener_resets_strays_and_completes_handshakes() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let peer: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 4, 2);
+    // An ACK to a listening port with no half-open connection → RST <SEQ=SEG.ACK>.
+    let mut stray = seg(TcpFlags::ACK, SeqNumber(10), SeqNumber(999), 100);
+    stray.src_port = 40000;
+    stray.dst_port = 80;
+    l.handle_segment(ms(0), peer, &stray, &[]);
+    let (t, r) = l.poll_transmit(ms(0)).unwrap();
+    assert_eq!(t.remote, peer);
+    assert_eq!((r.repr.flags, r.repr.seq), (TcpFlags::RST, SeqNumber(999)));
+    // A stray RST gets nothing.
+    stray.flags = TcpFlags::RST;
+    l.handle_segment(ms(0), peer, &stray, &[]);
+    assert!(l.poll_transmit(ms(0)).is_none());
+    // SYN → SYN-ACK → ACK → accept.
+    let mut syn = their_syn(TcpOptions::NONE);
+    syn.src_port = 40000;
+    syn.dst_port = 80;
+    l.handle_segment(ms(1), peer, &syn, &[]);
+    assert_eq!(l.half_open_count(), 1);
+    let (_, sa) = l.poll_transmit(ms(1)).unwrap();
+    assert_eq!(sa.repr.flags, TcpFlags::SYN | TcpFlags::ACK);
+    let mut ack = seg(TcpFlags::ACK, PEER_ISS + 1, sa.repr.seq + 1, 65535);
+    ack.src_port = 40000;
+    ack.dst_port = 80;
+    l.handle_segment(ms(2), peer, &ack, b"early data");
+    assert_eq!(l.half_open_count(), 0);
+    let mut c = l.accept().expect("established");
+    assert_eq!(c.state(), State::Established);
+    let data = Config::default().send_buffer() + Config::default().recv_buffer;
+    assert!(
+        c.heap_bytes() >= data && c.heap_bytes() < data + 1024,
+        "buffers allocated at establishment"
+    );
+    assert_eq!(c.readable(), 10, "data on the third segment is kept");
+    assert_eq!(l.stats().established, 1);
+    assert!(l.accept().is_none());
+    assert_eq!(events(&mut c)[0], Event::Connected);
+}
+
+#[test]
+fn syn_flood_keeps_the_listener_bounded() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let cfg = Config {
+        syn_retries: 2,
+        ..Config::default()
+    };
+    let mut l = Listener::new(cfg, local, IsnGenerator::new(1, t0()), 64, 8);
+    let mut sent = 0u64;
+    for i in 0..20_000u32 {
+        let peer = std::net::SocketAddr::new(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)),
+            1024 + (i % 60000) as u16,
+        );
+        let mut syn = their_syn(all_options(i, 0));
+        syn.seq = SeqNumber(i.wrapping_mul(7919));
+        l.handle_segment(ms(u64::from(i / 100)), peer, &syn, &[]);
+        while l.poll_transmit(ms(u64::from(i / 100))).is_some() {
+            sent += 1;
+        }
+        assert!(l.half_open_count() <= 64);
+    }
+    let st = *l.stats();
+    assert_eq!(st.syns_accepted, 64);
+    assert_eq!(st.syns_dropped, 20_000 - 64);
+    assert_eq!(
+        sent, 64,
+        "one SYN-ACK per admitted SYN, nothing for the rest"
+    );
+    // A half-open connection is small: no buffers until established.
+    let per = std::mem::size_of::<Connection>();
+    assert!(per < 2048, "{per}");
+    let mem = l.half_open_memory();
+    assert!(
+        mem <= 64 * (per + 512),
+        "{mem} bytes for 64 half-open connections"
+    );
+    // Unanswered SYN-ACKs are retried, then the entries expire.
+    let mut now = ms(200);
+    while let Some(t) = l.poll_timeout() {
+        now = t;
+        l.handle_timeout(now);
+        while l.poll_transmit(now).is_some() {}
+    }
+    assert_eq!(l.half_open_count(), 0);
+    assert_eq!(l.stats().half_open_expired, 64);
+    assert!(
+        now < ms(200) + Duration::from_secs(10),
+        "1 + 2 + 4 s of retries"
+    );
+    // After the flood a real client gets through.
+    let peer: std::net::SocketAddr = "10.9.9.9:5555".parse().unwrap();
+    let mut syn = their_syn(TcpOptions::NONE);
+    syn.src_port = 5555;
+    l.handle_segment(now, peer, &syn, &[]);
+    assert_eq!(l.half_open_count(), 1);
+}
+
+// ---------------------------------------------------------------- performance
+
+fn fast_link(delay_ms: u64) -> LinkConfig {
+    LinkConfig {
+        bandwidth: 1_000_000_000,
+        delay: Duration::from_millis(delay_ms),
+        queue_limit: 2000,
+        ..LinkConfig::default()
+    }
+}
+
+/// Goodput of the client → server direction, bits per second, from the first
+/// to the last byte read by the server.
+fn goodput(sim: &Sim) -> f64 {
+    let a = sim.server_app();
+    let dt = a.last_read_at.unwrap() - a.first_read_at.unwrap();
+    a.received as f64 * 8.0 / dt.as_secs_f64()
+}
+
+#[test]
+fn goodput_reaches_90_percent_of_the_link_without_loss() {
+    // Jumbo frames (headers are 0.6% of a packet) over 1 Gbit/s, 2 ms RTT.
+    let conn = Config {
+        mss: 8960,
+        send_frames: 1024,
+        recv_buffer: 8 << 20,
+        ..Config::default()
+    };
+    let cfg = SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: LinkConfig {
+            mtu: 9000,
+            ..fast_link(1)
+        },
+        s2c: LinkConfig {
+            mtu: 9000,
+            ..fast_link(1)
+        },
+        client_bytes: 24 << 20,
+        server_bytes: 0,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let g = goodput(&sim);
+    let link = 1e9;
+    eprintln!(
+        "goodput {:.1} Mbit/s = {:.1}% of the link",
+        g / 1e6,
+        g / link * 100.0
+    );
+    assert!(g >= 0.9 * link, "goodput {g}");
+    let client = sim.client.stats();
+    assert_eq!(client.retransmits, 0);
+    // Delayed ACK: about one ACK per two full-size segments.
+    let data_segments = client.segments_sent;
+    let acks = sim.server.as_ref().unwrap().stats().acks_sent;
+    assert!(
+        acks * 10 <= data_segments * 6,
+        "{acks} ACKs for {data_segments} segments"
+    );
+}
+
+#[test]
+fn window_limited_throughput_is_window_over_rtt() {
+    let window = 16 * 1024;
+    let run = |recv_window: RecvWindow| {
+        let server = Config {
+            recv_buffer: 4 << 20,
+            recv_window,
+            ..Config::default()
+        };
+        let client = Config {
+            send_frames: 1024,
+            ..Config::default()
+        };
+        let cfg = SimConfig {
+            client,
+            server,
+            c2s: fast_link(10),
+            s2c: fast_link(10),
+            client_bytes: 3 << 20,
+            server_bytes: 0,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(60)));
+        clean_close(&sim, &cfg);
+        (
+            goodput(&sim),
+            sim.server.as_ref().unwrap().recv_window_limit(),
+        )
+    };
+    let (fixed, limit) = run(RecvWindow::Fixed(window));
+    assert_eq!(limit, window);
+    let expect = window as f64 * 8.0 / 0.020;
+    eprintln!(
+        "fixed {window}: {:.2} Mbit/s (window/RTT {:.2})",
+        fixed / 1e6,
+        expect / 1e6
+    );
+    assert!(
+        fixed > 0.8 * expect && fixed < 1.1 * expect,
+        "{fixed} vs {expect}"
+    );
+    // The small-buffer effect: autotuning from the same start goes far beyond.
+    let (tuned, limit) = run(RecvWindow::AutoTune { initial: window });
+    eprintln!(
+        "autotuned: {:.2} Mbit/s, window grew to {limit}",
+        tuned / 1e6
+    );
+    assert!(limit >= 1 << 20, "window grew to {limit}");
+    assert!(tuned > 5.0 * fixed, "{tuned} vs {fixed}");
+}
+
+// ---------------------------------------------------------------- recovery
+
+fn recovery_cfg(sack: bool) -> SimConfig {
+    let conn = Config {
+        send_frames: 256,
+        recv_buffer: 1 << 20,
+        sack,
+        ..Config::default()
+    };
+    SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: fast_link(5),
+        s2c: fast_link(5),
+        client_bytes: 600_000,
+        server_bytes: 0,
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn sack_repairs_several_losses_in_one_window_without_rto() {
+    let cfg = recovery_cfg(true);
+    let mut sim = Sim::new(cfg.clone());
+    // Four data segments of one flight lost (packet 1 is the SYN).
+    sim.drop_packets(true, &[40, 43, 47, 52]);
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    eprintln!("{st:?}");
+    assert_eq!(sim.c2s_stats().lost, 4);
+    assert_eq!(st.rto_expirations, 0, "no timeout");
+    assert_eq!(st.fast_retransmits, 1, "one recovery episode");
+    assert_eq!(st.sack_recoveries, 1);
+    assert_eq!(st.retransmits, 4, "exactly the lost segments");
+    assert!(st.sack_retransmits >= 3);
+    assert!(sim.server.as_ref().unwrap().stats().ooo_segments > 0);
+}
+
+#[test]
+fn newreno_without_sack_also_recovers_without_rto() {
+    let cfg = recovery_cfg(false);
+    let mut sim = Sim::new(cfg.clone());
+    sim.drop_packets(true, &[40, 43]);
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(st.rto_expirations, 0);
+    assert_eq!(st.fast_retransmits, 1);
+    assert_eq!(st.sack_recoveries, 0);
+    assert_eq!(st.retransmits, 2, "one per partial ACK");
+}
+
+#[test]
+fn zero_window_probing_resumes_a_stalled_transfer() {
+    let server = Config {
+        recv_buffer: 64 * 1024,
+        recv_window: RecvWindow::Fixed(64 * 1024),
+        ..Config::default()
+    };
+    let cfg = SimConfig {
+        server,
+        c2s: fast_link(5),
+        s2c: fast_link(5),
+        client_bytes: 1 << 20,
+        server_bytes: 0,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    sim.set_server_reading(false);
+    // Stall until the window is shut and a few probes have gone out.
+    sim.drive_while(Duration::from_secs(20), |s| {
+        s.client.stats().window_probes < 3
+    });
+    assert_eq!(sim.client.send_window(), 0);
+    assert_eq!(sim.server.as_ref().unwrap().readable(), 64 * 1024);
+    assert!(
+        sim.client.stats().bytes_sent >= 64 * 1024,
+        "the last small window was filled"
+    );
+    let probes = sim.client.stats().window_probes;
+    assert!(probes >= 3);
+    assert_eq!(
+        sim.client.stats().rto_expirations,
+        0,
+        "probes are not timeouts"
+    );
+    // The reader wakes up, but its window update is lost: only a probe can
+    // discover the open window.
+    let next = sim.s2c_stats().sent + 1;
+    sim.drop_packets(false, &[next]);
+    sim.set_server_reading(true);
+    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    clean_close(&sim, &cfg);
+    assert!(
+        sim.client.stats().window_probes > probes,
+        "a probe resumed it"
+    );
+    assert_eq!(sim.s2c_stats().lost, 1);
+}
+
+#[test]
+fn jumbo_mtu_run_uses_large_segments() {
+    let conn = Config {
+        mss: 8960,
+        send_frames: 256,
+        recv_buffer: 2 << 20,
+        ..Config::default()
+    };
+    let link = LinkConfig {
+        mtu: 9000,
+        loss: 0.01,
+        ..fast_link(2)
+    };
+    let cfg = SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: link.clone(),
+        s2c: link,
+        client_bytes: 2 << 20,
+        server_bytes: 1 << 20,
+        seed: 11,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    assert_eq!(sim.client.send_mss(), 8192, "8948 clipped to two frames");
+    assert_eq!(sim.c2s_stats().mtu_drops, 0);
+    let st = sim.client.stats();
+    assert!(st.segments_sent < (3 << 20) / 8000 + 200);
+}
+
+#[test]
+fn same_seed_same_run() {
+    let (a, _) = matrix_run(42);
+    let (b, _) = matrix_run(42);
+    assert_eq!(a.client.stats(), b.client.stats());
+    assert_eq!(a.c2s_stats(), b.c2s_stats());
+    assert_eq!(a.elapsed(), b.elapsed());
+    let (c, _) = matrix_run(43);
+    assert_ne!(a.c2s_stats(), c.c2s_stats());
+}
+
+#[test]
+fn nagle_is_off_by_default_and_holds_small_segments_when_on() {
+    for nagle in [false, true] {
+        let cfg = Config {
+            nagle,
+            ..Config::default()
+        };
+        let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+        c.write(b"first").unwrap();
+        assert_eq!(out(&mut c, ms(20)).len(), 1);
+        c.write(b"second").unwrap();
+        let second = out(&mut c, ms(21));
+        if nagle {
+            assert!(second.is_empty(), "held while data is unacknowledged");
+            c.handle_segment(
+                ms(30),
+                &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 6, 65535),
+                &[],
+            );
+            let s = out(&mut c, ms(30));
+            assert_eq!((s.len(), s[0].len), (1, 6));
+        } else {
+            assert_eq!((second.len(), second[0].len), (1, 6), "sent at once");
+        }
+    }
+}
+
+#[test]
+fn challenge_acks_are_rate_limited() {
+    let cfg = Config {
+        challenge_ack_limit: 10,
+        ..Config::default()
+    };
+    let (mut c, _) = client_with(cfg, TcpOptions::NONE);
+    let mut acks = 0;
+    for i in 0..50u64 {
+        let r = seg(TcpFlags::RST, PEER_ISS + 100 + i as usize, SeqNumber(0), 0);
+        c.handle_segment(ms(100 + i), &r, &[]);
+        acks += out(&mut c, ms(100 + i)).len();
+    }
+    assert_eq!(acks, 10);
+    assert_eq!(c.stats().challenge_acks, 10);
+    assert_eq!(c.state(), State::Established);
+    // A second later the budget is back.
+    c.handle_segment(
+        ms(1200),
+        &seg(TcpFlags::RST, PEER_ISS + 100, SeqNumber(0), 0),
+        &[],
+    );
+    assert_eq!(out(&mut c, ms(1200)).len(), 1);
+}
+
+#[test]
+fn out_of_order_queue_stays_bounded_and_reports_sack_blocks() {
+    let cfg = Config {
+        max_ooo_ranges: 3,
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg, all_options(1, 0));
+    let ts = |v: u32| Some(TcpTimestamp { tsval: v, tsecr: 0 });
+    // Every other 100-byte block, beyond a hole at the start.
+    for k in 0..6usize {
+        let mut d = seg(TcpFlags::ACK, PEER_ISS + 1 + 100 + 200 * k, iss + 1, 1000);
+        d.options.timestamp = ts(10 + k as u32);
+        c.handle_segment(ms(20), &d, &[9u8; 100]);
+    }
+    let st = c.stats();
+    assert_eq!(
+        (st.ooo_segments, st.ooo_dropped),
+        (3, 3),
+        "only 3 ranges held"
+    );
+    let acks = out(&mut c, ms(20));
+    let last = acks.last().unwrap().repr;
+    assert_eq!(last.ack, PEER_ISS + 1, "hole at the start");
+    let blocks = last.options.sack.as_slice();
+    assert_eq!(blocks.len(), 3, "three blocks fit beside timestamps");
+    let base = PEER_ISS + 1;
+    assert!(blocks.contains(&(base + 100, base + 200)));
+    assert!(blocks.contains(&(base + 500, base + 600)));
+    // Filling the hole delivers the first range.
+    let mut d = seg(TcpFlags::ACK, base, iss + 1, 1000);
+    d.options.timestamp = ts(20);
+    c.handle_segment(ms(21), &d, &[9u8; 100]);
+    assert_eq!(c.readable(), 200);
+}
+
+#[test]
+fn clipped_mss_sends_whole_frames_by_reference() {
+    let cfg = Config {
+        mss: 8960,
+        ..Config::default()
+    };
+    let mut opts = all_options(1, 0);
+    opts.mss = Some(8960);
+    let (mut c, _) = client_with(cfg.clone(), opts);
+    assert_eq!(c.send_mss(), 8192);
+    let unclipped = Config {
+        clip_mss_to_frames: false,
+        ..cfg
+    };
+    let (u, _) = client_with(unclipped, opts);
+    assert_eq!(u.send_mss(), 8948);
+    // 3 frames of data: one segment of two whole frames, one of one.
+    c.write(&[1u8; 3 * 4096]).unwrap();
+    let segs = out(&mut c, ms(20));
+    let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
+    assert_eq!(lens, vec![8192, 4096]);
+    let frames: Vec<Vec<FrameChunk>> = segs.iter().map(|s| c.payload_frames(s).collect()).collect();
+    assert_eq!(
+        frames,
+        vec![
+            vec![
+                FrameChunk {
+                    frame: 0,
+                    offset: 0,
+                    len: 4096
+                },
+                FrameChunk {
+                    frame: 1,
+                    offset: 0,
+                    len: 4096
+                }
+            ],
+            vec![FrameChunk {
+                frame: 2,
+                offset: 0,
+                len: 4096
+            }],
+        ]
+    );
+}
+
+#[test]
+fn half_open_connection_reset_by_peer_is_forgotten() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let peer: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 4, 2);
+    let mut syn = their_syn(TcpOptions::NONE);
+    syn.src_port = 40000;
+    syn.dst_port = 80;
+    l.handle_segment(ms(1), peer, &syn, &[]);
+    let (_, sa) = l.poll_transmit(ms(1)).unwrap();
+    assert!(l.poll_transmit(ms(1)).is_none());
+    let mut rst = seg(TcpFlags::RST, PEER_ISS + 1, sa.repr.seq + 1, 0);
+    rst.src_port = 40000;
+    rst.dst_port = 80;
+    l.handle_segment(ms(2), peer, &rst, &[]);
+    assert_eq!(l.half_open_count(), 0);
+    assert_eq!(l.stats().half_open_expired, 1);
+    assert!(l.accept().is_none());
+    assert_eq!(l.poll_timeout(), None);
+}
+
+#[test]
+fn random_segments_never_panic_and_keep_invariants() {
+    let mut total = 0;
+    for seed in 0..20u64 {
+        let mut r = isn::XorShift::new(seed);
+        let (mut c, mut iss) = client_with(Config::default(), all_options(1, 0));
+        c.write(&[1u8; 50_000]).unwrap();
+        let mut now = ms(20);
+        out(&mut c, now);
+        let flag_bits = [
+            TcpFlags::ACK,
+            TcpFlags::ACK,
+            TcpFlags::ACK | TcpFlags::FIN,
+            TcpFlags::RST,
+            TcpFlags::SYN,
+            TcpFlags::SYN | TcpFlags::ACK,
+            TcpFlags::NONE,
+            TcpFlags(r.next_u64() as u8),
+        ];
+        let payload = [7u8; 3000];
+        for _ in 0..2000 {
+            now += Duration::from_micros(r.below(20_000));
+            let flags = flag_bits[r.below(flag_bits.len() as u64) as usize];
+            let seq = PEER_ISS + 1 + r.below(200_000) as usize - 100_000;
+            let ack = iss + 1 + r.below(200_000) as usize - 50_000;
+            let mut s = seg(flags, seq, ack, r.below(65536) as u16);
+            if r.chance(0.5) {
+                s.options.timestamp = Some(TcpTimestamp {
+                    tsval: r.next_u64() as u32,
+                    tsecr: 0,
+                });
+            }
+            if r.chance(0.3) {
+                let l = ack + r.below(100_000) as usize;
+                let blocks = [(l, l + r.below(10_000) as usize), (ack, ack)];
+                s.options.sack = crate::wire::SackBlocks::from_slice(&blocks).unwrap();
+            }
+            let len = r.below(3000) as usize;
+            c.handle_segment(now, &s, &payload[..len]);
+            if r.chance(0.05)
+                && let Some(t) = c.poll_timeout()
+            {
+                now = now.max(t);
+                c.handle_timeout(now);
+            }
+            while let Some(seg) = c.poll_transmit(now) {
+                assert!(seg.repr.header_len() <= 60);
+                let (a, b) = c.payload(&seg);
+                assert_eq!(a.len() + b.len(), seg.len);
+            }
+            let mut buf = [0u8; 4096];
+            c.read(now, &mut buf);
+            let _ = c.write(&payload);
+            while c.poll_event().is_some() {}
+            assert!(c.in_flight() <= 200_000);
+            if c.state() == State::Closed {
+                // Timed out or reset: go on with a fresh connection.
+                total += c.stats().segments_received;
+                (c, iss) = client_with(Config::default(), all_options(1, 0));
+                c.write(&[1u8; 50_000]).unwrap();
+                now = ms(20);
+                out(&mut c, now);
+            }
+        }
+        total += c.stats().segments_received;
+    }
+    assert!(total > 10_000, "exercised {total} segments");
+}
+
+#[test]
+fn pacing_keeps_the_bottleneck_queue_short() {
+    let run = |pacing: bool| {
+        // A window below the path's BDP (250 KB): no standing queue, so what
+        // queues is burstiness.
+        let conn = Config {
+            pacing,
+            send_frames: 256,
+            recv_buffer: 96 * 1024,
+            recv_window: RecvWindow::Fixed(96 * 1024),
+            ..Config::default()
+        };
+        // A 100 Mbit/s bottleneck behind a sender that could burst at any rate.
+        let link = LinkConfig {
+            bandwidth: 100_000_000,
+            delay: Duration::from_millis(10),
+            queue_limit: 10_000,
+            ..LinkConfig::default()
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: link.clone(),
+            s2c: link,
+            client_bytes: 1 << 20,
+            server_bytes: 0,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(60)));
+        clean_close(&sim, &cfg);
+        (sim.c2s_stats().max_queue, sim.elapsed())
+    };
+    let (bursty, t_bursty) = run(false);
+    let (paced, t_paced) = run(true);
+    eprintln!("max queue: {bursty} bursty ({t_bursty:?}), {paced} paced ({t_paced:?})");
+    assert!(paced * 2 <= bursty, "paced {paced} vs bursty {bursty}");
+    assert!(t_paced.as_secs_f64() < 1.3 * t_bursty.as_secs_f64());
+}
+
+/// A controller that never changes its window: shows the trait is what the
+/// sender obeys.
+#[derive(Debug)]
+struct FixedWindow {
+    segments: usize,
+    mss: usize,
+}
+
+impl CongestionControl for FixedWindow {
+    fn window(&self) -> usize {
+        self.segments * self.mss
+    }
+    fn ssthresh(&self) -> usize {
+        0
+    }
+    fn on_ack(&mut self, _: Instant, _: usize, _: Option<Duration>) {}
+    fn on_congestion_event(&mut self, _: Instant, _: usize) {}
+    fn on_recovery_end(&mut self, _: Instant) {}
+    fn on_rto(&mut self, _: Instant, _: usize) {}
+    fn set_mss(&mut self, mss: usize) {
+        self.mss = mss;
+    }
+}
+
+#[test]
+fn custom_congestion_control_limits_the_sender() {
+    let cfg = SimConfig {
+        c2s: fast_link(10),
+        s2c: fast_link(10),
+        client_bytes: 1 << 20,
+        server_bytes: 0,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    sim.client.set_congestion_control(Box::new(FixedWindow {
+        segments: 4,
+        mss: 0,
+    }));
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    assert_eq!(sim.client.cwnd(), 4 * 1448);
+    let expect = 4.0 * 1448.0 * 8.0 / 0.020;
+    let g = goodput(&sim);
+    assert!(g > 0.8 * expect && g < 1.1 * expect, "{g} vs {expect}");
+}
+
+#[test]
+fn in_place_writes_and_reads_by_reference() {
+    let (mut a, mut b) = pair();
+    let (x, y) = a.write_slices();
+    assert_eq!(x.len() + y.len(), Config::default().send_buffer());
+    x[..5].copy_from_slice(b"hello");
+    assert_eq!(a.commit(5), Ok(5));
+    exchange(&mut a, &mut b, ms(2));
+    let (r, rest) = b.read_slices();
+    assert_eq!((r, rest), (&b"hello"[..], &b""[..]));
+    assert_eq!(b.consume(ms(2), 5), 5);
+    assert_eq!(b.readable(), 0);
+    a.close(ms(3));
+    assert_eq!(a.write_slices().0.len(), 0, "closed for writing");
+    assert_eq!(a.commit(1), Err(WriteError::Closed));
+}
+
+/// Corner configurations: windows below one MSS, a one-frame send buffer, one
+/// out-of-order range, a 576-byte MTU, heavy loss, a two-packet queue.
+#[test]
+fn exactly_once_in_corner_configurations() {
+    for seed in 0..200u64 {
+        let mut r = isn::XorShift::new(seed ^ 0xc0ffee);
+        let window = [700, 1000, 3000, 5000][r.below(4) as usize];
+        let mtu = [576, 1500][r.below(2) as usize];
+        let conn = Config {
+            mss: (mtu - 40) as u16,
+            frame_len: [512, 4096][r.below(2) as usize],
+            send_frames: 1 + r.below(3) as usize,
+            recv_buffer: window,
+            recv_window: RecvWindow::Fixed(window),
+            max_ooo_ranges: 1,
+            ..Config::default()
+        };
+        let link = LinkConfig {
+            bandwidth: 10_000_000,
+            delay: Duration::from_millis(2),
+            loss: [0.0, 0.05, 0.1][r.below(3) as usize],
+            reorder: 0.05,
+            queue_limit: [2, 5, 1000][r.below(3) as usize],
+            mtu,
+            ..LinkConfig::default()
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: link.clone(),
+            s2c: link,
+            seed,
+            client_bytes: 30_000,
+            server_bytes: 20_000,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(3600)), "seed {seed}");
+        let res =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| clean_close(&sim, &cfg)));
+        assert!(
+            res.is_ok(),
+            "seed {seed}: {cfg:?}\n{:?}\n{:?}",
+            sim.client.stats(),
+            sim.server.as_ref().map(|s| *s.stats())
+        );
+    }
+}
+
+#[test]
+fn timestamps_give_an_rtt_sample_after_a_retransmission() {
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    c.write(&[3u8; 100]).unwrap();
+    out(&mut c, ms(100));
+    let d = c.poll_timeout().unwrap();
+    c.handle_timeout(d);
+    let rexmit = out(&mut c, d);
+    let tsval = rexmit[0].repr.options.timestamp.unwrap().tsval;
+    let samples = c.stats().rtt_samples;
+    // The ACK echoes the retransmission's TSval and arrives 30 ms later.
+    let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 101, 65535);
+    a.options.timestamp = Some(TcpTimestamp {
+        tsval: 1001,
+        tsecr: tsval,
+    });
+    c.handle_segment(d + Duration::from_millis(30), &a, &[]);
+    assert_eq!(c.stats().rtt_samples, samples + 1);
+    assert_eq!(c.stats().ts_rtt_samples, 1);
+    // SRTT moved from the 10 ms handshake sample towards 30 ms.
+    let srtt = c.srtt().unwrap();
+    assert!(
+        srtt > Duration::from_millis(10) && srtt < Duration::from_millis(30),
+        "{srtt:?}"
+    );
+}
+
+#[test]
+fn last_ack_closes_on_the_rst_of_a_peer_past_time_wait() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 1, iss + 1, 65535),
+        &[],
+    );
+    assert_eq!(c.state(), State::CloseWait);
+    c.close(ms(21));
+    let fin = out(&mut c, ms(21));
+    assert!(fin.last().unwrap().repr.flags.contains(TcpFlags::FIN));
+    assert_eq!(c.state(), State::LastAck);
+    // Our FIN reached a peer whose TIME-WAIT is over: it answers with an RST
+    // built by `reset_for`.
+    let mut fin_as_seen = fin.last().unwrap().repr;
+    std::mem::swap(&mut fin_as_seen.src_port, &mut fin_as_seen.dst_port);
+    let rst = reset_for(&fin_as_seen, 0).unwrap();
+    assert_eq!(rst.seq, PEER_ISS + 2);
+    c.handle_segment(ms(30), &rst, &[]);
+    assert_eq!(c.state(), State::Closed);
+    assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
+}
+
+#[test]
+fn delayed_ack_waits_for_a_second_segment_or_the_timer() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    let data = [5u8; 1460];
+    let d = |off: usize| seg(TcpFlags::ACK, PEER_ISS + 1 + off, iss + 1, 65535);
+    // One segment: no ACK yet; the timer is armed.
+    c.handle_segment(ms(20), &d(0), &data);
+    assert!(out(&mut c, ms(20)).is_empty());
+    assert_eq!(
+        c.poll_timeout(),
+        Some(ms(20) + Config::default().delayed_ack)
+    );
+    // A second full segment: ACK at once, covering both.
+    c.handle_segment(ms(21), &d(1460), &data);
+    let a = out(&mut c, ms(21));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].repr.ack, PEER_ISS + 1 + 2920);
+    assert_eq!(c.poll_timeout(), None, "timer cancelled by the ACK");
+    // A lone segment is acknowledged when the timer fires.
+    c.handle_segment(ms(30), &d(2920), &data);
+    assert!(out(&mut c, ms(30)).is_empty());
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    let a = out(&mut c, t);
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 1 + 4380));
+    // Out of order: at once, with the old ACK number (a duplicate ACK).
+    c.handle_segment(ms(40), &d(5840), &data);
+    let a = out(&mut c, ms(40));
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 1 + 4380));
+    // Filling the hole: at once.
+    c.handle_segment(ms(41), &d(4380), &data);
+    let a = out(&mut c, ms(41));
+    assert_eq!((a.len(), a[0].repr.ack), (1, PEER_ISS + 1 + 7300));
+    assert_eq!(c.stats().acks_sent, 5, "handshake ACK + four");
+}
+
+#[test]
+fn cubic_recovers_its_window_faster_than_newreno_on_a_long_fat_path() {
+    let run = |congestion: CongestionAlgorithm| {
+        let conn = Config {
+            congestion,
+            send_frames: 2048,
+            recv_buffer: 16 << 20,
+            ..Config::default()
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: fast_link(20),
+            s2c: fast_link(20),
+            client_bytes: 10 << 20,
+            server_bytes: 0,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        // One loss late in slow start.
+        sim.drop_packets(true, &[400]);
+        assert!(sim.drive_bounded(Duration::from_secs(60)));
+        clean_close(&sim, &cfg);
+        assert_eq!(sim.client.stats().fast_retransmits, 1);
+        assert_eq!(sim.client.stats().rto_expirations, 0);
+        sim.server_app().last_read_at.unwrap()
+    };
+    let reno = run(CongestionAlgorithm::NewReno);
+    let cubic = run(CongestionAlgorithm::Cubic);
+    eprintln!("10 MB after one loss: NewReno {reno:?}, CUBIC {cubic:?}");
+    assert!(cubic.as_secs_f64() < 0.9 * reno.as_secs_f64());
+}
+
+#[test]
+fn corruption_and_duplication_are_absorbed_exactly_once() {
+    let link = LinkConfig {
+        corrupt: 0.05,
+        duplicate: 0.05,
+        reorder: 0.05,
+        ..fast_link(3)
+    };
+    let cfg = SimConfig {
+        c2s: link.clone(),
+        s2c: link,
+        client_bytes: 500_000,
+        server_bytes: 300_000,
+        seed: 5,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    clean_close(&sim, &cfg);
+    let (c2s, s2c) = (sim.c2s_stats(), sim.s2c_stats());
+    assert!(c2s.corrupted > 0 && s2c.corrupted > 0);
+    assert_eq!(
+        sim.checksum_drops,
+        c2s.corrupted + s2c.corrupted,
+        "every flipped bit caught"
+    );
+    assert!(c2s.duplicated > 0 && c2s.reordered > 0);
+    let server = sim.server.as_ref().unwrap().stats();
+    assert!(
+        server.duplicate_bytes > 0,
+        "duplicates arrived and were discarded"
+    );
+    assert!(
+        sim.client.stats().retransmits > 0,
+        "corrupted segments were repaired"
+    );
+}
+
+#[test]
+fn writable_follows_a_full_send_buffer() {
+    let (mut a, mut b) = pair();
+    events(&mut a);
+    let cap = a.send_capacity();
+    assert_eq!(a.write(&vec![1u8; cap + 10]).unwrap(), cap);
+    assert_eq!(a.write(b"more").unwrap(), 0, "full");
+    assert_eq!(a.poll_event(), None);
+    exchange(&mut a, &mut b, ms(5));
+    assert!(events(&mut a).contains(&Event::Writable));
+    assert!(a.send_capacity() > 0);
+    assert!(events(&mut b).contains(&Event::Readable));
+}
+
+#[test]
+fn listener_backlog_overflow_resets_the_extra_connection() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 4, 1);
+    for port in [40000u16, 40001] {
+        let peer = std::net::SocketAddr::new(local.ip(), port);
+        let mut syn = their_syn(TcpOptions::NONE);
+        syn.src_port = port;
+        l.handle_segment(ms(1), peer, &syn, &[]);
+        let (_, sa) = l.poll_transmit(ms(1)).unwrap();
+        let mut ack = seg(TcpFlags::ACK, PEER_ISS + 1, sa.repr.seq + 1, 65535);
+        ack.src_port = port;
+        l.handle_segment(ms(2), peer, &ack, &[]);
+    }
+    assert_eq!(l.ready_count(), 1);
+    assert_eq!(l.stats().backlog_dropped, 1);
+    let (t, r) = l.poll_transmit(ms(2)).unwrap();
+    assert_eq!(t.remote.port(), 40001);
+    assert!(r.repr.flags.contains(TcpFlags::RST));
+    assert_eq!(l.accept().unwrap().tuple().remote.port(), 40000);
+}
+
+#[test]
+fn blind_rst_injected_mid_transfer_does_not_reset() {
+    let cfg = SimConfig {
+        c2s: fast_link(5),
+        s2c: fast_link(5),
+        client_bytes: 400_000,
+        server_bytes: 400_000,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    sim.drive_while(Duration::from_secs(5), |s| {
+        s.client_app().received < 100_000
+    });
+    // An attacker guesses a sequence number inside the client's window, but
+    // not RCV.NXT, and one far outside it.
+    let guess = |off: usize| TcpRepr {
+        src_port: 5201,
+        dst_port: 40000,
+        seq: SeqNumber(0) + off,
+        ack: SeqNumber(0),
+        flags: TcpFlags::RST,
+        window: 0,
+        urgent: 0,
+        options: TcpOptions::NONE,
+    };
+    for off in (0..4_000_000_000usize).step_by(50_000_000) {
+        sim.inject(false, &guess(off), &[]);
+    }
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(st.rst_received, 0);
+    assert!(
+        st.challenge_acks <= 1,
+        "at most one guess lands in a 256 KB window"
+    );
+}
+
+/// A seed whose client (or server) ISN lies within `before` bytes of the
+/// 2^32 wrap, computed the way [`Sim::new`] derives its ISN keys.
+fn seed_with_isn_near_wrap(server: bool, before: u32) -> u64 {
+    let t = t0();
+    let client: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+    let srv: std::net::SocketAddr = "10.0.0.2:5201".parse().unwrap();
+    (0..1_000_000u64)
+        .find(|&seed| {
+            let mut r = isn::XorShift::new(seed);
+            let kc = r.next_u64();
+            let ks = r.next_u64();
+            let iss = if server {
+                IsnGenerator::new(ks, t).isn(
+                    &FourTuple {
+                        local: srv,
+                        remote: client,
+                    },
+                    t,
+                )
+            } else {
+                IsnGenerator::new(kc, t).isn(
+                    &FourTuple {
+                        local: client,
+                        remote: srv,
+                    },
+                    t,
+                )
+            };
+            // The server's ISN also counts the 4 µs clock from the SYN's
+            // arrival (a few hundred ticks): stay clear of the very end.
+            iss.0 > u32::MAX - before && iss.0 < u32::MAX - 5_000
+        })
+        .expect("a seed exists")
+}
+
+#[test]
+fn sequence_numbers_wrap_mid_transfer() {
+    for server in [false, true] {
+        let seed = seed_with_isn_near_wrap(server, 200_000);
+        let link = LinkConfig {
+            loss: 0.01,
+            reorder: 0.02,
+            ..fast_link(2)
+        };
+        let cfg = SimConfig {
+            c2s: link.clone(),
+            s2c: link,
+            seed,
+            client_bytes: 600_000,
+            server_bytes: 600_000,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(120)));
+        clean_close(&sim, &cfg);
+        assert!(
+            sim.c2s_stats().lost + sim.s2c_stats().lost > 0,
+            "with losses too"
+        );
+        let iss = if server {
+            sim.server.as_ref().unwrap().iss()
+        } else {
+            sim.client.iss()
+        };
+        assert!(
+            iss.0 > u32::MAX - 200_000,
+            "the stream crosses 2^32: {iss:?}"
+        );
+    }
+}
+
+#[test]
+fn early_retransmit_with_few_segments_outstanding() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.write(&[4u8; 3 * 536]).unwrap();
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 3);
+    // The first is lost; the other two each draw a duplicate ACK.
+    let dup = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    c.handle_segment(ms(30), &dup, &[]);
+    assert!(
+        out(&mut c, ms(30)).is_empty(),
+        "one duplicate is not enough"
+    );
+    c.handle_segment(ms(31), &dup, &[]);
+    let r = out(&mut c, ms(31));
+    assert_eq!(r.len(), 1, "two duplicates suffice with three outstanding");
+    assert_eq!((r[0].repr.seq, r[0].len), (iss + 1, 536));
+    assert_eq!(c.stats().early_retransmits, 1);
+    assert_eq!(c.stats().rto_expirations, 0);
+    // Plenty of unsent data: the classic threshold of three applies.
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.write(&[4u8; 20 * 536]).unwrap();
+    let sent = out(&mut c, ms(20)).len();
+    assert!(sent < 20);
+    let dup = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    for _ in 0..2 {
+        c.handle_segment(ms(30), &dup, &[]);
+    }
+    assert!(out(&mut c, ms(30)).is_empty());
+    c.handle_segment(ms(31), &dup, &[]);
+    assert_eq!(out(&mut c, ms(31))[0].repr.seq, iss + 1);
+    assert_eq!(c.stats().early_retransmits, 0);
+}
