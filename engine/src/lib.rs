@@ -19,6 +19,7 @@ pub mod sys;
 pub mod tcp;
 pub mod testnet;
 pub mod wire;
+pub mod worker;
 pub mod xdp;
 #[expect(
     unsafe_code,

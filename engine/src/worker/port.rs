@@ -1,0 +1,423 @@
+//! [`XskPort`]: TCP segments in and out of one AF_XDP socket.
+//!
+//! Receive: each packet (a chain of descriptors is gathered first) is parsed
+//! down to TCP with [`crate::wire::locate_tcp`]; packets that are not TCP to
+//! our address, IP fragments, malformed headers and — under
+//! [`RxCsum::Verify`] — bad checksums are counted by reason and dropped, never
+//! passed on and never a panic. What is left is handed to the caller as
+//! `(source, destination, header, payload)`; the frame goes back to the fill
+//! ring right after.
+//!
+//! Send: a segment is framed (Ethernet, IPv4 or IPv6, TCP with its checksum
+//! computed over header and payload pieces) and copied into UMEM frames —
+//! one, or a chain when the packet is larger than a frame (multi-buffer).
+//! A packet longer than the MTU is refused and counted: veth, for one,
+//! "completes" such a frame and drops it silently.
+//!
+//! Hot path: no allocation (the gather buffer and frame pool are sized at
+//! open), no locks, no logging; counters only.
+//!
+//! Call order per loop turn: [`XskPort::recv`], then the TCP core, then
+//! [`XskPort::send`] for each segment it produced, then [`XskPort::flush`]
+//! (kicks TX, takes back completed frames, refills the fill ring).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::wire::checksum::Accumulator;
+use crate::wire::{
+    Error as WireError, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol,
+    IpRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr, locate_tcp,
+};
+use crate::xsk::{Frame, RxDesc, TxDesc, Umem, Xsk};
+
+/// What to do with received TCP checksums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RxCsum {
+    /// Verify every segment; drop and count bad ones. For NICs.
+    Verify,
+    /// Accept without verifying. For a veth peer whose kernel hands over
+    /// partial (pseudo-header only) checksums, which cannot be verified.
+    Trust,
+}
+
+/// Addressing and limits of a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Our address (packets to other addresses are dropped and counted).
+    pub local: IpAddr,
+    /// Our MAC.
+    pub local_mac: [u8; 6],
+    /// The next hop's MAC (frames we send go there).
+    pub next_hop_mac: [u8; 6],
+    /// Receive-checksum policy.
+    pub rx_csum: RxCsum,
+    /// The link MTU: the largest IP packet we send.
+    pub mtu: usize,
+}
+
+/// Per-port counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PortCounters {
+    /// TCP segments handed to the caller.
+    pub rx_segments: u64,
+    /// Bytes of the packets they came in.
+    pub rx_bytes: u64,
+    /// Packets queued for transmission.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Dropped: truncated or malformed headers.
+    pub drop_malformed: u64,
+    /// Dropped: not TCP over IPv4/IPv6.
+    pub drop_not_tcp: u64,
+    /// Dropped: IP fragments.
+    pub drop_fragment: u64,
+    /// Dropped: bad TCP checksum (under [`RxCsum::Verify`]).
+    pub drop_checksum: u64,
+    /// Dropped: addressed to another IP address.
+    pub drop_not_ours: u64,
+    /// Dropped: a received chain longer than the gather buffer.
+    pub drop_oversize: u64,
+    /// Sends refused: the packet would exceed the MTU.
+    pub tx_too_long: u64,
+    /// Sends refused: no room on the TX ring.
+    pub tx_ring_full: u64,
+    /// Sends refused: no free frame (all in flight).
+    pub tx_no_frame: u64,
+}
+
+/// One AF_XDP socket carrying TCP segments.
+pub struct XskPort {
+    xsk: Xsk,
+    umem: Arc<Umem>,
+    pool: Vec<Frame>,
+    gather: Vec<u8>,
+    in_chain: bool,
+    hdr: [u8; 128],
+    cfg: PortConfig,
+    ip_id: u16,
+    counters: PortCounters,
+}
+
+impl std::fmt::Debug for XskPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskPort")
+            .field("xsk", &self.xsk)
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+/// Largest packet a port gathers from a receive chain.
+const GATHER_LEN: usize = 65536 + 14 + 4;
+
+impl XskPort {
+    /// Wraps a bound socket; takes the UMEM's frames and fills the fill ring.
+    /// The socket should be registered with the steering program by the
+    /// caller.
+    pub fn new(mut xsk: Xsk, cfg: PortConfig) -> XskPort {
+        let umem = xsk.umem().clone();
+        let mut pool = umem.take_frames();
+        pool.reserve(umem.frame_count() as usize);
+        let n = xsk.fill.size().min(pool.len() as u32 / 2);
+        xsk.fill.fill(&mut pool, n);
+        XskPort {
+            xsk,
+            umem,
+            pool,
+            gather: Vec::with_capacity(GATHER_LEN),
+            in_chain: false,
+            hdr: [0; 128],
+            cfg,
+            ip_id: 1,
+            counters: PortCounters::default(),
+        }
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &PortCounters {
+        &self.counters
+    }
+
+    /// The socket.
+    pub fn xsk(&self) -> &Xsk {
+        &self.xsk
+    }
+
+    /// Receives up to `max` descriptors and hands every acceptable TCP
+    /// segment to `f(source, destination, header, payload)`.
+    pub fn recv(&mut self, max: u32, mut f: impl FnMut(SocketAddr, SocketAddr, &TcpRepr, &[u8])) {
+        let XskPort {
+            xsk,
+            umem,
+            pool,
+            gather,
+            in_chain,
+            cfg,
+            counters,
+            ..
+        } = self;
+        xsk.rx.recv(max, |d: RxDesc| {
+            let data = &umem.frame(&d.frame)[d.offset as usize..(d.offset + d.len) as usize];
+            if d.contd || *in_chain {
+                if !*in_chain {
+                    gather.clear();
+                }
+                *in_chain = d.contd;
+                if gather.len() + data.len() <= GATHER_LEN {
+                    gather.extend_from_slice(data);
+                } else {
+                    // Mark as oversize; drop at the end of the chain.
+                    gather.truncate(0);
+                    gather.push(0);
+                }
+                if !d.contd {
+                    if gather.len() <= 1 {
+                        counters.drop_oversize += 1;
+                    } else {
+                        deliver(gather, cfg, counters, &mut f);
+                    }
+                }
+            } else {
+                deliver(data, cfg, counters, &mut f);
+            }
+            pool.push(d.frame);
+        });
+        if !pool.is_empty() {
+            let n = pool.len() as u32;
+            xsk.fill.fill(pool, n);
+        }
+    }
+
+    /// Frames and queues one segment from `src` to `dst` whose payload is
+    /// the concatenation of `payload.0` and `payload.1`. Returns false (and
+    /// counts why) if it could not be queued: too long for the MTU, no room
+    /// on the TX ring, or no free frame; the caller retries later (TCP
+    /// retransmits what never left).
+    pub fn send(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        repr: &TcpRepr,
+        payload: (&[u8], &[u8]),
+    ) -> bool {
+        let plen = payload.0.len() + payload.1.len();
+        let thl = repr.header_len();
+        let ip_hl = if src.is_ipv4() { 20 } else { 40 };
+        let hl = 14 + ip_hl + thl;
+        if ip_hl + thl + plen > self.cfg.mtu || hl > self.hdr.len() {
+            self.counters.tx_too_long += 1;
+            return false;
+        }
+        let total = hl + plen;
+        let fs = self.umem.frame_size().bytes();
+        let k = total.div_ceil(fs);
+        if self.pool.len() < k {
+            self.reap();
+            if self.pool.len() < k {
+                self.counters.tx_no_frame += 1;
+                return false;
+            }
+        }
+        if !self.frame_headers(src, dst, repr, payload, hl) {
+            self.counters.tx_too_long += 1;
+            return false;
+        }
+        let mut batch = self.xsk.tx.batch(k as u32);
+        if (batch.remaining() as usize) < k {
+            self.counters.tx_ring_full += 1;
+            return false;
+        }
+        // Copy header ++ payload.0 ++ payload.1 into k frames.
+        let pieces: [&[u8]; 3] = [&self.hdr[..hl], payload.0, payload.1];
+        let mut piece = 0;
+        let mut at = 0;
+        for i in 0..k {
+            let Some(mut frame) = self.pool.pop() else {
+                break;
+            };
+            let buf = self.umem.frame_mut(&mut frame);
+            let want = (total - i * fs).min(fs);
+            let mut filled = 0;
+            while filled < want {
+                let src_piece = pieces[piece];
+                let n = (src_piece.len() - at).min(want - filled);
+                buf[filled..filled + n].copy_from_slice(&src_piece[at..at + n]);
+                filled += n;
+                at += n;
+                if at == src_piece.len() {
+                    piece += 1;
+                    at = 0;
+                    if piece == pieces.len() {
+                        break;
+                    }
+                }
+            }
+            let last = i + 1 == k;
+            if let Err(d) = batch.push(TxDesc {
+                frame,
+                offset: 0,
+                len: want as u32,
+                contd: !last,
+            }) {
+                // Cannot happen: room for k was checked. Keep the frame.
+                self.pool.push(d.frame);
+            }
+        }
+        drop(batch);
+        self.counters.tx_packets += 1;
+        self.counters.tx_bytes += total as u64;
+        true
+    }
+
+    /// Writes Ethernet, IP and TCP headers (TCP checksum over the payload
+    /// pieces included) into `self.hdr[..hl]`.
+    fn frame_headers(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        repr: &TcpRepr,
+        payload: (&[u8], &[u8]),
+        hl: usize,
+    ) -> bool {
+        let plen = payload.0.len() + payload.1.len();
+        let thl = repr.header_len();
+        let (ip, ethertype) = match (src.ip(), dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                self.ip_id = self.ip_id.wrapping_add(1);
+                (
+                    IpRepr::V4(Ipv4Repr {
+                        src: s,
+                        dst: d,
+                        protocol: IpProtocol::TCP,
+                        payload_len: thl + plen,
+                        ttl: 64,
+                        dscp_ecn: 0,
+                        ident: self.ip_id,
+                        dont_frag: true,
+                    }),
+                    EtherType::IPV4,
+                )
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => (
+                IpRepr::V6(Ipv6Repr {
+                    src: s,
+                    dst: d,
+                    next_header: IpProtocol::TCP,
+                    payload_len: thl + plen,
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
+                }),
+                EtherType::IPV6,
+            ),
+            _ => return false,
+        };
+        let eth = EthernetRepr {
+            dst: EthernetAddress(self.cfg.next_hop_mac),
+            src: EthernetAddress(self.cfg.local_mac),
+            vlan: None,
+            ethertype,
+        };
+        let hdr = &mut self.hdr[..hl];
+        eth.emit(&mut EthernetFrame::new_unchecked(&mut hdr[..14]));
+        let ip_hl = ip.header_len();
+        match &ip {
+            IpRepr::V4(r) => r.emit(&mut Ipv4Packet::new_unchecked(&mut hdr[14..14 + ip_hl])),
+            IpRepr::V6(r) => r.emit(&mut Ipv6Packet::new_unchecked(&mut hdr[14..14 + ip_hl])),
+        }
+        let tcp = &mut hdr[14 + ip_hl..];
+        if repr.emit(&mut TcpPacket::new_unchecked(&mut *tcp)).is_err() {
+            return false;
+        }
+        let mut acc = Accumulator::new(ip.pseudo_sum(IpProtocol::TCP, thl + plen));
+        acc.add_bytes(tcp);
+        acc.add_bytes(payload.0);
+        acc.add_bytes(payload.1);
+        let csum = !acc.sum();
+        tcp[16..18].copy_from_slice(&csum.to_be_bytes());
+        true
+    }
+
+    /// Takes back completed TX frames.
+    fn reap(&mut self) {
+        self.xsk.comp.complete(&mut self.pool, u32::MAX);
+    }
+
+    /// Kicks TX when descriptors wait, takes back completed frames, and tops
+    /// up the fill ring.
+    pub fn flush(&mut self) {
+        if self.xsk.tx.in_flight() > 0 && self.xsk.tx.needs_wakeup() {
+            // Transient errors (ring busy) are retried on the next flush.
+            let _ = self.xsk.tx.kick();
+        }
+        self.reap();
+        if self.xsk.fill.needs_wakeup() {
+            self.xsk.fill.wakeup();
+        }
+    }
+
+    /// Waits up to `timeout_ms` for received packets.
+    pub fn poll(&self, timeout_ms: i32) -> bool {
+        self.xsk.rx.poll(timeout_ms)
+    }
+}
+
+/// Parses one whole packet and hands it on, or counts why not.
+fn deliver(
+    bytes: &[u8],
+    cfg: &PortConfig,
+    counters: &mut PortCounters,
+    f: &mut impl FnMut(SocketAddr, SocketAddr, &TcpRepr, &[u8]),
+) {
+    let l = match locate_tcp(bytes) {
+        Ok(l) => l,
+        Err(WireError::Fragmented) => {
+            counters.drop_fragment += 1;
+            return;
+        }
+        Err(WireError::Unsupported) => {
+            counters.drop_not_tcp += 1;
+            return;
+        }
+        Err(_) => {
+            counters.drop_malformed += 1;
+            return;
+        }
+    };
+    let end = l.tcp_off + l.tcp_len;
+    if end > bytes.len() {
+        counters.drop_malformed += 1;
+        return;
+    }
+    let (src_ip, dst_ip): (IpAddr, IpAddr) = match l.ip {
+        IpRepr::V4(r) => (r.src.into(), r.dst.into()),
+        IpRepr::V6(r) => (r.src.into(), r.dst.into()),
+    };
+    if dst_ip != cfg.local {
+        counters.drop_not_ours += 1;
+        return;
+    }
+    let Ok(pkt) = TcpPacket::new_checked(&bytes[l.tcp_off..end]) else {
+        counters.drop_malformed += 1;
+        return;
+    };
+    if cfg.rx_csum == RxCsum::Verify && !pkt.verify_checksum(l.pseudo_sum()) {
+        counters.drop_checksum += 1;
+        return;
+    }
+    let Ok(repr) = TcpRepr::parse(&pkt) else {
+        counters.drop_malformed += 1;
+        return;
+    };
+    counters.rx_segments += 1;
+    counters.rx_bytes += bytes.len() as u64;
+    f(
+        SocketAddr::new(src_ip, repr.src_port),
+        SocketAddr::new(dst_ip, repr.dst_port),
+        &repr,
+        pkt.payload(),
+    );
+}

@@ -1,0 +1,203 @@
+//! xtcp's TCP over AF_XDP against the Linux kernel's TCP: a connection from
+//! side A (xtcp: steering program, AF_XDP socket, `XskPort`, sans-IO
+//! `tcp::Connection`) to a kernel listener on side B of a test network, data
+//! both ways, compared byte for byte, clean close. Needs root.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::testnet;
+use xtcp_engine::tcp::{CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, State};
+use xtcp_engine::worker::{PortConfig, RxCsum, XskPort};
+use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
+use xtcp_engine::xdp::{AttachMode, NoSocket, Rule, Steering};
+use xtcp_engine::xsk::{BindMode, Umem, UmemConfig, Xsk, XskConfig};
+
+fn pattern(o: usize) -> u8 {
+    (o as u8).wrapping_mul(31) ^ (o >> 9) as u8
+}
+
+fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
+    let net = testnet(mtu, 1);
+    // Random loss on the kernel's side, both directions (no netem here).
+    let impair = (loss_percent > 0.0).then(|| {
+        let _g = net.b.ns.enter().unwrap();
+        let cfg = ImpairConfig::loss(loss_percent);
+        (
+            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
+            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
+        )
+    });
+    const UP: usize = 4 << 20;
+    const DOWN: usize = 1 << 20;
+    let (local_ip, peer_ip): (IpAddr, IpAddr) = if v6 {
+        (net.a.ip6.into(), net.b.ip6.into())
+    } else {
+        (net.a.ip4.into(), net.b.ip4.into())
+    };
+    let local_port = 40000;
+    let listener = {
+        let _g = net.b.ns.enter().unwrap();
+        std::net::TcpListener::bind(SocketAddr::new(peer_ip, 5201)).unwrap()
+    };
+    let linux = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        let reply: Vec<u8> = (0..DOWN).map(pattern).collect();
+        s.write_all(&reply).unwrap();
+        drop(s);
+        got
+    });
+
+    let (mut steering, mut port) = {
+        let _g = net.a.ns.enter().unwrap();
+        let mut steering = Steering::attach(&net.a.iface, AttachMode::Native).unwrap();
+        steering.set_no_socket(NoSocket::Drop).unwrap();
+        let umem = Arc::new(
+            Umem::new(UmemConfig {
+                frame_count: 8192,
+                ..UmemConfig::default()
+            })
+            .unwrap(),
+        );
+        let cfg = XskConfig {
+            bind: BindMode::Copy,
+            multi_buffer: mtu > 3500,
+            ..XskConfig::default()
+        };
+        let xsk = Xsk::bind(&umem, &net.a.iface, 0, &cfg).unwrap();
+        steering.register(0, &xsk).unwrap();
+        let port = XskPort::new(
+            xsk,
+            PortConfig {
+                local: local_ip,
+                local_mac: net.a.mac,
+                next_hop_mac: net.b.mac,
+                // The test network turns checksum offload off: verify.
+                rx_csum: RxCsum::Verify,
+                mtu: mtu as usize,
+            },
+        );
+        (steering, port)
+    };
+    steering
+        .set_rules(&[Rule {
+            addr: Some(local_ip),
+            ports: local_port..=local_port,
+        }])
+        .unwrap();
+
+    let start = Instant::now();
+    let ip_hl = if v6 { 40 } else { 20 };
+    let cfg = Config {
+        mss: (mtu as usize - ip_hl - 20) as u16,
+        send_frames: 256,
+        recv_buffer: 2 << 20,
+        time_wait: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let tuple = FourTuple {
+        local: SocketAddr::new(local_ip, local_port),
+        remote: SocketAddr::new(peer_ip, 5201),
+    };
+    let mut c = Connection::connect(cfg, tuple, &IsnGenerator::new(7, start), start);
+    let data: Vec<u8> = (0..UP).map(pattern).collect();
+    let mut written = 0;
+    let mut back = Vec::with_capacity(DOWN);
+    let mut closed = None;
+    let mut buf = vec![0u8; 1 << 16];
+    while Instant::now() < start + Duration::from_secs(60) && closed.is_none() {
+        let now = Instant::now();
+        port.recv(256, |src, dst, repr, payload| {
+            if src == tuple.remote && dst == tuple.local {
+                c.handle_segment(now, repr, payload);
+            }
+        });
+        if c.poll_timeout().is_some_and(|t| t <= now) {
+            c.handle_timeout(now);
+        }
+        if matches!(c.state(), State::Established | State::CloseWait) {
+            if written < UP {
+                written += c.write(&data[written..]).unwrap_or(0);
+            }
+            if written == UP {
+                c.close(now);
+            }
+        }
+        loop {
+            let n = c.read(now, &mut buf);
+            if n == 0 {
+                break;
+            }
+            back.extend_from_slice(&buf[..n]);
+        }
+        while let Some(seg) = c.poll_transmit(now) {
+            let p = c.payload(&seg);
+            // A segment that cannot be queued now is retransmitted by TCP.
+            port.send(tuple.local, tuple.remote, &seg.repr, p);
+        }
+        port.flush();
+        while let Some(ev) = c.poll_event() {
+            if let Event::Closed(r) = ev {
+                closed = Some(r);
+            }
+        }
+    }
+    let got = linux.join().unwrap();
+    let counters = *port.counters();
+    assert_eq!(
+        closed,
+        Some(CloseReason::Normal),
+        "{counters:?} {:?}",
+        c.stats()
+    );
+    assert_eq!(got.len(), UP, "Linux read everything");
+    assert!(got == data, "Linux received the exact bytes");
+    assert_eq!(back.len(), DOWN);
+    assert!(
+        back.iter().enumerate().all(|(i, &b)| b == pattern(i)),
+        "xtcp received the exact bytes"
+    );
+    assert_eq!(counters.drop_checksum, 0, "{counters:?}");
+    assert_eq!(counters.tx_too_long, 0, "{counters:?}");
+    let st = steering.counters().unwrap();
+    assert!(st.steered > 0, "{st:?}");
+    if let Some((ingress, egress)) = impair {
+        let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
+        assert!(
+            i.dropped > 0 && e.dropped > 0,
+            "loss was injected: {i:?} {e:?}"
+        );
+        assert!(
+            c.stats().retransmits > 0,
+            "xtcp retransmitted: {:?}",
+            c.stats()
+        );
+    }
+}
+
+#[test]
+fn xtcp_over_af_xdp_to_linux_mtu_1500_ipv4() {
+    transfer(1500, false, 0.0);
+}
+
+#[test]
+fn xtcp_over_af_xdp_to_linux_mtu_9000_ipv4_multi_buffer() {
+    transfer(9000, false, 0.0);
+}
+
+#[test]
+fn xtcp_over_af_xdp_to_linux_mtu_1500_ipv6() {
+    transfer(1500, true, 0.0);
+}
+
+#[test]
+fn xtcp_over_af_xdp_to_linux_with_1_percent_loss_each_way() {
+    transfer(1500, false, 1.0);
+}
