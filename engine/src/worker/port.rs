@@ -471,8 +471,10 @@ mod tests {
         let (c, got) = run(&tcp_to(US, b"hello"), RxCsum::Verify);
         assert_eq!(c.rx_segments, 1);
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0].0.seq.0, 7);
-        assert_eq!(got[0].1, b"hello");
+        assert_eq!(got[0].0, SocketAddr::new(PEER.into(), 5201));
+        assert_eq!(got[0].1, SocketAddr::new(US.into(), 40000));
+        assert_eq!(got[0].2.seq.0, 7);
+        assert_eq!(got[0].3, b"hello");
     }
 
     #[test]
