@@ -89,19 +89,10 @@ impl NetlinkSocket {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let msg = request(kind, flags, seq, body);
-        let kernel = SocketAddrNetlink::new(0, 0);
+        self.send_to_kernel(&msg)?;
         loop {
-            match rustix::net::sendto(&self.fd, &msg, SendFlags::empty(), &kernel) {
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(io_err("sendto(AF_NETLINK)")(e)),
-            }
-        }
-        loop {
-            let (n, full) = match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::TRUNC) {
-                Ok(r) => r,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(io_err("recv(AF_NETLINK)")(e)),
+            let Some((n, full)) = self.recv_reply()? else {
+                continue;
             };
             if full > n {
                 return Err(NetlinkError::Truncated {
@@ -139,6 +130,28 @@ impl NetlinkSocket {
 }
 
 impl NetlinkSocket {
+    fn send_to_kernel(&self, msg: &[u8]) -> Result<(), NetlinkError> {
+        let kernel = SocketAddrNetlink::new(0, 0);
+        loop {
+            match rustix::net::sendto(&self.fd, msg, SendFlags::empty(), &kernel) {
+                Ok(_) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io_err("sendto(AF_NETLINK)")(e)),
+            }
+        }
+    }
+
+    /// One datagram into the buffer: `(bytes copied, real length)`, or
+    /// `None` if interrupted (call again). A timeout (5 s) is an error that
+    /// says the kernel did not answer.
+    fn recv_reply(&mut self) -> Result<Option<(usize, usize)>, NetlinkError> {
+        match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::TRUNC) {
+            Ok(r) => Ok(Some(r)),
+            Err(rustix::io::Errno::INTR) => Ok(None),
+            Err(e) => Err(io_err("recv(AF_NETLINK)")(e)),
+        }
+    }
+
     /// Sends one request that changes something and waits for the kernel's
     /// acknowledgement (`NLM_F_ACK`); a non-zero error becomes
     /// [`NetlinkError::Kernel`].
@@ -146,21 +159,18 @@ impl NetlinkSocket {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let msg = request(kind, flags | super::msg::NLM_F_ACK, seq, body);
-        let kernel = SocketAddrNetlink::new(0, 0);
+        self.send_to_kernel(&msg)?;
         loop {
-            match rustix::net::sendto(&self.fd, &msg, SendFlags::empty(), &kernel) {
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(io_err("sendto(AF_NETLINK)")(e)),
-            }
-        }
-        loop {
-            let (n, _) = match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::TRUNC) {
-                Ok(r) => r,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(io_err("recv(AF_NETLINK)")(e)),
+            let Some((n, full)) = self.recv_reply()? else {
+                continue;
             };
-            let got = &self.buf[..n.min(self.buf.len())];
+            if full > n {
+                return Err(NetlinkError::Truncated {
+                    len: full,
+                    capacity: n,
+                });
+            }
+            let got = &self.buf[..n];
             for m in Messages::new(got) {
                 let m = m?;
                 if m.header.seq != seq || m.header.kind != NLMSG_ERROR {
