@@ -778,6 +778,14 @@ impl Xsk {
         let (opts, _): (XdpOptions, usize) = getsockopt(bfd, libc::XDP_OPTIONS)
             .map_err(|e| XskError::syscall("getsockopt", "XDP_OPTIONS".into(), e, String::new()))?;
         let zerocopy = opts.0.flags & libc::XDP_OPTIONS_ZEROCOPY != 0;
+        // A socket sharing a UMEM inherits the mode of the first one: make a
+        // zero-copy request on a copy-mode UMEM an error, not a surprise.
+        if config.bind == BindMode::ZeroCopy && !zerocopy {
+            return Err(XskError::NoZeroCopy {
+                iface: iface.to_owned(),
+                driver: super::driver_name(iface),
+            });
+        }
         if let (Some(budget), false) = (config.tx_budget, zerocopy) {
             let budget = budget.clamp(32, config.tx_size);
             match setsockopt(bfd, XDP_MAX_TX_SKB_BUDGET, &budget) {
