@@ -95,6 +95,7 @@ pub struct XskPort {
     pool: Vec<Frame>,
     gather: Vec<u8>,
     in_chain: bool,
+    chain_oversize: bool,
     hdr: [u8; 128],
     cfg: PortConfig,
     ip_id: u16,
@@ -129,6 +130,7 @@ impl XskPort {
             pool,
             gather: Vec::with_capacity(GATHER_LEN),
             in_chain: false,
+            chain_oversize: false,
             hdr: [0; 128],
             cfg,
             ip_id: 1,
@@ -155,6 +157,7 @@ impl XskPort {
             pool,
             gather,
             in_chain,
+            chain_oversize,
             cfg,
             counters,
             ..
@@ -164,17 +167,16 @@ impl XskPort {
             if d.contd || *in_chain {
                 if !*in_chain {
                     gather.clear();
+                    *chain_oversize = false;
                 }
                 *in_chain = d.contd;
                 if gather.len() + data.len() <= GATHER_LEN {
                     gather.extend_from_slice(data);
                 } else {
-                    // Mark as oversize; drop at the end of the chain.
-                    gather.truncate(0);
-                    gather.push(0);
+                    *chain_oversize = true;
                 }
                 if !d.contd {
-                    if gather.len() <= 1 {
+                    if *chain_oversize {
                         counters.drop_oversize += 1;
                     } else {
                         deliver(gather, cfg, counters, &mut f);
