@@ -110,6 +110,43 @@ struct DataConn {
     sock: TcpStream,
     info: StreamInfo,
     closed: bool,
+    /// Bytes of the current block already written: iperf3 reads whole
+    /// blocks (blocking), so a sender must never stop mid-block.
+    block_off: usize,
+}
+
+/// Writes the rest of the current block and then whole blocks, up to 8
+/// writes, without blocking; records what went out.
+fn send_blocks(c: &mut DataConn, block: &[u8], mut record: impl FnMut(u64)) -> bool {
+    let mut busy = false;
+    for _ in 0..8 {
+        match c.sock.write(&block[c.block_off..]) {
+            Ok(n) => {
+                busy = true;
+                record(n as u64);
+                c.block_off = (c.block_off + n) % block.len();
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(_) => {
+                c.closed = true;
+                break;
+            }
+        }
+    }
+    busy
+}
+
+/// Completes a partly written block (bounded wait), so the peer's blocking
+/// read of a whole block returns.
+fn finish_block(c: &mut DataConn, block: &[u8], mut record: impl FnMut(u64)) {
+    if c.closed || c.block_off == 0 || block.is_empty() {
+        return;
+    }
+    let rest = &block[c.block_off..];
+    if write_all_nb(&mut c.sock, rest, Duration::from_secs(2)).is_ok() {
+        record(rest.len() as u64);
+    }
+    c.block_off = 0;
 }
 
 /// Reads every receiving stream until none has delivered anything for
@@ -321,6 +358,7 @@ fn server_loop(
                         sock,
                         info,
                         closed: false,
+                        block_off: 0,
                     }),
                     Err(_) => {
                         let _ = sock.write(&[ACCESS_DENIED_BYTE]);
@@ -361,19 +399,10 @@ fn server_loop(
                         }
                     }
                     Role::Send => {
-                        for _ in 0..8 {
-                            match c.sock.write(&block) {
-                                Ok(n) => {
-                                    busy = true;
-                                    t.session.record_bytes(c.info.id, n as u64);
-                                }
-                                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                                Err(_) => {
-                                    c.closed = true;
-                                    break;
-                                }
-                            }
-                        }
+                        let (session, id) = (&mut t.session, c.info.id);
+                        busy |= send_blocks(c, &block, |n| {
+                            session.record_bytes(id, n);
+                        });
                     }
                 }
             }
@@ -404,6 +433,12 @@ fn server_loop(
                 }
                 Event::TestEnd => {
                     t.running = false;
+                    for c in t.data.iter_mut().filter(|c| c.info.role == Role::Send) {
+                        let (session, id) = (&mut t.session, c.info.id);
+                        finish_block(c, &block, |n| {
+                            session.record_bytes(id, n);
+                        });
+                    }
                     // What the client wrote before TEST_END is already in our
                     // receive queues: count it, then report.
                     let got = drain(
@@ -700,19 +735,10 @@ pub fn run_client(port: u16, params: TestParams, limit: Duration) -> Result<Clie
                     }
                 }
                 Role::Send if sending => {
-                    for _ in 0..8 {
-                        match c.sock.write(&block) {
-                            Ok(n) => {
-                                busy = true;
-                                session.record_bytes(c.info.id, n as u64);
-                            }
-                            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                            Err(_) => {
-                                c.closed = true;
-                                break;
-                            }
-                        }
-                    }
+                    let id = c.info.id;
+                    busy |= send_blocks(c, &block, |n| {
+                        session.record_bytes(id, n);
+                    });
                 }
                 Role::Send => {}
             }
@@ -744,6 +770,7 @@ pub fn run_client(port: u16, params: TestParams, limit: Duration) -> Result<Clie
                             sock: s,
                             info,
                             closed: false,
+                            block_off: 0,
                         });
                     }
                 }
@@ -753,6 +780,12 @@ pub fn run_client(port: u16, params: TestParams, limit: Duration) -> Result<Clie
                 }
                 Event::TestEnd => {
                     sending = false;
+                    for c in data.iter_mut().filter(|c| c.info.role == Role::Send) {
+                        let id = c.info.id;
+                        finish_block(c, &block, |n| {
+                            session.record_bytes(id, n);
+                        });
+                    }
                     session.end_test(Instant::now(), EndReport::default())?;
                 }
                 Event::PeerResults(r) => peer = Some(*r),
