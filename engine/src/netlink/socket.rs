@@ -86,22 +86,10 @@ impl NetlinkSocket {
     /// [`NetlinkError::Kernel`]; replies to other sequence numbers are skipped.
     /// Not for dumps (`NLM_F_DUMP`), which answer with many messages.
     pub fn request(&mut self, kind: u16, flags: u16, body: &[u8]) -> Result<Reply, NetlinkError> {
-        self.seq = self.seq.wrapping_add(1);
-        let seq = self.seq;
-        let msg = request(kind, flags, seq, body);
-        self.send_to_kernel(&msg)?;
+        let seq = self.send(kind, flags, body)?;
         loop {
-            let Some((n, full)) = self.recv_reply()? else {
-                continue;
-            };
-            if full > n {
-                return Err(NetlinkError::Truncated {
-                    len: full,
-                    capacity: n,
-                });
-            }
-            let got = &self.buf[..n];
-            for m in Messages::new(got) {
+            let n = self.recv_datagram()?;
+            for m in Messages::new(&self.buf[..n]) {
                 let m = m?;
                 if m.header.seq != seq {
                     continue;
@@ -130,25 +118,35 @@ impl NetlinkSocket {
 }
 
 impl NetlinkSocket {
-    fn send_to_kernel(&self, msg: &[u8]) -> Result<(), NetlinkError> {
+    /// Sends one request with the next sequence number; returns it.
+    fn send(&mut self, kind: u16, flags: u16, body: &[u8]) -> Result<u32, NetlinkError> {
+        self.seq = self.seq.wrapping_add(1);
+        let msg = request(kind, flags, self.seq, body);
         let kernel = SocketAddrNetlink::new(0, 0);
         loop {
-            match rustix::net::sendto(&self.fd, msg, SendFlags::empty(), &kernel) {
-                Ok(_) => return Ok(()),
+            match rustix::net::sendto(&self.fd, &msg, SendFlags::empty(), &kernel) {
+                Ok(_) => return Ok(self.seq),
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(io_err("sendto(AF_NETLINK)")(e)),
             }
         }
     }
 
-    /// One datagram into the buffer: `(bytes copied, real length)`, or
-    /// `None` if interrupted (call again). A timeout (5 s) is an error that
-    /// says the kernel did not answer.
-    fn recv_reply(&mut self) -> Result<Option<(usize, usize)>, NetlinkError> {
-        match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::TRUNC) {
-            Ok(r) => Ok(Some(r)),
-            Err(rustix::io::Errno::INTR) => Ok(None),
-            Err(e) => Err(io_err("recv(AF_NETLINK)")(e)),
+    /// Receives one datagram into the buffer and returns its length; a
+    /// datagram larger than the buffer is [`NetlinkError::Truncated`].
+    fn recv_datagram(&mut self) -> Result<usize, NetlinkError> {
+        loop {
+            match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::TRUNC) {
+                Ok((n, full)) if full > n => {
+                    return Err(NetlinkError::Truncated {
+                        len: full,
+                        capacity: n,
+                    });
+                }
+                Ok((n, _)) => return Ok(n),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io_err("recv(AF_NETLINK)")(e)),
+            }
         }
     }
 
@@ -156,22 +154,10 @@ impl NetlinkSocket {
     /// acknowledgement (`NLM_F_ACK`); a non-zero error becomes
     /// [`NetlinkError::Kernel`].
     pub fn request_ack(&mut self, kind: u16, flags: u16, body: &[u8]) -> Result<(), NetlinkError> {
-        self.seq = self.seq.wrapping_add(1);
-        let seq = self.seq;
-        let msg = request(kind, flags | super::msg::NLM_F_ACK, seq, body);
-        self.send_to_kernel(&msg)?;
+        let seq = self.send(kind, flags | super::msg::NLM_F_ACK, body)?;
         loop {
-            let Some((n, full)) = self.recv_reply()? else {
-                continue;
-            };
-            if full > n {
-                return Err(NetlinkError::Truncated {
-                    len: full,
-                    capacity: n,
-                });
-            }
-            let got = &self.buf[..n];
-            for m in Messages::new(got) {
+            let n = self.recv_datagram()?;
+            for m in Messages::new(&self.buf[..n]) {
                 let m = m?;
                 if m.header.seq != seq || m.header.kind != NLMSG_ERROR {
                     continue;
