@@ -337,7 +337,7 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
     let report = std::thread::scope(|sc| {
         let stop = &stop;
         let s = &s;
-        let h = sc.spawn(move || worker(s, stop, &tx));
+        let h = sc.spawn(move || worker(s, stop, &tx, None));
         for msg in rx {
             if !json {
                 print_msg(&msg);
@@ -544,10 +544,14 @@ fn build_packet(spec: &WorkerSpec) -> anyhow::Result<Vec<u8>> {
     Ok(pkt)
 }
 
+/// Runs one side. `ready` is dropped once the socket is bound and its fill
+/// ring full (or on an error before that): whoever waits on its receiver
+/// then knows it may start sending.
 fn worker(
     spec: &WorkerSpec,
     stop: &AtomicBool,
     out: &mpsc::Sender<Msg>,
+    ready: Option<mpsc::Sender<()>>,
 ) -> anyhow::Result<WorkerReport> {
     if let Some(core) = spec.core {
         let ids = core_affinity::get_core_ids().unwrap_or_default();
@@ -655,6 +659,7 @@ fn worker(
         x.fill.fill(&mut pool, n);
     }
     let _ = out.send(Msg::Bound(spec.side, x.info().clone(), xdp_mode));
+    drop(ready);
 
     let start = Instant::now();
     let mut meter = Meter {
@@ -1138,7 +1143,7 @@ fn run_testnet(
         let stop = &stop;
         let ha = sc.spawn(move || {
             let _g = net.a.ns.enter()?;
-            let r = worker_with_ready(&a, stop, &txc_a, ready_tx);
+            let r = worker(&a, stop, &txc_a, Some(ready_tx));
             if r.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -1158,7 +1163,7 @@ fn run_testnet(
         let txc_b = txc.clone();
         let hb = sc.spawn(move || {
             let _g = net.b.ns.enter()?;
-            let r = worker(&b, stop, &txc_b);
+            let r = worker(&b, stop, &txc_b, None);
             if r.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -1193,33 +1198,6 @@ fn run_testnet(
         );
     }
     Ok(())
-}
-
-fn worker_with_ready(
-    spec: &WorkerSpec,
-    stop: &AtomicBool,
-    out: &mpsc::Sender<Msg>,
-    ready: mpsc::Sender<()>,
-) -> anyhow::Result<WorkerReport> {
-    // Forward the Bound message as the ready signal.
-    let (inner_tx, inner_rx) = mpsc::channel();
-    std::thread::scope(|sc| {
-        let fwd = sc.spawn(move || {
-            let mut ready = Some(ready);
-            for m in inner_rx {
-                if matches!(m, Msg::Bound(..)) {
-                    ready.take();
-                }
-                if out.send(m).is_err() {
-                    break;
-                }
-            }
-        });
-        let r = worker(spec, stop, &inner_tx);
-        drop(inner_tx);
-        let _ = fwd.join();
-        r
-    })
 }
 
 #[cfg(test)]
