@@ -225,22 +225,13 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// The MAC of `iface` in `ns` (`SIOCGIFHWADDR`, from inside the namespace).
 fn mac_of(ns: &Netns, iface: &str) -> Result<[u8; 6], TestNetError> {
-    let out = ns.exec(&["cat", &format!("/sys/class/net/{iface}/address")])?;
-    let s = String::from_utf8_lossy(&out.stdout);
-    let bad = || TestNetError::Failed {
-        cmd: format!("read MAC of {iface}"),
-        stderr: s.to_string(),
-    };
-    let parts: Vec<&str> = s.trim().split(':').collect();
-    if parts.len() != 6 {
-        return Err(bad());
-    }
-    let mut mac = [0u8; 6];
-    for (m, part) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(part, 16).map_err(|_| bad())?;
-    }
-    Ok(mac)
+    let _g = ns.enter()?;
+    crate::xsk::iface_mac(iface).map_err(|e| TestNetError::Failed {
+        cmd: format!("read MAC of {iface} in {}", ns.name()),
+        stderr: e.to_string(),
+    })
 }
 
 impl TestNet {
