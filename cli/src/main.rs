@@ -1,8 +1,9 @@
 //! `xtcp`: kernel-bypass TCP on AF_XDP — probe, raw AF_XDP benchmark, and
-//! (later) the TCP engine's benchmark and iperf3-compatible endpoint.
+//! bulk send / receive over the TCP engine.
 
 use clap::{Parser, Subcommand};
 
+mod bulk;
 mod probe;
 mod xsk_bench;
 
@@ -25,6 +26,12 @@ enum Cmd {
     /// Raw AF_XDP packet rates on one queue (like xdpsock): rxdrop, txonly,
     /// l2fwd; or both ends on a test network of its own with --testnet.
     XskBench(xsk_bench::XskBenchArgs),
+    /// Send a file, standard input or a seeded pattern to a TCP receiver
+    /// over xtcp's own TCP on AF_XDP.
+    Send(bulk::SendArgs),
+    /// Receive one TCP stream (or many, with --keep-listening) over xtcp's
+    /// own TCP on AF_XDP into a file, standard output or a pattern check.
+    Recv(bulk::RecvArgs),
 }
 
 fn main() {
@@ -41,6 +48,8 @@ fn main() {
     let r = match &cli.cmd {
         Cmd::Probe(a) => probe::run(a),
         Cmd::XskBench(a) => xsk_bench::run(a),
+        Cmd::Send(a) => bulk::send(a),
+        Cmd::Recv(a) => bulk::recv(a),
     };
     if let Err(e) = r {
         eprintln!("xtcp: error: {}", error_chain(&e));
@@ -62,4 +71,13 @@ fn error_chain(e: &anyhow::Error) -> String {
         }
     }
     msg
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -248,6 +248,15 @@ impl Connection {
         Connection::new(cfg, tuple, iss, now, State::SynSent)
     }
 
+    /// Active open with a given initial sequence number. An engine whose
+    /// SYN-ACK may arrive on another thread's queue uses it there to rebuild
+    /// the connection that the first thread opened: same tuple, same ISS;
+    /// the rebuilt connection's SYN (first `poll_transmit`) is dropped, not
+    /// sent again.
+    pub fn connect_with_iss(cfg: Config, tuple: FourTuple, iss: SeqNumber, now: Instant) -> Self {
+        Connection::new(cfg, tuple, iss, now, State::SynSent)
+    }
+
     /// Passive open from a received SYN (no ACK, no RST): the first
     /// `poll_transmit` yields the SYN-ACK. `None` if `syn` is not a SYN.
     pub fn accept(

@@ -1,10 +1,17 @@
 //! Workers: the per-queue loop that joins the sans-IO TCP core to AF_XDP.
 //!
-//! So far: [`port`], the packet I/O of one queue — TCP segments in and out
-//! of an AF_XDP socket with Ethernet and IP framing, receive-checksum policy
-//! and drop counters. The pinned worker threads, connection placement and
-//! the control thread build on it (issue 5).
+//! - [`port`]: the packet I/O of one queue — TCP segments in and out of an
+//!   AF_XDP socket with Ethernet and IP framing, receive-checksum policy and
+//!   drop counters;
+//! - [`thread`]: one pinned worker per queue — its connections, timers,
+//!   application sources and sinks, counters;
+//! - [`engine`]: setup (addresses, port reservation, steering, sockets),
+//!   the control thread, lifecycle and teardown.
 
+pub mod engine;
 pub mod port;
+pub mod thread;
 
+pub use engine::{EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, run};
 pub use port::{PortConfig, PortCounters, RxCsum, XskPort};
+pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};

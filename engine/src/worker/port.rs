@@ -151,6 +151,16 @@ impl XskPort {
     /// Receives up to `max` descriptors and hands every acceptable TCP
     /// segment to `f(source, destination, header, payload)`.
     pub fn recv(&mut self, max: u32, mut f: impl FnMut(SocketAddr, SocketAddr, &TcpRepr, &[u8])) {
+        self.recv_from(max, |_, src, dst, repr, payload| f(src, dst, repr, payload));
+    }
+
+    /// Like [`XskPort::recv`], and also hands over the frame's source MAC
+    /// (the next hop towards the sender, where replies go).
+    pub fn recv_from(
+        &mut self,
+        max: u32,
+        mut f: impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, &[u8]),
+    ) {
         let XskPort {
             xsk,
             umem,
@@ -205,6 +215,34 @@ impl XskPort {
         repr: &TcpRepr,
         payload: (&[u8], &[u8]),
     ) -> bool {
+        let mac = self.cfg.next_hop_mac;
+        self.send_to(mac, src, dst, repr, payload)
+    }
+
+    /// Frames that a packet of `len` bytes (IP header onwards) takes.
+    pub fn frames_for(&self, len: usize) -> usize {
+        (14 + len).div_ceil(self.umem.frame_size().bytes())
+    }
+
+    /// Whether a packet of `frames` frames can be queued now (free frames
+    /// and TX ring room), reaping completions first if needed.
+    pub fn has_room(&mut self, frames: usize) -> bool {
+        if self.pool.len() < frames {
+            self.reap();
+        }
+        let ring_free = self.xsk.tx.size() - self.xsk.tx.in_flight();
+        self.pool.len() >= frames && ring_free as usize >= frames
+    }
+
+    /// Like [`XskPort::send`], to the next hop `mac`.
+    pub fn send_to(
+        &mut self,
+        mac: [u8; 6],
+        src: SocketAddr,
+        dst: SocketAddr,
+        repr: &TcpRepr,
+        payload: (&[u8], &[u8]),
+    ) -> bool {
         let plen = payload.0.len() + payload.1.len();
         let thl = repr.header_len();
         let ip_hl = if src.is_ipv4() { 20 } else { 40 };
@@ -223,7 +261,7 @@ impl XskPort {
                 return false;
             }
         }
-        if !self.frame_headers(src, dst, repr, payload, hl) {
+        if !self.frame_headers(mac, src, dst, repr, payload, hl) {
             self.counters.tx_too_long += 1;
             return false;
         }
@@ -278,6 +316,7 @@ impl XskPort {
     /// pieces included) into `self.hdr[..hl]`.
     fn frame_headers(
         &mut self,
+        mac: [u8; 6],
         src: SocketAddr,
         dst: SocketAddr,
         repr: &TcpRepr,
@@ -318,7 +357,7 @@ impl XskPort {
             _ => return false,
         };
         let eth = EthernetRepr {
-            dst: EthernetAddress(self.cfg.next_hop_mac),
+            dst: EthernetAddress(mac),
             src: EthernetAddress(self.cfg.local_mac),
             vlan: None,
             ethertype,
@@ -372,8 +411,12 @@ fn deliver(
     bytes: &[u8],
     cfg: &PortConfig,
     counters: &mut PortCounters,
-    f: &mut impl FnMut(SocketAddr, SocketAddr, &TcpRepr, &[u8]),
+    f: &mut impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, &[u8]),
 ) {
+    let mut src_mac = [0u8; 6];
+    if let Some(b) = bytes.get(6..12) {
+        src_mac.copy_from_slice(b);
+    }
     let l = match locate_tcp(bytes) {
         Ok(l) => l,
         Err(WireError::Fragmented) => {
@@ -417,6 +460,7 @@ fn deliver(
     counters.rx_segments += 1;
     counters.rx_bytes += bytes.len() as u64;
     f(
+        src_mac,
         SocketAddr::new(src_ip, repr.src_port),
         SocketAddr::new(dst_ip, repr.dst_port),
         &repr,
@@ -461,7 +505,7 @@ mod tests {
             bytes,
             &cfg(policy),
             &mut c,
-            &mut |src, dst, r: &TcpRepr, p: &[u8]| got.push((src, dst, *r, p.to_vec())),
+            &mut |_, src, dst, r: &TcpRepr, p: &[u8]| got.push((src, dst, *r, p.to_vec())),
         );
         (c, got)
     }

@@ -1,0 +1,692 @@
+//! `xtcp send` and `xtcp recv`: bulk transfer over xtcp's own TCP on AF_XDP,
+//! against any TCP peer (a kernel program such as socat, nc or iperf3's data
+//! path, or another xtcp).
+
+use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use serde::Serialize;
+use xtcp_engine::app::bulk::{Source, spawn_reader, spawn_writer};
+use xtcp_engine::frame::FrameSize;
+use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, RecvWindow};
+use xtcp_engine::worker::{
+    ConnReport, EngineConfig, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, WaitStrategy,
+};
+use xtcp_engine::xdp::AttachMode;
+use xtcp_engine::xsk::BindMode;
+
+use crate::xsk_bench::{BindArg, XdpModeArg};
+
+/// `--wakeup`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WaitArg {
+    /// Spin (one core at 100 %).
+    Busy,
+    /// Sleep in poll() whenever idle.
+    NeedWakeup,
+    /// Spin briefly after work, then sleep in poll().
+    Adaptive,
+}
+
+/// `--rx-csum`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RxCsumArg {
+    /// Verify every received checksum (NICs).
+    Verify,
+    /// Accept without verifying (a veth peer sends partial checksums).
+    Trust,
+    /// Trust on veth, verify elsewhere.
+    Auto,
+}
+
+/// `--cc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CcArg {
+    /// RFC 5681 NewReno.
+    Newreno,
+    /// RFC 9438 CUBIC.
+    Cubic,
+}
+
+/// `on` / `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// A byte size: `65536`, `64K`, `4M`, `1G` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("`{s}`: unknown unit `{c}` (use K, M, G or T)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size like 65536, 64K, 4M or 1G"))?;
+    v.checked_mul(mul)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// `--rcvbuf`: auto-tuned or fixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RcvBuf {
+    /// Window auto-tuned up to the default buffer.
+    Auto,
+    /// Fixed buffer and window, bytes.
+    Fixed(u64),
+}
+
+fn parse_rcvbuf(s: &str) -> Result<RcvBuf, String> {
+    if s == "auto" {
+        Ok(RcvBuf::Auto)
+    } else {
+        parse_size(s).map(RcvBuf::Fixed)
+    }
+}
+
+fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|c| {
+            c.trim()
+                .parse()
+                .map_err(|_| format!("`{s}` is not a list of core numbers like 0,1"))
+        })
+        .collect()
+}
+
+fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
+    s.parse::<usize>()
+        .ok()
+        .and_then(FrameSize::from_bytes)
+        .ok_or_else(|| format!("frame size must be 2048 or 4096, not `{s}`"))
+}
+
+/// Engine options shared by `send` and `recv`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// Interface to run on (xtcp attaches its XDP program there).
+    #[arg(long)]
+    pub iface: String,
+    /// Queues to serve (0..N), one pinned worker each.
+    #[arg(long, default_value_t = 1)]
+    pub queues: u32,
+    /// Cores for the workers, one per queue (default: worker i on core i).
+    #[arg(long, value_parser = parse_cores)]
+    pub cores: Option<Vec<usize>>,
+    /// XDP attach mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub xdp_mode: XdpModeArg,
+    /// AF_XDP bind mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub bind: BindArg,
+    /// How idle workers wait.
+    #[arg(long, value_enum, default_value = "adaptive")]
+    pub wakeup: WaitArg,
+    /// UMEM frame size (2048 or 4096).
+    #[arg(long, default_value = "4096", value_parser = parse_frame_size)]
+    pub frame_size: FrameSize,
+    /// UMEM frames per queue.
+    #[arg(long, default_value_t = 16384)]
+    pub frames: u32,
+    /// RX/TX ring entries (power of two; fill/completion rings get twice).
+    #[arg(long, default_value_t = 2048)]
+    pub ring: u32,
+    /// RX descriptors per loop turn.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// Back the UMEM with huge pages.
+    #[arg(long)]
+    pub hugepages: bool,
+    /// Receive-checksum policy.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub rx_csum: RxCsumArg,
+    /// MSS to announce and send (default: the MTU less IP and TCP headers).
+    #[arg(long)]
+    pub mss: Option<u16>,
+    /// Round the sending MSS down to whole frames (8948 → 8192 with 4096-byte frames).
+    #[arg(long, value_enum, default_value = "on")]
+    pub mss_clip: OnOff,
+    /// Receive buffer: `auto` (window auto-tuned up to 4M) or a fixed size (e.g. 64K).
+    #[arg(long, default_value = "auto", value_parser = parse_rcvbuf)]
+    pub rcvbuf: RcvBuf,
+    /// Send buffer per connection.
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    pub sndbuf: u64,
+    /// Congestion control.
+    #[arg(long, value_enum, default_value = "cubic")]
+    pub cc: CcArg,
+    /// Seconds between FIN and RST when interrupted.
+    #[arg(long, default_value_t = 2.0)]
+    pub grace: f64,
+    /// Print the final report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl EngineArgs {
+    fn config(&self) -> anyhow::Result<EngineConfig> {
+        let mut c = EngineConfig {
+            iface: self.iface.clone(),
+            queues: self.queues,
+            cores: self.cores.clone(),
+            xdp_mode: match self.xdp_mode {
+                XdpModeArg::Native => AttachMode::Native,
+                XdpModeArg::Generic => AttachMode::Generic,
+                XdpModeArg::Auto => AttachMode::Auto,
+            },
+            bind: match self.bind {
+                BindArg::Copy => BindMode::Copy,
+                BindArg::Zerocopy => BindMode::ZeroCopy,
+                BindArg::Auto => BindMode::Auto,
+            },
+            wait: match self.wakeup {
+                WaitArg::Busy => WaitStrategy::Busy,
+                WaitArg::NeedWakeup => WaitStrategy::NeedWakeup,
+                WaitArg::Adaptive => WaitStrategy::Adaptive,
+            },
+            frame_size: self.frame_size,
+            frames: self.frames,
+            ring: self.ring,
+            batch: self.batch,
+            hugepages: self.hugepages,
+            rx_csum: match self.rx_csum {
+                RxCsumArg::Verify => RxCsumPolicy::Verify,
+                RxCsumArg::Trust => RxCsumPolicy::Trust,
+                RxCsumArg::Auto => RxCsumPolicy::Auto,
+            },
+            mss: self.mss,
+            grace: Duration::from_secs_f64(self.grace.clamp(0.0, 3600.0)),
+            ..EngineConfig::default()
+        };
+        if !self.ring.is_power_of_two() || !(64..=16384).contains(&self.ring) {
+            bail!("--ring must be a power of two in 64..=16384");
+        }
+        if self.frames < self.ring * 4 {
+            bail!(
+                "--frames {} is too few for --ring {}: give at least 4 × ring",
+                self.frames,
+                self.ring
+            );
+        }
+        let fs = self.frame_size.bytes() as u64;
+        if self.sndbuf < 4 * fs || self.sndbuf > 1 << 30 {
+            bail!("--sndbuf must be between {} and 1G", 4 * fs);
+        }
+        c.tcp.send_frames = self.sndbuf.div_ceil(fs) as usize;
+        c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
+        c.tcp.congestion = match self.cc {
+            CcArg::Newreno => CongestionAlgorithm::NewReno,
+            CcArg::Cubic => CongestionAlgorithm::Cubic,
+        };
+        match self.rcvbuf {
+            RcvBuf::Auto => {}
+            RcvBuf::Fixed(n) if (1024..=1 << 30).contains(&n) => {
+                c.tcp.recv_buffer = n as usize;
+                c.tcp.recv_window = RecvWindow::Fixed(n as usize);
+            }
+            RcvBuf::Fixed(_) => bail!("--rcvbuf must be `auto` or between 1K and 1G"),
+        }
+        Ok(c)
+    }
+}
+
+/// Arguments of `xtcp send`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("input").args(["file", "pattern"])))]
+pub struct SendArgs {
+    /// The receiver: ADDR:PORT (IPv6 as [ADDR]:PORT).
+    #[arg(long)]
+    pub connect: SocketAddr,
+    /// Our address (default: the kernel's preferred source for the route).
+    #[arg(long)]
+    pub local: Option<IpAddr>,
+    /// Send this file (default: standard input).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Send the seeded pseudo-random stream (check it with `xtcp recv --verify SEED`).
+    #[arg(long)]
+    pub pattern: Option<u64>,
+    /// Bytes of pattern per connection (with --pattern).
+    #[arg(long, value_parser = parse_size, requires = "pattern")]
+    pub bytes: Option<u64>,
+    /// Parallel connections (with --pattern; each sends the whole pattern).
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Arguments of `xtcp recv`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("output").args(["out", "verify", "discard"])))]
+pub struct RecvArgs {
+    /// Where to listen: [ADDR:]PORT (default address: the interface's IPv4 address).
+    #[arg(long, value_parser = parse_listen)]
+    pub listen: (Option<IpAddr>, u16),
+    /// Write the received stream to this file (default: standard output).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Check the received stream against `xtcp send --pattern SEED`.
+    #[arg(long)]
+    pub verify: Option<u64>,
+    /// Count the received bytes and drop them.
+    #[arg(long)]
+    pub discard: bool,
+    /// Serve connection after connection until interrupted (with --verify or --discard).
+    #[arg(long)]
+    pub keep_listening: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+fn parse_listen(s: &str) -> Result<(Option<IpAddr>, u16), String> {
+    if let Ok(p) = s.parse::<u16>() {
+        return Ok((None, p));
+    }
+    s.parse::<SocketAddr>()
+        .map(|a| (Some(a.ip()), a.port()))
+        .map_err(|_| format!("`{s}` is not PORT, ADDR:PORT or [IPV6]:PORT"))
+}
+
+/// The report printed at the end.
+#[derive(Debug, Serialize)]
+struct Summary<'a> {
+    ok: bool,
+    error: Option<String>,
+    bytes: u64,
+    seconds: f64,
+    gbps: f64,
+    retransmits: u64,
+    segments_sent: u64,
+    segments_received: u64,
+    cpu_seconds: f64,
+    cpu_seconds_per_gib: f64,
+    connections: Vec<ConnSummary>,
+    engine: &'a EngineReport,
+}
+
+#[derive(Debug, Serialize)]
+struct ConnSummary {
+    id: usize,
+    queue: u32,
+    local: SocketAddr,
+    remote: SocketAddr,
+    result: String,
+    bytes_sent: u64,
+    bytes_received: u64,
+    retransmits: u64,
+    seconds: f64,
+}
+
+fn describe(r: &ConnReport) -> Result<(), String> {
+    if let Some(e) = r.source_error {
+        return Err(format!("reading the input failed: {e}"));
+    }
+    if let Some(off) = r.mismatch {
+        return Err(format!(
+            "--verify failed: the stream differs from the pattern at byte {off}"
+        ));
+    }
+    match r.reason {
+        CloseReason::Normal => Ok(()),
+        CloseReason::Aborted => Err("aborted (reset sent)".into()),
+        CloseReason::Error(e) => Err(e.to_string()),
+    }
+}
+
+fn summarise(
+    report: &EngineReport,
+    sending: bool,
+    writer: Option<anyhow::Result<u64>>,
+    expected: usize,
+) -> Summary<'_> {
+    let mut error = None;
+    let conns: Vec<ConnSummary> = report
+        .connections
+        .iter()
+        .map(|r| {
+            let res = describe(r);
+            if let Err(e) = &res {
+                error.get_or_insert_with(|| {
+                    format!(
+                        "connection {} ({} → {}): {e}",
+                        r.id, r.tuple.local, r.tuple.remote
+                    )
+                });
+            }
+            ConnSummary {
+                id: r.id,
+                queue: r.queue,
+                local: r.tuple.local,
+                remote: r.tuple.remote,
+                result: res.err().unwrap_or_else(|| "ok".into()),
+                bytes_sent: r.bytes_sent,
+                bytes_received: r.bytes_received,
+                retransmits: r.stats.retransmits,
+                seconds: r
+                    .established
+                    .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64()),
+            }
+        })
+        .collect();
+    if let Some(Err(e)) = writer {
+        error.get_or_insert_with(|| format!("writing the output failed: {e:#}"));
+    }
+    if report.interrupted {
+        error.get_or_insert_with(|| "interrupted".into());
+    }
+    if conns.len() < expected {
+        error.get_or_insert_with(|| format!("{} of {expected} connections finished", conns.len()));
+    }
+    let bytes: u64 = conns
+        .iter()
+        .map(|c| {
+            if sending {
+                c.bytes_sent
+            } else {
+                c.bytes_received
+            }
+        })
+        .sum();
+    let seconds = report.seconds;
+    let gib = bytes as f64 / f64::from(1u32 << 30);
+    Summary {
+        ok: error.is_none(),
+        error,
+        bytes,
+        seconds,
+        gbps: if seconds > 0.0 {
+            bytes as f64 * 8.0 / seconds / 1e9
+        } else {
+            0.0
+        },
+        retransmits: report.connections.iter().map(|c| c.stats.retransmits).sum(),
+        segments_sent: report
+            .connections
+            .iter()
+            .map(|c| c.stats.segments_sent)
+            .sum(),
+        segments_received: report
+            .connections
+            .iter()
+            .map(|c| c.stats.segments_received)
+            .sum(),
+        cpu_seconds: report.cpu_seconds,
+        cpu_seconds_per_gib: if gib > 0.0 {
+            report.cpu_seconds / gib
+        } else {
+            0.0
+        },
+        connections: conns,
+        engine: report,
+    }
+}
+
+fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
+    if json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, s)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let e = s.engine;
+    let binds: Vec<&str> = e
+        .bind
+        .iter()
+        .map(|b| if b.zerocopy { "zero-copy" } else { "copy" })
+        .collect();
+    eprintln!(
+        "xtcp: {verb} {} bytes in {:.3} s = {:.2} Gbit/s, {} retransmits, {} segments sent, \
+         {} received, CPU {:.2} s ({:.2} s/GiB)",
+        s.bytes,
+        s.seconds,
+        s.gbps,
+        s.retransmits,
+        s.segments_sent,
+        s.segments_received,
+        s.cpu_seconds,
+        s.cpu_seconds_per_gib
+    );
+    eprintln!(
+        "xtcp: {} MTU {} MSS {}, XDP {:?}, AF_XDP {}, rx checksums {:?}",
+        e.iface,
+        e.mtu,
+        e.mss,
+        e.xdp_mode,
+        binds.join("/"),
+        e.rx_csum
+    );
+    for w in &e.workers {
+        let p = &w.port;
+        let drops = p.drop_malformed
+            + p.drop_not_tcp
+            + p.drop_fragment
+            + p.drop_checksum
+            + p.drop_not_ours
+            + p.drop_oversize;
+        eprintln!(
+            "xtcp: queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
+             no connection {}, misplaced {}, tx ring/frames full {} turns",
+            w.queue,
+            p.rx_segments,
+            p.tx_packets,
+            p.drop_checksum,
+            p.drop_malformed,
+            w.no_connection,
+            w.misplaced,
+            w.tx_full_turns
+        );
+    }
+    for c in &s.connections {
+        if c.result != "ok" || s.connections.len() > 1 {
+            eprintln!(
+                "xtcp: connection {} {} → {} (queue {}): {}, {} bytes sent, {} received, \
+                 {} retransmits",
+                c.id,
+                c.local,
+                c.remote,
+                c.queue,
+                c.result,
+                c.bytes_sent,
+                c.bytes_received,
+                c.retransmits
+            );
+        }
+    }
+    Ok(())
+}
+
+struct Meter {
+    tty: bool,
+    last: Instant,
+}
+
+impl Meter {
+    fn new() -> Meter {
+        Meter {
+            tty: std::io::stderr().is_terminal(),
+            last: Instant::now(),
+        }
+    }
+
+    fn show(&mut self, p: &Progress) {
+        if self.tty && self.last.elapsed() >= Duration::from_millis(500) {
+            self.last = Instant::now();
+            eprint!(
+                "\rxtcp: sent {} MiB, received {} MiB, {} retransmits   ",
+                p.bytes_sent >> 20,
+                p.bytes_received >> 20,
+                p.retransmits
+            );
+        }
+    }
+
+    fn done(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone())
+            .context("installing the SIGINT/SIGTERM handler")?;
+    }
+    Ok(flag)
+}
+
+/// `xtcp send`.
+pub fn send(a: &SendArgs) -> anyhow::Result<()> {
+    let cfg = a.engine.config()?;
+    if a.connections == 0 || a.connections > 1024 {
+        bail!("--connections must be between 1 and 1024");
+    }
+    let mut readers = Vec::new();
+    let sources: Vec<Source> = match (a.pattern, &a.file) {
+        (Some(seed), _) => {
+            let Some(len) = a.bytes else {
+                bail!("--pattern needs --bytes N (per connection, e.g. 1G)");
+            };
+            (0..a.connections)
+                .map(|_| Source::Pattern {
+                    seed,
+                    offset: 0,
+                    len,
+                })
+                .collect()
+        }
+        (None, input) => {
+            if a.connections != 1 {
+                bail!(
+                    "--connections above 1 needs --pattern (one input cannot feed several streams)"
+                );
+            }
+            let reader: Box<dyn std::io::Read + Send> = match input {
+                Some(p) => Box::new(
+                    std::fs::File::open(p).with_context(|| format!("opening {}", p.display()))?,
+                ),
+                None => {
+                    if std::io::stdin().is_terminal() {
+                        bail!(
+                            "standard input is a terminal: give --file F, --pattern SEED --bytes N, \
+                             or pipe data in"
+                        );
+                    }
+                    Box::new(std::io::stdin())
+                }
+            };
+            let (src, t) = spawn_reader(reader).context("starting the reader thread")?;
+            readers.push(t);
+            vec![src]
+        }
+    };
+    let flag = interrupt_flag()?;
+    let mut meter = Meter::new();
+    let role = Role::Connect {
+        remote: a.connect,
+        local: a.local,
+        sources,
+    };
+    let report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
+        .with_context(|| format!("xtcp send on {}", cfg.iface))?;
+    meter.done();
+    drop(readers);
+    let s = summarise(&report, true, None, a.connections);
+    print_summary(&s, a.engine.json, "sent")?;
+    if let Some(e) = s.error {
+        bail!("{e}");
+    }
+    Ok(())
+}
+
+/// `xtcp recv`.
+pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
+    let cfg = a.engine.config()?;
+    let (addr, port) = a.listen;
+    let mut writer = None;
+    let sinks = if let Some(seed) = a.verify {
+        SinkKind::Verify(seed)
+    } else if a.discard {
+        SinkKind::Discard
+    } else {
+        if a.keep_listening {
+            bail!(
+                "--keep-listening needs --verify SEED or --discard: an output file or standard \
+                 output takes one connection's stream"
+            );
+        }
+        let out: Box<dyn std::io::Write + Send> = match &a.out {
+            Some(p) => Box::new(std::io::BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            )),
+            None => {
+                if std::io::stdout().is_terminal() {
+                    bail!(
+                        "standard output is a terminal: give --out FILE, --verify SEED or \
+                         --discard, or redirect it"
+                    );
+                }
+                if a.engine.json {
+                    bail!(
+                        "--json writes to standard output: give --out FILE, --verify or --discard"
+                    );
+                }
+                Box::new(std::io::stdout())
+            }
+        };
+        let (sink, t) = spawn_writer(out).context("starting the writer thread")?;
+        writer = Some(t);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let _ = tx.send(sink);
+        SinkKind::Single(rx)
+    };
+    let flag = interrupt_flag()?;
+    let mut meter = Meter::new();
+    let role = Role::Listen {
+        addr,
+        port,
+        sinks,
+        keep_listening: a.keep_listening,
+    };
+    let report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
+        .with_context(|| format!("xtcp recv on {}", cfg.iface))?;
+    meter.done();
+    let written = writer.map(|t| match t.join() {
+        Ok(r) => r.map_err(anyhow::Error::from),
+        Err(_) => Err(anyhow::anyhow!("the writer thread panicked")),
+    });
+    let expected = usize::from(!a.keep_listening);
+    let s = summarise(&report, false, written, expected);
+    print_summary(&s, a.engine.json, "received")?;
+    if let Some(e) = s.error {
+        if !(a.keep_listening
+            && report.interrupted
+            && s.connections.iter().all(|c| c.result == "ok"))
+        {
+            bail!("{e}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,553 @@
+//! Bulk transfer: where the bytes of `xtcp send` come from and where the
+//! bytes of `xtcp recv` go.
+//!
+//! A [`Source`] fills the send buffer of a connection, a [`Sink`] drains its
+//! receive buffer. Both run on a worker's hot path, so neither allocates,
+//! locks or blocks there:
+//!
+//! - [`Source::Pattern`] / [`Sink::Verify`] generate and check a seeded
+//!   pseudo-random stream ([`pattern_fill`]) in place, no I/O at all;
+//! - [`Source::Pipe`] / [`Sink::Pipe`] exchange fixed-size chunks with an I/O
+//!   thread ([`spawn_reader`], [`spawn_writer`]) over bounded lock-free
+//!   channels; the chunks are allocated once and recycled, and a full or
+//!   empty channel only means "not now" (TCP flow control does the rest);
+//! - [`Source::Empty`] / [`Sink::Discard`] send nothing / count and drop.
+
+use std::io::{self, Read, Write};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
+
+/// Bytes of one pipe chunk.
+pub const CHUNK_LEN: usize = 256 * 1024;
+/// Chunks per pipe (the pipe holds at most this many × [`CHUNK_LEN`]).
+pub const CHUNKS: usize = 16;
+
+/// The byte at `offset` of the pattern stream `seed` lives in the 8-byte
+/// word `offset / 8`, which is a SplitMix64 output.
+fn word(seed: u64, index: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(index.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Writes bytes `offset..offset + buf.len()` of the pattern stream `seed`
+/// into `buf`. The stream is the same on every machine (little-endian words).
+pub fn pattern_fill(seed: u64, offset: u64, buf: &mut [u8]) {
+    let mut o = offset;
+    let mut b = &mut buf[..];
+    // Leading partial word.
+    while !o.is_multiple_of(8) && !b.is_empty() {
+        b[0] = word(seed, o / 8).to_le_bytes()[(o % 8) as usize];
+        b = &mut b[1..];
+        o += 1;
+    }
+    let mut chunks = b.chunks_exact_mut(8);
+    for c in &mut chunks {
+        c.copy_from_slice(&word(seed, o / 8).to_le_bytes());
+        o += 8;
+    }
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        let w = word(seed, o / 8).to_le_bytes();
+        let n = rest.len();
+        rest.copy_from_slice(&w[..n]);
+    }
+}
+
+/// Checks `buf` against the pattern at `offset`; returns the stream offset
+/// of the first byte that differs.
+pub fn pattern_check(seed: u64, offset: u64, buf: &[u8]) -> Option<u64> {
+    let mut tmp = [0u8; 512];
+    let mut done = 0;
+    while done < buf.len() {
+        let n = (buf.len() - done).min(tmp.len());
+        pattern_fill(seed, offset + done as u64, &mut tmp[..n]);
+        if tmp[..n] != buf[done..done + n] {
+            let i = (0..n).find(|&i| tmp[i] != buf[done + i]).unwrap_or(0);
+            return Some(offset + (done + i) as u64);
+        }
+        done += n;
+    }
+    None
+}
+
+/// A chunk of a pipe: `buf[..len]` is data.
+#[derive(Debug)]
+pub struct Chunk {
+    buf: Box<[u8]>,
+    len: usize,
+}
+
+/// What travels from the reader thread to a [`Source::Pipe`].
+#[derive(Debug)]
+pub enum Fill {
+    /// Data.
+    Data(Chunk),
+    /// End of input.
+    Eof,
+    /// Reading failed.
+    Error(io::ErrorKind),
+}
+
+/// What travels from a [`Sink::Pipe`] to the writer thread.
+#[derive(Debug)]
+pub enum Drain {
+    /// Data.
+    Data(Chunk),
+    /// The stream ended: flush and stop.
+    Eof,
+}
+
+/// Where a connection's bytes come from.
+#[derive(Debug)]
+pub enum Source {
+    /// Nothing: the connection only receives.
+    Empty,
+    /// `len` bytes of the pattern stream `seed`.
+    Pattern {
+        /// Stream seed.
+        seed: u64,
+        /// Next offset.
+        offset: u64,
+        /// Total bytes.
+        len: u64,
+    },
+    /// Chunks from a reader thread.
+    Pipe(PipeSource),
+}
+
+/// The worker end of a reader thread.
+#[derive(Debug)]
+pub struct PipeSource {
+    full: Receiver<Fill>,
+    free: Sender<Chunk>,
+    cur: Option<(Chunk, usize)>,
+    eof: bool,
+    error: Option<io::ErrorKind>,
+}
+
+/// What [`Source::produce`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Produced {
+    /// More may come later.
+    More,
+    /// Everything was produced: close the connection.
+    Done,
+    /// Reading the input failed: abort the connection.
+    Failed(io::ErrorKind),
+}
+
+impl Source {
+    /// Fills as much of `dst` (send-buffer space, in at most two pieces) as
+    /// it can; returns the bytes written and whether the source is done.
+    pub fn produce(&mut self, dst: (&mut [u8], &mut [u8])) -> (usize, Produced) {
+        match self {
+            Source::Empty => (0, Produced::Done),
+            Source::Pattern { seed, offset, len } => {
+                let mut n = 0;
+                for piece in [dst.0, dst.1] {
+                    let take = (piece.len() as u64).min(*len - *offset) as usize;
+                    pattern_fill(*seed, *offset, &mut piece[..take]);
+                    *offset += take as u64;
+                    n += take;
+                }
+                let st = if *offset == *len {
+                    Produced::Done
+                } else {
+                    Produced::More
+                };
+                (n, st)
+            }
+            Source::Pipe(p) => p.produce(dst),
+        }
+    }
+}
+
+impl PipeSource {
+    fn produce(&mut self, dst: (&mut [u8], &mut [u8])) -> (usize, Produced) {
+        let mut n = 0;
+        for piece in [dst.0, dst.1] {
+            let mut at = 0;
+            while at < piece.len() {
+                if self.cur.is_none() {
+                    if self.eof || self.error.is_some() {
+                        break;
+                    }
+                    match self.full.try_recv() {
+                        Ok(Fill::Data(c)) => self.cur = Some((c, 0)),
+                        Ok(Fill::Eof) | Err(TryRecvError::Disconnected) => self.eof = true,
+                        Ok(Fill::Error(e)) => self.error = Some(e),
+                        Err(TryRecvError::Empty) => break,
+                    }
+                    continue;
+                }
+                let Some((c, pos)) = self.cur.as_mut() else {
+                    break;
+                };
+                let k = (c.len - *pos).min(piece.len() - at);
+                piece[at..at + k].copy_from_slice(&c.buf[*pos..*pos + k]);
+                at += k;
+                *pos += k;
+                if *pos == c.len {
+                    if let Some((c, _)) = self.cur.take() {
+                        // The reader owns CHUNKS chunks; this cannot be full.
+                        let _ = self.free.try_send(c);
+                    }
+                }
+            }
+            n += at;
+            if at < piece.len() {
+                break;
+            }
+        }
+        let st = match (self.error, self.eof && self.cur.is_none()) {
+            (Some(e), _) => Produced::Failed(e),
+            (None, true) => Produced::Done,
+            (None, false) => Produced::More,
+        };
+        (n, st)
+    }
+}
+
+/// Where a connection's bytes go.
+#[derive(Debug)]
+pub enum Sink {
+    /// Counted and dropped.
+    Discard,
+    /// Checked against the pattern stream `seed`.
+    Verify {
+        /// Stream seed.
+        seed: u64,
+        /// Next offset.
+        offset: u64,
+        /// First offset that differed.
+        mismatch: Option<u64>,
+    },
+    /// Chunks to a writer thread.
+    Pipe(PipeSink),
+}
+
+/// The worker end of a writer thread.
+#[derive(Debug)]
+pub struct PipeSink {
+    full: Sender<Drain>,
+    free: Receiver<Chunk>,
+    cur: Option<Chunk>,
+    closed: bool,
+}
+
+impl Sink {
+    /// Takes what it can of `src` (received bytes, in at most two pieces);
+    /// returns the bytes taken (the caller consumes that many).
+    pub fn consume(&mut self, src: (&[u8], &[u8])) -> usize {
+        match self {
+            Sink::Discard => src.0.len() + src.1.len(),
+            Sink::Verify {
+                seed,
+                offset,
+                mismatch,
+            } => {
+                for piece in [src.0, src.1] {
+                    if mismatch.is_none() {
+                        *mismatch = pattern_check(*seed, *offset, piece);
+                    }
+                    *offset += piece.len() as u64;
+                }
+                src.0.len() + src.1.len()
+            }
+            Sink::Pipe(p) => p.consume(src),
+        }
+    }
+
+    /// The stream ended (the peer's FIN): flush what is buffered and tell
+    /// the writer. Returns false if that must be retried (pipe full).
+    pub fn finish(&mut self) -> bool {
+        match self {
+            Sink::Discard | Sink::Verify { .. } => true,
+            Sink::Pipe(p) => p.finish(),
+        }
+    }
+}
+
+impl PipeSink {
+    fn consume(&mut self, src: (&[u8], &[u8])) -> usize {
+        let mut n = 0;
+        for piece in [src.0, src.1] {
+            let mut at = 0;
+            while at < piece.len() {
+                if self.cur.is_none() {
+                    match self.free.try_recv() {
+                        Ok(c) => self.cur = Some(c),
+                        Err(_) => return n + at,
+                    }
+                }
+                let Some(c) = self.cur.as_mut() else {
+                    break;
+                };
+                let k = (c.buf.len() - c.len).min(piece.len() - at);
+                c.buf[c.len..c.len + k].copy_from_slice(&piece[at..at + k]);
+                c.len += k;
+                at += k;
+                if c.len == c.buf.len() && !self.push() {
+                    return n + at;
+                }
+            }
+            n += at;
+        }
+        n
+    }
+
+    /// Sends the current chunk to the writer; false if the pipe is full
+    /// (the chunk stays current).
+    fn push(&mut self) -> bool {
+        let Some(c) = self.cur.take() else {
+            return true;
+        };
+        match self.full.try_send(Drain::Data(c)) {
+            Ok(()) => true,
+            Err(e) => {
+                if let Drain::Data(c) = e.into_inner() {
+                    self.cur = Some(c);
+                }
+                false
+            }
+        }
+    }
+
+    fn finish(&mut self) -> bool {
+        if self.closed {
+            return true;
+        }
+        if self.cur.as_ref().is_some_and(|c| c.len > 0) && !self.push() {
+            return false;
+        }
+        if self.full.try_send(Drain::Eof).is_ok() {
+            self.closed = true;
+        }
+        self.closed
+    }
+}
+
+fn chunks() -> (Sender<Chunk>, Receiver<Chunk>) {
+    let (tx, rx) = bounded(CHUNKS);
+    for _ in 0..CHUNKS {
+        let _ = tx.try_send(Chunk {
+            buf: vec![0u8; CHUNK_LEN].into_boxed_slice(),
+            len: 0,
+        });
+    }
+    (tx, rx)
+}
+
+/// Starts a thread that reads `input` to its end in chunks; returns the
+/// worker's end of the pipe and the thread (it returns the bytes read).
+pub fn spawn_reader(
+    mut input: Box<dyn Read + Send>,
+) -> io::Result<(Source, JoinHandle<io::Result<u64>>)> {
+    let (free_tx, free_rx) = chunks();
+    let (full_tx, full_rx) = bounded(CHUNKS + 1);
+    let t = std::thread::Builder::new()
+        .name("xtcp-reader".into())
+        .spawn(move || -> io::Result<u64> {
+            let mut total = 0u64;
+            // Ends when the input ends or the worker drops its end.
+            while let Ok(mut c) = free_rx.recv() {
+                c.len = 0;
+                while c.len < c.buf.len() {
+                    match input.read(&mut c.buf[c.len..]) {
+                        Ok(0) => break,
+                        Ok(n) => c.len += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = full_tx.send(Fill::Error(e.kind()));
+                            return Err(e);
+                        }
+                    }
+                }
+                total += c.len as u64;
+                let last = c.len < c.buf.len();
+                if c.len > 0 && full_tx.send(Fill::Data(c)).is_err() {
+                    return Ok(total);
+                }
+                if last {
+                    let _ = full_tx.send(Fill::Eof);
+                    return Ok(total);
+                }
+            }
+            Ok(total)
+        })?;
+    let src = Source::Pipe(PipeSource {
+        full: full_rx,
+        free: free_tx,
+        cur: None,
+        eof: false,
+        error: None,
+    });
+    Ok((src, t))
+}
+
+/// Starts a thread that writes what the sink receives to `output`; returns
+/// the worker's end and the thread (it returns the bytes written once the
+/// stream ended, or the write error).
+pub fn spawn_writer(
+    mut output: Box<dyn Write + Send>,
+) -> io::Result<(Sink, JoinHandle<io::Result<u64>>)> {
+    let (free_tx, free_rx) = chunks();
+    let (full_tx, full_rx) = bounded::<Drain>(CHUNKS + 1);
+    let t = std::thread::Builder::new()
+        .name("xtcp-writer".into())
+        .spawn(move || -> io::Result<u64> {
+            let mut total = 0u64;
+            while let Ok(d) = full_rx.recv() {
+                match d {
+                    Drain::Data(mut c) => {
+                        output.write_all(&c.buf[..c.len])?;
+                        total += c.len as u64;
+                        c.len = 0;
+                        let _ = free_tx.try_send(c);
+                    }
+                    Drain::Eof => {
+                        output.flush()?;
+                        return Ok(total);
+                    }
+                }
+            }
+            Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection ended before its stream did",
+            ))
+        })?;
+    let sink = Sink::Pipe(PipeSink {
+        full: full_tx,
+        free: free_rx,
+        cur: None,
+        closed: false,
+    });
+    Ok((sink, t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_is_position_addressable() {
+        let mut whole = vec![0u8; 1000];
+        pattern_fill(7, 0, &mut whole);
+        for (off, len) in [(0, 1), (3, 17), (8, 8), (13, 500), (999, 1)] {
+            let mut part = vec![0u8; len];
+            pattern_fill(7, off as u64, &mut part);
+            assert_eq!(part, whole[off..off + len], "{off} {len}");
+        }
+        let mut other = vec![0u8; 1000];
+        pattern_fill(8, 0, &mut other);
+        assert_ne!(whole, other, "seeds give different streams");
+        assert_eq!(pattern_check(7, 0, &whole), None);
+        whole[777] ^= 1;
+        assert_eq!(pattern_check(7, 0, &whole), Some(777));
+        assert_eq!(pattern_check(7, 700, &whole[700..]), Some(777));
+    }
+
+    #[test]
+    fn pattern_source_and_verify_sink_round_trip_in_odd_pieces() {
+        let mut src = Source::Pattern {
+            seed: 3,
+            offset: 0,
+            len: 10_000,
+        };
+        let mut sink = Sink::Verify {
+            seed: 3,
+            offset: 0,
+            mismatch: None,
+        };
+        let (mut a, mut b) = ([0u8; 333], [0u8; 77]);
+        let mut total = 0;
+        loop {
+            let (n, st) = src.produce((&mut a, &mut b));
+            let (x, y) = (n.min(333), n.saturating_sub(333));
+            assert_eq!(sink.consume((&a[..x], &b[..y])), n);
+            total += n;
+            if st == Produced::Done {
+                break;
+            }
+        }
+        assert_eq!(total, 10_000);
+        assert!(matches!(
+            sink,
+            Sink::Verify {
+                offset: 10_000,
+                mismatch: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn pipes_carry_bytes_exactly_and_report_the_end() {
+        let data: Vec<u8> = (0..3 * CHUNK_LEN + 123).map(|i| (i * 7) as u8).collect();
+        let (mut src, reader) = spawn_reader(Box::new(io::Cursor::new(data.clone()))).unwrap();
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let (mut sink, writer) = spawn_writer(Box::new(Shared(out.clone()))).unwrap();
+        let mut buf = vec![0u8; 70_000];
+        let mut pending = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut done = false;
+        while std::time::Instant::now() < deadline {
+            if !done && pending == 0 {
+                let (a, b) = buf.split_at_mut(50_000);
+                let (n, st) = src.produce((a, b));
+                pending = n;
+                done = st == Produced::Done;
+            }
+            if pending > 0 {
+                let (a, b) = buf[..pending].split_at(pending.min(50_000));
+                let took = sink.consume((a, b));
+                buf.copy_within(took..pending, 0);
+                pending -= took;
+            }
+            if done && pending == 0 && sink.finish() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        assert_eq!(reader.join().unwrap().unwrap(), data.len() as u64);
+        assert_eq!(writer.join().unwrap().unwrap(), data.len() as u64);
+        assert!(*out.lock().unwrap() == data);
+    }
+
+    #[test]
+    fn a_read_error_reaches_the_source() {
+        struct Bad;
+        impl Read for Bad {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::new(io::ErrorKind::PermissionDenied, "no"))
+            }
+        }
+        let (mut src, t) = spawn_reader(Box::new(Bad)).unwrap();
+        let mut a = [0u8; 10];
+        let mut st = Produced::More;
+        for _ in 0..10_000 {
+            st = src.produce((&mut a, &mut [])).1;
+            if st != Produced::More {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(st, Produced::Failed(io::ErrorKind::PermissionDenied));
+        assert!(t.join().unwrap().is_err());
+    }
+}

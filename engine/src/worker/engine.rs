@@ -1,0 +1,649 @@
+//! The engine: sets up steering, sockets and workers for one interface,
+//! runs a bulk transfer (active opens to one peer, or a listener), and
+//! tears everything down again.
+//!
+//! Setup (the only place that may fail with an error for the user):
+//!
+//! 1. the interface: index, MAC, MTU, driver (`--rx-csum auto`: trust a veth
+//!    peer, whose kernel hands over partial checksums; verify on NICs);
+//! 2. addresses: for active opens the kernel's route to the peer (it must
+//!    leave through this interface), its preferred source address and the
+//!    next hop's MAC, resolved over netlink (ARP / neighbour discovery
+//!    triggered when missing); for a listener the given address or the
+//!    interface's IPv4 address — replies to a client go to the MAC its
+//!    packets came from;
+//! 3. local ports reserved with kernel sockets (bound, never listening) so
+//!    that no other program takes them while xtcp owns them; active opens
+//!    use a block of consecutive ports, steered by one rule;
+//! 4. the steering program (packets that match with no socket on their
+//!    queue are dropped, so the kernel never resets xtcp's flows), one UMEM
+//!    and AF_XDP socket per queue, registered in the XSKMAP;
+//! 5. the segment size: the MTU less headers (or `mss`), clamped to one
+//!    frame where the device takes only single-frame packets in zero-copy
+//!    mode (`xdp-zc-max-segs` 1, e.g. virtio-net), multi-buffer otherwise.
+//!
+//! Run: one pinned thread per queue ([`super::thread`]); this thread
+//! collects counters and connection reports over a channel and decides when
+//! the run is over. Stop (the interrupt flag — SIGINT/SIGTERM in the CLI —
+//! or the transfer done): workers send FINs, reset what is not closed after
+//! the grace period, and exit; then the sockets close and the steering
+//! program detaches (it is held by a BPF link, so even a crash leaves
+//! nothing attached).
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{RecvTimeoutError, bounded};
+
+use super::port::{PortConfig, RxCsum, XskPort};
+use super::thread::{
+    ConnReport, Msg, Planned, Shared, SinkKind, UNCLAIMED, WaitStrategy, Worker, WorkerCounters,
+};
+use crate::app::bulk::Source;
+use crate::frame::FrameSize;
+use crate::netlink::neigh::{ResolveError, resolve};
+use crate::probe::NetdevFeatures;
+use crate::tcp::{self, FourTuple, IsnGenerator};
+use crate::xdp::{AttachMode, NoSocket, Rule, SteerCounters, Steering, XdpError};
+use crate::xsk::{
+    BindInfo, BindMode, Umem, UmemConfig, Xsk, XskConfig, XskError, driver_name, iface_ipv4,
+    iface_mac, iface_mtu, ifindex,
+};
+
+/// XDP headroom the kernel keeps in front of a received packet.
+const XDP_HEADROOM: usize = 256;
+/// Descriptors per packet that copy mode takes (`MAX_SKB_FRAGS` + 1).
+const COPY_MAX_DESCS: usize = 18;
+
+/// Receive-checksum policy as the user gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RxCsumPolicy {
+    /// Verify every segment.
+    Verify,
+    /// Accept without verifying.
+    Trust,
+    /// Trust on veth (partial checksums from the peer), verify elsewhere.
+    Auto,
+}
+
+/// Everything about how the engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The interface.
+    pub iface: String,
+    /// Queues 0..queues, one worker each.
+    pub queues: u32,
+    /// Core of each worker (default: worker i on core i, wrapping).
+    pub cores: Option<Vec<usize>>,
+    /// Native, generic or auto XDP.
+    pub xdp_mode: AttachMode,
+    /// Copy, zero-copy or auto.
+    pub bind: BindMode,
+    /// How idle workers wait.
+    pub wait: WaitStrategy,
+    /// UMEM frame size.
+    pub frame_size: FrameSize,
+    /// UMEM frames per queue.
+    pub frames: u32,
+    /// RX and TX ring entries (fill and completion rings get twice that).
+    pub ring: u32,
+    /// RX descriptors per turn.
+    pub batch: u32,
+    /// Back the UMEM with huge pages.
+    pub hugepages: bool,
+    /// Receive checksums.
+    pub rx_csum: RxCsumPolicy,
+    /// MSS to announce and send (default: MTU − IP − TCP headers).
+    pub mss: Option<u16>,
+    /// TCP parameters (its `mss` is set from the MTU at start).
+    pub tcp: tcp::Config,
+    /// Between FIN and RST when stopping.
+    pub grace: Duration,
+    /// Counter reports from workers.
+    pub report_interval: Duration,
+    /// Connections a worker holds at most.
+    pub max_conns: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            iface: String::new(),
+            queues: 1,
+            cores: None,
+            xdp_mode: AttachMode::Auto,
+            bind: BindMode::Auto,
+            wait: WaitStrategy::Adaptive,
+            frame_size: FrameSize::from_bytes(4096).unwrap_or_default(),
+            frames: 16384,
+            ring: 2048,
+            batch: 64,
+            hugepages: false,
+            rx_csum: RxCsumPolicy::Auto,
+            mss: None,
+            tcp: tcp::Config {
+                send_frames: 1024,
+                recv_buffer: 4 << 20,
+                ..tcp::Config::default()
+            },
+            grace: Duration::from_secs(2),
+            report_interval: Duration::from_millis(100),
+            max_conns: 256,
+        }
+    }
+}
+
+/// What to do.
+#[derive(Debug)]
+pub enum Role {
+    /// Open one connection per source to `remote`.
+    Connect {
+        /// The peer.
+        remote: SocketAddr,
+        /// Our address (default: the route's preferred source).
+        local: Option<IpAddr>,
+        /// One source per connection.
+        sources: Vec<Source>,
+    },
+    /// Accept connections on `local`.
+    Listen {
+        /// Address (None: the interface's IPv4 address) and port.
+        addr: Option<IpAddr>,
+        /// Port.
+        port: u16,
+        /// Where received data goes.
+        sinks: SinkKind,
+        /// Keep serving after the first connection closed.
+        keep_listening: bool,
+    },
+}
+
+/// Errors of engine setup.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// AF_XDP socket or interface error.
+    #[error(transparent)]
+    Xsk(#[from] XskError),
+    /// Steering program error.
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+    /// Next-hop resolution failed.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    /// The configuration cannot work; the message says why and what to do.
+    #[error("{0}")]
+    Config(String),
+    /// Reserving a port with the kernel failed.
+    #[error("reserving {addr} with a kernel socket: {source}{hint}")]
+    Reserve {
+        /// Address and port.
+        addr: SocketAddr,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// A worker thread could not start or died.
+    #[error("worker thread: {0}")]
+    Worker(String),
+}
+
+/// What a run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineReport {
+    /// Interface.
+    pub iface: String,
+    /// Steering program mode.
+    pub xdp_mode: AttachMode,
+    /// How each queue's socket is bound.
+    pub bind: Vec<BindInfo>,
+    /// Receive-checksum policy in force.
+    pub rx_csum: RxCsum,
+    /// Interface MTU.
+    pub mtu: u32,
+    /// MSS announced.
+    pub mss: u16,
+    /// Connections, in order of their end.
+    #[serde(skip)]
+    pub connections: Vec<ConnReport>,
+    /// Final counters of each worker.
+    pub workers: Vec<WorkerCounters>,
+    /// Steering program counters.
+    pub steer: Option<SteerCounters>,
+    /// Seconds from the first connection established to the last ended.
+    pub seconds: f64,
+    /// CPU seconds of the whole process over the run.
+    pub cpu_seconds: f64,
+    /// Stopped by the interrupt flag.
+    pub interrupted: bool,
+}
+
+/// Live totals for progress displays.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Progress {
+    /// Payload bytes sent, all workers.
+    pub bytes_sent: u64,
+    /// Payload bytes received.
+    pub bytes_received: u64,
+    /// Retransmissions.
+    pub retransmits: u64,
+    /// Connections ended.
+    pub closed: usize,
+}
+
+/// A kernel socket that keeps a port ours.
+#[derive(Debug)]
+struct Reservation(#[expect(dead_code, reason = "held for its effect")] OwnedFd);
+
+fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
+    use rustix::net::{AddressFamily, SocketType, bind, socket};
+    let fam = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = socket(fam, SocketType::STREAM, None)?;
+    bind(&fd, &addr)?;
+    Ok(Reservation(fd))
+}
+
+fn random_u64() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    h.finish()
+}
+
+/// Reserves `n` consecutive ports on `ip`.
+fn reserve_block(ip: IpAddr, n: usize) -> Result<(u16, Vec<Reservation>), EngineError> {
+    const LOW: u32 = 32768;
+    const HIGH: u32 = 60999;
+    let span = HIGH - LOW - n as u32;
+    let mut last = None;
+    for _ in 0..64 {
+        let base = (LOW + (random_u64() % u64::from(span)) as u32) as u16;
+        let mut held = Vec::with_capacity(n);
+        let mut ok = true;
+        for i in 0..n {
+            match reserve(SocketAddr::new(ip, base + i as u16)) {
+                Ok(r) => held.push(r),
+                Err(e) => {
+                    if e.kind() != std::io::ErrorKind::AddrInUse {
+                        return Err(EngineError::Reserve {
+                            addr: SocketAddr::new(ip, base + i as u16),
+                            source: e,
+                            hint: " (is the address configured on the interface?)",
+                        });
+                    }
+                    last = Some(e);
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            return Ok((base, held));
+        }
+    }
+    Err(EngineError::Reserve {
+        addr: SocketAddr::new(ip, 0),
+        source: last.unwrap_or_else(|| std::io::Error::other("no free block")),
+        hint: " (no block of free consecutive ports found; use fewer connections)",
+    })
+}
+
+fn zc_max_segs(iface: &str) -> Option<u32> {
+    match crate::probe::probe(iface).ok()?.xdp.netdev {
+        NetdevFeatures::Reported {
+            xdp_zc_max_segs, ..
+        } => xdp_zc_max_segs,
+        NetdevFeatures::Unknown { .. } => None,
+    }
+}
+
+fn process_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// Runs a transfer to the end, or until `interrupt` is set; `progress` is
+/// called about every 100 ms.
+pub fn run(
+    cfg: &EngineConfig,
+    role: Role,
+    interrupt: &AtomicBool,
+    mut progress: impl FnMut(&Progress),
+) -> Result<EngineReport, EngineError> {
+    let iface = cfg.iface.as_str();
+    let index = ifindex(iface)?;
+    let mac = iface_mac(iface)?;
+    let mtu = iface_mtu(iface)?;
+    if cfg.queues == 0 {
+        return Err(EngineError::Config("--queues must be at least 1".into()));
+    }
+    if let Some(c) = &cfg.cores {
+        if c.len() != cfg.queues as usize {
+            return Err(EngineError::Config(format!(
+                "--cores lists {} cores for {} queues: give one core per queue",
+                c.len(),
+                cfg.queues
+            )));
+        }
+    }
+
+    // Addresses, ports, plan.
+    let mut reservations = Vec::new();
+    let isn = IsnGenerator::new(random_u64(), Instant::now());
+    let mut plan = Vec::new();
+    let mut sources = Vec::new();
+    let mut port_base = 0;
+    let mut next_hop_mac = [0u8; 6];
+    let mut listen = None;
+    let (local_ip, rule, sinks, keep_listening) = match role {
+        Role::Connect {
+            remote,
+            local,
+            sources: srcs,
+        } => {
+            if srcs.is_empty() || srcs.len() > u16::MAX as usize / 2 {
+                return Err(EngineError::Config(
+                    "the number of connections must be between 1 and 32767".into(),
+                ));
+            }
+            let hop = resolve(remote.ip(), Duration::from_secs(3))?;
+            if hop.route.oif != index {
+                return Err(EngineError::Config(format!(
+                    "the kernel routes {} through interface index {}, not {iface} (index \
+                     {index}): run xtcp on that interface, or add a route to {} via {iface}",
+                    remote.ip(),
+                    hop.route.oif,
+                    remote.ip()
+                )));
+            }
+            next_hop_mac = hop.mac;
+            let local = match local.or(hop.route.prefsrc) {
+                Some(l) => l,
+                None => iface_ipv4(iface)?.map(IpAddr::V4).ok_or_else(|| {
+                    EngineError::Config(format!(
+                        "no source address for {}: pass --local ADDR",
+                        remote.ip()
+                    ))
+                })?,
+            };
+            if local.is_ipv4() != remote.is_ipv4() {
+                return Err(EngineError::Config(format!(
+                    "local address {local} and peer {remote} are of different families"
+                )));
+            }
+            let (base, held) = reserve_block(local, srcs.len())?;
+            reservations = held;
+            port_base = base;
+            let n_workers = cfg.queues as usize;
+            for (i, src) in srcs.into_iter().enumerate() {
+                let tuple = FourTuple {
+                    local: SocketAddr::new(local, base + i as u16),
+                    remote,
+                };
+                let (tx, rx) = bounded(1);
+                let _ = tx.send(src);
+                sources.push(tx);
+                plan.push(Planned {
+                    tuple,
+                    iss: isn.isn(&tuple, Instant::now()),
+                    opener: i % n_workers,
+                    owner: AtomicUsize::new(UNCLAIMED),
+                    source: rx,
+                });
+            }
+            let rule = Rule {
+                addr: Some(local),
+                ports: base..=base + (plan.len() - 1) as u16,
+            };
+            (local, rule, SinkKind::Discard, false)
+        }
+        Role::Listen {
+            addr,
+            port,
+            sinks,
+            keep_listening,
+        } => {
+            let ip = match addr {
+                Some(a) => a,
+                None => iface_ipv4(iface)?.map(IpAddr::V4).ok_or_else(|| {
+                    EngineError::Config(format!(
+                        "{iface} has no IPv4 address: give the address to listen on \
+                         (--listen ADDR:PORT, e.g. [2001:db8::1]:{port})"
+                    ))
+                })?,
+            };
+            let at = SocketAddr::new(ip, port);
+            reservations.push(reserve(at).map_err(|e| EngineError::Reserve {
+                hint: if e.kind() == std::io::ErrorKind::AddrInUse {
+                    " (another program uses this port: stop it or choose another port)"
+                } else {
+                    " (is the address configured on the interface?)"
+                },
+                addr: at,
+                source: e,
+            })?);
+            listen = Some(at);
+            let rule = Rule {
+                addr: Some(ip),
+                ports: port..=port,
+            };
+            (ip, rule, sinks, keep_listening)
+        }
+    };
+    drop(sources);
+
+    // Segment size and frame layout.
+    let ip_hl = if local_ip.is_ipv4() { 20 } else { 40 };
+    let fs = cfg.frame_size.bytes();
+    let rx_capacity = fs - XDP_HEADROOM;
+    let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
+    let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
+    let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
+    let mut multi_buffer = chain > 1;
+    if multi_buffer && cfg.bind != BindMode::Copy {
+        if let Some(segs) = zc_max_segs(iface) {
+            if (segs as usize) < chain {
+                let one = rx_capacity - 14 - ip_hl - 20;
+                tracing::warn!(
+                    "{iface} takes at most {segs} descriptor(s) per packet in zero-copy mode \
+                     (xdp-zc-max-segs): MSS clamped from {mss} to {one} so that every \
+                     segment fits one {fs}-byte frame (use --bind copy for full-MTU segments)"
+                );
+                mss = one;
+                multi_buffer = false;
+            }
+        }
+    }
+    if multi_buffer && chain > COPY_MAX_DESCS {
+        return Err(EngineError::Config(format!(
+            "an MSS of {mss} needs {chain} descriptors of {fs} bytes per packet, more than \
+             AF_XDP takes ({COPY_MAX_DESCS}): use --frame-size 4096 or a smaller --mss"
+        )));
+    }
+    let mss = u16::try_from(mss).unwrap_or(u16::MAX);
+    let mut tcp_cfg = cfg.tcp.clone();
+    tcp_cfg.mss = mss;
+    tcp_cfg.frame_len = fs.max(1);
+
+    let rx_csum = match cfg.rx_csum {
+        RxCsumPolicy::Verify => RxCsum::Verify,
+        RxCsumPolicy::Trust => RxCsum::Trust,
+        RxCsumPolicy::Auto if driver_name(iface) == "veth" => RxCsum::Trust,
+        RxCsumPolicy::Auto => RxCsum::Verify,
+    };
+
+    // Steering and sockets.
+    let mut steering = Steering::attach(iface, cfg.xdp_mode)?;
+    steering.set_no_socket(NoSocket::Drop)?;
+    let xsk_cfg = XskConfig {
+        rx_size: cfg.ring,
+        tx_size: cfg.ring,
+        fill_size: cfg.ring * 2,
+        comp_size: cfg.ring * 2,
+        bind: cfg.bind,
+        need_wakeup: true,
+        multi_buffer,
+        tx_budget: Some(cfg.ring),
+    };
+    let mut ports = Vec::new();
+    for q in 0..cfg.queues {
+        let umem = Arc::new(Umem::new(UmemConfig {
+            frame_count: cfg.frames,
+            frame_size: cfg.frame_size,
+            headroom: 0,
+            hugepages: cfg.hugepages,
+        })?);
+        let xsk = Xsk::bind(&umem, iface, q, &xsk_cfg)?;
+        steering.register(q, &xsk)?;
+        ports.push(XskPort::new(
+            xsk,
+            PortConfig {
+                local: local_ip,
+                local_mac: mac,
+                next_hop_mac,
+                rx_csum,
+                mtu: mtu as usize,
+            },
+        ));
+    }
+    let bind: Vec<BindInfo> = ports.iter().map(|p| p.xsk().info().clone()).collect();
+    steering.set_rules(&[rule])?;
+
+    let n_conns = plan.len();
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        grace: cfg.grace,
+        tcp: tcp_cfg,
+        isn,
+        plan,
+        port_base,
+        next_hop_mac,
+        listen,
+        sinks,
+        accepted: AtomicUsize::new(0),
+        max_conns: cfg.max_conns,
+        max_half_open: 1024,
+        report_interval: cfg.report_interval,
+        wait: cfg.wait,
+        batch: cfg.batch,
+    });
+    let (tx, rx) = bounded::<Msg>(1024);
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut handles = Vec::new();
+    let cpu0 = process_cpu();
+    for (i, port) in ports.into_iter().enumerate() {
+        let core = cfg.cores.as_ref().map_or(i % ncpu, |c| c[i]);
+        let w = Worker::new(i, port, shared.clone(), tx.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("xtcp-q{i}"))
+            .spawn(move || {
+                if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                    tracing::warn!("could not pin worker {i} to core {core}");
+                }
+                w.run();
+            })
+            .map_err(|e| EngineError::Worker(e.to_string()))?;
+        handles.push(h);
+    }
+    drop(tx);
+
+    // Control loop.
+    let n = handles.len();
+    let mut workers = vec![WorkerCounters::default(); n];
+    let mut connections: Vec<ConnReport> = Vec::new();
+    let mut exited = 0;
+    let mut interrupted = false;
+    let mut stop_at: Option<Instant> = None;
+    let mut died = None;
+    while exited < n {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Msg::Counters(i, c)) => workers[i] = c,
+            Ok(Msg::Closed(r)) => connections.push(*r),
+            Ok(Msg::Exited(_)) => exited += 1,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let done = if n_conns > 0 {
+            connections.len() >= n_conns
+        } else {
+            !keep_listening && !connections.is_empty()
+        };
+        if stop_at.is_none() && (done || interrupt.load(Ordering::Relaxed)) {
+            interrupted = !done;
+            shared.stop.store(true, Ordering::Relaxed);
+            stop_at = Some(Instant::now());
+        }
+        if handles.iter().all(|h| h.is_finished()) {
+            // Drain what is left.
+            while let Ok(m) = rx.try_recv() {
+                match m {
+                    Msg::Counters(i, c) => workers[i] = c,
+                    Msg::Closed(r) => connections.push(*r),
+                    Msg::Exited(_) => {}
+                }
+            }
+            break;
+        }
+        let mut p = Progress {
+            closed: connections.len(),
+            ..Progress::default()
+        };
+        for w in &workers {
+            p.bytes_sent += w.tcp_bytes_sent;
+            p.bytes_received += w.tcp_bytes_received;
+            p.retransmits += w.tcp_retransmits;
+        }
+        progress(&p);
+        if stop_at.is_some_and(|t| t.elapsed() > cfg.grace + Duration::from_secs(10)) {
+            died = Some("workers did not stop within the grace period".to_owned());
+            break;
+        }
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        if h.is_finished() && h.join().is_err() {
+            died = Some(format!("worker {i} panicked"));
+        }
+    }
+    let cpu_seconds = process_cpu() - cpu0;
+    let steer = steering.counters().ok();
+    let xdp_mode = steering.mode();
+    drop(steering);
+    drop(reservations);
+    if let Some(d) = died {
+        return Err(EngineError::Worker(d));
+    }
+    let first = connections.iter().filter_map(|c| c.established).min();
+    let last = connections.iter().map(|c| c.ended).max();
+    let seconds = match (first, last) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+        _ => 0.0,
+    };
+    Ok(EngineReport {
+        iface: iface.to_owned(),
+        xdp_mode,
+        bind,
+        rx_csum,
+        mtu,
+        mss,
+        connections,
+        workers,
+        steer,
+        seconds,
+        cpu_seconds,
+        interrupted,
+    })
+}

@@ -1,0 +1,759 @@
+//! One worker: a thread pinned to a core that owns one queue's AF_XDP socket
+//! and every connection whose packets that queue receives.
+//!
+//! Loop turn: RX batch → parse → TCP (`handle_segment`) → timers → the
+//! application (sources fill send buffers, sinks drain receive buffers) →
+//! `poll_transmit` while the TX ring and the frame pool have room → TX kick,
+//! completions, fill-ring refill → counters → wait (per [`WaitStrategy`]).
+//!
+//! Nothing here allocates per packet: the connection table, the reset queue
+//! and the MAC table have fixed capacity from the start; a connection's
+//! buffers are allocated once, at establishment. No locks: the only shared
+//! state is atomics (the stop flag, the claims of planned connections) and
+//! bounded lock-free channels used outside the per-packet path (reports).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::port::{PortCounters, XskPort};
+use crate::app::bulk::{Produced, Sink, Source};
+use crate::tcp::{
+    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, SeqNumber, State,
+    Stats, TcpFlags, TcpRepr, reset_for,
+};
+use crate::xsk::XskStats;
+
+/// How a worker waits when it has nothing to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitStrategy {
+    /// Spin: lowest latency, one core at 100 % whatever the load.
+    Busy,
+    /// `poll()` on the socket as soon as a turn finds nothing to do.
+    NeedWakeup,
+    /// Spin for a while after the last work, then `poll()`.
+    Adaptive,
+}
+
+/// Idle turns before an adaptive worker sleeps in `poll()`.
+const ADAPTIVE_SPINS: u32 = 2000;
+/// Longest sleep in `poll()` (TX completions and pipes do not wake it).
+const MAX_SLEEP_MS: i32 = 1;
+/// Resets queued per turn for segments that match no connection.
+const MAX_PENDING_RST: usize = 64;
+/// Entries of the source-MAC table used for handshake replies.
+const MAC_TABLE: usize = 256;
+
+/// Per-worker counters, cache-line padded (each worker owns one; the control
+/// thread receives copies).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[repr(C, align(128))]
+pub struct WorkerCounters {
+    /// The queue this worker serves.
+    pub queue: u32,
+    /// Packet I/O: segments, bytes, drops by reason.
+    pub port: PortCounters,
+    /// The kernel's `XDP_STATISTICS` for the socket.
+    pub xdp: XskStats,
+    /// Loop turns.
+    pub turns: u64,
+    /// Sleeps in `poll()`.
+    pub sleeps: u64,
+    /// Turns that found the TX ring or the frame pool full.
+    pub tx_full_turns: u64,
+    /// Connections that became established here.
+    pub connections: u64,
+    /// Segments for no connection here (answered with a reset).
+    pub no_connection: u64,
+    /// Segments of a connection that another worker owns (RSS moved the
+    /// flow after its handshake): dropped.
+    pub misplaced: u64,
+    /// Connections opened by another worker whose SYN-ACK arrived here and
+    /// which this worker took over.
+    pub adopted: u64,
+    /// Resets sent for segments that matched no connection.
+    pub rst_sent: u64,
+    /// Resets not sent (queue full).
+    pub rst_dropped: u64,
+    /// Connections refused: table full or the output busy.
+    pub refused: u64,
+    /// TCP: segments sent, retransmissions, payload bytes, of all
+    /// connections of this worker (finished and live).
+    pub tcp_segments_sent: u64,
+    /// TCP retransmissions.
+    pub tcp_retransmits: u64,
+    /// Payload bytes delivered in order to applications.
+    pub tcp_bytes_received: u64,
+    /// Payload bytes sent (retransmissions included).
+    pub tcp_bytes_sent: u64,
+}
+
+/// How one connection ended.
+#[derive(Debug, Clone)]
+pub struct ConnReport {
+    /// Index of the connection (its place in the plan for active opens, the
+    /// order of acceptance for passive ones).
+    pub id: usize,
+    /// The queue that carried it.
+    pub queue: u32,
+    /// Addresses.
+    pub tuple: FourTuple,
+    /// Why it ended.
+    pub reason: CloseReason,
+    /// Payload bytes the application wrote.
+    pub bytes_sent: u64,
+    /// Payload bytes the application read.
+    pub bytes_received: u64,
+    /// TCP counters.
+    pub stats: Stats,
+    /// `--verify`: first stream offset that differed.
+    pub mismatch: Option<u64>,
+    /// Reading the source failed.
+    pub source_error: Option<std::io::ErrorKind>,
+    /// When it was established (None: never).
+    pub established: Option<Instant>,
+    /// When it ended (both FINs done, or the error).
+    pub ended: Instant,
+}
+
+/// What workers tell the control thread.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "counters travel by value: no allocation per report"
+)]
+pub enum Msg {
+    /// Counters, every report interval and at exit.
+    Counters(usize, WorkerCounters),
+    /// A connection ended.
+    Closed(Box<ConnReport>),
+    /// The worker stopped (after its last `Counters`).
+    Exited(usize),
+}
+
+/// An active open planned by the control thread. Whichever worker receives
+/// the SYN-ACK claims it; its source waits in `source` until then.
+#[derive(Debug)]
+pub struct Planned {
+    /// Addresses.
+    pub tuple: FourTuple,
+    /// Initial send sequence number.
+    pub iss: SeqNumber,
+    /// The worker that sends the SYN.
+    pub opener: usize,
+    /// `UNCLAIMED`, or the index of the worker that owns it.
+    pub owner: AtomicUsize,
+    /// The source, taken by the owner.
+    pub source: Receiver<Source>,
+}
+
+/// Owner value of a planned connection nobody has claimed.
+pub const UNCLAIMED: usize = usize::MAX;
+
+/// What passive opens feed their data to.
+#[derive(Debug)]
+pub enum SinkKind {
+    /// Count and drop.
+    Discard,
+    /// Verify the pattern stream with this seed.
+    Verify(u64),
+    /// One output: the first connection takes it, later ones are refused.
+    Single(Receiver<Sink>),
+}
+
+/// State shared by all workers (read-only but for atomics).
+#[derive(Debug)]
+pub struct Shared {
+    /// Stop: close connections (FIN), reset them after the grace period, exit.
+    pub stop: AtomicBool,
+    /// Grace period between FIN and RST on stop.
+    pub grace: Duration,
+    /// TCP parameters of every connection.
+    pub tcp: Config,
+    /// ISN generator (one key for all workers).
+    pub isn: IsnGenerator,
+    /// Active opens (connect mode).
+    pub plan: Vec<Planned>,
+    /// First local port of the plan (plan\[i\] uses `port_base + i`).
+    pub port_base: u16,
+    /// Next-hop MAC of active opens.
+    pub next_hop_mac: [u8; 6],
+    /// Listening address (listen mode).
+    pub listen: Option<SocketAddr>,
+    /// Sinks of passive opens.
+    pub sinks: SinkKind,
+    /// Connections accepted so far (ids of passive opens).
+    pub accepted: AtomicUsize,
+    /// Largest number of connections a worker holds.
+    pub max_conns: usize,
+    /// Half-open connections a worker's listener holds.
+    pub max_half_open: usize,
+    /// How often workers send counters.
+    pub report_interval: Duration,
+    /// Wait strategy.
+    pub wait: WaitStrategy,
+    /// RX batch size.
+    pub batch: u32,
+}
+
+struct Slot {
+    conn: Connection,
+    mac: [u8; 6],
+    id: usize,
+    /// Claimed planned connection or accepted one (false: our SYN is out,
+    /// the SYN-ACK has not been seen by anyone yet).
+    owned: bool,
+    source: Source,
+    sink: Sink,
+    src_done: bool,
+    sink_done: bool,
+    written: u64,
+    read: u64,
+    source_error: Option<std::io::ErrorKind>,
+    established: Option<Instant>,
+    reported: bool,
+    /// Stop: reset at this time if not closed by then.
+    deadline: Option<Instant>,
+}
+
+/// A worker's state.
+pub struct Worker {
+    index: usize,
+    port: XskPort,
+    shared: Arc<Shared>,
+    out: Sender<Msg>,
+    slots: Vec<Slot>,
+    listener: Option<Listener>,
+    rst: Vec<(SocketAddr, SocketAddr, [u8; 6], TcpRepr)>,
+    macs: Box<[(IpAddr, [u8; 6])]>,
+    counters: WorkerCounters,
+    /// Counters of connections already gone.
+    gone: Stats,
+    max_seg_frames: usize,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("index", &self.index)
+            .field("slots", &self.slots.len())
+            .finish()
+    }
+}
+
+fn mac_slot(ip: &IpAddr) -> usize {
+    let h = match ip {
+        IpAddr::V4(a) => u32::from(*a) as u64,
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            u64::from_le_bytes(o[8..16].try_into().unwrap_or_default())
+        }
+    };
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % MAC_TABLE
+}
+
+impl Worker {
+    /// A worker for `port`; `index` is its place among the workers.
+    pub fn new(index: usize, port: XskPort, shared: Arc<Shared>, out: Sender<Msg>) -> Worker {
+        let listener = shared.listen.map(|local| {
+            Listener::new(
+                shared.tcp.clone(),
+                local,
+                shared.isn.clone(),
+                shared.max_half_open,
+                shared.max_conns,
+            )
+        });
+        let ip_hl = if shared.listen.map_or_else(
+            || shared.plan.first().is_some_and(|p| p.tuple.local.is_ipv4()),
+            |l| l.is_ipv4(),
+        ) {
+            20
+        } else {
+            40
+        };
+        let max_seg_frames = port.frames_for(ip_hl + 60 + shared.tcp.mss as usize);
+        let counters = WorkerCounters {
+            queue: port.xsk().info().queue,
+            ..WorkerCounters::default()
+        };
+        Worker {
+            index,
+            slots: Vec::with_capacity(shared.max_conns),
+            listener,
+            rst: Vec::with_capacity(MAX_PENDING_RST),
+            macs: vec![(IpAddr::from([0u8; 4]), [0u8; 6]); MAC_TABLE].into_boxed_slice(),
+            counters,
+            gone: Stats::default(),
+            max_seg_frames,
+            port,
+            shared,
+            out,
+        }
+    }
+
+    /// Runs until stopped; returns after the last report.
+    pub fn run(mut self) {
+        let start = Instant::now();
+        for (i, p) in self.shared.plan.iter().enumerate() {
+            if p.opener == self.index {
+                let conn =
+                    Connection::connect_with_iss(self.shared.tcp.clone(), p.tuple, p.iss, start);
+                self.slots.push(Slot::new(
+                    conn,
+                    self.shared.next_hop_mac,
+                    i,
+                    false,
+                    Source::Empty,
+                    Sink::Discard,
+                ));
+            }
+        }
+        let mut next_report = start;
+        let mut idle_turns = 0u32;
+        let mut stopping = false;
+        loop {
+            let now = Instant::now();
+            self.counters.turns += 1;
+            if !stopping && self.shared.stop.load(Ordering::Relaxed) {
+                stopping = true;
+                self.begin_stop(now);
+            }
+            let rx_before = self.port.counters().rx_segments;
+            self.receive(now);
+            let tx_before = self.port.counters().tx_packets;
+            self.service(now);
+            self.send_resets();
+            self.port.flush();
+            let busy = self.port.counters().rx_segments != rx_before
+                || self.port.counters().tx_packets != tx_before;
+            if now >= next_report {
+                self.report();
+                next_report = now + self.shared.report_interval;
+            }
+            if stopping && self.slots.is_empty() {
+                break;
+            }
+            if busy {
+                idle_turns = 0;
+                continue;
+            }
+            idle_turns = idle_turns.saturating_add(1);
+            let sleep = match self.shared.wait {
+                WaitStrategy::Busy => false,
+                WaitStrategy::NeedWakeup => true,
+                WaitStrategy::Adaptive => idle_turns > ADAPTIVE_SPINS,
+            };
+            if sleep {
+                let ms = self.next_deadline().map_or(MAX_SLEEP_MS, |t| {
+                    let d = t.saturating_duration_since(now);
+                    (d.as_millis() as i32).min(MAX_SLEEP_MS)
+                });
+                if ms > 0 {
+                    self.counters.sleeps += 1;
+                    self.port.poll(ms);
+                }
+            }
+        }
+        self.report();
+        let _ = self.out.send(Msg::Exited(self.index));
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let l = self.listener.as_ref().and_then(|l| l.poll_timeout());
+        self.slots
+            .iter()
+            .filter_map(|s| s.conn.poll_timeout())
+            .chain(l)
+            .min()
+    }
+
+    fn begin_stop(&mut self, now: Instant) {
+        self.listener = None;
+        let deadline = now + self.shared.grace;
+        for s in &mut self.slots {
+            s.deadline = Some(deadline);
+            if s.owned {
+                s.conn.close(now);
+            } else {
+                // Our SYN is out and nobody claimed it: just forget it.
+                s.conn.abort(now);
+            }
+        }
+    }
+
+    fn report(&mut self) {
+        let mut c = self.counters;
+        c.port = *self.port.counters();
+        if let Ok(x) = self.port.xsk().stats() {
+            c.xdp = x;
+        }
+        let mut t = self.gone;
+        for s in &self.slots {
+            add_stats(&mut t, s.conn.stats());
+        }
+        c.tcp_segments_sent = t.segments_sent;
+        c.tcp_retransmits = t.retransmits;
+        c.tcp_bytes_received = t.bytes_received;
+        c.tcp_bytes_sent = t.bytes_sent;
+        let _ = self.out.try_send(Msg::Counters(self.index, c));
+    }
+
+    fn receive(&mut self, now: Instant) {
+        let Worker {
+            port,
+            slots,
+            listener,
+            rst,
+            macs,
+            counters,
+            shared,
+            index,
+            ..
+        } = self;
+        port.recv_from(shared.batch, |mac, src, dst, repr, payload| {
+            if let Some(s) = slots
+                .iter_mut()
+                .find(|s| s.conn.tuple().remote == src && s.conn.tuple().local == dst)
+            {
+                if !s.owned {
+                    match claim(shared, s.id, *index) {
+                        Claim::Mine => {
+                            s.owned = true;
+                            s.source = shared.plan[s.id].source.try_recv().unwrap_or(Source::Empty);
+                        }
+                        Claim::Other => {
+                            counters.misplaced += 1;
+                            return;
+                        }
+                    }
+                }
+                s.conn.handle_segment(now, repr, payload);
+                return;
+            }
+            // A planned connection opened by another worker?
+            if let Some(i) = plan_index(shared, src, dst) {
+                if repr.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
+                    && slots.len() < shared.max_conns
+                    && matches!(claim(shared, i, *index), Claim::Mine)
+                {
+                    let p = &shared.plan[i];
+                    let mut conn =
+                        Connection::connect_with_iss(shared.tcp.clone(), p.tuple, p.iss, now);
+                    // The opener sent this SYN already.
+                    let _ = conn.poll_transmit(now);
+                    conn.handle_segment(now, repr, payload);
+                    let source = p.source.try_recv().unwrap_or(Source::Empty);
+                    slots.push(Slot::new(
+                        conn,
+                        shared.next_hop_mac,
+                        i,
+                        true,
+                        source,
+                        Sink::Discard,
+                    ));
+                    counters.adopted += 1;
+                } else {
+                    counters.misplaced += 1;
+                }
+                return;
+            }
+            if let Some(l) = listener.as_mut().filter(|l| l.local() == dst) {
+                macs[mac_slot(&src.ip())] = (src.ip(), mac);
+                l.handle_segment(now, src, repr, payload);
+                while let Some(mut conn) = l.accept() {
+                    let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
+                    let sink = match &shared.sinks {
+                        SinkKind::Discard => Some(Sink::Discard),
+                        SinkKind::Verify(seed) => Some(Sink::Verify {
+                            seed: *seed,
+                            offset: 0,
+                            mismatch: None,
+                        }),
+                        SinkKind::Single(rx) => rx.try_recv().ok(),
+                    };
+                    match sink {
+                        Some(sink) if slots.len() < shared.max_conns => {
+                            let mut s = Slot::new(conn, mac, id, true, Source::Empty, sink);
+                            s.established = Some(now);
+                            slots.push(s);
+                            counters.connections += 1;
+                        }
+                        _ => {
+                            // Refused: reset it; the reset goes out with
+                            // the connection's own poll_transmit below.
+                            counters.refused += 1;
+                            conn.abort(now);
+                            let mut s = Slot::new(
+                                conn,
+                                mac,
+                                usize::MAX,
+                                true,
+                                Source::Empty,
+                                Sink::Discard,
+                            );
+                            s.reported = true;
+                            if slots.len() < slots.capacity() {
+                                slots.push(s);
+                            }
+                        }
+                    }
+                }
+                return;
+            }
+            counters.no_connection += 1;
+            if let Some(r) = reset_for(repr, payload.len()) {
+                if rst.len() < MAX_PENDING_RST {
+                    rst.push((dst, src, mac, r));
+                } else {
+                    counters.rst_dropped += 1;
+                }
+            }
+        });
+    }
+
+    fn send_resets(&mut self) {
+        for (src, dst, mac, r) in self.rst.drain(..) {
+            if self.port.send_to(mac, src, dst, &r, (&[], &[])) {
+                self.counters.rst_sent += 1;
+            } else {
+                self.counters.rst_dropped += 1;
+            }
+        }
+    }
+
+    fn service(&mut self, now: Instant) {
+        let Worker {
+            port,
+            slots,
+            listener,
+            macs,
+            counters,
+            out,
+            gone,
+            max_seg_frames,
+            shared,
+            index,
+            ..
+        } = self;
+        if let Some(l) = listener.as_mut() {
+            if l.poll_timeout().is_some_and(|t| t <= now) {
+                l.handle_timeout(now);
+            }
+            while port.has_room(1) {
+                let Some((tuple, seg)) = l.poll_transmit(now) else {
+                    break;
+                };
+                let ip = tuple.remote.ip();
+                let (known, mac) = macs[mac_slot(&ip)];
+                if known == ip {
+                    port.send_to(mac, tuple.local, tuple.remote, &seg.repr, (&[], &[]));
+                }
+            }
+        }
+        let mut i = 0;
+        while i < slots.len() {
+            let s = &mut slots[i];
+            if !s.owned {
+                let owner = shared.plan[s.id].owner.load(Ordering::Acquire);
+                if owner != UNCLAIMED && owner != *index {
+                    // Another worker received the SYN-ACK and took it over.
+                    slots.swap_remove(i);
+                    continue;
+                }
+            }
+            if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
+                s.deadline = None;
+                s.conn.abort(now);
+            }
+            if s.conn.poll_timeout().is_some_and(|t| t <= now) {
+                s.conn.handle_timeout(now);
+            }
+            if s.owned {
+                s.app(now);
+            }
+            let mut full = false;
+            loop {
+                if !port.has_room(*max_seg_frames) {
+                    full = true;
+                    break;
+                }
+                let Some(seg) = s.conn.poll_transmit(now) else {
+                    break;
+                };
+                let t = s.conn.tuple();
+                let p = s.conn.payload(&seg);
+                // Refused sends (MTU) are counted by the port; TCP retransmits.
+                port.send_to(s.mac, t.local, t.remote, &seg.repr, p);
+            }
+            if full {
+                counters.tx_full_turns += 1;
+            }
+            let mut closed = None;
+            while let Some(ev) = s.conn.poll_event() {
+                match ev {
+                    Event::Connected => {
+                        if s.established.is_none() {
+                            s.established = Some(now);
+                            counters.connections += 1;
+                        }
+                    }
+                    Event::Closed(r) => closed = Some(r),
+                    Event::Readable | Event::Writable | Event::Error(_) => {}
+                }
+            }
+            // A sender is done once both FINs are through (TIME-WAIT lingers
+            // on, but the transfer is over).
+            let done =
+                closed.or((s.conn.state() == State::TimeWait).then_some(CloseReason::Normal));
+            if let Some(reason) = done {
+                // An unanswered SYN ends here, unclaimed: claim it to report it.
+                if !s.owned && matches!(claim(shared, s.id, *index), Claim::Mine) {
+                    s.owned = true;
+                }
+                if !s.reported && s.owned {
+                    s.reported = true;
+                    let r = ConnReport {
+                        id: s.id,
+                        queue: counters.queue,
+                        tuple: s.conn.tuple(),
+                        reason,
+                        bytes_sent: s.written,
+                        bytes_received: s.read,
+                        stats: *s.conn.stats(),
+                        mismatch: match s.sink {
+                            Sink::Verify { mismatch, .. } => mismatch,
+                            _ => None,
+                        },
+                        source_error: s.source_error,
+                        established: s.established,
+                        ended: now,
+                    };
+                    let _ = out.send(Msg::Closed(Box::new(r)));
+                }
+            }
+            if closed.is_some() {
+                add_stats(gone, s.conn.stats());
+                slots.swap_remove(i);
+                continue;
+            }
+            i += 1;
+        }
+    }
+}
+
+impl Slot {
+    fn new(
+        conn: Connection,
+        mac: [u8; 6],
+        id: usize,
+        owned: bool,
+        source: Source,
+        sink: Sink,
+    ) -> Slot {
+        Slot {
+            conn,
+            mac,
+            id,
+            owned,
+            source,
+            sink,
+            src_done: false,
+            sink_done: false,
+            written: 0,
+            read: 0,
+            source_error: None,
+            established: None,
+            reported: false,
+            deadline: None,
+        }
+    }
+
+    /// The application's turn: fill the send buffer, drain the receive
+    /// buffer, close when the source is done (sender) or when the peer's
+    /// stream ended and the sink has it all (receiver).
+    fn app(&mut self, now: Instant) {
+        let c = &mut self.conn;
+        let open = matches!(c.state(), State::Established | State::CloseWait);
+        let sender = !matches!(self.source, Source::Empty);
+        if open && sender && !self.src_done && self.deadline.is_none() {
+            loop {
+                let (a, b) = c.write_slices();
+                if a.is_empty() && b.is_empty() {
+                    break;
+                }
+                let (n, st) = self.source.produce((a, b));
+                if n > 0 {
+                    let _ = c.commit(n);
+                    self.written += n as u64;
+                }
+                match st {
+                    Produced::More if n > 0 => {}
+                    Produced::More => break,
+                    Produced::Done => {
+                        self.src_done = true;
+                        c.close(now);
+                        break;
+                    }
+                    Produced::Failed(e) => {
+                        self.src_done = true;
+                        self.source_error = Some(e);
+                        c.abort(now);
+                        break;
+                    }
+                }
+            }
+        }
+        loop {
+            let (a, b) = c.read_slices();
+            if a.is_empty() && b.is_empty() {
+                break;
+            }
+            let n = self.sink.consume((a, b));
+            if n == 0 {
+                break;
+            }
+            c.consume(now, n);
+            self.read += n as u64;
+        }
+        if c.read_closed() && c.readable() == 0 && !self.sink_done && self.sink.finish() {
+            self.sink_done = true;
+            if !sender && self.deadline.is_none() {
+                c.close(now);
+            }
+        }
+    }
+}
+
+enum Claim {
+    Mine,
+    Other,
+}
+
+fn claim(shared: &Shared, i: usize, me: usize) -> Claim {
+    match shared.plan[i]
+        .owner
+        .compare_exchange(UNCLAIMED, me, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => Claim::Mine,
+        Err(o) if o == me => Claim::Mine,
+        Err(_) => Claim::Other,
+    }
+}
+
+fn plan_index(shared: &Shared, src: SocketAddr, dst: SocketAddr) -> Option<usize> {
+    let i = dst.port().checked_sub(shared.port_base)? as usize;
+    let p = shared.plan.get(i)?;
+    (p.tuple.local == dst && p.tuple.remote == src).then_some(i)
+}
+
+fn add_stats(t: &mut Stats, s: &Stats) {
+    t.segments_sent += s.segments_sent;
+    t.retransmits += s.retransmits;
+    t.bytes_received += s.bytes_received;
+    t.bytes_sent += s.bytes_sent;
+}
