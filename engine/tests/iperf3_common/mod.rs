@@ -450,6 +450,13 @@ fn server_loop(
                     for (c, n) in t.data.iter().zip(got) {
                         t.session.record_bytes(c.info.id, n);
                     }
+                    // Close every data connection before EXCHANGE_RESULTS goes
+                    // out, as iperf3's server does on TEST_END. In reverse mode
+                    // iperf3 3.12's client makes its data sockets blocking once
+                    // it has sent TEST_END and goes on reading them with
+                    // whole-block reads before it looks at the control
+                    // connection again: only EOF ends such a read.
+                    t.data.clear();
                     let text = format!(
                         "xtcp test driver: {} bytes received, {} sent\n",
                         t.session.counted_bytes(Role::Receive),
