@@ -102,7 +102,6 @@ fn iperf3_client_forward() {
 }
 
 #[test]
-#[ignore = "flaky (about 1 run in 3): in reverse mode Debian's iperf3 3.12 client sometimes sends TEST_END but never its results after EXCHANGE_RESULTS, and the server ends the test 10 s later; cause not found yet"]
 fn iperf3_client_reverse() {
     if !have_iperf3("iperf3_client_reverse") {
         return;
@@ -256,7 +255,6 @@ fn iperf3_udp_client_gets_a_server_error_and_the_server_goes_on() {
 }
 
 #[test]
-#[ignore = "flaky (about 1 run in 3): in reverse mode Debian's iperf3 3.12 client sometimes sends TEST_END but never its results after EXCHANGE_RESULTS, and the server ends the test 10 s later; cause not found yet"]
 fn iperf3_client_back_to_back_on_one_server() {
     if !have_iperf3("iperf3_client_back_to_back_on_one_server") {
         return;
