@@ -110,8 +110,10 @@ struct DataConn {
     sock: TcpStream,
     info: StreamInfo,
     closed: bool,
-    /// Bytes of the current block already written: iperf3 reads whole
-    /// blocks (blocking), so a sender must never stop mid-block.
+    /// Bytes of the current block already written (iperf3's sender, too,
+    /// finishes a block before it starts the next). No reader depends on
+    /// it: iperf3's reads return short, and their offsets need not match
+    /// the blocks written.
     block_off: usize,
 }
 
@@ -134,19 +136,6 @@ fn send_blocks(c: &mut DataConn, block: &[u8], mut record: impl FnMut(u64)) -> b
         }
     }
     busy
-}
-
-/// Completes a partly written block (bounded wait), so the peer's blocking
-/// read of a whole block returns.
-fn finish_block(c: &mut DataConn, block: &[u8], mut record: impl FnMut(u64)) {
-    if c.closed || c.block_off == 0 || block.is_empty() {
-        return;
-    }
-    let rest = &block[c.block_off..];
-    if write_all_nb(&mut c.sock, rest, Duration::from_secs(2)).is_ok() {
-        record(rest.len() as u64);
-    }
-    c.block_off = 0;
 }
 
 /// Reads every receiving stream until none has delivered anything for
@@ -433,12 +422,6 @@ fn server_loop(
                 }
                 Event::TestEnd => {
                     t.running = false;
-                    for c in t.data.iter_mut().filter(|c| c.info.role == Role::Send) {
-                        let (session, id) = (&mut t.session, c.info.id);
-                        finish_block(c, &block, |n| {
-                            session.record_bytes(id, n);
-                        });
-                    }
                     // What the client wrote before TEST_END is already in our
                     // receive queues: count it, then report.
                     let got = drain(
@@ -450,6 +433,13 @@ fn server_loop(
                     for (c, n) in t.data.iter().zip(got) {
                         t.session.record_bytes(c.info.id, n);
                     }
+                    // Close every data connection before EXCHANGE_RESULTS goes
+                    // out, as iperf3's server does on TEST_END. In reverse mode
+                    // iperf3 3.12's client makes its data sockets blocking once
+                    // it has sent TEST_END and goes on reading them with
+                    // whole-block reads before it looks at the control
+                    // connection again: only EOF ends such a read.
+                    t.data.clear();
                     let text = format!(
                         "xtcp test driver: {} bytes received, {} sent\n",
                         t.session.counted_bytes(Role::Receive),
@@ -780,12 +770,6 @@ pub fn run_client(port: u16, params: TestParams, limit: Duration) -> Result<Clie
                 }
                 Event::TestEnd => {
                     sending = false;
-                    for c in data.iter_mut().filter(|c| c.info.role == Role::Send) {
-                        let id = c.info.id;
-                        finish_block(c, &block, |n| {
-                            session.record_bytes(id, n);
-                        });
-                    }
                     session.end_test(Instant::now(), EndReport::default())?;
                 }
                 Event::PeerResults(r) => peer = Some(*r),

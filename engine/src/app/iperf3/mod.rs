@@ -26,8 +26,9 @@
 //!    last `poll_transmit`).
 //!
 //! Events, in the order a good test produces them: [`Event::CreateStreams`]
-//! → [`Event::StartTest`] → [`Event::TestEnd`] (stop sending; then call
-//! `end_test(now, report)`) → [`Event::PeerResults`] → [`Event::Done`].
+//! → [`Event::StartTest`] → [`Event::TestEnd`] (stop sending; the server
+//! also closes the data connections; then call `end_test(now, report)`) →
+//! [`Event::PeerResults`] → [`Event::Done`].
 //! [`Event::Error`] can come at any point and is always the last event.
 //!
 //! # Data connections
@@ -130,8 +131,19 @@ pub enum Event {
     /// All data connections are up: start moving data (sending streams send
     /// blocks of `params.block_len`, receiving streams read).
     StartTest { params: Box<TestParams> },
-    /// The test is over: stop sending (keep reading until the peer closes
-    /// the data connections), then call `end_test` with this side's report.
+    /// The test is over: stop sending, then call `end_test` with this side's
+    /// report.
+    ///
+    /// - Server: read what already arrived, then *close every data
+    ///   connection* before writing what `end_test` queues
+    ///   (`EXCHANGE_RESULTS`), as iperf3's server does on `TEST_END`. In
+    ///   reverse mode iperf3's client (3.12 at least) makes its data sockets
+    ///   blocking after it writes `TEST_END` and keeps reading them a whole
+    ///   block at a time, at offsets that need not match the blocks written;
+    ///   it reads the control connection again only once such a read
+    ///   returns, so a server that merely stops sending hangs it.
+    /// - Client: keep reading until the server closes the data connections
+    ///   (iperf3's server closes them on `TEST_END`).
     TestEnd,
     /// The peer's results arrived.
     PeerResults(Box<Results>),

@@ -6,14 +6,16 @@
 //! `handle_control_eof` / `handle_timeout` → `poll_transmit`, `poll_event` →
 //! on [`Event::CreateStreams`], route new connections to `accept_stream`
 //! while `expects_streams()` → on [`Event::StartTest`] move data and
-//! `record_bytes` → on [`Event::TestEnd`] stop, drain, `end_test` → …
+//! `record_bytes` → on [`Event::TestEnd`] stop, drain, close the data
+//! connections, `end_test` → …
 //! → [`Event::Done`] or [`Event::Error`], after which `is_finished()` is true.
 //!
 //! Protocol, server side: read the cookie; write `PARAM_EXCHANGE`; read the
 //! parameters; write `CREATE_STREAMS`; accept the data connections; write
-//! `TEST_START`, `TEST_RUNNING`; read `TEST_END`; write `EXCHANGE_RESULTS`;
-//! read the client's results; write ours and `DISPLAY_RESULTS`; read
-//! `IPERF_DONE`. `CLIENT_TERMINATE` is honoured at any point.
+//! `TEST_START`, `TEST_RUNNING`; read `TEST_END`; close the data
+//! connections (the caller does); write `EXCHANGE_RESULTS`; read the
+//! client's results; write ours and `DISPLAY_RESULTS`; read `IPERF_DONE`.
+//! `CLIENT_TERMINATE` is honoured at any point.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -268,8 +270,9 @@ impl ServerSession {
         }
     }
 
-    /// After [`Event::TestEnd`]: the data connections are stopped and
-    /// counted; send the results exchange.
+    /// After [`Event::TestEnd`]: the data connections are counted and
+    /// closed (see [`Event::TestEnd`] for why closing matters); send the
+    /// results exchange.
     pub fn end_test(&mut self, now: Instant, report: EndReport) -> Result<(), Error> {
         if self.phase != Phase::AwaitReport {
             return Err(Error::WrongPhase {
