@@ -140,19 +140,25 @@ impl Netns {
     /// Moves the calling thread into the namespace until the guard drops.
     /// Sockets created meanwhile stay in the namespace afterwards.
     pub fn enter(&self) -> Result<NsGuard, TestNetError> {
-        let err = |source| TestNetError::Setns {
-            name: self.name.clone(),
-            source,
-        };
-        let home: OwnedFd = std::fs::File::open("/proc/thread-self/ns/net")
-            .map_err(err)?
-            .into();
-        let target: OwnedFd = std::fs::File::open(format!("/run/netns/{}", self.name))
-            .map_err(err)?
-            .into();
-        setns(&target).map_err(err)?;
-        Ok(NsGuard { home })
+        enter(&self.name)
     }
+}
+
+/// Moves the calling thread into the named namespace until the guard drops
+/// (for threads that only know the name).
+pub fn enter(name: &str) -> Result<NsGuard, TestNetError> {
+    let err = |source| TestNetError::Setns {
+        name: name.to_owned(),
+        source,
+    };
+    let home: OwnedFd = std::fs::File::open("/proc/thread-self/ns/net")
+        .map_err(err)?
+        .into();
+    let target: OwnedFd = std::fs::File::open(format!("/run/netns/{name}"))
+        .map_err(err)?
+        .into();
+    setns(&target).map_err(err)?;
+    Ok(NsGuard { home })
 }
 
 impl Drop for Netns {
@@ -288,6 +294,19 @@ impl TestNet {
                 "nodad",
             ])?;
             ns.ip(&["link", "set", iface, "up"])?;
+        }
+        // Several queues: the kernel side transmits on queue q from CPU q
+        // (XPS). Its ACKs and SYN-ACKs are made in the softirq of the CPU
+        // that delivered the segment — on veth, the sender's — so a worker
+        // pinned to core q mostly gets its flows back on queue q, the way a
+        // NIC's RSS keeps a flow on one queue.
+        if config.queues > 1 {
+            let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+            for q in 0..config.queues.min(64) {
+                let file = format!("/sys/class/net/{b_if}/queues/tx-{q}/xps_cpus");
+                let mask = 1u64 << (q as usize % ncpu.min(64));
+                b_ns.exec(&["sh", "-c", &format!("echo {mask:x} > {file}")])?;
+            }
         }
         let a_mac = mac_of(&a_ns, &a_if)?;
         let b_mac = mac_of(&b_ns, &b_if)?;

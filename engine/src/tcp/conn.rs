@@ -248,11 +248,9 @@ impl Connection {
         Connection::new(cfg, tuple, iss, now, State::SynSent)
     }
 
-    /// Active open with a given initial sequence number. An engine whose
-    /// SYN-ACK may arrive on another thread's queue uses it there to rebuild
-    /// the connection that the first thread opened: same tuple, same ISS;
-    /// the rebuilt connection's SYN (first `poll_transmit`) is dropped, not
-    /// sent again.
+    /// Active open with a given initial sequence number (an engine that
+    /// plans its connections on one thread and opens them on others
+    /// computes the ISS with [`IsnGenerator::isn`] when it plans).
     pub fn connect_with_iss(cfg: Config, tuple: FourTuple, iss: SeqNumber, now: Instant) -> Self {
         Connection::new(cfg, tuple, iss, now, State::SynSent)
     }

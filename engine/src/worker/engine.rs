@@ -41,8 +41,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{RecvTimeoutError, bounded};
 
 use super::port::{PortConfig, RxCsum, XskPort};
+use super::registry::Registry;
 use super::thread::{
-    ConnReport, Msg, Planned, Shared, SinkKind, UNCLAIMED, WaitStrategy, Worker, WorkerCounters,
+    ConnReport, Ctl, Msg, Planned, Shared, SinkKind, WaitStrategy, Worker, WorkerCounters,
 };
 use crate::app::bulk::Source;
 use crate::frame::FrameSize;
@@ -346,7 +347,6 @@ pub fn run(
     let isn = IsnGenerator::new(random_u64(), Instant::now());
     let mut plan = Vec::new();
     let mut sources = Vec::new();
-    let mut port_base = 0;
     let mut next_hop_mac = [0u8; 6];
     let mut listen = None;
     let (local_ip, rule, sinks, keep_listening) = match role {
@@ -387,7 +387,6 @@ pub fn run(
             }
             let (base, held) = reserve_block(local, srcs.len())?;
             reservations = held;
-            port_base = base;
             let n_workers = cfg.queues as usize;
             for (i, src) in srcs.into_iter().enumerate() {
                 let tuple = FourTuple {
@@ -401,7 +400,6 @@ pub fn run(
                     tuple,
                     iss: isn.isn(&tuple, Instant::now()),
                     opener: i % n_workers,
-                    owner: AtomicUsize::new(UNCLAIMED),
                     source: rx,
                 });
             }
@@ -529,8 +527,8 @@ pub fn run(
         grace: cfg.grace,
         tcp: tcp_cfg,
         isn,
+        registry: Registry::new(plan.len() + cfg.max_conns * cfg.queues as usize),
         plan,
-        port_base,
         next_hop_mac,
         listen,
         sinks,
@@ -544,10 +542,14 @@ pub fn run(
     let (tx, rx) = bounded::<Msg>(1024);
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::new();
+    let (peers, mut inboxes): (Vec<_>, Vec<_>) =
+        (0..ports.len()).map(|_| bounded::<Ctl>(4096)).unzip();
+    inboxes.reverse();
     let cpu0 = process_cpu();
     for (i, port) in ports.into_iter().enumerate() {
         let core = cfg.cores.as_ref().map_or(i % ncpu, |c| c[i]);
-        let w = Worker::new(i, port, shared.clone(), tx.clone());
+        let inbox = inboxes.pop().expect("one inbox per port");
+        let w = Worker::new(i, port, shared.clone(), tx.clone(), inbox, peers.clone());
         let h = std::thread::Builder::new()
             .name(format!("xtcp-q{i}"))
             .spawn(move || {

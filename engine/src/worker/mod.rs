@@ -10,6 +10,7 @@
 
 pub mod engine;
 pub mod port;
+pub mod registry;
 pub mod thread;
 
 pub use engine::{EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, run};

@@ -9,8 +9,18 @@
 //! Nothing here allocates per packet: the connection table, the reset queue
 //! and the MAC table have fixed capacity from the start; a connection's
 //! buffers are allocated once, at establishment. No locks: the only shared
-//! state is atomics (the stop flag, the claims of planned connections) and
+//! state is atomics (the stop flag, the connection registry) and
 //! bounded lock-free channels used outside the per-packet path (reports).
+//!
+//! Placement: a connection lives on the worker whose queue receives its
+//! packets. Active opens start on the worker that sends the SYN; if the
+//! peer's packets arrive on another queue (RSS, or on veth the peer's
+//! transmit queue), that queue's worker finds the owner in the shared
+//! [`Registry`]: payload-less segments (ACKs) are forwarded to the owner
+//! over a channel; a data segment makes it ask for the connection, which is
+//! handed over whole (the peer retransmits the data dropped meanwhile). A
+//! flow that stays on one queue never moves; a sender whose ACKs come in on
+//! another queue stays where it is.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -20,10 +30,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::port::{PortCounters, XskPort};
+use super::registry::{Key, Registry};
 use crate::app::bulk::{Produced, Sink, Source};
 use crate::tcp::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, SeqNumber, State,
-    Stats, TcpFlags, TcpRepr, reset_for,
+    Stats, TcpRepr, reset_for,
 };
 use crate::xsk::XskStats;
 
@@ -47,6 +58,8 @@ const MAX_SLEEP_MS: i32 = 1;
 const MAX_PENDING_RST: usize = 64;
 /// Entries of the source-MAC table used for handshake replies.
 const MAC_TABLE: usize = 256;
+/// A hand-over request is not repeated sooner than this.
+const WANT_AGAIN: Duration = Duration::from_millis(1);
 
 /// Per-worker counters, cache-line padded (each worker owns one; the control
 /// thread receives copies).
@@ -69,12 +82,16 @@ pub struct WorkerCounters {
     pub connections: u64,
     /// Segments for no connection here (answered with a reset).
     pub no_connection: u64,
-    /// Segments of a connection that another worker owns (RSS moved the
-    /// flow after its handshake): dropped.
+    /// Segments of a connection that another worker owns (RSS delivers the
+    /// flow to our queue): the connection is asked over; payload-less
+    /// segments are held until it arrives, data is dropped.
     pub misplaced: u64,
-    /// Connections opened by another worker whose SYN-ACK arrived here and
-    /// which this worker took over.
-    pub adopted: u64,
+    /// Payload-less segments of another worker's connection, forwarded to it.
+    pub forwarded: u64,
+    /// Connections handed over to this worker.
+    pub migrated_in: u64,
+    /// Connections this worker handed over.
+    pub migrated_out: u64,
     /// Resets sent for segments that matched no connection.
     pub rst_sent: u64,
     /// Resets not sent (queue full).
@@ -135,8 +152,8 @@ pub enum Msg {
     Exited(usize),
 }
 
-/// An active open planned by the control thread. Whichever worker receives
-/// the SYN-ACK claims it; its source waits in `source` until then.
+/// An active open planned by the control thread; the opener takes the
+/// source at start.
 #[derive(Debug)]
 pub struct Planned {
     /// Addresses.
@@ -145,14 +162,32 @@ pub struct Planned {
     pub iss: SeqNumber,
     /// The worker that sends the SYN.
     pub opener: usize,
-    /// `UNCLAIMED`, or the index of the worker that owns it.
-    pub owner: AtomicUsize,
-    /// The source, taken by the owner.
+    /// The source.
     pub source: Receiver<Source>,
 }
 
-/// Owner value of a planned connection nobody has claimed.
-pub const UNCLAIMED: usize = usize::MAX;
+/// Messages between workers: hand a connection over to the worker whose
+/// queue now receives its packets.
+#[derive(Debug)]
+pub enum Ctl {
+    /// "Your connection `key` arrives on my queue: send it to worker `to`."
+    Want {
+        /// The connection.
+        key: Key,
+        /// The asking worker.
+        to: usize,
+    },
+    /// A connection handed over.
+    Take(Box<Slot>),
+    /// A payload-less segment of the receiver's connection that arrived on
+    /// the sender's queue.
+    Segment {
+        /// The connection.
+        key: Key,
+        /// The segment.
+        repr: TcpRepr,
+    },
+}
 
 /// What passive opens feed their data to.
 #[derive(Debug)]
@@ -178,8 +213,8 @@ pub struct Shared {
     pub isn: IsnGenerator,
     /// Active opens (connect mode).
     pub plan: Vec<Planned>,
-    /// First local port of the plan (plan\[i\] uses `port_base + i`).
-    pub port_base: u16,
+    /// Which worker owns which connection.
+    pub registry: Registry,
     /// Next-hop MAC of active opens.
     pub next_hop_mac: [u8; 6],
     /// Listening address (listen mode).
@@ -200,13 +235,13 @@ pub struct Shared {
     pub batch: u32,
 }
 
-struct Slot {
+/// A connection with its application state (moves between workers whole).
+#[derive(Debug)]
+pub struct Slot {
     conn: Connection,
+    key: Key,
     mac: [u8; 6],
     id: usize,
-    /// Claimed planned connection or accepted one (false: our SYN is out,
-    /// the SYN-ACK has not been seen by anyone yet).
-    owned: bool,
     source: Source,
     sink: Sink,
     src_done: bool,
@@ -234,7 +269,19 @@ pub struct Worker {
     /// Counters of connections already gone.
     gone: Stats,
     max_seg_frames: usize,
+    inbox: Receiver<Ctl>,
+    peers: Vec<Sender<Ctl>>,
+    /// Hand-over requests sent recently (not repeated within a millisecond).
+    wanted: Vec<(Key, Instant)>,
+    /// Payload-less segments (SYN-ACK, ACK, FIN) of connections being
+    /// handed over to us, replayed when they arrive.
+    held: Vec<(Key, TcpRepr)>,
 }
+
+/// Segments held per worker for connections in transit.
+const MAX_HELD: usize = 64;
+/// Hand-over requests remembered.
+const MAX_WANTED: usize = 16;
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -258,7 +305,14 @@ fn mac_slot(ip: &IpAddr) -> usize {
 
 impl Worker {
     /// A worker for `port`; `index` is its place among the workers.
-    pub fn new(index: usize, port: XskPort, shared: Arc<Shared>, out: Sender<Msg>) -> Worker {
+    pub fn new(
+        index: usize,
+        port: XskPort,
+        shared: Arc<Shared>,
+        out: Sender<Msg>,
+        inbox: Receiver<Ctl>,
+        peers: Vec<Sender<Ctl>>,
+    ) -> Worker {
         let listener = shared.listen.map(|local| {
             Listener::new(
                 shared.tcp.clone(),
@@ -293,6 +347,10 @@ impl Worker {
             port,
             shared,
             out,
+            inbox,
+            peers,
+            wanted: Vec::with_capacity(MAX_WANTED),
+            held: Vec::with_capacity(MAX_HELD),
         }
     }
 
@@ -303,12 +361,16 @@ impl Worker {
             if p.opener == self.index {
                 let conn =
                     Connection::connect_with_iss(self.shared.tcp.clone(), p.tuple, p.iss, start);
+                let key = self.shared.registry.key(&p.tuple);
+                // Cannot fail: the table has room for every planned connection.
+                let _ = self.shared.registry.set(key, self.index as u16);
+                let source = p.source.try_recv().unwrap_or(Source::Empty);
                 self.slots.push(Slot::new(
                     conn,
+                    key,
                     self.shared.next_hop_mac,
                     i,
-                    false,
-                    Source::Empty,
+                    source,
                     Sink::Discard,
                 ));
             }
@@ -324,12 +386,14 @@ impl Worker {
                 self.begin_stop(now);
             }
             let rx_before = self.port.counters().rx_segments;
+            let moved = self.handle_ctl(now);
             self.receive(now);
             let tx_before = self.port.counters().tx_packets;
             self.service(now);
             self.send_resets();
             self.port.flush();
-            let busy = self.port.counters().rx_segments != rx_before
+            let busy = moved
+                || self.port.counters().rx_segments != rx_before
                 || self.port.counters().tx_packets != tx_before;
             if now >= next_report {
                 self.report();
@@ -377,12 +441,7 @@ impl Worker {
         let deadline = now + self.shared.grace;
         for s in &mut self.slots {
             s.deadline = Some(deadline);
-            if s.owned {
-                s.conn.close(now);
-            } else {
-                // Our SYN is out and nobody claimed it: just forget it.
-                s.conn.abort(now);
-            }
+            s.conn.close(now);
         }
     }
 
@@ -403,6 +462,55 @@ impl Worker {
         let _ = self.out.try_send(Msg::Counters(self.index, c));
     }
 
+    /// Serves hand-over requests and takes connections handed to us;
+    /// true if anything moved.
+    fn handle_ctl(&mut self, now: Instant) -> bool {
+        let mut moved = false;
+        while let Ok(m) = self.inbox.try_recv() {
+            moved = true;
+            match m {
+                Ctl::Want { key, to } => {
+                    let Some(i) = self.slots.iter().position(|s| s.key == key) else {
+                        continue;
+                    };
+                    let slot = self.slots.swap_remove(i);
+                    self.shared.registry.set(key, to as u16);
+                    if let Err(e) = self.peers[to].try_send(Ctl::Take(Box::new(slot))) {
+                        // Their inbox is full: keep it and try another time.
+                        if let Ctl::Take(slot) = e.into_inner() {
+                            self.shared.registry.set(key, self.index as u16);
+                            self.slots.push(*slot);
+                        }
+                    } else {
+                        self.counters.migrated_out += 1;
+                    }
+                }
+                Ctl::Segment { key, repr } => {
+                    if let Some(s) = self.slots.iter_mut().find(|s| s.key == key) {
+                        s.conn.handle_segment(now, &repr, &[]);
+                    } else if self.held.len() < MAX_HELD {
+                        self.held.push((key, repr));
+                    }
+                }
+                Ctl::Take(slot) => {
+                    let mut slot = *slot;
+                    let key = slot.key;
+                    self.counters.migrated_in += 1;
+                    self.held.retain(|(k, repr)| {
+                        if *k == key {
+                            slot.conn.handle_segment(now, repr, &[]);
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                    self.slots.push(slot);
+                }
+            }
+        }
+        moved
+    }
+
     fn receive(&mut self, now: Instant) {
         let Worker {
             port,
@@ -413,6 +521,9 @@ impl Worker {
             counters,
             shared,
             index,
+            peers,
+            wanted,
+            held,
             ..
         } = self;
         port.recv_from(shared.batch, |mac, src, dst, repr, payload| {
@@ -420,45 +531,46 @@ impl Worker {
                 .iter_mut()
                 .find(|s| s.conn.tuple().remote == src && s.conn.tuple().local == dst)
             {
-                if !s.owned {
-                    match claim(shared, s.id, *index) {
-                        Claim::Mine => {
-                            s.owned = true;
-                            s.source = shared.plan[s.id].source.try_recv().unwrap_or(Source::Empty);
-                        }
-                        Claim::Other => {
-                            counters.misplaced += 1;
-                            return;
-                        }
-                    }
-                }
                 s.conn.handle_segment(now, repr, payload);
                 return;
             }
-            // A planned connection opened by another worker?
-            if let Some(i) = plan_index(shared, src, dst) {
-                if repr.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
-                    && slots.len() < shared.max_conns
-                    && matches!(claim(shared, i, *index), Claim::Mine)
+            // Another worker's connection (RSS put it on our queue)?
+            let tuple = FourTuple {
+                local: dst,
+                remote: src,
+            };
+            let key = shared.registry.key(&tuple);
+            if let Some(owner) = shared.registry.get(key) {
+                let owner = owner as usize;
+                if owner != *index && payload.is_empty() {
+                    // A pure ACK (or SYN-ACK, FIN): forward it, cheaply.
+                    if peers[owner]
+                        .try_send(Ctl::Segment { key, repr: *repr })
+                        .is_ok()
+                    {
+                        counters.forwarded += 1;
+                    } else {
+                        counters.misplaced += 1;
+                    }
+                    return;
+                }
+                counters.misplaced += 1;
+                // Data: ask for the connection (once a millisecond at most);
+                // the peer retransmits what is dropped meanwhile.
+                if owner != *index
+                    && !wanted
+                        .iter()
+                        .any(|(k, t)| *k == key && now < *t + WANT_AGAIN)
+                    && peers[owner].try_send(Ctl::Want { key, to: *index }).is_ok()
                 {
-                    let p = &shared.plan[i];
-                    let mut conn =
-                        Connection::connect_with_iss(shared.tcp.clone(), p.tuple, p.iss, now);
-                    // The opener sent this SYN already.
-                    let _ = conn.poll_transmit(now);
-                    conn.handle_segment(now, repr, payload);
-                    let source = p.source.try_recv().unwrap_or(Source::Empty);
-                    slots.push(Slot::new(
-                        conn,
-                        shared.next_hop_mac,
-                        i,
-                        true,
-                        source,
-                        Sink::Discard,
-                    ));
-                    counters.adopted += 1;
-                } else {
-                    counters.misplaced += 1;
+                    wanted.retain(|(_, t)| now < *t + WANT_AGAIN);
+                    if wanted.len() < MAX_WANTED {
+                        wanted.push((key, now));
+                    }
+                }
+                // In transit to us: keep what costs nothing to keep.
+                if owner == *index && payload.is_empty() && held.len() < MAX_HELD {
+                    held.push((key, *repr));
                 }
                 return;
             }
@@ -476,9 +588,13 @@ impl Worker {
                         }),
                         SinkKind::Single(rx) => rx.try_recv().ok(),
                     };
+                    let key = shared.registry.key(&conn.tuple());
                     match sink {
-                        Some(sink) if slots.len() < shared.max_conns => {
-                            let mut s = Slot::new(conn, mac, id, true, Source::Empty, sink);
+                        Some(sink)
+                            if slots.len() < shared.max_conns
+                                && shared.registry.set(key, *index as u16) =>
+                        {
+                            let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
                             s.established = Some(now);
                             slots.push(s);
                             counters.connections += 1;
@@ -488,14 +604,8 @@ impl Worker {
                             // the connection's own poll_transmit below.
                             counters.refused += 1;
                             conn.abort(now);
-                            let mut s = Slot::new(
-                                conn,
-                                mac,
-                                usize::MAX,
-                                true,
-                                Source::Empty,
-                                Sink::Discard,
-                            );
+                            let mut s =
+                                Slot::new(conn, key, mac, usize::MAX, Source::Empty, Sink::Discard);
                             s.reported = true;
                             if slots.len() < slots.capacity() {
                                 slots.push(s);
@@ -537,7 +647,6 @@ impl Worker {
             gone,
             max_seg_frames,
             shared,
-            index,
             ..
         } = self;
         if let Some(l) = listener.as_mut() {
@@ -558,14 +667,6 @@ impl Worker {
         let mut i = 0;
         while i < slots.len() {
             let s = &mut slots[i];
-            if !s.owned {
-                let owner = shared.plan[s.id].owner.load(Ordering::Acquire);
-                if owner != UNCLAIMED && owner != *index {
-                    // Another worker received the SYN-ACK and took it over.
-                    slots.swap_remove(i);
-                    continue;
-                }
-            }
             if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
                 s.deadline = None;
                 s.conn.abort(now);
@@ -573,9 +674,7 @@ impl Worker {
             if s.conn.poll_timeout().is_some_and(|t| t <= now) {
                 s.conn.handle_timeout(now);
             }
-            if s.owned {
-                s.app(now);
-            }
+            s.app(now);
             let mut full = false;
             loop {
                 if !port.has_room(*max_seg_frames) {
@@ -611,11 +710,7 @@ impl Worker {
             let done =
                 closed.or((s.conn.state() == State::TimeWait).then_some(CloseReason::Normal));
             if let Some(reason) = done {
-                // An unanswered SYN ends here, unclaimed: claim it to report it.
-                if !s.owned && matches!(claim(shared, s.id, *index), Claim::Mine) {
-                    s.owned = true;
-                }
-                if !s.reported && s.owned {
+                if !s.reported {
                     s.reported = true;
                     let r = ConnReport {
                         id: s.id,
@@ -638,6 +733,7 @@ impl Worker {
             }
             if closed.is_some() {
                 add_stats(gone, s.conn.stats());
+                shared.registry.remove(s.key);
                 slots.swap_remove(i);
                 continue;
             }
@@ -649,17 +745,17 @@ impl Worker {
 impl Slot {
     fn new(
         conn: Connection,
+        key: Key,
         mac: [u8; 6],
         id: usize,
-        owned: bool,
         source: Source,
         sink: Sink,
     ) -> Slot {
         Slot {
             conn,
+            key,
             mac,
             id,
-            owned,
             source,
             sink,
             src_done: false,
@@ -727,28 +823,6 @@ impl Slot {
             }
         }
     }
-}
-
-enum Claim {
-    Mine,
-    Other,
-}
-
-fn claim(shared: &Shared, i: usize, me: usize) -> Claim {
-    match shared.plan[i]
-        .owner
-        .compare_exchange(UNCLAIMED, me, Ordering::AcqRel, Ordering::Acquire)
-    {
-        Ok(_) => Claim::Mine,
-        Err(o) if o == me => Claim::Mine,
-        Err(_) => Claim::Other,
-    }
-}
-
-fn plan_index(shared: &Shared, src: SocketAddr, dst: SocketAddr) -> Option<usize> {
-    let i = dst.port().checked_sub(shared.port_base)? as usize;
-    let p = shared.plan.get(i)?;
-    (p.tuple.local == dst && p.tuple.remote == src).then_some(i)
 }
 
 fn add_stats(t: &mut Stats, s: &Stats) {

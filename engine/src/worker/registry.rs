@@ -1,0 +1,189 @@
+//! Which worker owns which connection: a fixed-size, lock-free hash table
+//! from a 4-tuple to a worker index, shared by all workers.
+//!
+//! A worker looks here only for a segment that matches none of its own
+//! connections (a flow that RSS moved to another queue, or one that arrived
+//! on another queue from the start): if another worker owns it, the segment's
+//! worker asks for the connection to be handed over (see `thread`).
+//!
+//! Entries are one `AtomicU64` each: the upper 48 bits are a hash of the
+//! tuple (never zero), the lower 16 the owner. Open addressing with a probe
+//! limit; removal leaves a tombstone that insertion reuses. A lookup that
+//! runs past the probe limit reports "unknown", which only costs a reset of
+//! a connection in a table far fuller than the engine lets it get.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::tcp::FourTuple;
+
+const EMPTY: u64 = 0;
+const TOMBSTONE: u64 = 1;
+const PROBES: usize = 64;
+
+/// The table.
+#[derive(Debug)]
+pub struct Registry {
+    slots: Box<[AtomicU64]>,
+    mask: usize,
+    hasher: std::hash::RandomState,
+}
+
+/// A tuple's key: 48 bits of hash, never zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key(u64);
+
+impl Registry {
+    /// A table for at least `capacity` connections (rounded up to a power of
+    /// two, doubled to keep probes short).
+    pub fn new(capacity: usize) -> Registry {
+        let n = (capacity.max(64) * 2).next_power_of_two();
+        Registry {
+            slots: (0..n).map(|_| AtomicU64::new(EMPTY)).collect(),
+            mask: n - 1,
+            hasher: std::hash::RandomState::new(),
+        }
+    }
+
+    /// The key of `tuple`.
+    pub fn key(&self, tuple: &FourTuple) -> Key {
+        let mut h = self.hasher.build_hasher();
+        std::hash::Hash::hash(tuple, &mut h);
+        let v = h.finish() >> 16;
+        Key(if v == 0 { 1 } else { v })
+    }
+
+    fn start(&self, k: Key) -> usize {
+        (k.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & self.mask
+    }
+
+    /// Records `owner` for `k` (inserts or updates); false if the table is
+    /// too full around `k`.
+    pub fn set(&self, k: Key, owner: u16) -> bool {
+        let entry = (k.0 << 16) | u64::from(owner);
+        let s = self.start(k);
+        // Update in place if present.
+        for i in 0..PROBES {
+            let slot = &self.slots[(s + i) & self.mask];
+            let e = slot.load(Ordering::Acquire);
+            if e == EMPTY {
+                break;
+            }
+            if e != TOMBSTONE && e >> 16 == k.0 {
+                slot.store(entry, Ordering::Release);
+                return true;
+            }
+        }
+        for i in 0..PROBES {
+            let slot = &self.slots[(s + i) & self.mask];
+            let e = slot.load(Ordering::Acquire);
+            if (e == EMPTY || e == TOMBSTONE)
+                && slot
+                    .compare_exchange(e, entry, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The owner of `k`, if registered.
+    pub fn get(&self, k: Key) -> Option<u16> {
+        let s = self.start(k);
+        for i in 0..PROBES {
+            let e = self.slots[(s + i) & self.mask].load(Ordering::Acquire);
+            if e == EMPTY {
+                return None;
+            }
+            if e != TOMBSTONE && e >> 16 == k.0 {
+                return Some((e & 0xffff) as u16);
+            }
+        }
+        None
+    }
+
+    /// Forgets `k`.
+    pub fn remove(&self, k: Key) {
+        let s = self.start(k);
+        for i in 0..PROBES {
+            let slot = &self.slots[(s + i) & self.mask];
+            let e = slot.load(Ordering::Acquire);
+            if e == EMPTY {
+                return;
+            }
+            if e != TOMBSTONE && e >> 16 == k.0 {
+                slot.store(TOMBSTONE, Ordering::Release);
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn t(port: u16) -> FourTuple {
+        FourTuple {
+            local: SocketAddr::from(([198, 18, 0, 1], port)),
+            remote: SocketAddr::from(([198, 18, 0, 2], 5201)),
+        }
+    }
+
+    #[test]
+    fn set_get_update_remove_and_reuse() {
+        let r = Registry::new(64);
+        let keys: Vec<Key> = (0..100).map(|p| r.key(&t(p))).collect();
+        for (i, k) in keys.iter().enumerate() {
+            assert!(r.set(*k, (i % 3) as u16));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(r.get(*k), Some((i % 3) as u16));
+        }
+        assert!(r.set(keys[5], 9));
+        assert_eq!(r.get(keys[5]), Some(9));
+        for k in &keys[..50] {
+            r.remove(*k);
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(r.get(*k).is_some(), i >= 50, "{i}");
+        }
+        // Churn far beyond the capacity: tombstones are reused.
+        for round in 0..50u16 {
+            let ks: Vec<Key> = (0..60).map(|p| r.key(&t(1000 + round * 60 + p))).collect();
+            for k in &ks {
+                assert!(r.set(*k, round));
+            }
+            for k in &ks {
+                assert_eq!(r.get(*k), Some(round));
+                r.remove(*k);
+            }
+        }
+        assert_eq!(r.get(keys[99]), Some(0));
+    }
+
+    #[test]
+    fn concurrent_inserts_all_land() {
+        let r = std::sync::Arc::new(Registry::new(4096));
+        let hs: Vec<_> = (0..4u16)
+            .map(|w| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    for p in 0..1000u16 {
+                        assert!(r.set(r.key(&t(w * 1000 + p)), w));
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        for w in 0..4u16 {
+            for p in 0..1000u16 {
+                assert_eq!(r.get(r.key(&t(w * 1000 + p))), Some(w));
+            }
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! The engine (pinned workers, TCP over AF_XDP) against the Linux kernel's
+//! TCP on a test network: several queues and connections, injected loss,
+//! hostile packets, and the rest of the host left alone. Needs root; each
+//! test builds its own namespaces.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::{raw_ip_sender, send_ip, testnet};
+use xtcp_engine::app::bulk::{Source, pattern_check, pattern_fill};
+use xtcp_engine::tcp::CloseReason;
+use xtcp_engine::testnet::{Side, TestNet};
+use xtcp_engine::worker::{
+    EngineConfig, EngineError, EngineReport, Role, RxCsumPolicy, SinkKind, run,
+};
+use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
+use xtcp_engine::xsk::BindMode;
+
+const SEED: u64 = 0x5eed;
+
+fn config(net: &TestNet, queues: u32) -> EngineConfig {
+    EngineConfig {
+        iface: net.a.iface.clone(),
+        queues,
+        bind: BindMode::Copy,
+        // The test network turns checksum offload off: verify.
+        rx_csum: RxCsumPolicy::Verify,
+        frames: 8192,
+        ..EngineConfig::default()
+    }
+}
+
+/// Runs the engine in side A's namespace on a thread of its own.
+fn engine(
+    net: &TestNet,
+    cfg: EngineConfig,
+    role: Role,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Result<EngineReport, EngineError>> {
+    let ns = net.a.ns.name().to_owned();
+    std::thread::spawn(move || {
+        let _g = xtcp_engine::testnet::enter(&ns).unwrap();
+        run(&cfg, role, &stop, |_| {})
+    })
+}
+
+/// A kernel TCP listener in side B's namespace.
+fn kernel_listener(net: &TestNet, port: u16) -> TcpListener {
+    let _g = net.b.ns.enter().unwrap();
+    TcpListener::bind(SocketAddr::new(net.b.ip4.into(), port)).unwrap()
+}
+
+/// Accepts `n` connections and checks each one's stream against the
+/// pattern; returns the byte counts.
+fn kernel_receivers(listener: TcpListener, n: usize) -> JoinHandle<Vec<u64>> {
+    std::thread::spawn(move || {
+        let mut readers = Vec::new();
+        for _ in 0..n {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            readers.push(std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                let mut off = 0u64;
+                loop {
+                    let k = s.read(&mut buf).unwrap();
+                    if k == 0 {
+                        return off;
+                    }
+                    assert_eq!(pattern_check(SEED, off, &buf[..k]), None, "stream differs");
+                    off += k as u64;
+                }
+            }));
+        }
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    })
+}
+
+/// Connects from side B to `dst` and sends `len` bytes of the pattern.
+fn kernel_sender(net: &TestNet, dst: SocketAddr, len: u64) -> JoinHandle<()> {
+    let ns = net.b.ns.name().to_owned();
+    std::thread::spawn(move || {
+        let _g = xtcp_engine::testnet::enter(&ns).unwrap();
+        let mut s = None;
+        // The engine may still be starting: retry for a while.
+        for _ in 0..100 {
+            match TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
+                Ok(c) => {
+                    s = Some(c);
+                    break;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+        let mut s = s.expect("connect to xtcp");
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0u64;
+        while off < len {
+            let k = (len - off).min(buf.len() as u64) as usize;
+            pattern_fill(SEED, off, &mut buf[..k]);
+            s.write_all(&buf[..k]).unwrap();
+            off += k as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        // Wait for xtcp's FIN.
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    })
+}
+
+fn sources(n: usize, len: u64) -> Vec<Source> {
+    (0..n)
+        .map(|_| Source::Pattern {
+            seed: SEED,
+            offset: 0,
+            len,
+        })
+        .collect()
+}
+
+#[test]
+fn two_queues_four_connections_all_complete_and_each_worker_carries_traffic() {
+    let net = testnet(1500, 2);
+    let listener = kernel_listener(&net, 5201);
+    let rx = kernel_receivers(listener, 4);
+    const LEN: u64 = 64 << 20;
+    let role = Role::Connect {
+        remote: SocketAddr::new(net.b.ip4.into(), 5201),
+        local: None,
+        sources: sources(4, LEN),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let report = engine(&net, config(&net, 2), role, stop)
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rx.join().unwrap(),
+        vec![LEN; 4],
+        "the kernel got every stream"
+    );
+    assert_eq!(report.connections.len(), 4);
+    for c in &report.connections {
+        assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
+        assert_eq!(c.bytes_sent, LEN);
+    }
+    for w in &report.workers {
+        assert!(
+            w.port.tx_packets > 1000 && w.port.rx_segments > 100,
+            "queue {} carried traffic: {w:?}",
+            w.queue
+        );
+    }
+    let queues: std::collections::BTreeSet<u32> =
+        report.connections.iter().map(|c| c.queue).collect();
+    assert_eq!(queues.len(), 2, "connections on both queues");
+}
+
+#[test]
+fn kernel_clients_spread_over_two_queues_all_complete() {
+    let net = testnet(1500, 2);
+    const LEN: u64 = 32 << 20;
+    let stop = Arc::new(AtomicBool::new(false));
+    let role = Role::Listen {
+        addr: None,
+        port: 5202,
+        sinks: SinkKind::Verify(SEED),
+        keep_listening: true,
+    };
+    let e = engine(&net, config(&net, 2), role, stop.clone());
+    let dst = SocketAddr::new(net.a.ip4.into(), 5202);
+    let senders: Vec<_> = (0..4).map(|_| kernel_sender(&net, dst, LEN)).collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let report = e.join().unwrap().unwrap();
+    assert_eq!(report.connections.len(), 4, "{:?}", report.connections);
+    for c in &report.connections {
+        assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
+        assert_eq!(c.bytes_received, LEN);
+        assert_eq!(c.mismatch, None);
+    }
+}
+
+fn lossy(send: bool) {
+    let net = testnet(1500, 1);
+    let cfg = ImpairConfig::loss(1.0);
+    let (ingress, egress) = {
+        let _g = net.b.ns.enter().unwrap();
+        (
+            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
+            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
+        )
+    };
+    const LEN: u64 = 64 << 20;
+    let stop = Arc::new(AtomicBool::new(false));
+    let report = if send {
+        let rx = kernel_receivers(kernel_listener(&net, 5201), 1);
+        let role = Role::Connect {
+            remote: SocketAddr::new(net.b.ip4.into(), 5201),
+            local: None,
+            sources: sources(1, LEN),
+        };
+        let r = engine(&net, config(&net, 1), role, stop).join().unwrap();
+        assert_eq!(rx.join().unwrap(), vec![LEN]);
+        r.unwrap()
+    } else {
+        let role = Role::Listen {
+            addr: None,
+            port: 5202,
+            sinks: SinkKind::Verify(SEED),
+            keep_listening: false,
+        };
+        let e = engine(&net, config(&net, 1), role, stop);
+        kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), 5202), LEN)
+            .join()
+            .unwrap();
+        e.join().unwrap().unwrap()
+    };
+    let c = &report.connections[0];
+    assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
+    assert_eq!(c.mismatch, None);
+    assert_eq!(if send { c.bytes_sent } else { c.bytes_received }, LEN);
+    let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
+    assert!(i.dropped > 0 && e.dropped > 0, "loss injected: {i:?} {e:?}");
+    if send {
+        assert!(c.stats.retransmits > 0, "xtcp retransmitted: {:?}", c.stats);
+        assert_eq!(report.workers[0].tcp_retransmits, c.stats.retransmits);
+    }
+}
+
+#[test]
+fn one_percent_loss_each_way_xtcp_sending() {
+    lossy(true);
+}
+
+#[test]
+fn one_percent_loss_each_way_xtcp_receiving() {
+    lossy(false);
+}
+
+/// Raw IPv4 + TCP packet from B to A's port, built by hand so that it can
+/// be wrong in every way.
+fn raw_tcp(
+    b: &Side,
+    a: &Side,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    flags: u8,
+    opts: &[u8],
+) -> Vec<u8> {
+    let thl = 20 + opts.len();
+    let total = 20 + thl;
+    let mut p = vec![0u8; 14 + total];
+    let ip = &mut p[14..];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&b.ip4.octets());
+    ip[16..20].copy_from_slice(&a.ip4.octets());
+    let t = &mut ip[20..];
+    t[0..2].copy_from_slice(&sport.to_be_bytes());
+    t[2..4].copy_from_slice(&dport.to_be_bytes());
+    t[4..8].copy_from_slice(&seq.to_be_bytes());
+    t[12] = ((thl / 4) as u8) << 4;
+    t[13] = flags;
+    t[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    t[20..20 + opts.len()].copy_from_slice(opts);
+    // TCP checksum over the pseudo-header.
+    let mut sum = 0u32;
+    for c in b.ip4.octets().chunks(2).chain(a.ip4.octets().chunks(2)) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    sum += 6 + thl as u32;
+    for c in t[..thl].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let csum = !(sum as u16);
+    t[16..18].copy_from_slice(&csum.to_be_bytes());
+    p
+}
+
+#[test]
+fn hostile_packets_are_counted_and_dropped_while_a_transfer_completes() {
+    let net = testnet(1500, 1);
+    const LEN: u64 = 256 << 20;
+    const PORT: u16 = 5203;
+    let stop = Arc::new(AtomicBool::new(false));
+    let role = Role::Listen {
+        addr: None,
+        port: PORT,
+        sinks: SinkKind::Verify(SEED),
+        keep_listening: false,
+    };
+    let e = engine(&net, config(&net, 1), role, stop);
+    let sender = kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), PORT), LEN);
+    std::thread::sleep(Duration::from_millis(300));
+    let (a, b) = (&net.a, &net.b);
+    {
+        let _g = net.b.ns.enter().unwrap();
+        let raw = raw_ip_sender();
+        let dst = a.ip4;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for round in 0..20u32 {
+            if Instant::now() > deadline {
+                break;
+            }
+            // Bad checksum.
+            let mut bad = raw_tcp(b, a, 40000, PORT, round, 0x10, &[]);
+            let n = bad.len();
+            bad[n - 3] ^= 0x55;
+            send_ip(&raw, &bad, dst);
+            // Truncated TCP header (IP total length covers 10 bytes of it).
+            let mut trunc = raw_tcp(b, a, 40001, PORT, round, 0x02, &[]);
+            trunc.truncate(14 + 20 + 10);
+            trunc[14 + 2..14 + 4].copy_from_slice(&30u16.to_be_bytes());
+            send_ip(&raw, &trunc, dst);
+            // Data offset beyond the packet.
+            let mut off = raw_tcp(b, a, 40002, PORT, round, 0x02, &[]);
+            off[14 + 20 + 12] = 0xf0;
+            send_ip(&raw, &off, dst);
+            // Bad option lengths: MSS option claiming 40 bytes, a zero-length option.
+            send_ip(
+                &raw,
+                &raw_tcp(b, a, 40003, PORT, round, 0x02, &[2, 40, 5, 0xb4]),
+                dst,
+            );
+            send_ip(
+                &raw,
+                &raw_tcp(b, a, 40004, PORT, round, 0x02, &[8, 0, 1, 1]),
+                dst,
+            );
+            // RSTs with a random sequence number for every port near the
+            // sender's (one of them is the real 4-tuple): off-window, so
+            // at most a challenge ACK, never a reset connection.
+            for sport in 32768..32768 + 64u16 {
+                send_ip(
+                    &raw,
+                    &raw_tcp(b, a, sport, PORT, 0x1234_5678 ^ round, 0x04, &[]),
+                    dst,
+                );
+            }
+            // SYN flood from many ports.
+            for sport in 0..200u16 {
+                send_ip(
+                    &raw,
+                    &raw_tcp(b, a, 20000 + sport, PORT, round, 0x02, &[]),
+                    dst,
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    sender.join().unwrap();
+    let report = e.join().unwrap().unwrap();
+    let c = &report.connections[0];
+    assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
+    assert_eq!(c.bytes_received, LEN);
+    assert_eq!(c.mismatch, None);
+    let w = &report.workers[0];
+    assert!(w.port.drop_checksum >= 20, "{w:?}");
+    assert!(w.port.drop_malformed >= 20, "{w:?}");
+}
+
+#[test]
+fn ping_and_other_kernel_tcp_work_during_a_transfer() {
+    let net = testnet(1500, 1);
+    const LEN: u64 = 1 << 30;
+    let stop = Arc::new(AtomicBool::new(false));
+    let role = Role::Listen {
+        addr: None,
+        port: 5204,
+        sinks: SinkKind::Discard,
+        keep_listening: false,
+    };
+    let e = engine(&net, config(&net, 1), role, stop.clone());
+    let sender = kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), 5204), LEN);
+    std::thread::sleep(Duration::from_millis(500));
+    // A kernel service on A on another port, reached from B.
+    let other = {
+        let _g = net.a.ns.enter().unwrap();
+        TcpListener::bind(SocketAddr::new(net.a.ip4.into(), 6000)).unwrap()
+    };
+    let echo = std::thread::spawn(move || {
+        let (mut s, _) = other.accept().unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        s.write_all(&b).unwrap();
+    });
+    {
+        let _g = net.b.ns.enter().unwrap();
+        let mut s = TcpStream::connect_timeout(
+            &SocketAddr::new(net.a.ip4.into(), 6000),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"hello").unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"hello");
+    }
+    echo.join().unwrap();
+    let ping = net.b.ns.exec(&[
+        "ping",
+        "-c",
+        "3",
+        "-i",
+        "0.2",
+        "-W",
+        "2",
+        &net.a.ip4.to_string(),
+    ]);
+    assert!(ping.is_ok(), "ping during the transfer: {ping:?}");
+    sender.join().unwrap();
+    let report = e.join().unwrap().unwrap();
+    assert_eq!(report.connections[0].reason, CloseReason::Normal);
+    assert_eq!(report.connections[0].bytes_received, LEN);
+    let st = report.steer.unwrap();
+    assert!(st.passed > 0, "the kernel's packets were passed: {st:?}");
+}
+
+#[test]
+fn a_second_engine_on_the_same_interface_gets_a_clear_error() {
+    let net = testnet(1500, 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let listen = |port| Role::Listen {
+        addr: None,
+        port,
+        sinks: SinkKind::Discard,
+        keep_listening: true,
+    };
+    let first = engine(&net, config(&net, 1), listen(5205), stop.clone());
+    std::thread::sleep(Duration::from_millis(500));
+    let second = engine(
+        &net,
+        config(&net, 1),
+        listen(5206),
+        Arc::new(AtomicBool::new(false)),
+    )
+    .join()
+    .unwrap();
+    let msg = second.unwrap_err().to_string();
+    assert!(msg.contains("another xtcp"), "{msg}");
+    stop.store(true, Ordering::Relaxed);
+    first.join().unwrap().unwrap();
+    // Nothing stays attached.
+    let out = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("xdp"), "{text}");
+}
