@@ -47,7 +47,8 @@ use super::thread::{
 };
 use crate::app::bulk::Source;
 use crate::frame::FrameSize;
-use crate::netlink::neigh::{ResolveError, resolve};
+use crate::netlink::NetlinkSocket;
+use crate::netlink::neigh::{ResolveError, get_route, resolve};
 use crate::probe::NetdevFeatures;
 use crate::tcp::{self, FourTuple, IsnGenerator};
 use crate::xdp::{AttachMode, NoSocket, Rule, SteerCounters, Steering, XdpError};
@@ -359,6 +360,22 @@ pub fn run(
                 return Err(EngineError::Config(
                     "the number of connections must be between 1 and 32767".into(),
                 ));
+            }
+            // The route first: a peer behind another interface is an error
+            // to report at once, not a neighbour to wait for.
+            if let Ok(route) = NetlinkSocket::route()
+                .map_err(|_| ())
+                .and_then(|mut s| get_route(&mut s, remote.ip()).map_err(|_| ()))
+            {
+                if route.oif != index {
+                    return Err(EngineError::Config(format!(
+                        "the kernel routes {} through interface index {}, not {iface} (index \
+                         {index}): run xtcp on that interface, or add a route to {} via {iface}",
+                        remote.ip(),
+                        route.oif,
+                        remote.ip()
+                    )));
+                }
             }
             let hop = resolve(remote.ip(), Duration::from_secs(3))?;
             if hop.route.oif != index {
