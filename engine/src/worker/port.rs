@@ -24,7 +24,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::wire::checksum::Accumulator;
+use crate::wire::checksum::{Accumulator, copy_and_sum};
 use crate::wire::{
     Error as WireError, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol,
     IpRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr, locate_tcp,
@@ -93,6 +93,8 @@ pub struct XskPort {
     xsk: Xsk,
     umem: Arc<Umem>,
     pool: Vec<Frame>,
+    /// Frames of the packet being built (capacity fixed at open).
+    chain: Vec<Frame>,
     gather: Vec<u8>,
     in_chain: bool,
     chain_oversize: bool,
@@ -128,6 +130,7 @@ impl XskPort {
             xsk,
             umem,
             pool,
+            chain: Vec::with_capacity(32),
             gather: Vec::with_capacity(GATHER_LEN),
             in_chain: false,
             chain_oversize: false,
@@ -261,45 +264,52 @@ impl XskPort {
                 return false;
             }
         }
-        if !self.frame_headers(mac, src, dst, repr, payload, hl) {
-            self.counters.tx_too_long += 1;
-            return false;
-        }
-        let mut batch = self.xsk.tx.batch(k as u32);
-        if (batch.remaining() as usize) < k {
+        if ((self.xsk.tx.size() - self.xsk.tx.in_flight()) as usize) < k {
             self.counters.tx_ring_full += 1;
             return false;
         }
-        // Copy header ++ payload.0 ++ payload.1 into k frames.
-        let pieces: [&[u8]; 3] = [&self.hdr[..hl], payload.0, payload.1];
-        let mut piece = 0;
-        let mut at = 0;
-        for i in 0..k {
-            let Some(mut frame) = self.pool.pop() else {
-                break;
-            };
-            let buf = self.umem.frame_mut(&mut frame);
-            let want = (total - i * fs).min(fs);
-            let mut filled = 0;
-            while filled < want {
-                let src_piece = pieces[piece];
-                let n = (src_piece.len() - at).min(want - filled);
-                buf[filled..filled + n].copy_from_slice(&src_piece[at..at + n]);
-                filled += n;
+        // Payload into the frames after the header room, summed as it is
+        // copied (each byte read once); then the headers with the checksum.
+        self.chain.clear();
+        for _ in 0..k {
+            if let Some(f) = self.pool.pop() {
+                self.chain.push(f);
+            }
+        }
+        let mut psum = Accumulator::new(0);
+        let mut at = hl;
+        let mut fi = 0;
+        for piece in [payload.0, payload.1] {
+            let mut p = piece;
+            while !p.is_empty() {
+                let buf = self.umem.frame_mut(&mut self.chain[fi]);
+                let n = (fs - at).min(p.len());
+                let s = copy_and_sum(&mut buf[at..at + n], &p[..n]);
+                psum.add_sum(s, n);
+                p = &p[n..];
                 at += n;
-                if at == src_piece.len() {
-                    piece += 1;
+                if at == fs {
                     at = 0;
-                    if piece == pieces.len() {
-                        break;
-                    }
+                    fi += 1;
                 }
             }
-            let last = i + 1 == k;
+        }
+        if !self.frame_headers(mac, src, dst, repr, psum.sum(), plen, hl) {
+            self.counters.tx_too_long += 1;
+            self.pool.append(&mut self.chain);
+            return false;
+        }
+        let buf = self.umem.frame_mut(&mut self.chain[0]);
+        buf[..hl].copy_from_slice(&self.hdr[..hl]);
+        let n = self.chain.len();
+        let mut batch = self.xsk.tx.batch(k as u32);
+        for (i, frame) in self.chain.drain(..).enumerate() {
+            let last = i + 1 == n;
+            let len = if last { total - i * fs } else { fs };
             if let Err(d) = batch.push(TxDesc {
                 frame,
                 offset: 0,
-                len: want as u32,
+                len: len as u32,
                 contd: !last,
             }) {
                 // Cannot happen: room for k was checked. Keep the frame.
@@ -312,18 +322,19 @@ impl XskPort {
         true
     }
 
-    /// Writes Ethernet, IP and TCP headers (TCP checksum over the payload
-    /// pieces included) into `self.hdr[..hl]`.
+    /// Writes Ethernet, IP and TCP headers into `self.hdr[..hl]`; the TCP
+    /// checksum covers the payload through its sum `payload_sum`.
+    #[expect(clippy::too_many_arguments, reason = "one call site, all needed")]
     fn frame_headers(
         &mut self,
         mac: [u8; 6],
         src: SocketAddr,
         dst: SocketAddr,
         repr: &TcpRepr,
-        payload: (&[u8], &[u8]),
+        payload_sum: u16,
+        plen: usize,
         hl: usize,
     ) -> bool {
-        let plen = payload.0.len() + payload.1.len();
         let thl = repr.header_len();
         let (ip, ethertype) = match (src.ip(), dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -375,8 +386,8 @@ impl XskPort {
         }
         let mut acc = Accumulator::new(ip.pseudo_sum(IpProtocol::TCP, thl + plen));
         acc.add_bytes(tcp);
-        acc.add_bytes(payload.0);
-        acc.add_bytes(payload.1);
+        // The TCP header has an even length: the payload's sum joins as is.
+        acc.add_sum(payload_sum, plen);
         let csum = !acc.sum();
         tcp[16..18].copy_from_slice(&csum.to_be_bytes());
         true

@@ -150,9 +150,10 @@ mod tests {
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(r.get(*k).is_some(), i >= 50, "{i}");
         }
-        // Churn far beyond the capacity: tombstones are reused.
-        for round in 0..50u16 {
-            let ks: Vec<Key> = (0..60).map(|p| r.key(&t(1000 + round * 60 + p))).collect();
+        // Churn: many more connections over time than the capacity, never
+        // more than the capacity at once (50 live + 14); tombstones are reused.
+        for round in 0..500u16 {
+            let ks: Vec<Key> = (0..14).map(|p| r.key(&t(1000 + round * 14 + p))).collect();
             for k in &ks {
                 assert!(r.set(*k, round));
             }
