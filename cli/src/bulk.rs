@@ -251,7 +251,7 @@ impl EngineArgs {
 
 /// Arguments of `xtcp send`.
 #[derive(clap::Args, Debug, Clone)]
-#[command(group(clap::ArgGroup::new("input").args(["file", "pattern"])))]
+#[command(group(clap::ArgGroup::new("input").args(["file", "pattern", "zeros"])))]
 pub struct SendArgs {
     /// The receiver: ADDR:PORT (IPv6 as [ADDR]:PORT).
     #[arg(long)]
@@ -265,10 +265,14 @@ pub struct SendArgs {
     /// Send the seeded pseudo-random stream (check it with `xtcp recv --verify SEED`).
     #[arg(long)]
     pub pattern: Option<u64>,
-    /// Bytes of pattern per connection (with --pattern).
-    #[arg(long, value_parser = parse_size, requires = "pattern")]
+    /// Send zeros at no cost to produce them (the send buffer is never
+    /// rewritten, like `iperf3 -Z`): for benchmarks.
+    #[arg(long)]
+    pub zeros: bool,
+    /// Bytes per connection (with --pattern or --zeros), e.g. 1G.
+    #[arg(long, value_parser = parse_size)]
     pub bytes: Option<u64>,
-    /// Parallel connections (with --pattern; each sends the whole pattern).
+    /// Parallel connections (with --pattern or --zeros; each sends --bytes).
     #[arg(long, default_value_t = 1)]
     pub connections: usize,
     #[command(flatten)]
@@ -563,23 +567,30 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         bail!("--connections must be between 1 and 1024");
     }
     let mut readers = Vec::new();
-    let sources: Vec<Source> = match (a.pattern, &a.file) {
-        (Some(seed), _) => {
+    if a.bytes.is_some() && a.pattern.is_none() && !a.zeros {
+        bail!("--bytes goes with --pattern SEED or --zeros");
+    }
+    let sources: Vec<Source> = match (a.pattern, a.zeros, &a.file) {
+        (Some(_), _, _) | (None, true, _) => {
             let Some(len) = a.bytes else {
-                bail!("--pattern needs --bytes N (per connection, e.g. 1G)");
+                bail!("--pattern and --zeros need --bytes N (per connection, e.g. 1G)");
             };
             (0..a.connections)
-                .map(|_| Source::Pattern {
-                    seed,
-                    offset: 0,
-                    len,
+                .map(|_| match a.pattern {
+                    Some(seed) => Source::Pattern {
+                        seed,
+                        offset: 0,
+                        len,
+                    },
+                    None => Source::Zeros { offset: 0, len },
                 })
                 .collect()
         }
-        (None, input) => {
+        (None, false, input) => {
             if a.connections != 1 {
                 bail!(
-                    "--connections above 1 needs --pattern (one input cannot feed several streams)"
+                    "--connections above 1 needs --pattern or --zeros (one input cannot feed \
+                     several streams)"
                 );
             }
             let reader: Box<dyn std::io::Read + Send> = match input {

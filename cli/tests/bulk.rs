@@ -416,3 +416,66 @@ fn user_errors_are_clear() {
         "routes 127.0.0.1 through",
     );
 }
+
+#[test]
+fn sigint_closes_connections_and_detaches() {
+    let net = testnet(1500);
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend([
+        "--listen".into(),
+        "5205".into(),
+        "--discard".into(),
+        "--keep-listening".into(),
+        "--grace".into(),
+        "1".into(),
+    ]);
+    let xtcp = net
+        .a
+        .ns
+        .command(XTCP)
+        .args(&args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut xtcp = Reap(xtcp);
+    std::thread::sleep(Duration::from_secs(1));
+    // A kernel sender that would run for minutes.
+    let sender = net
+        .b
+        .ns
+        .command("socat")
+        .args([
+            "-u",
+            "OPEN:/dev/zero",
+            &socat_addr(net.a.ip4.into(), 5205),
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _sender = Reap(sender);
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = xtcp.0.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = xtcp.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "xtcp recv did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut xtcp.0.stderr.take().unwrap(), &mut err).unwrap();
+    // The connection in progress was closed (FIN), and reset after the
+    // grace period since the sender went on sending: reported, non-zero.
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("aborted") || err.contains("interrupted"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let link = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
+    let text = String::from_utf8_lossy(&link.stdout);
+    assert!(!text.contains("xdp"), "nothing stays attached: {text}");
+}

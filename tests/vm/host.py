@@ -9,6 +9,13 @@ guest's requests, which are lines of the form
     @@xtcp-vm tx-done port=P packets=N size=S [stamp]
                                          the guest sent N frames of S bytes
                                          to port P: check what arrived
+    @@xtcp-vm tcp-sink port=P bytes=N sha=H
+                                         listen on the host's P; the guest's
+                                         xtcp send delivers N bytes of SHA-256 H
+    @@xtcp-vm tcp-source port=P bytes=N  connect to the guest's P (xtcp recv)
+                                         and send N random bytes
+    @@xtcp-vm tcp-got port=P bytes=N sha=H
+                                         what the guest's xtcp recv received
     @@xtcp-vm done                       the guest has finished
 
 and prints one `PASS host: ...` or `FAIL host: ...` line per check. Exit
@@ -27,6 +34,7 @@ checks that the checker catches these.
 
 import argparse
 import array
+import hashlib
 import os
 import socket
 import struct
@@ -240,6 +248,54 @@ def self_test():
           "reordered generations and a wrong pattern are all caught)")
 
 
+def tcp_sink(lsock, r):
+    """Accepts one connection on `lsock` and hashes everything it carries."""
+    try:
+        lsock.settimeout(60)
+        conn, _ = lsock.accept()
+        conn.settimeout(60)
+        h = hashlib.sha256()
+        n = 0
+        while True:
+            b = conn.recv(1 << 20)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+        conn.close()
+        r["sha"], r["bytes"] = h.hexdigest(), n
+    except OSError as e:
+        r["error"] = str(e)
+    finally:
+        lsock.close()
+
+
+def tcp_source(guest_ip, r):
+    """Connects to the guest (retrying while its xtcp recv starts) and sends
+    r["bytes"] random bytes, then waits for the guest's FIN."""
+    data = os.urandom(r["bytes"])
+    r["sent_sha"] = hashlib.sha256(data).hexdigest()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            s = socket.create_connection((guest_ip, r["port"]), timeout=5)
+            break
+        except OSError as e:
+            if time.monotonic() > deadline:
+                r["error"] = f"connect: {e}"
+                return
+            time.sleep(0.2)
+    try:
+        s.settimeout(60)
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        while s.recv(65536):
+            pass
+        s.close()
+    except OSError as e:
+        r["error"] = str(e)
+
+
 def main():
     if sys.argv[1:] == ["--self-test"]:
         self_test()
@@ -265,6 +321,7 @@ def main():
     passes = 0
     done = False
     pending = []  # tx-done checks, evaluated once the capture has caught up
+    tcp = []  # (thread, result) of tcp-sink / tcp-source requests
 
     def qemu_alive():
         try:
@@ -379,8 +436,44 @@ def main():
                     pending.append({"start": now, "progress": now, "seen": -1,
                                     "port": int(kv["port"]), "packets": int(kv["packets"]),
                                     "size": int(kv["size"]), "stamp": "stamp" in words})
+                elif cmd == "tcp-sink":
+                    r = {"kind": "sink", "port": int(kv["port"]), "want_sha": kv["sha"],
+                         "want_bytes": int(kv["bytes"])}
+                    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    ls.bind((args.host_ip, r["port"]))
+                    ls.listen(1)
+                    t = threading.Thread(target=tcp_sink, args=(ls, r), daemon=True)
+                    t.start()
+                    tcp.append((t, r))
+                elif cmd == "tcp-source":
+                    r = {"kind": "source", "port": int(kv["port"]), "bytes": int(kv["bytes"])}
+                    t = threading.Thread(target=tcp_source, args=(args.guest_ip, r), daemon=True)
+                    t.start()
+                    tcp.append((t, r))
+                elif cmd == "tcp-got":
+                    for _, r in tcp:
+                        if r["kind"] == "source" and r["port"] == int(kv["port"]):
+                            r["got_sha"], r["got_bytes"] = kv.get("sha"), int(kv["bytes"])
                 elif cmd == "done":
                     done = True
+    for t, r in tcp:
+        t.join(timeout=30)
+        if r["kind"] == "sink":
+            what = f"xtcp send (guest, zero-copy) -> kernel TCP (host) port {r['port']}: " \
+                   f"{r.get('bytes')} of {r['want_bytes']} bytes"
+            ok = r.get("sha") == r["want_sha"] and r.get("bytes") == r["want_bytes"]
+        else:
+            what = f"kernel TCP (host) -> xtcp recv (guest, zero-copy) port {r['port']}: " \
+                   f"guest got {r.get('got_bytes')} of {r['bytes']} bytes"
+            ok = "got_sha" in r and r.get("got_sha") == r.get("sent_sha") \
+                and r.get("got_bytes") == r["bytes"]
+        if ok and "error" not in r:
+            passes += 1
+            say(f"PASS host: {what}, SHA-256 identical")
+        else:
+            fails += 1
+            say(f"FAIL host: {what}: {r.get('error', 'SHA-256 or length differs')}")
     cap.stop = True
     if not done:
         fails += 1

@@ -25,7 +25,7 @@ trap 'echo "vm: FAIL: line $LINENO: $BASH_COMMAND failed" >&2' ERR
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespace, tap device)"
 
 CACHE=${XTCP_VM_CACHE:-/var/cache/xtcp-vm}
-TIMEOUT=${XTCP_VM_TIMEOUT:-120}   # seconds for the guest, boot to power-off
+TIMEOUT=${XTCP_VM_TIMEOUT:-240}   # seconds for the guest, boot to power-off
 QUEUES=${XTCP_VM_QUEUES:-2}
 KERNEL_PATTERN='^linux-image-6\.18\.[0-9.]+\+deb13-cloud-amd64$'
 SUITE=trixie-backports
@@ -190,6 +190,8 @@ TX_PORT=5202
 STAMP_PORT=5203
 STAMP_SMALL_PORT=5204
 COPY_PORT=5205
+SINK_PORT=5206
+SOURCE_PORT=5207
 CONF
 cp tests/vm/init "$ROOT/init"
 chmod +x "$ROOT/init"

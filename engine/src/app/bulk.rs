@@ -114,6 +114,15 @@ pub enum Source {
         /// Total bytes.
         len: u64,
     },
+    /// `len` zero bytes, at no cost: the send buffer (zeroed when allocated)
+    /// is never written, only committed — the analogue of a kernel sender
+    /// using `sendfile` (`iperf3 -Z`). For benchmarks.
+    Zeros {
+        /// Bytes produced so far.
+        offset: u64,
+        /// Total bytes.
+        len: u64,
+    },
     /// Chunks from a reader thread.
     Pipe(PipeSource),
 }
@@ -159,6 +168,17 @@ impl Source {
                     Produced::More
                 };
                 (n, st)
+            }
+            Source::Zeros { offset, len } => {
+                let room = (dst.0.len() + dst.1.len()) as u64;
+                let n = room.min(*len - *offset);
+                *offset += n;
+                let st = if *offset == *len {
+                    Produced::Done
+                } else {
+                    Produced::More
+                };
+                (n as usize, st)
             }
             Source::Pipe(p) => p.produce(dst),
         }
