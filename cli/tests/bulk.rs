@@ -445,18 +445,20 @@ fn sigint_closes_connections_and_detaches() {
         .b
         .ns
         .command("socat")
-        .args([
-            "-u",
-            "OPEN:/dev/zero",
-            &socat_addr(net.a.ip4.into(), 5205),
-        ])
+        .args(["-u", "OPEN:/dev/zero", &socat_addr(net.a.ip4.into(), 5205)])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let _sender = Reap(sender);
     std::thread::sleep(Duration::from_secs(1));
     let pid = xtcp.0.id().to_string();
-    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let start = Instant::now();
     let status = loop {
         if let Some(s) = xtcp.0.try_wait().unwrap() {
@@ -473,7 +475,10 @@ fn sigint_closes_connections_and_detaches() {
     // The connection in progress was closed (FIN), and reset after the
     // grace period since the sender went on sending: reported, non-zero.
     assert!(!status.success(), "{err}");
-    assert!(err.contains("aborted") || err.contains("interrupted"), "{err}");
+    assert!(
+        err.contains("aborted") || err.contains("interrupted"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     let link = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
     let text = String::from_utf8_lossy(&link.stdout);
