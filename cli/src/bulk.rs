@@ -183,7 +183,7 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    fn config(&self) -> anyhow::Result<EngineConfig> {
+    pub fn config(&self) -> anyhow::Result<EngineConfig> {
         let mut c = EngineConfig {
             iface: self.iface.clone(),
             queues: self.queues,
@@ -551,7 +551,7 @@ impl Meter {
     }
 }
 
-fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
+pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, flag.clone())

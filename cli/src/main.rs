@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod bulk;
 mod probe;
+mod serve;
 mod xsk_bench;
 
 /// xtcp: a kernel-bypass TCP engine on AF_XDP.
@@ -32,6 +33,8 @@ enum Cmd {
     /// Receive one TCP stream (or many, with --keep-listening) over xtcp's
     /// own TCP on AF_XDP into a file, standard output or a pattern check.
     Recv(bulk::RecvArgs),
+    /// An iperf3 server (`iperf3 -c` tests against it) on xtcp's own TCP.
+    Serve(serve::ServeArgs),
 }
 
 fn main() {
@@ -50,6 +53,7 @@ fn main() {
         Cmd::XskBench(a) => xsk_bench::run(a),
         Cmd::Send(a) => bulk::send(a),
         Cmd::Recv(a) => bulk::recv(a),
+        Cmd::Serve(a) => serve::serve(a),
     };
     if let Err(e) = r {
         eprintln!("xtcp: error: {}", error_chain(&e));

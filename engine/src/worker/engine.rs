@@ -42,6 +42,7 @@ use crossbeam_channel::{RecvTimeoutError, bounded};
 
 use super::port::{PortConfig, RxCsum, XskPort};
 use super::registry::Registry;
+pub use super::thread::{AppIn, AppOut, COOKIE_BUDGET};
 use super::thread::{
     ConnReport, Ctl, Msg, Planned, Shared, SinkKind, WaitStrategy, Worker, WorkerCounters,
 };
@@ -318,13 +319,36 @@ fn process_cpu() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
+/// An application that owns the connections of a listener
+/// ([`SinkKind::App`]) and runs in the control thread: it learns of
+/// connections and their bytes through [`AppIn`] and gives orders through
+/// the [`AppOut`] sender each connection brings.
+pub trait App {
+    /// A message from a connection.
+    fn handle(&mut self, now: Instant, msg: AppIn);
+    /// Called on every control-loop turn (at least every millisecond).
+    fn poll(&mut self, now: Instant);
+}
+
 /// Runs a transfer to the end, or until `interrupt` is set; `progress` is
 /// called about every 100 ms.
 pub fn run(
     cfg: &EngineConfig,
     role: Role,
     interrupt: &AtomicBool,
+    progress: impl FnMut(&Progress),
+) -> Result<EngineReport, EngineError> {
+    run_app(cfg, role, interrupt, progress, None)
+}
+
+/// [`run`] with an application for a listener's connections (give the
+/// listener [`SinkKind::App`]).
+pub fn run_app(
+    cfg: &EngineConfig,
+    role: Role,
+    interrupt: &AtomicBool,
     mut progress: impl FnMut(&Progress),
+    mut app: Option<&mut dyn App>,
 ) -> Result<EngineReport, EngineError> {
     let iface = cfg.iface.as_str();
     let index = ifindex(iface)?;
@@ -589,12 +613,34 @@ pub fn run(
     let mut stop_at: Option<Instant> = None;
     let mut died = None;
     while exited < n {
-        match rx.recv_timeout(Duration::from_millis(100)) {
+        let wait = if app.is_some() {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(100)
+        };
+        match rx.recv_timeout(wait) {
             Ok(Msg::Counters(i, c)) => workers[i] = c,
             Ok(Msg::Closed(r)) => connections.push(*r),
             Ok(Msg::Exited(_)) => exited += 1,
+            Ok(Msg::App(m)) => {
+                if let Some(a) = app.as_mut() {
+                    a.handle(Instant::now(), m);
+                }
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some(a) = app.as_mut() {
+            // Everything queued, then the application's own clock.
+            while let Ok(m) = rx.try_recv() {
+                match m {
+                    Msg::Counters(i, c) => workers[i] = c,
+                    Msg::Closed(r) => connections.push(*r),
+                    Msg::Exited(_) => exited += 1,
+                    Msg::App(m) => a.handle(Instant::now(), m),
+                }
+            }
+            a.poll(Instant::now());
         }
         let done = if n_conns > 0 {
             connections.len() >= n_conns
@@ -612,7 +658,7 @@ pub fn run(
                 match m {
                     Msg::Counters(i, c) => workers[i] = c,
                     Msg::Closed(r) => connections.push(*r),
-                    Msg::Exited(_) => {}
+                    Msg::Exited(_) | Msg::App(_) => {}
                 }
             }
             break;

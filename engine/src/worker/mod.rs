@@ -13,6 +13,9 @@ pub mod port;
 pub mod registry;
 pub mod thread;
 
-pub use engine::{EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, run};
+pub use engine::{
+    App, AppIn, AppOut, EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, run,
+    run_app,
+};
 pub use port::{PortConfig, PortCounters, RxCsum, XskPort};
 pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};

@@ -150,6 +150,8 @@ pub enum Msg {
     Closed(Box<ConnReport>),
     /// The worker stopped (after its last `Counters`).
     Exited(usize),
+    /// For the application of [`SinkKind::App`].
+    App(AppIn),
 }
 
 /// An active open planned by the control thread; the opener takes the
@@ -198,7 +200,109 @@ pub enum SinkKind {
     Verify(u64),
     /// One output: the first connection takes it, later ones are refused.
     Single(Receiver<Sink>),
+    /// Every connection belongs to an application in the control thread
+    /// (e.g. the iperf3 server): see [`AppIn`] and [`AppOut`].
+    App,
 }
+
+/// From an application connection to the application (control thread).
+#[derive(Debug)]
+pub enum AppIn {
+    /// A connection was accepted; `out` carries the application's orders.
+    Opened {
+        /// Connection id.
+        id: usize,
+        /// Addresses.
+        tuple: FourTuple,
+        /// Orders to this connection.
+        out: Sender<AppOut>,
+    },
+    /// Bytes received (in [`AppOut::Relay`] mode, and the first
+    /// `COOKIE_BUDGET` bytes before any mode is set).
+    Data {
+        /// Connection id.
+        id: usize,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// The peer's FIN (all data before it was delivered).
+    Eof {
+        /// Connection id.
+        id: usize,
+    },
+    /// Payload bytes moved since the last count ([`AppOut::Count`]: received
+    /// and dropped; [`AppOut::Send`]: sent), and retransmissions so far.
+    Count {
+        /// Connection id.
+        id: usize,
+        /// Bytes.
+        bytes: u64,
+        /// Retransmitted segments since the last count.
+        retransmits: u64,
+    },
+    /// [`AppOut::Stop`] done: no more counts follow.
+    Stopped {
+        /// Connection id.
+        id: usize,
+    },
+    /// The connection ended.
+    Closed {
+        /// Connection id.
+        id: usize,
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+/// From the application to one of its connections. Applied in order.
+#[derive(Debug)]
+pub enum AppOut {
+    /// Write these bytes.
+    Write(Vec<u8>),
+    /// Hand every received byte over ([`AppIn::Data`]).
+    Relay,
+    /// Count received bytes and drop them ([`AppIn::Count`]).
+    Count,
+    /// Send zeros until [`AppOut::Stop`], counting them.
+    Send,
+    /// Stop sending and counting; report the last count and [`AppIn::Stopped`].
+    Stop,
+    /// Close (FIN) once everything written so far is queued.
+    Close,
+    /// Reset.
+    Abort,
+}
+
+/// Bytes an application connection hands over before the application has
+/// set its mode (an iperf3 cookie).
+pub const COOKIE_BUDGET: usize = 37;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AppMode {
+    Cookie,
+    Relay,
+    Count,
+    Send,
+    Stopped,
+}
+
+/// The worker's side of an application connection.
+#[derive(Debug)]
+pub struct AppConn {
+    id: usize,
+    orders: Receiver<AppOut>,
+    mode: AppMode,
+    budget: usize,
+    pending: Vec<u8>,
+    close: bool,
+    counted: u64,
+    retransmits: u64,
+    last_count: Option<Instant>,
+    eof_sent: bool,
+}
+
+/// Counts are reported at least this often while data moves.
+const COUNT_INTERVAL: Duration = Duration::from_millis(5);
 
 /// State shared by all workers (read-only but for atomics).
 #[derive(Debug)]
@@ -253,6 +357,8 @@ pub struct Slot {
     reported: bool,
     /// Stop: reset at this time if not closed by then.
     deadline: Option<Instant>,
+    /// An application connection (instead of source and sink).
+    appconn: Option<Box<AppConn>>,
 }
 
 /// A worker's state.
@@ -524,6 +630,7 @@ impl Worker {
             peers,
             wanted,
             held,
+            out,
             ..
         } = self;
         port.recv_from(shared.batch, |mac, src, dst, repr, payload| {
@@ -587,6 +694,7 @@ impl Worker {
                             mismatch: None,
                         }),
                         SinkKind::Single(rx) => rx.try_recv().ok(),
+                        SinkKind::App => Some(Sink::Discard),
                     };
                     let key = shared.registry.key(&conn.tuple());
                     match sink {
@@ -594,8 +702,28 @@ impl Worker {
                             if slots.len() < shared.max_conns
                                 && shared.registry.set(key, *index as u16) =>
                         {
+                            let tuple = conn.tuple();
                             let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
                             s.established = Some(now);
+                            if matches!(shared.sinks, SinkKind::App) {
+                                let (tx, rx) = crossbeam_channel::bounded(1024);
+                                s.appconn = Some(Box::new(AppConn {
+                                    id,
+                                    orders: rx,
+                                    mode: AppMode::Cookie,
+                                    budget: COOKIE_BUDGET,
+                                    pending: Vec::new(),
+                                    close: false,
+                                    counted: 0,
+                                    retransmits: 0,
+                                    last_count: None,
+                                    eof_sent: false,
+                                }));
+                                // The control thread drains this channel
+                                // all the time; a connection is accepted
+                                // once, not per packet.
+                                let _ = out.send(Msg::App(AppIn::Opened { id, tuple, out: tx }));
+                            }
                             slots.push(s);
                             counters.connections += 1;
                         }
@@ -674,7 +802,13 @@ impl Worker {
             if s.conn.poll_timeout().is_some_and(|t| t <= now) {
                 s.conn.handle_timeout(now);
             }
-            s.app(now);
+            match s.appconn.take() {
+                Some(mut a) => {
+                    s.app_conn(now, &mut a, out);
+                    s.appconn = Some(a);
+                }
+                None => s.app(now),
+            }
             let mut full = false;
             loop {
                 if !port.has_room(*max_seg_frames) {
@@ -731,6 +865,9 @@ impl Worker {
                     let _ = out.send(Msg::Closed(Box::new(r)));
                 }
             }
+            if let (Some(reason), Some(a)) = (closed, s.appconn.as_ref()) {
+                let _ = out.send(Msg::App(AppIn::Closed { id: a.id, reason }));
+            }
             if closed.is_some() {
                 add_stats(gone, s.conn.stats());
                 shared.registry.remove(s.key);
@@ -766,6 +903,116 @@ impl Slot {
             established: None,
             reported: false,
             deadline: None,
+            appconn: None,
+        }
+    }
+
+    /// An application connection's turn: apply the application's orders,
+    /// write what it queued, send / count / relay as its mode says.
+    fn app_conn(&mut self, now: Instant, a: &mut AppConn, out: &Sender<Msg>) {
+        let c = &mut self.conn;
+        while let Ok(o) = a.orders.try_recv() {
+            match o {
+                AppOut::Write(b) => a.pending.extend_from_slice(&b),
+                AppOut::Relay => {
+                    a.mode = AppMode::Relay;
+                }
+                AppOut::Count => a.mode = AppMode::Count,
+                AppOut::Send => a.mode = AppMode::Send,
+                AppOut::Stop => {
+                    a.mode = AppMode::Stopped;
+                    let retrans = c.stats().retransmits;
+                    let _ = out.send(Msg::App(AppIn::Count {
+                        id: a.id,
+                        bytes: std::mem::take(&mut a.counted),
+                        retransmits: retrans - a.retransmits,
+                    }));
+                    a.retransmits = retrans;
+                    let _ = out.send(Msg::App(AppIn::Stopped { id: a.id }));
+                }
+                AppOut::Close => a.close = true,
+                AppOut::Abort => {
+                    a.pending.clear();
+                    c.abort(now);
+                }
+            }
+        }
+        let open = matches!(c.state(), State::Established | State::CloseWait);
+        if open && !a.pending.is_empty() {
+            let n = c.write(&a.pending).unwrap_or(0);
+            a.pending.drain(..n);
+            self.written += n as u64;
+        }
+        if open && a.mode == AppMode::Send && a.pending.is_empty() && !a.close {
+            loop {
+                let (x, y) = c.write_slices();
+                let n = x.len() + y.len();
+                if n == 0 {
+                    break;
+                }
+                let _ = c.commit(n);
+                a.counted += n as u64;
+                self.written += n as u64;
+            }
+        }
+        if a.close && a.pending.is_empty() && open {
+            c.close(now);
+            a.close = false;
+        }
+        loop {
+            let (x, y) = c.read_slices();
+            let avail = x.len() + y.len();
+            if avail == 0 {
+                break;
+            }
+            let n = match a.mode {
+                AppMode::Count | AppMode::Stopped => {
+                    if a.mode == AppMode::Count {
+                        a.counted += avail as u64;
+                    }
+                    avail
+                }
+                AppMode::Relay | AppMode::Cookie => {
+                    let take = if a.mode == AppMode::Cookie {
+                        avail.min(a.budget)
+                    } else {
+                        avail.min(64 * 1024)
+                    };
+                    if take == 0 {
+                        break;
+                    }
+                    let mut v = Vec::with_capacity(take);
+                    let k = x.len().min(take);
+                    v.extend_from_slice(&x[..k]);
+                    v.extend_from_slice(&y[..take - k]);
+                    if a.mode == AppMode::Cookie {
+                        a.budget -= take;
+                    }
+                    let _ = out.send(Msg::App(AppIn::Data { id: a.id, bytes: v }));
+                    take
+                }
+                // A sender discards what it receives.
+                AppMode::Send => avail,
+            };
+            c.consume(now, n);
+            self.read += n as u64;
+        }
+        if a.counted > 0
+            && matches!(a.mode, AppMode::Count | AppMode::Send)
+            && a.last_count.is_none_or(|t| now >= t + COUNT_INTERVAL)
+        {
+            let retrans = c.stats().retransmits;
+            let _ = out.send(Msg::App(AppIn::Count {
+                id: a.id,
+                bytes: std::mem::take(&mut a.counted),
+                retransmits: retrans - a.retransmits,
+            }));
+            a.retransmits = retrans;
+            a.last_count = Some(now);
+        }
+        if c.read_closed() && c.readable() == 0 && !a.eof_sent {
+            a.eof_sent = true;
+            let _ = out.send(Msg::App(AppIn::Eof { id: a.id }));
         }
     }
 

@@ -59,6 +59,7 @@
 
 mod client;
 mod proto;
+mod serve;
 mod server;
 mod streams;
 
@@ -69,6 +70,7 @@ pub use proto::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
     MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,
 };
+pub use serve::{Iperf3Server, TestOutcome};
 pub use server::{Route, ServerConfig, ServerSession, route};
 pub use streams::{Role, StreamId, StreamInfo, StreamStats};
 

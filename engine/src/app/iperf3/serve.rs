@@ -1,0 +1,379 @@
+//! The iperf3 server on the engine: [`Iperf3Server`] is an engine
+//! [`App`]: it runs in the engine's control thread and drives a
+//! [`ServerSession`] for each test, while the workers carry the control and
+//! data connections (over xtcp's own TCP) and move the data themselves:
+//! receiving streams are counted and dropped, sending streams send zeros,
+//! and only the counts reach this thread.
+//!
+//! A connection's first 37 bytes (a cookie, or for the control connection
+//! the cookie that opens the test) come here; [`route`] decides what it is:
+//! the control connection of a new test (relayed both ways from then on), a
+//! data stream of the current test (counted, or sending from `StartTest`
+//! on), or refused with iperf3's access-denied byte. On `TestEnd` every data
+//! stream is stopped, its last count collected, and closed before the
+//! results go out. A test that fails for any reason (bad cookie, bad JSON,
+//! stalled or closed control connection: see [`ServerSession`]) ends that
+//! test only; the server serves the next one.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use super::{
+    ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
+    ServerSession, StreamInfo, TestParams, route,
+};
+use crate::tcp::FourTuple;
+use crate::worker::{App, AppIn, AppOut};
+
+/// How a finished test went.
+#[derive(Debug, Clone)]
+pub struct TestOutcome {
+    /// The client's control connection.
+    pub client: FourTuple,
+    /// Ok, or why it failed.
+    pub result: Result<(), Error>,
+    /// The client's parameters, if it got that far.
+    pub params: Option<TestParams>,
+    /// Data streams.
+    pub streams: usize,
+    /// Bytes received on data streams (omit period included).
+    pub received: u64,
+    /// Bytes sent on data streams.
+    pub sent: u64,
+    /// Seconds from `StartTest` to `TestEnd`.
+    pub seconds: f64,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Cookie(Vec<u8>),
+    Control,
+    Data(StreamInfo),
+    Refused,
+}
+
+#[derive(Debug)]
+struct Conn {
+    out: Sender<AppOut>,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+struct Test {
+    session: ServerSession,
+    ctrl: usize,
+    client: FourTuple,
+    data: Vec<usize>,
+    running: bool,
+    /// Data streams asked to stop, not yet stopped.
+    stopping: Option<Vec<usize>>,
+    started: Option<Instant>,
+    ended: Option<Instant>,
+    cpu_start: f64,
+    result: Option<Result<(), Error>>,
+}
+
+/// The iperf3 server application.
+pub struct Iperf3Server {
+    config: ServerConfig,
+    conns: HashMap<usize, Conn>,
+    test: Option<Test>,
+    on_test: Box<dyn FnMut(&TestOutcome)>,
+}
+
+impl std::fmt::Debug for Iperf3Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iperf3Server")
+            .field("conns", &self.conns.len())
+            .field("test", &self.test.is_some())
+            .finish()
+    }
+}
+
+fn process_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+impl Iperf3Server {
+    /// A server; `on_test` is called when a test ends.
+    pub fn new(config: ServerConfig, on_test: Box<dyn FnMut(&TestOutcome)>) -> Iperf3Server {
+        Iperf3Server {
+            config,
+            conns: HashMap::new(),
+            test: None,
+            on_test,
+        }
+    }
+
+    fn order(&self, id: usize, o: AppOut) {
+        if let Some(c) = self.conns.get(&id) {
+            let _ = c.out.try_send(o);
+        }
+    }
+
+    fn refuse(&mut self, id: usize) {
+        self.order(id, AppOut::Write(vec![ACCESS_DENIED_BYTE]));
+        self.order(id, AppOut::Close);
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.kind = Kind::Refused;
+        }
+    }
+
+    /// Collects the last counts before the results: once every stream has
+    /// stopped, close them and hand the report to the session.
+    fn finish_end(&mut self, now: Instant) {
+        let Some(t) = self.test.as_mut() else {
+            return;
+        };
+        if t.stopping.as_ref().is_none_or(|s| !s.is_empty()) {
+            return;
+        }
+        t.stopping = None;
+        let data = std::mem::take(&mut t.data);
+        let wall = t
+            .started
+            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+        let cpu = process_cpu() - t.cpu_start;
+        let util = if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 };
+        let text = format!(
+            "xtcp serve: {} bytes received, {} sent\n",
+            t.session.counted_bytes(Role::Receive),
+            t.session.counted_bytes(Role::Send)
+        );
+        let report = EndReport {
+            cpu_util_total: util,
+            cpu_util_user: util,
+            cpu_util_system: 0.0,
+            sender_has_retransmits: true,
+            congestion_used: None,
+            server_output_text: Some(text),
+        };
+        if let Err(e) = t.session.end_test(now, report) {
+            t.result.get_or_insert(Err(e));
+        }
+        for id in data {
+            self.order(id, AppOut::Close);
+        }
+    }
+
+    fn events(&mut self, now: Instant) {
+        loop {
+            let Some(t) = self.test.as_mut() else {
+                return;
+            };
+            if let Some(bytes) = t.session.poll_transmit() {
+                let ctrl = t.ctrl;
+                self.order(ctrl, AppOut::Write(bytes));
+                continue;
+            }
+            let Some(ev) = t.session.poll_event() else {
+                break;
+            };
+            match ev {
+                Event::CreateStreams { .. } | Event::PeerResults(_) => {}
+                Event::StartTest { .. } => {
+                    t.running = true;
+                    t.started = Some(now);
+                    t.cpu_start = process_cpu();
+                    let senders: Vec<usize> = t
+                        .data
+                        .iter()
+                        .copied()
+                        .filter(|id| {
+                            matches!(self.conns.get(id).map(|c| &c.kind),
+                                Some(Kind::Data(i)) if i.role == Role::Send)
+                        })
+                        .collect();
+                    for id in senders {
+                        self.order(id, AppOut::Send);
+                    }
+                }
+                Event::TestEnd => {
+                    t.running = false;
+                    t.ended = Some(now);
+                    let data = t.data.clone();
+                    t.stopping = Some(data.clone());
+                    for id in data {
+                        self.order(id, AppOut::Stop);
+                    }
+                    self.finish_end(now);
+                }
+                Event::Done => {
+                    t.result.get_or_insert(Ok(()));
+                }
+                Event::Error(e) => {
+                    t.result.get_or_insert(Err(e));
+                }
+            }
+        }
+        if self.test.as_ref().is_some_and(|t| t.session.is_finished()) {
+            self.end(now);
+        }
+    }
+
+    /// The test is over: close what is left, report, forget it.
+    fn end(&mut self, _now: Instant) {
+        let Some(t) = self.test.take() else {
+            return;
+        };
+        self.order(t.ctrl, AppOut::Close);
+        for id in &t.data {
+            self.order(*id, AppOut::Abort);
+        }
+        let outcome = TestOutcome {
+            client: t.client,
+            result: t
+                .result
+                .clone()
+                .unwrap_or(Err(Error::ControlClosed { phase: "ending" })),
+            params: t.session.params().cloned(),
+            streams: t.session.streams().len(),
+            received: t.session.counted_bytes(Role::Receive),
+            sent: t.session.counted_bytes(Role::Send),
+            seconds: match (t.started, t.ended) {
+                (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+                _ => 0.0,
+            },
+        };
+        (self.on_test)(&outcome);
+    }
+}
+
+impl App for Iperf3Server {
+    fn handle(&mut self, now: Instant, msg: AppIn) {
+        match msg {
+            AppIn::Opened { id, tuple, out } => {
+                let r = route(self.test.as_ref().map(|t| &t.session));
+                self.conns.insert(
+                    id,
+                    Conn {
+                        out,
+                        kind: Kind::Cookie(Vec::with_capacity(COOKIE_LEN)),
+                    },
+                );
+                match r {
+                    Route::Control => {
+                        self.test = Some(Test {
+                            session: ServerSession::new(self.config.clone(), now),
+                            ctrl: id,
+                            client: tuple,
+                            data: Vec::new(),
+                            running: false,
+                            stopping: None,
+                            started: None,
+                            ended: None,
+                            cpu_start: process_cpu(),
+                            result: None,
+                        });
+                        if let Some(c) = self.conns.get_mut(&id) {
+                            c.kind = Kind::Control;
+                        }
+                        self.order(id, AppOut::Relay);
+                    }
+                    Route::Data => {}
+                    Route::Refuse => self.refuse(id),
+                }
+            }
+            AppIn::Data { id, bytes } => {
+                let Some(c) = self.conns.get_mut(&id) else {
+                    return;
+                };
+                match &mut c.kind {
+                    Kind::Control => {
+                        if let Some(t) = self.test.as_mut().filter(|t| t.ctrl == id) {
+                            t.session.handle_control(now, &bytes);
+                        }
+                    }
+                    Kind::Cookie(buf) => {
+                        buf.extend_from_slice(&bytes);
+                        if buf.len() < COOKIE_LEN {
+                            return;
+                        }
+                        let cookie = std::mem::take(buf);
+                        let accepted = match self.test.as_mut() {
+                            Some(t) if t.session.expects_streams() => {
+                                t.session.accept_stream(now, &cookie).ok()
+                            }
+                            _ => None,
+                        };
+                        match accepted {
+                            Some(info) => {
+                                c.kind = Kind::Data(info);
+                                let running = self.test.as_ref().is_some_and(|t| t.running);
+                                if let Some(t) = self.test.as_mut() {
+                                    t.data.push(id);
+                                }
+                                match info.role {
+                                    Role::Receive => self.order(id, AppOut::Count),
+                                    Role::Send if running => self.order(id, AppOut::Send),
+                                    // Sends from StartTest on.
+                                    Role::Send => self.order(id, AppOut::Count),
+                                }
+                            }
+                            None => self.refuse(id),
+                        }
+                    }
+                    Kind::Data(_) | Kind::Refused => {}
+                }
+            }
+            AppIn::Eof { id } => {
+                if let Some(t) = self.test.as_mut().filter(|t| t.ctrl == id) {
+                    t.session.handle_control_eof(now);
+                }
+            }
+            AppIn::Count {
+                id,
+                bytes,
+                retransmits,
+            } => {
+                if let (
+                    Some(Conn {
+                        kind: Kind::Data(info),
+                        ..
+                    }),
+                    Some(t),
+                ) = (self.conns.get(&id), self.test.as_mut())
+                {
+                    if t.data.contains(&id) || t.stopping.as_ref().is_some_and(|s| s.contains(&id))
+                    {
+                        t.session.record_bytes(info.id, bytes);
+                        if info.role == Role::Send {
+                            t.session.record_retransmits(info.id, retransmits);
+                        }
+                    }
+                }
+            }
+            AppIn::Stopped { id } => {
+                if let Some(s) = self.test.as_mut().and_then(|t| t.stopping.as_mut()) {
+                    s.retain(|&x| x != id);
+                }
+                self.finish_end(now);
+            }
+            AppIn::Closed { id, .. } => {
+                self.conns.remove(&id);
+                if let Some(t) = self.test.as_mut() {
+                    if t.ctrl == id && !t.session.is_finished() {
+                        t.session.handle_control_eof(now);
+                    }
+                    if let Some(s) = t.stopping.as_mut() {
+                        s.retain(|&x| x != id);
+                    }
+                }
+                self.finish_end(now);
+            }
+        }
+        self.events(now);
+    }
+
+    fn poll(&mut self, now: Instant) {
+        if let Some(t) = self.test.as_mut() {
+            if t.session.poll_timeout().is_some_and(|d| now >= d) {
+                t.session.handle_timeout(now);
+            }
+        }
+        self.events(now);
+    }
+}
