@@ -283,8 +283,16 @@ enum AppMode {
     Relay,
     Count,
     Send,
+    /// Stop asked while counting: what the peer sent before it stopped is
+    /// still arriving; counted until the stream is quiet.
+    Draining,
     Stopped,
 }
+
+/// A stopped receiving stream is counted until no data came for this long...
+const DRAIN_QUIET: Duration = Duration::from_millis(50);
+/// ...or for this long at most.
+const DRAIN_MAX: Duration = Duration::from_secs(2);
 
 /// The worker's side of an application connection.
 #[derive(Debug)]
@@ -299,6 +307,22 @@ pub struct AppConn {
     retransmits: u64,
     last_count: Option<Instant>,
     eof_sent: bool,
+    /// Draining: (last data seen, give up at).
+    drain: Option<(Instant, Instant)>,
+}
+
+impl AppConn {
+    /// Reports the last count, then that the stream stopped.
+    fn stopped(&mut self, c: &Connection, out: &Sender<Msg>) {
+        let retrans = c.stats().retransmits;
+        let _ = out.send(Msg::App(AppIn::Count {
+            id: self.id,
+            bytes: std::mem::take(&mut self.counted),
+            retransmits: retrans - self.retransmits,
+        }));
+        self.retransmits = retrans;
+        let _ = out.send(Msg::App(AppIn::Stopped { id: self.id }));
+    }
 }
 
 /// Counts are reported at least this often while data moves.
@@ -718,6 +742,7 @@ impl Worker {
                                     retransmits: 0,
                                     last_count: None,
                                     eof_sent: false,
+                                    drain: None,
                                 }));
                                 // The control thread drains this channel
                                 // all the time; a connection is accepted
@@ -919,16 +944,13 @@ impl Slot {
                 }
                 AppOut::Count => a.mode = AppMode::Count,
                 AppOut::Send => a.mode = AppMode::Send,
+                AppOut::Stop if a.mode == AppMode::Count => {
+                    a.mode = AppMode::Draining;
+                    a.drain = Some((now, now + DRAIN_MAX));
+                }
                 AppOut::Stop => {
                     a.mode = AppMode::Stopped;
-                    let retrans = c.stats().retransmits;
-                    let _ = out.send(Msg::App(AppIn::Count {
-                        id: a.id,
-                        bytes: std::mem::take(&mut a.counted),
-                        retransmits: retrans - a.retransmits,
-                    }));
-                    a.retransmits = retrans;
-                    let _ = out.send(Msg::App(AppIn::Stopped { id: a.id }));
+                    a.stopped(c, out);
                 }
                 AppOut::Close => a.close = true,
                 AppOut::Abort => {
@@ -966,9 +988,12 @@ impl Slot {
                 break;
             }
             let n = match a.mode {
-                AppMode::Count | AppMode::Stopped => {
-                    if a.mode == AppMode::Count {
+                AppMode::Count | AppMode::Draining | AppMode::Stopped => {
+                    if a.mode != AppMode::Stopped {
                         a.counted += avail as u64;
+                    }
+                    if let Some((seen, _)) = a.drain.as_mut() {
+                        *seen = now;
                     }
                     avail
                 }
@@ -1009,6 +1034,13 @@ impl Slot {
             }));
             a.retransmits = retrans;
             a.last_count = Some(now);
+        }
+        if let Some((seen, until)) = a.drain {
+            if now >= seen + DRAIN_QUIET || now >= until || c.read_closed() {
+                a.drain = None;
+                a.mode = AppMode::Stopped;
+                a.stopped(c, out);
+            }
         }
         if c.read_closed() && c.readable() == 0 && !a.eof_sent {
             a.eof_sent = true;

@@ -1,0 +1,230 @@
+//! `xtcp serve` against Debian's stock `iperf3 -c`: forward, reverse,
+//! parallel streams over two queues, byte counts in `-J` equal to xtcp's,
+//! tests back to back, and a garbage client that must not stop the server.
+//! Root needed (CI runs as root); each test builds its own namespaces.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use xtcp_engine::testnet::{TestNet, TestNetConfig};
+
+const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
+
+fn testnet(queues: u32) -> TestNet {
+    TestNet::new(TestNetConfig {
+        mtu: 1500,
+        queues,
+        offloads: false,
+    })
+    .unwrap_or_else(|e| panic!("cannot build the test network (these tests run as root): {e}"))
+}
+
+/// `xtcp serve` in side A's namespace; its stdout lines arrive on a channel.
+struct Server {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(net: &TestNet, queues: u32) -> Server {
+        let mut child = net
+            .a
+            .ns
+            .command(XTCP)
+            .args([
+                "serve",
+                "--iface",
+                &net.a.iface,
+                "--queues",
+                &queues.to_string(),
+                "--bind",
+                "copy",
+                "--rx-csum",
+                "verify",
+                "--frames",
+                "8192",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("xtcp serve: {l}");
+            }
+        });
+        // Setup is quick; iperf3 retries nothing, so wait for it.
+        std::thread::sleep(Duration::from_millis(1500));
+        Server { child, lines: rx }
+    }
+
+    /// The next test report line.
+    fn outcome(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("xtcp serve reports each test")
+    }
+}
+
+fn have_iperf3() -> bool {
+    Command::new("iperf3").arg("--version").output().is_ok()
+}
+
+/// Runs `iperf3 -c` from side B with `-J`; returns its JSON.
+fn iperf3(net: &TestNet, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["-c".to_string(), net.a.ip4.to_string(), "-J".into()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .arg("60")
+        .arg("iperf3")
+        .args(&args)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 {args:?}: no JSON ({e}): {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(out.status.success(), "iperf3 {args:?} failed: {v}");
+    assert!(v.get("error").is_none(), "iperf3 {args:?}: {v}");
+    v
+}
+
+/// The number after `word ` in an outcome line.
+fn count(line: &str, word: &str) -> u64 {
+    let at = line
+        .find(word)
+        .unwrap_or_else(|| panic!("{word:?} in {line}"))
+        + word.len();
+    line[at..]
+        .trim_start()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
+    if !have_iperf3() {
+        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
+    }
+    let net = testnet(1);
+    let server = Server::start(&net, 1);
+
+    // Forward: xtcp receives; iperf3's receiver total is xtcp's count.
+    let v = iperf3(&net, &["-t", "2"]);
+    let line = server.outcome();
+    assert!(line.contains(": ok;") && line.contains("forward"), "{line}");
+    let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(got > 0);
+    assert_eq!(got, count(&line, "received"), "{line}");
+
+    // Reverse: xtcp sends.
+    let v = iperf3(&net, &["-t", "2", "-R"]);
+    let line = server.outcome();
+    assert!(line.contains(": ok;") && line.contains("reverse"), "{line}");
+    let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
+    assert!(sent > 0);
+    assert_eq!(sent, count(&line, "sent"), "{line}");
+    assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
+
+    // A byte count.
+    let v = iperf3(&net, &["-n", "256M"]);
+    let line = server.outcome();
+    assert!(line.contains(": ok;"), "{line}");
+    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(256 << 20));
+    assert_eq!(count(&line, "received"), 256 << 20);
+}
+
+#[test]
+fn stock_iperf3_four_streams_over_two_queues() {
+    if !have_iperf3() {
+        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
+    }
+    let net = testnet(2);
+    let server = Server::start(&net, 2);
+    let v = iperf3(&net, &["-t", "2", "-P", "4"]);
+    let line = server.outcome();
+    assert!(
+        line.contains(": ok;") && line.contains("4 streams"),
+        "{line}"
+    );
+    assert_eq!(
+        v["end"]["sum_received"]["bytes"].as_u64().unwrap(),
+        count(&line, "received")
+    );
+    let streams = v["end"]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 4);
+    for s in streams {
+        assert!(s["receiver"]["bytes"].as_u64().unwrap() > 0, "{s}");
+    }
+}
+
+#[test]
+fn garbage_clients_do_not_stop_the_server() {
+    if !have_iperf3() {
+        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
+    }
+    let net = testnet(1);
+    let server = Server::start(&net, 1);
+    let dst = SocketAddr::new(net.a.ip4.into(), 5201);
+    {
+        let _g = net.b.ns.enter().unwrap();
+        // A bad cookie: the test fails at once.
+        let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(5)).unwrap();
+        s.write_all(&[0xff; 64]).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut b = Vec::new();
+        let _ = s.read_to_end(&mut b);
+    }
+    let line = server.outcome();
+    assert!(line.contains("failed"), "{line}");
+    {
+        let _g = net.b.ns.enter().unwrap();
+        // A good cookie, then garbage instead of the parameters.
+        let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(5)).unwrap();
+        let mut cookie = [b'a'; 37];
+        cookie[36] = 0;
+        s.write_all(&cookie).unwrap();
+        s.write_all(&[0, 0, 0, 9]).unwrap();
+        s.write_all(b"not json!").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut b = Vec::new();
+        let _ = s.read_to_end(&mut b);
+    }
+    let line = server.outcome();
+    assert!(line.contains("failed"), "{line}");
+    // The next stock client is served.
+    let v = iperf3(&net, &["-t", "1"]);
+    let line = server.outcome();
+    assert!(line.contains(": ok;"), "{line}");
+    assert_eq!(
+        v["end"]["sum_received"]["bytes"].as_u64().unwrap(),
+        count(&line, "received")
+    );
+}
