@@ -46,7 +46,7 @@ fn pattern_file() -> &'static (PathBuf, String) {
     static F: OnceLock<(PathBuf, String)> = OnceLock::new();
     F.get_or_init(|| {
         let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pattern-42-1g.bin");
-        if std::fs::metadata(&p).map(|m| m.len()).ok() != Some(GIB) {
+        if std::fs::metadata(&p).map(|m| m.len()).ok() != Some(GIB) || !cached_matches(&p) {
             let part = p.with_extension(format!("part{}", std::process::id()));
             let mut f = std::io::BufWriter::new(std::fs::File::create(&part).unwrap());
             let mut buf = vec![0u8; 1 << 20];
@@ -62,6 +62,27 @@ fn pattern_file() -> &'static (PathBuf, String) {
         let h = sha256_file(&p);
         (p, h)
     })
+}
+
+/// Whether a cached pattern file holds the current pattern (its head and
+/// tail are checked; the generator may have changed since it was written).
+fn cached_matches(p: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(p) else {
+        return false;
+    };
+    let mut got = vec![0u8; 1 << 16];
+    let mut want = vec![0u8; 1 << 16];
+    for off in [0, GIB - (1 << 16)] {
+        if f.seek(SeekFrom::Start(off)).is_err() || f.read_exact(&mut got).is_err() {
+            return false;
+        }
+        pattern_fill(SEED, off, &mut want);
+        if got != want {
+            return false;
+        }
+    }
+    true
 }
 
 /// Kills a child on drop (a failing test leaves nothing running).

@@ -818,6 +818,7 @@ impl Worker {
             }
         }
         let mut i = 0;
+        let slots_len = slots.len().max(1);
         while i < slots.len() {
             let s = &mut slots[i];
             if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
@@ -835,7 +836,10 @@ impl Worker {
                 None => s.app(now),
             }
             let mut full = false;
-            loop {
+            // A fair share of the TX ring per connection and turn, so that
+            // a bulk sender does not starve the ACKs of its neighbours.
+            let budget = (port.xsk().tx.size() as usize / slots_len).max(8);
+            for _ in 0..budget {
                 if !port.has_room(*max_seg_frames) {
                     full = true;
                     break;
