@@ -21,7 +21,7 @@ use xtcp_engine::worker::{
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
 
-use crate::xsk_bench::{BindArg, XdpModeArg};
+use crate::xsk_bench::{BindArg, XdpModeArg, parse_frame_size};
 
 /// `--wakeup`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -111,13 +111,6 @@ fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
                 .map_err(|_| format!("`{s}` is not a list of core numbers like 0,1"))
         })
         .collect()
-}
-
-fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
-    s.parse::<usize>()
-        .ok()
-        .and_then(FrameSize::from_bytes)
-        .ok_or_else(|| format!("frame size must be 2048 or 4096, not `{s}`"))
 }
 
 /// Engine options shared by `send` and `recv`.

@@ -118,7 +118,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
+pub fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
     s.parse::<usize>()
         .ok()
         .and_then(FrameSize::from_bytes)

@@ -85,6 +85,29 @@ fn cached_matches(p: &Path) -> bool {
     true
 }
 
+/// Waits (bounded) for a child with piped stderr to exit; returns its status
+/// and what it printed there.
+fn wait_exit(child: &mut Reap, limit_s: u64, what: &str) -> (std::process::ExitStatus, String) {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(limit_s), "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut err).unwrap();
+    (status, err)
+}
+
+/// No XDP program stays attached to side A's interface.
+fn assert_detached(net: &TestNet) {
+    let link = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
+    let text = String::from_utf8_lossy(&link.stdout);
+    assert!(!text.contains("xdp"), "nothing stays attached: {text}");
+}
+
 /// Kills a child on drop (a failing test leaves nothing running).
 struct Reap(Child);
 
@@ -237,19 +260,7 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool) {
     }
     assert!(sent, "socat could not send to xtcp recv");
     let mut xtcp = xtcp;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = xtcp.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "xtcp recv did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut xtcp.0.stderr.take().unwrap(), &mut err).unwrap();
+    let (status, err) = wait_exit(&mut xtcp, 120, "xtcp recv did not exit");
     assert!(status.success(), "xtcp recv failed: {err}");
     assert!(err.contains("received 1073741824 bytes"), "{err}");
     let got = sha256_file(&out_file);
@@ -319,28 +330,14 @@ fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
     let mut xtcp = Reap(xtcp);
     std::thread::sleep(Duration::from_secs(2));
     socat.0.kill().unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = xtcp.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "xtcp send did not notice the dead peer"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut xtcp.0.stderr.take().unwrap(), &mut err).unwrap();
+    let (status, err) = wait_exit(&mut xtcp, 120, "xtcp send did not notice the dead peer");
     assert!(!status.success(), "exit status non-zero: {err}");
     assert!(
         err.contains("connection reset by peer") || err.contains("timed out"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
-    let link = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
-    let text = String::from_utf8_lossy(&link.stdout);
-    assert!(!text.contains("xdp"), "nothing stays attached: {text}");
+    assert_detached(&net);
 }
 
 #[test]
@@ -480,19 +477,7 @@ fn sigint_closes_connections_and_detaches() {
             .unwrap()
             .success()
     );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = xtcp.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "xtcp recv did not stop on SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut xtcp.0.stderr.take().unwrap(), &mut err).unwrap();
+    let (status, err) = wait_exit(&mut xtcp, 30, "xtcp recv did not stop on SIGINT");
     // The connection in progress was closed (FIN), and reset after the
     // grace period since the sender went on sending: reported, non-zero.
     assert!(!status.success(), "{err}");
@@ -501,7 +486,5 @@ fn sigint_closes_connections_and_detaches() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
-    let link = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
-    let text = String::from_utf8_lossy(&link.stdout);
-    assert!(!text.contains("xdp"), "nothing stays attached: {text}");
+    assert_detached(&net);
 }

@@ -312,8 +312,8 @@ pub struct AppConn {
 }
 
 impl AppConn {
-    /// Reports the last count, then that the stream stopped.
-    fn stopped(&mut self, c: &Connection, out: &Sender<Msg>) {
+    /// Reports the bytes and retransmissions since the last count.
+    fn report_count(&mut self, c: &Connection, out: &Sender<Msg>) {
         let retrans = c.stats().retransmits;
         let _ = out.send(Msg::App(AppIn::Count {
             id: self.id,
@@ -321,6 +321,11 @@ impl AppConn {
             retransmits: retrans - self.retransmits,
         }));
         self.retransmits = retrans;
+    }
+
+    /// Reports the last count, then that the stream stopped.
+    fn stopped(&mut self, c: &Connection, out: &Sender<Msg>) {
+        self.report_count(c, out);
         let _ = out.send(Msg::App(AppIn::Stopped { id: self.id }));
     }
 }
@@ -1030,13 +1035,7 @@ impl Slot {
             && matches!(a.mode, AppMode::Count | AppMode::Send)
             && a.last_count.is_none_or(|t| now >= t + COUNT_INTERVAL)
         {
-            let retrans = c.stats().retransmits;
-            let _ = out.send(Msg::App(AppIn::Count {
-                id: a.id,
-                bytes: std::mem::take(&mut a.counted),
-                retransmits: retrans - a.retransmits,
-            }));
-            a.retransmits = retrans;
+            a.report_count(c, out);
             a.last_count = Some(now);
         }
         if let Some((seen, until)) = a.drain {
