@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod bulk;
+mod client;
 mod probe;
 mod serve;
 mod xsk_bench;
@@ -35,6 +36,8 @@ enum Cmd {
     Recv(bulk::RecvArgs),
     /// An iperf3 server (`iperf3 -c` tests against it) on xtcp's own TCP.
     Serve(serve::ServeArgs),
+    /// An iperf3 client (tests against `iperf3 -s`) on xtcp's own TCP.
+    Client(client::ClientArgs),
 }
 
 fn main() {
@@ -54,6 +57,7 @@ fn main() {
         Cmd::Send(a) => bulk::send(a),
         Cmd::Recv(a) => bulk::recv(a),
         Cmd::Serve(a) => serve::serve(a),
+        Cmd::Client(a) => client::client(a),
     };
     if let Err(e) = r {
         eprintln!("xtcp: error: {}", error_chain(&e));

@@ -159,6 +159,13 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert!(line.contains(": ok;"), "{line}");
     assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(256 << 20));
     assert_eq!(count(&line, "received"), 256 << 20);
+
+    // A byte count in reverse: xtcp sends exactly that many.
+    let v = iperf3(&net, &["-n", "128M", "-R"]);
+    let line = server.outcome();
+    assert!(line.contains(": ok;"), "{line}");
+    assert_eq!(count(&line, "sent"), 128 << 20, "{line}");
+    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(128 << 20));
 }
 
 #[test]

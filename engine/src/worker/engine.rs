@@ -154,6 +154,18 @@ pub enum Role {
         /// One source per connection.
         sources: Vec<Source>,
     },
+    /// Plan `count` connections to `remote` for an application
+    /// ([`run_app`]), which opens them one by one with
+    /// [`Opener::open`] and speaks on them through [`AppIn`] / [`AppOut`]
+    /// (e.g. the iperf3 client: the control connection, then each stream).
+    ConnectApp {
+        /// The peer.
+        remote: SocketAddr,
+        /// Our address (default: the route's preferred source).
+        local: Option<IpAddr>,
+        /// Connections planned.
+        count: usize,
+    },
     /// Accept connections on `local`.
     Listen {
         /// Address (None: the interface's IPv4 address) and port.
@@ -328,6 +340,36 @@ pub trait App {
     fn handle(&mut self, now: Instant, msg: AppIn);
     /// Called on every control-loop turn (at least every millisecond).
     fn poll(&mut self, now: Instant);
+    /// Called once before the workers start; [`Role::ConnectApp`] opens its
+    /// connections through `opener`.
+    fn start(&mut self, _opener: Opener) {}
+    /// True once the application is done: the engine then stops (FIN, then
+    /// RST after the grace period) and returns.
+    fn finished(&self) -> bool {
+        false
+    }
+}
+
+/// Opens the connections planned by [`Role::ConnectApp`].
+#[derive(Debug, Clone)]
+pub struct Opener {
+    shared: Arc<Shared>,
+}
+
+impl Opener {
+    /// Opens planned connection `i` (its worker sends the SYN on its next
+    /// turn); [`AppIn::Opened`] with id `i` follows once it is established,
+    /// or [`AppIn::Closed`] if it fails.
+    pub fn open(&self, i: usize) {
+        if let Some(p) = self.shared.plan.get(i) {
+            p.go.store(true, Ordering::Release);
+        }
+    }
+
+    /// Connections planned.
+    pub fn planned(&self) -> usize {
+        self.shared.plan.len()
+    }
 }
 
 /// Runs a transfer to the end, or until `interrupt` is set; `progress` is
@@ -374,7 +416,24 @@ pub fn run_app(
     let mut sources = Vec::new();
     let mut next_hop_mac = [0u8; 6];
     let mut listen = None;
+    let mut deferred = false;
+    let role = match role {
+        Role::ConnectApp {
+            remote,
+            local,
+            count,
+        } => {
+            deferred = true;
+            Role::Connect {
+                remote,
+                local,
+                sources: (0..count).map(|_| Source::Empty).collect(),
+            }
+        }
+        r => r,
+    };
     let (local_ip, rule, sinks, keep_listening) = match role {
+        Role::ConnectApp { .. } => unreachable!("mapped to Connect above"),
         Role::Connect {
             remote,
             local,
@@ -442,6 +501,7 @@ pub fn run_app(
                     iss: isn.isn(&tuple, Instant::now()),
                     opener: i % n_workers,
                     source: rx,
+                    go: AtomicBool::new(!deferred),
                 });
             }
             let rule = Rule {
@@ -569,6 +629,7 @@ pub fn run_app(
         tcp: tcp_cfg,
         isn,
         registry: Registry::new(plan.len() + cfg.max_conns * cfg.queues as usize),
+        deferred,
         plan,
         next_hop_mac,
         listen,
@@ -580,6 +641,11 @@ pub fn run_app(
         wait: cfg.wait,
         batch: cfg.batch,
     });
+    if let Some(a) = app.as_mut() {
+        a.start(Opener {
+            shared: shared.clone(),
+        });
+    }
     let (tx, rx) = bounded::<Msg>(1024);
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::new();
@@ -642,7 +708,9 @@ pub fn run_app(
             }
             a.poll(Instant::now());
         }
-        let done = if n_conns > 0 {
+        let done = if let Some(a) = app.as_ref() {
+            a.finished()
+        } else if n_conns > 0 {
             connections.len() >= n_conns
         } else {
             !keep_listening && !connections.is_empty()

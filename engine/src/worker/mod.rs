@@ -14,8 +14,8 @@ pub mod registry;
 pub mod thread;
 
 pub use engine::{
-    App, AppIn, AppOut, EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, run,
-    run_app,
+    App, AppIn, AppOut, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
+    RxCsumPolicy, run, run_app,
 };
 pub use port::{PortConfig, PortCounters, RxCsum, XskPort};
 pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};

@@ -166,6 +166,8 @@ pub struct Planned {
     pub opener: usize,
     /// The source.
     pub source: Receiver<Source>,
+    /// Open it (set from the start, or by the application).
+    pub go: AtomicBool,
 }
 
 /// Messages between workers: hand a connection over to the worker whose
@@ -263,8 +265,11 @@ pub enum AppOut {
     Relay,
     /// Count received bytes and drop them ([`AppIn::Count`]).
     Count,
-    /// Send zeros until [`AppOut::Stop`], counting them.
-    Send,
+    /// Send zeros until [`AppOut::Stop`] (or `limit` bytes), counting them.
+    Send {
+        /// Most bytes to send (iperf3's `-n`/`-k` split over the streams).
+        limit: Option<u64>,
+    },
     /// Stop sending and counting; report the last count and [`AppIn::Stopped`].
     Stop,
     /// Close (FIN) once everything written so far is queued.
@@ -309,6 +314,11 @@ pub struct AppConn {
     eof_sent: bool,
     /// Draining: (last data seen, give up at).
     drain: Option<(Instant, Instant)>,
+    /// Active opens: the sender to announce with [`AppIn::Opened`] once
+    /// established.
+    announce: Option<Sender<AppOut>>,
+    /// Bytes still to send in [`AppMode::Send`].
+    send_left: u64,
 }
 
 impl AppConn {
@@ -346,6 +356,8 @@ pub struct Shared {
     pub isn: IsnGenerator,
     /// Active opens (connect mode).
     pub plan: Vec<Planned>,
+    /// Active opens wait for `go` and belong to the application.
+    pub deferred: bool,
     /// Which worker owns which connection.
     pub registry: Registry,
     /// Next-hop MAC of active opens.
@@ -411,6 +423,8 @@ pub struct Worker {
     /// Payload-less segments (SYN-ACK, ACK, FIN) of connections being
     /// handed over to us, replayed when they arrive.
     held: Vec<(Key, TcpRepr)>,
+    /// Planned connections of this worker not opened yet.
+    to_open: Vec<usize>,
 }
 
 /// Segments held per worker for connections in transit.
@@ -486,6 +500,7 @@ impl Worker {
             peers,
             wanted: Vec::with_capacity(MAX_WANTED),
             held: Vec::with_capacity(MAX_HELD),
+            to_open: Vec::new(),
         }
     }
 
@@ -494,22 +509,10 @@ impl Worker {
         let start = Instant::now();
         for (i, p) in self.shared.plan.iter().enumerate() {
             if p.opener == self.index {
-                let conn =
-                    Connection::connect_with_iss(self.shared.tcp.clone(), p.tuple, p.iss, start);
-                let key = self.shared.registry.key(&p.tuple);
-                // Cannot fail: the table has room for every planned connection.
-                let _ = self.shared.registry.set(key, self.index as u16);
-                let source = p.source.try_recv().unwrap_or(Source::Empty);
-                self.slots.push(Slot::new(
-                    conn,
-                    key,
-                    self.shared.next_hop_mac,
-                    i,
-                    source,
-                    Sink::Discard,
-                ));
+                self.to_open.push(i);
             }
         }
+        self.open_planned(start);
         let mut next_report = start;
         let mut idle_turns = 0u32;
         let mut stopping = false;
@@ -519,6 +522,9 @@ impl Worker {
             if !stopping && self.shared.stop.load(Ordering::Relaxed) {
                 stopping = true;
                 self.begin_stop(now);
+            }
+            if !self.to_open.is_empty() {
+                self.open_planned(now);
             }
             let rx_before = self.port.counters().rx_segments;
             let moved = self.handle_ctl(now);
@@ -595,6 +601,52 @@ impl Worker {
         c.tcp_bytes_received = t.bytes_received;
         c.tcp_bytes_sent = t.bytes_sent;
         let _ = self.out.try_send(Msg::Counters(self.index, c));
+    }
+
+    /// Opens the planned connections of this worker whose `go` is set.
+    fn open_planned(&mut self, now: Instant) {
+        let mut k = 0;
+        while k < self.to_open.len() {
+            let i = self.to_open[k];
+            let p = &self.shared.plan[i];
+            if !p.go.load(Ordering::Acquire) {
+                k += 1;
+                continue;
+            }
+            self.to_open.swap_remove(k);
+            let conn = Connection::connect_with_iss(self.shared.tcp.clone(), p.tuple, p.iss, now);
+            let key = self.shared.registry.key(&p.tuple);
+            // Cannot fail: the table has room for every planned connection.
+            let _ = self.shared.registry.set(key, self.index as u16);
+            let source = p.source.try_recv().unwrap_or(Source::Empty);
+            let mut slot = Slot::new(
+                conn,
+                key,
+                self.shared.next_hop_mac,
+                i,
+                source,
+                Sink::Discard,
+            );
+            if self.shared.deferred {
+                let (tx, rx) = crossbeam_channel::bounded(1024);
+                slot.appconn = Some(Box::new(AppConn {
+                    id: i,
+                    orders: rx,
+                    mode: AppMode::Cookie,
+                    budget: COOKIE_BUDGET,
+                    pending: Vec::new(),
+                    close: false,
+                    counted: 0,
+                    retransmits: 0,
+                    last_count: None,
+                    eof_sent: false,
+                    drain: None,
+                    announce: Some(tx),
+                    send_left: 0,
+                }));
+            }
+            self.slots.push(slot);
+        }
     }
 
     /// Serves hand-over requests and takes connections handed to us;
@@ -748,6 +800,8 @@ impl Worker {
                                     last_count: None,
                                     eof_sent: false,
                                     drain: None,
+                                    announce: None,
+                                    send_left: 0,
                                 }));
                                 // The control thread drains this channel
                                 // all the time; a connection is accepted
@@ -868,6 +922,15 @@ impl Worker {
                             s.established = Some(now);
                             counters.connections += 1;
                         }
+                        if let Some(a) = s.appconn.as_mut() {
+                            if let Some(tx) = a.announce.take() {
+                                let _ = out.send(Msg::App(AppIn::Opened {
+                                    id: a.id,
+                                    tuple: s.conn.tuple(),
+                                    out: tx,
+                                }));
+                            }
+                        }
                     }
                     Event::Closed(r) => closed = Some(r),
                     Event::Readable | Event::Writable | Event::Error(_) => {}
@@ -952,7 +1015,10 @@ impl Slot {
                     a.mode = AppMode::Relay;
                 }
                 AppOut::Count => a.mode = AppMode::Count,
-                AppOut::Send => a.mode = AppMode::Send,
+                AppOut::Send { limit } => {
+                    a.mode = AppMode::Send;
+                    a.send_left = limit.unwrap_or(u64::MAX);
+                }
                 AppOut::Stop if a.mode == AppMode::Count => {
                     a.mode = AppMode::Draining;
                     a.drain = Some((now, now + DRAIN_MAX));
@@ -975,13 +1041,14 @@ impl Slot {
             self.written += n as u64;
         }
         if open && a.mode == AppMode::Send && a.pending.is_empty() && !a.close {
-            loop {
+            while a.send_left > 0 {
                 let (x, y) = c.write_slices();
-                let n = x.len() + y.len();
+                let n = ((x.len() + y.len()) as u64).min(a.send_left) as usize;
                 if n == 0 {
                     break;
                 }
                 let _ = c.commit(n);
+                a.send_left -= n as u64;
                 a.counted += n as u64;
                 self.written += n as u64;
             }

@@ -58,6 +58,7 @@
 //! `end_test`) has none.
 
 mod client;
+mod connect;
 mod proto;
 mod serve;
 mod server;
@@ -66,6 +67,7 @@ mod streams;
 use std::time::Duration;
 
 pub use client::{ClientConfig, ClientSession};
+pub use connect::{ClientOutcome, Interval, Iperf3Client};
 pub use proto::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
     MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
+use super::connect::send_limit;
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, route,
@@ -174,7 +175,7 @@ impl Iperf3Server {
             };
             match ev {
                 Event::CreateStreams { .. } | Event::PeerResults(_) => {}
-                Event::StartTest { .. } => {
+                Event::StartTest { params } => {
                     t.running = true;
                     t.started = Some(now);
                     t.cpu_start = process_cpu();
@@ -187,8 +188,17 @@ impl Iperf3Server {
                                 Some(Kind::Data(i)) if i.role == Role::Send)
                         })
                         .collect();
+                    let infos: Vec<StreamInfo> = t
+                        .data
+                        .iter()
+                        .filter_map(|id| match self.conns.get(id).map(|c| &c.kind) {
+                            Some(Kind::Data(i)) => Some(*i),
+                            _ => None,
+                        })
+                        .collect();
+                    let limit = send_limit(&params, &infos);
                     for id in senders {
-                        self.order(id, AppOut::Send);
+                        self.order(id, AppOut::Send { limit });
                     }
                 }
                 Event::TestEnd => {
@@ -308,7 +318,11 @@ impl App for Iperf3Server {
                                 }
                                 match info.role {
                                     Role::Receive => self.order(id, AppOut::Count),
-                                    Role::Send if running => self.order(id, AppOut::Send),
+                                    // A stream that arrives after the start (never
+                                    // with iperf3) sends without a limit.
+                                    Role::Send if running => {
+                                        self.order(id, AppOut::Send { limit: None })
+                                    }
                                     // Sends from StartTest on.
                                     Role::Send => self.order(id, AppOut::Count),
                                 }

@@ -1,0 +1,319 @@
+//! `xtcp client`: an iperf3 client (against a stock `iperf3 -s`) whose
+//! control and data connections are carried by xtcp's own TCP on AF_XDP.
+//! Output like iperf3's: interval lines, then per-stream and summed
+//! sender / receiver lines with retransmits, and CPU utilisation; `-J`
+//! prints JSON with iperf3's field names.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use xtcp_engine::app::iperf3::{
+    ClientConfig, ClientOutcome, Cookie, Interval, Iperf3Client, Role as StreamRole, TestParams,
+};
+use xtcp_engine::worker::{Role, run_app};
+
+use crate::bulk::{EngineArgs, interrupt_flag, parse_size};
+
+/// Arguments of `xtcp client`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClientArgs {
+    /// The iperf3 server.
+    #[arg(short = 'c', long = "client")]
+    pub host: std::net::IpAddr,
+    /// Its port.
+    #[arg(short, long, default_value_t = 5201)]
+    pub port: u16,
+    /// Seconds to transmit (ignored with -n or -k).
+    #[arg(short, long, default_value_t = 10)]
+    pub time: u32,
+    /// Bytes to transmit (e.g. 2G) instead of a time.
+    #[arg(short = 'n', long = "bytes", value_parser = parse_size)]
+    pub bytes: Option<u64>,
+    /// Blocks to transmit instead of a time.
+    #[arg(short = 'k', long = "blockcount")]
+    pub blocks: Option<u64>,
+    /// Parallel streams.
+    #[arg(short = 'P', long, default_value_t = 1)]
+    pub parallel: u32,
+    /// Reverse: the server sends.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Both directions at once.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Block length (iperf3 counts -k in blocks of this size).
+    #[arg(short = 'l', long = "length", value_parser = parse_size)]
+    pub length: Option<u64>,
+    /// Seconds at the start to leave out of the results.
+    #[arg(short = 'O', long = "omit", default_value_t = 0)]
+    pub omit: u32,
+    /// Seconds between interval lines (0: none).
+    #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
+    pub interval: f64,
+    /// JSON output shaped like iperf3's.
+    #[arg(short = 'J', long = "json-output")]
+    pub json_output: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+fn entropy() -> [u8; 36] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 36];
+    for (i, c) in out.chunks_mut(8).enumerate() {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        let v = h.finish().to_le_bytes();
+        c.copy_from_slice(&v[..c.len()]);
+    }
+    out
+}
+
+fn human(bytes: f64) -> String {
+    if bytes >= 1e9 * 1.024 {
+        format!("{:.2} GBytes", bytes / f64::from(1u32 << 30))
+    } else {
+        format!("{:.1} MBytes", bytes / f64::from(1u32 << 20))
+    }
+}
+
+fn rate(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// Per stream: (id, sender bytes, receiver bytes, retransmits) as iperf3
+/// shows them, from this side's counters and the server's results.
+fn rows(o: &ClientOutcome) -> Vec<(u32, u64, u64, Option<u64>, bool)> {
+    o.streams
+        .iter()
+        .map(|s| {
+            let peer = o
+                .peer
+                .as_ref()
+                .and_then(|p| p.streams.iter().find(|r| r.id == s.id.0));
+            let peer_bytes = peer.map_or(0, |r| r.bytes);
+            match s.role {
+                // We sent: sender bytes are ours, receiver bytes the server's.
+                StreamRole::Send => (s.id.0, s.counted_bytes(), peer_bytes, s.retransmits, true),
+                StreamRole::Receive => (
+                    s.id.0,
+                    peer_bytes,
+                    s.counted_bytes(),
+                    peer.and_then(|r| u64::try_from(r.retransmits).ok()),
+                    false,
+                ),
+            }
+        })
+        .collect()
+}
+
+/// `xtcp client`.
+pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
+    let cfg = a.engine.config()?;
+    if a.parallel == 0 || a.parallel > 128 {
+        bail!("-P must be between 1 and 128");
+    }
+    let params = TestParams {
+        time_secs: if a.bytes.is_some() || a.blocks.is_some() {
+            0
+        } else {
+            a.time
+        },
+        bytes: a.bytes.unwrap_or(0),
+        blocks: a.blocks.unwrap_or(0),
+        parallel: a.parallel,
+        reverse: a.reverse,
+        bidirectional: a.bidir,
+        omit_secs: a.omit,
+        block_len: match a.length {
+            Some(l) => u32::try_from(l).context("-l is too large")?,
+            None => TestParams::default().block_len,
+        },
+        ..TestParams::default()
+    };
+    let config = ClientConfig {
+        params,
+        ..ClientConfig::default()
+    };
+    let count = Iperf3Client::connections(&config);
+    let json_out = a.json_output;
+    let intervals = Rc::new(RefCell::new(Vec::<Interval>::new()));
+    let iv_store = intervals.clone();
+    let print_iv = !json_out && a.interval > 0.0;
+    let mut app = Iperf3Client::new(
+        config,
+        Cookie::from_entropy(&entropy()),
+        Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0)),
+        Box::new(move |iv: &Interval| {
+            if print_iv {
+                let secs = iv.end - iv.start;
+                let b = iv.sent + iv.received;
+                println!(
+                    "[SUM] {:6.2}-{:<6.2} sec  {:>12}  {:6.2} Gbits/sec",
+                    iv.start,
+                    iv.end,
+                    human(b as f64),
+                    rate(b, secs)
+                );
+                let _ = std::io::stdout().flush();
+            }
+            iv_store.borrow_mut().push(*iv);
+        }),
+    );
+    let remote = SocketAddr::new(a.host, a.port);
+    if !json_out {
+        println!(
+            "Connecting to host {}, port {} (xtcp on {})",
+            a.host, a.port, cfg.iface
+        );
+        println!("[ ID] Interval           Transfer     Bitrate");
+    }
+    let flag = interrupt_flag()?;
+    let role = Role::ConnectApp {
+        remote,
+        local: None,
+        count,
+    };
+    let report = run_app(&cfg, role, &flag, |_| {}, Some(&mut app))
+        .with_context(|| format!("xtcp client on {}", cfg.iface))?;
+    let Some(o) = app.outcome().cloned() else {
+        bail!(
+            "the test did not finish{}",
+            if report.interrupted {
+                " (interrupted)"
+            } else {
+                ""
+            }
+        );
+    };
+    if o.streams.is_empty() {
+        if let Err(e) = o.result {
+            bail!("the test failed: {e}");
+        }
+    }
+    let rows = rows(&o);
+    let secs = o.seconds;
+    let sum_sent: u64 = rows.iter().map(|r| r.1).sum();
+    let sum_recv: u64 = rows.iter().map(|r| r.2).sum();
+    let retr: u64 = rows.iter().filter_map(|r| r.3).sum();
+    let remote_cpu = o.peer.as_ref().map_or(0.0, |p| p.cpu_util_total);
+    if json_out {
+        let side = |bytes: u64, retr: Option<u64>, sender: bool| {
+            let mut v = json!({
+                "start": 0.0, "end": secs, "seconds": secs, "bytes": bytes,
+                "bits_per_second": bytes as f64 * 8.0 / secs.max(1e-9), "sender": sender,
+            });
+            if let Some(r) = retr {
+                v["retransmits"] = json!(r);
+            }
+            v
+        };
+        let streams: Vec<_> = rows
+            .iter()
+            .map(|&(id, s, r, re, _)| {
+                json!({
+                    "sender": { "socket": id, "start": 0.0, "end": secs, "seconds": secs,
+                                "bytes": s, "bits_per_second": s as f64 * 8.0 / secs.max(1e-9),
+                                "retransmits": re.unwrap_or(0), "sender": true },
+                    "receiver": { "socket": id, "start": 0.0, "end": secs, "seconds": secs,
+                                  "bytes": r, "bits_per_second": r as f64 * 8.0 / secs.max(1e-9),
+                                  "sender": false },
+                })
+            })
+            .collect();
+        let ivs: Vec<_> = intervals
+            .borrow()
+            .iter()
+            .map(|iv| {
+                let b = iv.sent + iv.received;
+                json!({ "streams": [], "sum": { "start": iv.start, "end": iv.end,
+                        "seconds": iv.end - iv.start, "bytes": b,
+                        "bits_per_second": rate(b, iv.end - iv.start) * 1e9 } })
+            })
+            .collect();
+        let v = json!({
+            "start": {
+                "connecting_to": { "host": a.host.to_string(), "port": a.port },
+                "version": concat!("xtcp ", env!("CARGO_PKG_VERSION")),
+                "test_start": { "protocol": "TCP", "num_streams": a.parallel,
+                                "blksize": config_block(a), "omit": a.omit,
+                                "duration": if a.bytes.is_some() || a.blocks.is_some() { 0 } else { a.time },
+                                "bytes": a.bytes.unwrap_or(0), "blocks": a.blocks.unwrap_or(0),
+                                "reverse": u8::from(a.reverse), "bidir": u8::from(a.bidir) },
+            },
+            "intervals": ivs,
+            "end": {
+                "streams": streams,
+                "sum_sent": side(sum_sent, Some(retr), true),
+                "sum_received": side(sum_recv, None, false),
+                "cpu_utilization_percent": {
+                    "host_total": o.cpu_util, "host_user": o.cpu_util, "host_system": 0.0,
+                    "remote_total": remote_cpu,
+                    "remote_user": o.peer.as_ref().map_or(0.0, |p| p.cpu_util_user),
+                    "remote_system": o.peer.as_ref().map_or(0.0, |p| p.cpu_util_system),
+                },
+            },
+        });
+        let mut v = v;
+        if let Err(e) = &o.result {
+            v["error"] = json!(e.to_string());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+        println!("[ ID] Interval           Transfer     Bitrate         Retr");
+        for &(id, s, r, re, _) in &rows {
+            println!(
+                "[{id:3}]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec  {:>5}  sender",
+                human(s as f64),
+                rate(s, secs),
+                re.map_or_else(|| "-".to_owned(), |x| x.to_string())
+            );
+            println!(
+                "[{id:3}]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec         receiver",
+                human(r as f64),
+                rate(r, secs)
+            );
+        }
+        if rows.len() > 1 {
+            println!(
+                "[SUM]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec  {retr:>5}  sender",
+                human(sum_sent as f64),
+                rate(sum_sent, secs)
+            );
+            println!(
+                "[SUM]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec         receiver",
+                human(sum_recv as f64),
+                rate(sum_recv, secs)
+            );
+        }
+        println!(
+            "CPU Utilization: local {:.1}%, remote {:.1}%",
+            o.cpu_util, remote_cpu
+        );
+        println!("\nxtcp client done.");
+    }
+    if let Err(e) = o.result {
+        bail!("the test failed: {e}");
+    }
+    Ok(())
+}
+
+fn config_block(a: &ClientArgs) -> u64 {
+    a.length
+        .unwrap_or(u64::from(TestParams::default().block_len))
+}

@@ -1,0 +1,170 @@
+//! `xtcp client` against Debian's stock `iperf3 -s`: forward, `-R`,
+//! `--bidir`, `-P 4` over two queues, `-n`, and `-J` output with iperf3's
+//! field names. Root needed (CI runs as root); each test builds its own
+//! namespaces.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use xtcp_engine::testnet::{TestNet, TestNetConfig};
+
+const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
+
+fn testnet(queues: u32) -> TestNet {
+    TestNet::new(TestNetConfig {
+        mtu: 1500,
+        queues,
+        offloads: false,
+    })
+    .unwrap_or_else(|e| panic!("cannot build the test network (these tests run as root): {e}"))
+}
+
+/// A stock `iperf3 -s` in side B's namespace, killed on drop.
+struct Iperf3Server(Child);
+
+impl Drop for Iperf3Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn iperf3_server(net: &TestNet) -> Iperf3Server {
+    assert!(
+        Command::new("iperf3").arg("--version").output().is_ok(),
+        "iperf3 is not installed (scripts/deps.sh installs it)"
+    );
+    let child = net
+        .b
+        .ns
+        .command("iperf3")
+        .args(["-s", "-B", &net.b.ip4.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    Iperf3Server(child)
+}
+
+/// Runs `xtcp client ... -J` in side A's namespace; returns the JSON.
+fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value {
+    let q = queues.to_string();
+    let ip = net.b.ip4.to_string();
+    let mut args = vec![
+        "client",
+        "--iface",
+        &net.a.iface,
+        "--queues",
+        &q,
+        "--bind",
+        "copy",
+        "--rx-csum",
+        "verify",
+        "--frames",
+        "8192",
+        "-c",
+        &ip,
+        "-J",
+    ];
+    args.extend_from_slice(extra);
+    let out = net
+        .a
+        .ns
+        .command("timeout")
+        .arg("60")
+        .arg(XTCP)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "xtcp client {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+fn bytes(v: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
+
+#[test]
+fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
+    let net = testnet(1);
+    let _server = iperf3_server(&net);
+
+    // Forward: iperf3's field names, and the server received what we sent
+    // (but what was in flight at the end).
+    let v = xtcp_client(&net, 1, &["-t", "2"]);
+    for key in ["start", "intervals", "end"] {
+        assert!(v.get(key).is_some(), "{key} in {v}");
+    }
+    assert!(v["start"]["connecting_to"]["host"].is_string());
+    assert!(v["end"]["cpu_utilization_percent"]["remote_total"].is_number());
+    assert!(!v["intervals"].as_array().unwrap().is_empty());
+    let sent = bytes(&v, &["end", "sum_sent", "bytes"]);
+    let recv = bytes(&v, &["end", "sum_received", "bytes"]);
+    assert!(
+        sent > 0 && recv > 0 && recv <= sent && recv * 10 >= sent * 9,
+        "{sent} {recv}"
+    );
+    assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 1);
+    assert!(v["end"]["streams"][0]["sender"]["retransmits"].is_u64());
+
+    // Reverse: the kernel sends, xtcp receives.
+    let v = xtcp_client(&net, 1, &["-t", "2", "-R"]);
+    assert!(bytes(&v, &["end", "sum_received", "bytes"]) > 0, "{v}");
+
+    // Both directions.
+    let v = xtcp_client(&net, 1, &["-t", "2", "--bidir"]);
+    let streams = v["end"]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{v}");
+    for s in streams {
+        assert!(s["receiver"]["bytes"].as_u64().unwrap() > 0, "{s}");
+    }
+
+    // A byte count: exactly that many sent, and received.
+    let v = xtcp_client(&net, 1, &["-n", "64M"]);
+    assert_eq!(bytes(&v, &["end", "sum_sent", "bytes"]), 64 << 20);
+    assert_eq!(bytes(&v, &["end", "sum_received", "bytes"]), 64 << 20);
+}
+
+#[test]
+fn against_stock_iperf3_server_four_streams_over_two_queues() {
+    let net = testnet(2);
+    let _server = iperf3_server(&net);
+    let v = xtcp_client(&net, 2, &["-t", "2", "-P", "4"]);
+    let streams = v["end"]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 4, "{v}");
+    for s in streams {
+        assert!(s["receiver"]["bytes"].as_u64().unwrap() > 0, "{s}");
+    }
+}
+
+#[test]
+fn no_server_is_a_clear_error() {
+    let net = testnet(1);
+    let out = net
+        .a
+        .ns
+        .command(XTCP)
+        .args([
+            "client",
+            "--iface",
+            &net.a.iface,
+            "-c",
+            &net.b.ip4.to_string(),
+            "-t",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("connection refused"), "{err}");
+}

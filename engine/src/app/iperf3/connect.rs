@@ -1,0 +1,400 @@
+//! The iperf3 client on the engine: [`Iperf3Client`] is an engine [`App`]
+//! for [`crate::worker::Role::ConnectApp`]: it opens the control connection,
+//! drives a [`ClientSession`], then opens the data streams one after
+//! another in order (the server numbers them by arrival), writes the cookie
+//! on each, and orders them to send zeros or to count what arrives. Data
+//! bytes stay in the workers; only counts reach this thread.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use super::{
+    ClientConfig, ClientSession, Cookie, EndReport, Error, Event, Results, Role, StreamInfo,
+    StreamStats,
+};
+use crate::worker::{App, AppIn, AppOut, Opener};
+
+/// How the test went.
+#[derive(Debug, Clone)]
+pub struct ClientOutcome {
+    /// Ok, or why it failed.
+    pub result: Result<(), Error>,
+    /// This side's counters per stream.
+    pub streams: Vec<StreamStats>,
+    /// The server's results.
+    pub peer: Option<Results>,
+    /// Seconds from `StartTest` to `TestEnd`.
+    pub seconds: f64,
+    /// This process's CPU use over the test, percent of one core.
+    pub cpu_util: f64,
+}
+
+/// Bytes moved in one reporting interval.
+#[derive(Debug, Clone, Copy)]
+pub struct Interval {
+    /// Seconds since the start of the test, at the start of the interval.
+    pub start: f64,
+    /// At its end.
+    pub end: f64,
+    /// Bytes sent.
+    pub sent: u64,
+    /// Bytes received.
+    pub received: u64,
+}
+
+/// The iperf3 client application.
+pub struct Iperf3Client {
+    config: ClientConfig,
+    cookie: Cookie,
+    session: Option<ClientSession>,
+    opener: Option<Opener>,
+    conns: HashMap<usize, Sender<AppOut>>,
+    streams: Vec<StreamInfo>,
+    running: bool,
+    stopping: Option<Vec<usize>>,
+    started: Option<Instant>,
+    ended: Option<Instant>,
+    cpu_start: f64,
+    peer: Option<Results>,
+    outcome: Option<ClientOutcome>,
+    interval: std::time::Duration,
+    next_interval: Option<Instant>,
+    acc: (u64, u64),
+    on_interval: Box<dyn FnMut(&Interval)>,
+}
+
+impl std::fmt::Debug for Iperf3Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iperf3Client")
+            .field("streams", &self.streams.len())
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}
+
+/// Bytes each sending stream may send under `-n` / `-k` (iperf3 counts the
+/// total over all streams), or `None` for a timed test.
+pub fn send_limit(params: &super::TestParams, streams: &[StreamInfo]) -> Option<u64> {
+    let senders = streams
+        .iter()
+        .filter(|s| s.role == Role::Send)
+        .count()
+        .max(1) as u64;
+    let total = if params.bytes > 0 {
+        params.bytes
+    } else if params.blocks > 0 {
+        params.blocks.saturating_mul(u64::from(params.block_len))
+    } else {
+        return None;
+    };
+    Some(total.div_ceil(senders))
+}
+
+fn process_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+impl Iperf3Client {
+    /// A client for one test; `on_interval` is called every `interval`
+    /// while data moves.
+    pub fn new(
+        config: ClientConfig,
+        cookie: Cookie,
+        interval: std::time::Duration,
+        on_interval: Box<dyn FnMut(&Interval)>,
+    ) -> Iperf3Client {
+        Iperf3Client {
+            config,
+            cookie,
+            session: None,
+            opener: None,
+            conns: HashMap::new(),
+            streams: Vec::new(),
+            running: false,
+            stopping: None,
+            started: None,
+            ended: None,
+            cpu_start: 0.0,
+            peer: None,
+            outcome: None,
+            interval,
+            next_interval: None,
+            acc: (0, 0),
+            on_interval,
+        }
+    }
+
+    /// Connections to plan: the control connection and every stream.
+    pub fn connections(config: &ClientConfig) -> usize {
+        let p = config.params.parallel.max(1) as usize;
+        1 + if config.params.bidirectional {
+            2 * p
+        } else {
+            p
+        }
+    }
+
+    /// How the test went, once finished.
+    pub fn outcome(&self) -> Option<&ClientOutcome> {
+        self.outcome.as_ref()
+    }
+
+    fn order(&self, id: usize, o: AppOut) {
+        if let Some(c) = self.conns.get(&id) {
+            let _ = c.try_send(o);
+        }
+    }
+
+    fn info(&self, id: usize) -> Option<StreamInfo> {
+        id.checked_sub(1).and_then(|i| self.streams.get(i)).copied()
+    }
+
+    fn finish(&mut self, now: Instant, result: Result<(), Error>) {
+        if self.outcome.is_some() {
+            return;
+        }
+        let ids: Vec<usize> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.order(
+                id,
+                if id == 0 {
+                    AppOut::Close
+                } else {
+                    AppOut::Abort
+                },
+            );
+        }
+        let seconds = match (self.started, self.ended) {
+            (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
+        let cpu = process_cpu() - self.cpu_start;
+        let wall = self
+            .started
+            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+        self.outcome = Some(ClientOutcome {
+            result,
+            streams: self
+                .session
+                .as_ref()
+                .map(|s| s.stream_stats().to_vec())
+                .unwrap_or_default(),
+            peer: self.peer.take(),
+            seconds,
+            cpu_util: if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 },
+        });
+    }
+
+    fn end_when_stopped(&mut self, now: Instant) {
+        if self.stopping.as_ref().is_none_or(|s| !s.is_empty()) {
+            return;
+        }
+        self.stopping = None;
+        let cpu = process_cpu() - self.cpu_start;
+        let wall = self
+            .started
+            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+        let util = if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 };
+        let report = EndReport {
+            cpu_util_total: util,
+            cpu_util_user: util,
+            cpu_util_system: 0.0,
+            sender_has_retransmits: true,
+            congestion_used: None,
+            server_output_text: None,
+        };
+        if let Some(s) = self.session.as_mut() {
+            if let Err(e) = s.end_test(now, report) {
+                self.finish(now, Err(e));
+            }
+        }
+    }
+
+    fn events(&mut self, now: Instant) {
+        loop {
+            let Some(s) = self.session.as_mut() else {
+                return;
+            };
+            if let Some(bytes) = s.poll_transmit() {
+                self.order(0, AppOut::Write(bytes));
+                continue;
+            }
+            let Some(ev) = s.poll_event() else {
+                break;
+            };
+            match ev {
+                Event::CreateStreams { .. } => {
+                    self.streams = s.streams();
+                    if !self.streams.is_empty() {
+                        if let Some(o) = &self.opener {
+                            o.open(1);
+                        }
+                    }
+                }
+                Event::StartTest { .. } => {
+                    self.running = true;
+                    self.started = Some(now);
+                    self.cpu_start = process_cpu();
+                    self.next_interval = Some(now + self.interval);
+                    let limit = send_limit(&self.config.params, &self.streams);
+                    for (i, info) in self.streams.iter().enumerate() {
+                        if info.role == Role::Send {
+                            self.order(i + 1, AppOut::Send { limit });
+                        }
+                    }
+                }
+                Event::TestEnd => {
+                    self.running = false;
+                    self.ended = Some(now);
+                    self.flush_interval(now);
+                    let ids: Vec<usize> = (1..=self.streams.len()).collect();
+                    for id in &ids {
+                        self.order(*id, AppOut::Stop);
+                    }
+                    self.stopping = Some(ids);
+                    self.end_when_stopped(now);
+                }
+                Event::PeerResults(r) => self.peer = Some(*r),
+                Event::Done => self.finish(now, Ok(())),
+                Event::Error(e) => self.finish(now, Err(e)),
+            }
+        }
+    }
+
+    fn flush_interval(&mut self, now: Instant) {
+        let (Some(start), Some(next)) = (self.started, self.next_interval) else {
+            return;
+        };
+        let begin = (next - self.interval).saturating_duration_since(start);
+        let end = now.saturating_duration_since(start);
+        let iv = Interval {
+            start: begin.as_secs_f64(),
+            end: end.as_secs_f64(),
+            sent: self.acc.0,
+            received: self.acc.1,
+        };
+        self.acc = (0, 0);
+        self.next_interval = Some(now + self.interval);
+        if iv.end > iv.start {
+            (self.on_interval)(&iv);
+        }
+    }
+}
+
+impl App for Iperf3Client {
+    fn start(&mut self, opener: Opener) {
+        opener.open(0);
+        self.opener = Some(opener);
+    }
+
+    fn finished(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    fn handle(&mut self, now: Instant, msg: AppIn) {
+        match msg {
+            AppIn::Opened { id: 0, out, .. } => {
+                // The session queues the cookie itself on the control connection.
+                let _ = out.try_send(AppOut::Relay);
+                self.conns.insert(0, out);
+                match ClientSession::new(self.config.clone(), self.cookie, now) {
+                    Ok(s) => self.session = Some(s),
+                    Err(e) => self.finish(now, Err(e)),
+                }
+            }
+            AppIn::Opened { id, out, .. } => {
+                let Some(info) = self.info(id) else {
+                    let _ = out.try_send(AppOut::Abort);
+                    return;
+                };
+                let _ = out.try_send(AppOut::Write(self.cookie.as_bytes().to_vec()));
+                let _ = out.try_send(if info.role == Role::Send && self.running {
+                    AppOut::Send {
+                        limit: send_limit(&self.config.params, &self.streams),
+                    }
+                } else {
+                    AppOut::Count
+                });
+                self.conns.insert(id, out);
+                if id < self.streams.len() {
+                    if let Some(o) = &self.opener {
+                        o.open(id + 1);
+                    }
+                }
+            }
+            AppIn::Data { id: 0, bytes } => {
+                if let Some(s) = self.session.as_mut() {
+                    s.handle_control(now, &bytes);
+                }
+            }
+            AppIn::Data { .. } => {}
+            AppIn::Eof { id: 0 } => {
+                if let Some(s) = self.session.as_mut() {
+                    s.handle_control_eof(now);
+                }
+            }
+            AppIn::Eof { .. } => {}
+            AppIn::Count {
+                id,
+                bytes,
+                retransmits,
+            } => {
+                if let (Some(info), Some(s)) = (self.info(id), self.session.as_mut()) {
+                    s.record_bytes(info.id, bytes);
+                    match info.role {
+                        Role::Send => {
+                            s.record_retransmits(info.id, retransmits);
+                            self.acc.0 += bytes;
+                        }
+                        Role::Receive => self.acc.1 += bytes,
+                    }
+                }
+            }
+            AppIn::Stopped { id } => {
+                if let Some(s) = self.stopping.as_mut() {
+                    s.retain(|&x| x != id);
+                }
+                self.end_when_stopped(now);
+            }
+            AppIn::Closed { id, reason } => {
+                self.conns.remove(&id);
+                if id == 0 {
+                    if let Some(s) = self.session.as_mut() {
+                        s.handle_control_eof(now);
+                    } else {
+                        use crate::tcp::{CloseReason, ConnectionError};
+                        let phase = match reason {
+                            CloseReason::Error(ConnectionError::Refused) => {
+                                "connecting (connection refused: is `iperf3 -s` running there?)"
+                            }
+                            CloseReason::Error(ConnectionError::TimedOut) => {
+                                "connecting (no answer: timed out)"
+                            }
+                            _ => "connecting",
+                        };
+                        self.finish(now, Err(Error::ControlClosed { phase }));
+                    }
+                } else if let Some(s) = self.stopping.as_mut() {
+                    s.retain(|&x| x != id);
+                    self.end_when_stopped(now);
+                }
+            }
+        }
+        self.events(now);
+    }
+
+    fn poll(&mut self, now: Instant) {
+        if let Some(s) = self.session.as_mut() {
+            if s.poll_timeout().is_some_and(|d| now >= d) {
+                s.handle_timeout(now);
+            }
+        }
+        if self.running && self.next_interval.is_some_and(|t| now >= t) {
+            self.flush_interval(now);
+        }
+        self.events(now);
+    }
+}
