@@ -103,14 +103,19 @@ fn parse_rcvbuf(s: &str) -> Result<RcvBuf, String> {
     }
 }
 
-fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
+/// `--cores`: a list of core numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreList(pub Vec<usize>);
+
+fn parse_cores(s: &str) -> Result<CoreList, String> {
     s.split(',')
         .map(|c| {
             c.trim()
                 .parse()
                 .map_err(|_| format!("`{s}` is not a list of core numbers like 0,1"))
         })
-        .collect()
+        .collect::<Result<Vec<usize>, String>>()
+        .map(CoreList)
 }
 
 /// Engine options shared by `send` and `recv`.
@@ -124,7 +129,7 @@ pub struct EngineArgs {
     pub queues: u32,
     /// Cores for the workers, one per queue (default: worker i on core i).
     #[arg(long, value_parser = parse_cores)]
-    pub cores: Option<Vec<usize>>,
+    pub cores: Option<CoreList>,
     /// XDP attach mode.
     #[arg(long, value_enum, default_value = "auto")]
     pub xdp_mode: XdpModeArg,
@@ -180,7 +185,7 @@ impl EngineArgs {
         let mut c = EngineConfig {
             iface: self.iface.clone(),
             queues: self.queues,
-            cores: self.cores.clone(),
+            cores: self.cores.clone().map(|c| c.0),
             xdp_mode: match self.xdp_mode {
                 XdpModeArg::Native => AttachMode::Native,
                 XdpModeArg::Generic => AttachMode::Generic,

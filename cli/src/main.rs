@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod bulk;
 mod client;
 mod probe;
@@ -38,6 +39,9 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// An iperf3 client (tests against `iperf3 -s`) on xtcp's own TCP.
     Client(client::ClientArgs),
+    /// xtcp against the kernel's TCP, side by side (iperf3 tests), over a
+    /// sweep, on a test network of its own.
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -58,6 +62,7 @@ fn main() {
         Cmd::Recv(a) => bulk::recv(a),
         Cmd::Serve(a) => serve::serve(a),
         Cmd::Client(a) => client::client(a),
+        Cmd::Bench(a) => bench::bench(a),
     };
     if let Err(e) = r {
         eprintln!("xtcp: error: {}", error_chain(&e));

@@ -265,6 +265,10 @@ fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
         AddressFamily::INET6
     };
     let fd = socket(fam, SocketType::STREAM, None)?;
+    // Binds over TIME-WAIT remains of an earlier user of the port (a bench
+    // runs kernel and xtcp servers in turn); a socket that is bound or
+    // listening still makes this fail.
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
     bind(&fd, &addr)?;
     Ok(Reservation(fd))
 }
