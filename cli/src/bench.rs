@@ -352,6 +352,9 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a plot panel shows of a sample.
+type Metric = fn(&Sample) -> f64;
+
 /// Two panels (Gbit/s, CPU s/GiB) against the MTU, one line per pair
 /// (medians).
 fn plot(samples: &[Sample]) -> String {
@@ -366,8 +369,7 @@ fn plot(samples: &[Sample]) -> String {
          fill=\"white\"/>\n",
         2.0 * h
     );
-    let panels: [(&str, fn(&Sample) -> f64); 2] =
-        [("Gbit/s", |s| s.gbps), ("CPU s/GiB", |s| s.cpu_s_per_gib)];
+    let panels: [(&str, Metric); 2] = [("Gbit/s", |s| s.gbps), ("CPU s/GiB", |s| s.cpu_s_per_gib)];
     for (pi, (label, f)) in panels.iter().enumerate() {
         let y0 = pi as f64 * h;
         let series: Vec<(usize, Vec<(u32, f64)>)> = PAIRS
