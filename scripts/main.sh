@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The main job: build xtcp, show what the host offers, measure raw AF_XDP
-# rates, then xtcp's TCP against the kernel's, side by side, on test networks
-# of its own (two namespaces, one veth pair each, removed afterwards).
-# Run as root. Extra arguments go to every `xtcp xsk-bench` run.
-# XTCP_DURATION: seconds per xsk-bench run (5); XTCP_BYTES: bytes per
-# transfer in the TCP comparison (2G); XTCP_MTUS: its MTUs.
+# rates, then `xtcp bench`: xtcp's TCP against the kernel's, side by side
+# (iperf3 tests), over an MTU sweep, on test networks of its own (two
+# namespaces, one veth pair each, removed afterwards).
+# Run as root. Extra arguments go to `xtcp bench`.
+# XTCP_DURATION: seconds per xsk-bench run (5); XTCP_MTUS: bench MTUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -16,8 +16,7 @@ echo "== xtcp probe lo (host facts: kernel, privileges, hugepages)"
 "$XTCP" probe lo
 for size in 64 1500 9000 65000; do
     echo "== xtcp xsk-bench --testnet --size $size"
-    "$XTCP" xsk-bench --testnet --size "$size" --duration "${XTCP_DURATION:-5}" "$@"
+    "$XTCP" xsk-bench --testnet --size "$size" --duration "${XTCP_DURATION:-5}"
 done
-echo "== xtcp send / recv against kernel TCP, side by side (benches/engine-vs-kernel.py)"
-python3 benches/engine-vs-kernel.py --xtcp "$XTCP" --bytes "${XTCP_BYTES:-2G}" \
-    --mtu "${XTCP_MTUS:-1500,9000,16384,32768,65535}" --repeat 1
+echo "== xtcp bench: xtcp against kernel TCP, side by side"
+"$XTCP" bench --mtu "${XTCP_MTUS:-1500,9000,16384,32768,65535}" "$@"
