@@ -4,9 +4,13 @@
 //!   AF_XDP socket with Ethernet and IP framing, receive-checksum policy and
 //!   drop counters;
 //! - [`thread`]: one pinned worker per queue — its connections, timers,
-//!   application sources and sinks, counters;
+//!   application sources and sinks, connections handed over to an
+//!   application in the control thread, counters;
+//! - [`registry`]: which worker owns which connection (lock-free), for
+//!   segments that arrive on another worker's queue;
 //! - [`engine`]: setup (addresses, port reservation, steering, sockets),
-//!   the control thread, lifecycle and teardown.
+//!   the control thread (counters, connection reports, an optional
+//!   [`App`] such as the iperf3 server or client), lifecycle and teardown.
 
 pub mod engine;
 pub mod port;
