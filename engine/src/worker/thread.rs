@@ -859,6 +859,7 @@ impl Worker {
             gone,
             max_seg_frames,
             shared,
+            held,
             ..
         } = self;
         if let Some(l) = listener.as_mut() {
@@ -968,6 +969,8 @@ impl Worker {
             if closed.is_some() {
                 add_stats(gone, s.conn.stats());
                 shared.registry.remove(s.key);
+                let key = s.key;
+                held.retain(|(k, _)| *k != key);
                 slots.swap_remove(i);
                 continue;
             }
