@@ -85,6 +85,19 @@ fn cached_matches(p: &Path) -> bool {
     true
 }
 
+/// Starts xtcp in side A's namespace with its stderr piped.
+fn spawn_xtcp(net: &TestNet, args: &[String]) -> Reap {
+    Reap(
+        net.a
+            .ns
+            .command(XTCP)
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Waits (bounded) for a child with piped stderr to exit; returns its status
 /// and what it printed there.
 fn wait_exit(child: &mut Reap, limit_s: u64, what: &str) -> (std::process::ExitStatus, String) {
@@ -228,15 +241,7 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool) {
         "--out".into(),
         out_file.display().to_string(),
     ]);
-    let xtcp = net
-        .a
-        .ns
-        .command(XTCP)
-        .args(&args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let xtcp = Reap(xtcp);
+    let xtcp = spawn_xtcp(net, &args);
     // Retry the connect while xtcp starts.
     let mut sent = false;
     for _ in 0..50 {
@@ -319,15 +324,7 @@ fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
         "--bytes".into(),
         "1T".into(),
     ]);
-    let xtcp = net
-        .a
-        .ns
-        .command(XTCP)
-        .args(&args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut xtcp = Reap(xtcp);
+    let mut xtcp = spawn_xtcp(&net, &args);
     std::thread::sleep(Duration::from_secs(2));
     socat.0.kill().unwrap();
     let (status, err) = wait_exit(&mut xtcp, 120, "xtcp send did not notice the dead peer");
@@ -448,15 +445,7 @@ fn sigint_closes_connections_and_detaches() {
         "--grace".into(),
         "1".into(),
     ]);
-    let xtcp = net
-        .a
-        .ns
-        .command(XTCP)
-        .args(&args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut xtcp = Reap(xtcp);
+    let mut xtcp = spawn_xtcp(&net, &args);
     std::thread::sleep(Duration::from_secs(1));
     // A kernel sender that would run for minutes.
     let sender = net

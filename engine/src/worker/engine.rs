@@ -330,7 +330,8 @@ fn zc_max_segs(iface: &str) -> Option<u32> {
     }
 }
 
-fn process_cpu() -> f64 {
+/// CPU seconds this process has used so far (all threads).
+pub fn process_cpu() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }

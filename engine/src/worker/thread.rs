@@ -322,6 +322,27 @@ pub struct AppConn {
 }
 
 impl AppConn {
+    /// A connection `id` taking orders from `orders`; `announce` is the
+    /// sender handed to the application once an active open is established
+    /// (`None`: accepted, announced at once by the caller).
+    fn new(id: usize, orders: Receiver<AppOut>, announce: Option<Sender<AppOut>>) -> AppConn {
+        AppConn {
+            id,
+            orders,
+            mode: AppMode::Cookie,
+            budget: COOKIE_BUDGET,
+            pending: Vec::new(),
+            close: false,
+            counted: 0,
+            retransmits: 0,
+            last_count: None,
+            eof_sent: false,
+            drain: None,
+            announce,
+            send_left: 0,
+        }
+    }
+
     /// Reports the bytes and retransmissions since the last count.
     fn report_count(&mut self, c: &Connection, out: &Sender<Msg>) {
         let retrans = c.stats().retransmits;
@@ -629,21 +650,7 @@ impl Worker {
             );
             if self.shared.deferred {
                 let (tx, rx) = crossbeam_channel::bounded(1024);
-                slot.appconn = Some(Box::new(AppConn {
-                    id: i,
-                    orders: rx,
-                    mode: AppMode::Cookie,
-                    budget: COOKIE_BUDGET,
-                    pending: Vec::new(),
-                    close: false,
-                    counted: 0,
-                    retransmits: 0,
-                    last_count: None,
-                    eof_sent: false,
-                    drain: None,
-                    announce: Some(tx),
-                    send_left: 0,
-                }));
+                slot.appconn = Some(Box::new(AppConn::new(i, rx, Some(tx))));
             }
             self.slots.push(slot);
         }
@@ -788,21 +795,7 @@ impl Worker {
                             s.established = Some(now);
                             if matches!(shared.sinks, SinkKind::App) {
                                 let (tx, rx) = crossbeam_channel::bounded(1024);
-                                s.appconn = Some(Box::new(AppConn {
-                                    id,
-                                    orders: rx,
-                                    mode: AppMode::Cookie,
-                                    budget: COOKIE_BUDGET,
-                                    pending: Vec::new(),
-                                    close: false,
-                                    counted: 0,
-                                    retransmits: 0,
-                                    last_count: None,
-                                    eof_sent: false,
-                                    drain: None,
-                                    announce: None,
-                                    send_left: 0,
-                                }));
+                                s.appconn = Some(Box::new(AppConn::new(id, rx, None)));
                                 // The control thread drains this channel
                                 // all the time; a connection is accepted
                                 // once, not per packet.

@@ -12,9 +12,9 @@ use crossbeam_channel::Sender;
 
 use super::{
     ClientConfig, ClientSession, Cookie, EndReport, Error, Event, Results, Role, StreamInfo,
-    StreamStats,
+    StreamStats, cpu_util,
 };
-use crate::worker::{App, AppIn, AppOut, Opener};
+use crate::worker::{App, AppIn, AppOut, Opener, process_cpu};
 
 /// How the test went.
 #[derive(Debug, Clone)]
@@ -92,11 +92,6 @@ pub fn send_limit(params: &super::TestParams, streams: &[StreamInfo]) -> Option<
     Some(total.div_ceil(senders))
 }
 
-fn process_cpu() -> f64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-}
-
 impl Iperf3Client {
     /// A client for one test; `on_interval` is called every `interval`
     /// while data moves.
@@ -171,10 +166,7 @@ impl Iperf3Client {
             (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
             _ => 0.0,
         };
-        let cpu = process_cpu() - self.cpu_start;
-        let wall = self
-            .started
-            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+        let util = cpu_util(self.cpu_start, self.started, now);
         self.outcome = Some(ClientOutcome {
             result,
             streams: self
@@ -184,7 +176,7 @@ impl Iperf3Client {
                 .unwrap_or_default(),
             peer: self.peer.take(),
             seconds,
-            cpu_util: if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 },
+            cpu_util: util,
         });
     }
 
@@ -193,19 +185,7 @@ impl Iperf3Client {
             return;
         }
         self.stopping = None;
-        let cpu = process_cpu() - self.cpu_start;
-        let wall = self
-            .started
-            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
-        let util = if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 };
-        let report = EndReport {
-            cpu_util_total: util,
-            cpu_util_user: util,
-            cpu_util_system: 0.0,
-            sender_has_retransmits: true,
-            congestion_used: None,
-            server_output_text: None,
-        };
+        let report = EndReport::engine(cpu_util(self.cpu_start, self.started, now), None);
         if let Some(s) = self.session.as_mut() {
             if let Err(e) = s.end_test(now, report) {
                 self.finish(now, Err(e));

@@ -174,6 +174,38 @@ pub struct EndReport {
     pub server_output_text: Option<String>,
 }
 
+/// This process's CPU use since `cpu_start` (from
+/// [`crate::worker::process_cpu`]) over the wall time since `started`, in
+/// percent of one core; 0 before a start.
+pub(crate) fn cpu_util(
+    cpu_start: f64,
+    started: Option<std::time::Instant>,
+    now: std::time::Instant,
+) -> f64 {
+    let wall = started.map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+    if wall > 0.0 {
+        (crate::worker::process_cpu() - cpu_start) / wall * 100.0
+    } else {
+        0.0
+    }
+}
+
+impl EndReport {
+    /// The report of an engine side: CPU as [`cpu_util`] measures it (all
+    /// counted as user time: the engine does not split it), retransmits
+    /// counted on sending streams.
+    pub(crate) fn engine(util: f64, server_output_text: Option<String>) -> EndReport {
+        EndReport {
+            cpu_util_total: util,
+            cpu_util_user: util,
+            cpu_util_system: 0.0,
+            sender_has_retransmits: true,
+            congestion_used: None,
+            server_output_text,
+        }
+    }
+}
+
 /// Default time a peer may take for each handshake step.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -23,10 +23,10 @@ use crossbeam_channel::Sender;
 use super::connect::send_limit;
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
-    ServerSession, StreamInfo, TestParams, route,
+    ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
 use crate::tcp::FourTuple;
-use crate::worker::{App, AppIn, AppOut};
+use crate::worker::{App, AppIn, AppOut, process_cpu};
 
 /// How a finished test went.
 #[derive(Debug, Clone)]
@@ -93,11 +93,6 @@ impl std::fmt::Debug for Iperf3Server {
     }
 }
 
-fn process_cpu() -> f64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-}
-
 impl Iperf3Server {
     /// A server; `on_test` is called when a test ends.
     pub fn new(config: ServerConfig, on_test: Box<dyn FnMut(&TestOutcome)>) -> Iperf3Server {
@@ -134,24 +129,12 @@ impl Iperf3Server {
         }
         t.stopping = None;
         let data = std::mem::take(&mut t.data);
-        let wall = t
-            .started
-            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
-        let cpu = process_cpu() - t.cpu_start;
-        let util = if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 };
         let text = format!(
             "xtcp serve: {} bytes received, {} sent\n",
             t.session.counted_bytes(Role::Receive),
             t.session.counted_bytes(Role::Send)
         );
-        let report = EndReport {
-            cpu_util_total: util,
-            cpu_util_user: util,
-            cpu_util_system: 0.0,
-            sender_has_retransmits: true,
-            congestion_used: None,
-            server_output_text: Some(text),
-        };
+        let report = EndReport::engine(cpu_util(t.cpu_start, t.started, now), Some(text));
         if let Err(e) = t.session.end_test(now, report) {
             t.result.get_or_insert(Err(e));
         }
