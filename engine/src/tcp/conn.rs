@@ -28,7 +28,7 @@
 use super::cc::CongestionControl;
 use super::isn::IsnGenerator;
 use super::ranges::RangeSet;
-use super::recv::RecvBuffer;
+use super::recv::{RecvBuffer, RecvWindow};
 use super::rtt::RttEstimator;
 use super::send::{FrameChunk, SendBuffer};
 use super::{CloseReason, Config, ConnectionError, Event, FourTuple, Stats, WriteError};
@@ -322,6 +322,19 @@ impl Connection {
     /// Receive-window limit now in force (grows when autotuned).
     pub fn recv_window_limit(&self) -> usize {
         self.recv.limit()
+    }
+    /// Changes the receive-window policy of this connection (iperf3's `-w`,
+    /// applied after the handshake): a [`RecvWindow::Fixed`] limit is
+    /// clamped to the receive buffer ([`Config::recv_buffer`]); the window
+    /// already offered is never retracted, it stops growing until the
+    /// application has read enough. Returns the limit now in force.
+    pub fn set_recv_window(&mut self, policy: RecvWindow) -> usize {
+        self.recv.set_policy(policy);
+        self.recv.limit()
+    }
+    /// The receive buffer: the largest window this connection can offer.
+    pub fn recv_buffer(&self) -> usize {
+        self.recv.capacity()
     }
     /// Negotiated options: (window scaling, SACK, timestamps).
     pub fn negotiated(&self) -> (bool, bool, bool) {

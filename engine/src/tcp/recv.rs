@@ -110,6 +110,25 @@ impl RecvBuffer {
         self.limit
     }
 
+    /// Changes the policy: a fixed limit applies at once (clamped to the
+    /// buffer; the right edge already offered is never taken back, the
+    /// window just stops moving until the reader catches up); autotuning
+    /// starts from the larger of `initial` and the limit in force.
+    pub(crate) fn set_policy(&mut self, policy: RecvWindow) {
+        self.limit = match policy {
+            RecvWindow::Fixed(n) => n,
+            RecvWindow::AutoTune { initial } => initial.max(self.limit),
+        }
+        .clamp(1, self.cap);
+        self.policy = policy;
+        self.tune_start = None;
+    }
+
+    /// The buffer size: the largest limit possible.
+    pub(crate) fn capacity(&self) -> usize {
+        self.cap
+    }
+
     /// Out-of-order ranges as stream offsets (ascending).
     pub(crate) fn ooo_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let base = self.nxt;

@@ -1871,3 +1871,35 @@ fn early_retransmit_with_few_segments_outstanding() {
     assert_eq!(out(&mut c, ms(31))[0].repr.seq, iss + 1);
     assert_eq!(c.stats().early_retransmits, 0);
 }
+
+#[test]
+fn a_fixed_window_set_after_the_handshake_bounds_what_the_peer_may_send() {
+    let (mut a, mut b) = pair();
+    // Default: autotuned from 64 KiB; `-w 8K` applied after the handshake.
+    // A limit beyond the receive buffer is clamped to it.
+    assert_eq!(
+        b.set_recv_window(RecvWindow::Fixed(usize::MAX)),
+        b.recv_buffer()
+    );
+    assert_eq!(b.set_recv_window(RecvWindow::Fixed(8192)), 8192);
+    let data = vec![7u8; 256 * 1024];
+    let mut t = 2;
+    let mut total = 0;
+    // Rounds without the reader: the right edge already offered (up to
+    // 64 KiB) is honoured, never retracted, and not moved further.
+    a.write(&data).unwrap();
+    exchange(&mut a, &mut b, ms(t));
+    let first = b.readable();
+    assert!(first <= 64 * 1024, "{first}");
+    // From now on, each read of everything opens at most 8 KiB more.
+    for _ in 0..20 {
+        let n = b.readable();
+        let mut sink = vec![0u8; n];
+        total += b.read(ms(t), &mut sink);
+        t += 1;
+        exchange(&mut a, &mut b, ms(t));
+        assert!(b.readable() <= 8192, "{} readable", b.readable());
+        assert!(a.send_window() <= 8192, "{}", a.send_window());
+    }
+    assert!(total > first, "the transfer went on");
+}

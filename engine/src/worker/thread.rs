@@ -33,8 +33,8 @@ use super::port::{PortCounters, XskPort};
 use super::registry::{Key, Registry};
 use crate::app::bulk::{Produced, Sink, Source};
 use crate::tcp::{
-    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, SeqNumber, State,
-    Stats, TcpRepr, reset_for,
+    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, RecvWindow,
+    SeqNumber, State, Stats, TcpRepr, reset_for,
 };
 use crate::xsk::XskStats;
 
@@ -241,6 +241,8 @@ pub enum AppIn {
         bytes: u64,
         /// Retransmitted segments since the last count.
         retransmits: u64,
+        /// The smoothed RTT now (None before the first sample).
+        rtt: Option<Duration>,
     },
     /// [`AppOut::Stop`] done: no more counts follow.
     Stopped {
@@ -272,6 +274,9 @@ pub enum AppOut {
     },
     /// Stop sending and counting; report the last count and [`AppIn::Stopped`].
     Stop,
+    /// Never offer a receive window above this many bytes (iperf3's `-w`;
+    /// clamped to the receive buffer).
+    Window(usize),
     /// Close (FIN) once everything written so far is queued.
     Close,
     /// Reset.
@@ -350,6 +355,7 @@ impl AppConn {
             id: self.id,
             bytes: std::mem::take(&mut self.counted),
             retransmits: retrans - self.retransmits,
+            rtt: c.srtt(),
         }));
         self.retransmits = retrans;
     }
@@ -1022,6 +1028,9 @@ impl Slot {
                 AppOut::Stop => {
                     a.mode = AppMode::Stopped;
                     a.stopped(c, out);
+                }
+                AppOut::Window(n) => {
+                    c.set_recv_window(RecvWindow::Fixed(n));
                 }
                 AppOut::Close => a.close = true,
                 AppOut::Abort => {
