@@ -46,6 +46,11 @@ pub struct ClientArgs {
     /// Both directions at once.
     #[arg(long)]
     pub bidir: bool,
+    /// Receive window of each data stream (e.g. 64K): xtcp's when it
+    /// receives, and sent to the server for its side, like iperf3's `-w`
+    /// (at most the engine's `--rcvbuf`).
+    #[arg(short = 'w', long = "window", value_parser = parse_size)]
+    pub window: Option<u64>,
     /// Block length (iperf3 counts -k in blocks of this size).
     #[arg(short = 'l', long = "length", value_parser = parse_size)]
     pub length: Option<u64>,
@@ -143,6 +148,21 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             Some(l) => u32::try_from(l).context("-l is too large")?,
             None => TestParams::default().block_len,
         },
+        window: match a.window {
+            Some(w) => Some(
+                u32::try_from(w)
+                    .ok()
+                    .filter(|&w| w > 0 && w as usize <= rcvbuf_limit(&cfg))
+                    .with_context(|| {
+                        format!(
+                            "-w {w}: the window must be between 1 byte and the receive buffer \
+                             ({} bytes; raise it with --rcvbuf)",
+                            rcvbuf_limit(&cfg)
+                        )
+                    })?,
+            ),
+            None => None,
+        },
         ..TestParams::default()
     };
     let config = ClientConfig {
@@ -153,25 +173,21 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let json_out = a.json_output;
     let intervals = Rc::new(RefCell::new(Vec::<Interval>::new()));
     let iv_store = intervals.clone();
-    let print_iv = !json_out && a.interval > 0.0;
+    let print_iv = !json_out;
+    let bidir = a.bidir;
     let mut app = Iperf3Client::new(
         config,
         Cookie::from_entropy(&entropy()),
-        Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0)),
+        (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
         Box::new(move |iv: &Interval| {
             if print_iv {
-                let secs = iv.end - iv.start;
-                let b = iv.sent + iv.received;
-                println!(
-                    "[SUM] {:6.2}-{:<6.2} sec  {:>12}  {:6.2} Gbits/sec",
-                    iv.start,
-                    iv.end,
-                    human(b as f64),
-                    rate(b, secs)
-                );
-                let _ = std::io::stdout().flush();
+                let mut out = std::io::stdout().lock();
+                for line in interval_lines(iv, bidir) {
+                    let _ = writeln!(out, "{line}");
+                }
+                let _ = out.flush();
             }
-            iv_store.borrow_mut().push(*iv);
+            iv_store.borrow_mut().push(iv.clone());
         }),
     );
     let remote = SocketAddr::new(a.host, a.port);
@@ -180,7 +196,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             "Connecting to host {}, port {} (xtcp on {})",
             a.host, a.port, cfg.iface
         );
-        println!("[ ID] Interval           Transfer     Bitrate");
+        println!("[ ID] Interval           Transfer     Bitrate         Retr  RTT");
     }
     let flag = interrupt_flag()?;
     let role = Role::ConnectApp {
@@ -224,27 +240,28 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         };
         let streams: Vec<_> = rows
             .iter()
-            .map(|&(id, s, r, re, _)| {
+            .zip(&o.rtt)
+            .map(|(&(id, s, r, re, _), rtt)| {
+                let mut sender = json!({ "socket": id, "start": 0.0, "end": secs,
+                    "seconds": secs, "bytes": s,
+                    "bits_per_second": s as f64 * 8.0 / secs.max(1e-9),
+                    "retransmits": re.unwrap_or(0), "sender": true });
+                // Measured by this side, so only for streams it sent on
+                // (iperf3 reports the sender's tcp_info RTT, in µs).
+                if let Some(t) = rtt.filter(|_| re.is_some()) {
+                    sender["min_rtt"] = json!(t.min.as_micros() as u64);
+                    sender["max_rtt"] = json!(t.max.as_micros() as u64);
+                    sender["mean_rtt"] = json!(t.mean().map_or(0, |m| m.as_micros() as u64));
+                }
                 json!({
-                    "sender": { "socket": id, "start": 0.0, "end": secs, "seconds": secs,
-                                "bytes": s, "bits_per_second": s as f64 * 8.0 / secs.max(1e-9),
-                                "retransmits": re.unwrap_or(0), "sender": true },
+                    "sender": sender,
                     "receiver": { "socket": id, "start": 0.0, "end": secs, "seconds": secs,
                                   "bytes": r, "bits_per_second": r as f64 * 8.0 / secs.max(1e-9),
                                   "sender": false },
                 })
             })
             .collect();
-        let ivs: Vec<_> = intervals
-            .borrow()
-            .iter()
-            .map(|iv| {
-                let b = iv.sent + iv.received;
-                json!({ "streams": [], "sum": { "start": iv.start, "end": iv.end,
-                        "seconds": iv.end - iv.start, "bytes": b,
-                        "bits_per_second": rate(b, iv.end - iv.start) * 1e9 } })
-            })
-            .collect();
+        let ivs: Vec<_> = intervals.borrow().iter().map(interval_json).collect();
         let v = json!({
             "start": {
                 "connecting_to": { "host": a.host.to_string(), "port": a.port },
@@ -311,6 +328,86 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         bail!("the test failed: {e}");
     }
     Ok(())
+}
+
+/// The largest `-w`: the engine's receive buffer.
+fn rcvbuf_limit(cfg: &xtcp_engine::worker::EngineConfig) -> usize {
+    cfg.tcp.recv_buffer
+}
+
+/// An interval as iperf3's `-J` writes it: per stream, and summed.
+fn interval_json(iv: &Interval) -> serde_json::Value {
+    let secs = iv.seconds();
+    let streams: Vec<_> = iv
+        .streams
+        .iter()
+        .map(|s| {
+            let mut v = json!({ "socket": s.id.0, "start": iv.start, "end": iv.end,
+                "seconds": secs, "bytes": s.bytes,
+                "bits_per_second": rate(s.bytes, secs) * 1e9,
+                "omitted": iv.omitted, "sender": s.role == StreamRole::Send });
+            if s.role == StreamRole::Send {
+                v["retransmits"] = json!(s.retransmits);
+                if let Some(r) = s.rtt {
+                    v["rtt"] = json!(r.as_micros() as u64);
+                }
+            }
+            v
+        })
+        .collect();
+    let b = iv.sent() + iv.received();
+    json!({ "streams": streams, "sum": { "start": iv.start, "end": iv.end,
+        "seconds": secs, "bytes": b, "bits_per_second": rate(b, secs) * 1e9,
+        "retransmits": iv.retransmits(), "omitted": iv.omitted,
+        "sender": iv.sent() > 0 || iv.received() == 0 } })
+}
+
+/// An interval as iperf3 prints it: a line per stream (`[  5]`; with
+/// `--bidir` marked `[TX]`/`[RX]`), and a `[SUM]` line when there are
+/// several streams. Sending streams show retransmits and the smoothed RTT.
+pub(crate) fn interval_lines(iv: &Interval, bidir: bool) -> Vec<String> {
+    let secs = iv.seconds();
+    let omitted = if iv.omitted { "  (omitted)" } else { "" };
+    let mut lines: Vec<String> = iv
+        .streams
+        .iter()
+        .map(|s| {
+            let tag = match (bidir, s.role) {
+                (false, _) => "",
+                (true, StreamRole::Send) => "[TX]",
+                (true, StreamRole::Receive) => "[RX]",
+            };
+            let extra = match s.role {
+                StreamRole::Send => format!(
+                    "  {:>5}  {}",
+                    s.retransmits,
+                    s.rtt
+                        .map_or_else(|| "-".to_owned(), |r| format!("{} us", r.as_micros()))
+                ),
+                StreamRole::Receive => String::new(),
+            };
+            format!(
+                "[{:3}]{tag} {:6.2}-{:<6.2} sec  {:>12}  {:6.2} Gbits/sec{extra}{omitted}",
+                s.id.0,
+                iv.start,
+                iv.end,
+                human(s.bytes as f64),
+                rate(s.bytes, secs)
+            )
+        })
+        .collect();
+    if iv.streams.len() > 1 {
+        let b = iv.sent() + iv.received();
+        lines.push(format!(
+            "[SUM] {:6.2}-{:<6.2} sec  {:>12}  {:6.2} Gbits/sec  {:>5}{omitted}",
+            iv.start,
+            iv.end,
+            human(b as f64),
+            rate(b, secs),
+            iv.retransmits()
+        ));
+    }
+    lines
 }
 
 fn config_block(a: &ClientArgs) -> u64 {

@@ -7,10 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
-use xtcp_engine::app::iperf3::{Iperf3Server, ServerConfig, TestOutcome};
+use std::time::Duration;
+
+use xtcp_engine::app::iperf3::{Interval, Iperf3Server, ServerConfig, TestOutcome};
 use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::bulk::{EngineArgs, interrupt_flag};
+use crate::client::interval_lines;
 
 /// Arguments of `xtcp serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -25,11 +28,18 @@ pub struct ServeArgs {
     /// exit status.
     #[arg(short = '1', long)]
     pub one_off: bool,
+    /// Seconds between interval lines while a test runs (0: none).
+    #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
+    pub interval: f64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
 
 fn describe(o: &TestOutcome) -> String {
+    let window = match o.params.as_ref().and_then(|p| p.window) {
+        Some(w) => format!(", window {w} bytes (-w)"),
+        None => String::new(),
+    };
     let mode = match &o.params {
         Some(p) if p.bidirectional => "bidirectional",
         Some(p) if p.reverse => "reverse (xtcp sends)",
@@ -49,7 +59,7 @@ fn describe(o: &TestOutcome) -> String {
     };
     format!(
         "xtcp serve: test from {}: {result}; {mode}, {} streams, {:.3} s, received {} bytes \
-         ({:.2} Gbit/s), sent {} bytes ({:.2} Gbit/s)",
+         ({:.2} Gbit/s), sent {} bytes ({:.2} Gbit/s){window}",
         o.client.remote,
         o.streams,
         o.seconds,
@@ -70,6 +80,15 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let failed2 = failed.clone();
     let mut server = Iperf3Server::new(
         ServerConfig::default(),
+        (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
+        Box::new(|iv: &Interval| {
+            let mut out = std::io::stdout().lock();
+            let bidir = iv.sent() > 0 && iv.received() > 0;
+            for line in interval_lines(iv, bidir) {
+                let _ = writeln!(out, "{line}");
+            }
+            let _ = out.flush();
+        }),
         Box::new(move |o: &TestOutcome| {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", describe(o));

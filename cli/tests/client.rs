@@ -114,11 +114,59 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
         "{sent} {recv}"
     );
     assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 1);
-    assert!(v["end"]["streams"][0]["sender"]["retransmits"].is_u64());
+    let sender = &v["end"]["streams"][0]["sender"];
+    assert!(sender["retransmits"].is_u64());
+    // The sender's RTT in µs, as iperf3 reports it from tcp_info.
+    let rtt = |k: &str| {
+        sender[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} in {sender}"))
+    };
+    assert!(
+        0 < rtt("min_rtt")
+            && rtt("min_rtt") <= rtt("mean_rtt")
+            && rtt("mean_rtt") <= rtt("max_rtt"),
+        "{sender}"
+    );
+    // Per-stream intervals that add up to what was sent.
+    let ivs = v["intervals"].as_array().unwrap();
+    let mut total = 0;
+    for iv in ivs {
+        let st = iv["streams"].as_array().unwrap();
+        assert_eq!(st.len(), 1, "{iv}");
+        assert_eq!(st[0]["socket"], 1, "{iv}");
+        assert_eq!(st[0]["bytes"], iv["sum"]["bytes"], "{iv}");
+        assert!(st[0]["rtt"].as_u64().unwrap() > 0, "{iv}");
+        total += st[0]["bytes"].as_u64().unwrap();
+    }
+    assert_eq!(total, sent, "{ivs:?}");
 
     // Reverse: the kernel sends, xtcp receives.
     let v = xtcp_client(&net, 1, &["-t", "2", "-R"]);
     assert!(bytes(&v, &["end", "sum_received", "bytes"]) > 0, "{v}");
+    let w = window_seen_by_kernel_sender(&net, &["-t", "2", "-R"]);
+    assert!(w > 32 << 10, "autotuned window: snd_wnd {w}");
+    // `-w 16K` in reverse: xtcp receives with that window; the kernel
+    // sender's snd_wnd (from `ss`) shows it.
+    let w = window_seen_by_kernel_sender(&net, &["-t", "3", "-R", "-w", "16K"]);
+    assert!(w <= (16 << 10) + 128, "snd_wnd {w}");
+    // Beyond the receive buffer: refused, with what to do.
+    let out = net
+        .a
+        .ns
+        .command(XTCP)
+        .args([
+            "client",
+            "--iface",
+            &net.a.iface,
+            "-c",
+            &net.b.ip4.to_string(),
+        ])
+        .args(["--rcvbuf", "64K", "-w", "1M"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--rcvbuf"), "{err}");
 
     // Both directions.
     let v = xtcp_client(&net, 1, &["-t", "2", "--bidir"]);
@@ -134,6 +182,45 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     assert_eq!(bytes(&v, &["end", "sum_received", "bytes"]), 64 << 20);
 }
 
+/// Runs `xtcp client` with `extra` (a reverse test: the kernel sends) and,
+/// a second into it, reads the kernel sender's `snd_wnd` (the window xtcp
+/// offers) with `ss` in the server's namespace.
+fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
+    let ip = net.b.ip4.to_string();
+    let mut child = net
+        .a
+        .ns
+        .command(XTCP)
+        .args(["client", "--iface", &net.a.iface, "--bind", "copy"])
+        .args(["--rx-csum", "verify", "--frames", "8192", "-c", &ip, "-J"])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let ss = net
+        .b
+        .ns
+        .command("ss")
+        .args(["-tinH", "state", "established"])
+        .output()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "xtcp client {extra:?}");
+    // The data connection is the one that moved megabytes.
+    let text = String::from_utf8_lossy(&ss.stdout);
+    let field = |l: &str, k: &str| -> Option<u64> {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+    };
+    text.lines()
+        .filter(|l| field(l, "bytes_acked:").is_some_and(|b| b > 1 << 20))
+        .find_map(|l| field(l, "snd_wnd:"))
+        .unwrap_or_else(|| panic!("no busy connection in ss output: {text}"))
+}
+
 #[test]
 fn against_stock_iperf3_server_four_streams_over_two_queues() {
     let net = testnet(2);
@@ -143,6 +230,42 @@ fn against_stock_iperf3_server_four_streams_over_two_queues() {
     assert_eq!(streams.len(), 4, "{v}");
     for s in streams {
         assert!(s["receiver"]["bytes"].as_u64().unwrap() > 0, "{s}");
+    }
+    // Every interval has the four streams (iperf3's ids 1, 3, 4, 5) and
+    // their sum.
+    for iv in v["intervals"].as_array().unwrap() {
+        let st = iv["streams"].as_array().unwrap();
+        let ids: Vec<u64> = st.iter().map(|s| s["socket"].as_u64().unwrap()).collect();
+        assert_eq!(ids, [1, 3, 4, 5], "{iv}");
+        let sum: u64 = st.iter().map(|s| s["bytes"].as_u64().unwrap()).sum();
+        assert_eq!(iv["sum"]["bytes"].as_u64(), Some(sum), "{iv}");
+    }
+    // The text output: a line per stream and a [SUM] line each interval.
+    let out = net
+        .a
+        .ns
+        .command(XTCP)
+        .args([
+            "client",
+            "--iface",
+            &net.a.iface,
+            "--queues",
+            "2",
+            "--bind",
+            "copy",
+        ])
+        .args(["--rx-csum", "verify", "--frames", "8192"])
+        .args(["-c", &net.b.ip4.to_string(), "-t", "2", "-P", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for tag in [
+        "[  1]   0.00-1.00 ",
+        "[  3]   0.00-1.00 ",
+        "[SUM]   0.00-1.00 ",
+    ] {
+        assert!(text.contains(tag), "{tag:?} in {text}");
     }
 }
 

@@ -1,6 +1,7 @@
 //! `xtcp serve` against Debian's stock `iperf3 -c`: forward, reverse,
 //! parallel streams over two queues, byte counts in `-J` equal to xtcp's,
-//! tests back to back, and a garbage client that must not stop the server.
+//! tests back to back, `-w`, the server's interval lines, and garbage or
+//! killed clients that must not stop the server.
 //! Root needed (CI runs as root); each test builds its own namespaces.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -78,9 +79,22 @@ impl Server {
 
     /// The next test report line.
     fn outcome(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("xtcp serve reports each test")
+        self.outcome_and_intervals().0
+    }
+
+    /// The next test report line, and the interval lines printed before it.
+    fn outcome_and_intervals(&self) -> (String, Vec<String>) {
+        let mut intervals = Vec::new();
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("xtcp serve reports each test");
+            if l.starts_with("xtcp serve: test") {
+                return (l, intervals);
+            }
+            intervals.push(l);
+        }
     }
 }
 
@@ -138,11 +152,61 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
 
     // Forward: xtcp receives; iperf3's receiver total is xtcp's count.
     let v = iperf3(&net, &["-t", "2"]);
-    let line = server.outcome();
+    let (line, intervals) = server.outcome_and_intervals();
     assert!(line.contains(": ok;") && line.contains("forward"), "{line}");
     let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
     assert!(got > 0);
     assert_eq!(got, count(&line, "received"), "{line}");
+    // The server's interval lines (one stream, id 1, every second) add up
+    // to what it counted.
+    assert!(intervals.len() >= 2, "{intervals:?}");
+    assert!(
+        intervals[0].starts_with("[  1]   0.00-1.00 "),
+        "{intervals:?}"
+    );
+    let interval_bytes: f64 = intervals
+        .iter()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|x| *x == "sec").unwrap();
+            let n: f64 = w[at + 1].parse().unwrap();
+            n * match w[at + 2] {
+                "GBytes" => f64::from(1u32 << 30),
+                "MBytes" => f64::from(1u32 << 20),
+                u => panic!("unit {u} in {l}"),
+            }
+        })
+        .sum();
+    let rel = (interval_bytes - got as f64).abs() / got as f64;
+    assert!(rel < 0.02, "{interval_bytes} vs {got}: {intervals:?}");
+    // The window xtcp offered the kernel sender (its snd_wnd, per interval):
+    // autotuned, above 32 KiB.
+    let wnd = |v: &serde_json::Value| -> Vec<u64> {
+        v["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .skip(1)
+            .map(|iv| iv["streams"][0]["snd_wnd"].as_u64().unwrap())
+            .collect()
+    };
+    let free = wnd(&v);
+    assert!(free.iter().all(|&w| w > 32 << 10), "{free:?}");
+
+    // `-w 16K`: from the first second on, the kernel sender sees at most
+    // that window (plus one window-scale unit of rounding).
+    let v = iperf3(&net, &["-t", "3", "-w", "16K"]);
+    let line = server.outcome();
+    assert!(
+        line.contains(": ok;") && line.contains("window 16384"),
+        "{line}"
+    );
+    let small = wnd(&v);
+    assert!(
+        !small.is_empty() && small.iter().all(|&w| w <= (16 << 10) + 128),
+        "{small:?}"
+    );
+    assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
 
     // Reverse: xtcp sends.
     let v = iperf3(&net, &["-t", "2", "-R"]);
@@ -154,11 +218,11 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
 
     // A byte count.
-    let v = iperf3(&net, &["-n", "256M"]);
+    let v = iperf3(&net, &["-n", "2G"]);
     let line = server.outcome();
     assert!(line.contains(": ok;"), "{line}");
-    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(256 << 20));
-    assert_eq!(count(&line, "received"), 256 << 20);
+    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(2 << 30));
+    assert_eq!(count(&line, "received"), 2 << 30);
 
     // A byte count in reverse: xtcp sends exactly that many.
     let v = iperf3(&net, &["-n", "128M", "-R"]);
@@ -226,6 +290,24 @@ fn garbage_clients_do_not_stop_the_server() {
     }
     let line = server.outcome();
     assert!(line.contains("failed"), "{line}");
+    // A client killed in the middle of its test (its kernel closes the
+    // control and data connections): that test fails...
+    let mut victim = net
+        .b
+        .ns
+        .command("iperf3")
+        .args(["-c", &net.a.ip4.to_string(), "-t", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    // `ip netns exec` execs iperf3: this PID is the client's.
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let line = server.outcome();
+    assert!(line.contains("failed"), "{line}");
+    assert!(count(&line, "received") > 0, "it was running: {line}");
     // The next stock client is served.
     let v = iperf3(&net, &["-t", "1"]);
     let line = server.outcome();

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
+use super::meter::{Interval, Meter, RttSummary};
 use super::{
     ClientConfig, ClientSession, Cookie, EndReport, Error, Event, Results, Role, StreamInfo,
     StreamStats, cpu_util,
@@ -29,19 +30,9 @@ pub struct ClientOutcome {
     pub seconds: f64,
     /// This process's CPU use over the test, percent of one core.
     pub cpu_util: f64,
-}
-
-/// Bytes moved in one reporting interval.
-#[derive(Debug, Clone, Copy)]
-pub struct Interval {
-    /// Seconds since the start of the test, at the start of the interval.
-    pub start: f64,
-    /// At its end.
-    pub end: f64,
-    /// Bytes sent.
-    pub sent: u64,
-    /// Bytes received.
-    pub received: u64,
+    /// RTT statistics per stream (same order as `streams`; None without
+    /// samples, as for streams this side only received on).
+    pub rtt: Vec<Option<RttSummary>>,
 }
 
 /// The iperf3 client application.
@@ -59,9 +50,7 @@ pub struct Iperf3Client {
     cpu_start: f64,
     peer: Option<Results>,
     outcome: Option<ClientOutcome>,
-    interval: std::time::Duration,
-    next_interval: Option<Instant>,
-    acc: (u64, u64),
+    meter: Meter,
     on_interval: Box<dyn FnMut(&Interval)>,
 }
 
@@ -94,11 +83,11 @@ pub fn send_limit(params: &super::TestParams, streams: &[StreamInfo]) -> Option<
 
 impl Iperf3Client {
     /// A client for one test; `on_interval` is called every `interval`
-    /// while data moves.
+    /// while data moves (None: never).
     pub fn new(
         config: ClientConfig,
         cookie: Cookie,
-        interval: std::time::Duration,
+        interval: Option<std::time::Duration>,
         on_interval: Box<dyn FnMut(&Interval)>,
     ) -> Iperf3Client {
         Iperf3Client {
@@ -115,9 +104,7 @@ impl Iperf3Client {
             cpu_start: 0.0,
             peer: None,
             outcome: None,
-            interval,
-            next_interval: None,
-            acc: (0, 0),
+            meter: Meter::new(interval),
             on_interval,
         }
     }
@@ -167,16 +154,19 @@ impl Iperf3Client {
             _ => 0.0,
         };
         let util = cpu_util(self.cpu_start, self.started, now);
+        let streams: Vec<StreamStats> = self
+            .session
+            .as_ref()
+            .map(|s| s.stream_stats().to_vec())
+            .unwrap_or_default();
+        let rtt = streams.iter().map(|s| self.meter.rtt(s.id)).collect();
         self.outcome = Some(ClientOutcome {
             result,
-            streams: self
-                .session
-                .as_ref()
-                .map(|s| s.stream_stats().to_vec())
-                .unwrap_or_default(),
+            streams,
             peer: self.peer.take(),
             seconds,
             cpu_util: util,
+            rtt,
         });
     }
 
@@ -218,7 +208,8 @@ impl Iperf3Client {
                     self.running = true;
                     self.started = Some(now);
                     self.cpu_start = process_cpu();
-                    self.next_interval = Some(now + self.interval);
+                    let omit = std::time::Duration::from_secs(self.config.params.omit_secs.into());
+                    self.meter.start(now, &self.streams, omit);
                     let limit = send_limit(&self.config.params, &self.streams);
                     for (i, info) in self.streams.iter().enumerate() {
                         if info.role == Role::Send {
@@ -230,6 +221,7 @@ impl Iperf3Client {
                     self.running = false;
                     self.ended = Some(now);
                     self.flush_interval(now);
+                    self.meter.stop();
                     let ids: Vec<usize> = (1..=self.streams.len()).collect();
                     for id in &ids {
                         self.order(*id, AppOut::Stop);
@@ -245,20 +237,7 @@ impl Iperf3Client {
     }
 
     fn flush_interval(&mut self, now: Instant) {
-        let (Some(start), Some(next)) = (self.started, self.next_interval) else {
-            return;
-        };
-        let begin = (next - self.interval).saturating_duration_since(start);
-        let end = now.saturating_duration_since(start);
-        let iv = Interval {
-            start: begin.as_secs_f64(),
-            end: end.as_secs_f64(),
-            sent: self.acc.0,
-            received: self.acc.1,
-        };
-        self.acc = (0, 0);
-        self.next_interval = Some(now + self.interval);
-        if iv.end > iv.start {
+        if let Some(iv) = self.meter.flush(now) {
             (self.on_interval)(&iv);
         }
     }
@@ -291,6 +270,9 @@ impl App for Iperf3Client {
                     return;
                 };
                 let _ = out.try_send(AppOut::Write(self.cookie.as_bytes().to_vec()));
+                if let Some(w) = self.config.params.window {
+                    let _ = out.try_send(AppOut::Window(w as usize));
+                }
                 let _ = out.try_send(if info.role == Role::Send && self.running {
                     AppOut::Send {
                         limit: send_limit(&self.config.params, &self.streams),
@@ -321,16 +303,14 @@ impl App for Iperf3Client {
                 id,
                 bytes,
                 retransmits,
+                rtt,
             } => {
                 if let (Some(info), Some(s)) = (self.info(id), self.session.as_mut()) {
                     s.record_bytes(info.id, bytes);
-                    match info.role {
-                        Role::Send => {
-                            s.record_retransmits(info.id, retransmits);
-                            self.acc.0 += bytes;
-                        }
-                        Role::Receive => self.acc.1 += bytes,
+                    if info.role == Role::Send {
+                        s.record_retransmits(info.id, retransmits);
                     }
+                    self.meter.count(info.id, bytes, retransmits, rtt);
                 }
             }
             AppIn::Stopped { id } => {
@@ -372,7 +352,7 @@ impl App for Iperf3Client {
                 s.handle_timeout(now);
             }
         }
-        if self.running && self.next_interval.is_some_and(|t| now >= t) {
+        if self.running && self.meter.due(now) {
             self.flush_interval(now);
         }
         self.events(now);

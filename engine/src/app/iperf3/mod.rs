@@ -59,6 +59,7 @@
 
 mod client;
 mod connect;
+mod meter;
 mod proto;
 mod serve;
 mod server;
@@ -67,7 +68,8 @@ mod streams;
 use std::time::Duration;
 
 pub use client::{ClientConfig, ClientSession};
-pub use connect::{ClientOutcome, Interval, Iperf3Client};
+pub use connect::{ClientOutcome, Iperf3Client};
+pub use meter::{Interval, RttSummary, StreamInterval};
 pub use proto::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
     MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,

@@ -16,11 +16,12 @@
 //! test only; the server serves the next one.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
 use super::connect::send_limit;
+use super::meter::{Interval, Meter};
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, cpu_util, route,
@@ -74,6 +75,7 @@ struct Test {
     ended: Option<Instant>,
     cpu_start: f64,
     result: Option<Result<(), Error>>,
+    meter: Meter,
 }
 
 /// The iperf3 server application.
@@ -81,6 +83,8 @@ pub struct Iperf3Server {
     config: ServerConfig,
     conns: HashMap<usize, Conn>,
     test: Option<Test>,
+    interval: Option<Duration>,
+    on_interval: Box<dyn FnMut(&Interval)>,
     on_test: Box<dyn FnMut(&TestOutcome)>,
 }
 
@@ -94,12 +98,20 @@ impl std::fmt::Debug for Iperf3Server {
 }
 
 impl Iperf3Server {
-    /// A server; `on_test` is called when a test ends.
-    pub fn new(config: ServerConfig, on_test: Box<dyn FnMut(&TestOutcome)>) -> Iperf3Server {
+    /// A server; `on_interval` is called every `interval` while a test
+    /// runs (None: never), `on_test` when a test ends.
+    pub fn new(
+        config: ServerConfig,
+        interval: Option<Duration>,
+        on_interval: Box<dyn FnMut(&Interval)>,
+        on_test: Box<dyn FnMut(&TestOutcome)>,
+    ) -> Iperf3Server {
         Iperf3Server {
             config,
             conns: HashMap::new(),
             test: None,
+            interval,
+            on_interval,
             on_test,
         }
     }
@@ -180,6 +192,8 @@ impl Iperf3Server {
                         })
                         .collect();
                     let limit = send_limit(&params, &infos);
+                    t.meter
+                        .start(now, &infos, Duration::from_secs(params.omit_secs.into()));
                     for id in senders {
                         self.order(id, AppOut::Send { limit });
                     }
@@ -187,6 +201,10 @@ impl Iperf3Server {
                 Event::TestEnd => {
                     t.running = false;
                     t.ended = Some(now);
+                    if let Some(iv) = t.meter.flush(now) {
+                        (self.on_interval)(&iv);
+                    }
+                    t.meter.stop();
                     let data = t.data.clone();
                     t.stopping = Some(data.clone());
                     for id in data {
@@ -260,6 +278,7 @@ impl App for Iperf3Server {
                             ended: None,
                             cpu_start: process_cpu(),
                             result: None,
+                            meter: Meter::new(self.interval),
                         });
                         if let Some(c) = self.conns.get_mut(&id) {
                             c.kind = Kind::Control;
@@ -296,8 +315,15 @@ impl App for Iperf3Server {
                             Some(info) => {
                                 c.kind = Kind::Data(info);
                                 let running = self.test.as_ref().is_some_and(|t| t.running);
+                                let mut window = None;
                                 if let Some(t) = self.test.as_mut() {
                                     t.data.push(id);
+                                    window = t.session.params().and_then(|p| p.window);
+                                }
+                                // iperf3's `-w`: the receive window of every
+                                // data connection.
+                                if let Some(w) = window {
+                                    self.order(id, AppOut::Window(w as usize));
                                 }
                                 match info.role {
                                     Role::Receive => self.order(id, AppOut::Count),
@@ -325,6 +351,7 @@ impl App for Iperf3Server {
                 id,
                 bytes,
                 retransmits,
+                rtt,
             } => {
                 if let (
                     Some(Conn {
@@ -340,6 +367,7 @@ impl App for Iperf3Server {
                         if info.role == Role::Send {
                             t.session.record_retransmits(info.id, retransmits);
                         }
+                        t.meter.count(info.id, bytes, retransmits, rtt);
                     }
                 }
             }
@@ -369,6 +397,11 @@ impl App for Iperf3Server {
         if let Some(t) = self.test.as_mut() {
             if t.session.poll_timeout().is_some_and(|d| now >= d) {
                 t.session.handle_timeout(now);
+            }
+            if t.running && t.meter.due(now) {
+                if let Some(iv) = t.meter.flush(now) {
+                    (self.on_interval)(&iv);
+                }
             }
         }
         self.events(now);
