@@ -151,6 +151,11 @@ pub struct EngineArgs {
     /// RX descriptors per loop turn.
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
+    /// Most segments one connection queues for transmission per loop turn
+    /// (a turn's burst goes out ahead of the ACKs queued after it: larger
+    /// bursts add queueing delay).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub tx_burst: u32,
     /// Back the UMEM with huge pages.
     #[arg(long)]
     pub hugepages: bool,
@@ -205,6 +210,7 @@ impl EngineArgs {
             frames: self.frames,
             ring: self.ring,
             batch: self.batch,
+            tx_burst: self.tx_burst,
             hugepages: self.hugepages,
             rx_csum: match self.rx_csum {
                 RxCsumArg::Verify => RxCsumPolicy::Verify,

@@ -98,6 +98,11 @@ pub struct EngineConfig {
     pub ring: u32,
     /// RX descriptors per turn.
     pub batch: u32,
+    /// Most segments one connection puts on the TX ring per turn. What one
+    /// turn queues goes out ahead of the ACKs and other connections' data
+    /// queued after it, so this bounds the queueing delay the engine adds
+    /// (see docs/BENCHMARKS.md, "Bursts and queueing delay").
+    pub tx_burst: u32,
     /// Back the UMEM with huge pages.
     pub hugepages: bool,
     /// Receive checksums.
@@ -127,6 +132,7 @@ impl Default for EngineConfig {
             frames: 16384,
             ring: 2048,
             batch: 64,
+            tx_burst: 64,
             hugepages: false,
             rx_csum: RxCsumPolicy::Auto,
             mss: None,
@@ -645,6 +651,7 @@ pub fn run_app(
         report_interval: cfg.report_interval,
         wait: cfg.wait,
         batch: cfg.batch,
+        tx_burst: cfg.tx_burst.max(1) as usize,
     });
     if let Some(a) = app.as_mut() {
         a.start(Opener {

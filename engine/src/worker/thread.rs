@@ -405,6 +405,8 @@ pub struct Shared {
     pub wait: WaitStrategy,
     /// RX batch size.
     pub batch: u32,
+    /// Most segments per connection per turn ([`super::EngineConfig::tx_burst`]).
+    pub tx_burst: usize,
 }
 
 /// A connection with its application state (moves between workers whole).
@@ -896,8 +898,13 @@ impl Worker {
             }
             let mut full = false;
             // A fair share of the TX ring per connection and turn, so that
-            // a bulk sender does not starve the ACKs of its neighbours.
-            let budget = (port.xsk().tx.size() as usize / slots_len).max(8);
+            // a bulk sender does not starve the ACKs of its neighbours, and
+            // at most `tx_burst` segments: what one turn queues goes out
+            // ahead of everything queued after it (the ACKs of the other
+            // direction too), so an unbounded burst is queueing delay.
+            let budget = (port.xsk().tx.size() as usize / slots_len)
+                .max(8)
+                .min(shared.tx_burst);
             for _ in 0..budget {
                 if !port.has_room(*max_seg_frames) {
                     full = true;
