@@ -481,8 +481,9 @@ fn network(a: &BenchArgs) -> anyhow::Result<(TestNet, bool)> {
         None => {
             TestNet::new(config).context("building the test network (xtcp bench runs as root)")?
         }
-        Some((x, y)) => TestNet::adopt(x, y, config)
-            .with_context(|| format!("taking over {x} and {y} (xtcp bench runs as root)"))?,
+        Some((x, y)) => {
+            TestNet::adopt(x, y, config).with_context(|| format!("taking over {x} and {y}"))?
+        }
     };
     if let Some(max) = net.max_mtu()? {
         if let Some(m) = a.mtu.iter().find(|&&m| m > max) {

@@ -627,11 +627,18 @@ fn rings_of(ns: &str, iface: &str) -> Result<Option<Rings>, TestNetError> {
         r => r?,
     };
     let text = String::from_utf8_lossy(&out.stdout);
-    // "Pre-set maximums:" then "Current hardware settings:", each with
-    // "RX:" and "TX:" lines.
-    let (max, now) = text
-        .split_once("Current hardware settings:")
-        .unwrap_or((&text, ""));
+    parse_rings(&text)
+        .map(Some)
+        .ok_or_else(|| TestNetError::Failed {
+            cmd: format!("ethtool -g {iface}"),
+            stderr: format!("cannot read its RX/TX ring sizes from: {text}"),
+        })
+}
+
+/// The RX/TX lines of `ethtool -g`: "Pre-set maximums:" then "Current
+/// hardware settings:".
+fn parse_rings(text: &str) -> Option<Rings> {
+    let (max, now) = text.split_once("Current hardware settings:")?;
     let field = |part: &str, key: &str| {
         part.lines().find_map(|l| {
             l.trim()
@@ -639,23 +646,12 @@ fn rings_of(ns: &str, iface: &str) -> Result<Option<Rings>, TestNetError> {
                 .and_then(|r| r.trim().parse::<u32>().ok())
         })
     };
-    match (
-        field(now, "RX:"),
-        field(now, "TX:"),
-        field(max, "RX:"),
-        field(max, "TX:"),
-    ) {
-        (Some(rx), Some(tx), Some(rx_max), Some(tx_max)) => Ok(Some(Rings {
-            rx,
-            tx,
-            rx_max,
-            tx_max,
-        })),
-        _ => Err(TestNetError::Failed {
-            cmd: format!("ethtool -g {iface}"),
-            stderr: format!("cannot read its RX/TX ring sizes from: {text}"),
-        }),
-    }
+    Some(Rings {
+        rx: field(now, "RX:")?,
+        tx: field(now, "TX:")?,
+        rx_max: field(max, "RX:")?,
+        tx_max: field(max, "TX:")?,
+    })
 }
 
 /// An interface taken over by [`TestNet::adopt`], and what to put back.
@@ -827,4 +823,46 @@ fn wire(
         },
         config,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_sizes_from_ethtool_g() {
+        let out = "Ring parameters for eth1:\n\
+                   Pre-set maximums:\n\
+                   RX:\t\t\t8192\n\
+                   RX Mini:\t\tn/a\n\
+                   RX Jumbo:\t\tn/a\n\
+                   TX:\t\t\t4096\n\
+                   Current hardware settings:\n\
+                   RX:\t\t\t1024\n\
+                   RX Mini:\t\tn/a\n\
+                   RX Jumbo:\t\tn/a\n\
+                   TX:\t\t\t512\n\
+                   RX Buf Len:\t\tn/a\n\
+                   TX Push:\t\toff\n";
+        assert_eq!(
+            parse_rings(out),
+            Some(Rings {
+                rx: 1024,
+                tx: 512,
+                rx_max: 8192,
+                tx_max: 4096
+            })
+        );
+        assert_eq!(
+            parse_rings("Ring parameters for eth1:\nPre-set maximums:\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn default_route_device_is_found_among_the_words() {
+        let routes = b"default via 192.0.2.1 dev eth0 proto dhcp metric 100\n";
+        assert!(words_follow(routes, "dev", "eth0"));
+        assert!(!words_follow(routes, "dev", "eth"));
+    }
 }
