@@ -579,7 +579,11 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                     bail!("interrupted");
                 }
                 bar.set_message(format!("{label}: {pair} (run {}/{})", rep + 1, a.repeat));
-                let v = run_pair(&net, pair, a, p).with_context(|| format!("{label}, {pair}"))?;
+                let v = match run_pair(&net, pair, a, p) {
+                    // Ctrl-C reached iperf3 too: say why the run failed.
+                    Err(_) if interrupted.load(Ordering::Relaxed) => bail!("interrupted"),
+                    r => r.with_context(|| format!("{label}, {pair}"))?,
+                };
                 let mut s = sample(&v, pair);
                 s.mtu = p.mtu;
                 s.rcvbuf = p.rcvbuf.clone();
