@@ -1,19 +1,24 @@
-//! `xtcp bench`: xtcp against the kernel's TCP, side by side, over a sweep,
-//! on a test network of its own (two namespaces joined by a veth pair,
-//! offloads off), removed afterwards.
+//! `xtcp bench`: xtcp against the kernel's TCP, side by side, over a sweep
+//! of MTU, receive buffer, ring size, frame size and MSS clipping, on a test
+//! network of its own (two namespaces joined by a veth pair, offloads off),
+//! removed afterwards — or, with `--iface A,B`, on two existing interfaces
+//! moved into those namespaces for the run and handed back afterwards.
 //!
-//! Each point of the sweep runs, interleaved, `--repeat` times:
-//! kernel → kernel (stock iperf3 at both ends), xtcp client → kernel
-//! `iperf3 -s`, kernel `iperf3 -c` → `xtcp serve`, and xtcp client →
-//! `xtcp serve`. Every run is an iperf3 test; its `-J` output gives the
-//! bytes, seconds, retransmits and both sides' CPU utilisation.
+//! Each point of the sweep first measures the idle round-trip time (ping),
+//! then runs, interleaved, `--repeat` times: kernel → kernel (stock iperf3
+//! at both ends), xtcp client → kernel `iperf3 -s`, kernel `iperf3 -c` →
+//! `xtcp serve`, and xtcp client → `xtcp serve`. Every run is an iperf3
+//! test; the client's `-J` output gives the bytes, seconds, retransmits,
+//! both sides' CPU utilisation and the sender's mean RTT under load, whose
+//! excess over the idle RTT is the queueing delay.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 
@@ -31,9 +36,30 @@ pub struct BenchArgs {
     /// kernel's runs use iperf3's `-w` with the same size.
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub rcvbuf: Vec<String>,
+    /// xtcp's RX/TX ring entries to sweep (powers of two, 64..=16384;
+    /// default: xtcp's 2048). On the veth test network only the xtcp ends
+    /// have rings: the kernel pairs run the same at every ring size. With
+    /// --iface, a --ring given also sets the NICs' RX/TX rings (`ethtool
+    /// -G`) for all four pairs, and puts the old sizes back afterwards.
+    #[arg(long, value_delimiter = ',')]
+    pub ring: Vec<u32>,
+    /// xtcp's UMEM frame sizes to sweep (2048, 4096); the kernel pairs have
+    /// no frames and run the same at every size.
+    #[arg(long, value_delimiter = ',', default_value = "4096")]
+    pub frame_size: Vec<u32>,
     /// MSS clipping to sweep (`on`, `off`).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     pub mss_clip: Vec<String>,
+    /// Run on two existing interfaces A,B (two NIC ports cabled back to
+    /// back, or the ends of a veth pair) instead of a veth pair of bench's
+    /// own. bench takes them over for the run: it moves them into its two
+    /// namespaces, which flushes their addresses (not put back), sets its
+    /// test addresses, the MTU and offloads, and afterwards — also on error
+    /// or Ctrl-C — moves them back here with their MTU, offloads, rings and
+    /// up/down state as they were. An interface with this host's default
+    /// route is refused.
+    #[arg(long, value_parser = parse_iface_pair, value_name = "A,B")]
+    pub iface: Option<(String, String)>,
     /// Parallel streams.
     #[arg(long, default_value_t = 1)]
     pub streams: u32,
@@ -46,7 +72,8 @@ pub struct BenchArgs {
     /// Write every sample as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Draw Gbit/s and CPU s/GiB against the MTU, xtcp beside the kernel, as SVG.
+    /// Draw Gbit/s, CPU s/GiB and (where measured) RTT under load against
+    /// the swept parameter, xtcp beside the kernel, as SVG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
 }
@@ -58,6 +85,10 @@ pub struct Sample {
     pub mtu: u32,
     /// `--rcvbuf` value.
     pub rcvbuf: String,
+    /// xtcp's RX/TX ring entries (and the NICs', with `--iface` and `--ring`).
+    pub ring: u32,
+    /// xtcp's UMEM frame size.
+    pub frame_size: u32,
     /// `--mss-clip` value.
     pub mss_clip: String,
     /// Repetition.
@@ -76,7 +107,59 @@ pub struct Sample {
     pub cpu_s_per_gib: f64,
     /// Gbit/s divided by the kernel → kernel run of the same repetition.
     pub ratio: Option<f64>,
+    /// Idle round-trip time of the point, µs (ping before its runs).
+    pub base_rtt_us: Option<f64>,
+    /// The sender's mean RTT under load, µs, averaged over streams (the
+    /// client's `end.streams[].sender.mean_rtt`); `None` where the client
+    /// does not report it.
+    pub rtt_us: Option<f64>,
+    /// `rtt_us` less `base_rtt_us`: the queueing delay under load, µs.
+    pub queue_delay_us: Option<f64>,
 }
+
+/// One point of the sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Point {
+    mtu: u32,
+    rcvbuf: String,
+    ring: u32,
+    frame_size: u32,
+    mss_clip: String,
+}
+
+impl Point {
+    /// `9000/auto/2048/4096/on`: MTU/rcvbuf/ring/frame size/MSS clip.
+    fn label(&self) -> String {
+        format!(
+            "{}/{}/{}/{}/{}",
+            self.mtu, self.rcvbuf, self.ring, self.frame_size, self.mss_clip
+        )
+    }
+}
+
+impl Sample {
+    fn point(&self) -> Point {
+        Point {
+            mtu: self.mtu,
+            rcvbuf: self.rcvbuf.clone(),
+            ring: self.ring,
+            frame_size: self.frame_size,
+            mss_clip: self.mss_clip.clone(),
+        }
+    }
+}
+
+fn parse_iface_pair(s: &str) -> Result<(String, String), String> {
+    match s.split(',').map(str::trim).collect::<Vec<_>>()[..] {
+        [a, b] if !a.is_empty() && !b.is_empty() => Ok((a.to_owned(), b.to_owned())),
+        _ => Err(format!("--iface takes two interfaces as A,B, not `{s}`")),
+    }
+}
+
+/// xtcp's default ring size, used when `--ring` is not given.
+const DEFAULT_RING: u32 = 2048;
+/// xtcp's default UMEM frames per queue.
+const DEFAULT_FRAMES: u32 = 16384;
 
 struct Reap(Child);
 
@@ -96,9 +179,13 @@ const PAIRS: [&str; 4] = [
 
 /// Options of an xtcp end; `core` pins its worker (the two ends of
 /// xtcp → xtcp must not share a core).
-fn xtcp_engine_args(iface: &str, rcvbuf: &str, clip: &str, core: usize) -> Vec<String> {
+fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let core = (core % ncpu).to_string();
+    let ring = p.ring.to_string();
+    let frame_size = p.frame_size.to_string();
+    // The engine wants at least four frames per ring entry.
+    let frames = DEFAULT_FRAMES.max(4 * p.ring).to_string();
     [
         "--iface",
         iface,
@@ -107,9 +194,15 @@ fn xtcp_engine_args(iface: &str, rcvbuf: &str, clip: &str, core: usize) -> Vec<S
         "--rx-csum",
         "verify",
         "--rcvbuf",
-        rcvbuf,
+        &p.rcvbuf,
+        "--ring",
+        &ring,
+        "--frames",
+        &frames,
+        "--frame-size",
+        &frame_size,
         "--mss-clip",
-        clip,
+        &p.mss_clip,
         "--cores",
         &core,
     ]
@@ -123,9 +216,9 @@ fn run_pair(
     net: &TestNet,
     pair: &str,
     a: &BenchArgs,
-    rcvbuf: &str,
-    clip: &str,
+    point: &Point,
 ) -> anyhow::Result<serde_json::Value> {
+    let rcvbuf = point.rcvbuf.as_str();
     let me = std::env::current_exe().context("finding the xtcp binary")?;
     let me = me.to_string_lossy().into_owned();
     let server_ip = net.b.ip4.to_string();
@@ -144,7 +237,7 @@ fn run_pair(
             .context("starting iperf3 -s (apt install iperf3)")?
     } else {
         let mut args = vec!["serve".to_string(), "-1".into()];
-        args.extend(xtcp_engine_args(&net.b.iface, rcvbuf, clip, 1));
+        args.extend(xtcp_engine_args(&net.b.iface, point, 1));
         net.b
             .ns
             .command(&me)
@@ -176,7 +269,7 @@ fn run_pair(
             .output()?
     } else {
         let mut args = vec!["client".to_string()];
-        args.extend(xtcp_engine_args(&net.a.iface, rcvbuf, clip, 0));
+        args.extend(xtcp_engine_args(&net.a.iface, point, 0));
         args.extend(
             ["-c", &server_ip, "-t", &t, "-P", &p, "-J"]
                 .iter()
@@ -217,6 +310,54 @@ fn run_pair(
     Ok(v)
 }
 
+/// The sender's mean RTT in µs, averaged over the streams that report it
+/// (iperf3's `end.streams[].sender.mean_rtt`).
+fn mean_rtt_us(v: &serde_json::Value) -> Option<f64> {
+    let rtts: Vec<f64> = v["end"]["streams"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| s["sender"]["mean_rtt"].as_f64())
+        .collect();
+    (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64)
+}
+
+/// The idle round-trip time from A to B in µs: the average of `ping -c 5`.
+fn base_rtt_us(net: &TestNet) -> anyhow::Result<f64> {
+    let out = net
+        .a
+        .ns
+        .command("ping")
+        .args(["-c", "5", "-i", "0.2", "-w", "10", "-q"])
+        .arg(net.b.ip4.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .context("running ping (apt install iputils-ping)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_ping_avg_us(&text).with_context(|| {
+        format!(
+            "no round-trip time from `ping {}`: {} {}",
+            net.b.ip4,
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })
+}
+
+/// The average of ping's `rtt min/avg/max/mdev = 0.031/0.045/0.060/0.010 ms`, in µs.
+fn parse_ping_avg_us(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.contains("min/avg/max"))?;
+    let (_, values) = line.split_once('=')?;
+    let mut words = values.split_whitespace();
+    let avg: f64 = words.next()?.split('/').nth(1)?.parse().ok()?;
+    let scale = match words.next()? {
+        "ms" => 1e3,
+        "us" | "µs" => 1.0,
+        "s" => 1e6,
+        _ => return None,
+    };
+    Some(avg * scale)
+}
+
 fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
     let e = &v["end"];
     let recv = e["sum_received"]["bytes"].as_u64().unwrap_or(0);
@@ -228,6 +369,8 @@ fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
     Sample {
         mtu: 0,
         rcvbuf: String::new(),
+        ring: 0,
+        frame_size: 0,
         mss_clip: String::new(),
         repeat: 0,
         pair,
@@ -245,6 +388,9 @@ fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
             0.0
         },
         ratio: None,
+        base_rtt_us: None,
+        rtt_us: mean_rtt_us(v),
+        queue_delay_us: None,
     }
 }
 
@@ -258,95 +404,245 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// `xtcp bench`.
-pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
+/// The median of the values present; `None` if there are none.
+fn median_of(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let v: Vec<f64> = v.flatten().collect();
+    (!v.is_empty()).then(|| median(v))
+}
+
+/// `12.3`, or `-` for a value not measured.
+fn or_dash(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
+}
+
+/// The sweep: every combination, MTU outermost, MSS clipping innermost.
+fn points(a: &BenchArgs) -> Vec<Point> {
+    let rings = if a.ring.is_empty() {
+        vec![DEFAULT_RING]
+    } else {
+        a.ring.clone()
+    };
+    let mut v = Vec::new();
+    for &mtu in &a.mtu {
+        for rcvbuf in &a.rcvbuf {
+            for &ring in &rings {
+                for &frame_size in &a.frame_size {
+                    for mss_clip in &a.mss_clip {
+                        v.push(Point {
+                            mtu,
+                            rcvbuf: rcvbuf.clone(),
+                            ring,
+                            frame_size,
+                            mss_clip: mss_clip.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
     if a.duration == 0 || a.repeat == 0 || a.streams == 0 {
         bail!("--duration, --repeat and --streams must be at least 1");
+    }
+    if a.mtu.is_empty() || a.rcvbuf.is_empty() || a.frame_size.is_empty() || a.mss_clip.is_empty() {
+        bail!("--mtu, --rcvbuf, --frame-size and --mss-clip need at least one value");
     }
     for c in &a.mss_clip {
         if c != "on" && c != "off" {
             bail!("--mss-clip takes on and/or off, not `{c}`");
         }
     }
-    let points: Vec<(u32, String, String)> = a
-        .mtu
-        .iter()
-        .flat_map(|&m| {
-            a.rcvbuf
-                .iter()
-                .flat_map(move |r| a.mss_clip.iter().map(move |c| (m, r.clone(), c.clone())))
-        })
-        .collect();
+    for &r in &a.ring {
+        if !r.is_power_of_two() || !(64..=16384).contains(&r) {
+            bail!("--ring takes powers of two in 64..=16384, not {r}");
+        }
+    }
+    for &f in &a.frame_size {
+        if f != 2048 && f != 4096 {
+            bail!("--frame-size takes 2048 and/or 4096, not {f}");
+        }
+    }
+    Ok(())
+}
+
+/// Builds the network: a veth pair of its own, or the `--iface` pair taken
+/// over; checks that the interfaces take every MTU and ring size of the
+/// sweep. Returns whether the NICs' rings follow `--ring`.
+fn network(a: &BenchArgs) -> anyhow::Result<(TestNet, bool)> {
+    let config = TestNetConfig {
+        mtu: a.mtu.iter().copied().min().unwrap_or(1500),
+        queues: 1,
+        offloads: false,
+    };
+    let net = match &a.iface {
+        None => {
+            TestNet::new(config).context("building the test network (xtcp bench runs as root)")?
+        }
+        Some((x, y)) => {
+            TestNet::adopt(x, y, config).with_context(|| format!("taking over {x} and {y}"))?
+        }
+    };
+    if let Some(max) = net.max_mtu()? {
+        if let Some(m) = a.mtu.iter().find(|&&m| m > max) {
+            bail!(
+                "--mtu {m}: {} and {} take at most {max}",
+                net.a.iface,
+                net.b.iface
+            );
+        }
+    }
+    let mut nic_rings = false;
+    if net.is_adopted() && !a.ring.is_empty() {
+        let rings = net.rings()?;
+        if rings.iter().any(Option::is_none) {
+            eprintln!(
+                "xtcp bench: {} / {} have no ring sizes to set (veth?): --ring applies to the \
+                 xtcp ends only",
+                net.a.iface, net.b.iface
+            );
+        } else {
+            for (iface, r) in [&net.a.iface, &net.b.iface]
+                .into_iter()
+                .zip(rings.iter().flatten())
+            {
+                if let Some(n) = a.ring.iter().find(|&&n| n > r.rx_max || n > r.tx_max) {
+                    bail!(
+                        "--ring {n}: {iface} takes at most rx {} tx {} (ethtool -g {iface})",
+                        r.rx_max,
+                        r.tx_max
+                    );
+                }
+            }
+            nic_rings = true;
+        }
+    }
+    Ok((net, nic_rings))
+}
+
+/// `xtcp bench`.
+pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
+    check_args(a)?;
+    let points = points(a);
     let total = points.len() * a.repeat as usize * PAIRS.len();
-    let mut done = 0;
-    let mut samples: Vec<Sample> = Vec::new();
-    println!(
-        "{:>6} {:>7} {:>4} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>8}",
-        "MTU",
-        "rcvbuf",
-        "clip",
-        "pair",
-        "Gbit/s",
-        "retr",
-        "CPU tx%",
-        "CPU rx%",
-        "CPU s/GiB",
-        "vs kernel"
+    // Ctrl-C ends the runs (iperf3 gets it too) and unwinds, so that the
+    // interfaces and namespaces are cleaned up.
+    let interrupted = crate::bulk::interrupt_flag()?;
+    let (mut net, nic_rings) = network(a)?;
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed}] {msg}")
+            .context("progress bar template")?,
     );
-    for (mtu, rcvbuf, clip) in &points {
-        let net = TestNet::new(TestNetConfig {
-            mtu: *mtu,
-            queues: 1,
-            offloads: false,
-        })
-        .context("building the test network (xtcp bench runs as root)")?;
+    let mut samples: Vec<Sample> = Vec::new();
+    bar.suspend(|| {
+        println!(
+            "{:>6} {:>7} {:>5} {:>5} {:>4} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>9}",
+            "MTU",
+            "rcvbuf",
+            "ring",
+            "frame",
+            "clip",
+            "pair",
+            "Gbit/s",
+            "retr",
+            "CPU tx%",
+            "CPU rx%",
+            "CPU s/GiB",
+            "vs kernel",
+            "base µs",
+            "RTT µs",
+            "qdelay µs"
+        )
+    });
+    for p in &points {
+        let label = p.label();
+        if net.config.mtu != p.mtu {
+            net.set_mtu(p.mtu)
+                .with_context(|| format!("setting MTU {}", p.mtu))?;
+            net.wait_carrier(Duration::from_secs(10), "the MTU change")?;
+        }
+        if nic_rings {
+            net.set_ring(p.ring)
+                .with_context(|| format!("setting the NICs' rings to {}", p.ring))?;
+            net.wait_carrier(Duration::from_secs(10), "ethtool -G")?;
+        }
+        bar.set_message(format!("{label}: idle RTT"));
+        let base = base_rtt_us(&net).with_context(|| format!("{label}: idle RTT"))?;
         let mut point: Vec<Sample> = Vec::new();
         for rep in 0..a.repeat {
             let mut kernel_gbps = None;
             for pair in PAIRS {
-                done += 1;
-                eprint!("\r[{done}/{total}] MTU {mtu} {pair} …            ");
-                let _ = std::io::stderr().flush();
-                let v = run_pair(&net, pair, a, rcvbuf, clip)
-                    .with_context(|| format!("MTU {mtu}, {pair}"))?;
+                if interrupted.load(Ordering::Relaxed) {
+                    bail!("interrupted");
+                }
+                bar.set_message(format!("{label}: {pair} (run {}/{})", rep + 1, a.repeat));
+                let v = match run_pair(&net, pair, a, p) {
+                    // Ctrl-C reached iperf3 too: say why the run failed.
+                    Err(_) if interrupted.load(Ordering::Relaxed) => bail!("interrupted"),
+                    r => r.with_context(|| format!("{label}, {pair}"))?,
+                };
                 let mut s = sample(&v, pair);
-                s.mtu = *mtu;
-                s.rcvbuf = rcvbuf.clone();
-                s.mss_clip = clip.clone();
+                s.mtu = p.mtu;
+                s.rcvbuf = p.rcvbuf.clone();
+                s.ring = p.ring;
+                s.frame_size = p.frame_size;
+                s.mss_clip = p.mss_clip.clone();
                 s.repeat = rep;
+                s.base_rtt_us = Some(base);
+                s.queue_delay_us = s.rtt_us.map(|r| r - base);
                 if pair == PAIRS[0] {
                     kernel_gbps = Some(s.gbps);
                 } else if let Some(k) = kernel_gbps.filter(|k| *k > 0.0) {
                     s.ratio = Some(s.gbps / k);
                 }
+                bar.inc(1);
+                if bar.is_hidden() {
+                    eprintln!(
+                        "[{}/{total}] {label} {pair}: {:.2} Gbit/s, RTT {} µs",
+                        bar.position(),
+                        s.gbps,
+                        or_dash(s.rtt_us, 0)
+                    );
+                }
                 point.push(s);
             }
         }
-        eprint!("\r{:60}\r", "");
         for pair in PAIRS {
             let of: Vec<&Sample> = point.iter().filter(|s| s.pair == pair).collect();
             let m = |f: &dyn Fn(&Sample) -> f64| median(of.iter().map(|s| f(s)).collect());
+            let o = |f: &dyn Fn(&Sample) -> Option<f64>| median_of(of.iter().map(|s| f(s)));
             let ratio = if pair == PAIRS[0] {
                 String::new()
             } else {
-                format!("{:.2}", m(&|s| s.ratio.unwrap_or(0.0)))
+                or_dash(o(&|s| s.ratio), 2)
             };
-            println!(
-                "{:>6} {:>7} {:>4} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>8}",
-                mtu,
-                rcvbuf,
-                clip,
+            let line = format!(
+                "{:>6} {:>7} {:>5} {:>5} {:>4} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>8} {:>9}",
+                p.mtu,
+                p.rcvbuf,
+                p.ring,
+                p.frame_size,
+                p.mss_clip,
                 pair,
                 m(&|s| s.gbps),
                 m(&|s| s.retransmits as f64) as u64,
                 m(&|s| s.cpu_sender),
                 m(&|s| s.cpu_receiver),
                 m(&|s| s.cpu_s_per_gib),
-                ratio
+                ratio,
+                base,
+                or_dash(o(&|s| s.rtt_us), 0),
+                or_dash(o(&|s| s.queue_delay_us), 0),
             );
+            bar.suspend(|| println!("{line}"));
         }
         samples.extend(point);
     }
+    bar.finish_and_clear();
+    drop(net);
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&samples)?)
             .with_context(|| format!("writing {}", p.display()))?;
@@ -357,97 +653,249 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What a plot panel shows of a sample.
-type Metric = fn(&Sample) -> f64;
+/// What a plot panel shows of a sample (`None`: not measured).
+type Metric = fn(&Sample) -> Option<f64>;
 
-/// Two panels (Gbit/s, CPU s/GiB) against the MTU, one line per pair
-/// (medians).
+/// A swept parameter's value at a point, as text.
+type Dimension = fn(&Point) -> String;
+
+/// The swept parameters: name, and value.
+const DIMENSIONS: [(&str, Dimension); 5] = [
+    ("MTU", |p| p.mtu.to_string()),
+    ("rcvbuf", |p| p.rcvbuf.clone()),
+    ("ring", |p| p.ring.to_string()),
+    ("frame size", |p| p.frame_size.to_string()),
+    ("MSS clip", |p| p.mss_clip.clone()),
+];
+
+/// Panels of Gbit/s, CPU s/GiB and, where any run measured it, the RTT
+/// under load (with the idle RTT dashed), one line per pair (medians),
+/// against the swept parameter; if several vary, against the points,
+/// labelled MTU/rcvbuf/ring/frame size/MSS clip.
 fn plot(samples: &[Sample]) -> String {
-    let mut mtus: Vec<u32> = samples.iter().map(|s| s.mtu).collect();
-    mtus.sort_unstable();
-    mtus.dedup();
+    let mut xs: Vec<Point> = Vec::new();
+    for s in samples {
+        let p = s.point();
+        if !xs.contains(&p) {
+            xs.push(p);
+        }
+    }
+    let varying: Vec<usize> = (0..DIMENSIONS.len())
+        .filter(|&d| {
+            let mut v: Vec<String> = xs.iter().map(DIMENSIONS[d].1).collect();
+            v.sort();
+            v.dedup();
+            v.len() > 1
+        })
+        .collect();
+    let (axis, x_label): (&str, Dimension) = match varying[..] {
+        [] => (DIMENSIONS[0].0, DIMENSIONS[0].1),
+        [d] => (DIMENSIONS[d].0, DIMENSIONS[d].1),
+        _ => ("point (MTU/rcvbuf/ring/frame size/MSS clip)", Point::label),
+    };
+    let slanted = varying.len() > 1;
     let colors = ["#444444", "#d62728", "#1f77b4", "#2ca02c"];
     let (w, h, pad) = (900.0, 360.0, 50.0);
+    let bottom = if slanted { 100.0 } else { pad };
+    let mut panels: Vec<(&str, Metric)> = vec![
+        ("Gbit/s", |s| Some(s.gbps)),
+        ("CPU s/GiB", |s| Some(s.cpu_s_per_gib)),
+    ];
+    if samples.iter().any(|s| s.rtt_us.is_some()) {
+        panels.push(("RTT under load, µs", |s| s.rtt_us));
+    }
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" \
          font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
          fill=\"white\"/>\n",
-        2.0 * h
+        panels.len() as f64 * h
     );
-    let panels: [(&str, Metric); 2] = [("Gbit/s", |s| s.gbps), ("CPU s/GiB", |s| s.cpu_s_per_gib)];
+    let x_of = |i: usize| {
+        pad + (w - 2.0 * pad)
+            * if xs.len() > 1 {
+                i as f64 / (xs.len() - 1) as f64
+            } else {
+                0.5
+            }
+    };
     for (pi, (label, f)) in panels.iter().enumerate() {
         let y0 = pi as f64 * h;
-        let series: Vec<(usize, Vec<(u32, f64)>)> = PAIRS
+        // Per pair, the median at each x; None where no run measured it.
+        let mut series: Vec<(String, &str, Vec<Option<f64>>, bool)> = PAIRS
             .iter()
             .enumerate()
             .map(|(ci, pair)| {
-                let pts = mtus
+                let pts = xs
                     .iter()
-                    .map(|&m| {
-                        let v: Vec<f64> = samples
-                            .iter()
-                            .filter(|s| s.mtu == m && s.pair == *pair)
-                            .map(f)
-                            .collect();
-                        (m, median(v))
+                    .map(|x| {
+                        median_of(
+                            samples
+                                .iter()
+                                .filter(|s| s.pair == *pair && s.point() == *x)
+                                .map(f),
+                        )
                     })
                     .collect();
-                (ci, pts)
+                (pair.replace('→', "&#8594;"), colors[ci], pts, false)
             })
             .collect();
+        if pi == 2 {
+            let base = xs
+                .iter()
+                .map(|x| {
+                    median_of(
+                        samples
+                            .iter()
+                            .filter(|s| s.point() == *x)
+                            .map(|s| s.base_rtt_us),
+                    )
+                })
+                .collect();
+            series.push(("idle (ping)".to_owned(), "#7f7f7f", base, true));
+        }
         let ymax = series
             .iter()
-            .flat_map(|(_, p)| p.iter().map(|x| x.1))
-            .fold(0.0f64, f64::max)
+            .flat_map(|s| s.2.iter().flatten())
+            .fold(0.0f64, |m, v| m.max(*v))
             .max(1e-9)
             * 1.1;
-        let x_of = |i: usize| {
-            pad + (w - 2.0 * pad)
-                * if mtus.len() > 1 {
-                    i as f64 / (mtus.len() - 1) as f64
-                } else {
-                    0.5
-                }
-        };
-        let y_of = |v: f64| y0 + h - pad - (h - 2.0 * pad) * v / ymax;
+        let y_of = |v: f64| y0 + h - bottom - (h - pad - bottom) * v.max(0.0) / ymax;
         svg += &format!(
-            "<text x=\"{pad}\" y=\"{}\" font-weight=\"bold\">{label} by MTU (median)</text>\n\
+            "<text x=\"{pad}\" y=\"{}\" font-weight=\"bold\">{label} by {axis} (median)</text>\n\
              <line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n\
              <line x1=\"{pad}\" y1=\"{}\" x2=\"{pad}\" y2=\"{}\" stroke=\"black\"/>\n\
              <text x=\"5\" y=\"{}\">{ymax:.1}</text>\n",
             y0 + 20.0,
-            y0 + h - pad,
+            y0 + h - bottom,
             w - pad,
-            y0 + h - pad,
+            y0 + h - bottom,
             y0 + pad,
-            y0 + h - pad,
+            y0 + h - bottom,
             y0 + pad + 4.0
         );
-        for (i, m) in mtus.iter().enumerate() {
-            svg += &format!(
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{m}</text>\n",
-                x_of(i),
-                y0 + h - pad + 16.0
-            );
+        for (i, x) in xs.iter().enumerate() {
+            let (tx, ty) = (x_of(i), y0 + h - bottom + 16.0);
+            svg += &if slanted {
+                format!(
+                    "<text x=\"{tx:.1}\" y=\"{ty:.1}\" transform=\"rotate(30 {tx:.1} {ty:.1})\">{}</text>\n",
+                    x_label(x)
+                )
+            } else {
+                format!(
+                    "<text x=\"{tx:.1}\" y=\"{ty:.1}\" text-anchor=\"middle\">{}</text>\n",
+                    x_label(x)
+                )
+            };
         }
-        for (ci, pts) in &series {
-            let poly: Vec<String> = pts
+        for (si, (name, color, pts, dashed)) in series.iter().enumerate() {
+            let measured = pts.iter().any(Option::is_some);
+            // One polyline per run of consecutive measured points.
+            for run in pts
                 .iter()
                 .enumerate()
-                .map(|(i, (_, v))| format!("{:.1},{:.1}", x_of(i), y_of(*v)))
-                .collect();
+                .collect::<Vec<_>>()
+                .split(|(_, v)| v.is_none())
+                .filter(|r| !r.is_empty())
+            {
+                let poly: Vec<String> = run
+                    .iter()
+                    .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x_of(*i), y_of(v))))
+                    .collect();
+                svg += &format!(
+                    "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
+                    if *dashed {
+                        " stroke-dasharray=\"6 4\""
+                    } else {
+                        ""
+                    },
+                    poly.join(" ")
+                );
+            }
+            for (i, v) in pts.iter().enumerate() {
+                if let Some(v) = v {
+                    svg += &format!(
+                        "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>\n",
+                        x_of(i),
+                        y_of(*v)
+                    );
+                }
+            }
             svg += &format!(
-                "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n\
-                 <text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n",
-                colors[*ci],
-                poly.join(" "),
-                w - pad - 150.0,
-                y0 + pad + 16.0 * *ci as f64,
-                colors[*ci],
-                PAIRS[*ci].replace('→', "&#8594;")
+                "<text x=\"{}\" y=\"{}\" fill=\"{color}\">{name}{}</text>\n",
+                w - pad - 170.0,
+                y0 + pad + 16.0 * si as f64,
+                if measured { "" } else { " (not measured)" }
             );
         }
     }
     svg += "</svg>\n";
     svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_average_in_microseconds() {
+        let out = "--- 198.18.0.2 ping statistics ---\n\
+                   5 packets transmitted, 5 received, 0% packet loss, time 816ms\n\
+                   rtt min/avg/max/mdev = 0.031/0.045/0.060/0.010 ms\n";
+        assert_eq!(parse_ping_avg_us(out), Some(45.0));
+        assert_eq!(parse_ping_avg_us("100% packet loss"), None);
+    }
+
+    #[test]
+    fn mean_rtt_is_averaged_over_streams_and_absent_when_unreported() {
+        let v = serde_json::json!({ "end": { "streams": [
+            { "sender": { "mean_rtt": 100 } },
+            { "sender": { "mean_rtt": 300 } },
+        ] } });
+        assert_eq!(mean_rtt_us(&v), Some(200.0));
+        let v = serde_json::json!({ "end": { "streams": [ { "sender": { "bytes": 1 } } ] } });
+        assert_eq!(mean_rtt_us(&v), None);
+    }
+
+    fn sample_at(ring: u32, mtu: u32, pair: &'static str, rtt: Option<f64>) -> Sample {
+        Sample {
+            mtu,
+            rcvbuf: "auto".into(),
+            ring,
+            frame_size: 4096,
+            mss_clip: "on".into(),
+            repeat: 0,
+            pair,
+            gbps: 10.0,
+            retransmits: 0,
+            cpu_sender: 50.0,
+            cpu_receiver: 50.0,
+            cpu_s_per_gib: 0.1,
+            ratio: None,
+            base_rtt_us: Some(40.0),
+            rtt_us: rtt,
+            queue_delay_us: rtt.map(|r| r - 40.0),
+        }
+    }
+
+    #[test]
+    fn plot_uses_the_one_varying_parameter_or_point_labels() {
+        let one: Vec<Sample> = [256, 2048]
+            .iter()
+            .flat_map(|&r| PAIRS.map(|p| sample_at(r, 9000, p, None)))
+            .collect();
+        let svg = plot(&one);
+        assert!(svg.contains("Gbit/s by ring (median)"), "{svg}");
+        assert!(!svg.contains("RTT"), "no RTT panel without RTTs");
+        let two: Vec<Sample> = [(256, 1500), (2048, 9000)]
+            .iter()
+            .flat_map(|&(r, m)| PAIRS.map(|p| sample_at(r, m, p, Some(90.0))))
+            .collect();
+        let svg = plot(&two);
+        assert!(
+            svg.contains("by point (MTU/rcvbuf/ring/frame size/MSS clip)"),
+            "{svg}"
+        );
+        assert!(svg.contains(">9000/auto/2048/4096/on<"), "{svg}");
+        assert!(svg.contains("RTT under load"), "{svg}");
+    }
 }

@@ -40,7 +40,7 @@ enum Cmd {
     /// An iperf3 client (tests against `iperf3 -s`) on xtcp's own TCP.
     Client(client::ClientArgs),
     /// xtcp against the kernel's TCP, side by side (iperf3 tests), over a
-    /// sweep, on a test network of its own.
+    /// sweep, on a test network of its own or on two interfaces (--iface).
     Bench(bench::BenchArgs),
 }
 

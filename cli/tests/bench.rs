@@ -1,74 +1,279 @@
-//! `xtcp bench` end to end: a short sweep completes, its JSON has every
-//! sample, its SVG is a well-formed image, and nothing is left behind.
-//! Root needed (CI runs as root).
+//! `xtcp bench` end to end: short sweeps complete, their JSON has every
+//! sample (with RTTs where the sender reports them), their SVG is a
+//! well-formed image, `--iface` hands the interfaces back as they were, and
+//! nothing is left behind. Root needed (CI runs as root).
 
-use std::process::Command;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
 const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
 
-#[test]
-fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let json = dir.join(format!("bench-{}.json", std::process::id()));
-    let svg = dir.join(format!("bench-{}.svg", std::process::id()));
-    let child = Command::new(XTCP)
-        .args(["bench", "--mtu", "1500,65535", "--duration", "2", "--json"])
-        .arg(&json)
+/// One bench at a time: they measure, and the machine may have two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const PAIRS: [&str; 4] = [
+    "kernel → kernel",
+    "xtcp → kernel",
+    "kernel → xtcp",
+    "xtcp → xtcp",
+];
+
+/// Runs `xtcp bench` (behind `prefix`, e.g. `ip netns exec NS`) with
+/// `args`; returns its output and PID (its namespaces are named after it;
+/// `ip netns exec` execs the program, so the PID is the same).
+fn run_bench(prefix: &[&str], args: &[&str], json: &Path, svg: &Path) -> (Output, u32) {
+    let mut cmd = match prefix {
+        [first, rest @ ..] => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(XTCP);
+            c
+        }
+        [] => Command::new(XTCP),
+    };
+    let child = cmd
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg(json)
         .arg("--plot")
-        .arg(&svg)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .arg(svg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    (child.wait_with_output().unwrap(), pid)
+}
+
+fn temp(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()))
+}
+
+fn assert_success(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "xtcp bench failed: {text} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The table: a row per MTU and pair.
-    for pair in [
-        "kernel → kernel",
-        "xtcp → kernel",
-        "kernel → xtcp",
-        "xtcp → xtcp",
-    ] {
-        assert_eq!(text.matches(pair).count(), 2, "{pair} twice in {text}");
-    }
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let samples = v.as_array().unwrap();
-    assert_eq!(samples.len(), 8, "{v}");
-    for s in samples {
-        assert!(s["gbps"].as_f64().unwrap() > 0.0, "{s}");
-        assert!(s["cpu_s_per_gib"].as_f64().unwrap() > 0.0, "{s}");
-        if s["pair"] != "kernel → kernel" {
-            assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
-        }
-    }
-    let mtus: std::collections::BTreeSet<u64> =
-        samples.iter().map(|s| s["mtu"].as_u64().unwrap()).collect();
-    assert_eq!(mtus.into_iter().collect::<Vec<_>>(), vec![1500, 65535]);
-    // A well-formed SVG (python3's XML parser), with a line per pair.
+    text
+}
+
+fn samples(json: &Path) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    v.as_array().unwrap().clone()
+}
+
+/// Checks the SVG with python3's XML parser: an `<svg>` root with at least
+/// `lines` polylines, and `texts` among its text.
+fn check_svg(svg: &Path, lines: usize, texts: &[&str]) {
     let check = Command::new("python3")
         .args([
             "-c",
             "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); \
-             assert r.tag.endswith('svg'); \
-             assert len(r.findall('{http://www.w3.org/2000/svg}polyline')) == 8",
+             ns = '{http://www.w3.org/2000/svg}'; assert r.tag == ns + 'svg'; \
+             n = len(r.findall(ns + 'polyline')); \
+             assert n >= int(sys.argv[2]), n; \
+             t = ' '.join(x.text or '' for x in r.iter(ns + 'text')); \
+             assert all(w in t for w in sys.argv[3:]), t",
         ])
-        .arg(&svg)
-        .status()
+        .arg(svg)
+        .arg(lines.to_string())
+        .args(texts)
+        .output()
         .unwrap();
-    assert!(check.success(), "the SVG does not parse");
-    let _ = std::fs::remove_file(&json);
-    let _ = std::fs::remove_file(&svg);
-    // Nothing left behind: the namespaces carry the bench's PID.
+    assert!(
+        check.status.success(),
+        "the SVG does not parse or lacks lines or text: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+/// No namespace of the bench run with this PID is left.
+fn assert_no_bench_namespaces(pid: u32) {
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(
         !ns.contains(&format!("xtcp-a{pid}x")) && !ns.contains(&format!("xtcp-b{pid}x")),
         "namespaces left behind: {ns}"
     );
+}
+
+#[test]
+fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
+    let _serial = serial();
+    let (json, svg) = (temp("bench.json"), temp("bench.svg"));
+    let (out, pid) = run_bench(
+        &[],
+        &["--mtu", "1500,65535", "--duration", "1"],
+        &json,
+        &svg,
+    );
+    let text = assert_success(&out);
+    // The table: a row per MTU and pair.
+    for pair in PAIRS {
+        assert_eq!(text.matches(pair).count(), 2, "{pair} twice in {text}");
+    }
+    let samples = samples(&json);
+    assert_eq!(samples.len(), 8, "{samples:?}");
+    for s in &samples {
+        assert!(s["gbps"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["cpu_s_per_gib"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["base_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
+        if s["pair"] != "kernel → kernel" {
+            assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
+        }
+    }
+    let mtus: BTreeSet<u64> = samples.iter().map(|s| s["mtu"].as_u64().unwrap()).collect();
+    assert_eq!(mtus.into_iter().collect::<Vec<_>>(), vec![1500, 65535]);
+    // Gbit/s and CPU panels with a line per pair, the MTU on the x axis.
+    check_svg(&svg, 8, &["Gbit/s by MTU", "1500", "65535"]);
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&svg);
+    assert_no_bench_namespaces(pid);
+}
+
+#[test]
+fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
+    let _serial = serial();
+    let (json, svg) = (temp("bench-ring.json"), temp("bench-ring.svg"));
+    let (out, pid) = run_bench(
+        &[],
+        &["--mtu", "9000", "--ring", "256,2048", "--duration", "1"],
+        &json,
+        &svg,
+    );
+    let text = assert_success(&out);
+    for header in ["ring", "frame", "base µs", "RTT µs", "qdelay µs"] {
+        assert!(text.contains(header), "no {header} column: {text}");
+    }
+    let samples = samples(&json);
+    assert_eq!(samples.len(), 8, "{samples:?}");
+    let rings: BTreeSet<u64> = samples
+        .iter()
+        .map(|s| s["ring"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rings.into_iter().collect::<Vec<_>>(), vec![256, 2048]);
+    for s in &samples {
+        assert_eq!(s["mtu"], 9000, "{s}");
+        assert_eq!(s["frame_size"], 4096, "{s}");
+        let base = s["base_rtt_us"].as_f64().unwrap();
+        assert!(base > 0.0, "{s}");
+        // Stock iperf3 clients report the sender's mean RTT; xtcp's client
+        // may not (yet): then it is null, never a made-up number.
+        let rtt = s["rtt_us"].as_f64();
+        if s["pair"] == "kernel → kernel" || s["pair"] == "kernel → xtcp" {
+            assert!(rtt.unwrap() > 0.0, "{s}");
+        }
+        match rtt {
+            Some(r) => {
+                let q = s["queue_delay_us"].as_f64().unwrap();
+                assert!((q - (r - base)).abs() < 1e-6, "{s}");
+            }
+            None => assert!(s["queue_delay_us"].is_null(), "{s}"),
+        }
+    }
+    // Gbit/s and CPU panels with a line per pair, and the RTT panel with at
+    // least the two kernel-sent lines and the idle RTT.
+    check_svg(
+        &svg,
+        11,
+        &["Gbit/s by ring", "RTT under load", "256", "2048"],
+    );
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&svg);
+    assert_no_bench_namespaces(pid);
+}
+
+/// A namespace of the test's own, deleted on drop (also on panic).
+struct TestNs(String);
+
+impl TestNs {
+    fn new() -> TestNs {
+        let name = format!("xtcp-t{}", std::process::id());
+        ip(&["netns", "add", &name]);
+        TestNs(name)
+    }
+}
+
+impl Drop for TestNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn ip(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The MTU of `iface` in namespace `ns`.
+fn mtu_in(ns: &str, iface: &str) -> u32 {
+    let out = ip(&["-n", ns, "-o", "link", "show", "dev", iface]);
+    let w: Vec<&str> = out.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == "mtu").unwrap();
+    w[i + 1].parse().unwrap()
+}
+
+#[test]
+fn iface_takes_over_a_veth_pair_and_hands_it_back_as_it_was() {
+    let _serial = serial();
+    let ns = TestNs::new();
+    ip(&[
+        "-n", &ns.0, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+    ]);
+    // MTUs other than the sweep's, to see them put back.
+    ip(&["-n", &ns.0, "link", "set", "dev", "va", "mtu", "1400"]);
+    ip(&["-n", &ns.0, "link", "set", "dev", "vb", "mtu", "1600"]);
+    let (json, svg) = (temp("bench-iface.json"), temp("bench-iface.svg"));
+    let (out, pid) = run_bench(
+        &["ip", "netns", "exec", &ns.0],
+        &["--iface", "va,vb", "--mtu", "1500", "--duration", "1"],
+        &json,
+        &svg,
+    );
+    let text = assert_success(&out);
+    for pair in PAIRS {
+        assert_eq!(text.matches(pair).count(), 1, "{pair} once in {text}");
+    }
+    let samples = samples(&json);
+    assert_eq!(samples.len(), 4, "{samples:?}");
+    for s in &samples {
+        assert_eq!(s["mtu"], 1500, "{s}");
+        assert!(s["gbps"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    // Back in the test's namespace, with the MTUs they had.
+    assert_eq!(mtu_in(&ns.0, "va"), 1400);
+    assert_eq!(mtu_in(&ns.0, "vb"), 1600);
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&svg);
+    assert_no_bench_namespaces(pid);
+}
+
+#[test]
+fn iface_errors_name_the_interface_and_leave_nothing_behind() {
+    for (iface, want) in [
+        ("nosuch0,nosuch1", "`nosuch0` does not exist"),
+        ("lo,lo", "`lo` given for both sides"),
+        ("nosuch0", "two interfaces"),
+    ] {
+        let out = Command::new(XTCP)
+            .args(["bench", "--iface", iface, "--duration", "1"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--iface {iface} succeeded");
+        assert!(err.contains(want), "--iface {iface}: `{want}` not in {err}");
+    }
 }
