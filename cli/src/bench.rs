@@ -47,6 +47,11 @@ pub struct BenchArgs {
     /// no frames and run the same at every size.
     #[arg(long, value_delimiter = ',', default_value = "4096")]
     pub frame_size: Vec<u32>,
+    /// xtcp's TX bursts to sweep (`--tx-burst`: segments one connection
+    /// queues per loop turn, ahead of the ACKs queued after them; xtcp's
+    /// default is 64). The kernel pairs run the same at every value.
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    pub tx_burst: Vec<u32>,
     /// MSS clipping to sweep (`on`, `off`).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     pub mss_clip: Vec<String>,
@@ -89,6 +94,8 @@ pub struct Sample {
     pub ring: u32,
     /// xtcp's UMEM frame size.
     pub frame_size: u32,
+    /// xtcp's `--tx-burst`.
+    pub tx_burst: u32,
     /// `--mss-clip` value.
     pub mss_clip: String,
     /// Repetition.
@@ -124,15 +131,17 @@ struct Point {
     rcvbuf: String,
     ring: u32,
     frame_size: u32,
+    tx_burst: u32,
     mss_clip: String,
 }
 
 impl Point {
-    /// `9000/auto/2048/4096/on`: MTU/rcvbuf/ring/frame size/MSS clip.
+    /// `9000/auto/2048/4096/64/on`: MTU/rcvbuf/ring/frame size/TX burst/MSS
+    /// clip.
     fn label(&self) -> String {
         format!(
-            "{}/{}/{}/{}/{}",
-            self.mtu, self.rcvbuf, self.ring, self.frame_size, self.mss_clip
+            "{}/{}/{}/{}/{}/{}",
+            self.mtu, self.rcvbuf, self.ring, self.frame_size, self.tx_burst, self.mss_clip
         )
     }
 }
@@ -144,6 +153,7 @@ impl Sample {
             rcvbuf: self.rcvbuf.clone(),
             ring: self.ring,
             frame_size: self.frame_size,
+            tx_burst: self.tx_burst,
             mss_clip: self.mss_clip.clone(),
         }
     }
@@ -184,6 +194,7 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
     let core = (core % ncpu).to_string();
     let ring = p.ring.to_string();
     let frame_size = p.frame_size.to_string();
+    let tx_burst = p.tx_burst.to_string();
     // The engine wants at least four frames per ring entry.
     let frames = DEFAULT_FRAMES.max(4 * p.ring).to_string();
     [
@@ -201,6 +212,8 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
         &frames,
         "--frame-size",
         &frame_size,
+        "--tx-burst",
+        &tx_burst,
         "--mss-clip",
         &p.mss_clip,
         "--cores",
@@ -371,6 +384,7 @@ fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
         rcvbuf: String::new(),
         ring: 0,
         frame_size: 0,
+        tx_burst: 0,
         mss_clip: String::new(),
         repeat: 0,
         pair,
@@ -427,14 +441,17 @@ fn points(a: &BenchArgs) -> Vec<Point> {
         for rcvbuf in &a.rcvbuf {
             for &ring in &rings {
                 for &frame_size in &a.frame_size {
-                    for mss_clip in &a.mss_clip {
-                        v.push(Point {
-                            mtu,
-                            rcvbuf: rcvbuf.clone(),
-                            ring,
-                            frame_size,
-                            mss_clip: mss_clip.clone(),
-                        });
+                    for &tx_burst in &a.tx_burst {
+                        for mss_clip in &a.mss_clip {
+                            v.push(Point {
+                                mtu,
+                                rcvbuf: rcvbuf.clone(),
+                                ring,
+                                frame_size,
+                                tx_burst,
+                                mss_clip: mss_clip.clone(),
+                            });
+                        }
                     }
                 }
             }
@@ -458,6 +475,14 @@ fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
     for &r in &a.ring {
         if !r.is_power_of_two() || !(64..=16384).contains(&r) {
             bail!("--ring takes powers of two in 64..=16384, not {r}");
+        }
+    }
+    if a.tx_burst.is_empty() {
+        bail!("--tx-burst needs at least one value");
+    }
+    for &b in &a.tx_burst {
+        if !(1..=65536).contains(&b) {
+            bail!("--tx-burst takes 1..=65536 segments, not {b}");
         }
     }
     for &f in &a.frame_size {
@@ -539,11 +564,12 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     let mut samples: Vec<Sample> = Vec::new();
     bar.suspend(|| {
         println!(
-            "{:>6} {:>7} {:>5} {:>5} {:>4} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>9}",
+            "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>9}",
             "MTU",
             "rcvbuf",
             "ring",
             "frame",
+            "burst",
             "clip",
             "pair",
             "Gbit/s",
@@ -589,6 +615,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 s.rcvbuf = p.rcvbuf.clone();
                 s.ring = p.ring;
                 s.frame_size = p.frame_size;
+                s.tx_burst = p.tx_burst;
                 s.mss_clip = p.mss_clip.clone();
                 s.repeat = rep;
                 s.base_rtt_us = Some(base);
@@ -620,11 +647,12 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 or_dash(o(&|s| s.ratio), 2)
             };
             let line = format!(
-                "{:>6} {:>7} {:>5} {:>5} {:>4} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>8} {:>9}",
+                "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>8} {:>9}",
                 p.mtu,
                 p.rcvbuf,
                 p.ring,
                 p.frame_size,
+                p.tx_burst,
                 p.mss_clip,
                 pair,
                 m(&|s| s.gbps),
@@ -660,18 +688,19 @@ type Metric = fn(&Sample) -> Option<f64>;
 type Dimension = fn(&Point) -> String;
 
 /// The swept parameters: name, and value.
-const DIMENSIONS: [(&str, Dimension); 5] = [
+const DIMENSIONS: [(&str, Dimension); 6] = [
     ("MTU", |p| p.mtu.to_string()),
     ("rcvbuf", |p| p.rcvbuf.clone()),
     ("ring", |p| p.ring.to_string()),
     ("frame size", |p| p.frame_size.to_string()),
+    ("TX burst", |p| p.tx_burst.to_string()),
     ("MSS clip", |p| p.mss_clip.clone()),
 ];
 
 /// Panels of Gbit/s, CPU s/GiB and, where any run measured it, the RTT
 /// under load (with the idle RTT dashed), one line per pair (medians),
 /// against the swept parameter; if several vary, against the points,
-/// labelled MTU/rcvbuf/ring/frame size/MSS clip.
+/// labelled MTU/rcvbuf/ring/frame size/TX burst/MSS clip.
 fn plot(samples: &[Sample]) -> String {
     let mut xs: Vec<Point> = Vec::new();
     for s in samples {
@@ -691,7 +720,10 @@ fn plot(samples: &[Sample]) -> String {
     let (axis, x_label): (&str, Dimension) = match varying[..] {
         [] => (DIMENSIONS[0].0, DIMENSIONS[0].1),
         [d] => (DIMENSIONS[d].0, DIMENSIONS[d].1),
-        _ => ("point (MTU/rcvbuf/ring/frame size/MSS clip)", Point::label),
+        _ => (
+            "point (MTU/rcvbuf/ring/frame size/TX burst/MSS clip)",
+            Point::label,
+        ),
     };
     let slanted = varying.len() > 1;
     let colors = ["#444444", "#d62728", "#1f77b4", "#2ca02c"];
@@ -862,6 +894,7 @@ mod tests {
             rcvbuf: "auto".into(),
             ring,
             frame_size: 4096,
+            tx_burst: 64,
             mss_clip: "on".into(),
             repeat: 0,
             pair,
@@ -892,10 +925,10 @@ mod tests {
             .collect();
         let svg = plot(&two);
         assert!(
-            svg.contains("by point (MTU/rcvbuf/ring/frame size/MSS clip)"),
+            svg.contains("by point (MTU/rcvbuf/ring/frame size/TX burst/MSS clip)"),
             "{svg}"
         );
-        assert!(svg.contains(">9000/auto/2048/4096/on<"), "{svg}");
+        assert!(svg.contains(">9000/auto/2048/4096/64/on<"), "{svg}");
         assert!(svg.contains("RTT under load"), "{svg}");
     }
 }
