@@ -90,8 +90,10 @@ enum Timer {
     TimeWait = 3,
     /// Pacing: the next new-data segment may leave then.
     Pacing = 4,
+    /// SACK recovery stuck on an unSACKed tail: rescue retransmission then.
+    Rescue = 5,
 }
-const TIMERS: usize = 5;
+const TIMERS: usize = 6;
 
 const EV_CONNECTED: u8 = 1;
 const EV_READABLE: u8 = 2;
@@ -135,6 +137,11 @@ pub struct Connection {
     recover: Option<u64>,
     /// Highest offset retransmitted in this recovery (RFC 6675 HighRxt).
     high_rxt: u64,
+    /// Recovery point of the last rescue retransmission (RFC 6675
+    /// RescueRxt): one rescue per recovery.
+    rescue_rxt: Option<u64>,
+    /// The rescue timer fired: the rescue retransmission may go.
+    rescue_due: bool,
     /// SACK scoreboard (send offsets, truncated to 32 bits).
     sacked: RangeSet,
     force_retransmit: bool,
@@ -211,6 +218,8 @@ impl Connection {
             dupacks: 0,
             recover: None,
             high_rxt: 0,
+            rescue_rxt: None,
+            rescue_due: false,
             sacked,
             force_retransmit: false,
             probe_pending: false,
@@ -614,11 +623,28 @@ impl Connection {
     /// Handles a received segment of this connection (checksum already
     /// verified by the caller).
     pub fn handle_segment(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        self.handle_segment_with(now, seg, payload, &mut |_| 0);
+    }
+
+    /// Like [`Connection::handle_segment`], with in-order delivery by
+    /// reference: when the payload is the next data in order and nothing is
+    /// buffered before it, `deliver` sees it first, where it lies (in the
+    /// caller's receive frame), and returns how many leading bytes the
+    /// application took (consumed, as by [`Connection::consume`]); only the
+    /// rest is copied into the receive buffer. A reader that keeps up never
+    /// has its data copied by the TCP layer.
+    pub fn handle_segment_with(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr,
+        payload: &[u8],
+        deliver: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
         self.stats.segments_received += 1;
         match self.state {
             State::Closed => {}
             State::SynSent => self.on_syn_sent(now, seg),
-            _ => self.on_synchronized(now, seg, payload),
+            _ => self.on_synchronized(now, seg, payload, deliver),
         }
     }
 
@@ -640,6 +666,10 @@ impl Connection {
             self.set(Timer::Persist, None);
             self.probe_pending = true;
             self.rtt.backoff();
+        }
+        if self.expired(Timer::Rescue, now) {
+            self.set(Timer::Rescue, None);
+            self.rescue_due = self.recover.is_some();
         }
         if self.expired(Timer::Retransmit, now) {
             self.set(Timer::Retransmit, None);
@@ -674,6 +704,8 @@ impl Connection {
                 self.rtt.backoff();
                 self.rtt_timing = None;
                 self.recover = None;
+                self.rescue_due = false;
+                self.set(Timer::Rescue, None);
                 self.dupacks = 0;
                 self.sacked.clear();
                 // Go back: resend from the oldest unacknowledged byte.
@@ -786,7 +818,13 @@ impl Connection {
         self.una as i64 + ack.distance(self.seq_of(self.una)) as i64
     }
 
-    fn on_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+    fn on_synchronized(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr,
+        payload: &[u8],
+        deliver: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
         let f = seg.flags;
         let rcv_nxt = self.rcv_nxt();
         let rcv_wnd = self.rcv_adv.saturating_sub(self.recv.nxt()) as usize;
@@ -920,7 +958,7 @@ impl Connection {
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
         ) {
-            self.on_data(now, seg, payload, d);
+            self.on_data(now, seg, payload, d, deliver);
         } else if !payload.is_empty() {
             // Data after the peer's FIN: acknowledge what we have.
             self.ack_now = true;
@@ -998,6 +1036,8 @@ impl Connection {
             match self.recover {
                 Some(r) if self.una >= r => {
                     self.recover = None;
+                    self.rescue_due = false;
+                    self.set(Timer::Rescue, None);
                     self.cc.on_recovery_end(now);
                 }
                 Some(_) => {
@@ -1083,12 +1123,23 @@ impl Connection {
         true
     }
 
-    fn on_data(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], d: i64) {
+    fn on_data(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr,
+        payload: &[u8],
+        d: i64,
+        deliver: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
         let off = (self.recv.nxt() as i64 + d).max(0) as u64;
         let edge = self.rcv_adv.max(self.window_edge());
         if !payload.is_empty() {
             self.largest_seg = self.largest_seg.max(payload.len());
-            let a = self.recv.accept(off, payload, edge);
+            let a = self.recv.accept_with(off, payload, edge, deliver);
+            if a.delivered > 0 {
+                self.stats.bytes_delivered_direct += a.delivered as u64;
+                self.recv.tune(now, self.rtt.srtt().or(self.rtt.min_rtt()));
+            }
             self.stats.duplicate_bytes += a.duplicate as u64;
             if a.dropped {
                 self.stats.ooo_dropped += 1;
@@ -1234,6 +1285,58 @@ impl Connection {
         None
     }
 
+    /// RFC 6675 NextSeg rule 3: the first unSACKed hole above `high_rxt`
+    /// and below SACKed data, lost or not (for when neither a lost hole nor
+    /// new data may go), capped at the MSS.
+    fn next_unsacked_hole(&self) -> Option<(u64, usize)> {
+        let mut at = self.una.max(self.high_rxt);
+        let tail = self.send.tail();
+        for &(s, e) in self.sacked.as_slice() {
+            let s_off = self.una + s.distance(key(self.una)) as u64;
+            let e_off = self.una + e.distance(key(self.una)) as u64;
+            let end = s_off.min(tail);
+            if end > at {
+                return Some((at, ((end - at) as usize).min(self.send_mss)));
+            }
+            at = at.max(e_off);
+        }
+        None
+    }
+
+    /// RFC 6675 NextSeg rule 4: once per recovery, the segment that ends
+    /// with the highest outstanding unSACKed byte (or carries the FIN):
+    /// (offset, length, FIN). Narrower than the RFC, to keep it from being
+    /// spurious: only with no unsent data left (the lost tail of a transfer,
+    /// which nothing else repairs before the RTO; a window-limited sender
+    /// gets ACKs that reveal its losses), only if that byte was not
+    /// retransmitted in this recovery already, and (see `poll_data`) only
+    /// once the tail has had two SRTTs to be SACKed, like Linux's tail loss
+    /// probe: a tail still in flight when recovery starts is not lost.
+    fn rescue_segment(&self) -> Option<(u64, usize, bool)> {
+        if self.rescue_rxt.is_some_and(|r| self.una <= r) || self.nxt < self.send.tail() {
+            return None;
+        }
+        let mut hi = self.max;
+        for &(s, e) in self.sacked.as_slice().iter().rev() {
+            let s_off = self.una + s.distance(key(self.una)) as u64;
+            let e_off = self.una + e.distance(key(self.una)) as u64;
+            if e_off >= hi {
+                hi = hi.min(s_off);
+            } else {
+                break;
+            }
+        }
+        if hi <= self.una.max(self.high_rxt) {
+            return None;
+        }
+        let tail = self.send.tail();
+        let fin = self.fin_queued && hi > tail;
+        let end = hi.min(tail);
+        let start = end.saturating_sub(self.send_mss as u64).max(self.una);
+        let len = end.saturating_sub(start) as usize;
+        (len > 0 || fin).then_some((start, len, fin))
+    }
+
     fn poll_data(&mut self, now: Instant) -> Option<Segment> {
         if matches!(self.state, State::FinWait2 | State::TimeWait) {
             return None;
@@ -1320,6 +1423,35 @@ impl Connection {
                 let seg = self.data_segment(now, self.nxt, len, fin, retx);
                 self.pace(now, seg.len);
                 return Some(seg);
+            }
+        }
+        // 5. SACK recovery with no lost hole and no new data to send (RFC
+        // 6675 NextSeg rules 3 and 4): an unSACKed hole below SACKed data,
+        // else once per recovery the highest unSACKed segment, so that a
+        // lost tail is repaired without waiting for the RTO.
+        if self.recover.is_some() && self.sack_ok {
+            if let Some((off, len)) = self.next_unsacked_hole()
+                && self.pipe() + len <= cwnd
+            {
+                self.stats.sack_retransmits += 1;
+                let seg = self.data_segment(now, off, len, false, true);
+                self.high_rxt = off + seg.len as u64;
+                return Some(seg);
+            }
+            if let Some((off, len, fin)) = self.rescue_segment()
+                && self.pipe() + len <= cwnd
+            {
+                if self.rescue_due {
+                    self.rescue_due = false;
+                    self.stats.rescue_retransmits += 1;
+                    self.rescue_rxt = self.recover;
+                    // HighRxt stays (RFC 6675 step C.1).
+                    return Some(self.data_segment(now, off, len, fin, true));
+                }
+                if self.timers[Timer::Rescue as usize].is_none() {
+                    let wait = self.rtt.srtt().map_or(self.rtt.rto(), |s| 2 * s);
+                    self.set(Timer::Rescue, Some(now + wait));
+                }
             }
         }
         // Nothing may be sent although data waits and nothing is in flight:

@@ -282,8 +282,13 @@ pub struct Stats {
     pub early_retransmits: u64,
     /// Of those, recoveries driven by SACK information.
     pub sack_recoveries: u64,
-    /// Retransmissions sent from the SACK scoreboard (RFC 6675 NextSeg rule 1).
+    /// Retransmissions sent from the SACK scoreboard (RFC 6675 NextSeg rule
+    /// 1, lost holes, and rule 3, holes below SACKed data when nothing else
+    /// may go).
     pub sack_retransmits: u64,
+    /// Rescue retransmissions of the highest unSACKed segment (RFC 6675
+    /// NextSeg rule 4; at most one per recovery).
+    pub rescue_retransmits: u64,
     /// RTO expiries.
     pub rto_expirations: u64,
     /// Duplicate ACKs received.
@@ -314,6 +319,10 @@ pub struct Stats {
     pub rtt_samples: u64,
     /// Of those, from timestamp echoes after a retransmission (RTTM).
     pub ts_rtt_samples: u64,
-    /// Payload bytes delivered in order to the receive buffer.
+    /// Payload bytes received in order (delivered or buffered).
     pub bytes_received: u64,
+    /// Of those, handed to the application straight from the received
+    /// segment ([`Connection::handle_segment_with`]), never copied into the
+    /// receive buffer.
+    pub bytes_delivered_direct: u64,
 }

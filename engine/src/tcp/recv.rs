@@ -56,6 +56,8 @@ pub(crate) struct Accepted {
     pub dropped: bool,
     /// Bytes already received before.
     pub duplicate: usize,
+    /// Of `in_order`, bytes the application took straight from the payload.
+    pub delivered: usize,
 }
 
 impl RecvBuffer {
@@ -151,7 +153,22 @@ impl RecvBuffer {
     /// Stores `payload` starting at stream offset `off` (already trimmed to
     /// start at or after RCV.NXT... or before it: the duplicate prefix is skipped)
     /// and within the window edge `edge` (exclusive offset).
-    pub(crate) fn accept(&mut self, mut off: u64, mut payload: &[u8], edge: u64) -> Accepted {
+    #[cfg(test)]
+    pub(crate) fn accept(&mut self, off: u64, payload: &[u8], edge: u64) -> Accepted {
+        self.accept_with(off, payload, edge, &mut |_| 0)
+    }
+
+    /// Like [`RecvBuffer::accept`], but when the payload is the next in-order
+    /// data and nothing is buffered before it, it is first offered to
+    /// `deliver`, which returns how many leading bytes it took; only the rest
+    /// is copied into the buffer.
+    pub(crate) fn accept_with(
+        &mut self,
+        mut off: u64,
+        mut payload: &[u8],
+        edge: u64,
+        deliver: &mut dyn FnMut(&[u8]) -> usize,
+    ) -> Accepted {
         let mut acc = Accepted::default();
         if off < self.nxt {
             let dup = ((self.nxt - off) as usize).min(payload.len());
@@ -174,7 +191,13 @@ impl RecvBuffer {
             acc.out_of_order = true;
             return acc;
         }
-        self.copy_in(off, payload);
+        let mut taken = 0;
+        if off == self.nxt && self.read == self.nxt && !self.data.is_empty() {
+            taken = deliver(payload).min(payload.len());
+            self.read += taken as u64;
+        }
+        self.copy_in(off + taken as u64, &payload[taken..]);
+        acc.delivered = taken;
         let before = self.nxt;
         self.nxt = end;
         self.ooo.remove_below(key(self.nxt));
@@ -260,5 +283,40 @@ mod tests {
         let a = b.accept(10, &[10, 11, 12, 13, 14], 12);
         assert_eq!(a.in_order, 3, "10, 11 new; range [12,13) joined");
         assert_eq!(b.readable(), 3);
+    }
+
+    #[test]
+    fn in_order_payload_goes_to_the_reader_first_and_only_the_rest_is_buffered() {
+        let mut b = RecvBuffer::new(16, RecvWindow::Fixed(16), 2);
+        b.allocate();
+        let mut seen = Vec::new();
+        let a = b.accept_with(0, &[0, 1, 2, 3], 16, &mut |p| {
+            seen.extend_from_slice(p);
+            3
+        });
+        assert_eq!(seen, [0, 1, 2, 3]);
+        assert_eq!((a.in_order, a.delivered), (4, 3));
+        assert_eq!(b.slices(), (&[3u8][..], &[][..]));
+        // Data waits in the buffer: the next segment is not offered.
+        let a = b.accept_with(4, &[4, 5], 16, &mut |_| panic!("offered while data waits"));
+        assert_eq!((a.in_order, a.delivered), (2, 0));
+        assert_eq!(b.slices().0, &[3, 4, 5]);
+        b.consume(3);
+        // Out of order: never offered.
+        let a = b.accept_with(8, &[8], 16, &mut |_| panic!("offered out of order"));
+        assert!(a.out_of_order);
+        // Filling the hole: offered and taken; the byte held out of order
+        // becomes readable from the buffer.
+        let a = b.accept_with(6, &[6, 7], 16, &mut |p| p.len());
+        assert_eq!((a.in_order, a.delivered), (3, 2));
+        assert_eq!(b.slices().0, &[8]);
+        // A duplicate prefix is trimmed before the offer.
+        b.consume(1);
+        let a = b.accept_with(7, &[7, 8, 9], 16, &mut |p| {
+            assert_eq!(p, [9]);
+            1
+        });
+        assert_eq!((a.duplicate, a.in_order, a.delivered), (2, 1, 1));
+        assert_eq!(b.readable(), 0);
     }
 }

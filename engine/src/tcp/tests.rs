@@ -1903,3 +1903,109 @@ fn a_fixed_window_set_after_the_handshake_bounds_what_the_peer_may_send() {
     }
     assert!(total > first, "the transfer went on");
 }
+
+/// Packet numbers (client → server link) of the data segments of the first
+/// flight, found by running a lossless twin step by step: a deterministic
+/// sender sends the same packets until the first feedback of a loss.
+fn data_packets(cfg: &SimConfig, segment: u64) -> Vec<u64> {
+    let mut twin = Sim::new(cfg.clone());
+    let mut out = Vec::new();
+    let mut bytes = 0u64;
+    for _ in 0..100_000 {
+        if !twin.step() {
+            break;
+        }
+        let (s, b) = (twin.c2s_stats().sent, twin.client.stats().bytes_sent);
+        if b > bytes {
+            // The step's last (b − bytes) / segment packets carried the data.
+            let n = (b - bytes).div_ceil(segment);
+            out.extend(s + 1 - n..=s);
+        }
+        bytes = b;
+        if bytes >= cfg.client_bytes {
+            break;
+        }
+    }
+    out
+}
+
+/// One flight of 14 full segments (initial window 20), the connection
+/// closing after it.
+fn one_flight_cfg() -> (SimConfig, Vec<u64>) {
+    let mut cfg = recovery_cfg(true);
+    cfg.client.initial_cwnd_segments = 20;
+    cfg.client_bytes = 14 * 1448;
+    let data = data_packets(&cfg, 1448);
+    assert_eq!(data.len(), 14, "{data:?}");
+    (cfg, data)
+}
+
+#[test]
+fn a_lost_tail_in_sack_recovery_gets_a_rescue_retransmission_not_an_rto() {
+    let (cfg, data) = one_flight_cfg();
+    let mut sim = Sim::new(cfg.clone());
+    // The third segment and the last: SACKs of 4..13 start recovery and the
+    // third is repaired from the scoreboard, but nothing is SACKed above
+    // the last, so no rule finds it lost (RFC 6675 NextSeg rule 4).
+    sim.drop_packets(true, &[data[2], data[13]]);
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(sim.c2s_stats().lost, 2);
+    assert_eq!(st.rto_expirations, 0, "{st:?}");
+    assert_eq!(st.rescue_retransmits, 1, "{st:?}");
+    assert_eq!(st.fast_retransmits, 1, "{st:?}");
+}
+
+#[test]
+fn a_hole_with_little_sacked_above_is_retransmitted_once_nothing_else_may_go() {
+    let (cfg, data) = one_flight_cfg();
+    let mut sim = Sim::new(cfg.clone());
+    // The 12th segment has only two segments SACKed above it: not lost by
+    // RFC 6675's IsLost, but with no new data to send, rule 3 sends it.
+    sim.drop_packets(true, &[data[2], data[11]]);
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(sim.c2s_stats().lost, 2);
+    assert_eq!(st.rto_expirations, 0, "{st:?}");
+    assert_eq!(st.retransmits, 2, "exactly the lost segments: {st:?}");
+    assert!(st.sack_retransmits >= 1, "{st:?}");
+    assert_eq!(st.rescue_retransmits, 0, "{st:?}");
+}
+
+#[test]
+fn in_order_data_is_delivered_by_reference_and_only_the_rest_is_buffered() {
+    let (mut a, mut b) = pair();
+    let mut got = 0usize;
+    let send = |a: &mut Connection, b: &mut Connection, t: u64, take: usize, got: &mut usize| {
+        while let Some(s) = a.poll_transmit(ms(t)) {
+            let (x, y) = a.payload(&s);
+            let mut p = x.to_vec();
+            p.extend_from_slice(y);
+            b.handle_segment_with(ms(t), &s.repr, &p, &mut |d| {
+                let n = d.len().min(take);
+                *got += n;
+                n
+            });
+        }
+    };
+    // A reader that takes 1000 bytes of what it is offered: the first
+    // segment's rest is buffered, and later segments, queued behind it, are
+    // not offered but buffered.
+    a.write(&[5u8; 3000]).unwrap();
+    send(&mut a, &mut b, 2, 1000, &mut got);
+    assert_eq!(got, 1000);
+    assert_eq!(b.readable(), 2000);
+    let mut rest = vec![0u8; 4000];
+    assert_eq!(b.read(ms(3), &mut rest), 2000);
+    // A reader that keeps up: nothing is copied.
+    a.write(&[6u8; 5000]).unwrap();
+    send(&mut a, &mut b, 4, usize::MAX, &mut got);
+    assert_eq!(got, 6000);
+    assert_eq!(b.readable(), 0);
+    let st = b.stats();
+    assert_eq!((st.bytes_received, st.bytes_delivered_direct), (8000, 6000));
+    exchange(&mut a, &mut b, ms(5));
+    assert_eq!(a.in_flight(), 0, "all acknowledged");
+}
