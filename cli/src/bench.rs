@@ -47,7 +47,7 @@ pub struct BenchArgs {
     /// no frames and run the same at every size.
     #[arg(long, value_delimiter = ',', default_value = "4096")]
     pub frame_size: Vec<u32>,
-    /// xtcp's TX bursts to sweep (`--tx-burst`: segments one connection
+    /// xtcp's TX bursts to sweep (`--tx-burst`: TX frames one connection
     /// queues per loop turn, ahead of the ACKs queued after them; xtcp's
     /// default is 64). The kernel pairs run the same at every value.
     #[arg(long, value_delimiter = ',', default_value = "64")]
@@ -482,7 +482,7 @@ fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
     }
     for &b in &a.tx_burst {
         if !(1..=65536).contains(&b) {
-            bail!("--tx-burst takes 1..=65536 segments, not {b}");
+            bail!("--tx-burst takes 1..=65536 frames, not {b}");
         }
     }
     for &f in &a.frame_size {

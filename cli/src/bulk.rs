@@ -151,9 +151,10 @@ pub struct EngineArgs {
     /// RX descriptors per loop turn.
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
-    /// Most segments one connection queues for transmission per loop turn
-    /// (a turn's burst goes out ahead of the ACKs queued after it: larger
-    /// bursts add queueing delay).
+    /// Most TX frames one connection queues per loop turn (one per segment
+    /// at MTU 1500, payload ÷ frame size at large MTUs). A turn's burst
+    /// goes out ahead of the ACKs queued after it: larger bursts add
+    /// queueing delay, smaller ones cost turns.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub tx_burst: u32,
     /// Back the UMEM with huge pages.

@@ -160,10 +160,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     // The server's interval lines (one stream, id 1, every second) add up
     // to what it counted.
     assert!(intervals.len() >= 2, "{intervals:?}");
-    assert!(
-        intervals[0].starts_with("[  1]   0.00-1.00 "),
-        "{intervals:?}"
-    );
+    assert!(intervals[0].starts_with("[  1]   0.00-1."), "{intervals:?}");
     let interval_bytes: f64 = intervals
         .iter()
         .map(|l| {
@@ -217,12 +214,15 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert_eq!(sent, count(&line, "sent"), "{line}");
     assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
 
-    // A byte count.
+    // A byte count: xtcp received every byte iperf3 sent — at least 2 GiB
+    // (iperf3 3.12 may write a block beyond `-n`, see esnet/iperf#1768).
     let v = iperf3(&net, &["-n", "2G"]);
     let line = server.outcome();
     assert!(line.contains(": ok;"), "{line}");
-    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(2 << 30));
-    assert_eq!(count(&line, "received"), 2 << 30);
+    let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
+    assert!(sent >= 2 << 30, "{sent}");
+    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(sent));
+    assert_eq!(count(&line, "received"), sent);
 
     // A byte count in reverse: xtcp sends exactly that many.
     let v = iperf3(&net, &["-n", "128M", "-R"]);

@@ -98,10 +98,12 @@ pub struct EngineConfig {
     pub ring: u32,
     /// RX descriptors per turn.
     pub batch: u32,
-    /// Most segments one connection puts on the TX ring per turn. What one
-    /// turn queues goes out ahead of the ACKs and other connections' data
-    /// queued after it, so this bounds the queueing delay the engine adds
-    /// (see docs/BENCHMARKS.md, "Bursts and queueing delay").
+    /// Most TX frames (descriptors) one connection puts on the TX ring per
+    /// turn: segments at MTU 1500 (one frame each), about bytes ÷ frame
+    /// size at large MTUs; at least one segment goes. What one turn queues
+    /// goes out ahead of the ACKs and other connections' data queued after
+    /// it, so this bounds the queueing delay the engine adds (see
+    /// docs/BENCHMARKS.md).
     pub tx_burst: u32,
     /// Back the UMEM with huge pages.
     pub hugepages: bool,

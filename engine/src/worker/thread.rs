@@ -324,6 +324,14 @@ pub struct AppConn {
     announce: Option<Sender<AppOut>>,
     /// Bytes still to send in [`AppMode::Send`].
     send_left: u64,
+    /// [`AppMode::Send`]: bytes written before the first data byte
+    /// (the cookie), set once data flows.
+    send_base: Option<u64>,
+    /// Data bytes committed to the send buffer in [`AppMode::Send`].
+    committed: u64,
+    /// Of those, counted so far: acknowledged ones while sending, all of
+    /// them once stopped.
+    acked: u64,
 }
 
 impl AppConn {
@@ -345,6 +353,9 @@ impl AppConn {
             drain: None,
             announce,
             send_left: 0,
+            send_base: None,
+            committed: 0,
+            acked: 0,
         }
     }
 
@@ -405,7 +416,7 @@ pub struct Shared {
     pub wait: WaitStrategy,
     /// RX batch size.
     pub batch: u32,
-    /// Most segments per connection per turn ([`super::EngineConfig::tx_burst`]).
+    /// Most TX frames per connection per turn ([`super::EngineConfig::tx_burst`]).
     pub tx_burst: usize,
 }
 
@@ -734,7 +745,19 @@ impl Worker {
                 .iter_mut()
                 .find(|s| s.conn.tuple().remote == src && s.conn.tuple().local == dst)
             {
-                s.conn.handle_segment(now, repr, payload);
+                // In-order payload goes to the sink or application straight
+                // from the receive frame; only what it cannot take now is
+                // copied into the receive buffer.
+                let Slot {
+                    conn,
+                    sink,
+                    appconn,
+                    read,
+                    ..
+                } = s;
+                conn.handle_segment_with(now, repr, payload, &mut |b| {
+                    take_direct(sink, appconn.as_deref_mut(), read, now, b)
+                });
                 return;
             }
             // Another worker's connection (RSS put it on our queue)?
@@ -899,13 +922,20 @@ impl Worker {
             let mut full = false;
             // A fair share of the TX ring per connection and turn, so that
             // a bulk sender does not starve the ACKs of its neighbours, and
-            // at most `tx_burst` segments: what one turn queues goes out
-            // ahead of everything queued after it (the ACKs of the other
-            // direction too), so an unbounded burst is queueing delay.
-            let budget = (port.xsk().tx.size() as usize / slots_len)
+            // at most `tx_burst` frames: what one turn queues goes out ahead
+            // of everything queued after it (the ACKs of the other direction
+            // too), so an unbounded burst is queueing delay. Counting frames
+            // (descriptors) bounds packets at small MTUs and bytes at large
+            // ones; a turn sends at least one segment.
+            let mut budget = (port.xsk().tx.size() as usize / slots_len)
                 .max(8)
                 .min(shared.tx_burst);
-            for _ in 0..budget {
+            let ip_hl = if s.conn.tuple().local.is_ipv4() {
+                20
+            } else {
+                40
+            };
+            while budget > 0 {
                 if !port.has_room(*max_seg_frames) {
                     full = true;
                     break;
@@ -915,6 +945,8 @@ impl Worker {
                 };
                 let t = s.conn.tuple();
                 let p = s.conn.payload(&seg);
+                let len = ip_hl + seg.repr.header_len() + p.0.len() + p.1.len();
+                budget = budget.saturating_sub(port.frames_for(len));
                 // Refused sends (MTU) are counted by the port; TCP retransmits.
                 port.send_to(s.mac, t.local, t.remote, &seg.repr, p);
             }
@@ -1033,6 +1065,10 @@ impl Slot {
                     a.drain = Some((now, now + DRAIN_MAX));
                 }
                 AppOut::Stop => {
+                    // What was written counts (as iperf3 counts writes),
+                    // acknowledged or not.
+                    a.counted += a.committed - a.acked;
+                    a.acked = a.committed;
                     a.mode = AppMode::Stopped;
                     a.stopped(c, out);
                 }
@@ -1053,6 +1089,7 @@ impl Slot {
             self.written += n as u64;
         }
         if open && a.mode == AppMode::Send && a.pending.is_empty() && !a.close {
+            a.send_base.get_or_insert(self.written);
             while a.send_left > 0 {
                 let (x, y) = c.write_slices();
                 let n = ((x.len() + y.len()) as u64).min(a.send_left) as usize;
@@ -1061,8 +1098,22 @@ impl Slot {
                 }
                 let _ = c.commit(n);
                 a.send_left -= n as u64;
-                a.counted += n as u64;
+                a.committed += n as u64;
                 self.written += n as u64;
+            }
+        }
+        // Sent bytes count once acknowledged: a test that ends after N bytes
+        // (iperf3's `-n`) then ends when the peer has them all, not when
+        // they entered a send buffer that may still hold megabytes.
+        if a.mode == AppMode::Send
+            && let Some(base) = a.send_base
+        {
+            let acked = (self.written - c.send_buffered() as u64)
+                .saturating_sub(base)
+                .min(a.committed);
+            if acked > a.acked {
+                a.counted += acked - a.acked;
+                a.acked = acked;
             }
         }
         if a.close && a.pending.is_empty() && open {
@@ -1184,6 +1235,37 @@ impl Slot {
             }
         }
     }
+}
+
+/// In-order payload offered straight from the receive frame
+/// ([`Connection::handle_segment_with`]): what the connection's sink or
+/// application takes now, as its turn would from the receive buffer
+/// (`Slot::app`, `Slot::app_conn`). Bytes an application wants relayed to
+/// its thread (control connections, cookies) stay in the buffer.
+fn take_direct(
+    sink: &mut Sink,
+    app: Option<&mut AppConn>,
+    read: &mut u64,
+    now: Instant,
+    bytes: &[u8],
+) -> usize {
+    let n = match app {
+        None => sink.consume((bytes, &[])),
+        Some(a) => match a.mode {
+            AppMode::Count | AppMode::Draining => {
+                a.counted += bytes.len() as u64;
+                if let Some((seen, _)) = a.drain.as_mut() {
+                    *seen = now;
+                }
+                bytes.len()
+            }
+            // Stopped: dropped uncounted; a sender discards what it receives.
+            AppMode::Stopped | AppMode::Send => bytes.len(),
+            AppMode::Relay | AppMode::Cookie => 0,
+        },
+    };
+    *read += n as u64;
+    n
 }
 
 fn add_stats(t: &mut Stats, s: &Stats) {

@@ -175,6 +175,9 @@ impl Iperf3Client {
             return;
         }
         self.stopping = None;
+        // The last interval ends once the last counts are in.
+        self.flush_interval(now);
+        self.meter.stop();
         let report = EndReport::engine(cpu_util(self.cpu_start, self.started, now), None);
         if let Some(s) = self.session.as_mut() {
             if let Err(e) = s.end_test(now, report) {
@@ -220,8 +223,6 @@ impl Iperf3Client {
                 Event::TestEnd => {
                     self.running = false;
                     self.ended = Some(now);
-                    self.flush_interval(now);
-                    self.meter.stop();
                     let ids: Vec<usize> = (1..=self.streams.len()).collect();
                     for id in &ids {
                         self.order(*id, AppOut::Stop);

@@ -140,6 +140,11 @@ impl Iperf3Server {
             return;
         }
         t.stopping = None;
+        // The last interval ends once the last counts are in.
+        if let Some(iv) = t.meter.flush(now) {
+            (self.on_interval)(&iv);
+        }
+        t.meter.stop();
         let data = std::mem::take(&mut t.data);
         let text = format!(
             "xtcp serve: {} bytes received, {} sent\n",
@@ -201,10 +206,6 @@ impl Iperf3Server {
                 Event::TestEnd => {
                     t.running = false;
                     t.ended = Some(now);
-                    if let Some(iv) = t.meter.flush(now) {
-                        (self.on_interval)(&iv);
-                    }
-                    t.meter.stop();
                     let data = t.data.clone();
                     t.stopping = Some(data.clone());
                     for id in data {
