@@ -327,6 +327,9 @@ struct Summary<'a> {
     retransmits: u64,
     segments_sent: u64,
     segments_received: u64,
+    /// Received bytes the sink took straight from the RX frames (the rest
+    /// went through TCP's receive buffer).
+    bytes_in_place: u64,
     cpu_seconds: f64,
     cpu_seconds_per_gib: f64,
     connections: Vec<ConnSummary>,
@@ -439,6 +442,11 @@ fn summarise(
             .iter()
             .map(|c| c.stats.segments_received)
             .sum(),
+        bytes_in_place: report
+            .connections
+            .iter()
+            .map(|c| c.stats.bytes_delivered_direct)
+            .sum(),
         cpu_seconds: report.cpu_seconds,
         cpu_seconds_per_gib: if gib > 0.0 {
             report.cpu_seconds / gib
@@ -465,13 +473,14 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         .collect();
     eprintln!(
         "xtcp: {verb} {} bytes in {:.3} s = {:.2} Gbit/s, {} retransmits, {} segments sent, \
-         {} received, CPU {:.2} s ({:.2} s/GiB)",
+         {} received ({} bytes taken in place from the RX frames), CPU {:.2} s ({:.2} s/GiB)",
         s.bytes,
         s.seconds,
         s.gbps,
         s.retransmits,
         s.segments_sent,
         s.segments_received,
+        s.bytes_in_place,
         s.cpu_seconds,
         s.cpu_seconds_per_gib
     );

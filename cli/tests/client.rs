@@ -151,17 +151,7 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     let w = window_seen_by_kernel_sender(&net, &["-t", "3", "-R", "-w", "16K"]);
     assert!(w <= (16 << 10) + 128, "snd_wnd {w}");
     // Beyond the receive buffer: refused, with what to do.
-    let out = net
-        .a
-        .ns
-        .command(XTCP)
-        .args([
-            "client",
-            "--iface",
-            &net.a.iface,
-            "-c",
-            &net.b.ip4.to_string(),
-        ])
+    let out = client_command(&net)
         .args(["--rcvbuf", "64K", "-w", "1M"])
         .output()
         .unwrap();
@@ -182,17 +172,33 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     assert_eq!(bytes(&v, &["end", "sum_received", "bytes"]), 64 << 20);
 }
 
+/// `xtcp client --iface A -c B` in side A's namespace.
+fn client_command(net: &TestNet) -> Command {
+    let mut c = net.a.ns.command(XTCP);
+    c.args([
+        "client",
+        "--iface",
+        &net.a.iface,
+        "-c",
+        &net.b.ip4.to_string(),
+    ]);
+    c
+}
+
 /// Runs `xtcp client` with `extra` (a reverse test: the kernel sends) and,
 /// a second into it, reads the kernel sender's `snd_wnd` (the window xtcp
 /// offers) with `ss` in the server's namespace.
 fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
-    let ip = net.b.ip4.to_string();
-    let mut child = net
-        .a
-        .ns
-        .command(XTCP)
-        .args(["client", "--iface", &net.a.iface, "--bind", "copy"])
-        .args(["--rx-csum", "verify", "--frames", "8192", "-c", &ip, "-J"])
+    let mut child = client_command(net)
+        .args([
+            "--bind",
+            "copy",
+            "--rx-csum",
+            "verify",
+            "--frames",
+            "8192",
+            "-J",
+        ])
         .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -241,21 +247,9 @@ fn against_stock_iperf3_server_four_streams_over_two_queues() {
         assert_eq!(iv["sum"]["bytes"].as_u64(), Some(sum), "{iv}");
     }
     // The text output: a line per stream and a [SUM] line each interval.
-    let out = net
-        .a
-        .ns
-        .command(XTCP)
-        .args([
-            "client",
-            "--iface",
-            &net.a.iface,
-            "--queues",
-            "2",
-            "--bind",
-            "copy",
-        ])
-        .args(["--rx-csum", "verify", "--frames", "8192"])
-        .args(["-c", &net.b.ip4.to_string(), "-t", "2", "-P", "2"])
+    let out = client_command(&net)
+        .args(["--queues", "2", "--bind", "copy", "--rx-csum", "verify"])
+        .args(["--frames", "8192", "-t", "2", "-P", "2"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -268,21 +262,7 @@ fn against_stock_iperf3_server_four_streams_over_two_queues() {
 #[test]
 fn no_server_is_a_clear_error() {
     let net = testnet(1);
-    let out = net
-        .a
-        .ns
-        .command(XTCP)
-        .args([
-            "client",
-            "--iface",
-            &net.a.iface,
-            "-c",
-            &net.b.ip4.to_string(),
-            "-t",
-            "1",
-        ])
-        .output()
-        .unwrap();
+    let out = client_command(&net).args(["-t", "1"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("connection refused"), "{err}");

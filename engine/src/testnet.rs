@@ -769,42 +769,22 @@ fn wire(
             .collect::<Vec<_>>()
             .join(":")
     };
-    a_ns.ip(&[
-        "neigh",
-        "replace",
-        &ip4(2).to_string(),
-        "lladdr",
-        &fmt_mac(b_mac),
-        "dev",
-        &a_if,
-    ])?;
-    b_ns.ip(&[
-        "neigh",
-        "replace",
-        &ip4(1).to_string(),
-        "lladdr",
-        &fmt_mac(a_mac),
-        "dev",
-        &b_if,
-    ])?;
-    a_ns.ip(&[
-        "neigh",
-        "replace",
-        &ip6(2).to_string(),
-        "lladdr",
-        &fmt_mac(b_mac),
-        "dev",
-        &a_if,
-    ])?;
-    b_ns.ip(&[
-        "neigh",
-        "replace",
-        &ip6(1).to_string(),
-        "lladdr",
-        &fmt_mac(a_mac),
-        "dev",
-        &b_if,
-    ])?;
+    for (ns, iface, peer4, peer6, peer_mac) in [
+        (&a_ns, &a_if, ip4(2), ip6(2), b_mac),
+        (&b_ns, &b_if, ip4(1), ip6(1), a_mac),
+    ] {
+        for peer in [peer4.to_string(), peer6.to_string()] {
+            ns.ip(&[
+                "neigh",
+                "replace",
+                &peer,
+                "lladdr",
+                &fmt_mac(peer_mac),
+                "dev",
+                iface,
+            ])?;
+        }
+    }
     Ok(TestNet {
         adopted,
         a: Side {

@@ -116,7 +116,7 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
         let now = Instant::now();
         port.recv(256, |src, dst, repr, payload| {
             if src == tuple.remote && dst == tuple.local {
-                c.handle_segment(now, repr, payload);
+                c.handle_segment_parts(now, repr, payload, &mut |_| 0);
             }
         });
         if c.poll_timeout().is_some_and(|t| t <= now) {

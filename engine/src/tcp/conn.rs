@@ -28,7 +28,7 @@
 use super::cc::CongestionControl;
 use super::isn::IsnGenerator;
 use super::ranges::RangeSet;
-use super::recv::{RecvBuffer, RecvWindow};
+use super::recv::{Accepted, RecvBuffer, RecvWindow};
 use super::rtt::RttEstimator;
 use super::send::{FrameChunk, SendBuffer};
 use super::{CloseReason, Config, ConnectionError, Event, FourTuple, Stats, WriteError};
@@ -640,11 +640,24 @@ impl Connection {
         payload: &[u8],
         deliver: &mut dyn FnMut(&[u8]) -> usize,
     ) {
+        self.handle_segment_parts(now, seg, &[payload], deliver);
+    }
+
+    /// Like [`Connection::handle_segment_with`], the payload in consecutive
+    /// parts: a packet spread over several receive frames (multi-buffer),
+    /// each part offered to `deliver` where it lies, in order.
+    pub fn handle_segment_parts(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr,
+        parts: &[&[u8]],
+        deliver: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
         self.stats.segments_received += 1;
         match self.state {
             State::Closed => {}
             State::SynSent => self.on_syn_sent(now, seg),
-            _ => self.on_synchronized(now, seg, payload, deliver),
+            _ => self.on_synchronized(now, seg, parts, deliver),
         }
     }
 
@@ -822,9 +835,10 @@ impl Connection {
         &mut self,
         now: Instant,
         seg: &TcpRepr,
-        payload: &[u8],
+        parts: &[&[u8]],
         deliver: &mut dyn FnMut(&[u8]) -> usize,
     ) {
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         let f = seg.flags;
         let rcv_nxt = self.rcv_nxt();
         let rcv_wnd = self.rcv_adv.saturating_sub(self.recv.nxt()) as usize;
@@ -870,7 +884,7 @@ impl Connection {
         }
         // Acceptability (RFC 9293 §3.10.7.4), with a zero-length probe or FIN at
         // RCV.NXT accepted even into a zero window.
-        let seg_len = payload.len() + usize::from(f.contains(TcpFlags::SYN));
+        let seg_len = payload_len + usize::from(f.contains(TcpFlags::SYN));
         let d = seg.seq.distance(rcv_nxt) as i64;
         let in_wnd = |x: i64| x >= 0 && (x as u64) < rcv_wnd as u64;
         let acceptable = if seg.seq == rcv_nxt {
@@ -884,7 +898,7 @@ impl Connection {
             self.stats.out_of_window += 1;
             if !f.contains(TcpFlags::RST) {
                 if seg_len > 0 && d < 0 {
-                    self.stats.duplicate_bytes += payload.len() as u64;
+                    self.stats.duplicate_bytes += payload_len as u64;
                 }
                 self.ack_now = true;
             }
@@ -950,7 +964,7 @@ impl Connection {
                 return;
             }
         }
-        if !self.on_ack(now, seg, payload.len()) {
+        if !self.on_ack(now, seg, payload_len) {
             return;
         }
         // Data and FIN.
@@ -958,8 +972,8 @@ impl Connection {
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
         ) {
-            self.on_data(now, seg, payload, d, deliver);
-        } else if !payload.is_empty() {
+            self.on_data(now, seg, parts, payload_len, d, deliver);
+        } else if payload_len > 0 {
             // Data after the peer's FIN: acknowledge what we have.
             self.ack_now = true;
         }
@@ -1127,15 +1141,23 @@ impl Connection {
         &mut self,
         now: Instant,
         seg: &TcpRepr,
-        payload: &[u8],
+        parts: &[&[u8]],
+        payload_len: usize,
         d: i64,
         deliver: &mut dyn FnMut(&[u8]) -> usize,
     ) {
         let off = (self.recv.nxt() as i64 + d).max(0) as u64;
         let edge = self.rcv_adv.max(self.window_edge());
-        if !payload.is_empty() {
-            self.largest_seg = self.largest_seg.max(payload.len());
-            let a = self.recv.accept_with(off, payload, edge, deliver);
+        if payload_len > 0 {
+            self.largest_seg = self.largest_seg.max(payload_len);
+            // Part by part, each at its place: in order, a part is offered
+            // to `deliver` once everything before it was taken.
+            let mut a = Accepted::default();
+            let mut at = off;
+            for p in parts.iter().filter(|p| !p.is_empty()) {
+                a.add(self.recv.accept_with(at, p, edge, deliver));
+                at += p.len() as u64;
+            }
             if a.delivered > 0 {
                 self.stats.bytes_delivered_direct += a.delivered as u64;
                 self.recv.tune(now, self.rtt.srtt().or(self.rtt.min_rtt()));
@@ -1153,7 +1175,7 @@ impl Connection {
                 self.stats.bytes_received += a.in_order as u64;
                 self.events |= EV_READABLE;
                 self.unacked_bytes += a.in_order;
-                if self.recv.has_ooo() || a.in_order > payload.len() || a.duplicate > 0 {
+                if self.recv.has_ooo() || a.in_order > payload_len || a.duplicate > 0 {
                     // Filled (part of) a hole: tell the sender at once.
                     self.ack_now = true;
                 }
@@ -1171,7 +1193,7 @@ impl Connection {
             }
         }
         if seg.flags.contains(TcpFlags::FIN) {
-            let fin_off = off + payload.len() as u64;
+            let fin_off = off + payload_len as u64;
             if fin_off <= edge {
                 self.ooo_fin = Some(fin_off);
             }

@@ -114,22 +114,35 @@ impl Listener {
         seg: &TcpRepr,
         payload: &[u8],
     ) {
+        self.handle_segment_parts(now, remote, seg, &[payload]);
+    }
+
+    /// Like [`Listener::handle_segment`], the payload in consecutive parts
+    /// (a packet spread over several receive frames).
+    pub fn handle_segment_parts(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        seg: &TcpRepr,
+        parts: &[&[u8]],
+    ) {
         let tuple = FourTuple {
             local: self.local,
             remote,
         };
         if let Some(i) = self.half_open.iter().position(|c| c.tuple() == tuple) {
-            self.half_open[i].handle_segment(now, seg, payload);
+            self.half_open[i].handle_segment_parts(now, seg, parts, &mut |_| 0);
             self.settle(i, now);
             return;
         }
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         let f = seg.flags;
         if f.contains(TcpFlags::RST) {
             return;
         }
         if f.contains(TcpFlags::ACK) || !f.contains(TcpFlags::SYN) {
             // Nothing here to acknowledge: reset (RFC 9293 LISTEN rules).
-            self.queue_rst(tuple, seg, payload.len());
+            self.queue_rst(tuple, seg, payload_len);
             return;
         }
         if self.half_open.len() >= self.max_half_open {

@@ -60,6 +60,17 @@ pub(crate) struct Accepted {
     pub delivered: usize,
 }
 
+impl Accepted {
+    /// Adds what became of the next part of the same segment.
+    pub(crate) fn add(&mut self, o: Accepted) {
+        self.in_order += o.in_order;
+        self.out_of_order |= o.out_of_order;
+        self.dropped |= o.dropped;
+        self.duplicate += o.duplicate;
+        self.delivered += o.delivered;
+    }
+}
+
 impl RecvBuffer {
     pub(crate) fn new(cap: usize, policy: RecvWindow, max_ranges: usize) -> RecvBuffer {
         let cap = cap.max(1);

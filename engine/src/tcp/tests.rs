@@ -2009,3 +2009,48 @@ fn in_order_data_is_delivered_by_reference_and_only_the_rest_is_buffered() {
     exchange(&mut a, &mut b, ms(5));
     assert_eq!(a.in_flight(), 0, "all acknowledged");
 }
+
+#[test]
+fn a_segment_in_parts_is_taken_part_by_part_and_out_of_order_parts_are_kept() {
+    let (mut a, mut b) = pair();
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    a.write(&data).unwrap();
+    let mut segs = Vec::new();
+    while let Some(s) = a.poll_transmit(ms(2)) {
+        let (x, y) = a.payload(&s);
+        segs.push((s.repr, [x, y].concat()));
+    }
+    assert_eq!(segs.len(), 3, "1448 + 1448 + 104");
+    // The second segment first, in three parts: out of order, kept, never
+    // offered.
+    let (r1, p1) = &segs[1];
+    let (x, rest) = p1.split_at(5);
+    let (y, z) = rest.split_at(1000);
+    b.handle_segment_parts(ms(3), r1, &[x, y, z], &mut |_| {
+        panic!("offered out of order")
+    });
+    assert_eq!((b.readable(), b.stats().ooo_segments), (0, 1));
+    // The first, in two parts: each offered where it lies, in order; the
+    // second segment then becomes readable from the buffer.
+    let (r0, p0) = &segs[0];
+    let (u, v) = p0.split_at(700);
+    let mut got = Vec::new();
+    b.handle_segment_parts(ms(4), r0, &[u, v], &mut |d| {
+        got.extend_from_slice(d);
+        d.len()
+    });
+    assert_eq!(got, data[..1448]);
+    assert_eq!(b.readable(), 1448);
+    // The third: data waits in the buffer, so it is not offered.
+    let (r2, p2) = &segs[2];
+    let (s1, s2) = p2.split_at(1);
+    b.handle_segment_parts(ms(5), r2, &[s1, s2], &mut |_| {
+        panic!("offered behind buffered data")
+    });
+    let mut buf = vec![0u8; 4096];
+    let n = b.read(ms(6), &mut buf);
+    got.extend_from_slice(&buf[..n]);
+    assert_eq!(got, data, "every byte once, in order");
+    let st = b.stats();
+    assert_eq!((st.bytes_received, st.bytes_delivered_direct), (3000, 1448));
+}

@@ -1,12 +1,15 @@
 //! [`XskPort`]: TCP segments in and out of one AF_XDP socket.
 //!
-//! Receive: each packet (a chain of descriptors is gathered first) is parsed
-//! down to TCP with [`crate::wire::locate_tcp`]; packets that are not TCP to
-//! our address, IP fragments, malformed headers and — under
-//! [`RxCsum::Verify`] — bad checksums are counted by reason and dropped, never
-//! passed on and never a panic. What is left is handed to the caller as
-//! `(source, destination, header, payload)`; the frame goes back to the fill
-//! ring right after.
+//! Receive: each packet is parsed down to TCP with
+//! [`crate::wire::locate_tcp`]; packets that are not TCP to our address, IP
+//! fragments, malformed headers and — under [`RxCsum::Verify`] — bad
+//! checksums are counted by reason and dropped, never passed on and never a
+//! panic. What is left is handed to the caller as `(source, destination,
+//! header, payload parts)`, the payload in place in its receive frames: one
+//! part, or one per frame of a multi-buffer chain (whose frames are held
+//! until its last descriptor arrives). The frames go back to the fill ring
+//! right after. Only a chain whose TCP header runs past its first frame is
+//! gathered into one buffer first.
 //!
 //! Send: a segment is framed (Ethernet, IPv4 or IPv6, TCP with its checksum
 //! computed over header and payload pieces) and copied into UMEM frames —
@@ -14,8 +17,8 @@
 //! A packet longer than the MTU is refused and counted: veth, for one,
 //! "completes" such a frame and drops it silently.
 //!
-//! Hot path: no allocation (the gather buffer and frame pool are sized at
-//! open), no locks, no logging; counters only.
+//! Hot path: no allocation (the chain, gather buffer and frame pool are
+//! sized at open), no locks, no logging; counters only.
 //!
 //! Call order per loop turn: [`XskPort::recv`], then the TCP core, then
 //! [`XskPort::send`] for each segment it produced, then [`XskPort::flush`]
@@ -78,7 +81,8 @@ pub struct PortCounters {
     pub drop_checksum: u64,
     /// Dropped: addressed to another IP address.
     pub drop_not_ours: u64,
-    /// Dropped: a received chain longer than the gather buffer.
+    /// Dropped: a received chain of more than 40 descriptors, or longer
+    /// than the gather buffer.
     pub drop_oversize: u64,
     /// Sends refused: the packet would exceed the MTU.
     pub tx_too_long: u64,
@@ -95,6 +99,11 @@ pub struct XskPort {
     pool: Vec<Frame>,
     /// Frames of the packet being built (capacity fixed at open).
     chain: Vec<Frame>,
+    /// Descriptors of the receive chain (multi-buffer packet) so far:
+    /// frame, offset, length. Held until its last part arrives, then
+    /// delivered in place and returned to the fill ring.
+    rx_chain: Vec<(Frame, u32, u32)>,
+    /// Only for a chain whose TCP header runs past its first frame.
     gather: Vec<u8>,
     in_chain: bool,
     chain_oversize: bool,
@@ -116,6 +125,14 @@ impl std::fmt::Debug for XskPort {
 /// Largest packet a port gathers from a receive chain.
 const GATHER_LEN: usize = 65536 + 14 + 4;
 
+/// Most descriptors in one received packet (a 64 KiB packet in 2048-byte
+/// frames takes 33 or 34); longer chains are dropped as oversize.
+const RX_CHAIN_MAX: usize = 40;
+
+/// A received segment's payload: consecutive parts, each in place in its
+/// receive frame (one part unless the packet spans several frames).
+pub type Parts<'a> = &'a [&'a [u8]];
+
 impl XskPort {
     /// Wraps a bound socket; takes the UMEM's frames and fills the fill ring.
     /// The socket should be registered with the steering program by the
@@ -131,6 +148,7 @@ impl XskPort {
             umem,
             pool,
             chain: Vec::with_capacity(32),
+            rx_chain: Vec::with_capacity(RX_CHAIN_MAX),
             gather: Vec::with_capacity(GATHER_LEN),
             in_chain: false,
             chain_oversize: false,
@@ -152,8 +170,14 @@ impl XskPort {
     }
 
     /// Receives up to `max` descriptors and hands every acceptable TCP
-    /// segment to `f(source, destination, header, payload)`.
-    pub fn recv(&mut self, max: u32, mut f: impl FnMut(SocketAddr, SocketAddr, &TcpRepr, &[u8])) {
+    /// segment to `f(source, destination, header, payload parts)`: the
+    /// payload stays in its receive frames (several for a multi-buffer
+    /// packet) until `f` returns.
+    pub fn recv(
+        &mut self,
+        max: u32,
+        mut f: impl FnMut(SocketAddr, SocketAddr, &TcpRepr, Parts<'_>),
+    ) {
         self.recv_from(max, |_, src, dst, repr, payload| f(src, dst, repr, payload));
     }
 
@@ -162,12 +186,13 @@ impl XskPort {
     pub fn recv_from(
         &mut self,
         max: u32,
-        mut f: impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, &[u8]),
+        mut f: impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, Parts<'_>),
     ) {
         let XskPort {
             xsk,
             umem,
             pool,
+            rx_chain,
             gather,
             in_chain,
             chain_oversize,
@@ -176,29 +201,35 @@ impl XskPort {
             ..
         } = self;
         xsk.rx.recv(max, |d: RxDesc| {
-            let data = &umem.frame(&d.frame)[d.offset as usize..(d.offset + d.len) as usize];
-            if d.contd || *in_chain {
-                if !*in_chain {
-                    gather.clear();
-                    *chain_oversize = false;
-                }
-                *in_chain = d.contd;
-                if gather.len() + data.len() <= GATHER_LEN {
-                    gather.extend_from_slice(data);
-                } else {
-                    *chain_oversize = true;
-                }
-                if !d.contd {
-                    if *chain_oversize {
-                        counters.drop_oversize += 1;
-                    } else {
-                        deliver(gather, cfg, counters, &mut f);
-                    }
-                }
-            } else {
-                deliver(data, cfg, counters, &mut f);
+            if !d.contd && !*in_chain {
+                let data = &umem.frame(&d.frame)[d.offset as usize..(d.offset + d.len) as usize];
+                deliver(&[data], gather, cfg, counters, &mut f);
+                pool.push(d.frame);
+                return;
             }
-            pool.push(d.frame);
+            if !*in_chain {
+                *chain_oversize = false;
+            }
+            *in_chain = d.contd;
+            if rx_chain.len() < RX_CHAIN_MAX {
+                rx_chain.push((d.frame, d.offset, d.len));
+            } else {
+                *chain_oversize = true;
+                pool.push(d.frame);
+            }
+            if d.contd {
+                return;
+            }
+            if *chain_oversize {
+                counters.drop_oversize += 1;
+            } else {
+                let mut parts: [&[u8]; RX_CHAIN_MAX] = [&[]; RX_CHAIN_MAX];
+                for (p, (frame, off, len)) in parts.iter_mut().zip(rx_chain.iter()) {
+                    *p = &umem.frame(frame)[*off as usize..(*off + *len) as usize];
+                }
+                deliver(&parts[..rx_chain.len()], gather, cfg, counters, &mut f);
+            }
+            pool.extend(rx_chain.drain(..).map(|(frame, _, _)| frame));
         });
         if !pool.is_empty() {
             let n = pool.len() as u32;
@@ -417,18 +448,61 @@ impl XskPort {
     }
 }
 
-/// Parses one whole packet and hands it on, or counts why not.
+/// Bytes `[from, to)` of the concatenation of `parts`, as parts; returns
+/// how many of `out` it filled.
+fn sub_parts<'a>(parts: &[&'a [u8]], from: usize, to: usize, out: &mut [&'a [u8]]) -> usize {
+    let (mut at, mut n) = (0, 0);
+    for p in parts {
+        let (s, e) = (from.max(at), to.min(at + p.len()));
+        if s < e && n < out.len() {
+            out[n] = &p[s - at..e - at];
+            n += 1;
+        }
+        at += p.len();
+    }
+    n
+}
+
+/// Parses one packet — whole in `parts[0]`, or in consecutive parts of a
+/// receive chain — and hands its segment on with the payload in place, or
+/// counts why not.
 fn deliver(
-    bytes: &[u8],
+    parts: &[&[u8]],
+    gather: &mut Vec<u8>,
     cfg: &PortConfig,
     counters: &mut PortCounters,
-    f: &mut impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, &[u8]),
+    f: &mut impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, Parts<'_>),
 ) {
+    let Some(&first) = parts.first() else {
+        return;
+    };
     let mut src_mac = [0u8; 6];
-    if let Some(b) = bytes.get(6..12) {
+    if let Some(b) = first.get(6..12) {
         src_mac.copy_from_slice(b);
     }
-    let l = match locate_tcp(bytes) {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let located = locate_tcp(first);
+    let split = match &located {
+        Ok(l) => l.tcp_off + l.tcp_header_len > first.len(),
+        Err(_) => true,
+    };
+    if split && parts.len() > 1 {
+        // Headers not whole in the first frame of a chain (drivers put them
+        // first; this is for the rest): gather once, deliver as one part.
+        if total > gather.capacity() {
+            counters.drop_oversize += 1;
+            return;
+        }
+        gather.clear();
+        for p in parts {
+            gather.extend_from_slice(p);
+        }
+        let whole = std::mem::take(gather);
+        deliver(&[&whole], gather, cfg, counters, f);
+        *gather = whole;
+        return;
+    }
+    let l = match located {
         Ok(l) => l,
         Err(WireError::Fragmented) => {
             counters.drop_fragment += 1;
@@ -444,7 +518,8 @@ fn deliver(
         }
     };
     let end = l.tcp_off + l.tcp_len;
-    if end > bytes.len() {
+    let hdr_end = l.tcp_off + l.tcp_header_len;
+    if end > total || hdr_end > first.len() {
         counters.drop_malformed += 1;
         return;
     }
@@ -456,26 +531,35 @@ fn deliver(
         counters.drop_not_ours += 1;
         return;
     }
-    let Ok(pkt) = TcpPacket::new_checked(&bytes[l.tcp_off..end]) else {
+    let Ok(pkt) = TcpPacket::new_checked(&first[l.tcp_off..hdr_end]) else {
         counters.drop_malformed += 1;
         return;
     };
-    if cfg.rx_csum == RxCsum::Verify && !pkt.verify_checksum(l.pseudo_sum()) {
-        counters.drop_checksum += 1;
-        return;
+    let mut out: [&[u8]; RX_CHAIN_MAX] = [&[]; RX_CHAIN_MAX];
+    if cfg.rx_csum == RxCsum::Verify {
+        let n = sub_parts(parts, l.tcp_off, end, &mut out);
+        let mut sum = Accumulator::new(l.pseudo_sum());
+        for p in &out[..n] {
+            sum.add_bytes(p);
+        }
+        if sum.sum() != 0xffff {
+            counters.drop_checksum += 1;
+            return;
+        }
     }
     let Ok(repr) = TcpRepr::parse(&pkt) else {
         counters.drop_malformed += 1;
         return;
     };
     counters.rx_segments += 1;
-    counters.rx_bytes += bytes.len() as u64;
+    counters.rx_bytes += total as u64;
+    let n = sub_parts(parts, hdr_end, end, &mut out);
     f(
         src_mac,
         SocketAddr::new(src_ip, repr.src_port),
         SocketAddr::new(dst_ip, repr.dst_port),
         &repr,
-        pkt.payload(),
+        &out[..n],
     );
 }
 
@@ -510,15 +594,47 @@ mod tests {
     type Got = Vec<(SocketAddr, SocketAddr, TcpRepr, Vec<u8>)>;
 
     fn run(bytes: &[u8], policy: RxCsum) -> (PortCounters, Got) {
+        run_parts(&[bytes], policy)
+    }
+
+    /// Delivers a packet given in parts (a receive chain).
+    fn run_parts(parts: &[&[u8]], policy: RxCsum) -> (PortCounters, Got) {
         let mut c = PortCounters::default();
         let mut got = Vec::new();
+        let mut gather = Vec::with_capacity(GATHER_LEN);
         deliver(
-            bytes,
+            parts,
+            &mut gather,
             &cfg(policy),
             &mut c,
-            &mut |_, src, dst, r: &TcpRepr, p: &[u8]| got.push((src, dst, *r, p.to_vec())),
+            &mut |_, src, dst, r: &TcpRepr, p: Parts<'_>| got.push((src, dst, *r, p.concat())),
         );
         (c, got)
+    }
+
+    #[test]
+    fn a_chained_packet_is_delivered_in_place_part_by_part() {
+        let payload: Vec<u8> = (0..9000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let pkt = tcp_to(US, &payload);
+        // Headers in the first part; odd split points inside the payload, as
+        // a receive chain of three frames can have.
+        let (a, rest) = pkt.split_at(1001);
+        let (b, c) = rest.split_at(4095);
+        let (cnt, got) = run_parts(&[a, b, c], RxCsum::Verify);
+        assert_eq!(cnt.rx_segments, 1, "{cnt:?}");
+        assert_eq!(got[0].3, payload);
+        // The checksum covers every part: a flipped bit in the last one is
+        // caught.
+        let mut bad = c.to_vec();
+        bad[100] ^= 1;
+        assert_eq!(run_parts(&[a, b, &bad], RxCsum::Verify).0.drop_checksum, 1);
+        // A header split over two parts is gathered first, then delivered.
+        let (h1, h2) = pkt.split_at(30);
+        let (cnt, got) = run_parts(&[h1, h2], RxCsum::Verify);
+        assert_eq!(cnt.rx_segments, 1, "{cnt:?}");
+        assert_eq!(got[0].3, payload);
+        // Parts shorter than the IP length claims: malformed.
+        assert_eq!(run_parts(&[a, b], RxCsum::Verify).0.drop_malformed, 1);
     }
 
     #[test]

@@ -740,7 +740,8 @@ impl Worker {
             out,
             ..
         } = self;
-        port.recv_from(shared.batch, |mac, src, dst, repr, payload| {
+        port.recv_from(shared.batch, |mac, src, dst, repr, parts| {
+            let payload_len: usize = parts.iter().map(|p| p.len()).sum();
             if let Some(s) = slots
                 .iter_mut()
                 .find(|s| s.conn.tuple().remote == src && s.conn.tuple().local == dst)
@@ -755,7 +756,7 @@ impl Worker {
                     read,
                     ..
                 } = s;
-                conn.handle_segment_with(now, repr, payload, &mut |b| {
+                conn.handle_segment_parts(now, repr, parts, &mut |b| {
                     take_direct(sink, appconn.as_deref_mut(), read, now, b)
                 });
                 return;
@@ -768,7 +769,7 @@ impl Worker {
             let key = shared.registry.key(&tuple);
             if let Some(owner) = shared.registry.get(key) {
                 let owner = owner as usize;
-                if owner != *index && payload.is_empty() {
+                if owner != *index && payload_len == 0 {
                     // A pure ACK (or SYN-ACK, FIN): forward it, cheaply.
                     if peers[owner]
                         .try_send(Ctl::Segment { key, repr: *repr })
@@ -795,14 +796,14 @@ impl Worker {
                     }
                 }
                 // In transit to us: keep what costs nothing to keep.
-                if owner == *index && payload.is_empty() && held.len() < MAX_HELD {
+                if owner == *index && payload_len == 0 && held.len() < MAX_HELD {
                     held.push((key, *repr));
                 }
                 return;
             }
             if let Some(l) = listener.as_mut().filter(|l| l.local() == dst) {
                 macs[mac_slot(&src.ip())] = (src.ip(), mac);
-                l.handle_segment(now, src, repr, payload);
+                l.handle_segment_parts(now, src, repr, parts);
                 while let Some(mut conn) = l.accept() {
                     let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
                     let sink = match &shared.sinks {
@@ -852,7 +853,7 @@ impl Worker {
                 return;
             }
             counters.no_connection += 1;
-            if let Some(r) = reset_for(repr, payload.len()) {
+            if let Some(r) = reset_for(repr, payload_len) {
                 if rst.len() < MAX_PENDING_RST {
                     rst.push((dst, src, mac, r));
                 } else {
