@@ -9,13 +9,7 @@
 //! reader where it lies (`handle_segment_with`, as the engine's count and
 //! discard sinks take it from the RX frame), so no byte is copied at all.
 //!
-//! Measured on the 2-core development VM, shared with other builds (runs varied
-//! by up to 2.5×), 2026-11-29:
-//! MSS 1448: 0.8–2.2 GiB/s (copy and in-place alike); MSS 8192: 2.8–4.8 GiB/s with
-//! copies, ~8.4 GiB/s (≈ 72 Gbit/s) in place. `perf` puts memmove (the receive
-//! copy) at ~78% of the in-place MSS 8192 profile and ~49% at MSS 1448, so the
-//! TCP machinery alone moves roughly 300 Gbit/s at MSS 8192 and 30 Gbit/s at
-//! MSS 1448 per core; there is no allocator call in the steady state.
+//! Figures: docs/BENCHMARKS.md, "TCP core alone".
 //!
 //! `cargo bench -p xtcp-benches --bench tcp_sim`
 
