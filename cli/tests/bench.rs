@@ -107,10 +107,11 @@ fn assert_no_bench_namespaces(pid: u32) {
 #[test]
 fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     let _serial = serial();
+    let programs = xtcp_engine::xdp::steering_programs_loaded().unwrap();
     let (json, svg) = (temp("bench.json"), temp("bench.svg"));
     let (out, pid) = run_bench(
         &[],
-        &["--mtu", "1500,65535", "--duration", "1"],
+        &["--mtu", "1500,65535", "--duration", "2"],
         &json,
         &svg,
     );
@@ -136,6 +137,12 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_file(&svg);
     assert_no_bench_namespaces(pid);
+    // Each xtcp end attached a steering program; none is left.
+    assert_eq!(
+        xtcp_engine::xdp::steering_programs_loaded().unwrap(),
+        programs,
+        "steering programs left loaded"
+    );
 }
 
 #[test]

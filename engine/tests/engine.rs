@@ -453,6 +453,9 @@ fn a_second_engine_on_the_same_interface_gets_a_clear_error() {
     .unwrap();
     let msg = second.unwrap_err().to_string();
     assert!(msg.contains("another xtcp"), "{msg}");
+    // The running engine's steering program is loaded (other tests may
+    // hold theirs; the count is what `xtcp bench`'s leak check compares).
+    assert!(xtcp_engine::xdp::steering_programs_loaded().unwrap() >= 1);
     stop.store(true, Ordering::Relaxed);
     first.join().unwrap().unwrap();
     // Nothing stays attached.

@@ -24,6 +24,19 @@ use aya::maps::{Array, MapData, PerCpuArray, XskMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfError};
 
+/// How many xtcp steering programs the kernel has loaded now, in any
+/// namespace (a leak check for tests and tools: each attached xtcp holds
+/// one, and none should outlive its process).
+pub fn steering_programs_loaded() -> Result<usize, ProgramError> {
+    let mut n = 0;
+    for p in aya::programs::loaded_programs() {
+        if p?.name() == b"xtcp_steer" {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// Maximum number of steering rules.
 pub const MAX_RULES: usize = xtcp_ebpf::MAX_RULES;
 const RULE_LEN: usize = 24;
