@@ -5,11 +5,12 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-use anyhow::Context;
 use std::time::Duration;
 
-use xtcp_engine::app::iperf3::{Interval, Iperf3Server, ServerConfig, TestOutcome};
+use anyhow::Context;
+use xtcp_engine::app::iperf3::{
+    Interval, Iperf3Server, Role as StreamRole, ServerConfig, TestOutcome,
+};
 use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::bulk::{EngineArgs, interrupt_flag};
@@ -83,7 +84,9 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
         Box::new(|iv: &Interval| {
             let mut out = std::io::stdout().lock();
-            let bidir = iv.sent() > 0 && iv.received() > 0;
+            // Tags per direction when the test has streams both ways.
+            let bidir = iv.streams.iter().any(|s| s.role == StreamRole::Send)
+                && iv.streams.iter().any(|s| s.role == StreamRole::Receive);
             for line in interval_lines(iv, bidir) {
                 let _ = writeln!(out, "{line}");
             }
