@@ -6,18 +6,10 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use xtcp_engine::testnet::{TestNet, TestNetConfig};
+mod common;
 
-const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
-
-fn testnet(queues: u32) -> TestNet {
-    TestNet::new(TestNetConfig {
-        mtu: 1500,
-        queues,
-        offloads: false,
-    })
-    .unwrap_or_else(|e| panic!("cannot build the test network (these tests run as root): {e}"))
-}
+use common::{ENGINE, XTCP, testnet};
+use xtcp_engine::testnet::TestNet;
 
 /// A stock `iperf3 -s` in side B's namespace, killed on drop.
 struct Iperf3Server(Child);
@@ -49,32 +41,14 @@ fn iperf3_server(net: &TestNet) -> Iperf3Server {
 
 /// Runs `xtcp client ... -J` in side A's namespace; returns the JSON.
 fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value {
-    let q = queues.to_string();
-    let ip = net.b.ip4.to_string();
-    let mut args = vec![
-        "client",
-        "--iface",
-        &net.a.iface,
-        "--queues",
-        &q,
-        "--bind",
-        "copy",
-        "--rx-csum",
-        "verify",
-        "--frames",
-        "8192",
-        "-c",
-        &ip,
-        "-J",
-    ];
-    args.extend_from_slice(extra);
     let out = net
         .a
         .ns
         .command("timeout")
-        .arg("60")
-        .arg(XTCP)
-        .args(&args)
+        .args(["60", XTCP])
+        .args(client_args(net))
+        .args(["--queues", &queues.to_string(), "-J"])
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -172,16 +146,21 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     assert_eq!(bytes(&v, &["end", "sum_received", "bytes"]), 64 << 20);
 }
 
-/// `xtcp client --iface A -c B` in side A's namespace.
+/// `client --iface A <engine options> -c B`.
+fn client_args(net: &TestNet) -> Vec<String> {
+    let mut v: Vec<String> = ["client", "--iface", &net.a.iface]
+        .iter()
+        .chain(&ENGINE)
+        .map(|s| s.to_string())
+        .collect();
+    v.extend(["-c".into(), net.b.ip4.to_string()]);
+    v
+}
+
+/// `xtcp client --iface A <engine options> -c B` in side A's namespace.
 fn client_command(net: &TestNet) -> Command {
     let mut c = net.a.ns.command(XTCP);
-    c.args([
-        "client",
-        "--iface",
-        &net.a.iface,
-        "-c",
-        &net.b.ip4.to_string(),
-    ]);
+    c.args(client_args(net));
     c
 }
 
@@ -190,15 +169,7 @@ fn client_command(net: &TestNet) -> Command {
 /// offers) with `ss` in the server's namespace.
 fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
     let mut child = client_command(net)
-        .args([
-            "--bind",
-            "copy",
-            "--rx-csum",
-            "verify",
-            "--frames",
-            "8192",
-            "-J",
-        ])
+        .arg("-J")
         .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -248,8 +219,7 @@ fn against_stock_iperf3_server_four_streams_over_two_queues() {
     }
     // The text output: a line per stream and a [SUM] line each interval.
     let out = client_command(&net)
-        .args(["--queues", "2", "--bind", "copy", "--rx-csum", "verify"])
-        .args(["--frames", "8192", "-t", "2", "-P", "2"])
+        .args(["--queues", "2", "-t", "2", "-P", "2"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -10,18 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use xtcp_engine::testnet::{TestNet, TestNetConfig};
+mod common;
 
-const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
-
-fn testnet(queues: u32) -> TestNet {
-    TestNet::new(TestNetConfig {
-        mtu: 1500,
-        queues,
-        offloads: false,
-    })
-    .unwrap_or_else(|e| panic!("cannot build the test network (these tests run as root): {e}"))
-}
+use common::{ENGINE, XTCP, testnet};
+use xtcp_engine::testnet::TestNet;
 
 /// `xtcp serve` in side A's namespace; its stdout lines arrive on a channel.
 struct Server {
@@ -48,13 +40,8 @@ impl Server {
                 &net.a.iface,
                 "--queues",
                 &queues.to_string(),
-                "--bind",
-                "copy",
-                "--rx-csum",
-                "verify",
-                "--frames",
-                "8192",
             ])
+            .args(ENGINE)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
