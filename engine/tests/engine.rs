@@ -7,8 +7,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use xtcp_engine::app::bulk::{Source, pattern_check, pattern_fill};
 use xtcp_engine::tcp::CloseReason;
 use xtcp_engine::testnet::{Side, TestNet};
 use xtcp_engine::worker::{
-    EngineConfig, EngineError, EngineReport, Role, RxCsumPolicy, SinkKind, run,
+    EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, run,
 };
 use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
 use xtcp_engine::xsk::BindMode;
@@ -43,11 +43,44 @@ fn engine(
     role: Role,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Result<EngineReport, EngineError>> {
+    engine_live(net, cfg, role, stop).0
+}
+
+/// The engine's live totals, as its progress callback last gave them.
+type Live = Arc<Mutex<Progress>>;
+
+/// [`engine`], also returning its live totals.
+fn engine_live(
+    net: &TestNet,
+    cfg: EngineConfig,
+    role: Role,
+    stop: Arc<AtomicBool>,
+) -> (JoinHandle<Result<EngineReport, EngineError>>, Live) {
     let ns = net.a.ns.name().to_owned();
-    std::thread::spawn(move || {
+    let live = Live::default();
+    let l = live.clone();
+    let h = std::thread::spawn(move || {
         let _g = xtcp_engine::testnet::enter(&ns).unwrap();
-        run(&cfg, role, &stop, |_| {})
-    })
+        run(&cfg, role, &stop, |p| *l.lock().unwrap() = *p)
+    });
+    (h, live)
+}
+
+/// Waits until the engine's live totals satisfy `cond`; fails the test
+/// after a minute (far beyond what any machine needs).
+fn wait_live(live: &Live, what: &str, cond: impl Fn(&Progress) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = *live.lock().unwrap();
+        if cond(&p) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {p:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// A kernel TCP listener in side B's namespace.
@@ -83,11 +116,24 @@ fn kernel_receivers(listener: TcpListener, n: usize) -> JoinHandle<Vec<u64>> {
 
 /// Connects from side B to `dst` and sends `len` bytes of the pattern.
 fn kernel_sender(net: &TestNet, dst: SocketAddr, len: u64) -> JoinHandle<()> {
+    kernel_sender_held(net, dst, len, len, None)
+}
+
+/// [`kernel_sender`] that, after the first `pause_at` bytes, waits for
+/// `hold` (if given) before it sends the rest and closes: the connection
+/// stays open for as long as the test needs it.
+fn kernel_sender_held(
+    net: &TestNet,
+    dst: SocketAddr,
+    len: u64,
+    pause_at: u64,
+    hold: Option<mpsc::Receiver<()>>,
+) -> JoinHandle<()> {
     let ns = net.b.ns.name().to_owned();
     std::thread::spawn(move || {
         let _g = xtcp_engine::testnet::enter(&ns).unwrap();
         let mut s = None;
-        // The engine may still be starting: retry for a while.
+        // Until the engine listens, the kernel of A refuses: retry (bounded).
         for _ in 0..100 {
             match TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
                 Ok(c) => {
@@ -100,11 +146,23 @@ fn kernel_sender(net: &TestNet, dst: SocketAddr, len: u64) -> JoinHandle<()> {
         let mut s = s.expect("connect to xtcp");
         let mut buf = vec![0u8; 1 << 20];
         let mut off = 0u64;
+        let mut hold = hold;
         while off < len {
-            let k = (len - off).min(buf.len() as u64) as usize;
+            if off >= pause_at {
+                if let Some(h) = hold.take() {
+                    h.recv_timeout(Duration::from_secs(300))
+                        .expect("the test releases the sender");
+                }
+            }
+            let end = if off < pause_at { pause_at } else { len };
+            let k = (end - off).min(buf.len() as u64) as usize;
             pattern_fill(SEED, off, &mut buf[..k]);
             s.write_all(&buf[..k]).unwrap();
             off += k as u64;
+        }
+        if let Some(h) = hold {
+            h.recv_timeout(Duration::from_secs(300))
+                .expect("the test releases the sender");
         }
         s.shutdown(std::net::Shutdown::Write).unwrap();
         // Wait for xtcp's FIN.
@@ -303,19 +361,25 @@ fn hostile_packets_are_counted_and_dropped_while_a_transfer_completes() {
         sinks: SinkKind::Verify(SEED),
         keep_listening: false,
     };
-    let e = engine(&net, config(&net, 1), role, stop);
-    let sender = kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), PORT), LEN);
-    std::thread::sleep(Duration::from_millis(300));
+    let (e, live) = engine_live(&net, config(&net, 1), role, stop);
+    // The sender sends half, then holds the connection open (idle, so
+    // that nothing else competes for the RX ring) until every hostile
+    // packet has been counted, then sends the rest: the hostile packets
+    // meet an established connection however fast the machine is.
+    const HALF: u64 = LEN / 2;
+    let (release, hold) = mpsc::channel();
+    let dst = SocketAddr::new(net.a.ip4.into(), PORT);
+    let sender = kernel_sender_held(&net, dst, LEN, HALF, Some(hold));
+    wait_live(&live, "the first half to arrive", |p| {
+        p.bytes_received >= HALF
+    });
     let (a, b) = (&net.a, &net.b);
+    const ROUNDS: u64 = 20;
     {
         let _g = net.b.ns.enter().unwrap();
         let raw = raw_ip_sender();
         let dst = a.ip4;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for round in 0..20u32 {
-            if Instant::now() > deadline {
-                break;
-            }
+        for round in 0..ROUNDS as u32 {
             // Bad checksum.
             let mut bad = raw_tcp(b, a, 40000, PORT, round, 0x10, &[]);
             let n = bad.len();
@@ -359,9 +423,18 @@ fn hostile_packets_are_counted_and_dropped_while_a_transfer_completes() {
                     dst,
                 );
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // Each round counted before the next (the flood must not
+            // overrun the RX ring, which would drop, not count, packets).
+            // The engine sees the bad checksum and the two bad option
+            // lists; the truncated header and the bad data offset are
+            // passed to the kernel by the steering program.
+            let n = u64::from(round) + 1;
+            wait_live(&live, "a round of hostile packets counted", |p| {
+                p.drop_checksum >= n && p.drop_malformed >= 2 * n
+            });
         }
     }
+    release.send(()).unwrap();
     sender.join().unwrap();
     let report = e.join().unwrap().unwrap();
     let c = &report.connections[0];
@@ -369,8 +442,10 @@ fn hostile_packets_are_counted_and_dropped_while_a_transfer_completes() {
     assert_eq!(c.bytes_received, LEN);
     assert_eq!(c.mismatch, None);
     let w = &report.workers[0];
-    assert!(w.port.drop_checksum >= 20, "{w:?}");
-    assert!(w.port.drop_malformed >= 20, "{w:?}");
+    assert_eq!(w.port.drop_checksum, ROUNDS, "{w:?}");
+    assert_eq!(w.port.drop_malformed, 2 * ROUNDS, "{w:?}");
+    let st = report.steer.unwrap();
+    assert_eq!(st.malformed, 2 * ROUNDS, "{st:?}");
 }
 
 #[test]
@@ -384,9 +459,12 @@ fn ping_and_other_kernel_tcp_work_during_a_transfer() {
         sinks: SinkKind::Discard,
         keep_listening: false,
     };
-    let e = engine(&net, config(&net, 1), role, stop.clone());
-    let sender = kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), 5204), LEN);
-    std::thread::sleep(Duration::from_millis(500));
+    let (e, live) = engine_live(&net, config(&net, 1), role, stop.clone());
+    // The connection stays open until the kernel's own traffic was checked.
+    let (release, hold) = mpsc::channel();
+    let dst = SocketAddr::new(net.a.ip4.into(), 5204);
+    let sender = kernel_sender_held(&net, dst, LEN, LEN, Some(hold));
+    wait_live(&live, "the transfer to start", |p| p.bytes_received > 0);
     // A kernel service on A on another port, reached from B.
     let other = {
         let _g = net.a.ns.enter().unwrap();
@@ -423,6 +501,7 @@ fn ping_and_other_kernel_tcp_work_during_a_transfer() {
         &net.a.ip4.to_string(),
     ]);
     assert!(ping.is_ok(), "ping during the transfer: {ping:?}");
+    release.send(()).unwrap();
     sender.join().unwrap();
     let report = e.join().unwrap().unwrap();
     assert_eq!(report.connections[0].reason, CloseReason::Normal);
@@ -442,7 +521,17 @@ fn a_second_engine_on_the_same_interface_gets_a_clear_error() {
         keep_listening: true,
     };
     let first = engine(&net, config(&net, 1), listen(5205), stop.clone());
-    std::thread::sleep(Duration::from_millis(500));
+    // The second starts once the first has attached its program.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
+            break;
+        }
+        assert!(!first.is_finished(), "the first engine ended early");
+        assert!(Instant::now() < deadline, "the first engine never attached");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let second = engine(
         &net,
         config(&net, 1),

@@ -259,6 +259,10 @@ pub struct Progress {
     pub retransmits: u64,
     /// Connections ended.
     pub closed: usize,
+    /// Received packets dropped for a bad TCP checksum.
+    pub drop_checksum: u64,
+    /// Received packets dropped for truncated or malformed headers.
+    pub drop_malformed: u64,
 }
 
 /// A kernel socket that keeps a port ours.
@@ -753,6 +757,8 @@ pub fn run_app(
             p.bytes_sent += w.tcp_bytes_sent;
             p.bytes_received += w.tcp_bytes_received;
             p.retransmits += w.tcp_retransmits;
+            p.drop_checksum += w.port.drop_checksum;
+            p.drop_malformed += w.port.drop_malformed;
         }
         progress(&p);
         if stop_at.is_some_and(|t| t.elapsed() > cfg.grace + Duration::from_secs(10)) {
