@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::Serialize;
-use xtcp_engine::app::bulk::{Source, spawn_reader, spawn_writer};
+use xtcp_engine::app::bulk::{NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer};
 use xtcp_engine::frame::FrameSize;
 use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, RecvWindow};
 use xtcp_engine::worker::{
@@ -400,8 +400,35 @@ fn summarise(
             }
         })
         .collect();
-    if let Some(Err(e)) = writer {
-        error.get_or_insert_with(|| format!("writing the output failed: {e:#}"));
+    let no_stream = |e: &anyhow::Error| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == NO_STREAM)
+    };
+    match &writer {
+        Some(Err(e)) if report.connections.is_empty() && no_stream(e) => {
+            error.get_or_insert_with(|| {
+                if report.interrupted {
+                    "interrupted: no connection arrived".to_owned()
+                } else {
+                    "no connection arrived".to_owned()
+                }
+            });
+        }
+        Some(Err(e)) => {
+            error.get_or_insert_with(|| format!("writing the output failed: {e:#}"));
+        }
+        Some(Ok(w)) => {
+            let got: u64 = conns.iter().map(|c| c.bytes_received).sum();
+            if *w != got {
+                error.get_or_insert_with(|| {
+                    format!("the output has {w} bytes of the {got} received")
+                });
+            }
+        }
+        None => {}
+    }
+    if report.interrupted && report.connections.is_empty() {
+        error.get_or_insert_with(|| "interrupted: no connection arrived".into());
     }
     if report.interrupted {
         error.get_or_insert_with(|| "interrupted".into());
@@ -536,17 +563,23 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
 struct Meter {
     tty: bool,
     last: Instant,
+    /// Printed once the engine is up (setup succeeded).
+    banner: Option<String>,
 }
 
 impl Meter {
-    fn new() -> Meter {
+    fn new(banner: Option<String>) -> Meter {
         Meter {
             tty: std::io::stderr().is_terminal(),
             last: Instant::now(),
+            banner,
         }
     }
 
     fn show(&mut self, p: &Progress) {
+        if let Some(b) = self.banner.take() {
+            eprintln!("{b}");
+        }
         if self.tty && self.last.elapsed() >= Duration::from_millis(500) {
             self.last = Instant::now();
             eprint!(
@@ -565,9 +598,15 @@ impl Meter {
     }
 }
 
+/// The flag the first SIGINT or SIGTERM sets (the engine then closes its
+/// connections and hands every received byte to its output); a second one
+/// ends the process at once, with status 130.
 pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag as the earlier signal left it.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
+            .context("installing the SIGINT/SIGTERM handler")?;
         signal_hook::flag::register(sig, flag.clone())
             .context("installing the SIGINT/SIGTERM handler")?;
     }
@@ -627,7 +666,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         }
     };
     let flag = interrupt_flag()?;
-    let mut meter = Meter::new();
+    let mut meter = Meter::new(None);
     let role = Role::Connect {
         remote: a.connect,
         local: a.local,
@@ -641,6 +680,32 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     print_summary(&s, a.engine.json, "sent")?;
     if let Some(e) = s.error {
         bail!("{e}");
+    }
+    Ok(())
+}
+
+/// Fails unless `p` can be written, without changing anything on disk: an
+/// existing file is opened for writing (not truncated), a new one needs an
+/// existing directory.
+fn check_writable(p: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => bail!("--out {} is a directory", p.display()),
+        Ok(_) => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(p)
+                .with_context(|| format!("--out {}: cannot write it", p.display()))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            if !dir.is_dir() {
+                bail!("--out {}: no directory {}", p.display(), dir.display());
+            }
+        }
+        Err(e) => return Err(e).with_context(|| format!("--out {}", p.display())),
     }
     Ok(())
 }
@@ -661,11 +726,20 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
                  output takes one connection's stream"
             );
         }
-        let out: Box<dyn std::io::Write + Send> = match &a.out {
-            Some(p) => Box::new(std::io::BufWriter::with_capacity(
-                1 << 20,
-                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-            )),
+        let open: OpenOutput = match &a.out {
+            Some(p) => {
+                check_writable(p)?;
+                let p = p.clone();
+                // Created (or truncated) when the first connection brings
+                // its first bytes or its end, not before.
+                Box::new(move || {
+                    let f = std::fs::File::create(&p).map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("creating {}: {e}", p.display()))
+                    })?;
+                    Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
+                        as Box<dyn std::io::Write + Send>)
+                })
+            }
             None => {
                 if std::io::stdout().is_terminal() {
                     bail!(
@@ -678,17 +752,24 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
                         "--json writes to standard output: give --out FILE, --verify or --discard"
                     );
                 }
-                Box::new(std::io::stdout())
+                Box::new(|| Ok(Box::new(std::io::stdout()) as Box<dyn std::io::Write + Send>))
             }
         };
-        let (sink, t) = spawn_writer(out).context("starting the writer thread")?;
+        let (sink, t) = spawn_writer(open).context("starting the writer thread")?;
         writer = Some(t);
         let (tx, rx) = crossbeam_channel::bounded(1);
         let _ = tx.send(sink);
         SinkKind::Single(rx)
     };
     let flag = interrupt_flag()?;
-    let mut meter = Meter::new();
+    let at = match addr {
+        Some(ip) => SocketAddr::new(ip, port).to_string(),
+        None => format!("port {port}"),
+    };
+    let mut meter = Meter::new(Some(format!(
+        "xtcp recv: listening on {at} ({})",
+        cfg.iface
+    )));
     let role = Role::Listen {
         addr,
         port,

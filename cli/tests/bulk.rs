@@ -131,6 +131,117 @@ impl Drop for Reap {
     }
 }
 
+/// Waits (bounded) until a kernel socket in `ns` matches the `ss` filter
+/// (e.g. listening on a port, or a connection established).
+fn wait_ss(ns: &xtcp_engine::testnet::Netns, args: &[&str], what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = ns.command("ss").arg("-Hn").args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !text.trim().is_empty() {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until socat (or any kernel program) listens on `port` in `ns`.
+fn wait_listening(ns: &xtcp_engine::testnet::Netns, port: u16) {
+    wait_ss(
+        ns,
+        &["-lt", &format!("sport = :{port}")],
+        &format!("a listener on port {port}"),
+    );
+}
+
+/// An xtcp whose standard error is collected as it comes, so that a test
+/// can wait for a line (the banner printed once setup succeeded).
+struct Watched {
+    child: Reap,
+    err: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watched {
+    fn spawn(net: &TestNet, args: &[String], stdout: Stdio) -> Watched {
+        let mut child = net
+            .a
+            .ns
+            .command(XTCP)
+            .args(args)
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stderr.take().unwrap();
+        let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let e = err.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                e.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Watched {
+            child: Reap(child),
+            err,
+            reader: Some(reader),
+        }
+    }
+
+    /// Waits (bounded) for `needle` on standard error.
+    fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.err.lock().unwrap().contains(needle) {
+            if let Some(s) = self.child.0.try_wait().unwrap() {
+                panic!(
+                    "xtcp exited ({s}) before {needle:?}: {}",
+                    self.err.lock().unwrap()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} from xtcp: {}",
+                self.err.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    /// Waits (bounded) for the exit; returns the status and all of stderr.
+    fn wait_exit(&mut self, what: &str) -> (std::process::ExitStatus, String) {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        (status, self.err.lock().unwrap().clone())
+    }
+}
+
 fn socat_addr(ip: IpAddr, port: u16) -> String {
     match ip {
         IpAddr::V4(a) => format!("TCP4:{a}:{port}"),
@@ -192,7 +303,7 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool) {
             .spawn()
             .expect("socat (apt install socat)"),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    wait_listening(&net.b.ns, 5201);
     let mut args = vec!["send".to_string()];
     args.extend(engine_args(net, clip));
     args.extend([
@@ -215,8 +326,12 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool) {
     // socat exits once it has the whole stream.
     let mut socat = socat;
     let start = Instant::now();
-    while socat.0.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(50));
+    while socat.0.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "socat did not get the end of the stream"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
     let got = sha256_file(&out_file);
     let _ = std::fs::remove_file(&out_file);
@@ -335,7 +450,7 @@ fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
         .spawn()
         .expect("socat (apt install socat)");
     let mut socat = Reap(socat);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_listening(&net.b.ns, 5201);
     let mut args = vec!["send".to_string()];
     args.extend(engine_args(&net, true));
     args.extend([
@@ -347,7 +462,12 @@ fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
         "1T".into(),
     ]);
     let mut xtcp = spawn_xtcp(&net, &args);
-    std::thread::sleep(Duration::from_secs(2));
+    // Killed once the transfer runs (socat has a connection).
+    wait_ss(
+        &net.b.ns,
+        &["-t", "state", "established", "sport = :5201"],
+        "xtcp's connection to socat",
+    );
     socat.0.kill().unwrap();
     let (status, err) = wait_exit(&mut xtcp, 120, "xtcp send did not notice the dead peer");
     assert!(!status.success(), "exit status non-zero: {err}");
@@ -467,8 +587,8 @@ fn sigint_closes_connections_and_detaches() {
         "--grace".into(),
         "1".into(),
     ]);
-    let mut xtcp = spawn_xtcp(&net, &args);
-    std::thread::sleep(Duration::from_secs(1));
+    let mut xtcp = Watched::spawn(&net, &args, Stdio::null());
+    xtcp.wait_for("listening on");
     // A kernel sender that would run for minutes.
     let sender = net
         .b
@@ -479,16 +599,13 @@ fn sigint_closes_connections_and_detaches() {
         .spawn()
         .unwrap();
     let _sender = Reap(sender);
-    std::thread::sleep(Duration::from_secs(1));
-    let pid = xtcp.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
+    wait_ss(
+        &net.b.ns,
+        &["-t", "state", "established", "dport = :5205"],
+        "socat's connection to xtcp",
     );
-    let (status, err) = wait_exit(&mut xtcp, 30, "xtcp recv did not stop on SIGINT");
+    xtcp.signal("-INT");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
     // The connection in progress was closed (FIN), and reset after the
     // grace period since the sender went on sending: reported, non-zero.
     assert!(!status.success(), "{err}");
@@ -498,4 +615,180 @@ fn sigint_closes_connections_and_detaches() {
     );
     assert!(!err.contains("panicked"), "{err}");
     assert_detached(&net);
+}
+
+/// A kernel sender in B: connects to A's `port` (retrying while xtcp
+/// starts), writes `len` bytes of the pattern and returns once the kernel
+/// says that all of them were acknowledged, with the connection open.
+fn acked_sender(net: &TestNet, port: u16, len: usize) -> std::net::TcpStream {
+    let dst = std::net::SocketAddr::new(net.a.ip4.into(), port);
+    let mut s = {
+        let _g = net.b.ns.enter().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
+                Ok(s) => break s,
+                Err(e) => assert!(Instant::now() < deadline, "connect to xtcp: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut buf = vec![0u8; len];
+    pattern_fill(SEED, 0, &mut buf);
+    s.write_all(&buf).unwrap();
+    // `ss -i` shows what the kernel knows: bytes_acked counts the SYN too.
+    let lport = s.local_addr().unwrap().port();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Htni", &format!("sport = :{lport}")])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let acked: usize = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("bytes_acked:"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if acked > len {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "xtcp never acknowledged: {text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The received output is exactly the first `len` bytes of the pattern.
+fn assert_pattern_file(p: &Path, len: usize, err: &str) {
+    let got = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}; {err}", p.display()));
+    assert_eq!(got.len(), len, "bytes on disk; xtcp said: {err}");
+    let mut want = vec![0u8; len];
+    pattern_fill(SEED, 0, &mut want);
+    assert!(got == want, "the output differs from what was sent");
+}
+
+/// What xtcp's text report says it received.
+fn reported_bytes(err: &str) -> u64 {
+    err.split("received ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {err}"))
+}
+
+/// However `xtcp recv` ends (SIGINT, SIGTERM, the peer's RST), every byte
+/// it acknowledged is in its output, and its report says so.
+#[test]
+fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
+    let net = testnet(1500);
+    // (how it ends, bytes, to standard output instead of a file)
+    let cases = [
+        ("-INT", 1_000_000, false),
+        ("-INT", 100_000, false),
+        ("-TERM", 100_000, true),
+        ("-TERM", 3_000_000, false),
+        ("rst", 1_000_000, false),
+        ("rst", 100_000, true),
+    ];
+    for (k, (how, len, stdout)) in cases.into_iter().enumerate() {
+        let port = 5210 + k as u16;
+        let out = tmp(&format!("acked-{k}.bin"));
+        let _ = std::fs::remove_file(&out);
+        let mut args = vec!["recv".to_string()];
+        args.extend(engine_args(&net, true));
+        args.extend([
+            "--listen".into(),
+            port.to_string(),
+            "--grace".into(),
+            "1".into(),
+        ]);
+        let target = if stdout {
+            Stdio::from(std::fs::File::create(&out).unwrap())
+        } else {
+            args.extend(["--out".into(), out.display().to_string()]);
+            Stdio::null()
+        };
+        let mut xtcp = Watched::spawn(&net, &args, target);
+        xtcp.wait_for("listening on");
+        let sock = acked_sender(&net, port, len);
+        if how == "rst" {
+            socket2::SockRef::from(&sock)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+            drop(sock);
+        } else {
+            xtcp.signal(how);
+        }
+        let (status, err) = xtcp.wait_exit("xtcp recv did not end");
+        assert!(
+            !status.success(),
+            "{how}: an interrupted or reset stream fails: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(reported_bytes(&err), len as u64, "{how} {len}: {err}");
+        assert_pattern_file(&out, len, &err);
+        let _ = std::fs::remove_file(&out);
+        assert_detached(&net);
+    }
+}
+
+/// Nothing on disk changes before a connection arrives: not when setup
+/// fails, not when the run is interrupted idle (which says so).
+#[test]
+fn recv_leaves_the_output_alone_until_a_connection_arrives() {
+    let net = testnet(1500);
+    let existing = tmp("existing.bin");
+    std::fs::write(&existing, b"precious").unwrap();
+    let fresh = tmp("fresh.bin");
+    let _ = std::fs::remove_file(&fresh);
+    for out in [&existing, &fresh] {
+        let r = net
+            .a
+            .ns
+            .command(XTCP)
+            .args(["recv", "--iface", "nosuch0", "--listen", "5220", "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success(), "{err}");
+        assert!(err.contains("nosuch0"), "{err}");
+        assert!(
+            !err.contains("listening on"),
+            "no banner before setup: {err}"
+        );
+    }
+    assert_eq!(std::fs::read(&existing).unwrap(), b"precious");
+    assert!(!fresh.exists(), "a failed run leaves no file behind");
+    // Interrupted before any connection came.
+    for out in [&existing, &fresh] {
+        let mut args = vec!["recv".to_string()];
+        args.extend(engine_args(&net, true));
+        args.extend(["--listen".into(), "5221".into(), "--out".into()]);
+        args.push(out.display().to_string());
+        let mut xtcp = Watched::spawn(&net, &args, Stdio::null());
+        xtcp.wait_for("listening on");
+        xtcp.signal("-INT");
+        let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
+        assert!(!status.success(), "{err}");
+        assert!(err.contains("no connection arrived"), "{err}");
+        assert!(!err.contains("ended before its stream"), "{err}");
+    }
+    assert_eq!(std::fs::read(&existing).unwrap(), b"precious");
+    assert!(!fresh.exists(), "an idle run leaves no file behind");
+    let _ = std::fs::remove_file(&existing);
+    // An output that cannot be written is refused before setup.
+    let r = net
+        .a
+        .ns
+        .command(XTCP)
+        .args(["recv", "--iface", &net.a.iface, "--listen", "5222", "--out"])
+        .arg("/nonexistent-dir/x.bin")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("no directory"), "{err}");
 }

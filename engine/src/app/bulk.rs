@@ -12,6 +12,13 @@
 //!   channels; the chunks are allocated once and recycled, and a full or
 //!   empty channel only means "not now" (TCP flow control does the rest);
 //! - [`Source::Empty`] / [`Sink::Discard`] send nothing / count and drop.
+//!
+//! When a connection ends (FIN, RST, timeout, or the engine stopping) the
+//! worker hands its sink what is left in TCP's receive buffer and ends the
+//! stream with [`Sink::close`], which waits for room in the pipe: every
+//! byte xtcp acknowledged reaches the writer thread, which opens its output
+//! only when the first bytes (or the end of a stream) arrive, so a run in
+//! which no connection came leaves the output untouched.
 
 use std::io::{self, Read, Write};
 use std::thread::JoinHandle;
@@ -256,6 +263,8 @@ pub struct PipeSink {
     free: Receiver<Chunk>,
     cur: Option<Chunk>,
     closed: bool,
+    /// The writer thread is gone (its output failed): nothing more can go.
+    broken: bool,
 }
 
 impl Sink {
@@ -289,6 +298,25 @@ impl Sink {
             Sink::Pipe(p) => p.finish(),
         }
     }
+
+    /// True once the sink can take nothing more: its writer thread ended
+    /// (the output failed). The connection must then be aborted, or the
+    /// sender would wait on a closed window for ever.
+    pub fn broken(&self) -> bool {
+        matches!(self, Sink::Pipe(p) if p.broken)
+    }
+
+    /// The connection ended (however it ended): takes all of `src` (the rest
+    /// of the receive buffer), waiting for the writer where the pipe is
+    /// full, and ends the stream. Not for the hot path: it blocks, once per
+    /// connection, for as long as the writer needs to catch up. Returns the
+    /// bytes taken: less than offered only if the writer thread is gone.
+    pub fn close(&mut self, src: (&[u8], &[u8])) -> usize {
+        match self {
+            Sink::Discard | Sink::Verify { .. } => self.consume(src),
+            Sink::Pipe(p) => p.close(src),
+        }
+    }
 }
 
 impl PipeSink {
@@ -300,7 +328,10 @@ impl PipeSink {
                 if self.cur.is_none() {
                     match self.free.try_recv() {
                         Ok(c) => self.cur = Some(c),
-                        Err(_) => return n + at,
+                        Err(e) => {
+                            self.broken |= e == TryRecvError::Disconnected;
+                            return n + at;
+                        }
                     }
                 }
                 let Some(c) = self.cur.as_mut() else {
@@ -328,12 +359,53 @@ impl PipeSink {
         match self.full.try_send(Drain::Data(c)) {
             Ok(()) => true,
             Err(e) => {
+                self.broken |= e.is_disconnected();
                 if let Drain::Data(c) = e.into_inner() {
                     self.cur = Some(c);
                 }
                 false
             }
         }
+    }
+
+    fn close(&mut self, src: (&[u8], &[u8])) -> usize {
+        let mut n = 0;
+        for piece in [src.0, src.1] {
+            let mut at = 0;
+            while at < piece.len() && !self.broken {
+                let c = match self.cur.take() {
+                    Some(c) => c,
+                    None => match self.free.recv() {
+                        Ok(c) => c,
+                        Err(_) => {
+                            self.broken = true;
+                            break;
+                        }
+                    },
+                };
+                let mut c = c;
+                let k = (c.buf.len() - c.len).min(piece.len() - at);
+                c.buf[c.len..c.len + k].copy_from_slice(&piece[at..at + k]);
+                c.len += k;
+                at += k;
+                if c.len < c.buf.len() {
+                    self.cur = Some(c);
+                } else if self.full.send(Drain::Data(c)).is_err() {
+                    self.broken = true;
+                }
+            }
+            n += at;
+        }
+        if !self.closed && !self.broken {
+            let last = self.cur.take().filter(|c| c.len > 0).map(Drain::Data);
+            for d in last.into_iter().chain([Drain::Eof]) {
+                if self.full.send(d).is_err() {
+                    self.broken = true;
+                }
+            }
+            self.closed = true;
+        }
+        n
     }
 
     fn finish(&mut self) -> bool {
@@ -408,42 +480,66 @@ pub fn spawn_reader(
     Ok((src, t))
 }
 
-/// Starts a thread that writes what the sink receives to `output`; returns
-/// the worker's end and the thread (it returns the bytes written once the
-/// stream ended, or the write error).
-pub fn spawn_writer(
-    mut output: Box<dyn Write + Send>,
-) -> io::Result<(Sink, JoinHandle<io::Result<u64>>)> {
+/// How a writer thread gets its output: called when the first bytes (or
+/// the end of the first stream) arrive, so that nothing is created or
+/// truncated before a connection brought something.
+pub type OpenOutput = Box<dyn FnOnce() -> io::Result<Box<dyn Write + Send>> + Send>;
+
+/// The writer thread's error when its sink was dropped before any stream
+/// reached it (no connection arrived): [`io::ErrorKind::NotConnected`].
+pub const NO_STREAM: io::ErrorKind = io::ErrorKind::NotConnected;
+
+/// Starts a thread that writes what the sink receives to the output `open`
+/// gives; returns the worker's end and the thread (it returns the bytes
+/// written once the stream ended, the open or write error, or an error of
+/// kind [`NO_STREAM`] if the sink went away before any stream reached it).
+pub fn spawn_writer(open: OpenOutput) -> io::Result<(Sink, JoinHandle<io::Result<u64>>)> {
     let (free_tx, free_rx) = chunks();
     let (full_tx, full_rx) = bounded::<Drain>(CHUNKS + 1);
     let t = std::thread::Builder::new()
         .name("xtcp-writer".into())
         .spawn(move || -> io::Result<u64> {
             let mut total = 0u64;
+            let mut open = Some(open);
+            let mut output: Option<Box<dyn Write + Send>> = None;
             while let Ok(d) = full_rx.recv() {
+                let out = match &mut output {
+                    Some(o) => o,
+                    None => output.insert(open.take().map_or_else(
+                        || Err(io::Error::other("the output was opened twice")),
+                        |f| f(),
+                    )?),
+                };
                 match d {
                     Drain::Data(mut c) => {
-                        output.write_all(&c.buf[..c.len])?;
+                        out.write_all(&c.buf[..c.len])?;
                         total += c.len as u64;
                         c.len = 0;
                         let _ = free_tx.try_send(c);
                     }
                     Drain::Eof => {
-                        output.flush()?;
+                        out.flush()?;
                         return Ok(total);
                     }
                 }
             }
-            Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the connection ended before its stream did",
-            ))
+            match output {
+                None => Err(io::Error::new(NO_STREAM, "no connection arrived")),
+                Some(mut o) => {
+                    o.flush()?;
+                    Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the connection ended before its stream did",
+                    ))
+                }
+            }
         })?;
     let sink = Sink::Pipe(PipeSink {
         full: full_tx,
         free: free_rx,
         cur: None,
         closed: false,
+        broken: false,
     });
     Ok((sink, t))
 }
@@ -519,7 +615,11 @@ mod tests {
                 Ok(())
             }
         }
-        let (mut sink, writer) = spawn_writer(Box::new(Shared(out.clone()))).unwrap();
+        let o = out.clone();
+        let (mut sink, writer) = spawn_writer(Box::new(move || {
+            Ok(Box::new(Shared(o)) as Box<dyn Write + Send>)
+        }))
+        .unwrap();
         let mut buf = vec![0u8; 70_000];
         let mut pending = 0;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -545,6 +645,86 @@ mod tests {
         assert_eq!(reader.join().unwrap().unwrap(), data.len() as u64);
         assert_eq!(writer.join().unwrap().unwrap(), data.len() as u64);
         assert!(*out.lock().unwrap() == data);
+    }
+
+    /// An output that records what it got and whether it was ever opened.
+    fn recording() -> (
+        OpenOutput,
+        std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        struct Rec(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Rec {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (o, f) = (out.clone(), opened.clone());
+        let open: OpenOutput = Box::new(move || {
+            f.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(Box::new(Rec(o)) as Box<dyn Write + Send>)
+        });
+        (open, out, opened)
+    }
+
+    #[test]
+    fn close_delivers_a_partial_chunk_and_more_than_the_pipe_holds() {
+        let (open, out, _) = recording();
+        let (mut sink, writer) = spawn_writer(open).unwrap();
+        // Less than a chunk through the hot path: it stays in the current
+        // chunk (this is what an interrupted `recv` used to lose).
+        let data: Vec<u8> = (0..(CHUNKS + 3) * CHUNK_LEN + 777)
+            .map(|i| (i * 13 + 5) as u8)
+            .collect();
+        let first = 100_000;
+        assert_eq!(sink.consume((&data[..first], &[])), first);
+        // The rest at close: more than the pipe's chunks, so close waits
+        // for the writer to recycle them.
+        let (a, b) = data[first..].split_at(CHUNK_LEN + 1);
+        assert_eq!(sink.close((a, b)), data.len() - first);
+        assert!(!sink.broken());
+        assert_eq!(writer.join().unwrap().unwrap(), data.len() as u64);
+        assert!(*out.lock().unwrap() == data);
+    }
+
+    #[test]
+    fn a_writer_that_got_no_stream_never_opens_its_output() {
+        let (open, _, opened) = recording();
+        let (sink, writer) = spawn_writer(open).unwrap();
+        drop(sink);
+        let e = writer.join().unwrap().unwrap_err();
+        assert_eq!(e.kind(), NO_STREAM);
+        assert!(!opened.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[test]
+    fn an_empty_stream_still_opens_the_output() {
+        let (open, out, opened) = recording();
+        let (mut sink, writer) = spawn_writer(open).unwrap();
+        assert_eq!(sink.close((&[], &[])), 0);
+        assert_eq!(writer.join().unwrap().unwrap(), 0);
+        assert!(opened.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(out.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_failed_output_breaks_the_sink() {
+        let open: OpenOutput = Box::new(|| Err(io::Error::other("disk on fire")));
+        let (mut sink, writer) = spawn_writer(open).unwrap();
+        let data = vec![7u8; CHUNK_LEN * 2];
+        let _ = sink.consume((&data, &[]));
+        assert!(writer.join().unwrap().is_err());
+        // The writer is gone: the next attempt notices.
+        let _ = sink.consume((&data, &[]));
+        let _ = sink.consume((&data, &[]));
+        assert!(sink.broken());
+        assert!(sink.close((&data, &[])) < data.len());
     }
 
     #[test]

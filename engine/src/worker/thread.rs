@@ -813,7 +813,12 @@ impl Worker {
                             offset: 0,
                             mismatch: None,
                         }),
-                        SinkKind::Single(rx) => rx.try_recv().ok(),
+                        // The one sink goes only to a connection that
+                        // will be kept.
+                        SinkKind::Single(rx) if slots.len() < shared.max_conns => {
+                            rx.try_recv().ok()
+                        }
+                        SinkKind::Single(_) => None,
                         SinkKind::App => Some(Sink::Discard),
                     };
                     let key = shared.registry.key(&conn.tuple());
@@ -981,6 +986,9 @@ impl Worker {
             let done =
                 closed.or((s.conn.state() == State::TimeWait).then_some(CloseReason::Normal));
             if let Some(reason) = done {
+                if s.appconn.is_none() {
+                    s.close_sink(now);
+                }
                 if !s.reported {
                     s.reported = true;
                     let r = ConnReport {
@@ -1229,12 +1237,36 @@ impl Slot {
             c.consume(now, n);
             self.read += n as u64;
         }
+        if self.sink.broken() {
+            // The output failed (the writer thread says how): stop the
+            // sender rather than leave it facing a closed window.
+            c.abort(now);
+            return;
+        }
         if c.read_closed() && c.readable() == 0 && !self.sink_done && self.sink.finish() {
             self.sink_done = true;
             if !sender && self.deadline.is_none() {
                 c.close(now);
             }
         }
+    }
+}
+
+impl Slot {
+    /// The connection ended, or its sender is done: the sink takes the rest
+    /// of the receive buffer (every byte we acknowledged) and the stream is
+    /// ended, waiting for the writer if it must (once per connection, off
+    /// the per-packet path).
+    fn close_sink(&mut self, now: Instant) {
+        if self.sink_done {
+            return;
+        }
+        let c = &mut self.conn;
+        let (a, b) = c.read_slices();
+        let n = self.sink.close((a, b));
+        c.consume(now, n);
+        self.read += n as u64;
+        self.sink_done = true;
     }
 }
 
