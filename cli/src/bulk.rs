@@ -14,7 +14,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 use xtcp_engine::app::bulk::{NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer};
 use xtcp_engine::frame::FrameSize;
-use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, RecvWindow};
+use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError, RecvWindow};
 use xtcp_engine::worker::{
     ConnReport, EngineConfig, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, WaitStrategy,
 };
@@ -222,9 +222,6 @@ impl EngineArgs {
             grace: Duration::from_secs_f64(self.grace.clamp(0.0, 3600.0)),
             ..EngineConfig::default()
         };
-        if !self.ring.is_power_of_two() || !(64..=16384).contains(&self.ring) {
-            bail!("--ring must be a power of two in 64..=16384");
-        }
         if self.frames < self.ring * 4 {
             bail!(
                 "--frames {} is too few for --ring {}: give at least 4 × ring",
@@ -280,6 +277,11 @@ pub struct SendArgs {
     /// Parallel connections (with --pattern or --zeros; each sends --bytes).
     #[arg(long, default_value_t = 1)]
     pub connections: usize,
+    /// Give up on a connection whose SYN has no answer after this many
+    /// milliseconds (as iperf3's flag).
+    #[arg(long, value_name = "MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub connect_timeout: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -349,7 +351,7 @@ struct ConnSummary {
     seconds: f64,
 }
 
-fn describe(r: &ConnReport) -> Result<(), String> {
+fn describe(r: &ConnReport, connect_timeout: Duration) -> Result<(), String> {
     if let Some(e) = r.source_error {
         return Err(format!("reading the input failed: {e}"));
     }
@@ -361,22 +363,41 @@ fn describe(r: &ConnReport) -> Result<(), String> {
     match r.reason {
         CloseReason::Normal => Ok(()),
         CloseReason::Aborted => Err("aborted (reset sent)".into()),
+        CloseReason::Error(ConnectionError::ConnectTimeout) => {
+            Err(connect_timeout_message(r, connect_timeout))
+        }
         CloseReason::Error(e) => Err(e.to_string()),
     }
 }
 
-fn summarise(
-    report: &EngineReport,
+/// What an unanswered connect tried, for the user to act on.
+pub fn connect_timeout_message(r: &ConnReport, waited: Duration) -> String {
+    let syns = r.stats.segments_sent.max(1);
+    format!(
+        "no answer from {} within {:.1} s (--connect-timeout): {syns} SYN{} sent from {}; \
+         is the address right, does something listen on port {}, and does a firewall \
+         drop it?",
+        r.tuple.remote,
+        waited.as_secs_f64(),
+        if syns == 1 { "" } else { "s" },
+        r.tuple.local,
+        r.tuple.remote.port(),
+    )
+}
+
+fn summarise<'a>(
+    report: &'a EngineReport,
+    cfg: &EngineConfig,
     sending: bool,
     writer: Option<anyhow::Result<u64>>,
     expected: usize,
-) -> Summary<'_> {
+) -> Summary<'a> {
     let mut error = None;
     let conns: Vec<ConnSummary> = report
         .connections
         .iter()
         .map(|r| {
-            let res = describe(r);
+            let res = describe(r, cfg.tcp.connect_timeout.unwrap_or_default());
             if let Err(e) = &res {
                 error.get_or_insert_with(|| {
                     format!(
@@ -615,7 +636,8 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
 
 /// `xtcp send`.
 pub fn send(a: &SendArgs) -> anyhow::Result<()> {
-    let cfg = a.engine.config()?;
+    let mut cfg = a.engine.config()?;
+    cfg.tcp.connect_timeout = Some(Duration::from_millis(a.connect_timeout));
     if a.connections == 0 || a.connections > 1024 {
         bail!("--connections must be between 1 and 1024");
     }
@@ -676,7 +698,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         .with_context(|| format!("xtcp send on {}", cfg.iface))?;
     meter.done();
     drop(readers);
-    let s = summarise(&report, true, None, a.connections);
+    let s = summarise(&report, &cfg, true, None, a.connections);
     print_summary(&s, a.engine.json, "sent")?;
     if let Some(e) = s.error {
         bail!("{e}");
@@ -784,7 +806,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         Err(_) => Err(anyhow::anyhow!("the writer thread panicked")),
     });
     let expected = usize::from(!a.keep_listening);
-    let s = summarise(&report, false, written, expected);
+    let s = summarise(&report, &cfg, false, written, expected);
     print_summary(&s, a.engine.json, "received")?;
     if let Some(e) = s.error {
         if !(a.keep_listening

@@ -557,6 +557,60 @@ fn user_errors_are_clear() {
         ]),
         "connection refused",
     );
+    // Values that cannot work, refused before anything is set up.
+    let iface = net.a.iface.clone();
+    let send = |extra: &[&str]| {
+        let mut v = vec![
+            "send",
+            "--iface",
+            &iface,
+            "--connect",
+            "198.18.0.1:9",
+            "--pattern",
+            "1",
+            "--bytes",
+            "1M",
+        ];
+        v.extend_from_slice(extra);
+        run(&v)
+    };
+    fails(
+        send(&["--mss", "0"]),
+        "--mss 0 is too small: give at least 536",
+    );
+    fails(send(&["--mss", "10"]), "--mss 10 is too small");
+    fails(send(&["--batch", "0"]), "--batch 0 must be between 1");
+    fails(send(&["--batch", "4096", "--ring", "2048"]), "--batch 4096");
+    fails(send(&["--connect-timeout", "0"]), "--connect-timeout");
+    fails(
+        run(&[
+            "recv",
+            "--iface",
+            "nosuch0",
+            "--listen",
+            "5201",
+            "--discard",
+            "--batch",
+            "0",
+        ]),
+        "--batch 0",
+    );
+    fails(
+        run(&[
+            "send",
+            "--iface",
+            &net.a.iface,
+            "--connect",
+            &format!("[{}]:9", net.b.ip6),
+            "--pattern",
+            "1",
+            "--bytes",
+            "1M",
+            "--mss",
+            "1000",
+        ]),
+        "--mss 1000 is too small for IPv6: give at least 1220",
+    );
     // A route that leaves through another interface.
     fails(
         run(&[
@@ -791,4 +845,56 @@ fn recv_leaves_the_output_alone_until_a_connection_arrives() {
         .unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(!r.status.success() && err.contains("no directory"), "{err}");
+}
+
+/// A peer that never answers (its address has a neighbour entry, nobody
+/// owns it): `send` gives up after --connect-timeout (10 s by default)
+/// and says what it tried.
+#[test]
+fn a_silent_peer_ends_at_the_connect_timeout_with_a_message() {
+    let net = testnet(1500);
+    let silent = "198.18.0.99";
+    net.a
+        .ns
+        .ip(&[
+            "neigh",
+            "add",
+            silent,
+            "lladdr",
+            "02:00:00:00:00:99",
+            "dev",
+            &net.a.iface,
+            "nud",
+            "permanent",
+        ])
+        .unwrap();
+    for timeout in [Some("1500"), None] {
+        let mut args = vec!["send".to_string()];
+        args.extend(engine_args(&net, true));
+        args.extend(
+            [
+                "--connect",
+                &format!("{silent}:5201"),
+                "--pattern",
+                "1",
+                "--bytes",
+                "1M",
+            ]
+            .map(String::from),
+        );
+        if let Some(t) = timeout {
+            args.extend(["--connect-timeout".into(), t.into()]);
+        }
+        let mut xtcp = spawn_xtcp(&net, &args);
+        let (status, err) = wait_exit(&mut xtcp, 120, "xtcp send did not give up");
+        assert!(!status.success(), "{err}");
+        let want = format!(
+            "no answer from {silent}:5201 within {} s (--connect-timeout)",
+            if timeout.is_some() { "1.5" } else { "10.0" }
+        );
+        assert!(err.contains(&want), "{want:?} in {err}");
+        let from = format!("SYNs sent from {}:", net.a.ip4);
+        assert!(err.contains(&from), "{from:?} in {err}");
+        assert_detached(&net);
+    }
 }

@@ -92,8 +92,11 @@ enum Timer {
     Pacing = 4,
     /// SACK recovery stuck on an unSACKed tail: rescue retransmission then.
     Rescue = 5,
+    /// An active open gives up if still unanswered then
+    /// ([`Config::connect_timeout`]).
+    Connect = 6,
 }
-const TIMERS: usize = 6;
+const TIMERS: usize = 7;
 
 const EV_CONNECTED: u8 = 1;
 const EV_READABLE: u8 = 2;
@@ -239,7 +242,13 @@ impl Connection {
             ts_ok: false,
             ts_recent: 0,
             last_ack_sent: 0,
-            timers: [None; TIMERS],
+            timers: {
+                let mut t = [None; TIMERS];
+                if state == State::SynSent {
+                    t[Timer::Connect as usize] = cfg.connect_timeout.map(|d| now + d);
+                }
+                t
+            },
             pending_rst: None,
             challenge_window: (None, 0),
             events: 0,
@@ -663,6 +672,13 @@ impl Connection {
 
     /// Handles expired timers (any call at or after `poll_timeout`).
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.expired(Timer::Connect, now) {
+            self.set(Timer::Connect, None);
+            if self.state == State::SynSent {
+                self.fail(ConnectionError::ConnectTimeout);
+                return;
+            }
+        }
         if self.expired(Timer::TimeWait, now) {
             self.set(Timer::TimeWait, None);
             self.finish(CloseReason::Normal);
@@ -747,6 +763,8 @@ impl Connection {
             return;
         }
         self.take_syn(seg);
+        // The peer answered: the connect timeout is over.
+        self.set(Timer::Connect, None);
         if f.contains(TcpFlags::ACK) {
             self.syn_acked = true;
             self.snd_wl1 = seg.seq;

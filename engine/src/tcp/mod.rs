@@ -153,6 +153,9 @@ pub struct Config {
     pub rto_max: Duration,
     /// SYN / SYN-ACK transmissions before giving up.
     pub syn_retries: u32,
+    /// An active open that has had no answer by then fails with
+    /// [`ConnectionError::ConnectTimeout`] (None: only `syn_retries` bound it).
+    pub connect_timeout: Option<Duration>,
     /// Consecutive RTO expiries (or unanswered window probes) before giving up.
     pub max_retries: u32,
     /// Delayed-ACK timer (RFC 9293: < 0.5 s; an ACK is also sent for every
@@ -187,6 +190,7 @@ impl Default for Config {
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),
             syn_retries: 6,
+            connect_timeout: Some(Duration::from_secs(10)),
             max_retries: 15,
             delayed_ack: Duration::from_millis(40),
             time_wait: Duration::from_secs(1),
@@ -235,6 +239,9 @@ pub enum ConnectionError {
     /// Retransmissions exhausted.
     #[error("connection timed out")]
     TimedOut,
+    /// Our SYN went unanswered for [`Config::connect_timeout`].
+    #[error("no answer to the connection request")]
+    ConnectTimeout,
 }
 
 /// What a connection tells the application, through [`Connection::poll_event`].

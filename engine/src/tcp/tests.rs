@@ -65,6 +65,9 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         send_frames: 16,
         max_ooo_ranges: [2, 16][r.below(2) as usize],
         pacing: r.below(4) == 0,
+        // Heavy loss may take more SYNs than a connect timeout allows:
+        // only the retry count bounds the handshake here.
+        connect_timeout: None,
         ..Config::default()
     };
     if r.below(2) == 0 {
@@ -2053,4 +2056,52 @@ fn a_segment_in_parts_is_taken_part_by_part_and_out_of_order_parts_are_kept() {
     assert_eq!(got, data, "every byte once, in order");
     let st = b.stats();
     assert_eq!((st.bytes_received, st.bytes_delivered_direct), (3000, 1448));
+}
+
+#[test]
+fn an_unanswered_connect_gives_up_at_the_connect_timeout() {
+    let cfg = Config {
+        connect_timeout: Some(Duration::from_millis(2500)),
+        ..Config::default()
+    };
+    let isn = IsnGenerator::new(7, t0());
+    let mut c = Connection::connect(cfg, tuple(), &isn, ms(0));
+    let mut syns = out(&mut c, ms(0)).len();
+    // Drive the clock by the connection's own deadlines (SYN retransmits
+    // at 1 s and 3 s would come; the timeout comes first).
+    let mut now = ms(0);
+    for _ in 0..100 {
+        let Some(t) = c.poll_timeout() else { break };
+        now = t;
+        c.handle_timeout(now);
+        syns += out(&mut c, now).len();
+        if c.state() == State::Closed {
+            break;
+        }
+    }
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        now,
+        ms(2500),
+        "gave up at the timeout, not after the SYN retries"
+    );
+    assert_eq!(syns, 2, "the SYN and one retransmission (at 1 s)");
+    let ev = events(&mut c);
+    assert!(
+        ev.contains(&Event::Closed(CloseReason::Error(
+            ConnectionError::ConnectTimeout
+        ))),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn the_connect_timeout_does_not_touch_an_established_connection() {
+    let cfg = Config {
+        connect_timeout: Some(Duration::from_millis(50)),
+        ..Config::default()
+    };
+    let (mut c, _) = client_with(cfg, TcpOptions::NONE);
+    c.handle_timeout(ms(1000));
+    assert_eq!(c.state(), State::Established);
 }

@@ -150,6 +150,48 @@ impl Default for EngineConfig {
     }
 }
 
+/// The smallest `--mss` taken over IPv4: RFC 9293's default send MSS,
+/// which every IPv4 host must accept (576-byte datagrams).
+pub const MIN_MSS_V4: u16 = 536;
+/// The smallest `--mss` taken over IPv6 (1280-byte minimum MTU).
+pub const MIN_MSS_V6: u16 = 1220;
+
+impl EngineConfig {
+    /// Checks the values that cannot work, before anything is set up; the
+    /// error names the value and what is accepted.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let bad = |m: String| Err(EngineError::Config(m));
+        if self.queues == 0 {
+            return bad("--queues must be at least 1".into());
+        }
+        if !self.ring.is_power_of_two() || !(64..=16384).contains(&self.ring) {
+            return bad(format!(
+                "--ring {} must be a power of two in 64..=16384",
+                self.ring
+            ));
+        }
+        if self.batch == 0 || self.batch > self.ring {
+            return bad(format!(
+                "--batch {} must be between 1 and the RX ring's size ({})",
+                self.batch, self.ring
+            ));
+        }
+        if self.tx_burst == 0 {
+            return bad("--tx-burst must be at least 1".into());
+        }
+        if let Some(m) = self.mss.filter(|&m| m < MIN_MSS_V4) {
+            return bad(format!(
+                "--mss {m} is too small: give at least {MIN_MSS_V4} ({MIN_MSS_V6} over IPv6; \
+                 RFC 9293), or leave it out to use the MTU's"
+            ));
+        }
+        if let Some(t) = self.tcp.connect_timeout.filter(|t| t.is_zero()) {
+            return bad(format!("--connect-timeout {t:?} must be above zero"));
+        }
+        Ok(())
+    }
+}
+
 /// What to do.
 #[derive(Debug)]
 pub enum Role {
@@ -409,13 +451,11 @@ pub fn run_app(
     mut progress: impl FnMut(&Progress),
     mut app: Option<&mut dyn App>,
 ) -> Result<EngineReport, EngineError> {
+    cfg.validate()?;
     let iface = cfg.iface.as_str();
     let index = ifindex(iface)?;
     let mac = iface_mac(iface)?;
     let mtu = iface_mtu(iface)?;
-    if cfg.queues == 0 {
-        return Err(EngineError::Config("--queues must be at least 1".into()));
-    }
     if let Some(c) = &cfg.cores {
         if c.len() != cfg.queues as usize {
             return Err(EngineError::Config(format!(
@@ -566,6 +606,12 @@ pub fn run_app(
     let ip_hl = if local_ip.is_ipv4() { 20 } else { 40 };
     let fs = cfg.frame_size.bytes();
     let rx_capacity = fs - XDP_HEADROOM;
+    if let Some(m) = cfg.mss.filter(|&m| ip_hl == 40 && m < MIN_MSS_V6) {
+        return Err(EngineError::Config(format!(
+            "--mss {m} is too small for IPv6: give at least {MIN_MSS_V6} (RFC 9293, from \
+             IPv6's 1280-byte minimum MTU), or leave it out to use the MTU's"
+        )));
+    }
     let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
     let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
