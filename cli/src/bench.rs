@@ -4,13 +4,16 @@
 //! removed afterwards — or, with `--iface A,B`, on two existing interfaces
 //! moved into those namespaces for the run and handed back afterwards.
 //!
-//! Each point of the sweep first measures the idle round-trip time (ping),
+//! Each point of the sweep first pings the idle path (shown for reference),
 //! then runs, interleaved, `--repeat` times: kernel → kernel (stock iperf3
 //! at both ends), xtcp client → kernel `iperf3 -s`, kernel `iperf3 -c` →
 //! `xtcp serve`, and xtcp client → `xtcp serve`. Every run is an iperf3
 //! test; the client's `-J` output gives the bytes, seconds, retransmits,
-//! both sides' CPU utilisation and the sender's mean RTT under load, whose
-//! excess over the idle RTT is the queueing delay.
+//! both sides' CPU utilisation and the sender's own RTT figures. The
+//! queueing delay is the sender's mean RTT less its minimum RTT in the same
+//! run: both come from the same TCP sender's RTT estimator on the same
+//! connection, so wake-up latency that an idle ping pays and a busy
+//! connection does not cannot make it negative (docs/BENCHMARKS.md).
 
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
@@ -114,13 +117,18 @@ pub struct Sample {
     pub cpu_s_per_gib: f64,
     /// Gbit/s divided by the kernel → kernel run of the same repetition.
     pub ratio: Option<f64>,
-    /// Idle round-trip time of the point, µs (ping before its runs).
-    pub base_rtt_us: Option<f64>,
+    /// Round-trip time of the idle path, µs (ping before the point's runs;
+    /// for reference: it includes the wake-up of an idle receiver).
+    pub ping_rtt_us: Option<f64>,
+    /// The sender's least RTT in the run, µs, averaged over streams (the
+    /// client's `end.streams[].sender.min_rtt`): the path without queueing.
+    pub min_rtt_us: Option<f64>,
     /// The sender's mean RTT under load, µs, averaged over streams (the
     /// client's `end.streams[].sender.mean_rtt`); `None` where the client
     /// does not report it.
     pub rtt_us: Option<f64>,
-    /// `rtt_us` less `base_rtt_us`: the queueing delay under load, µs.
+    /// `rtt_us` less `min_rtt_us`: the delay the load adds, µs (never
+    /// negative; `None` where either is not reported).
     pub queue_delay_us: Option<f64>,
 }
 
@@ -323,19 +331,27 @@ fn run_pair(
     Ok(v)
 }
 
-/// The sender's mean RTT in µs, averaged over the streams that report it
-/// (iperf3's `end.streams[].sender.mean_rtt`).
-fn mean_rtt_us(v: &serde_json::Value) -> Option<f64> {
+/// The sender's `field` RTT (`mean_rtt`, `min_rtt`) in µs, averaged over
+/// the streams that report it (iperf3's `end.streams[].sender`).
+fn sender_rtt_us(v: &serde_json::Value, field: &str) -> Option<f64> {
     let rtts: Vec<f64> = v["end"]["streams"]
         .as_array()?
         .iter()
-        .filter_map(|s| s["sender"]["mean_rtt"].as_f64())
+        .filter_map(|s| s["sender"][field].as_f64())
         .collect();
     (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64)
 }
 
+/// Mean less minimum RTT of the same sender: the delay the load adds.
+/// `None` if either is missing, or if the figures contradict each other
+/// (a minimum above the mean is not a measurement).
+fn queue_delay_us(mean: Option<f64>, min: Option<f64>) -> Option<f64> {
+    let d = mean? - min?;
+    (d >= 0.0).then_some(d)
+}
+
 /// The idle round-trip time from A to B in µs: the average of `ping -c 5`.
-fn base_rtt_us(net: &TestNet) -> anyhow::Result<f64> {
+fn ping_rtt_us(net: &TestNet) -> anyhow::Result<f64> {
     let out = net
         .a
         .ns
@@ -402,9 +418,10 @@ fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
             0.0
         },
         ratio: None,
-        base_rtt_us: None,
-        rtt_us: mean_rtt_us(v),
-        queue_delay_us: None,
+        ping_rtt_us: None,
+        min_rtt_us: sender_rtt_us(v, "min_rtt"),
+        rtt_us: sender_rtt_us(v, "mean_rtt"),
+        queue_delay_us: queue_delay_us(sender_rtt_us(v, "mean_rtt"), sender_rtt_us(v, "min_rtt")),
     }
 }
 
@@ -564,7 +581,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     let mut samples: Vec<Sample> = Vec::new();
     bar.suspend(|| {
         println!(
-            "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>9}",
+            "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>10} {:>8} {:>9}",
             "MTU",
             "rcvbuf",
             "ring",
@@ -578,7 +595,8 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             "CPU rx%",
             "CPU s/GiB",
             "vs kernel",
-            "base µs",
+            "ping µs",
+            "min RTT µs",
             "RTT µs",
             "qdelay µs"
         )
@@ -596,7 +614,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             net.wait_carrier(Duration::from_secs(10), "ethtool -G")?;
         }
         bar.set_message(format!("{label}: idle RTT"));
-        let base = base_rtt_us(&net).with_context(|| format!("{label}: idle RTT"))?;
+        let ping = ping_rtt_us(&net).with_context(|| format!("{label}: idle RTT"))?;
         let mut point: Vec<Sample> = Vec::new();
         for rep in 0..a.repeat {
             let mut kernel_gbps = None;
@@ -618,8 +636,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 s.tx_burst = p.tx_burst;
                 s.mss_clip = p.mss_clip.clone();
                 s.repeat = rep;
-                s.base_rtt_us = Some(base);
-                s.queue_delay_us = s.rtt_us.map(|r| r - base);
+                s.ping_rtt_us = Some(ping);
                 if pair == PAIRS[0] {
                     kernel_gbps = Some(s.gbps);
                 } else if let Some(k) = kernel_gbps.filter(|k| *k > 0.0) {
@@ -647,7 +664,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 or_dash(o(&|s| s.ratio), 2)
             };
             let line = format!(
-                "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>8} {:>9}",
+                "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>10} {:>8} {:>9}",
                 p.mtu,
                 p.rcvbuf,
                 p.ring,
@@ -661,7 +678,8 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 m(&|s| s.cpu_receiver),
                 m(&|s| s.cpu_s_per_gib),
                 ratio,
-                base,
+                ping,
+                or_dash(o(&|s| s.min_rtt_us), 0),
                 or_dash(o(&|s| s.rtt_us), 0),
                 or_dash(o(&|s| s.queue_delay_us), 0),
             );
@@ -779,7 +797,7 @@ fn plot(samples: &[Sample]) -> String {
                         samples
                             .iter()
                             .filter(|s| s.point() == *x)
-                            .map(|s| s.base_rtt_us),
+                            .map(|s| s.ping_rtt_us),
                     )
                 })
                 .collect();
@@ -878,14 +896,24 @@ mod tests {
     }
 
     #[test]
-    fn mean_rtt_is_averaged_over_streams_and_absent_when_unreported() {
+    fn sender_rtts_are_averaged_over_streams_and_absent_when_unreported() {
         let v = serde_json::json!({ "end": { "streams": [
-            { "sender": { "mean_rtt": 100 } },
-            { "sender": { "mean_rtt": 300 } },
+            { "sender": { "mean_rtt": 100, "min_rtt": 60 } },
+            { "sender": { "mean_rtt": 300, "min_rtt": 80 } },
         ] } });
-        assert_eq!(mean_rtt_us(&v), Some(200.0));
+        assert_eq!(sender_rtt_us(&v, "mean_rtt"), Some(200.0));
+        assert_eq!(sender_rtt_us(&v, "min_rtt"), Some(70.0));
         let v = serde_json::json!({ "end": { "streams": [ { "sender": { "bytes": 1 } } ] } });
-        assert_eq!(mean_rtt_us(&v), None);
+        assert_eq!(sender_rtt_us(&v, "mean_rtt"), None);
+    }
+
+    #[test]
+    fn queueing_delay_is_mean_less_minimum_and_never_negative() {
+        assert_eq!(queue_delay_us(Some(150.0), Some(50.0)), Some(100.0));
+        assert_eq!(queue_delay_us(Some(50.0), Some(50.0)), Some(0.0));
+        assert_eq!(queue_delay_us(Some(40.0), Some(50.0)), None);
+        assert_eq!(queue_delay_us(None, Some(50.0)), None);
+        assert_eq!(queue_delay_us(Some(40.0), None), None);
     }
 
     fn sample_at(ring: u32, mtu: u32, pair: &'static str, rtt: Option<f64>) -> Sample {
@@ -904,9 +932,10 @@ mod tests {
             cpu_receiver: 50.0,
             cpu_s_per_gib: 0.1,
             ratio: None,
-            base_rtt_us: Some(40.0),
+            ping_rtt_us: Some(40.0),
+            min_rtt_us: rtt.map(|r| r / 2.0),
             rtt_us: rtt,
-            queue_delay_us: rtt.map(|r| r - 40.0),
+            queue_delay_us: rtt.map(|r| r / 2.0),
         }
     }
 

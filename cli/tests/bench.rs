@@ -125,7 +125,8 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     for s in &samples {
         assert!(s["gbps"].as_f64().unwrap() > 0.0, "{s}");
         assert!(s["cpu_s_per_gib"].as_f64().unwrap() > 0.0, "{s}");
-        assert!(s["base_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["ping_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
+        assert_queue_delay(s);
         if s["pair"] != "kernel → kernel" {
             assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
         }
@@ -165,7 +166,15 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
         &svg,
     );
     let text = assert_success(&out);
-    for header in ["ring", "frame", "burst", "base µs", "RTT µs", "qdelay µs"] {
+    for header in [
+        "ring",
+        "frame",
+        "burst",
+        "ping µs",
+        "min RTT µs",
+        "RTT µs",
+        "qdelay µs",
+    ] {
         assert!(text.contains(header), "no {header} column: {text}");
     }
     let samples = samples(&json);
@@ -179,14 +188,8 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
         assert_eq!(s["mtu"], 9000, "{s}");
         assert_eq!(s["frame_size"], 4096, "{s}");
         assert_eq!(s["tx_burst"], 32, "{s}");
-        let base = s["base_rtt_us"].as_f64().unwrap();
-        assert!(base > 0.0, "{s}");
-        // Every client (stock iperf3 and xtcp's) reports the sender's mean
-        // RTT; the queueing delay is that less the idle RTT.
-        let rtt = s["rtt_us"].as_f64().unwrap_or_else(|| panic!("{s}"));
-        assert!(rtt > 0.0, "{s}");
-        let q = s["queue_delay_us"].as_f64().unwrap();
-        assert!((q - (rtt - base)).abs() < 1e-6, "{s}");
+        assert!(s["ping_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
+        assert_queue_delay(s);
     }
     // Gbit/s, CPU and RTT panels with a line per pair, and the idle RTT.
     check_svg(
@@ -285,4 +288,17 @@ fn iface_errors_name_the_interface_and_leave_nothing_behind() {
         assert!(!out.status.success(), "--iface {iface} succeeded");
         assert!(err.contains(want), "--iface {iface}: `{want}` not in {err}");
     }
+}
+
+/// Every client (stock iperf3 and xtcp's) reports the sender's minimum and
+/// mean RTT; the queueing delay is the one less the other, never negative.
+fn assert_queue_delay(s: &serde_json::Value) {
+    let rtt = s["rtt_us"].as_f64().unwrap_or_else(|| panic!("{s}"));
+    let min = s["min_rtt_us"].as_f64().unwrap_or_else(|| panic!("{s}"));
+    assert!(min > 0.0 && min <= rtt, "{s}");
+    let q = s["queue_delay_us"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(q >= 0.0, "{s}");
+    assert!((q - (rtt - min)).abs() < 1e-6, "{s}");
 }
