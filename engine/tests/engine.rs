@@ -480,10 +480,10 @@ fn ping_and_other_kernel_tcp_work_during_a_transfer() {
         let _g = net.b.ns.enter().unwrap();
         let mut s = TcpStream::connect_timeout(
             &SocketAddr::new(net.a.ip4.into(), 6000),
-            Duration::from_secs(5),
+            Duration::from_secs(30),
         )
         .unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         s.write_all(b"hello").unwrap();
         let mut b = [0u8; 5];
         s.read_exact(&mut b).unwrap();

@@ -4,7 +4,7 @@
 mod common;
 
 use std::io::Read;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -36,27 +36,58 @@ fn tcp_tap(side: &Side) -> Socket {
     s
 }
 
-/// Counts TCP packets to `port` on the tap: waits up to 5 s for the first,
-/// then until it is quiet for 300 ms.
-fn count(mut tap: &Socket, port: u16) -> usize {
+/// Counts TCP packets to `port` on the tap: reads until `want` have come
+/// (bounded by a minute), then goes on until the tap is quiet for 300 ms,
+/// so that one packet too many is seen too.
+fn count(tap: &Socket, port: u16, want: usize) -> usize {
+    read_tap(tap, [port, 0], |n| n[0] >= want)[0]
+}
+
+/// Counts the tap's TCP packets to each of `ports` until `enough` holds for
+/// the counts (bounded by a minute), then until it is quiet for 300 ms.
+fn read_tap(mut tap: &Socket, ports: [u16; 2], enough: impl Fn(&[usize; 2]) -> bool) -> [usize; 2] {
+    let mut n = [0usize; 2];
     let mut buf = [0u8; 2048];
-    let mut n = 0;
-    tap.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    for _ in 0..1_000_000 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut quiet = false;
+    loop {
+        if !quiet && (enough(&n) || Instant::now() > deadline) {
+            quiet = true;
+            tap.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+        } else if !quiet {
+            tap.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+        }
         match tap.read(&mut buf) {
             Ok(len) if len >= 24 => {
-                tap.set_read_timeout(Some(Duration::from_millis(300)))
-                    .unwrap();
                 let ihl = usize::from(buf[0] & 0xf) * 4;
-                if u16::from_be_bytes([buf[ihl + 2], buf[ihl + 3]]) == port {
-                    n += 1;
+                let p = u16::from_be_bytes([buf[ihl + 2], buf[ihl + 3]]);
+                if let Some(i) = ports.iter().position(|&q| q == p) {
+                    n[i] += 1;
                 }
             }
             Ok(_) => {}
-            Err(_) => break,
+            Err(_) if quiet => return n,
+            Err(_) => {}
         }
     }
-    n
+}
+
+/// Waits (bounded) until the impairment has seen `n` packets.
+fn wait_seen(imp: &Impairment, n: u64) -> xtcp_engine::xdp::impair::ImpairCounters {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let c = imp.counters().unwrap();
+        if c.seen >= n {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the impairment saw {c:?}, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Sends `n` TCP packets from `from` to `to`:`port` through the kernel.
@@ -90,8 +121,8 @@ fn ingress_loss_drops_about_the_configured_fraction() {
     let tap = tcp_tap(&net.b);
     const N: usize = 2000;
     send(&net.a, &net.b, PORT, N);
-    let got = count(&tap, PORT);
-    let c = imp.counters().unwrap();
+    let c = wait_seen(&imp, N as u64);
+    let got = count(&tap, PORT, (c.seen - c.dropped) as usize);
     assert_eq!(c.seen, N as u64, "{c:?}");
     // Binomial(2000, 0.3): mean 600, sd 20.5; ±150 is over 7 sd.
     assert!((450..=750).contains(&c.dropped), "{c:?}");
@@ -123,22 +154,7 @@ fn duplication_and_port_filter() {
     send(&net.a, &net.b, PORT, 60);
     send(&net.a, &net.b, PORT + 1, 30);
     // Count both ports from one pass over the tap.
-    let mut buf = [0u8; 2048];
-    let (mut on_port, mut other) = (0, 0);
-    let mut t = &tap;
-    t.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    while let Ok(len) = t.read(&mut buf) {
-        if len < 24 {
-            continue;
-        }
-        let ihl = usize::from(buf[0] & 0xf) * 4;
-        match u16::from_be_bytes([buf[ihl + 2], buf[ihl + 3]]) {
-            p if p == PORT => on_port += 1,
-            p if p == PORT + 1 => other += 1,
-            _ => {}
-        }
-    }
+    let [on_port, other] = read_tap(&tap, [PORT, PORT + 1], |n| n[0] >= 120 && n[1] >= 30);
     let c = imp.counters().unwrap();
     assert_eq!((c.seen, c.duplicated, c.dropped), (60, 60, 0), "{c:?}");
     assert_eq!(on_port, 120, "every packet to the port arrived twice");
@@ -154,11 +170,12 @@ fn egress_loss_impairs_what_the_peer_kernel_sends() {
     };
     let tap = tcp_tap(&net.a);
     send(&net.b, &net.a, PORT, 50);
-    // Nothing arrives: this waits out count()'s 5 s first-packet timeout.
-    assert_eq!(count(&tap, PORT), 0, "all dropped on the way out");
+    // Nothing arrives once the program has seen (and dropped) all 50.
+    wait_seen(&imp, 50);
+    assert_eq!(count(&tap, PORT, 0), 0, "all dropped on the way out");
     imp.set(ImpairConfig::default()).unwrap();
     send(&net.b, &net.a, PORT, 50);
-    assert_eq!(count(&tap, PORT), 50, "rates change at run time");
+    assert_eq!(count(&tap, PORT, 50), 50, "rates change at run time");
     let c = imp.counters().unwrap();
     assert_eq!((c.seen, c.dropped), (100, 50), "{c:?}");
 }

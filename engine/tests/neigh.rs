@@ -22,7 +22,7 @@ fn resolves_known_and_unknown_neighbours_v4_and_v6() {
     }
     let _g = net.a.ns.enter().unwrap();
     for dst in [IpAddr::V4(net.b.ip4), IpAddr::V6(net.b.ip6)] {
-        let hop = resolve(dst, Duration::from_secs(5)).unwrap();
+        let hop = resolve(dst, Duration::from_secs(30)).unwrap();
         assert_eq!(hop.mac, net.b.mac, "{dst}");
         assert_eq!(hop.addr, dst, "on-link: the destination is the next hop");
         assert_eq!(hop.route.gateway, None);

@@ -123,7 +123,7 @@ fn parser_steers_only_well_formed_matching_tcp() {
     for f in steered.iter().chain(&passed).chain(&malformed) {
         b.send_frame(0, f);
     }
-    let got = a.recv_packets(0, steered.len(), Duration::from_secs(5));
+    let got = a.recv_packets(0, steered.len(), Duration::from_secs(30));
     assert_eq!(got.len(), steered.len(), "both steered frames arrived");
     for (g, f) in got.iter().zip(&steered) {
         assert_eq!(g, f);
@@ -160,7 +160,7 @@ fn matching_packet_without_a_socket_goes_to_the_kernel_and_is_counted() {
     let _g = net.b.ns.enter().unwrap();
     let err = std::net::TcpStream::connect_timeout(
         &std::net::SocketAddr::from((net.a.ip6, PORT)),
-        Duration::from_secs(5),
+        Duration::from_secs(30),
     )
     .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");

@@ -171,7 +171,7 @@ impl XskSide {
                 .unwrap();
         }
         drop(batch);
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         let mut done = 0;
         while done < pieces.len() {
             assert!(Instant::now() < deadline, "TX completion timed out");
