@@ -309,6 +309,7 @@ def main():
     ap.add_argument("--host-ip", required=True)
     ap.add_argument("--guest-ip", required=True)
     ap.add_argument("--timeout", type=float, default=150)
+    ap.add_argument("--ready-file", help="created once the capture socket is open")
     args = ap.parse_args()
 
     def say(msg):
@@ -316,6 +317,9 @@ def main():
 
     cap = Capture(args.iface, args.guest_mac)
     cap.start()
+    if args.ready_file:
+        with open(args.ready_file, "w") as f:
+            f.write("capturing\n")
     deadline = time.monotonic() + args.timeout
     fails = 0
     passes = 0

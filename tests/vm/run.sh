@@ -214,9 +214,16 @@ SERIAL=$WORK/console.log
 : >"$SERIAL"
 ip netns exec "$NS" python3 tests/vm/host.py --iface "$TAP" --serial "$SERIAL" \
     --qemu-pid-file "$WORK/qemu.pid" --host-mac "$HOST_MAC" --guest-mac "$GUEST_MAC" \
-    --host-ip "$HOST_IP" --guest-ip "$GUEST_IP" --timeout "$((TIMEOUT + 15))" &
+    --host-ip "$HOST_IP" --guest-ip "$GUEST_IP" --timeout "$((TIMEOUT + 15))" \
+    --ready-file "$WORK/host.ready" &
 HOST_PID=$!
-sleep 0.5   # the capture socket is open before the guest can send
+# The capture socket is open before the guest can send.
+for _ in $(seq 600); do
+    [ -e "$WORK/host.ready" ] && break
+    kill -0 "$HOST_PID" 2>/dev/null || die "the host side (tests/vm/host.py) exited early"
+    sleep 0.05
+done
+[ -e "$WORK/host.ready" ] || die "the host side (tests/vm/host.py) did not start capturing within 30 s"
 # `ip netns exec` execs QEMU: $! is QEMU's PID.
 ip netns exec "$NS" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1G -nographic \
     -no-reboot -kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
