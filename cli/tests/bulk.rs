@@ -746,6 +746,9 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
         ("-TERM", 3_000_000, false),
         ("rst", 1_000_000, false),
         ("rst", 100_000, true),
+        // The peer falls silent, then SIGINT: the FIN goes unanswered and
+        // the connection is reset when --grace runs out.
+        ("silent", 1_000_000, false),
     ];
     for (k, (how, len, stdout)) in cases.into_iter().enumerate() {
         let port = 5210 + k as u16;
@@ -768,13 +771,25 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
         let mut xtcp = Watched::spawn(&net, &args, target);
         xtcp.wait_for("listening on");
         let sock = acked_sender(&net, port, len);
-        if how == "rst" {
-            socket2::SockRef::from(&sock)
-                .set_linger(Some(Duration::ZERO))
-                .unwrap();
-            drop(sock);
-        } else {
-            xtcp.signal(how);
+        let mut silence = Vec::new();
+        match how {
+            "rst" => {
+                socket2::SockRef::from(&sock)
+                    .set_linger(Some(Duration::ZERO))
+                    .unwrap();
+                drop(sock);
+            }
+            "silent" => {
+                use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
+                let _g = net.b.ns.enter().unwrap();
+                for hook in [Hook::Ingress, Hook::Egress] {
+                    let all = ImpairConfig::loss(100.0);
+                    silence.push(Impairment::attach(&net.b.iface, hook, all).unwrap());
+                }
+                drop(_g);
+                xtcp.signal("-INT");
+            }
+            sig => xtcp.signal(sig),
         }
         let (status, err) = xtcp.wait_exit("xtcp recv did not end");
         assert!(
@@ -786,6 +801,7 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
         assert_pattern_file(&out, len, &err);
         let _ = std::fs::remove_file(&out);
         assert_detached(&net);
+        drop(silence);
     }
 }
 
