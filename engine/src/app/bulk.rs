@@ -373,7 +373,7 @@ impl PipeSink {
         for piece in [src.0, src.1] {
             let mut at = 0;
             while at < piece.len() && !self.broken {
-                let c = match self.cur.take() {
+                let mut c = match self.cur.take() {
                     Some(c) => c,
                     None => match self.free.recv() {
                         Ok(c) => c,
@@ -383,7 +383,6 @@ impl PipeSink {
                         }
                     },
                 };
-                let mut c = c;
                 let k = (c.buf.len() - c.len).min(piece.len() - at);
                 c.buf[c.len..c.len + k].copy_from_slice(&piece[at..at + k]);
                 c.len += k;
