@@ -552,3 +552,71 @@ fn a_second_engine_on_the_same_interface_gets_a_clear_error() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("xdp"), "{text}");
 }
+
+/// The leak check `xtcp bench`'s test relies on: a steering program that no
+/// process holds (attached here by `ip`, without a BPF link) is found, one
+/// that a running engine holds is not, and neither is an older one.
+#[test]
+fn orphaned_steering_programs_are_told_from_held_ones() {
+    use xtcp_engine::xdp::orphaned_steering_programs;
+    let net = testnet(1500, 1);
+    let since = std::time::SystemTime::now() - Duration::from_secs(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let role = Role::Listen {
+        addr: None,
+        port: 5207,
+        sinks: SinkKind::Discard,
+        keep_listening: true,
+    };
+    let e = engine(&net, config(&net, 1), role, stop.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !net
+        .a
+        .ns
+        .ip(&["link", "show", &net.a.iface])
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("xdp"))
+        .unwrap()
+    {
+        assert!(!e.is_finished(), "the engine ended early");
+        assert!(Instant::now() < deadline, "the engine never attached");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        orphaned_steering_programs(since).unwrap(),
+        Vec::<u32>::new()
+    );
+    // The same program attached to B's end by `ip`: nobody holds it.
+    let obj = std::env::temp_dir().join(format!("xtcp-steer-{}.o", std::process::id()));
+    std::fs::write(&obj, xtcp_ebpf::STEER).unwrap();
+    let out = net
+        .b
+        .ns
+        .ip(&[
+            "link",
+            "set",
+            "dev",
+            &net.b.iface,
+            "xdpgeneric",
+            "obj",
+            obj.to_str().unwrap(),
+            "sec",
+            "xdp.frags",
+        ])
+        .unwrap();
+    let _ = std::fs::remove_file(&obj);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let orphans = orphaned_steering_programs(since).unwrap();
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    assert!(orphaned_steering_programs(later).unwrap().is_empty());
+    net.b
+        .ns
+        .ip(&["link", "set", "dev", &net.b.iface, "xdpgeneric", "off"])
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    e.join().unwrap().unwrap();
+}

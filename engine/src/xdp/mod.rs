@@ -23,6 +23,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use aya::maps::{Array, MapData, PerCpuArray, XskMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfError};
+use std::time::SystemTime;
 
 /// How many xtcp steering programs the kernel has loaded now, in any
 /// namespace (a leak check for tests and tools: each attached xtcp holds
@@ -35,6 +36,50 @@ pub fn steering_programs_loaded() -> Result<usize, ProgramError> {
         }
     }
     Ok(n)
+}
+
+/// The IDs of steering programs loaded at or after `since` that no process
+/// holds any more: no program or link descriptor in any `/proc/PID/fdinfo`
+/// names them. A program that outlives its process this way is a leak (a
+/// pin, or an attachment without a BPF link); other xtcp processes running
+/// at the same time hold theirs and are not counted.
+pub fn orphaned_steering_programs(since: SystemTime) -> Result<Vec<u32>, ProgramError> {
+    let mut ours = Vec::new();
+    for p in aya::programs::loaded_programs() {
+        let p = p?;
+        if p.name() == b"xtcp_steer" && p.loaded_at().is_none_or(|t| t >= since) {
+            ours.push(p.id());
+        }
+    }
+    if ours.is_empty() {
+        return Ok(ours);
+    }
+    let mut held = std::collections::BTreeSet::new();
+    let procs = std::fs::read_dir("/proc").map_err(|e| {
+        ProgramError::SyscallError(aya::sys::SyscallError {
+            call: "read_dir /proc",
+            io_error: e,
+        })
+    })?;
+    for pid in procs.flatten() {
+        let Ok(fds) = std::fs::read_dir(pid.path().join("fdinfo")) else {
+            continue; // not a process, or gone
+        };
+        for fd in fds.flatten() {
+            let Ok(text) = std::fs::read_to_string(fd.path()) else {
+                continue;
+            };
+            for line in text.lines() {
+                if let Some(id) = line.strip_prefix("prog_id:") {
+                    if let Ok(id) = id.trim().parse::<u32>() {
+                        held.insert(id);
+                    }
+                }
+            }
+        }
+    }
+    ours.retain(|id| !held.contains(id));
+    Ok(ours)
 }
 
 /// Maximum number of steering rules.
