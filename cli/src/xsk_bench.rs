@@ -33,7 +33,8 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::Serialize;
 use xtcp_engine::frame::FrameSize;
-use xtcp_engine::netlink::neigh::resolve;
+use xtcp_engine::netlink::NetlinkSocket;
+use xtcp_engine::netlink::neigh::{get_route, resolve};
 use xtcp_engine::probe::NetdevFeatures;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::wire::checksum;
@@ -516,17 +517,29 @@ fn build_packet(spec: &WorkerSpec) -> anyhow::Result<Vec<u8>> {
     let dst_mac = match spec.dst_mac {
         Some(m) => m,
         None => {
-            // The kernel's next hop, resolved (ARP) if it is not known yet.
+            // The kernel's next hop, resolved (ARP) if it is not known yet;
+            // the route first, so that another interface is reported at
+            // once rather than after an ARP wait there.
+            let ifindex = xsk::ifindex(&spec.iface)?;
+            let wrong_iface = |oif: u32| {
+                anyhow::anyhow!(
+                    "the kernel routes {dst_ip} through {}, not {} (index {ifindex}): \
+                     pass --dst-mac to send there anyway",
+                    xsk::describe_ifindex(oif),
+                    spec.iface
+                )
+            };
+            if let Ok(route) = NetlinkSocket::route()
+                .map_err(|_| ())
+                .and_then(|mut s| get_route(&mut s, IpAddr::V4(dst_ip)).map_err(|_| ()))
+                && route.oif != ifindex
+            {
+                return Err(wrong_iface(route.oif));
+            }
             let hop = resolve(IpAddr::V4(dst_ip), Duration::from_secs(3))
                 .with_context(|| format!("finding the MAC of {dst_ip} (or pass --dst-mac)"))?;
-            let ifindex = xsk::ifindex(&spec.iface)?;
             if hop.route.oif != ifindex {
-                bail!(
-                    "the kernel routes {dst_ip} through interface index {}, not {} (index \
-                     {ifindex}): pass --dst-mac to send there anyway",
-                    hop.route.oif,
-                    spec.iface
-                );
+                return Err(wrong_iface(hop.route.oif));
             }
             hop.mac
         }

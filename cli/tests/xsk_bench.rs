@@ -241,6 +241,24 @@ fn clear_errors_for_what_users_get_wrong() {
         &["exceeds", "MTU 1500"],
     );
     fails_with(&run(&["--iface", a, "--ring", "1000"]), &["power of two"]);
+    // A destination the kernel routes through another interface: both
+    // interfaces named, not only their indexes.
+    fails_with(
+        &run(&[
+            "--iface",
+            a,
+            "--mode",
+            "txonly",
+            "--dst-ip",
+            "127.0.0.1",
+            "--duration",
+            "0.2",
+        ]),
+        &[
+            "routes 127.0.0.1 through lo (index 1)",
+            &format!("not {a} (index"),
+        ],
+    );
 
     // Queue busy, and an interface that already has an XDP program.
     let mut holder = net

@@ -465,10 +465,10 @@ pub fn run_app(
             {
                 if route.oif != index {
                     return Err(EngineError::Config(format!(
-                        "the kernel routes {} through interface index {}, not {iface} (index \
-                         {index}): run xtcp on that interface, or add a route to {} via {iface}",
+                        "the kernel routes {} through {}, not {iface} (index {index}): run xtcp on \
+                        that interface, or add a route to {} via {iface}",
                         remote.ip(),
-                        route.oif,
+                        crate::xsk::describe_ifindex(route.oif),
                         remote.ip()
                     )));
                 }
@@ -476,10 +476,10 @@ pub fn run_app(
             let hop = resolve(remote.ip(), Duration::from_secs(3))?;
             if hop.route.oif != index {
                 return Err(EngineError::Config(format!(
-                    "the kernel routes {} through interface index {}, not {iface} (index \
-                     {index}): run xtcp on that interface, or add a route to {} via {iface}",
+                    "the kernel routes {} through {}, not {iface} (index {index}): run xtcp on \
+                    that interface, or add a route to {} via {iface}",
                     remote.ip(),
-                    hop.route.oif,
+                    crate::xsk::describe_ifindex(hop.route.oif),
                     remote.ip()
                 )));
             }

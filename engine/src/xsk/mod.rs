@@ -35,7 +35,7 @@ use std::io;
 
 pub use socket::{
     BindInfo, BindMode, CompQueue, FillQueue, RxDesc, RxQueue, TxBatch, TxDesc, TxQueue, Xsk,
-    XskConfig, XskStats, ifindex,
+    XskConfig, XskStats, describe_ifindex, ifindex, ifname,
 };
 pub use umem::{Frame, Umem, UmemConfig};
 

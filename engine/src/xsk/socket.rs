@@ -480,6 +480,30 @@ pub fn ifindex(iface: &str) -> Result<u32, XskError> {
     Ok(idx)
 }
 
+/// The name of interface `index` in the calling thread's network namespace
+/// (`if_indextoname`), or `None` if there is none.
+pub fn ifname(index: u32) -> Option<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `buf` has the IF_NAMESIZE bytes if_indextoname may write,
+    // including the NUL; the result is NULL or a pointer into `buf`.
+    let p = unsafe { libc::if_indextoname(index, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: on success `buf` holds a NUL-terminated name.
+    let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// Interface `index` for messages: `"eth1 (index 3)"`, or `"index 3"` when
+/// no interface has that index here.
+pub fn describe_ifindex(index: u32) -> String {
+    match ifname(index) {
+        Some(name) => format!("{name} (index {index})"),
+        None => format!("index {index}"),
+    }
+}
+
 struct MmapOffsets(libc::xdp_mmap_offsets);
 
 impl Default for RingOff {
