@@ -54,7 +54,8 @@ pub enum XskError {
     /// Missing privilege.
     #[error(
         "permission denied creating or binding an AF_XDP socket: run as root, or grant \
-         CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK"
+         CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON and CAP_IPC_LOCK (or raise \
+         RLIMIT_MEMLOCK instead of CAP_IPC_LOCK)"
     )]
     Permission {
         /// The kernel's error.

@@ -631,18 +631,21 @@ impl Xsk {
                 tx_metadata_len: 0,
             };
             setsockopt(bfd, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+                // Without CAP_IPC_LOCK the kernel charges the UMEM's pages
+                // to RLIMIT_MEMLOCK and refuses with ENOBUFS beyond it
+                // (xdp_umem_account_pages); pinning them can fail with
+                // ENOMEM or EPERM.
                 let hint = match e.raw_os_error() {
-                    Some(libc::ENOMEM | libc::EPERM) => {
-                        "the UMEM could not be pinned: raise the memlock limit \
-                         (`ulimit -l unlimited`) or run as root"
+                    Some(libc::ENOBUFS | libc::ENOMEM | libc::EPERM) => {
+                        crate::caps::memlock_hint(crate::caps::memlock_soft(), reg.len)
                     }
-                    _ => "",
+                    _ => String::new(),
                 };
                 XskError::syscall(
                     "setsockopt(XDP_UMEM_REG)",
                     format!("{} bytes, chunk {}", reg.len, reg.chunk_size),
                     e,
-                    hint.to_owned(),
+                    hint,
                 )
             })?;
         }
