@@ -121,6 +121,77 @@ pub struct EngineConfig {
     pub max_conns: usize,
 }
 
+impl EngineConfig {
+    /// Checks what can be checked before touching any interface: queue
+    /// count, and that every core in `cores` exists and is in this
+    /// process's CPU affinity mask. [`run`] calls it first; a command may
+    /// call it earlier, before it prints or opens anything.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        if self.queues == 0 {
+            return Err(EngineError::Config("--queues must be at least 1".into()));
+        }
+        if let Some(c) = &self.cores {
+            if c.len() != self.queues as usize {
+                return Err(EngineError::Config(format!(
+                    "--cores lists {} cores for {} queues: give one core per queue",
+                    c.len(),
+                    self.queues
+                )));
+            }
+            let allowed: Vec<usize> = core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            check_cores(c, &allowed)?;
+        }
+        Ok(())
+    }
+}
+
+/// Every core in `cores` is one of `allowed` (this process's affinity
+/// mask; empty when it could not be read, and then nothing is refused).
+fn check_cores(cores: &[usize], allowed: &[usize]) -> Result<(), EngineError> {
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    match cores.iter().find(|c| !allowed.contains(c)) {
+        None => Ok(()),
+        Some(bad) => Err(EngineError::Config(format!(
+            "--cores {}: core {bad} does not exist or is not in this process's CPU affinity \
+             mask; the cores available are {}",
+            cores
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            core_ranges(allowed)
+        ))),
+    }
+}
+
+/// `[0, 1, 2, 5]` as `"0-2,5"`.
+fn core_ranges(cores: &[usize]) -> String {
+    let mut sorted = cores.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -405,22 +476,11 @@ pub fn run_app(
     mut progress: impl FnMut(&Progress),
     mut app: Option<&mut dyn App>,
 ) -> Result<EngineReport, EngineError> {
+    cfg.validate()?;
     let iface = cfg.iface.as_str();
     let index = ifindex(iface)?;
     let mac = iface_mac(iface)?;
     let mtu = iface_mtu(iface)?;
-    if cfg.queues == 0 {
-        return Err(EngineError::Config("--queues must be at least 1".into()));
-    }
-    if let Some(c) = &cfg.cores {
-        if c.len() != cfg.queues as usize {
-            return Err(EngineError::Config(format!(
-                "--cores lists {} cores for {} queues: give one core per queue",
-                c.len(),
-                cfg.queues
-            )));
-        }
-    }
 
     // Addresses, ports, plan.
     let mut reservations = Vec::new();
@@ -793,4 +853,39 @@ pub fn run_app(
         cpu_seconds,
         interrupted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cores_outside_the_affinity_mask_are_refused_with_the_ones_available() {
+        assert!(check_cores(&[0, 1], &[0, 1]).is_ok());
+        assert!(check_cores(&[99], &[]).is_ok(), "mask unknown: no refusal");
+        let e = check_cores(&[1, 99], &[0, 1]).unwrap_err().to_string();
+        assert!(e.contains("--cores 1,99: core 99"), "{e}");
+        assert!(e.ends_with("the cores available are 0-1"), "{e}");
+        assert_eq!(core_ranges(&[5, 0, 1, 2, 7, 8]), "0-2,5,7-8");
+        assert_eq!(core_ranges(&[3]), "3");
+
+        let cfg = EngineConfig {
+            queues: 1,
+            cores: Some(vec![usize::MAX]),
+            ..EngineConfig::default()
+        };
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains(&format!("core {}", usize::MAX)), "{e}");
+        let cfg = EngineConfig {
+            queues: 2,
+            cores: Some(vec![0]),
+            ..EngineConfig::default()
+        };
+        assert!(
+            cfg.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("one core per queue")
+        );
+    }
 }
