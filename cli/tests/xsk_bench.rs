@@ -257,8 +257,11 @@ fn sigkill_leaves_nothing_attached_and_the_queue_can_be_bound_again() {
         "no XDP program left attached: {shown}"
     );
 
-    // The queue binds again (EBUSY may last about a second after close).
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // The queue binds again. The kernel frees the old socket's pool in
+    // deferred work (about a second when idle, longer under load) and
+    // only a bind shows it has: retry while the error is "busy", within a
+    // generous deadline.
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = net
             .a
@@ -284,7 +287,7 @@ fn sigkill_leaves_nothing_attached_and_the_queue_can_be_bound_again() {
             err.contains("busy") && Instant::now() < deadline,
             "rebind failed: {err}"
         );
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
