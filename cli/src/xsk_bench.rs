@@ -287,6 +287,10 @@ struct WorkerSpec {
     core: Option<usize>,
     hugepages: bool,
     stamp: bool,
+    /// Receivers: once `stop` is set, keep receiving until no packet has
+    /// come for this long (what the sender had in flight is counted);
+    /// `None`: end at once.
+    drain: Option<Duration>,
 }
 
 /// Copy-mode XDP headroom the kernel keeps in front of received data.
@@ -326,6 +330,7 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
         core: args.core,
         hugepages: args.hugepages,
         stamp: args.stamp,
+        drain: None,
     };
     if args.testnet {
         return run_testnet(args, spec);
@@ -830,6 +835,32 @@ impl Counts {
     }
 }
 
+/// Whether a receiving loop ends now: at `end`; when `stop` is set, at
+/// once or, with `spec.drain`, once no packet has come for that long since
+/// the later of the stop and the last packet (`stopped` remembers when the
+/// stop was first seen).
+fn receiver_done(
+    spec: &WorkerSpec,
+    now: Instant,
+    end: Instant,
+    stop: &AtomicBool,
+    last_packet: Option<Instant>,
+    stopped: &mut Option<Instant>,
+) -> bool {
+    if now >= end {
+        return true;
+    }
+    if !stop.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Some(quiet) = spec.drain else {
+        return true;
+    };
+    let since = *stopped.get_or_insert(now);
+    let since = last_packet.map_or(since, |l| l.max(since));
+    now.duration_since(since) >= quiet
+}
+
 /// Descriptors one packet may span in copy mode (`MAX_SKB_FRAGS` + 1).
 const COPY_MAX_DESCS: usize = 18;
 
@@ -842,9 +873,10 @@ fn rxdrop(
     meter: &mut Meter<'_>,
     c: &mut Counts,
 ) {
+    let mut stopped = None;
     loop {
         let now = Instant::now();
-        if now >= end || stop.load(Ordering::Relaxed) {
+        if receiver_done(spec, now, end, stop, c.window.map(|w| w.1), &mut stopped) {
             break;
         }
         meter.tick(now, c.packets, c.bytes);
@@ -879,9 +911,10 @@ fn l2fwd(
     c: &mut Counts,
 ) -> anyhow::Result<()> {
     let mut first_of_packet = true;
+    let mut stopped = None;
     loop {
         let now = Instant::now();
-        if now >= end || stop.load(Ordering::Relaxed) {
+        if receiver_done(spec, now, end, stop, c.window.map(|w| w.1), &mut stopped) {
             break;
         }
         meter.tick(now, c.packets, c.bytes);
@@ -1136,8 +1169,12 @@ fn run_testnet(
     b.src_ip = Some(net.b.ip4);
     b.dst_ip = Some(net.a.ip4);
     b.dst_mac = Some(net.a.mac);
-    // The receiver starts first and runs a little longer than the sender.
-    a.duration = args.duration + Duration::from_millis(500);
+    // The receiver starts first and ends after the sender: once B is done
+    // (its sends completed), A is stopped and counts what still arrives
+    // until the link has been quiet for a while. Its own --duration only
+    // bounds a sender that never ends.
+    a.duration = args.duration + Duration::from_secs(30);
+    a.drain = Some(Duration::from_millis(200));
     if !args.json {
         println!(
             "# test network: {} ({}) <-> {} ({}), MTU {mtu}",
@@ -1175,11 +1212,14 @@ fn run_testnet(
         }
         let txc_b = txc.clone();
         let hb = sc.spawn(move || {
-            let _g = net.b.ns.enter()?;
-            let r = worker(&b, stop, &txc_b, None);
-            if r.is_err() {
-                stop.store(true, Ordering::Relaxed);
-            }
+            let r = net
+                .b
+                .ns
+                .enter()
+                .map_err(anyhow::Error::from)
+                .and_then(|_g| worker(&b, stop, &txc_b, None));
+            // Done or failed: either way A stops (after draining).
+            stop.store(true, Ordering::Relaxed);
             drop(txc_b);
             r
         });
