@@ -401,6 +401,9 @@ fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
     if args.testnet && args.iface.is_some() {
         bail!("--testnet builds its own interfaces: drop --iface");
     }
+    if let Some(core) = args.core {
+        xtcp_engine::worker::validate_cores("--core", &[core])?;
+    }
     if args.stamp && args.mode != Mode::Txonly && !args.testnet {
         bail!("--stamp applies to txonly (the sender): add --mode txonly or drop --stamp");
     }

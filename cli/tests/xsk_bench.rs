@@ -345,6 +345,13 @@ fn clear_errors_for_what_users_get_wrong() {
         &["exceeds", "MTU 1500"],
     );
     fails_with(&run(&["--iface", a, "--ring", "1000"]), &["power of two"]);
+    fails_with(
+        &run(&["--iface", a, "--core", "999", "--duration", "0.2"]),
+        &[
+            "--core 999: core 999 does not exist",
+            "the cores available are 0",
+        ],
+    );
     // A destination the kernel routes through another interface: both
     // interfaces named, not only their indexes.
     fails_with(

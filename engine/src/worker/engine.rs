@@ -138,27 +138,33 @@ impl EngineConfig {
                     self.queues
                 )));
             }
-            let allowed: Vec<usize> = core_affinity::get_core_ids()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| c.id)
-                .collect();
-            check_cores(c, &allowed)?;
+            validate_cores("--cores", c)?;
         }
         Ok(())
     }
 }
 
+/// Refuses (naming `flag`, the value and the cores available) a core that
+/// does not exist or is not in this process's CPU affinity mask.
+pub fn validate_cores(flag: &str, cores: &[usize]) -> Result<(), EngineError> {
+    let allowed: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    check_cores(flag, cores, &allowed)
+}
+
 /// Every core in `cores` is one of `allowed` (this process's affinity
 /// mask; empty when it could not be read, and then nothing is refused).
-fn check_cores(cores: &[usize], allowed: &[usize]) -> Result<(), EngineError> {
+fn check_cores(flag: &str, cores: &[usize], allowed: &[usize]) -> Result<(), EngineError> {
     if allowed.is_empty() {
         return Ok(());
     }
     match cores.iter().find(|c| !allowed.contains(c)) {
         None => Ok(()),
         Some(bad) => Err(EngineError::Config(format!(
-            "--cores {}: core {bad} does not exist or is not in this process's CPU affinity \
+            "{flag} {}: core {bad} does not exist or is not in this process's CPU affinity \
              mask; the cores available are {}",
             cores
                 .iter()
@@ -861,9 +867,14 @@ mod tests {
 
     #[test]
     fn cores_outside_the_affinity_mask_are_refused_with_the_ones_available() {
-        assert!(check_cores(&[0, 1], &[0, 1]).is_ok());
-        assert!(check_cores(&[99], &[]).is_ok(), "mask unknown: no refusal");
-        let e = check_cores(&[1, 99], &[0, 1]).unwrap_err().to_string();
+        assert!(check_cores("--cores", &[0, 1], &[0, 1]).is_ok());
+        assert!(
+            check_cores("--cores", &[99], &[]).is_ok(),
+            "mask unknown: no refusal"
+        );
+        let e = check_cores("--cores", &[1, 99], &[0, 1])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--cores 1,99: core 99"), "{e}");
         assert!(e.ends_with("the cores available are 0-1"), "{e}");
         assert_eq!(core_ranges(&[5, 0, 1, 2, 7, 8]), "0-2,5,7-8");
