@@ -206,6 +206,31 @@ fn without_cap_perfmon_the_load_error_is_short_and_names_it() {
     assert!(err.contains("processed "), "verifier log at debug: {err}");
 }
 
+/// Each capability of the documented set, left out, is named in a
+/// one-line error.
+#[test]
+fn each_missing_capability_is_named_in_one_line() {
+    let net = testnet();
+    let args = recv_args(&net, 5315);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let all = ["net_admin", "net_raw", "bpf", "perfmon", "ipc_lock"];
+    for left_out in ["net_admin", "net_raw", "bpf", "perfmon"] {
+        let caps: Vec<String> = all
+            .iter()
+            .filter(|c| **c != left_out)
+            .map(|c| format!("+{c}"))
+            .collect();
+        let out = as_user(&net, 65526, &caps.join(","), None, &args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "without {left_out}: {err}");
+        let name = format!("lacks CAP_{}", left_out.to_uppercase());
+        assert!(err.contains(&name), "without {left_out}: {err}");
+        assert_eq!(err.lines().count(), 1, "without {left_out}: {err}");
+    }
+}
+
 #[test]
 fn a_memlock_limit_below_the_umem_is_named_with_the_way_to_raise_it() {
     let net = testnet();

@@ -143,11 +143,10 @@ pub enum XdpError {
         iface: String,
     },
     /// The kernel refused to load the program.
-    #[error(
-        "loading the XDP steering program failed: {source}; loading BPF needs root (or \
-         CAP_BPF + CAP_NET_ADMIN) and a kernel with BPF and XDP"
-    )]
+    #[error("loading the XDP steering program failed: {source}; {hint}")]
     Load {
+        /// What to do (names the capabilities this process lacks).
+        hint: String,
         /// aya's error (includes the verifier log, if any).
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
@@ -252,12 +251,15 @@ fn verifier_verdict(log: &str) -> Option<&str> {
 
 /// What to tell the user when `BPF_PROG_LOAD` failed, given the caller's
 /// effective capabilities (`None`: unknown).
-fn load_hint(caps: Option<crate::caps::CapSet>) -> String {
+fn load_hint(caps: Option<crate::caps::CapSet>, verifier: bool) -> String {
     use crate::caps::{BPF, NET_ADMIN, PERFMON};
+    let log = if verifier {
+        "; the verifier's log is shown with --log debug"
+    } else {
+        ""
+    };
     let Some(caps) = caps else {
-        return "loading it needs root, or CAP_BPF + CAP_PERFMON + CAP_NET_ADMIN; \
-                the verifier's log is shown with --log debug"
-            .to_owned();
+        return format!("loading it needs root, or CAP_BPF + CAP_PERFMON + CAP_NET_ADMIN{log}");
     };
     let missing: Vec<&str> = [BPF, PERFMON]
         .into_iter()
@@ -265,23 +267,26 @@ fn load_hint(caps: Option<crate::caps::CapSet>) -> String {
         .chain([NET_ADMIN].into_iter().filter(|&c| !caps.has(c)))
         .map(|c| c.name)
         .collect();
-    let perfmon = if caps.has_or_sys_admin(PERFMON) {
-        ""
-    } else {
+    let why = if !caps.has_or_sys_admin(PERFMON) {
         " (without CAP_PERFMON the verifier refuses the pointer arithmetic of the \
          program's packet parsing)"
+    } else if !caps.has(NET_ADMIN) {
+        " (the kernel creates the program's socket map, an XSKMAP, only with it)"
+    } else {
+        ""
     };
     if missing.is_empty() {
-        "this process has CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN: the kernel may lack \
-         BPF or XDP support; the verifier's log is shown with --log debug"
-            .to_owned()
+        format!(
+            "this process has CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN: the kernel may lack \
+             BPF or XDP support{log}"
+        )
     } else {
         format!(
-            "this process lacks {}{perfmon}: run as root, or grant CAP_BPF, CAP_PERFMON \
+            "this process lacks {}{why}: run as root, or grant CAP_BPF, CAP_PERFMON \
              and CAP_NET_ADMIN (e.g. `setcap cap_net_admin,cap_net_raw,cap_bpf,cap_perfmon,\
              cap_ipc_lock+ep \"$(command -v xtcp)\"`, or systemd \
-             `AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_PERFMON CAP_IPC_LOCK`); \
-             the verifier's log is shown with --log debug",
+             `AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_PERFMON CAP_IPC_LOCK`)\
+             {log}",
             missing.join(" and ")
         )
     }
@@ -302,10 +307,11 @@ fn load_error(e: ProgramError) -> XdpError {
                 verifier: verifier_verdict(&log)
                     .map(|v| format!(": verifier: {v}"))
                     .unwrap_or_default(),
-                hint: load_hint(crate::caps::effective()),
+                hint: load_hint(crate::caps::effective(), true),
             }
         }
         e => XdpError::Load {
+            hint: load_hint(crate::caps::effective(), false),
             source: Box::new(e),
         },
     }
@@ -342,15 +348,18 @@ impl Steering {
             iface: iface.to_owned(),
         })?;
         let mut ebpf = Ebpf::load(xtcp_ebpf::STEER).map_err(|e: EbpfError| XdpError::Load {
+            hint: load_hint(crate::caps::effective(), false),
             source: Box::new(e),
         })?;
         let prog: &mut Xdp = ebpf
             .program_mut(xtcp_ebpf::STEER_PROGRAM)
             .ok_or_else(|| XdpError::Load {
+                hint: String::from("the object is broken: rebuild xtcp"),
                 source: "program xtcp_steer missing from the object".into(),
             })?
             .try_into()
             .map_err(|e: ProgramError| XdpError::Load {
+                hint: String::from("the object is broken: rebuild xtcp"),
                 source: Box::new(e),
             })?;
         prog.load().map_err(load_error)?;
@@ -392,6 +401,7 @@ impl Steering {
         };
         let take = |ebpf: &mut Ebpf, name: &'static str| {
             ebpf.take_map(name).ok_or_else(|| XdpError::Load {
+                hint: String::from("the object is broken: rebuild xtcp"),
                 source: format!("map {name} missing from the object").into(),
             })
         };

@@ -576,7 +576,7 @@ impl Xsk {
         if raw < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => XskError::Permission { source: e },
+                Some(libc::EPERM | libc::EACCES) => XskError::permission(e),
                 Some(libc::EAFNOSUPPORT) => XskError::Unsupported {
                     what: "AF_XDP sockets".to_owned(),
                     hint: "the kernel was built without CONFIG_XDP_SOCKETS".to_owned(),
@@ -754,7 +754,7 @@ impl Xsk {
                     iface: iface.to_owned(),
                     queue,
                 },
-                Some(libc::EPERM | libc::EACCES) => XskError::Permission { source: e },
+                Some(libc::EPERM | libc::EACCES) => XskError::permission(e),
                 Some(libc::EOPNOTSUPP) if mode == "zero-copy" => XskError::NoZeroCopy {
                     iface: iface.to_owned(),
                     driver: super::driver_name(iface),
