@@ -191,6 +191,23 @@ pub fn render(r: &ProbeReport) -> String {
         "memlock",
         format!("soft {}, hard {}", p.memlock_soft, p.memlock_hard),
     );
+    let lock = p
+        .capabilities
+        .iter()
+        .any(|c| c.name == "CAP_IPC_LOCK" && c.effective);
+    row(
+        "default UMEM",
+        format!(
+            "{} bytes per queue: {}",
+            p.umem_default_bytes,
+            match p.memlock_covers_default_umem {
+                Some(true) if lock => "fits (CAP_IPC_LOCK lifts the memlock limit)",
+                Some(true) => "fits the memlock limit",
+                Some(false) => "does not fit the memlock limit (see missing privileges)",
+                None => "unknown (capabilities unknown)",
+            }
+        ),
+    );
     row("missing privileges", list(&p.missing));
     let h = &r.hugepages;
     row(

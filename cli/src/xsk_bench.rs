@@ -33,7 +33,8 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::Serialize;
 use xtcp_engine::frame::FrameSize;
-use xtcp_engine::netlink::neigh::resolve;
+use xtcp_engine::netlink::NetlinkSocket;
+use xtcp_engine::netlink::neigh::{get_route, resolve};
 use xtcp_engine::probe::NetdevFeatures;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::wire::checksum;
@@ -286,6 +287,10 @@ struct WorkerSpec {
     core: Option<usize>,
     hugepages: bool,
     stamp: bool,
+    /// Receivers: once `stop` is set, keep receiving until no packet has
+    /// come for this long (what the sender had in flight is counted);
+    /// `None`: end at once.
+    drain: Option<Duration>,
 }
 
 /// Copy-mode XDP headroom the kernel keeps in front of received data.
@@ -325,6 +330,7 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
         core: args.core,
         hugepages: args.hugepages,
         stamp: args.stamp,
+        drain: None,
     };
     if args.testnet {
         return run_testnet(args, spec);
@@ -394,6 +400,9 @@ fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
     }
     if args.testnet && args.iface.is_some() {
         bail!("--testnet builds its own interfaces: drop --iface");
+    }
+    if let Some(core) = args.core {
+        xtcp_engine::worker::validate_cores("--core", &[core])?;
     }
     if args.stamp && args.mode != Mode::Txonly && !args.testnet {
         bail!("--stamp applies to txonly (the sender): add --mode txonly or drop --stamp");
@@ -516,17 +525,29 @@ fn build_packet(spec: &WorkerSpec) -> anyhow::Result<Vec<u8>> {
     let dst_mac = match spec.dst_mac {
         Some(m) => m,
         None => {
-            // The kernel's next hop, resolved (ARP) if it is not known yet.
+            // The kernel's next hop, resolved (ARP) if it is not known yet;
+            // the route first, so that another interface is reported at
+            // once rather than after an ARP wait there.
+            let ifindex = xsk::ifindex(&spec.iface)?;
+            let wrong_iface = |oif: u32| {
+                anyhow::anyhow!(
+                    "the kernel routes {dst_ip} through {}, not {} (index {ifindex}): \
+                     pass --dst-mac to send there anyway",
+                    xsk::describe_ifindex(oif),
+                    spec.iface
+                )
+            };
+            if let Ok(route) = NetlinkSocket::route()
+                .map_err(|_| ())
+                .and_then(|mut s| get_route(&mut s, IpAddr::V4(dst_ip)).map_err(|_| ()))
+                && route.oif != ifindex
+            {
+                return Err(wrong_iface(route.oif));
+            }
             let hop = resolve(IpAddr::V4(dst_ip), Duration::from_secs(3))
                 .with_context(|| format!("finding the MAC of {dst_ip} (or pass --dst-mac)"))?;
-            let ifindex = xsk::ifindex(&spec.iface)?;
             if hop.route.oif != ifindex {
-                bail!(
-                    "the kernel routes {dst_ip} through interface index {}, not {} (index \
-                     {ifindex}): pass --dst-mac to send there anyway",
-                    hop.route.oif,
-                    spec.iface
-                );
+                return Err(wrong_iface(hop.route.oif));
             }
             hop.mac
         }
@@ -817,6 +838,32 @@ impl Counts {
     }
 }
 
+/// Whether a receiving loop ends now: at `end`; when `stop` is set, at
+/// once or, with `spec.drain`, once no packet has come for that long since
+/// the later of the stop and the last packet (`stopped` remembers when the
+/// stop was first seen).
+fn receiver_done(
+    spec: &WorkerSpec,
+    now: Instant,
+    end: Instant,
+    stop: &AtomicBool,
+    last_packet: Option<Instant>,
+    stopped: &mut Option<Instant>,
+) -> bool {
+    if now >= end {
+        return true;
+    }
+    if !stop.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Some(quiet) = spec.drain else {
+        return true;
+    };
+    let since = *stopped.get_or_insert(now);
+    let since = last_packet.map_or(since, |l| l.max(since));
+    now.duration_since(since) >= quiet
+}
+
 /// Descriptors one packet may span in copy mode (`MAX_SKB_FRAGS` + 1).
 const COPY_MAX_DESCS: usize = 18;
 
@@ -829,9 +876,10 @@ fn rxdrop(
     meter: &mut Meter<'_>,
     c: &mut Counts,
 ) {
+    let mut stopped = None;
     loop {
         let now = Instant::now();
-        if now >= end || stop.load(Ordering::Relaxed) {
+        if receiver_done(spec, now, end, stop, c.window.map(|w| w.1), &mut stopped) {
             break;
         }
         meter.tick(now, c.packets, c.bytes);
@@ -866,9 +914,10 @@ fn l2fwd(
     c: &mut Counts,
 ) -> anyhow::Result<()> {
     let mut first_of_packet = true;
+    let mut stopped = None;
     loop {
         let now = Instant::now();
-        if now >= end || stop.load(Ordering::Relaxed) {
+        if receiver_done(spec, now, end, stop, c.window.map(|w| w.1), &mut stopped) {
             break;
         }
         meter.tick(now, c.packets, c.bytes);
@@ -1123,8 +1172,12 @@ fn run_testnet(
     b.src_ip = Some(net.b.ip4);
     b.dst_ip = Some(net.a.ip4);
     b.dst_mac = Some(net.a.mac);
-    // The receiver starts first and runs a little longer than the sender.
-    a.duration = args.duration + Duration::from_millis(500);
+    // The receiver starts first and ends after the sender: once B is done
+    // (its sends completed), A is stopped and counts what still arrives
+    // until the link has been quiet for a while. Its own --duration only
+    // bounds a sender that never ends.
+    a.duration = args.duration + Duration::from_secs(30);
+    a.drain = Some(Duration::from_millis(200));
     if !args.json {
         println!(
             "# test network: {} ({}) <-> {} ({}), MTU {mtu}",
@@ -1162,11 +1215,14 @@ fn run_testnet(
         }
         let txc_b = txc.clone();
         let hb = sc.spawn(move || {
-            let _g = net.b.ns.enter()?;
-            let r = worker(&b, stop, &txc_b, None);
-            if r.is_err() {
-                stop.store(true, Ordering::Relaxed);
-            }
+            let r = net
+                .b
+                .ns
+                .enter()
+                .map_err(anyhow::Error::from)
+                .and_then(|_g| worker(&b, stop, &txc_b, None));
+            // Done or failed: either way A stops (after draining).
+            stop.store(true, Ordering::Relaxed);
             drop(txc_b);
             r
         });

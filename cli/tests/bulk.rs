@@ -624,7 +624,10 @@ fn user_errors_are_clear() {
             "--bytes",
             "1M",
         ]),
-        "routes 127.0.0.1 through",
+        &format!(
+            "routes 127.0.0.1 through lo (index 1), not {} (index",
+            net.a.iface
+        ),
     );
 }
 

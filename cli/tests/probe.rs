@@ -64,7 +64,7 @@ fn json_for_loopback_parses_and_has_every_section() {
             .unwrap()
             .is_ascii_digit()
     );
-    assert_eq!(v["privileges"]["capabilities"].as_array().unwrap().len(), 5);
+    assert_eq!(v["privileges"]["capabilities"].as_array().unwrap().len(), 6);
     assert!(
         v["privileges"]["memlock_soft"].is_u64() || v["privileges"]["memlock_soft"] == "unlimited"
     );
@@ -159,7 +159,7 @@ fn unprivileged_run_reports_what_is_missing() {
         .iter()
         .map(|m| m.as_str().unwrap().to_owned())
         .collect();
-    for need in ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF"] {
+    for need in ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF", "CAP_PERFMON"] {
         assert!(
             missing.iter().any(|m| m.contains(need)),
             "{need} not in {missing:?}"

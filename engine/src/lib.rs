@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod caps;
 pub mod frame;
 pub mod netlink;
 pub mod probe;

@@ -19,6 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use serde::Serialize;
 
+use crate::caps::{self, CapSet};
 use crate::netlink::genl::{self, NetdevDev, XdpFeatures};
 use crate::netlink::route::{self, LinkInfo, LinkSelector, XdpAttachment};
 use crate::netlink::{NetlinkError, NetlinkSocket};
@@ -337,6 +338,15 @@ pub struct Privileges {
     pub memlock_soft: Limit,
     /// `RLIMIT_MEMLOCK` hard limit.
     pub memlock_hard: Limit,
+    /// Bytes of locked memory one queue's UMEM takes with the engine's
+    /// defaults (16384 frames × 4096 bytes; the rings are not charged to
+    /// the memlock limit).
+    pub umem_default_bytes: u64,
+    /// Whether the memlock limit lets one queue register the default UMEM:
+    /// `CAP_IPC_LOCK` lifts the limit, otherwise the soft limit must hold
+    /// it (less what the user's other processes have locked already).
+    /// `None` when the capabilities could not be read.
+    pub memlock_covers_default_umem: Option<bool>,
     /// What is missing for attaching XDP and binding AF_XDP sockets, each
     /// naming the capability or limit needed; empty when nothing is.
     pub missing: Vec<String>,
@@ -770,59 +780,59 @@ fn kernel() -> Kernel {
     }
 }
 
-/// The capabilities xtcp cares about, with their bit numbers.
-const CAPS: &[(&str, u32)] = &[
-    ("CAP_NET_ADMIN", 12),
-    ("CAP_NET_RAW", 13),
-    ("CAP_IPC_LOCK", 14),
-    ("CAP_SYS_ADMIN", 21),
-    ("CAP_BPF", 39),
-];
-
-/// Parses the `CapEff:` line of a `/proc/*/status` file.
-fn parse_cap_eff(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-}
-
 fn limit(v: Option<u64>) -> Limit {
     v.map_or(Limit::Unlimited, Limit::Bytes)
 }
 
+/// Locked bytes of one queue's UMEM with the engine's defaults.
+fn umem_default_bytes() -> u64 {
+    let d = crate::worker::EngineConfig::default();
+    u64::from(d.frames) * d.frame_size.bytes() as u64
+}
+
 /// What is missing for XDP + AF_XDP given effective caps and memlock.
-fn missing_privileges(cap_eff: Option<u64>, memlock_soft: Limit) -> Vec<String> {
+fn missing_privileges(cap_eff: Option<CapSet>, memlock_soft: Limit) -> Vec<String> {
     let Some(eff) = cap_eff else {
         return vec!["capabilities unknown (could not read CapEff)".into()];
     };
-    let has = |bit: u32| eff & (1u64 << bit) != 0;
     let mut missing = Vec::new();
-    if !has(12) {
+    if !eff.has(caps::NET_ADMIN) {
         missing.push("CAP_NET_ADMIN (to attach XDP programs)".into());
     }
-    if !has(13) {
+    if !eff.has(caps::NET_RAW) {
         missing.push("CAP_NET_RAW (to create AF_XDP sockets)".into());
     }
-    if !has(39) && !has(21) {
+    if !eff.has_or_sys_admin(caps::BPF) {
         missing.push("CAP_BPF or CAP_SYS_ADMIN (to load BPF programs and maps)".into());
     }
-    if !has(14) {
-        if let Limit::Bytes(b) = memlock_soft {
-            missing.push(format!(
-                "CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK (UMEM pages are charged to it; soft limit is {b} bytes)"
-            ));
-        }
+    if !eff.has_or_sys_admin(caps::PERFMON) {
+        missing.push(
+            "CAP_PERFMON or CAP_SYS_ADMIN (the verifier refuses the steering program's \
+             pointer arithmetic without it)"
+                .into(),
+        );
+    }
+    let soft = match memlock_soft {
+        Limit::Bytes(b) => Some(b),
+        Limit::Unlimited => None,
+    };
+    let need = umem_default_bytes();
+    if caps::memlock_covers(Some(eff), soft, need) == Some(false) {
+        missing.push(format!(
+            "CAP_IPC_LOCK or RLIMIT_MEMLOCK of at least {need} bytes per queue (the default \
+             UMEM's pages are charged to it; soft limit is {} bytes): `ulimit -l unlimited`, \
+             systemd `LimitMEMLOCK=infinity`, or fewer --frames",
+            soft.unwrap_or_default()
+        ));
     }
     missing
 }
 
 fn privileges(notes: &mut Vec<String>) -> Privileges {
     // Capabilities are per thread: prefer this thread's view.
-    let status = std::fs::read_to_string("/proc/thread-self/status")
-        .or_else(|_| std::fs::read_to_string("/proc/self/status"));
+    let status = caps::thread_status();
     let cap_eff = match &status {
-        Ok(s) => parse_cap_eff(s),
+        Ok(s) => caps::parse_cap_eff(s),
         Err(_) => None,
     };
     match (&status, cap_eff) {
@@ -838,19 +848,23 @@ fn privileges(notes: &mut Vec<String>) -> Privileges {
     let memlock_soft = limit(rl.current);
     let capabilities = cap_eff
         .map(|eff| {
-            CAPS.iter()
-                .map(|&(name, bit)| Capability {
-                    name,
-                    effective: eff & (1u64 << bit) != 0,
+            caps::REPORTED
+                .iter()
+                .map(|&c| Capability {
+                    name: c.name,
+                    effective: eff.has(c),
                 })
                 .collect()
         })
         .unwrap_or_default();
+    let umem = umem_default_bytes();
     Privileges {
         euid: rustix::process::geteuid().as_raw(),
         capabilities,
         memlock_soft,
         memlock_hard: limit(rl.maximum),
+        umem_default_bytes: umem,
+        memlock_covers_default_umem: caps::memlock_covers(cap_eff, rl.current, umem),
         missing: missing_privileges(cap_eff, memlock_soft),
     }
 }
@@ -1054,20 +1068,43 @@ mod tests {
     #[test]
     fn cap_eff_parsing_and_missing_list() {
         let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\nCapBnd:\t0\n";
-        let all = parse_cap_eff(status).unwrap();
-        assert_eq!(all, 0x1ff_ffff_ffff);
+        let all = caps::parse_cap_eff(status).unwrap();
+        assert_eq!(all, CapSet(0x1ff_ffff_ffff));
         assert!(missing_privileges(Some(all), Limit::Bytes(8 << 20)).is_empty());
-        assert_eq!(parse_cap_eff("CapEff:\tzz\n"), None);
-        assert_eq!(parse_cap_eff("Name: x\n"), None);
+        assert_eq!(caps::parse_cap_eff("Name: x\n"), None);
 
-        let none = missing_privileges(Some(0), Limit::Bytes(65536));
-        assert_eq!(none.len(), 4, "{none:?}");
+        let none = missing_privileges(Some(CapSet(0)), Limit::Bytes(65536));
+        assert_eq!(none.len(), 5, "{none:?}");
         assert!(none[0].starts_with("CAP_NET_ADMIN"));
-        assert!(none[3].contains("65536"));
-        // Unlimited memlock needs no CAP_IPC_LOCK.
-        assert_eq!(missing_privileges(Some(0), Limit::Unlimited).len(), 3);
-        // CAP_SYS_ADMIN stands in for CAP_BPF.
-        let sys_admin_net = (1 << 21) | (1 << 12) | (1 << 13) | (1 << 14);
+        assert!(none[3].starts_with("CAP_PERFMON"), "{none:?}");
+        assert!(
+            none[4].contains("65536") && none[4].contains("67108864"),
+            "{none:?}"
+        );
+        // Unlimited memlock, or one that holds the default UMEM, needs no
+        // CAP_IPC_LOCK.
+        assert_eq!(
+            missing_privileges(Some(CapSet(0)), Limit::Unlimited).len(),
+            4
+        );
+        assert_eq!(
+            missing_privileges(Some(CapSet(0)), Limit::Bytes(64 << 20)).len(),
+            4
+        );
+        // The documented set: CAP_NET_ADMIN + CAP_NET_RAW + CAP_BPF +
+        // CAP_PERFMON, and memlock or CAP_IPC_LOCK.
+        let documented = CapSet((1 << 12) | (1 << 13) | (1 << 38) | (1 << 39));
+        assert!(missing_privileges(Some(documented), Limit::Bytes(64 << 20)).is_empty());
+        let m = missing_privileges(Some(documented), Limit::Bytes(8 << 20));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].starts_with("CAP_IPC_LOCK or RLIMIT_MEMLOCK"), "{m:?}");
+        // Without CAP_PERFMON.
+        let no_perfmon = CapSet((1 << 12) | (1 << 13) | (1 << 14) | (1 << 39));
+        let m = missing_privileges(Some(no_perfmon), Limit::Bytes(0));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].starts_with("CAP_PERFMON"), "{m:?}");
+        // CAP_SYS_ADMIN stands in for CAP_BPF and CAP_PERFMON.
+        let sys_admin_net = CapSet((1 << 21) | (1 << 12) | (1 << 13) | (1 << 14));
         assert!(missing_privileges(Some(sys_admin_net), Limit::Bytes(0)).is_empty());
     }
 

@@ -43,6 +43,8 @@ fn unreachable_and_unrouted_destinations_give_clear_errors() {
     .unwrap_err();
     assert!(matches!(e, ResolveError::Unresolved { .. }), "{e:?}");
     assert!(e.to_string().contains("did not answer ARP"), "{e}");
+    let on = format!("on {} (index ", net.a.iface);
+    assert!(e.to_string().contains(&on), "names the interface: {e}");
     // No route at all (the namespace has no default route).
     let e = resolve(
         IpAddr::V4(Ipv4Addr::new(203, 0, 113, 5)),

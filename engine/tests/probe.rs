@@ -192,6 +192,7 @@ fn probe_loopback() {
             "CAP_NET_RAW",
             "CAP_IPC_LOCK",
             "CAP_SYS_ADMIN",
+            "CAP_PERFMON",
             "CAP_BPF"
         ]
     );

@@ -235,8 +235,8 @@ pub enum ResolveError {
     },
     /// The next hop did not answer.
     #[error(
-        "{next_hop} (next hop to {dst}) did not answer {proto} within {waited:?} on interface \
-         index {oif}: is it up and on that link?"
+        "{next_hop} (next hop to {dst}) did not answer {proto} within {waited:?} on {oif_name}: \
+         is it up and on that link?"
     )]
     Unresolved {
         /// Destination.
@@ -247,6 +247,10 @@ pub enum ResolveError {
         proto: &'static str,
         /// Outgoing interface.
         oif: u32,
+        /// The outgoing interface named for messages, `"eth1 (index 3)"`
+        /// (looked up where the error arose: in another network namespace
+        /// the index may name another interface).
+        oif_name: String,
         /// How long we waited.
         waited: Duration,
     },
@@ -300,6 +304,7 @@ pub fn resolve(dst: IpAddr, timeout: Duration) -> Result<NextHop, ResolveError> 
                     "neighbour discovery"
                 },
                 oif: route.oif,
+                oif_name: crate::xsk::describe_ifindex(route.oif),
                 waited: timeout,
             });
         }

@@ -121,6 +121,113 @@ pub struct EngineConfig {
     pub max_conns: usize,
 }
 
+impl EngineConfig {
+    /// Checks what can be checked before touching any interface, and the
+    /// values that cannot work, naming the value and what is accepted:
+    /// queue count, that every core in `cores` exists and is in this
+    /// process's CPU affinity mask, ring, batch, burst, MSS and connect
+    /// timeout. [`run`] calls it first; a command may
+    /// call it earlier, before it prints or opens anything.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        if self.queues == 0 {
+            return Err(EngineError::Config("--queues must be at least 1".into()));
+        }
+        if let Some(c) = &self.cores {
+            if c.len() != self.queues as usize {
+                return Err(EngineError::Config(format!(
+                    "--cores lists {} cores for {} queues: give one core per queue",
+                    c.len(),
+                    self.queues
+                )));
+            }
+            validate_cores("--cores", c)?;
+        }
+        if !self.ring.is_power_of_two() || !(64..=16384).contains(&self.ring) {
+            return Self::bad(format!(
+                "--ring {} must be a power of two in 64..=16384",
+                self.ring
+            ));
+        }
+        if self.batch == 0 || self.batch > self.ring {
+            return Self::bad(format!(
+                "--batch {} must be between 1 and the RX ring's size ({})",
+                self.batch, self.ring
+            ));
+        }
+        if self.tx_burst == 0 {
+            return Self::bad("--tx-burst must be at least 1".into());
+        }
+        if let Some(m) = self.mss.filter(|&m| m < MIN_MSS_V4) {
+            return Self::bad(format!(
+                "--mss {m} is too small: give at least {MIN_MSS_V4} ({MIN_MSS_V6} over IPv6; \
+                 RFC 9293), or leave it out to use the MTU's"
+            ));
+        }
+        if let Some(t) = self.tcp.connect_timeout.filter(|t| t.is_zero()) {
+            return Self::bad(format!("--connect-timeout {t:?} must be above zero"));
+        }
+        Ok(())
+    }
+
+    fn bad(m: String) -> Result<(), EngineError> {
+        Err(EngineError::Config(m))
+    }
+}
+
+/// Refuses (naming `flag`, the value and the cores available) a core that
+/// does not exist or is not in this process's CPU affinity mask.
+pub fn validate_cores(flag: &str, cores: &[usize]) -> Result<(), EngineError> {
+    let allowed: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    check_cores(flag, cores, &allowed)
+}
+
+/// Every core in `cores` is one of `allowed` (this process's affinity
+/// mask; empty when it could not be read, and then nothing is refused).
+fn check_cores(flag: &str, cores: &[usize], allowed: &[usize]) -> Result<(), EngineError> {
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    match cores.iter().find(|c| !allowed.contains(c)) {
+        None => Ok(()),
+        Some(bad) => Err(EngineError::Config(format!(
+            "{flag} {}: core {bad} does not exist or is not in this process's CPU affinity \
+             mask; the cores available are {}",
+            cores
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            core_ranges(allowed)
+        ))),
+    }
+}
+
+/// `[0, 1, 2, 5]` as `"0-2,5"`.
+fn core_ranges(cores: &[usize]) -> String {
+    let mut sorted = cores.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -155,42 +262,6 @@ impl Default for EngineConfig {
 pub const MIN_MSS_V4: u16 = 536;
 /// The smallest `--mss` taken over IPv6 (1280-byte minimum MTU).
 pub const MIN_MSS_V6: u16 = 1220;
-
-impl EngineConfig {
-    /// Checks the values that cannot work, before anything is set up; the
-    /// error names the value and what is accepted.
-    pub fn validate(&self) -> Result<(), EngineError> {
-        let bad = |m: String| Err(EngineError::Config(m));
-        if self.queues == 0 {
-            return bad("--queues must be at least 1".into());
-        }
-        if !self.ring.is_power_of_two() || !(64..=16384).contains(&self.ring) {
-            return bad(format!(
-                "--ring {} must be a power of two in 64..=16384",
-                self.ring
-            ));
-        }
-        if self.batch == 0 || self.batch > self.ring {
-            return bad(format!(
-                "--batch {} must be between 1 and the RX ring's size ({})",
-                self.batch, self.ring
-            ));
-        }
-        if self.tx_burst == 0 {
-            return bad("--tx-burst must be at least 1".into());
-        }
-        if let Some(m) = self.mss.filter(|&m| m < MIN_MSS_V4) {
-            return bad(format!(
-                "--mss {m} is too small: give at least {MIN_MSS_V4} ({MIN_MSS_V6} over IPv6; \
-                 RFC 9293), or leave it out to use the MTU's"
-            ));
-        }
-        if let Some(t) = self.tcp.connect_timeout.filter(|t| t.is_zero()) {
-            return bad(format!("--connect-timeout {t:?} must be above zero"));
-        }
-        Ok(())
-    }
-}
 
 /// What to do.
 #[derive(Debug)]
@@ -456,15 +527,6 @@ pub fn run_app(
     let index = ifindex(iface)?;
     let mac = iface_mac(iface)?;
     let mtu = iface_mtu(iface)?;
-    if let Some(c) = &cfg.cores {
-        if c.len() != cfg.queues as usize {
-            return Err(EngineError::Config(format!(
-                "--cores lists {} cores for {} queues: give one core per queue",
-                c.len(),
-                cfg.queues
-            )));
-        }
-    }
 
     // Addresses, ports, plan.
     let mut reservations = Vec::new();
@@ -509,10 +571,10 @@ pub fn run_app(
             {
                 if route.oif != index {
                     return Err(EngineError::Config(format!(
-                        "the kernel routes {} through interface index {}, not {iface} (index \
-                         {index}): run xtcp on that interface, or add a route to {} via {iface}",
+                        "the kernel routes {} through {}, not {iface} (index {index}): run xtcp on \
+                        that interface, or add a route to {} via {iface}",
                         remote.ip(),
-                        route.oif,
+                        crate::xsk::describe_ifindex(route.oif),
                         remote.ip()
                     )));
                 }
@@ -520,10 +582,10 @@ pub fn run_app(
             let hop = resolve(remote.ip(), Duration::from_secs(3))?;
             if hop.route.oif != index {
                 return Err(EngineError::Config(format!(
-                    "the kernel routes {} through interface index {}, not {iface} (index \
-                     {index}): run xtcp on that interface, or add a route to {} via {iface}",
+                    "the kernel routes {} through {}, not {iface} (index {index}): run xtcp on \
+                    that interface, or add a route to {} via {iface}",
                     remote.ip(),
-                    hop.route.oif,
+                    crate::xsk::describe_ifindex(hop.route.oif),
                     remote.ip()
                 )));
             }
@@ -845,4 +907,44 @@ pub fn run_app(
         cpu_seconds,
         interrupted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cores_outside_the_affinity_mask_are_refused_with_the_ones_available() {
+        assert!(check_cores("--cores", &[0, 1], &[0, 1]).is_ok());
+        assert!(
+            check_cores("--cores", &[99], &[]).is_ok(),
+            "mask unknown: no refusal"
+        );
+        let e = check_cores("--cores", &[1, 99], &[0, 1])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--cores 1,99: core 99"), "{e}");
+        assert!(e.ends_with("the cores available are 0-1"), "{e}");
+        assert_eq!(core_ranges(&[5, 0, 1, 2, 7, 8]), "0-2,5,7-8");
+        assert_eq!(core_ranges(&[3]), "3");
+
+        let cfg = EngineConfig {
+            queues: 1,
+            cores: Some(vec![usize::MAX]),
+            ..EngineConfig::default()
+        };
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains(&format!("core {}", usize::MAX)), "{e}");
+        let cfg = EngineConfig {
+            queues: 2,
+            cores: Some(vec![0]),
+            ..EngineConfig::default()
+        };
+        assert!(
+            cfg.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("one core per queue")
+        );
+    }
 }

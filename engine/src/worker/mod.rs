@@ -19,7 +19,7 @@ pub mod thread;
 
 pub use engine::{
     App, AppIn, AppOut, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
-    RxCsumPolicy, process_cpu, run, run_app,
+    RxCsumPolicy, process_cpu, run, run_app, validate_cores,
 };
 pub use port::{PortConfig, PortCounters, RxCsum, XskPort};
 pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};

@@ -77,7 +77,10 @@ impl Impairment {
         crate::xsk::ifindex(iface).map_err(|_| XdpError::NoInterface {
             iface: iface.to_owned(),
         })?;
-        let load_err = |e: Box<dyn std::error::Error + Send + Sync>| XdpError::Load { source: e };
+        let load_err = |e: Box<dyn std::error::Error + Send + Sync>| XdpError::Load {
+            hint: "the test impairment program needs root".to_owned(),
+            source: e,
+        };
         let mut ebpf = Ebpf::load(xtcp_ebpf::IMPAIR).map_err(|e| load_err(Box::new(e)))?;
         let mut config: Array<MapData, [u32; 4]> = Array::try_from(
             ebpf.take_map("impair_cfg")

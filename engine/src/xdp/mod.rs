@@ -188,14 +188,26 @@ pub enum XdpError {
         iface: String,
     },
     /// The kernel refused to load the program.
-    #[error(
-        "loading the XDP steering program failed: {source}; loading BPF needs root (or \
-         CAP_BPF + CAP_NET_ADMIN) and a kernel with BPF and XDP"
-    )]
+    #[error("loading the XDP steering program failed: {source}; {hint}")]
     Load {
+        /// What to do (names the capabilities this process lacks).
+        hint: String,
         /// aya's error (includes the verifier log, if any).
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The kernel (its verifier) refused the program: the message is short
+    /// and names what is missing; the verifier's log goes to the debug log.
+    #[error("loading the XDP steering program failed: {errno}{verifier}; {hint}")]
+    Refused {
+        /// The `BPF_PROG_LOAD` error.
+        #[source]
+        errno: std::io::Error,
+        /// The verifier's verdict (the last line of its log that is not a
+        /// statistic), as `": verifier: …"`, or empty.
+        verifier: String,
+        /// What to do.
+        hint: String,
     },
     /// Attaching failed.
     #[error("attaching XDP in {mode} mode to {iface} failed: {source}{hint}")]
@@ -268,6 +280,88 @@ impl std::fmt::Debug for Steering {
     }
 }
 
+/// The verifier's verdict: the last line of its log that is not one of
+/// the statistics it ends with.
+fn verifier_verdict(log: &str) -> Option<&str> {
+    const STATS: [&str; 4] = [
+        "verification time",
+        "stack depth",
+        "processed ",
+        "max_states",
+    ];
+    log.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !STATS.iter().any(|s| l.starts_with(s)))
+}
+
+/// What to tell the user when `BPF_PROG_LOAD` failed, given the caller's
+/// effective capabilities (`None`: unknown).
+fn load_hint(caps: Option<crate::caps::CapSet>, verifier: bool) -> String {
+    use crate::caps::{BPF, NET_ADMIN, PERFMON};
+    let log = if verifier {
+        "; the verifier's log is shown with --log debug"
+    } else {
+        ""
+    };
+    let Some(caps) = caps else {
+        return format!("loading it needs root, or CAP_BPF + CAP_PERFMON + CAP_NET_ADMIN{log}");
+    };
+    let missing: Vec<&str> = [BPF, PERFMON]
+        .into_iter()
+        .filter(|&c| !caps.has_or_sys_admin(c))
+        .chain([NET_ADMIN].into_iter().filter(|&c| !caps.has(c)))
+        .map(|c| c.name)
+        .collect();
+    let why = if !caps.has_or_sys_admin(PERFMON) {
+        " (without CAP_PERFMON the verifier refuses the pointer arithmetic of the \
+         program's packet parsing)"
+    } else if !caps.has(NET_ADMIN) {
+        " (the kernel creates the program's socket map, an XSKMAP, only with it)"
+    } else {
+        ""
+    };
+    if missing.is_empty() {
+        format!(
+            "this process has CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN: the kernel may lack \
+             BPF or XDP support{log}"
+        )
+    } else {
+        format!(
+            "this process lacks {}{why}: run as root, or grant CAP_BPF, CAP_PERFMON \
+             and CAP_NET_ADMIN (e.g. `setcap cap_net_admin,cap_net_raw,cap_bpf,cap_perfmon,\
+             cap_ipc_lock+ep \"$(command -v xtcp)\"`, or systemd \
+             `AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_PERFMON CAP_IPC_LOCK`)\
+             {log}",
+            missing.join(" and ")
+        )
+    }
+}
+
+/// A `BPF_PROG_LOAD` failure as a short error; the verifier's log (tens
+/// of lines) goes to the debug log.
+fn load_error(e: ProgramError) -> XdpError {
+    match e {
+        ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => {
+            let log = verifier_log.to_string();
+            tracing::debug!("the verifier's log of xtcp_steer:\n{log}");
+            XdpError::Refused {
+                errno: io_error,
+                verifier: verifier_verdict(&log)
+                    .map(|v| format!(": verifier: {v}"))
+                    .unwrap_or_default(),
+                hint: load_hint(crate::caps::effective(), true),
+            }
+        }
+        e => XdpError::Load {
+            hint: load_hint(crate::caps::effective(), false),
+            source: Box::new(e),
+        },
+    }
+}
+
 fn attach_hint(e: &ProgramError) -> String {
     let errno = match e {
         ProgramError::SyscallError(s) => s.io_error.raw_os_error(),
@@ -299,20 +393,21 @@ impl Steering {
             iface: iface.to_owned(),
         })?;
         let mut ebpf = Ebpf::load(xtcp_ebpf::STEER).map_err(|e: EbpfError| XdpError::Load {
+            hint: load_hint(crate::caps::effective(), false),
             source: Box::new(e),
         })?;
         let prog: &mut Xdp = ebpf
             .program_mut(xtcp_ebpf::STEER_PROGRAM)
             .ok_or_else(|| XdpError::Load {
+                hint: String::from("the object is broken: rebuild xtcp"),
                 source: "program xtcp_steer missing from the object".into(),
             })?
             .try_into()
             .map_err(|e: ProgramError| XdpError::Load {
+                hint: String::from("the object is broken: rebuild xtcp"),
                 source: Box::new(e),
             })?;
-        prog.load().map_err(|e| XdpError::Load {
-            source: Box::new(e),
-        })?;
+        prog.load().map_err(load_error)?;
         let attach_err = |source: ProgramError, mode: &'static str| XdpError::Attach {
             iface: iface.to_owned(),
             mode,
@@ -351,6 +446,7 @@ impl Steering {
         };
         let take = |ebpf: &mut Ebpf, name: &'static str| {
             ebpf.take_map(name).ok_or_else(|| XdpError::Load {
+                hint: String::from("the object is broken: rebuild xtcp"),
                 source: format!("map {name} missing from the object").into(),
             })
         };

@@ -35,7 +35,7 @@ use std::io;
 
 pub use socket::{
     BindInfo, BindMode, CompQueue, FillQueue, RxDesc, RxQueue, TxBatch, TxDesc, TxQueue, Xsk,
-    XskConfig, XskStats, ifindex,
+    XskConfig, XskStats, describe_ifindex, ifindex, ifname,
 };
 pub use umem::{Frame, Umem, UmemConfig};
 
@@ -53,10 +53,14 @@ pub enum XskError {
     },
     /// Missing privilege.
     #[error(
-        "permission denied creating or binding an AF_XDP socket: run as root, or grant \
-         CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK"
+        "permission denied creating or binding an AF_XDP socket{missing}: run as root, or \
+         grant CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON and CAP_IPC_LOCK (or raise \
+         RLIMIT_MEMLOCK instead of CAP_IPC_LOCK)"
     )]
     Permission {
+        /// `" (this process lacks CAP_…)"`, or empty when it has both
+        /// capabilities AF_XDP sockets need or they are unknown.
+        missing: String,
         /// The kernel's error.
         #[source]
         source: io::Error,
@@ -107,6 +111,29 @@ pub enum XskError {
 }
 
 impl XskError {
+    /// [`XskError::Permission`], naming which of CAP_NET_RAW (socket) and
+    /// CAP_NET_ADMIN (bind) the calling thread lacks.
+    pub(crate) fn permission(source: io::Error) -> Self {
+        use crate::caps::{NET_ADMIN, NET_RAW};
+        let lacks: Vec<&str> = crate::caps::effective()
+            .map(|c| {
+                [NET_RAW, NET_ADMIN]
+                    .into_iter()
+                    .filter(|&n| !c.has(n))
+                    .map(|n| n.name)
+                    .collect()
+            })
+            .unwrap_or_default();
+        XskError::Permission {
+            missing: if lacks.is_empty() {
+                String::new()
+            } else {
+                format!(" (this process lacks {})", lacks.join(" and "))
+            },
+            source,
+        }
+    }
+
     pub(crate) fn syscall(
         call: &'static str,
         detail: String,

@@ -480,6 +480,30 @@ pub fn ifindex(iface: &str) -> Result<u32, XskError> {
     Ok(idx)
 }
 
+/// The name of interface `index` in the calling thread's network namespace
+/// (`if_indextoname`), or `None` if there is none.
+pub fn ifname(index: u32) -> Option<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `buf` has the IF_NAMESIZE bytes if_indextoname may write,
+    // including the NUL; the result is NULL or a pointer into `buf`.
+    let p = unsafe { libc::if_indextoname(index, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: on success `buf` holds a NUL-terminated name.
+    let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// Interface `index` for messages: `"eth1 (index 3)"`, or `"index 3"` when
+/// no interface has that index here.
+pub fn describe_ifindex(index: u32) -> String {
+    match ifname(index) {
+        Some(name) => format!("{name} (index {index})"),
+        None => format!("index {index}"),
+    }
+}
+
 struct MmapOffsets(libc::xdp_mmap_offsets);
 
 impl Default for RingOff {
@@ -552,7 +576,7 @@ impl Xsk {
         if raw < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => XskError::Permission { source: e },
+                Some(libc::EPERM | libc::EACCES) => XskError::permission(e),
                 Some(libc::EAFNOSUPPORT) => XskError::Unsupported {
                     what: "AF_XDP sockets".to_owned(),
                     hint: "the kernel was built without CONFIG_XDP_SOCKETS".to_owned(),
@@ -607,18 +631,21 @@ impl Xsk {
                 tx_metadata_len: 0,
             };
             setsockopt(bfd, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+                // Without CAP_IPC_LOCK the kernel charges the UMEM's pages
+                // to RLIMIT_MEMLOCK and refuses with ENOBUFS beyond it
+                // (xdp_umem_account_pages); pinning them can fail with
+                // ENOMEM or EPERM.
                 let hint = match e.raw_os_error() {
-                    Some(libc::ENOMEM | libc::EPERM) => {
-                        "the UMEM could not be pinned: raise the memlock limit \
-                         (`ulimit -l unlimited`) or run as root"
+                    Some(libc::ENOBUFS | libc::ENOMEM | libc::EPERM) => {
+                        crate::caps::memlock_hint(crate::caps::memlock_soft(), reg.len)
                     }
-                    _ => "",
+                    _ => String::new(),
                 };
                 XskError::syscall(
                     "setsockopt(XDP_UMEM_REG)",
                     format!("{} bytes, chunk {}", reg.len, reg.chunk_size),
                     e,
-                    hint.to_owned(),
+                    hint,
                 )
             })?;
         }
@@ -727,7 +754,7 @@ impl Xsk {
                     iface: iface.to_owned(),
                     queue,
                 },
-                Some(libc::EPERM | libc::EACCES) => XskError::Permission { source: e },
+                Some(libc::EPERM | libc::EACCES) => XskError::permission(e),
                 Some(libc::EOPNOTSUPP) if mode == "zero-copy" => XskError::NoZeroCopy {
                     iface: iface.to_owned(),
                     driver: super::driver_name(iface),

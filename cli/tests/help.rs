@@ -1,0 +1,97 @@
+//! `xtcp --help`: the summary names every command and the command list
+//! gives each one a line of description.
+
+use std::process::Command;
+
+const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
+
+const COMMANDS: [&str; 7] = [
+    "probe",
+    "xsk-bench",
+    "send",
+    "recv",
+    "serve",
+    "client",
+    "bench",
+];
+
+#[test]
+fn help_lists_all_seven_commands_with_a_line_each() {
+    let out = Command::new(XTCP).arg("--help").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary = text.lines().next().unwrap_or_default();
+    for c in COMMANDS {
+        assert!(
+            summary.split([' ', ',', ':', '.']).any(|w| w == c),
+            "the first line names `{c}`: {summary:?}"
+        );
+    }
+    let section: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    for c in COMMANDS {
+        let line = section
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(c))
+            .unwrap_or_else(|| panic!("`{c}` is in the command list:\n{text}"));
+        let words = line.split_whitespace().count();
+        assert!(words >= 4, "`{c}` has a one-line description: {line:?}");
+    }
+}
+
+/// README's first two commands work as root on a machine without sudo:
+/// each line's prefix (what precedes `scripts/`) is run with a PATH that
+/// holds no sudo, in front of a stand-in for the script.
+#[test]
+fn readme_first_commands_run_without_sudo() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md at the workspace root");
+    let block: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("```sh"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .collect();
+    assert_eq!(
+        readme.lines().position(|l| l.starts_with("```sh")),
+        Some(2),
+        "the commands are the README's first lines after the title"
+    );
+    let commands: Vec<&str> = block
+        .iter()
+        .copied()
+        .filter(|l| l.contains("scripts/"))
+        .collect();
+    assert_eq!(commands.len(), 2, "{block:?}");
+    // A PATH with one program, `true` standing in for the script.
+    let dir = std::env::temp_dir().join(format!("xtcp-nosudo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stand_in = dir.join("stand-in");
+    std::fs::write(&stand_in, "#!/bin/sh\necho ran \"$0\"\n").unwrap();
+    std::fs::set_permissions(
+        &stand_in,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    for line in commands {
+        let prefix = &line[..line.find("scripts/").unwrap()];
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("{prefix}{}", stand_in.display()))
+            .env("PATH", &dir)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.starts_with("ran"),
+            "`{line}` without sudo: {:?} {stdout} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
