@@ -226,6 +226,19 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let sum_sent: u64 = rows.iter().map(|r| r.1).sum();
     let sum_recv: u64 = rows.iter().map(|r| r.2).sum();
     let retr: u64 = rows.iter().filter_map(|r| r.3).sum();
+    // With --bidir, iperf3 sums each direction apart: what the client sends
+    // in `sum_sent` / `sum_received`, what the server sends in
+    // `sum_sent_bidir_reverse` / `sum_received_bidir_reverse`.
+    let sums = |we_send: bool| {
+        let r = rows.iter().filter(|r| !a.bidir || r.4 == we_send);
+        let (mut s, mut rcv, mut re) = (0, 0, 0);
+        for &(_, x, y, z, _) in r {
+            s += x;
+            rcv += y;
+            re += z.unwrap_or(0);
+        }
+        (s, rcv, re)
+    };
     let remote_cpu = o.peer.as_ref().map_or(0.0, |p| p.cpu_util_total);
     if json_out {
         let side = |bytes: u64, retr: Option<u64>, sender: bool| {
@@ -241,14 +254,14 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         let streams: Vec<_> = rows
             .iter()
             .zip(&o.rtt)
-            .map(|(&(id, s, r, re, _), rtt)| {
+            .map(|(&(id, s, r, re, ours), rtt)| {
                 let mut sender = json!({ "socket": id, "start": 0.0, "end": secs,
                     "seconds": secs, "bytes": s,
                     "bits_per_second": s as f64 * 8.0 / secs.max(1e-9),
                     "retransmits": re.unwrap_or(0), "sender": true });
                 // Measured by this side, so only for streams it sent on
                 // (iperf3 reports the sender's tcp_info RTT, in µs).
-                if let Some(t) = rtt.filter(|_| re.is_some()) {
+                if let Some(t) = rtt.filter(|_| ours) {
                     sender["min_rtt"] = json!(t.min.as_micros() as u64);
                     sender["max_rtt"] = json!(t.max.as_micros() as u64);
                     sender["mean_rtt"] = json!(t.mean().map_or(0, |m| m.as_micros() as u64));
@@ -262,7 +275,8 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             })
             .collect();
         let ivs: Vec<_> = intervals.borrow().iter().map(interval_json).collect();
-        let v = json!({
+        let (fwd_sent, fwd_recv, fwd_retr) = sums(true);
+        let mut v = json!({
             "start": {
                 "connecting_to": { "host": a.host.to_string(), "port": a.port },
                 "version": concat!("xtcp ", env!("CARGO_PKG_VERSION")),
@@ -275,8 +289,8 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             "intervals": ivs,
             "end": {
                 "streams": streams,
-                "sum_sent": side(sum_sent, Some(retr), true),
-                "sum_received": side(sum_recv, None, false),
+                "sum_sent": side(fwd_sent, Some(fwd_retr), true),
+                "sum_received": side(fwd_recv, None, false),
                 "cpu_utilization_percent": {
                     "host_total": o.cpu_util, "host_user": o.cpu_util, "host_system": 0.0,
                     "remote_total": remote_cpu,
@@ -285,7 +299,11 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
                 },
             },
         });
-        let mut v = v;
+        if a.bidir {
+            let (rev_sent, rev_recv, rev_retr) = sums(false);
+            v["end"]["sum_sent_bidir_reverse"] = side(rev_sent, Some(rev_retr), true);
+            v["end"]["sum_received_bidir_reverse"] = side(rev_recv, None, false);
+        }
         if let Err(e) = &o.result {
             v["error"] = json!(e.to_string());
         }

@@ -3,6 +3,7 @@
 //! field names. Root needed (CI runs as root); each test builds its own
 //! namespaces.
 
+use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -22,21 +23,54 @@ impl Drop for Iperf3Server {
 }
 
 fn iperf3_server(net: &TestNet) -> Iperf3Server {
+    iperf3_server_with(net, &[], Stdio::null())
+}
+
+/// `iperf3 -s -B <B> <extra>` in side B's namespace, its stdout to
+/// `stdout`; returns once it listens.
+fn iperf3_server_with(net: &TestNet, extra: &[&str], stdout: Stdio) -> Iperf3Server {
     assert!(
         Command::new("iperf3").arg("--version").output().is_ok(),
         "iperf3 is not installed (scripts/deps.sh installs it)"
     );
-    let child = net
+    let mut child = net
         .b
         .ns
         .command("iperf3")
         .args(["-s", "-B", &net.b.ip4.to_string()])
-        .stdout(Stdio::null())
+        .args(extra)
+        .stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_listening(net, 5201, &mut child);
     Iperf3Server(child)
+}
+
+/// Waits until a socket in side B's namespace listens on `port` (seen by
+/// `ss`, without connecting to it), at most 20 s; `child` must not exit.
+fn wait_listening(net: &TestNet, port: u16, child: &mut Child) {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let ss = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Hltn", &format!("sport = :{port}")])
+            .output()
+            .unwrap();
+        if !ss.stdout.is_empty() {
+            return;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the server exited ({st}) before listening on port {port}");
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "nothing listens on port {port} after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Runs `xtcp client ... -J` in side A's namespace; returns the JSON.
@@ -236,4 +270,82 @@ fn no_server_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("connection refused"), "{err}");
+}
+
+/// Runs `iperf3 -s -1 -J` in side B and `xtcp client -J <extra>` against
+/// it; returns (xtcp's JSON, the server's JSON).
+fn with_json_server(net: &TestNet, extra: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let mut server = iperf3_server_with(net, &["-1", "-J"], Stdio::piped());
+    let mine = xtcp_client(net, 1, extra);
+    let mut text = String::new();
+    server
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let theirs: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("iperf3 -s -J wrote no JSON ({e}): {text}"));
+    assert!(theirs.get("error").is_none(), "iperf3 -s: {theirs}");
+    (mine, theirs)
+}
+
+fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_f64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
+
+/// `what`: `a` (xtcp's) within `rel` (relative) of `b` (the reference).
+fn near(what: &str, a: f64, b: f64, rel: f64) {
+    assert!(
+        (a - b).abs() <= rel * b.abs(),
+        "{what}: {a} vs {b} (more than {}% apart)",
+        rel * 100.0
+    );
+}
+
+/// The bytes, seconds and rate xtcp reports for what it received equal the
+/// stock server's own for what it sent (its `-J`), and the test lasted `-t`
+/// there too: with `-R` and with `--bidir`.
+#[test]
+fn reverse_and_bidir_agree_with_the_servers_own_report() {
+    let net = testnet(1);
+    for mode in ["-R", "--bidir"] {
+        let (mine, theirs) = with_json_server(&net, &["-t", "2", mode]);
+        // The server's sending side: `sum_sent` in reverse; with --bidir
+        // its reverse direction is `sum_sent_bidir_reverse` (iperf3 3.12).
+        let key = if mode == "-R" {
+            "sum_sent"
+        } else {
+            "sum_sent_bidir_reverse"
+        };
+        let their_secs = num(&theirs, &["end", key, "seconds"]);
+        let their_bytes = num(&theirs, &["end", key, "bytes"]);
+        let their_bps = num(&theirs, &["end", key, "bits_per_second"]);
+        near(
+            &format!("{mode}: the server's seconds vs -t 2"),
+            their_secs,
+            2.0,
+            0.1,
+        );
+        // xtcp's receiving side, by iperf3's names.
+        let mine_key = if mode == "-R" {
+            "sum_received"
+        } else {
+            "sum_received_bidir_reverse"
+        };
+        let m = &mine["end"][mine_key];
+        let (my_bytes, my_secs, my_bps) = (
+            num(m, &["bytes"]),
+            num(m, &["seconds"]),
+            num(m, &["bits_per_second"]),
+        );
+        near(&format!("{mode}: bytes"), my_bytes, their_bytes, 0.02);
+        near(&format!("{mode}: seconds"), my_secs, their_secs, 0.05);
+        near(&format!("{mode}: bits/s"), my_bps, their_bps, 0.05);
+    }
 }

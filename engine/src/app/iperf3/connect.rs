@@ -138,11 +138,15 @@ impl Iperf3Client {
         if self.outcome.is_some() {
             return;
         }
+        // As iperf3's client ends a test: the data connections closed,
+        // IPERF_DONE (already queued) and then the control connection closed;
+        // after a failure the data connections are reset.
+        let ok = result.is_ok();
         let ids: Vec<usize> = self.conns.keys().copied().collect();
         for id in ids {
             self.order(
                 id,
-                if id == 0 {
+                if id == 0 || ok {
                     AppOut::Close
                 } else {
                     AppOut::Abort
@@ -223,6 +227,14 @@ impl Iperf3Client {
                 Event::TestEnd => {
                     self.running = false;
                     self.ended = Some(now);
+                    // TEST_END now, as iperf3's client writes it: the server
+                    // stops sending and closes the data connections only
+                    // then, so a receiving stream's last bytes come after it.
+                    // The results wait for the last counts.
+                    if let Err(e) = s.stop_test(now) {
+                        self.finish(now, Err(e));
+                        continue;
+                    }
                     let ids: Vec<usize> = (1..=self.streams.len()).collect();
                     for id in &ids {
                         self.order(*id, AppOut::Stop);
