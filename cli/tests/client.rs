@@ -349,3 +349,64 @@ fn reverse_and_bidir_agree_with_the_servers_own_report() {
         near(&format!("{mode}: bits/s"), my_bps, their_bps, 0.05);
     }
 }
+
+/// Back-to-back tests against one persistent stock `iperf3 -s`: each ends
+/// as iperf3's own client ends it (IPERF_DONE, then the close), so the
+/// server never logs that the client closed the connection unexpectedly.
+#[test]
+fn persistent_stock_server_sees_every_test_end_cleanly() {
+    let net = testnet(1);
+    assert!(
+        Command::new("iperf3").arg("--version").output().is_ok(),
+        "iperf3 is not installed (scripts/deps.sh installs it)"
+    );
+    // Its stdout line-buffered and its stderr in the same pipe, in order.
+    let mut child = net
+        .b
+        .ns
+        .command("sh")
+        .args([
+            "-c",
+            &format!("exec stdbuf -oL iperf3 -s -B {} 2>&1", net.b.ip4),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    wait_listening(&net, 5201, &mut child);
+    let _server = Iperf3Server(child);
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let runs: [&[&str]; 8] = [
+        &["-t", "1"],
+        &["-t", "1", "-R"],
+        &["-n", "16M"],
+        &["-t", "1", "--bidir"],
+        &["-t", "1", "-R"],
+        &["-n", "16M", "-R"],
+        &["-t", "1"],
+        &["-t", "1", "-R"],
+    ];
+    for extra in runs {
+        xtcp_client(&net, 1, extra);
+    }
+    // iperf3 -s says "Server listening" at its start and once each test is
+    // over (after any complaint about how it ended).
+    let mut text = String::new();
+    while text.matches("Server listening").count() <= runs.len() {
+        let l = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("the server did not end {} tests: {text}", runs.len()));
+        text.push_str(&l);
+        text.push('\n');
+    }
+    assert!(
+        !text.contains("unexpectedly") && !text.contains("error"),
+        "{text}"
+    );
+}
