@@ -136,6 +136,7 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
             && rtt("mean_rtt") <= rtt("max_rtt"),
         "{sender}"
     );
+    check_intervals(&v, "forward");
     // Per-stream intervals that add up to what was sent.
     let ivs = v["intervals"].as_array().unwrap();
     let mut total = 0;
@@ -308,6 +309,41 @@ fn near(what: &str, a: f64, b: f64, rel: f64) {
     );
 }
 
+/// xtcp's `-J` intervals (`-i 1`): none shorter than a tenth of a second
+/// (what was in flight at the end belongs to the last one), the last ends
+/// when the test did, and per direction they add up to the totals.
+fn check_intervals(v: &serde_json::Value, what: &str) {
+    let ivs = v["intervals"].as_array().unwrap();
+    assert!(!ivs.is_empty(), "{what}: {v}");
+    let (mut sent, mut received) = (0, 0);
+    for iv in ivs {
+        let secs = num(iv, &["sum", "seconds"]);
+        assert!(secs >= 0.1, "{what}: a {secs} s interval: {iv}");
+        for st in iv["streams"].as_array().unwrap() {
+            if st["sender"] == true {
+                sent += bytes(st, &["bytes"]);
+            } else {
+                received += bytes(st, &["bytes"]);
+            }
+        }
+    }
+    let end = num(ivs.last().unwrap(), &["sum", "end"]);
+    let secs = num(v, &["end", "sum_received", "seconds"]);
+    assert!(
+        (end - secs).abs() < 1e-6,
+        "{what}: last interval ends at {end}, the test at {secs}"
+    );
+    let total = |k: &str| v["end"].get(k).map_or(0, |x| bytes(x, &["bytes"]));
+    let (s, r) = if v["start"]["test_start"]["bidir"] == 1 {
+        (total("sum_sent"), total("sum_received_bidir_reverse"))
+    } else if v["start"]["test_start"]["reverse"] == 1 {
+        (0, total("sum_received"))
+    } else {
+        (total("sum_sent"), 0)
+    };
+    assert_eq!((sent, received), (s, r), "{what}: intervals vs totals: {v}");
+}
+
 /// The bytes, seconds and rate xtcp reports for what it received equal the
 /// stock server's own for what it sent (its `-J`), and the test lasted `-t`
 /// there too: with `-R` and with `--bidir`.
@@ -344,6 +380,7 @@ fn reverse_and_bidir_agree_with_the_servers_own_report() {
             num(m, &["seconds"]),
             num(m, &["bits_per_second"]),
         );
+        check_intervals(&mine, mode);
         near(&format!("{mode}: bytes"), my_bytes, their_bytes, 0.02);
         near(&format!("{mode}: seconds"), my_secs, their_secs, 0.05);
         near(&format!("{mode}: bits/s"), my_bps, their_bps, 0.05);

@@ -179,9 +179,11 @@ impl Iperf3Client {
             return;
         }
         self.stopping = None;
-        // The last interval ends once the last counts are in.
-        self.flush_interval(now);
-        self.meter.stop();
+        // The last interval (it ended with the test) once the last counts
+        // are in.
+        for iv in self.meter.finish(now) {
+            (self.on_interval)(&iv);
+        }
         let report = EndReport::engine(cpu_util(self.cpu_start, self.started, now), None);
         if let Some(s) = self.session.as_mut() {
             if let Err(e) = s.end_test(now, report) {
@@ -227,6 +229,7 @@ impl Iperf3Client {
                 Event::TestEnd => {
                     self.running = false;
                     self.ended = Some(now);
+                    self.meter.end_at(now);
                     // TEST_END now, as iperf3's client writes it: the server
                     // stops sending and closes the data connections only
                     // then, so a receiving stream's last bytes come after it.
@@ -246,12 +249,6 @@ impl Iperf3Client {
                 Event::Done => self.finish(now, Ok(())),
                 Event::Error(e) => self.finish(now, Err(e)),
             }
-        }
-    }
-
-    fn flush_interval(&mut self, now: Instant) {
-        if let Some(iv) = self.meter.flush(now) {
-            (self.on_interval)(&iv);
         }
     }
 }
@@ -365,9 +362,11 @@ impl App for Iperf3Client {
                 s.handle_timeout(now);
             }
         }
-        if self.running && self.meter.due(now) {
-            self.flush_interval(now);
-        }
         self.events(now);
+        if self.running {
+            while let Some(iv) = self.meter.poll(now) {
+                (self.on_interval)(&iv);
+            }
+        }
     }
 }

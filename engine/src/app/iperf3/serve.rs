@@ -140,11 +140,11 @@ impl Iperf3Server {
             return;
         }
         t.stopping = None;
-        // The last interval ends once the last counts are in.
-        if let Some(iv) = t.meter.flush(now) {
+        // The last interval (it ended with the test) once the last counts
+        // are in.
+        for iv in t.meter.finish(now) {
             (self.on_interval)(&iv);
         }
-        t.meter.stop();
         let data = std::mem::take(&mut t.data);
         let text = format!(
             "xtcp serve: {} bytes received, {} sent\n",
@@ -206,6 +206,7 @@ impl Iperf3Server {
                 Event::TestEnd => {
                     t.running = false;
                     t.ended = Some(now);
+                    t.meter.end_at(now);
                     let data = t.data.clone();
                     t.stopping = Some(data.clone());
                     for id in data {
@@ -399,12 +400,12 @@ impl App for Iperf3Server {
             if t.session.poll_timeout().is_some_and(|d| now >= d) {
                 t.session.handle_timeout(now);
             }
-            if t.running && t.meter.due(now) {
-                if let Some(iv) = t.meter.flush(now) {
-                    (self.on_interval)(&iv);
-                }
-            }
         }
         self.events(now);
+        if let Some(t) = self.test.as_mut().filter(|t| t.running) {
+            while let Some(iv) = t.meter.poll(now) {
+                (self.on_interval)(&iv);
+            }
+        }
     }
 }
