@@ -181,9 +181,6 @@ pub struct EngineArgs {
     /// Seconds between FIN and RST when interrupted.
     #[arg(long, default_value_t = 2.0)]
     pub grace: f64,
-    /// Print the final report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 impl EngineArgs {
@@ -280,6 +277,9 @@ pub struct SendArgs {
     /// Parallel connections (with --pattern or --zeros; each sends --bytes).
     #[arg(long, default_value_t = 1)]
     pub connections: usize,
+    /// Print the final report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -303,6 +303,9 @@ pub struct RecvArgs {
     /// Serve connection after connection until interrupted (with --verify or --discard).
     #[arg(long)]
     pub keep_listening: bool,
+    /// Print the final report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -638,7 +641,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     meter.done();
     drop(readers);
     let s = summarise(&report, true, None, a.connections);
-    print_summary(&s, a.engine.json, "sent")?;
+    print_summary(&s, a.json, "sent")?;
     if let Some(e) = s.error {
         bail!("{e}");
     }
@@ -673,7 +676,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
                          --discard, or redirect it"
                     );
                 }
-                if a.engine.json {
+                if a.json {
                     bail!(
                         "--json writes to standard output: give --out FILE, --verify or --discard"
                     );
@@ -704,7 +707,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     });
     let expected = usize::from(!a.keep_listening);
     let s = summarise(&report, false, written, expected);
-    print_summary(&s, a.engine.json, "received")?;
+    print_summary(&s, a.json, "received")?;
     if let Some(e) = s.error {
         if !(a.keep_listening
             && report.interrupted

@@ -26,7 +26,8 @@ pub struct ClientArgs {
     #[arg(short = 'c', long = "client")]
     pub host: std::net::IpAddr,
     /// Its port.
-    #[arg(short, long, default_value_t = 5201)]
+    #[arg(short, long, default_value_t = 5201,
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
     /// Seconds to transmit (ignored with -n or -k).
     #[arg(short, long, default_value_t = 10)]
@@ -61,7 +62,7 @@ pub struct ClientArgs {
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
     /// JSON output shaped like iperf3's.
-    #[arg(short = 'J', long = "json-output")]
+    #[arg(short = 'J', long = "json", alias = "json-output")]
     pub json_output: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -191,21 +192,32 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         }),
     );
     let remote = SocketAddr::new(a.host, a.port);
-    if !json_out {
-        println!(
-            "Connecting to host {}, port {} (xtcp on {})",
-            a.host, a.port, cfg.iface
-        );
-        println!("[ ID] Interval           Transfer     Bitrate         Retr  RTT");
-    }
     let flag = interrupt_flag()?;
     let role = Role::ConnectApp {
         remote,
         local: None,
         count,
     };
-    let report = run_app(&cfg, role, &flag, |_| {}, Some(&mut app))
-        .with_context(|| format!("xtcp client on {}", cfg.iface))?;
+    // The engine reports progress once it is set up: the banner only then,
+    // never before an error.
+    let mut announced = json_out;
+    let report = run_app(
+        &cfg,
+        role,
+        &flag,
+        |_| {
+            if !announced {
+                announced = true;
+                println!(
+                    "Connecting to host {}, port {} (xtcp on {})",
+                    a.host, a.port, cfg.iface
+                );
+                println!("[ ID] Interval           Transfer     Bitrate         Retr  RTT");
+            }
+        },
+        Some(&mut app),
+    )
+    .with_context(|| format!("xtcp client on {}", cfg.iface))?;
     let Some(o) = app.outcome().cloned() else {
         bail!(
             "the test did not finish{}",
@@ -292,7 +304,8 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
                 "sum_sent": side(fwd_sent, Some(fwd_retr), true),
                 "sum_received": side(fwd_recv, None, false),
                 "cpu_utilization_percent": {
-                    "host_total": o.cpu_util, "host_user": o.cpu_util, "host_system": 0.0,
+                    "host_total": o.cpu_util.total, "host_user": o.cpu_util.user,
+                    "host_system": o.cpu_util.system,
                     "remote_total": remote_cpu,
                     "remote_user": o.peer.as_ref().map_or(0.0, |p| p.cpu_util_user),
                     "remote_system": o.peer.as_ref().map_or(0.0, |p| p.cpu_util_system),
@@ -338,7 +351,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         }
         println!(
             "CPU Utilization: local {:.1}%, remote {:.1}%",
-            o.cpu_util, remote_cpu
+            o.cpu_util.total, remote_cpu
         );
         println!("\nxtcp client done.");
     }
@@ -354,7 +367,7 @@ fn rcvbuf_limit(cfg: &xtcp_engine::worker::EngineConfig) -> usize {
 }
 
 /// An interval as iperf3's `-J` writes it: per stream, and summed.
-fn interval_json(iv: &Interval) -> serde_json::Value {
+pub(crate) fn interval_json(iv: &Interval) -> serde_json::Value {
     let secs = iv.seconds();
     let streams: Vec<_> = iv
         .streams

@@ -73,7 +73,8 @@ fn wait_listening(net: &TestNet, port: u16, child: &mut Child) {
     }
 }
 
-/// Runs `xtcp client ... -J` in side A's namespace; returns the JSON.
+/// Runs `xtcp client ... --json` (the long form of `-J`) in side A's
+/// namespace; returns the JSON.
 fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value {
     let out = net
         .a
@@ -81,7 +82,7 @@ fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value 
         .command("timeout")
         .args(["60", XTCP])
         .args(client_args(net))
-        .args(["--queues", &queues.to_string(), "-J"])
+        .args(["--queues", &queues.to_string(), "--json"])
         .args(extra)
         .output()
         .unwrap();
@@ -114,6 +115,17 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     }
     assert!(v["start"]["connecting_to"]["host"].is_string());
     assert!(v["end"]["cpu_utilization_percent"]["remote_total"].is_number());
+    // This side's CPU, split as the kernel accounts it: sending through
+    // AF_XDP is system time too (sendto kicks; on veth the peer's receive
+    // path runs in the sender's context).
+    let cpu = &v["end"]["cpu_utilization_percent"];
+    let (t, u, sy) = (
+        num(cpu, &["host_total"]),
+        num(cpu, &["host_user"]),
+        num(cpu, &["host_system"]),
+    );
+    assert!(u > 0.0 && sy > 0.0, "{cpu}");
+    assert!((t - u - sy).abs() < 1e-6 * t.max(1.0), "{cpu}");
     assert!(!v["intervals"].as_array().unwrap().is_empty());
     let sent = bytes(&v, &["end", "sum_sent", "bytes"]);
     let recv = bytes(&v, &["end", "sum_received", "bytes"]);
@@ -200,8 +212,9 @@ fn client_command(net: &TestNet) -> Command {
 }
 
 /// Runs `xtcp client` with `extra` (a reverse test: the kernel sends) and,
-/// a second into it, reads the kernel sender's `snd_wnd` (the window xtcp
-/// offers) with `ss` in the server's namespace.
+/// once the data connection has moved 64 MiB (well into the test, whatever
+/// the rate), reads the kernel sender's `snd_wnd` (the window xtcp offers)
+/// with `ss` in the server's namespace.
 fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
     let mut child = client_command(net)
         .arg("-J")
@@ -210,27 +223,37 @@ fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let ss = net
-        .b
-        .ns
-        .command("ss")
-        .args(["-tinH", "state", "established"])
-        .output()
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "xtcp client {extra:?}");
-    // The data connection is the one that moved megabytes.
-    let text = String::from_utf8_lossy(&ss.stdout);
     let field = |l: &str, k: &str| -> Option<u64> {
         l.split_whitespace()
             .find_map(|w| w.strip_prefix(k))
             .and_then(|v| v.parse().ok())
     };
-    text.lines()
-        .filter(|l| field(l, "bytes_acked:").is_some_and(|b| b > 1 << 20))
-        .find_map(|l| field(l, "snd_wnd:"))
-        .unwrap_or_else(|| panic!("no busy connection in ss output: {text}"))
+    let mut last;
+    let wnd = loop {
+        let ss = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-tinH", "state", "established"])
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&ss.stdout).into_owned();
+        // The data connection is the one that moved megabytes.
+        let busy = last
+            .lines()
+            .filter(|l| field(l, "bytes_acked:").is_some_and(|b| b >= 64 << 20))
+            .find_map(|l| field(l, "snd_wnd:"));
+        if let Some(w) = busy {
+            break w;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("xtcp client {extra:?} ended ({st}) before 64 MiB moved: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "xtcp client {extra:?}: {last}");
+    wnd
 }
 
 #[test]

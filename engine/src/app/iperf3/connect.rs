@@ -10,12 +10,13 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
+use super::CpuUtil;
 use super::meter::{Interval, Meter, RttSummary};
 use super::{
     ClientConfig, ClientSession, Cookie, EndReport, Error, Event, Results, Role, StreamInfo,
     StreamStats, cpu_util,
 };
-use crate::worker::{App, AppIn, AppOut, Opener, process_cpu};
+use crate::worker::{App, AppIn, AppOut, CpuTimes, Opener, process_times};
 
 /// How the test went.
 #[derive(Debug, Clone)]
@@ -29,7 +30,7 @@ pub struct ClientOutcome {
     /// Seconds from `StartTest` to `TestEnd`.
     pub seconds: f64,
     /// This process's CPU use over the test, percent of one core.
-    pub cpu_util: f64,
+    pub cpu_util: CpuUtil,
     /// RTT statistics per stream (same order as `streams`; None without
     /// samples, as for streams this side only received on).
     pub rtt: Vec<Option<RttSummary>>,
@@ -47,7 +48,7 @@ pub struct Iperf3Client {
     stopping: Option<Vec<usize>>,
     started: Option<Instant>,
     ended: Option<Instant>,
-    cpu_start: f64,
+    cpu_start: CpuTimes,
     peer: Option<Results>,
     outcome: Option<ClientOutcome>,
     meter: Meter,
@@ -101,7 +102,7 @@ impl Iperf3Client {
             stopping: None,
             started: None,
             ended: None,
-            cpu_start: 0.0,
+            cpu_start: CpuTimes::default(),
             peer: None,
             outcome: None,
             meter: Meter::new(interval),
@@ -216,7 +217,7 @@ impl Iperf3Client {
                 Event::StartTest { .. } => {
                     self.running = true;
                     self.started = Some(now);
-                    self.cpu_start = process_cpu();
+                    self.cpu_start = process_times();
                     let omit = std::time::Duration::from_secs(self.config.params.omit_secs.into());
                     self.meter.start(now, &self.streams, omit);
                     let limit = send_limit(&self.config.params, &self.streams);

@@ -27,7 +27,7 @@ use super::{
     ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
 use crate::tcp::FourTuple;
-use crate::worker::{App, AppIn, AppOut, process_cpu};
+use crate::worker::{App, AppIn, AppOut, CpuTimes, process_times};
 
 /// How a finished test went.
 #[derive(Debug, Clone)]
@@ -46,6 +46,8 @@ pub struct TestOutcome {
     pub sent: u64,
     /// Seconds from `StartTest` to `TestEnd`.
     pub seconds: f64,
+    /// This process's CPU use over the test (what the client was sent).
+    pub cpu: super::CpuUtil,
 }
 
 #[derive(Debug)]
@@ -73,9 +75,10 @@ struct Test {
     stopping: Option<Vec<usize>>,
     started: Option<Instant>,
     ended: Option<Instant>,
-    cpu_start: f64,
+    cpu_start: CpuTimes,
     result: Option<Result<(), Error>>,
     meter: Meter,
+    cpu: super::CpuUtil,
 }
 
 /// The iperf3 server application.
@@ -151,7 +154,9 @@ impl Iperf3Server {
             t.session.counted_bytes(Role::Receive),
             t.session.counted_bytes(Role::Send)
         );
-        let report = EndReport::engine(cpu_util(t.cpu_start, t.started, now), Some(text));
+        let cpu = cpu_util(t.cpu_start, t.started, now);
+        t.cpu = cpu;
+        let report = EndReport::engine(cpu, Some(text));
         if let Err(e) = t.session.end_test(now, report) {
             t.result.get_or_insert(Err(e));
         }
@@ -178,7 +183,7 @@ impl Iperf3Server {
                 Event::StartTest { params } => {
                     t.running = true;
                     t.started = Some(now);
-                    t.cpu_start = process_cpu();
+                    t.cpu_start = process_times();
                     let senders: Vec<usize> = t
                         .data
                         .iter()
@@ -250,6 +255,7 @@ impl Iperf3Server {
                 (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
                 _ => 0.0,
             },
+            cpu: t.cpu,
         };
         (self.on_test)(&outcome);
     }
@@ -278,9 +284,10 @@ impl App for Iperf3Server {
                             stopping: None,
                             started: None,
                             ended: None,
-                            cpu_start: process_cpu(),
+                            cpu_start: process_times(),
                             result: None,
                             meter: Meter::new(self.interval),
+                            cpu: super::CpuUtil::default(),
                         });
                         if let Some(c) = self.conns.get_mut(&id) {
                             c.kind = Kind::Control;
