@@ -325,6 +325,7 @@ fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
 
 /// `what`: `a` (xtcp's) within `rel` (relative) of `b` (the reference).
 fn near(what: &str, a: f64, b: f64, rel: f64) {
+    eprintln!("{what}: {a} vs {b}");
     assert!(
         (a - b).abs() <= rel * b.abs(),
         "{what}: {a} vs {b} (more than {}% apart)",
