@@ -181,9 +181,6 @@ pub struct EngineArgs {
     /// Seconds between FIN and RST when interrupted.
     #[arg(long, default_value_t = 2.0)]
     pub grace: f64,
-    /// Print the final report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 impl EngineArgs {
@@ -282,6 +279,9 @@ pub struct SendArgs {
     #[arg(long, value_name = "MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub connect_timeout: u64,
+    /// Print the final report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -305,6 +305,9 @@ pub struct RecvArgs {
     /// Serve connection after connection until interrupted (with --verify or --discard).
     #[arg(long)]
     pub keep_listening: bool,
+    /// Print the final report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -699,7 +702,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     meter.done();
     drop(readers);
     let s = summarise(&report, &cfg, true, None, a.connections);
-    print_summary(&s, a.engine.json, "sent")?;
+    print_summary(&s, a.json, "sent")?;
     if let Some(e) = s.error {
         bail!("{e}");
     }
@@ -769,7 +772,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
                          --discard, or redirect it"
                     );
                 }
-                if a.engine.json {
+                if a.json {
                     bail!(
                         "--json writes to standard output: give --out FILE, --verify or --discard"
                     );
@@ -807,7 +810,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     });
     let expected = usize::from(!a.keep_listening);
     let s = summarise(&report, &cfg, false, written, expected);
-    print_summary(&s, a.engine.json, "received")?;
+    print_summary(&s, a.json, "received")?;
     if let Some(e) = s.error {
         if !(a.keep_listening
             && report.interrupted

@@ -26,7 +26,8 @@ pub struct ClientArgs {
     #[arg(short = 'c', long = "client")]
     pub host: std::net::IpAddr,
     /// Its port.
-    #[arg(short, long, default_value_t = 5201)]
+    #[arg(short, long, default_value_t = 5201,
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
     /// Seconds to transmit (ignored with -n or -k).
     #[arg(short, long, default_value_t = 10)]
@@ -61,7 +62,7 @@ pub struct ClientArgs {
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
     /// JSON output shaped like iperf3's.
-    #[arg(short = 'J', long = "json-output")]
+    #[arg(short = 'J', long = "json", alias = "json-output")]
     pub json_output: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -191,21 +192,32 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         }),
     );
     let remote = SocketAddr::new(a.host, a.port);
-    if !json_out {
-        println!(
-            "Connecting to host {}, port {} (xtcp on {})",
-            a.host, a.port, cfg.iface
-        );
-        println!("[ ID] Interval           Transfer     Bitrate         Retr  RTT");
-    }
     let flag = interrupt_flag()?;
     let role = Role::ConnectApp {
         remote,
         local: None,
         count,
     };
-    let report = run_app(&cfg, role, &flag, |_| {}, Some(&mut app))
-        .with_context(|| format!("xtcp client on {}", cfg.iface))?;
+    // The engine reports progress once it is set up: the banner only then,
+    // never before an error.
+    let mut announced = json_out;
+    let report = run_app(
+        &cfg,
+        role,
+        &flag,
+        |_| {
+            if !announced {
+                announced = true;
+                println!(
+                    "Connecting to host {}, port {} (xtcp on {})",
+                    a.host, a.port, cfg.iface
+                );
+                println!("[ ID] Interval           Transfer     Bitrate         Retr  RTT");
+            }
+        },
+        Some(&mut app),
+    )
+    .with_context(|| format!("xtcp client on {}", cfg.iface))?;
     let Some(o) = app.outcome().cloned() else {
         bail!(
             "the test did not finish{}",
@@ -226,6 +238,19 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let sum_sent: u64 = rows.iter().map(|r| r.1).sum();
     let sum_recv: u64 = rows.iter().map(|r| r.2).sum();
     let retr: u64 = rows.iter().filter_map(|r| r.3).sum();
+    // With --bidir, iperf3 sums each direction apart: what the client sends
+    // in `sum_sent` / `sum_received`, what the server sends in
+    // `sum_sent_bidir_reverse` / `sum_received_bidir_reverse`.
+    let sums = |we_send: bool| {
+        let r = rows.iter().filter(|r| !a.bidir || r.4 == we_send);
+        let (mut s, mut rcv, mut re) = (0, 0, 0);
+        for &(_, x, y, z, _) in r {
+            s += x;
+            rcv += y;
+            re += z.unwrap_or(0);
+        }
+        (s, rcv, re)
+    };
     let remote_cpu = o.peer.as_ref().map_or(0.0, |p| p.cpu_util_total);
     if json_out {
         let side = |bytes: u64, retr: Option<u64>, sender: bool| {
@@ -241,14 +266,14 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         let streams: Vec<_> = rows
             .iter()
             .zip(&o.rtt)
-            .map(|(&(id, s, r, re, _), rtt)| {
+            .map(|(&(id, s, r, re, ours), rtt)| {
                 let mut sender = json!({ "socket": id, "start": 0.0, "end": secs,
                     "seconds": secs, "bytes": s,
                     "bits_per_second": s as f64 * 8.0 / secs.max(1e-9),
                     "retransmits": re.unwrap_or(0), "sender": true });
                 // Measured by this side, so only for streams it sent on
                 // (iperf3 reports the sender's tcp_info RTT, in µs).
-                if let Some(t) = rtt.filter(|_| re.is_some()) {
+                if let Some(t) = rtt.filter(|_| ours) {
                     sender["min_rtt"] = json!(t.min.as_micros() as u64);
                     sender["max_rtt"] = json!(t.max.as_micros() as u64);
                     sender["mean_rtt"] = json!(t.mean().map_or(0, |m| m.as_micros() as u64));
@@ -262,7 +287,8 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             })
             .collect();
         let ivs: Vec<_> = intervals.borrow().iter().map(interval_json).collect();
-        let v = json!({
+        let (fwd_sent, fwd_recv, fwd_retr) = sums(true);
+        let mut v = json!({
             "start": {
                 "connecting_to": { "host": a.host.to_string(), "port": a.port },
                 "version": concat!("xtcp ", env!("CARGO_PKG_VERSION")),
@@ -275,17 +301,22 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             "intervals": ivs,
             "end": {
                 "streams": streams,
-                "sum_sent": side(sum_sent, Some(retr), true),
-                "sum_received": side(sum_recv, None, false),
+                "sum_sent": side(fwd_sent, Some(fwd_retr), true),
+                "sum_received": side(fwd_recv, None, false),
                 "cpu_utilization_percent": {
-                    "host_total": o.cpu_util, "host_user": o.cpu_util, "host_system": 0.0,
+                    "host_total": o.cpu_util.total, "host_user": o.cpu_util.user,
+                    "host_system": o.cpu_util.system,
                     "remote_total": remote_cpu,
                     "remote_user": o.peer.as_ref().map_or(0.0, |p| p.cpu_util_user),
                     "remote_system": o.peer.as_ref().map_or(0.0, |p| p.cpu_util_system),
                 },
             },
         });
-        let mut v = v;
+        if a.bidir {
+            let (rev_sent, rev_recv, rev_retr) = sums(false);
+            v["end"]["sum_sent_bidir_reverse"] = side(rev_sent, Some(rev_retr), true);
+            v["end"]["sum_received_bidir_reverse"] = side(rev_recv, None, false);
+        }
         if let Err(e) = &o.result {
             v["error"] = json!(e.to_string());
         }
@@ -320,7 +351,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         }
         println!(
             "CPU Utilization: local {:.1}%, remote {:.1}%",
-            o.cpu_util, remote_cpu
+            o.cpu_util.total, remote_cpu
         );
         println!("\nxtcp client done.");
     }
@@ -336,7 +367,7 @@ fn rcvbuf_limit(cfg: &xtcp_engine::worker::EngineConfig) -> usize {
 }
 
 /// An interval as iperf3's `-J` writes it: per stream, and summed.
-fn interval_json(iv: &Interval) -> serde_json::Value {
+pub(crate) fn interval_json(iv: &Interval) -> serde_json::Value {
     let secs = iv.seconds();
     let streams: Vec<_> = iv
         .streams

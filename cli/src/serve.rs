@@ -1,20 +1,25 @@
 //! `xtcp serve`: an iperf3 server (`iperf3 -c` tests against it) whose
 //! control and data connections are carried by xtcp's own TCP on AF_XDP.
+//! Interval lines and a line per test, or with `-J` a JSON document per
+//! test shaped like `iperf3 -s -J`'s.
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use serde_json::json;
 use xtcp_engine::app::iperf3::{
     Interval, Iperf3Server, Role as StreamRole, ServerConfig, TestOutcome,
 };
 use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::bulk::{EngineArgs, interrupt_flag};
-use crate::client::interval_lines;
+use crate::client::{interval_json, interval_lines};
 
 /// Arguments of `xtcp serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -23,7 +28,8 @@ pub struct ServeArgs {
     #[arg(short = 'B', long = "bind-address")]
     pub addr: Option<IpAddr>,
     /// Port (iperf3's default).
-    #[arg(short, long, default_value_t = 5201)]
+    #[arg(short, long, default_value_t = 5201,
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
     /// Serve one test, then exit (like `iperf3 -s -1`); its result is the
     /// exit status.
@@ -32,6 +38,9 @@ pub struct ServeArgs {
     /// Seconds between interval lines while a test runs (0: none).
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
+    /// JSON output shaped like `iperf3 -s -J`'s: one document per test.
+    #[arg(short = 'J', long = "json")]
+    pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -71,18 +80,81 @@ fn describe(o: &TestOutcome) -> String {
     )
 }
 
+/// A test as `iperf3 -s -J` writes it: how it started, its intervals, and
+/// at the end what xtcp received (`sum_received`) and sent (`sum_sent`, or
+/// with `--bidir` `sum_sent_bidir_reverse`), with xtcp's CPU use.
+fn outcome_json(o: &TestOutcome, intervals: &[Interval]) -> serde_json::Value {
+    let secs = o.seconds;
+    let side = |bytes: u64, sender: bool| {
+        json!({ "start": 0.0, "end": secs, "seconds": secs, "bytes": bytes,
+                "bits_per_second": if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 },
+                "sender": sender })
+    };
+    let mut v = json!({
+        "start": {
+            "accepted_connection": { "host": o.client.remote.ip().to_string(),
+                                     "port": o.client.remote.port() },
+            "version": concat!("xtcp ", env!("CARGO_PKG_VERSION")),
+        },
+        "intervals": intervals.iter().map(interval_json).collect::<Vec<_>>(),
+        "end": {
+            "cpu_utilization_percent": {
+                "host_total": o.cpu.total, "host_user": o.cpu.user, "host_system": o.cpu.system,
+            },
+        },
+    });
+    if let Some(p) = &o.params {
+        v["start"]["test_start"] = json!({
+            "protocol": "TCP", "num_streams": p.parallel, "blksize": p.block_len,
+            "omit": p.omit_secs, "duration": p.time_secs, "bytes": p.bytes, "blocks": p.blocks,
+            "reverse": u8::from(p.reverse), "bidir": u8::from(p.bidirectional),
+        });
+        let end = &mut v["end"];
+        if !p.reverse || p.bidirectional {
+            end["sum_received"] = side(o.received, false);
+        }
+        if p.bidirectional {
+            end["sum_sent_bidir_reverse"] = side(o.sent, true);
+        } else if p.reverse {
+            end["sum_sent"] = side(o.sent, true);
+        }
+    }
+    if let Err(e) = &o.result {
+        v["error"] = json!(e.to_string());
+    }
+    v
+}
+
 /// `xtcp serve`.
 pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let cfg = a.engine.config()?;
+    if a.addr.is_none() {
+        // The engine would listen on the interface's IPv4 address: say how
+        // to choose another before anything is set up.
+        if let Ok(None) = xtcp_engine::xsk::iface_ipv4(&cfg.iface) {
+            bail!(
+                "{} has no IPv4 address: give the address to serve on with -B ADDR \
+                 (e.g. -B 2001:db8::1)",
+                cfg.iface
+            );
+        }
+    }
     let flag = interrupt_flag()?;
     let one_off = a.one_off;
+    let json_out = a.json;
     let stop = flag.clone();
     let failed = Arc::new(AtomicBool::new(false));
     let failed2 = failed.clone();
+    let intervals = Rc::new(RefCell::new(Vec::<Interval>::new()));
+    let iv_store = intervals.clone();
     let mut server = Iperf3Server::new(
         ServerConfig::default(),
         (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
-        Box::new(|iv: &Interval| {
+        Box::new(move |iv: &Interval| {
+            if json_out {
+                iv_store.borrow_mut().push(iv.clone());
+                return;
+            }
             let mut out = std::io::stdout().lock();
             // Tags per direction when the test has streams both ways.
             let bidir = iv.streams.iter().any(|s| s.role == StreamRole::Send)
@@ -94,7 +166,17 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         }),
         Box::new(move |o: &TestOutcome| {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", describe(o));
+            if json_out {
+                let ivs = std::mem::take(&mut *intervals.borrow_mut());
+                let v = outcome_json(o, &ivs);
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&v).unwrap_or_default()
+                );
+            } else {
+                let _ = writeln!(out, "{}", describe(o));
+            }
             let _ = out.flush();
             if one_off {
                 failed2.store(o.result.is_err(), Ordering::Relaxed);
@@ -108,22 +190,38 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         sinks: SinkKind::App,
         keep_listening: true,
     };
+    let where_ = a
+        .addr
+        .map_or_else(|| "the interface's address".to_owned(), |x| x.to_string());
+    let mut announced = false;
+    // The engine reports progress once it is set up and serving: the
+    // banner only then, never before an error.
+    let report = run_app(
+        &cfg,
+        role,
+        &flag,
+        |_| {
+            if !announced {
+                announced = true;
+                eprintln!(
+                    "xtcp serve: listening on {where_}:{} ({}), iperf3 clients welcome; \
+                     Ctrl-C stops",
+                    a.port, cfg.iface
+                );
+            }
+        },
+        Some(&mut server),
+    )
+    .with_context(|| format!("xtcp serve on {}", cfg.iface))?;
     eprintln!(
-        "xtcp serve: listening on {}:{} ({}), iperf3 clients welcome; Ctrl-C stops",
-        a.addr
-            .map_or_else(|| "the interface's address".to_owned(), |x| x.to_string()),
-        a.port,
-        cfg.iface
-    );
-    let report = run_app(&cfg, role, &flag, |_| {}, Some(&mut server))
-        .with_context(|| format!("xtcp serve on {}", cfg.iface))?;
-    eprintln!(
-        "xtcp serve: stopped; {} connections, CPU {:.2} s",
+        "xtcp serve: stopped; {} connections, CPU {:.2} s (user {:.2} s, system {:.2} s)",
         report.workers.iter().map(|w| w.connections).sum::<u64>(),
-        report.cpu_seconds
+        report.cpu_seconds,
+        report.cpu.user,
+        report.cpu.system
     );
     if failed.load(Ordering::Relaxed) {
-        anyhow::bail!("the test failed");
+        bail!("the test failed");
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! field names. Root needed (CI runs as root); each test builds its own
 //! namespaces.
 
+use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -22,24 +23,58 @@ impl Drop for Iperf3Server {
 }
 
 fn iperf3_server(net: &TestNet) -> Iperf3Server {
+    iperf3_server_with(net, &[], Stdio::null())
+}
+
+/// `iperf3 -s -B <B> <extra>` in side B's namespace, its stdout to
+/// `stdout`; returns once it listens.
+fn iperf3_server_with(net: &TestNet, extra: &[&str], stdout: Stdio) -> Iperf3Server {
     assert!(
         Command::new("iperf3").arg("--version").output().is_ok(),
         "iperf3 is not installed (scripts/deps.sh installs it)"
     );
-    let child = net
+    let mut child = net
         .b
         .ns
         .command("iperf3")
         .args(["-s", "-B", &net.b.ip4.to_string()])
-        .stdout(Stdio::null())
+        .args(extra)
+        .stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_listening(net, 5201, &mut child);
     Iperf3Server(child)
 }
 
-/// Runs `xtcp client ... -J` in side A's namespace; returns the JSON.
+/// Waits until a socket in side B's namespace listens on `port` (seen by
+/// `ss`, without connecting to it), at most 20 s; `child` must not exit.
+fn wait_listening(net: &TestNet, port: u16, child: &mut Child) {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let ss = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Hltn", &format!("sport = :{port}")])
+            .output()
+            .unwrap();
+        if !ss.stdout.is_empty() {
+            return;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the server exited ({st}) before listening on port {port}");
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "nothing listens on port {port} after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `xtcp client ... --json` (the long form of `-J`) in side A's
+/// namespace; returns the JSON.
 fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value {
     let out = net
         .a
@@ -47,7 +82,7 @@ fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value 
         .command("timeout")
         .args(["60", XTCP])
         .args(client_args(net))
-        .args(["--queues", &queues.to_string(), "-J"])
+        .args(["--queues", &queues.to_string(), "--json"])
         .args(extra)
         .output()
         .unwrap();
@@ -80,6 +115,17 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     }
     assert!(v["start"]["connecting_to"]["host"].is_string());
     assert!(v["end"]["cpu_utilization_percent"]["remote_total"].is_number());
+    // This side's CPU, split as the kernel accounts it: sending through
+    // AF_XDP is system time too (sendto kicks; on veth the peer's receive
+    // path runs in the sender's context).
+    let cpu = &v["end"]["cpu_utilization_percent"];
+    let (t, u, sy) = (
+        num(cpu, &["host_total"]),
+        num(cpu, &["host_user"]),
+        num(cpu, &["host_system"]),
+    );
+    assert!(u > 0.0 && sy > 0.0, "{cpu}");
+    assert!((t - u - sy).abs() < 1e-6 * t.max(1.0), "{cpu}");
     assert!(!v["intervals"].as_array().unwrap().is_empty());
     let sent = bytes(&v, &["end", "sum_sent", "bytes"]);
     let recv = bytes(&v, &["end", "sum_received", "bytes"]);
@@ -102,6 +148,7 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
             && rtt("mean_rtt") <= rtt("max_rtt"),
         "{sender}"
     );
+    check_intervals(&v, "forward");
     // Per-stream intervals that add up to what was sent.
     let ivs = v["intervals"].as_array().unwrap();
     let mut total = 0;
@@ -165,8 +212,9 @@ fn client_command(net: &TestNet) -> Command {
 }
 
 /// Runs `xtcp client` with `extra` (a reverse test: the kernel sends) and,
-/// a second into it, reads the kernel sender's `snd_wnd` (the window xtcp
-/// offers) with `ss` in the server's namespace.
+/// once the data connection has moved 64 MiB (well into the test, whatever
+/// the rate), reads the kernel sender's `snd_wnd` (the window xtcp offers)
+/// with `ss` in the server's namespace.
 fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
     let mut child = client_command(net)
         .arg("-J")
@@ -175,27 +223,37 @@ fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let ss = net
-        .b
-        .ns
-        .command("ss")
-        .args(["-tinH", "state", "established"])
-        .output()
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "xtcp client {extra:?}");
-    // The data connection is the one that moved megabytes.
-    let text = String::from_utf8_lossy(&ss.stdout);
     let field = |l: &str, k: &str| -> Option<u64> {
         l.split_whitespace()
             .find_map(|w| w.strip_prefix(k))
             .and_then(|v| v.parse().ok())
     };
-    text.lines()
-        .filter(|l| field(l, "bytes_acked:").is_some_and(|b| b > 1 << 20))
-        .find_map(|l| field(l, "snd_wnd:"))
-        .unwrap_or_else(|| panic!("no busy connection in ss output: {text}"))
+    let mut last;
+    let wnd = loop {
+        let ss = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-tinH", "state", "established"])
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&ss.stdout).into_owned();
+        // The data connection is the one that moved megabytes.
+        let busy = last
+            .lines()
+            .filter(|l| field(l, "bytes_acked:").is_some_and(|b| b >= 64 << 20))
+            .find_map(|l| field(l, "snd_wnd:"));
+        if let Some(w) = busy {
+            break w;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("xtcp client {extra:?} ended ({st}) before 64 MiB moved: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "xtcp client {extra:?}: {last}");
+    wnd
 }
 
 #[test]
@@ -236,4 +294,180 @@ fn no_server_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("connection refused"), "{err}");
+}
+
+/// Runs `iperf3 -s -1 -J` in side B and `xtcp client -J <extra>` against
+/// it; returns (xtcp's JSON, the server's JSON).
+fn with_json_server(net: &TestNet, extra: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let mut server = iperf3_server_with(net, &["-1", "-J"], Stdio::piped());
+    let mine = xtcp_client(net, 1, extra);
+    let mut text = String::new();
+    server
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let theirs: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("iperf3 -s -J wrote no JSON ({e}): {text}"));
+    assert!(theirs.get("error").is_none(), "iperf3 -s: {theirs}");
+    (mine, theirs)
+}
+
+fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_f64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
+
+/// `what`: `a` (xtcp's) within `rel` (relative) of `b` (the reference).
+fn near(what: &str, a: f64, b: f64, rel: f64) {
+    eprintln!("{what}: {a} vs {b}");
+    assert!(
+        (a - b).abs() <= rel * b.abs(),
+        "{what}: {a} vs {b} (more than {}% apart)",
+        rel * 100.0
+    );
+}
+
+/// xtcp's `-J` intervals (`-i 1`): none shorter than a tenth of a second
+/// (what was in flight at the end belongs to the last one), the last ends
+/// when the test did, and per direction they add up to the totals.
+fn check_intervals(v: &serde_json::Value, what: &str) {
+    let ivs = v["intervals"].as_array().unwrap();
+    assert!(!ivs.is_empty(), "{what}: {v}");
+    let (mut sent, mut received) = (0, 0);
+    for iv in ivs {
+        let secs = num(iv, &["sum", "seconds"]);
+        assert!(secs >= 0.1, "{what}: a {secs} s interval: {iv}");
+        for st in iv["streams"].as_array().unwrap() {
+            if st["sender"] == true {
+                sent += bytes(st, &["bytes"]);
+            } else {
+                received += bytes(st, &["bytes"]);
+            }
+        }
+    }
+    let end = num(ivs.last().unwrap(), &["sum", "end"]);
+    let secs = num(v, &["end", "sum_received", "seconds"]);
+    assert!(
+        (end - secs).abs() < 1e-6,
+        "{what}: last interval ends at {end}, the test at {secs}"
+    );
+    let total = |k: &str| v["end"].get(k).map_or(0, |x| bytes(x, &["bytes"]));
+    let (s, r) = if v["start"]["test_start"]["bidir"] == 1 {
+        (total("sum_sent"), total("sum_received_bidir_reverse"))
+    } else if v["start"]["test_start"]["reverse"] == 1 {
+        (0, total("sum_received"))
+    } else {
+        (total("sum_sent"), 0)
+    };
+    assert_eq!((sent, received), (s, r), "{what}: intervals vs totals: {v}");
+}
+
+/// The bytes, seconds and rate xtcp reports for what it received equal the
+/// stock server's own for what it sent (its `-J`), and the test lasted `-t`
+/// there too: with `-R` and with `--bidir`.
+#[test]
+fn reverse_and_bidir_agree_with_the_servers_own_report() {
+    let net = testnet(1);
+    for mode in ["-R", "--bidir"] {
+        let (mine, theirs) = with_json_server(&net, &["-t", "2", mode]);
+        // The server's sending side: `sum_sent` in reverse; with --bidir
+        // its reverse direction is `sum_sent_bidir_reverse` (iperf3 3.12).
+        let key = if mode == "-R" {
+            "sum_sent"
+        } else {
+            "sum_sent_bidir_reverse"
+        };
+        let their_secs = num(&theirs, &["end", key, "seconds"]);
+        let their_bytes = num(&theirs, &["end", key, "bytes"]);
+        let their_bps = num(&theirs, &["end", key, "bits_per_second"]);
+        near(
+            &format!("{mode}: the server's seconds vs -t 2"),
+            their_secs,
+            2.0,
+            0.1,
+        );
+        // xtcp's receiving side, by iperf3's names.
+        let mine_key = if mode == "-R" {
+            "sum_received"
+        } else {
+            "sum_received_bidir_reverse"
+        };
+        let m = &mine["end"][mine_key];
+        let (my_bytes, my_secs, my_bps) = (
+            num(m, &["bytes"]),
+            num(m, &["seconds"]),
+            num(m, &["bits_per_second"]),
+        );
+        check_intervals(&mine, mode);
+        near(&format!("{mode}: bytes"), my_bytes, their_bytes, 0.02);
+        near(&format!("{mode}: seconds"), my_secs, their_secs, 0.05);
+        near(&format!("{mode}: bits/s"), my_bps, their_bps, 0.05);
+    }
+}
+
+/// Back-to-back tests against one persistent stock `iperf3 -s`: each ends
+/// as iperf3's own client ends it (IPERF_DONE, then the close), so the
+/// server never logs that the client closed the connection unexpectedly.
+#[test]
+fn persistent_stock_server_sees_every_test_end_cleanly() {
+    let net = testnet(1);
+    assert!(
+        Command::new("iperf3").arg("--version").output().is_ok(),
+        "iperf3 is not installed (scripts/deps.sh installs it)"
+    );
+    // Its stdout line-buffered and its stderr in the same pipe, in order.
+    let mut child = net
+        .b
+        .ns
+        .command("sh")
+        .args([
+            "-c",
+            &format!("exec stdbuf -oL iperf3 -s -B {} 2>&1", net.b.ip4),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    wait_listening(&net, 5201, &mut child);
+    let _server = Iperf3Server(child);
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let runs: [&[&str]; 8] = [
+        &["-t", "1"],
+        &["-t", "1", "-R"],
+        &["-n", "16M"],
+        &["-t", "1", "--bidir"],
+        &["-t", "1", "-R"],
+        &["-n", "16M", "-R"],
+        &["-t", "1"],
+        &["-t", "1", "-R"],
+    ];
+    for extra in runs {
+        xtcp_client(&net, 1, extra);
+    }
+    // iperf3 -s says "Server listening" at its start and once each test is
+    // over (after any complaint about how it ended).
+    let mut text = String::new();
+    while text.matches("Server listening").count() <= runs.len() {
+        let l = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("the server did not end {} tests: {text}", runs.len()));
+        text.push_str(&l);
+        text.push('\n');
+    }
+    assert!(
+        !text.contains("unexpectedly") && !text.contains("error"),
+        "{text}"
+    );
 }

@@ -30,6 +30,12 @@ impl Drop for Server {
 
 impl Server {
     fn start(net: &TestNet, queues: u32) -> Server {
+        Server::start_with(net, queues, &[])
+    }
+
+    /// `xtcp serve <extra>`; returns once it says it listens (it says so
+    /// only once it is set up).
+    fn start_with(net: &TestNet, queues: u32, extra: &[&str]) -> Server {
         let mut child = net
             .a
             .ns
@@ -42,6 +48,7 @@ impl Server {
                 &queues.to_string(),
             ])
             .args(ENGINE)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -54,14 +61,45 @@ impl Server {
             }
         });
         let err = child.stderr.take().unwrap();
+        let (ready_tx, ready) = mpsc::channel();
         std::thread::spawn(move || {
             for l in BufReader::new(err).lines().map_while(Result::ok) {
                 eprintln!("xtcp serve: {l}");
+                if l.contains("listening on") {
+                    let _ = ready_tx.send(());
+                }
             }
         });
-        // Setup is quick; iperf3 retries nothing, so wait for it.
-        std::thread::sleep(Duration::from_millis(1500));
+        // iperf3 retries nothing: wait until it serves.
+        if ready.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!(
+                "xtcp serve did not say it listens within 30 s (exit: {:?})",
+                child.wait()
+            );
+        }
         Server { child, lines: rx }
+    }
+
+    /// The next stdout line.
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("xtcp serve prints a line")
+    }
+
+    /// The next JSON document (`-J`: one per test).
+    fn json(&self) -> serde_json::Value {
+        let mut text = String::new();
+        loop {
+            let l = self.line();
+            let end = l == "}";
+            text.push_str(&l);
+            text.push('\n');
+            if end {
+                return serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            }
+        }
     }
 
     /// The next test report line.
@@ -144,6 +182,16 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
     assert!(got > 0);
     assert_eq!(got, count(&line, "received"), "{line}");
+    // The CPU xtcp reports to the client, split: receiving through AF_XDP
+    // costs system time too (recvfrom/poll wake-ups, the XDP redirect).
+    let cpu = &v["end"]["cpu_utilization_percent"];
+    let f = |k: &str| cpu[k].as_f64().unwrap_or_else(|| panic!("{k} in {cpu}"));
+    assert!(f("remote_system") > 0.0 && f("remote_user") > 0.0, "{cpu}");
+    assert!(
+        (f("remote_total") - f("remote_user") - f("remote_system")).abs()
+            < 1e-6 * f("remote_total").max(1.0),
+        "{cpu}"
+    );
     // The server's interval lines (one stream, id 1, every second) add up
     // to what it counted.
     assert!(intervals.len() >= 2, "{intervals:?}");
@@ -194,7 +242,17 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
 
     // Reverse: xtcp sends.
     let v = iperf3(&net, &["-t", "2", "-R"]);
-    let line = server.outcome();
+    let (line, intervals) = server.outcome_and_intervals();
+    // What was unacknowledged when the test ended is in the last interval:
+    // none is shorter than a tenth of the period (no "2.00-2.00 sec").
+    assert!(intervals.len() >= 2, "{intervals:?}");
+    for l in &intervals {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let at = w.iter().position(|x| *x == "sec").unwrap();
+        let (a, b) = w[at - 1].split_once('-').unwrap();
+        let len = b.parse::<f64>().unwrap() - a.parse::<f64>().unwrap();
+        assert!(len >= 0.1, "{l} in {intervals:?}");
+    }
     assert!(line.contains(": ok;") && line.contains("reverse"), "{line}");
     let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
     assert!(sent > 0);
@@ -288,7 +346,14 @@ fn garbage_clients_do_not_stop_the_server() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    // Killed once it is running: its first interval line is out.
+    loop {
+        let l = server.line();
+        assert!(!l.starts_with("xtcp serve: test"), "{l}");
+        if l.starts_with("[  1]") {
+            break;
+        }
+    }
     // `ip netns exec` execs iperf3: this PID is the client's.
     victim.kill().unwrap();
     victim.wait().unwrap();
@@ -303,4 +368,101 @@ fn garbage_clients_do_not_stop_the_server() {
         v["end"]["sum_received"]["bytes"].as_u64().unwrap(),
         count(&line, "received")
     );
+}
+
+/// `serve -J`: a JSON document per test whose byte counts are the stock
+/// client's own (`-n`: every byte arrives), whose intervals add up to them,
+/// and CPU split into user and system time; the client's `remote_*` CPU
+/// figures are what xtcp sent it: system time (AF_XDP's sendto kicks, the
+/// peer's receive path on veth) is not zero, and total = user + system.
+#[test]
+fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
+    if !have_iperf3() {
+        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
+    }
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["--json"]);
+    for (extra, key, theirs) in [
+        (&["-n", "256M"][..], "sum_received", "sum_sent"),
+        (&["-n", "128M", "-R"][..], "sum_sent", "sum_received"),
+    ] {
+        let v = iperf3(&net, extra);
+        let mine = server.json();
+        assert!(mine.get("error").is_none(), "{mine}");
+        let got = mine["end"][key]["bytes"].as_u64().unwrap();
+        assert_eq!(
+            Some(got),
+            v["end"][theirs]["bytes"].as_u64(),
+            "{extra:?}: {mine}"
+        );
+        let ivs = mine["intervals"].as_array().unwrap();
+        let sum: u64 = ivs
+            .iter()
+            .map(|iv| iv["sum"]["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, got, "{extra:?}: intervals {mine}");
+        for iv in ivs {
+            assert!(iv["sum"]["seconds"].as_f64().unwrap() >= 0.1, "{iv}");
+        }
+        let host = &mine["end"]["cpu_utilization_percent"];
+        let remote = &v["end"]["cpu_utilization_percent"];
+        let f =
+            |x: &serde_json::Value, k: &str| x[k].as_f64().unwrap_or_else(|| panic!("{k} in {x}"));
+        for (c, p) in [(host, "host"), (remote, "remote")] {
+            let (t, u, sy) = (
+                f(c, &format!("{p}_total")),
+                f(c, &format!("{p}_user")),
+                f(c, &format!("{p}_system")),
+            );
+            assert!(sy > 0.0 && u > 0.0, "{extra:?}: {c}");
+            assert!((t - (u + sy)).abs() < 1e-6 * t.max(1.0), "{extra:?}: {c}");
+        }
+    }
+}
+
+/// Values that cannot work are refused in one line naming the value and the
+/// range, and the banner comes only once the server is set up.
+#[test]
+fn bad_port_and_interface_are_refused_before_any_banner() {
+    // Everything runs in the test network's namespace: even a run that
+    // wrongly started would touch only the interface made for it.
+    let net = testnet(1);
+    let run = |args: &[&str]| {
+        let out = net.a.ns.command(XTCP).args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let iface = net.a.iface.as_str();
+    let peer = net.b.ip4.to_string();
+    for cmd in [
+        &["serve", "--iface", iface, "-p", "0"][..],
+        &["client", "--iface", iface, "-c", &peer, "-p", "0"][..],
+    ] {
+        let (ok, _, err) = run(cmd);
+        assert!(
+            !ok && err.contains("'0'") && err.contains("1..=65535"),
+            "{cmd:?}: {err}"
+        );
+    }
+    let (ok, out, err) = run(&["serve", "--iface", "nosuch0"]);
+    assert!(!ok && err.contains("nosuch0"), "{err}");
+    assert!(!err.contains("listening") && out.is_empty(), "{out}{err}");
+    let (ok, out, err) = run(&["client", "--iface", "nosuch0", "-c", &peer]);
+    assert!(!ok && err.contains("nosuch0"), "{err}");
+    assert!(!out.contains("Connecting"), "{out}");
+
+    // No IPv4 address on the interface: serve's own option is -B.
+    net.a.ns.ip(&["-4", "addr", "flush", "dev", iface]).unwrap();
+    let mut args = vec!["serve", "--iface", iface];
+    args.extend(ENGINE);
+    let (ok, _, err) = run(&args);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("no IPv4 address") && err.contains("-B ADDR") && !err.contains("--listen"),
+        "{err}"
+    );
+    assert!(!err.contains("listening"), "{err}");
 }

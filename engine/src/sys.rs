@@ -1,5 +1,6 @@
 //! The few system calls outside `xsk` that need `unsafe`: the ethtool ioctl,
-//! `setns`, and a netlink socket option rustix does not wrap.
+//! `setns`, a netlink socket option and `getrusage`, which rustix does not
+//! wrap.
 //!
 //! Every function here is safe to call: it validates its arguments, passes
 //! the kernel only pointers to live, correctly sized `#[repr(C)]` values it
@@ -217,6 +218,26 @@ pub fn set_netlink_ext_ack(sock: BorrowedFd<'_>) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// User and system CPU time of the whole process (every thread, running or
+/// exited), from `getrusage(RUSAGE_SELF)`, as iperf3 measures its own.
+pub fn process_times() -> io::Result<(std::time::Duration, std::time::Duration)> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `ru` is a live, correctly sized and aligned `struct rusage`
+    // owned by this frame; the kernel writes it and reads nothing.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zero-initialised (a valid `rusage`: plain integers), and
+    // filled in by the successful call above.
+    let ru = unsafe { ru.assume_init() };
+    let t = |tv: libc::timeval| {
+        std::time::Duration::from_secs(tv.tv_sec.max(0) as u64)
+            + std::time::Duration::from_micros(tv.tv_usec.clamp(0, 999_999) as u64)
+    };
+    Ok((t(ru.ru_utime), t(ru.ru_stime)))
 }
 
 #[cfg(test)]

@@ -379,8 +379,12 @@ fn clients_failing_mid_test_do_not_stop_the_server() {
 
     // Garbage state byte mid-test: SERVER_ERROR (IEMESSAGE), closed.
     let (mut ctrl, _data) = handshake_by_hand(server.port, false);
-    // Let the server count the data first (the count is checked below).
-    std::thread::sleep(Duration::from_millis(200));
+    // The server counts the 4096 bytes first (the count is checked below).
+    assert!(
+        server.wait_received(4096, Duration::from_secs(10)),
+        "the server did not count the data: {} bytes",
+        server.received.load(std::sync::atomic::Ordering::Relaxed)
+    );
     ctrl.write_all(&[0x55]).unwrap();
     let got = wait_closed(&mut ctrl, Duration::from_secs(5));
     assert_eq!(got, [0xfe, 0, 0, 0, 110, 0, 0, 0, 0]);

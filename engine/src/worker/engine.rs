@@ -355,8 +355,10 @@ pub struct EngineReport {
     pub steer: Option<SteerCounters>,
     /// Seconds from the first connection established to the last ended.
     pub seconds: f64,
-    /// CPU seconds of the whole process over the run.
+    /// CPU seconds of the whole process over the run (user + system).
     pub cpu_seconds: f64,
+    /// Of those, in user space and in the kernel.
+    pub cpu: CpuTimes,
     /// Stopped by the interrupt flag.
     pub interrupted: bool,
 }
@@ -455,10 +457,49 @@ fn zc_max_segs(iface: &str) -> Option<u32> {
     }
 }
 
-/// CPU seconds this process has used so far (all threads).
+/// CPU seconds of this process (all threads), split as the kernel accounts
+/// them: in user space, and in the kernel on its behalf (system calls such
+/// as AF_XDP's `sendto` kicks, and on veth the peer's receive path).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CpuTimes {
+    /// User time, seconds.
+    pub user: f64,
+    /// System time, seconds.
+    pub system: f64,
+}
+
+impl CpuTimes {
+    /// User plus system.
+    pub fn total(&self) -> f64 {
+        self.user + self.system
+    }
+
+    /// What was used since `earlier`.
+    pub fn since(&self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: (self.user - earlier.user).max(0.0),
+            system: (self.system - earlier.system).max(0.0),
+        }
+    }
+}
+
+/// CPU time this process has used so far (all threads), from
+/// `getrusage(RUSAGE_SELF)`; zero if that fails (it cannot for the
+/// calling process).
+pub fn process_times() -> CpuTimes {
+    crate::sys::process_times().map_or_else(
+        |_| CpuTimes::default(),
+        |(u, s)| CpuTimes {
+            user: u.as_secs_f64(),
+            system: s.as_secs_f64(),
+        },
+    )
+}
+
+/// CPU seconds this process has used so far (all threads): user + system
+/// of [`process_times`].
 pub fn process_cpu() -> f64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+    process_times().total()
 }
 
 /// An application that owns the connections of a listener
@@ -778,7 +819,7 @@ pub fn run_app(
     let (peers, mut inboxes): (Vec<_>, Vec<_>) =
         (0..ports.len()).map(|_| bounded::<Ctl>(4096)).unzip();
     inboxes.reverse();
-    let cpu0 = process_cpu();
+    let cpu0 = process_times();
     for (i, port) in ports.into_iter().enumerate() {
         let core = cfg.cores.as_ref().map_or(i % ncpu, |c| c[i]);
         let inbox = inboxes.pop().expect("one inbox per port");
@@ -879,7 +920,8 @@ pub fn run_app(
             died = Some(format!("worker {i} panicked"));
         }
     }
-    let cpu_seconds = process_cpu() - cpu0;
+    let cpu = process_times().since(cpu0);
+    let cpu_seconds = cpu.total();
     let steer = steering.counters().ok();
     let xdp_mode = steering.mode();
     drop(steering);
@@ -905,6 +947,7 @@ pub fn run_app(
         steer,
         seconds,
         cpu_seconds,
+        cpu,
         interrupted,
     })
 }

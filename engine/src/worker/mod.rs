@@ -18,8 +18,8 @@ pub mod registry;
 pub mod thread;
 
 pub use engine::{
-    App, AppIn, AppOut, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
-    RxCsumPolicy, process_cpu, run, run_app, validate_cores,
+    App, AppIn, AppOut, CpuTimes, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
+    RxCsumPolicy, process_cpu, process_times, run, run_app, validate_cores,
 };
 pub use port::{PortConfig, PortCounters, RxCsum, XskPort};
 pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};

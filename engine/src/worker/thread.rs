@@ -622,6 +622,12 @@ impl Worker {
         let deadline = now + self.shared.grace;
         for s in &mut self.slots {
             s.deadline = Some(deadline);
+            // An application's last orders go first: what it wrote before
+            // it finished (iperf3's IPERF_DONE) is sent ahead of the FIN.
+            if let Some(mut a) = s.appconn.take() {
+                s.app_conn(now, &mut a, &self.out);
+                s.appconn = Some(a);
+            }
             s.conn.close(now);
         }
     }

@@ -10,7 +10,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -210,6 +210,8 @@ pub struct ServerHandle {
     pub outcomes: Arc<Mutex<Vec<ServerOutcome>>>,
     /// True while a test is past TEST_START and not finished.
     pub running: Arc<AtomicBool>,
+    /// Bytes the server has counted on receiving streams, all tests.
+    pub received: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -220,15 +222,35 @@ impl ServerHandle {
         let stop = Arc::new(AtomicBool::new(false));
         let outcomes = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(AtomicBool::new(false));
-        let (s, o, r) = (stop.clone(), outcomes.clone(), running.clone());
-        let thread = std::thread::spawn(move || server_loop(listener, config, &s, &o, &r));
+        let received = Arc::new(AtomicU64::new(0));
+        let (s, o, r, n) = (
+            stop.clone(),
+            outcomes.clone(),
+            running.clone(),
+            received.clone(),
+        );
+        let thread = std::thread::spawn(move || server_loop(listener, config, &s, &o, &r, &n));
         ServerHandle {
             port,
             stop,
             outcomes,
             running,
+            received,
             thread: Some(thread),
         }
+    }
+
+    /// Waits (at most `limit`) until the server has counted `n` received
+    /// bytes in all.
+    pub fn wait_received(&self, n: u64, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while self.received.load(Ordering::Relaxed) < n {
+            if Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     /// Waits (at most `limit`) until `n` control connections have finished.
@@ -278,6 +300,7 @@ fn server_loop(
     stop: &AtomicBool,
     outcomes: &Mutex<Vec<ServerOutcome>>,
     running: &AtomicBool,
+    received: &AtomicU64,
 ) {
     let born = Instant::now();
     let mut test: Option<ServerTest> = None;
@@ -378,6 +401,7 @@ fn server_loop(
                                 ReadOutcome::Data(n) => {
                                     busy = true;
                                     t.session.record_bytes(c.info.id, n as u64);
+                                    received.fetch_add(n as u64, Ordering::Relaxed);
                                 }
                                 ReadOutcome::Closed => {
                                     c.closed = true;

@@ -11,6 +11,13 @@
 //! [`Event::PeerResults`] → [`Event::Done`] (or [`Event::Error`]), after
 //! which `is_finished()` is true.
 //!
+//! A side that receives cannot know its last count when the test ends: what
+//! the server sent before it learnt of the end is still arriving, and the
+//! server stops sending only on `TEST_END`. Then call `stop_test` at
+//! [`Event::TestEnd`] (it writes `TEST_END` at once, as iperf3's client
+//! does), keep counting until the server closed the data connections, and
+//! call `end_test` with the report: this side's results wait for it.
+//!
 //! Protocol, client side: write the cookie; read `PARAM_EXCHANGE`; write the
 //! parameters; read `CREATE_STREAMS`; connect the streams; read `TEST_START`
 //! and `TEST_RUNNING`; move data; write `TEST_END`; read `EXCHANGE_RESULTS`;
@@ -62,6 +69,9 @@ enum Phase {
     Running,
     AwaitReport,
     ExchangeResults,
+    /// `EXCHANGE_RESULTS` came after `stop_test`: waiting for the caller's
+    /// `end_test`.
+    ResultsPending,
     ServerResults,
     DisplayResults,
     /// Reading the two error numbers after `SERVER_ERROR`.
@@ -80,6 +90,7 @@ impl Phase {
             Phase::Running => "running",
             Phase::AwaitReport => "waiting for the local end report",
             Phase::ExchangeResults => "waiting for EXCHANGE_RESULTS",
+            Phase::ResultsPending => "waiting for the local end report (results asked for)",
             Phase::ServerResults => "waiting for the server's results",
             Phase::DisplayResults => "waiting for DISPLAY_RESULTS",
             Phase::ServerErrorCodes => "reading the server's error",
@@ -107,6 +118,8 @@ pub struct ClientSession {
     progress_mark: u64,
     progress_at: Instant,
     report: Option<EndReport>,
+    /// `TEST_END` written (by `stop_test` or `end_test`).
+    test_end_sent: bool,
     peer_results: Option<Results>,
 }
 
@@ -135,6 +148,7 @@ impl ClientSession {
             progress_mark: 0,
             progress_at: now,
             report: None,
+            test_end_sent: false,
             peer_results: None,
         })
     }
@@ -189,7 +203,7 @@ impl ClientSession {
                     });
                 }
             }
-            Phase::AwaitReport => {}
+            Phase::AwaitReport | Phase::ResultsPending => {}
             _ => {
                 if self.deadline.is_some_and(|d| now >= d) {
                     self.fail(Error::Timeout {
@@ -223,20 +237,45 @@ impl ClientSession {
     }
 
     /// Ends the test: after [`Event::TestEnd`], or earlier to stop a running
-    /// test. Writes `TEST_END`; this side's results are sent when the server
-    /// asks for them (bytes recorded until then still count).
+    /// test. Writes `TEST_END` (unless `stop_test` did); this side's results
+    /// are sent when the server asks for them (bytes recorded until then
+    /// still count), or at once if it already asked.
     pub fn end_test(&mut self, now: Instant, report: EndReport) -> Result<(), Error> {
+        let after_stop = self.test_end_sent
+            && matches!(self.phase, Phase::ExchangeResults | Phase::ResultsPending)
+            && self.report.is_none();
+        if !after_stop {
+            self.stop_test(now).map_err(|_| Error::WrongPhase {
+                call: "end_test",
+                phase: self.phase.name(),
+            })?;
+        }
+        self.report = Some(report);
+        if self.phase == Phase::ResultsPending {
+            self.send_results(now);
+        }
+        if let Err(e) = self.process(now) {
+            self.fail(e);
+        }
+        Ok(())
+    }
+
+    /// Ends the test without this side's report yet: writes `TEST_END` now
+    /// (the server stops sending and closes the data connections); the
+    /// results wait for `end_test`. Valid while running or after
+    /// [`Event::TestEnd`].
+    pub fn stop_test(&mut self, now: Instant) -> Result<(), Error> {
         if !matches!(self.phase, Phase::Running | Phase::AwaitReport) {
             return Err(Error::WrongPhase {
-                call: "end_test",
+                call: "stop_test",
                 phase: self.phase.name(),
             });
         }
         if self.ended.is_none() {
             self.ended = Some(now);
         }
-        self.report = Some(report);
         self.send_state(State::TestEnd);
+        self.test_end_sent = true;
         self.enter(Phase::ExchangeResults, now);
         if let Err(e) = self.process(now) {
             self.fail(e);
@@ -268,7 +307,9 @@ impl ClientSession {
     /// When `handle_timeout` must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Done | Phase::Failed | Phase::AwaitReport => self.omit_end,
+            Phase::Done | Phase::Failed | Phase::AwaitReport | Phase::ResultsPending => {
+                self.omit_end
+            }
             Phase::Running => {
                 let idle = self.progress_at + self.config.idle_timeout;
                 [Some(idle), self.test_end, self.omit_end]
@@ -423,10 +464,14 @@ impl ClientSession {
                         (Phase::TestStart, State::TestStart) => self.enter(Phase::TestRunning, now),
                         (Phase::TestRunning, State::TestRunning) => self.start(now),
                         (Phase::ExchangeResults, State::ExchangeResults) => {
-                            let report = self.report.clone().unwrap_or_default();
-                            let mine = self.table.results(&report, self.elapsed());
-                            proto::encode_json(&mine.to_json(), &mut self.output);
-                            self.enter(Phase::ServerResults, now);
+                            if self.report.is_none() {
+                                // After `stop_test`: the caller's counts are
+                                // not final yet.
+                                self.phase = Phase::ResultsPending;
+                                self.deadline = None;
+                                return Ok(());
+                            }
+                            self.send_results(now);
                         }
                         (Phase::DisplayResults, State::DisplayResults) => {
                             self.send_state(State::IperfDone);
@@ -445,6 +490,14 @@ impl ClientSession {
                 }
             }
         }
+    }
+
+    /// This side's results (once the server asked and the report is in).
+    fn send_results(&mut self, now: Instant) {
+        let report = self.report.clone().unwrap_or_default();
+        let mine = self.table.results(&report, self.elapsed());
+        proto::encode_json(&mine.to_json(), &mut self.output);
+        self.enter(Phase::ServerResults, now);
     }
 
     fn start(&mut self, now: Instant) {

@@ -10,12 +10,13 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
+use super::CpuUtil;
 use super::meter::{Interval, Meter, RttSummary};
 use super::{
     ClientConfig, ClientSession, Cookie, EndReport, Error, Event, Results, Role, StreamInfo,
     StreamStats, cpu_util,
 };
-use crate::worker::{App, AppIn, AppOut, Opener, process_cpu};
+use crate::worker::{App, AppIn, AppOut, CpuTimes, Opener, process_times};
 
 /// How the test went.
 #[derive(Debug, Clone)]
@@ -29,7 +30,7 @@ pub struct ClientOutcome {
     /// Seconds from `StartTest` to `TestEnd`.
     pub seconds: f64,
     /// This process's CPU use over the test, percent of one core.
-    pub cpu_util: f64,
+    pub cpu_util: CpuUtil,
     /// RTT statistics per stream (same order as `streams`; None without
     /// samples, as for streams this side only received on).
     pub rtt: Vec<Option<RttSummary>>,
@@ -47,7 +48,7 @@ pub struct Iperf3Client {
     stopping: Option<Vec<usize>>,
     started: Option<Instant>,
     ended: Option<Instant>,
-    cpu_start: f64,
+    cpu_start: CpuTimes,
     peer: Option<Results>,
     outcome: Option<ClientOutcome>,
     meter: Meter,
@@ -101,7 +102,7 @@ impl Iperf3Client {
             stopping: None,
             started: None,
             ended: None,
-            cpu_start: 0.0,
+            cpu_start: CpuTimes::default(),
             peer: None,
             outcome: None,
             meter: Meter::new(interval),
@@ -138,11 +139,15 @@ impl Iperf3Client {
         if self.outcome.is_some() {
             return;
         }
+        // As iperf3's client ends a test: the data connections closed,
+        // IPERF_DONE (already queued) and then the control connection closed;
+        // after a failure the data connections are reset.
+        let ok = result.is_ok();
         let ids: Vec<usize> = self.conns.keys().copied().collect();
         for id in ids {
             self.order(
                 id,
-                if id == 0 {
+                if id == 0 || ok {
                     AppOut::Close
                 } else {
                     AppOut::Abort
@@ -175,9 +180,11 @@ impl Iperf3Client {
             return;
         }
         self.stopping = None;
-        // The last interval ends once the last counts are in.
-        self.flush_interval(now);
-        self.meter.stop();
+        // The last interval (it ended with the test) once the last counts
+        // are in.
+        for iv in self.meter.finish(now) {
+            (self.on_interval)(&iv);
+        }
         let report = EndReport::engine(cpu_util(self.cpu_start, self.started, now), None);
         if let Some(s) = self.session.as_mut() {
             if let Err(e) = s.end_test(now, report) {
@@ -210,7 +217,7 @@ impl Iperf3Client {
                 Event::StartTest { .. } => {
                     self.running = true;
                     self.started = Some(now);
-                    self.cpu_start = process_cpu();
+                    self.cpu_start = process_times();
                     let omit = std::time::Duration::from_secs(self.config.params.omit_secs.into());
                     self.meter.start(now, &self.streams, omit);
                     let limit = send_limit(&self.config.params, &self.streams);
@@ -223,6 +230,15 @@ impl Iperf3Client {
                 Event::TestEnd => {
                     self.running = false;
                     self.ended = Some(now);
+                    self.meter.end_at(now);
+                    // TEST_END now, as iperf3's client writes it: the server
+                    // stops sending and closes the data connections only
+                    // then, so a receiving stream's last bytes come after it.
+                    // The results wait for the last counts.
+                    if let Err(e) = s.stop_test(now) {
+                        self.finish(now, Err(e));
+                        continue;
+                    }
                     let ids: Vec<usize> = (1..=self.streams.len()).collect();
                     for id in &ids {
                         self.order(*id, AppOut::Stop);
@@ -234,12 +250,6 @@ impl Iperf3Client {
                 Event::Done => self.finish(now, Ok(())),
                 Event::Error(e) => self.finish(now, Err(e)),
             }
-        }
-    }
-
-    fn flush_interval(&mut self, now: Instant) {
-        if let Some(iv) = self.meter.flush(now) {
-            (self.on_interval)(&iv);
         }
     }
 }
@@ -353,9 +363,11 @@ impl App for Iperf3Client {
                 s.handle_timeout(now);
             }
         }
-        if self.running && self.meter.due(now) {
-            self.flush_interval(now);
-        }
         self.events(now);
+        if self.running {
+            while let Some(iv) = self.meter.poll(now) {
+                (self.on_interval)(&iv);
+            }
+        }
     }
 }

@@ -6,6 +6,13 @@
 //! `min_rtt` / `max_rtt` / `mean_rtt` (one sample per count, that is every
 //! few milliseconds while data moves, where iperf3 reads `tcp_info` once per
 //! interval).
+//!
+//! The last interval ends when the test ends, and holds every count that
+//! arrives until the caller says the counts are in (what was in flight, or
+//! written but not yet acknowledged, at the end). A last interval shorter
+//! than a tenth of the period is folded into the one before it (iperf3
+//! drops such a tail when it moved nothing): so that this can be done, an
+//! interval is handed out a tenth of a period after it closed.
 
 use std::time::{Duration, Instant};
 
@@ -112,7 +119,11 @@ pub(crate) struct Meter {
     omit: Duration,
     started: Option<Instant>,
     begin: Option<Instant>,
+    /// When the test ended ([`Meter::end_at`]).
+    end: Option<Instant>,
     current: Vec<StreamInterval>,
+    /// The last closed interval, not handed out yet, and when it closed.
+    held: Option<(Interval, Instant)>,
     rtt: Vec<RttSummary>,
 }
 
@@ -125,7 +136,9 @@ impl Meter {
             omit: Duration::ZERO,
             started: None,
             begin: None,
+            end: None,
             current: Vec::new(),
+            held: None,
             rtt: Vec::new(),
         }
     }
@@ -136,6 +149,8 @@ impl Meter {
         self.omit = omit;
         self.started = Some(now);
         self.begin = Some(now);
+        self.end = None;
+        self.held = None;
         self.current = streams
             .iter()
             .map(|s| StreamInterval {
@@ -173,39 +188,86 @@ impl Meter {
         }
     }
 
-    /// The current interval is over.
-    pub(crate) fn due(&self, now: Instant) -> bool {
-        match (self.period, self.begin) {
-            (Some(p), Some(b)) => now >= b + p,
-            _ => false,
+    /// An interval to print now, if any: call while the test runs, until it
+    /// returns None. Closes the current interval once its period is over,
+    /// and hands it out a tenth of a period later.
+    pub(crate) fn poll(&mut self, now: Instant) -> Option<Interval> {
+        let period = self.period?;
+        if self.end.is_some() {
+            return None;
+        }
+        let begin = self.begin?;
+        if now >= begin + period {
+            let iv = self.close(now);
+            if let Some((prev, _)) = self.held.replace((iv, now)) {
+                return Some(prev);
+            }
+        }
+        match &self.held {
+            Some((_, at)) if now >= *at + period / 10 => self.held.take().map(|(iv, _)| iv),
+            _ => None,
         }
     }
 
-    /// Closes the current interval at `now` and returns it (None when not
-    /// started, not reporting, or empty in time).
-    pub(crate) fn flush(&mut self, now: Instant) -> Option<Interval> {
-        self.period?;
-        let (start, begin) = (self.started?, self.begin?);
-        if now <= begin {
-            return None;
+    /// The test ended at `at`: no interval closes or is handed out until
+    /// [`Meter::finish`]; counts still arrive into the last one.
+    pub(crate) fn end_at(&mut self, at: Instant) {
+        if self.started.is_some() && self.end.is_none() {
+            self.end = Some(at);
         }
+    }
+
+    /// The last counts are in: the intervals still to print (the last one
+    /// ends when the test ended; folded into the one before if shorter than
+    /// a tenth of the period, dropped if that short and alone and empty).
+    /// Reporting stops; RTT statistics stay.
+    pub(crate) fn finish(&mut self, now: Instant) -> Vec<Interval> {
+        let mut out = Vec::new();
+        let (Some(period), Some(begin)) = (self.period, self.begin) else {
+            self.begin = None;
+            return out;
+        };
+        let end = self.end.unwrap_or(now).max(begin);
+        let tail = self.close(end);
+        let short = end.saturating_duration_since(begin) < period / 10;
+        match self.held.take() {
+            Some((mut last, _)) if short => {
+                last.end = tail.end;
+                for (a, b) in last.streams.iter_mut().zip(&tail.streams) {
+                    a.bytes += b.bytes;
+                    a.retransmits += b.retransmits;
+                    a.rtt = b.rtt.or(a.rtt);
+                }
+                out.push(last);
+            }
+            held => {
+                out.extend(held.map(|(iv, _)| iv));
+                let moved = tail.streams.iter().any(|s| s.bytes > 0);
+                if !short || moved {
+                    out.push(tail);
+                }
+            }
+        }
+        self.begin = None;
+        out
+    }
+
+    /// The current interval, closed at `at`; the next begins there.
+    fn close(&mut self, at: Instant) -> Interval {
+        let start = self.started.unwrap_or(at);
+        let begin = self.begin.unwrap_or(at);
         let streams = self.current.clone();
         for s in &mut self.current {
             s.bytes = 0;
             s.retransmits = 0;
         }
-        self.begin = Some(now);
-        Some(Interval {
+        self.begin = Some(at);
+        Interval {
             start: begin.saturating_duration_since(start).as_secs_f64(),
-            end: now.saturating_duration_since(start).as_secs_f64(),
-            omitted: now.saturating_duration_since(start) <= self.omit,
+            end: at.saturating_duration_since(start).as_secs_f64(),
+            omitted: at.saturating_duration_since(start) <= self.omit,
             streams,
-        })
-    }
-
-    /// Stops reporting (the test ended); RTT statistics stay.
-    pub(crate) fn stop(&mut self) {
-        self.begin = None;
+        }
     }
 
     /// RTT statistics of stream `id`.
@@ -237,19 +299,23 @@ mod tests {
         let t = Instant::now();
         let ms = |n| t + Duration::from_millis(n);
         let mut m = Meter::new(Some(Duration::from_secs(1)));
-        assert!(m.flush(ms(10)).is_none(), "not started");
+        assert!(m.poll(ms(10)).is_none(), "not started");
         m.start(t, &streams(), Duration::from_millis(1500));
         m.count(StreamId(1), 100, 2, Some(Duration::from_micros(50)));
         m.count(StreamId(3), 40, 0, None);
         m.count(StreamId(9), 1000, 0, None);
-        assert!(!m.due(ms(999)));
-        assert!(m.due(ms(1000)));
-        let a = m.flush(ms(1000)).unwrap();
+        assert!(m.poll(ms(999)).is_none());
+        // Closed at 1 s, handed out a tenth of a period later.
+        assert!(m.poll(ms(1000)).is_none());
+        m.count(StreamId(1), 7, 0, Some(Duration::from_micros(150)));
+        assert!(m.poll(ms(1099)).is_none());
+        let a = m.poll(ms(1100)).unwrap();
+        assert!(m.poll(ms(1100)).is_none());
         assert_eq!((a.start, a.end, a.omitted), (0.0, 1.0, true));
         assert_eq!((a.sent(), a.received(), a.retransmits()), (100, 40, 2));
         assert_eq!(a.streams[0].rtt, Some(Duration::from_micros(50)));
-        m.count(StreamId(1), 7, 0, Some(Duration::from_micros(150)));
-        let b = m.flush(ms(2000)).unwrap();
+        assert!(m.poll(ms(2000)).is_none());
+        let b = m.poll(ms(2100)).unwrap();
         assert_eq!((b.sent(), b.received(), b.omitted), (7, 0, false));
         assert_eq!(b.seconds(), 1.0);
         let r = m.rtt(StreamId(1)).unwrap();
@@ -263,8 +329,52 @@ mod tests {
             )
         );
         assert!(m.rtt(StreamId(3)).is_none(), "no samples");
-        m.stop();
-        assert!(!m.due(ms(5000)) && m.flush(ms(5000)).is_none());
+        // The end: a long enough tail is its own interval, of its true length.
+        m.count(StreamId(1), 5, 0, None);
+        m.end_at(ms(2500));
+        assert!(m.poll(ms(3000)).is_none(), "ended");
+        m.count(StreamId(1), 6, 0, None); // arrived after the end
+        let tail = m.finish(ms(2600));
+        assert_eq!(tail.len(), 1);
+        assert_eq!((tail[0].start, tail[0].end, tail[0].sent()), (2.0, 2.5, 11));
+        assert!(m.poll(ms(5000)).is_none() && m.finish(ms(5000)).is_empty());
+    }
+
+    /// What the last moments count (bytes in flight or unacknowledged at
+    /// the end, counted in a burst) never makes an interval of a few
+    /// milliseconds with an absurd rate: a tail under a tenth of the period
+    /// joins the interval before it.
+    #[test]
+    fn a_short_last_interval_is_folded_into_the_one_before() {
+        let t = Instant::now();
+        let ms = |n| t + Duration::from_millis(n);
+        let mut m = Meter::new(Some(Duration::from_secs(1)));
+        m.start(t, &streams(), Duration::ZERO);
+        m.count(StreamId(1), 1000, 1, None);
+        assert!(m.poll(ms(1000)).is_none());
+        m.count(StreamId(1), 800, 2, Some(Duration::from_micros(70)));
+        m.end_at(ms(1004));
+        // The drain takes long: the held interval is not handed out alone.
+        assert!(m.poll(ms(1500)).is_none());
+        m.count(StreamId(3), 300, 0, None);
+        let ivs = m.finish(ms(1900));
+        assert_eq!(ivs.len(), 1, "{ivs:?}");
+        let iv = &ivs[0];
+        assert_eq!((iv.start, iv.end), (0.0, 1.004));
+        assert_eq!((iv.sent(), iv.received(), iv.retransmits()), (1800, 300, 3));
+        assert_eq!(iv.streams[0].rtt, Some(Duration::from_micros(70)));
+
+        // A whole test shorter than that: printed with its true length; an
+        // empty one is not printed.
+        let mut m = Meter::new(Some(Duration::from_secs(1)));
+        m.start(t, &streams(), Duration::ZERO);
+        m.count(StreamId(1), 9, 0, None);
+        m.end_at(ms(50));
+        let ivs = m.finish(ms(60));
+        assert_eq!((ivs.len(), ivs[0].end, ivs[0].sent()), (1, 0.05, 9));
+        let mut m = Meter::new(Some(Duration::from_secs(1)));
+        m.start(t, &streams(), Duration::ZERO);
+        assert!(m.finish(ms(50)).is_empty());
     }
 
     #[test]
@@ -273,8 +383,8 @@ mod tests {
         let mut m = Meter::new(None);
         m.start(t, &streams(), Duration::ZERO);
         m.count(StreamId(1), 5, 0, Some(Duration::from_micros(9)));
-        assert!(!m.due(t + Duration::from_secs(10)));
-        assert!(m.flush(t + Duration::from_secs(10)).is_none());
+        assert!(m.poll(t + Duration::from_secs(10)).is_none());
+        assert!(m.finish(t + Duration::from_secs(10)).is_empty());
         assert_eq!(
             m.rtt(StreamId(1)).unwrap().mean(),
             Some(Duration::from_micros(9))

@@ -176,31 +176,47 @@ pub struct EndReport {
     pub server_output_text: Option<String>,
 }
 
+/// CPU utilisation over a test, in percent of one core, split as iperf3
+/// reports it (`cpu_utilization_percent`: total = user + system).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuUtil {
+    /// User + system.
+    pub total: f64,
+    /// In user space.
+    pub user: f64,
+    /// In the kernel on this process's behalf.
+    pub system: f64,
+}
+
 /// This process's CPU use since `cpu_start` (from
-/// [`crate::worker::process_cpu`]) over the wall time since `started`, in
-/// percent of one core; 0 before a start.
+/// [`crate::worker::process_times`]) over the wall time since `started`;
+/// zero before a start.
 pub(crate) fn cpu_util(
-    cpu_start: f64,
+    cpu_start: crate::worker::CpuTimes,
     started: Option<std::time::Instant>,
     now: std::time::Instant,
-) -> f64 {
+) -> CpuUtil {
     let wall = started.map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
     if wall > 0.0 {
-        (crate::worker::process_cpu() - cpu_start) / wall * 100.0
+        let d = crate::worker::process_times().since(cpu_start);
+        CpuUtil {
+            total: d.total() / wall * 100.0,
+            user: d.user / wall * 100.0,
+            system: d.system / wall * 100.0,
+        }
     } else {
-        0.0
+        CpuUtil::default()
     }
 }
 
 impl EndReport {
-    /// The report of an engine side: CPU as [`cpu_util`] measures it (all
-    /// counted as user time: the engine does not split it), retransmits
-    /// counted on sending streams.
-    pub(crate) fn engine(util: f64, server_output_text: Option<String>) -> EndReport {
+    /// The report of an engine side: CPU as [`cpu_util`] measures it,
+    /// retransmits counted on sending streams.
+    pub(crate) fn engine(util: CpuUtil, server_output_text: Option<String>) -> EndReport {
         EndReport {
-            cpu_util_total: util,
-            cpu_util_user: util,
-            cpu_util_system: 0.0,
+            cpu_util_total: util.total,
+            cpu_util_user: util.user,
+            cpu_util_system: util.system,
             sender_has_retransmits: true,
             congestion_used: None,
             server_output_text,

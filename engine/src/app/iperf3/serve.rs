@@ -27,7 +27,7 @@ use super::{
     ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
 use crate::tcp::FourTuple;
-use crate::worker::{App, AppIn, AppOut, process_cpu};
+use crate::worker::{App, AppIn, AppOut, CpuTimes, process_times};
 
 /// How a finished test went.
 #[derive(Debug, Clone)]
@@ -46,6 +46,8 @@ pub struct TestOutcome {
     pub sent: u64,
     /// Seconds from `StartTest` to `TestEnd`.
     pub seconds: f64,
+    /// This process's CPU use over the test (what the client was sent).
+    pub cpu: super::CpuUtil,
 }
 
 #[derive(Debug)]
@@ -73,9 +75,10 @@ struct Test {
     stopping: Option<Vec<usize>>,
     started: Option<Instant>,
     ended: Option<Instant>,
-    cpu_start: f64,
+    cpu_start: CpuTimes,
     result: Option<Result<(), Error>>,
     meter: Meter,
+    cpu: super::CpuUtil,
 }
 
 /// The iperf3 server application.
@@ -140,18 +143,20 @@ impl Iperf3Server {
             return;
         }
         t.stopping = None;
-        // The last interval ends once the last counts are in.
-        if let Some(iv) = t.meter.flush(now) {
+        // The last interval (it ended with the test) once the last counts
+        // are in.
+        for iv in t.meter.finish(now) {
             (self.on_interval)(&iv);
         }
-        t.meter.stop();
         let data = std::mem::take(&mut t.data);
         let text = format!(
             "xtcp serve: {} bytes received, {} sent\n",
             t.session.counted_bytes(Role::Receive),
             t.session.counted_bytes(Role::Send)
         );
-        let report = EndReport::engine(cpu_util(t.cpu_start, t.started, now), Some(text));
+        let cpu = cpu_util(t.cpu_start, t.started, now);
+        t.cpu = cpu;
+        let report = EndReport::engine(cpu, Some(text));
         if let Err(e) = t.session.end_test(now, report) {
             t.result.get_or_insert(Err(e));
         }
@@ -178,7 +183,7 @@ impl Iperf3Server {
                 Event::StartTest { params } => {
                     t.running = true;
                     t.started = Some(now);
-                    t.cpu_start = process_cpu();
+                    t.cpu_start = process_times();
                     let senders: Vec<usize> = t
                         .data
                         .iter()
@@ -206,6 +211,7 @@ impl Iperf3Server {
                 Event::TestEnd => {
                     t.running = false;
                     t.ended = Some(now);
+                    t.meter.end_at(now);
                     let data = t.data.clone();
                     t.stopping = Some(data.clone());
                     for id in data {
@@ -249,6 +255,7 @@ impl Iperf3Server {
                 (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
                 _ => 0.0,
             },
+            cpu: t.cpu,
         };
         (self.on_test)(&outcome);
     }
@@ -277,9 +284,10 @@ impl App for Iperf3Server {
                             stopping: None,
                             started: None,
                             ended: None,
-                            cpu_start: process_cpu(),
+                            cpu_start: process_times(),
                             result: None,
                             meter: Meter::new(self.interval),
+                            cpu: super::CpuUtil::default(),
                         });
                         if let Some(c) = self.conns.get_mut(&id) {
                             c.kind = Kind::Control;
@@ -399,12 +407,12 @@ impl App for Iperf3Server {
             if t.session.poll_timeout().is_some_and(|d| now >= d) {
                 t.session.handle_timeout(now);
             }
-            if t.running && t.meter.due(now) {
-                if let Some(iv) = t.meter.flush(now) {
-                    (self.on_interval)(&iv);
-                }
-            }
         }
         self.events(now);
+        if let Some(t) = self.test.as_mut().filter(|t| t.running) {
+            while let Some(iv) = t.meter.poll(now) {
+                (self.on_interval)(&iv);
+            }
+        }
     }
 }

@@ -859,6 +859,47 @@ fn client_full_scripted_exchange() {
     assert_eq!(c.peer_results().unwrap().cpu_util_total, 3.0);
 }
 
+/// A receiving client writes TEST_END at once (`stop_test`) and holds its
+/// results until its last counts are in (`end_test`), even when the server
+/// asks for them first.
+#[test]
+fn client_stop_test_then_results_when_the_counts_are_in() {
+    let t0 = Instant::now();
+    let params = TestParams {
+        time_secs: 1,
+        reverse: true,
+        ..TestParams::default()
+    };
+    let mut c = client(params, t0);
+    c.handle_control(t0, &[9]);
+    c.poll_transmit();
+    c.handle_control(t0, &[10, 1, 2]);
+    events_client(&mut c);
+    c.record_bytes(StreamId(1), 100);
+    let t1 = t0 + Duration::from_secs(1);
+    c.handle_timeout(t1);
+    assert_eq!(events_client(&mut c), [Event::TestEnd]);
+    c.stop_test(t1).unwrap();
+    assert_eq!(c.poll_transmit().unwrap(), [4], "TEST_END at once");
+    // The server asks; the last bytes are still arriving: nothing yet.
+    c.handle_control(t1, &[13]);
+    assert!(c.poll_transmit().is_none());
+    assert!(events_client(&mut c).is_empty());
+    assert!(
+        c.poll_timeout().is_none(),
+        "waits on the caller, not the peer"
+    );
+    c.record_bytes(StreamId(1), 23);
+    assert!(matches!(c.stop_test(t1), Err(Error::WrongPhase { .. })));
+    c.end_test(t1 + Duration::from_millis(30), EndReport::default())
+        .unwrap();
+    let out = c.poll_transmit().unwrap();
+    let (v, rest) = unframe(&out);
+    assert!(rest.is_empty(), "no second TEST_END");
+    assert_eq!(v["streams"][0]["bytes"], json!(123));
+    assert_eq!(v["streams"][0]["end_time"], json!(1.0), "ends at TEST_END");
+}
+
 #[test]
 fn client_byte_budget_ends_test() {
     let t0 = Instant::now();
