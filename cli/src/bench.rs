@@ -269,11 +269,52 @@ fn run_pair(
             .context("starting xtcp serve")?
     };
     let mut server = Reap(server);
-    std::thread::sleep(Duration::from_millis(if kernel_server {
-        300
-    } else {
-        1200
-    }));
+    // xtcp serve's standard error, collected as it comes: its banner says
+    // when it is set up, the rest explains a failure.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = server.0.stderr.take().map(|mut pipe| {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut pipe, &mut buf) {
+                if let Ok(mut l) = log.lock() {
+                    l.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        })
+    });
+    let log_text = || log.lock().map(|l| l.clone()).unwrap_or_default();
+    // The client starts once the server is ready: the kernel's listening
+    // socket, or xtcp's banner (printed once it is set up).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = if kernel_server {
+            net.b
+                .ns
+                .command("ss")
+                .args(["-Hltn", "sport = :5201"])
+                .output()
+                .is_ok_and(|o| !o.stdout.is_empty())
+        } else {
+            log_text().contains("listening on")
+        };
+        if ready {
+            break;
+        }
+        if let Some(st) = server.0.try_wait()? {
+            bail!(
+                "{pair}: the server exited ({st}) before it was ready: {}",
+                log_text()
+            );
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{pair}: the server was not ready within 60 s: {}",
+                log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let out = if pair.starts_with("kernel") {
         let mut args = vec!["-c", &server_ip, "-t", &t, "-P", &p, "-J"];
         let w;
@@ -309,13 +350,13 @@ fn run_pair(
     while server.0.try_wait()?.is_none() && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut server_err = || {
+    let server_err = || {
         let _ = server.0.kill();
-        let mut e = String::new();
-        if let Some(mut s) = server.0.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut s, &mut e);
+        let _ = server.0.wait();
+        if let Some(r) = reader {
+            let _ = r.join();
         }
-        e
+        log_text()
     };
     let v: serde_json::Value = match serde_json::from_slice(&out.stdout) {
         Ok(v) => v,

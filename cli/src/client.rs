@@ -15,9 +15,10 @@ use serde_json::json;
 use xtcp_engine::app::iperf3::{
     ClientConfig, ClientOutcome, Cookie, Interval, Iperf3Client, Role as StreamRole, TestParams,
 };
+use xtcp_engine::tcp::{CloseReason, ConnectionError};
 use xtcp_engine::worker::{Role, run_app};
 
-use crate::bulk::{EngineArgs, interrupt_flag, parse_size};
+use crate::bulk::{EngineArgs, connect_timeout_message, interrupt_flag, parse_size};
 
 /// Arguments of `xtcp client`.
 #[derive(clap::Args, Debug, Clone)]
@@ -64,6 +65,11 @@ pub struct ClientArgs {
     /// JSON output shaped like iperf3's.
     #[arg(short = 'J', long = "json", alias = "json-output")]
     pub json_output: bool,
+    /// Give up when the server does not answer the connection request
+    /// within this many milliseconds (iperf3's flag).
+    #[arg(long, value_name = "MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub connect_timeout: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -129,7 +135,9 @@ fn rows(o: &ClientOutcome) -> Vec<(u32, u64, u64, Option<u64>, bool)> {
 
 /// `xtcp client`.
 pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
-    let cfg = a.engine.config()?;
+    let mut cfg = a.engine.config()?;
+    let connect_timeout = Duration::from_millis(a.connect_timeout);
+    cfg.tcp.connect_timeout = Some(connect_timeout);
     if a.parallel == 0 || a.parallel > 128 {
         bail!("-P must be between 1 and 128");
     }
@@ -218,6 +226,13 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         Some(&mut app),
     )
     .with_context(|| format!("xtcp client on {}", cfg.iface))?;
+    if let Some(r) = report
+        .connections
+        .iter()
+        .find(|r| r.reason == CloseReason::Error(ConnectionError::ConnectTimeout))
+    {
+        bail!("{}", connect_timeout_message(r, connect_timeout));
+    }
     let Some(o) = app.outcome().cloned() else {
         bail!(
             "the test did not finish{}",

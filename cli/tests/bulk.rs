@@ -916,4 +916,14 @@ fn a_silent_peer_ends_at_the_connect_timeout_with_a_message() {
         assert!(err.contains(&from), "{from:?} in {err}");
         assert_detached(&net);
     }
+    // The iperf3 client, the same way.
+    let mut args = vec!["client".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend(["-c", silent, "-t", "1", "--connect-timeout", "1500"].map(String::from));
+    let mut xtcp = spawn_xtcp(&net, &args);
+    let (status, err) = wait_exit(&mut xtcp, 120, "xtcp client did not give up");
+    assert!(!status.success(), "{err}");
+    let want = format!("no answer from {silent}:5201 within 1.5 s (--connect-timeout)");
+    assert!(err.contains(&want), "{want:?} in {err}");
+    assert_detached(&net);
 }
