@@ -1256,9 +1256,7 @@ impl Slot {
             }
         }
     }
-}
 
-impl Slot {
     /// The connection ended, or its sender is done: the sink takes the rest
     /// of the receive buffer (every byte we acknowledged) and the stream is
     /// ended, waiting for the writer if it must (once per connection, off
