@@ -83,6 +83,20 @@ fn wait_live(live: &Live, what: &str, cond: impl Fn(&Progress) -> bool) {
     }
 }
 
+/// Waits (bounded) until the engine `e` has attached its program to A.
+fn wait_attached<T>(net: &TestNet, e: &JoinHandle<T>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
+            return;
+        }
+        assert!(!e.is_finished(), "the engine ended early");
+        assert!(Instant::now() < deadline, "the engine never attached");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A kernel TCP listener in side B's namespace.
 fn kernel_listener(net: &TestNet, port: u16) -> TcpListener {
     let _g = net.b.ns.enter().unwrap();
@@ -522,16 +536,7 @@ fn a_second_engine_on_the_same_interface_gets_a_clear_error() {
     };
     let first = engine(&net, config(&net, 1), listen(5205), stop.clone());
     // The second starts once the first has attached its program.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
-        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
-            break;
-        }
-        assert!(!first.is_finished(), "the first engine ended early");
-        assert!(Instant::now() < deadline, "the first engine never attached");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_attached(&net, &first);
     let second = engine(
         &net,
         config(&net, 1),
@@ -569,18 +574,7 @@ fn orphaned_steering_programs_are_told_from_held_ones() {
         keep_listening: true,
     };
     let e = engine(&net, config(&net, 1), role, stop.clone());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !net
-        .a
-        .ns
-        .ip(&["link", "show", &net.a.iface])
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("xdp"))
-        .unwrap()
-    {
-        assert!(!e.is_finished(), "the engine ended early");
-        assert!(Instant::now() < deadline, "the engine never attached");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_attached(&net, &e);
     assert_eq!(
         orphaned_steering_programs(since).unwrap(),
         Vec::<u32>::new()

@@ -603,22 +603,8 @@ mod tests {
     fn pipes_carry_bytes_exactly_and_report_the_end() {
         let data: Vec<u8> = (0..3 * CHUNK_LEN + 123).map(|i| (i * 7) as u8).collect();
         let (mut src, reader) = spawn_reader(Box::new(io::Cursor::new(data.clone()))).unwrap();
-        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl Write for Shared {
-            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let o = out.clone();
-        let (mut sink, writer) = spawn_writer(Box::new(move || {
-            Ok(Box::new(Shared(o)) as Box<dyn Write + Send>)
-        }))
-        .unwrap();
+        let (open, out, _) = recording();
+        let (mut sink, writer) = spawn_writer(open).unwrap();
         let mut buf = vec![0u8; 70_000];
         let mut pending = 0;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
