@@ -126,19 +126,19 @@ impl EngineConfig {
     /// values that cannot work, naming the value and what is accepted:
     /// queue count, that every core in `cores` exists and is in this
     /// process's CPU affinity mask, ring, batch, burst, MSS and connect
-    /// timeout. [`run`] calls it first; a command may
-    /// call it earlier, before it prints or opens anything.
+    /// timeout. [`run`] calls it first; a command may call it earlier,
+    /// before it prints or opens anything.
     pub fn validate(&self) -> Result<(), EngineError> {
         if self.queues == 0 {
-            return Err(EngineError::Config("--queues must be at least 1".into()));
+            return Self::bad("--queues must be at least 1".into());
         }
         if let Some(c) = &self.cores {
             if c.len() != self.queues as usize {
-                return Err(EngineError::Config(format!(
+                return Self::bad(format!(
                     "--cores lists {} cores for {} queues: give one core per queue",
                     c.len(),
                     self.queues
-                )));
+                ));
             }
             validate_cores("--cores", c)?;
         }
