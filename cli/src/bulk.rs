@@ -429,15 +429,9 @@ fn summarise<'a>(
             .is_some_and(|e| e.kind() == NO_STREAM)
     };
     match &writer {
-        Some(Err(e)) if report.connections.is_empty() && no_stream(e) => {
-            error.get_or_insert_with(|| {
-                if report.interrupted {
-                    "interrupted: no connection arrived".to_owned()
-                } else {
-                    "no connection arrived".to_owned()
-                }
-            });
-        }
+        // The writer never got a stream: no connection came (said below,
+        // as for the other sinks), not an output error.
+        Some(Err(e)) if no_stream(e) => {}
         Some(Err(e)) => {
             error.get_or_insert_with(|| format!("writing the output failed: {e:#}"));
         }

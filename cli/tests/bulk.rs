@@ -11,6 +11,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{wait_listening, wait_ss};
 use xtcp_engine::app::bulk::pattern_fill;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 
@@ -131,29 +134,8 @@ impl Drop for Reap {
     }
 }
 
-/// Waits (bounded) until a kernel socket in `ns` matches the `ss` filter
-/// (e.g. listening on a port, or a connection established).
-fn wait_ss(ns: &xtcp_engine::testnet::Netns, args: &[&str], what: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = ns.command("ss").arg("-Hn").args(args).output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !text.trim().is_empty() {
-            return text;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until socat (or any kernel program) listens on `port` in `ns`.
-fn wait_listening(ns: &xtcp_engine::testnet::Netns, port: u16) {
-    wait_ss(
-        ns,
-        &["-lt", &format!("sport = :{port}")],
-        &format!("a listener on port {port}"),
-    );
-}
+/// Kernel-side waits of these tests, bounded by a minute.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// An xtcp whose standard error is collected as it comes, so that a test
 /// can wait for a line (the banner printed once setup succeeded).
@@ -303,7 +285,7 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool) {
             .spawn()
             .expect("socat (apt install socat)"),
     );
-    wait_listening(&net.b.ns, 5201);
+    wait_listening(&net.b.ns, 5201, WAIT, None);
     let mut args = vec!["send".to_string()];
     args.extend(engine_args(net, clip));
     args.extend([
@@ -450,7 +432,7 @@ fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
         .spawn()
         .expect("socat (apt install socat)");
     let mut socat = Reap(socat);
-    wait_listening(&net.b.ns, 5201);
+    wait_listening(&net.b.ns, 5201, WAIT, None);
     let mut args = vec!["send".to_string()];
     args.extend(engine_args(&net, true));
     args.extend([
@@ -467,6 +449,8 @@ fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
         &net.b.ns,
         &["-t", "state", "established", "sport = :5201"],
         "xtcp's connection to socat",
+        WAIT,
+        Some(&mut socat.0),
     );
     socat.0.kill().unwrap();
     let (status, err) = wait_exit(&mut xtcp, 120, "xtcp send did not notice the dead peer");
@@ -660,6 +644,8 @@ fn sigint_closes_connections_and_detaches() {
         &net.b.ns,
         &["-t", "state", "established", "dport = :5205"],
         "socat's connection to xtcp",
+        WAIT,
+        None,
     );
     xtcp.signal("-INT");
     let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{ENGINE, XTCP, testnet};
+use common::{ENGINE, XTCP, testnet, wait_listening};
 use xtcp_engine::testnet::TestNet;
 
 /// A stock `iperf3 -s` in side B's namespace, killed on drop.
@@ -43,34 +43,8 @@ fn iperf3_server_with(net: &TestNet, extra: &[&str], stdout: Stdio) -> Iperf3Ser
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_listening(net, 5201, &mut child);
+    wait_listening(&net.b.ns, 5201, Duration::from_secs(20), Some(&mut child));
     Iperf3Server(child)
-}
-
-/// Waits until a socket in side B's namespace listens on `port` (seen by
-/// `ss`, without connecting to it), at most 20 s; `child` must not exit.
-fn wait_listening(net: &TestNet, port: u16, child: &mut Child) {
-    let until = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let ss = net
-            .b
-            .ns
-            .command("ss")
-            .args(["-Hltn", &format!("sport = :{port}")])
-            .output()
-            .unwrap();
-        if !ss.stdout.is_empty() {
-            return;
-        }
-        if let Some(st) = child.try_wait().unwrap() {
-            panic!("the server exited ({st}) before listening on port {port}");
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "nothing listens on port {port} after 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Runs `xtcp client ... --json` (the long form of `-J`) in side A's
@@ -455,7 +429,7 @@ fn persistent_stock_server_sees_every_test_end_cleanly() {
         .spawn()
         .unwrap();
     let out = child.stdout.take().unwrap();
-    wait_listening(&net, 5201, &mut child);
+    wait_listening(&net.b.ns, 5201, Duration::from_secs(20), Some(&mut child));
     let _server = Iperf3Server(child);
     let (tx, lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
