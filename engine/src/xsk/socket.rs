@@ -211,16 +211,20 @@ impl FillQueue {
 }
 
 impl CompQueue {
-    /// Takes up to `max` completed frames, pushing their tokens to `pool`
-    /// (which should have capacity for all frames: no allocation then).
+    /// Takes up to `max` completed descriptors, pushing the tokens of the
+    /// frames they free to `pool` (which should have capacity for all
+    /// frames: no allocation then). A lent descriptor (see
+    /// [`TxBatch::lend`]) frees nothing unless its frame was given back.
     #[inline]
     pub fn complete(&mut self, pool: &mut Vec<Frame>, max: u32) -> u32 {
-        let size = self.umem.frame_size();
-        let id = self.umem.id();
         let (start, n) = self.ring.peek(max);
         for i in 0..n {
             let addr = self.ring.read(start.wrapping_add(i));
-            pool.push(Frame::from_kernel(FrameAddr(addr), size, id));
+            // A lent descriptor only lowers its frame's count (the owner
+            // keeps the token), unless it was the last of a frame given back.
+            if let Some(frame) = self.umem.completed(FrameAddr(addr)) {
+                pool.push(frame);
+            }
         }
         self.ring.release(n);
         n
@@ -308,6 +312,31 @@ impl TxBatch<'_> {
         self.ring.write(self.start.wrapping_add(self.pushed), desc);
         self.pushed += 1;
         Ok(())
+    }
+}
+
+impl TxBatch<'_> {
+    /// Queues one descriptor for `len` bytes at `offset` in a frame that
+    /// userspace keeps (a send buffer's): the frame counts as lent until the
+    /// descriptor completes, and cannot be written meanwhile. False if the
+    /// batch is full or the range does not fit the frame.
+    ///
+    /// # Panics
+    /// If the frame belongs to another UMEM.
+    #[inline]
+    pub fn lend(&mut self, frame: &Frame, offset: u32, len: u32, contd: bool) -> bool {
+        let base = self.umem.check(frame);
+        if self.pushed == self.reserved
+            || len == 0
+            || offset as usize + len as usize > self.umem.frame_size().bytes()
+        {
+            return false;
+        }
+        self.umem.lend(base);
+        let desc = Desc::new(FrameAddr(base as u64 + u64::from(offset)), len, contd);
+        self.ring.write(self.start.wrapping_add(self.pushed), desc);
+        self.pushed += 1;
+        true
     }
 }
 
@@ -936,5 +965,181 @@ impl Default for MmapOffsets {
             fr: z(),
             cr: z(),
         })
+    }
+}
+
+/// A TX ring and a completion ring on heap memory, with the kernel's ends
+/// for a test to play the kernel: it takes descriptors from the TX ring and
+/// puts their addresses on the completion ring.
+#[cfg(test)]
+pub(crate) struct FakeTx {
+    pub(crate) tx: TxQueue,
+    pub(crate) comp: CompQueue,
+    /// The kernel's end of the TX ring.
+    pub(crate) tx_kernel: ConsRing<Desc>,
+    /// The kernel's end of the completion ring.
+    pub(crate) comp_kernel: ProdRing<u64>,
+}
+
+#[cfg(test)]
+impl FakeTx {
+    pub(crate) fn new(umem: &Arc<Umem>, size: u32) -> FakeTx {
+        use super::ring::FakeRing;
+        let (tx_prod, tx_kernel, _) = FakeRing::<Desc>::new(size, 0).split();
+        let (comp_kernel, comp_cons, _) = FakeRing::<u64>::new(size, 0).split();
+        let fd = Arc::new(OwnedFd::from(
+            std::fs::File::open("/dev/null").expect("/dev/null"),
+        ));
+        FakeTx {
+            tx: TxQueue {
+                ring: tx_prod,
+                fd,
+                umem: umem.clone(),
+            },
+            comp: CompQueue {
+                ring: comp_cons,
+                umem: umem.clone(),
+            },
+            tx_kernel,
+            comp_kernel,
+        }
+    }
+
+    /// The kernel's part: takes up to `n` TX descriptors and completes them.
+    pub(crate) fn transmit(&mut self, n: u32) -> Vec<Desc> {
+        let (start, k) = self.tx_kernel.peek(n);
+        let descs: Vec<Desc> = (0..k)
+            .map(|i| self.tx_kernel.read(start.wrapping_add(i)))
+            .collect();
+        self.tx_kernel.release(k);
+        let (cs, ck) = self.comp_kernel.reserve(k);
+        assert_eq!(ck, k, "completion ring full");
+        for (i, d) in descs.iter().enumerate() {
+            self.comp_kernel.write(cs.wrapping_add(i as u32), d.addr.0);
+        }
+        self.comp_kernel.submit(k);
+        descs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xsk::UmemConfig;
+
+    #[test]
+    fn a_lent_frame_is_not_writable_until_its_last_descriptor_completes() {
+        let umem = Arc::new(
+            Umem::new(UmemConfig {
+                frame_count: 4,
+                ..UmemConfig::default()
+            })
+            .unwrap(),
+        );
+        let mut frames = umem.take_frames();
+        let mut fake = FakeTx::new(&umem, 8);
+        let mut kept = frames.pop().unwrap();
+        umem.frame_mut(&mut kept)[..3].copy_from_slice(b"abc");
+        // Lent twice (a transmission and a retransmission), plus a frame
+        // handed over whole.
+        let whole = frames.pop().unwrap();
+        let whole_addr = whole.addr();
+        {
+            let mut b = fake.tx.batch(3);
+            assert!(
+                b.push(TxDesc {
+                    frame: whole,
+                    offset: 0,
+                    len: 10,
+                    contd: false
+                })
+                .is_ok()
+            );
+            assert!(b.lend(&kept, 0, 3, false));
+            assert!(b.lend(&kept, 1, 2, false));
+            assert!(!b.lend(&kept, 4000, 200, false), "past the frame's end");
+        }
+        assert!(umem.is_lent(&kept));
+        assert!(umem.try_frame_mut(&mut kept).is_none());
+        assert_eq!(&umem.frame(&kept)[..3], b"abc", "readable while lent");
+        // The kernel sends the whole frame and the first lent descriptor:
+        // the whole frame's token comes back, one lent descriptor remains.
+        let sent = fake.transmit(2);
+        assert_eq!(sent.len(), 2);
+        let mut pool = Vec::new();
+        assert_eq!(fake.comp.complete(&mut pool, 8), 2);
+        assert_eq!(pool.len(), 1);
+        assert_eq!(pool.pop().unwrap().addr(), whole_addr);
+        assert!(
+            umem.is_lent(&kept),
+            "a lent frame's token stays with its owner"
+        );
+        // The owner gives it up while still lent: the last completion
+        // returns it.
+        let kept_addr = kept.addr();
+        assert!(umem.give_back(kept).is_none());
+        fake.transmit(1);
+        assert_eq!(fake.comp.complete(&mut pool, 8), 1);
+        assert_eq!(pool.len(), 1);
+        assert_eq!(pool.pop().unwrap().addr(), kept_addr);
+        let mut kept2 = frames.pop().unwrap();
+        {
+            let mut b = fake.tx.batch(1);
+            assert!(b.lend(&kept2, 0, 1, false));
+        }
+        let a = kept2.addr();
+        fake.transmit(1);
+        assert_eq!(fake.comp.complete(&mut pool, 8), 1);
+        assert!(pool.is_empty(), "still owned: nothing returned");
+        assert!(!umem.is_lent(&kept2));
+        umem.frame_mut(&mut kept2)[0] = 1;
+        // Given back with nothing in flight: returned at once.
+        assert_eq!(umem.give_back(kept2).map(|f| f.addr()), Some(a));
+    }
+
+    #[test]
+    fn the_given_back_frame_comes_back_once_and_unlent() {
+        let umem = Arc::new(
+            Umem::new(UmemConfig {
+                frame_count: 2,
+                ..UmemConfig::default()
+            })
+            .unwrap(),
+        );
+        let mut frames = umem.take_frames();
+        let mut fake = FakeTx::new(&umem, 4);
+        let f = frames.pop().unwrap();
+        {
+            let mut b = fake.tx.batch(2);
+            assert!(b.lend(&f, 0, 1, true));
+            assert!(b.lend(&f, 1, 1, false));
+        }
+        assert!(umem.give_back(f).is_none());
+        fake.transmit(2);
+        let mut pool = Vec::new();
+        assert_eq!(fake.comp.complete(&mut pool, 8), 2);
+        assert_eq!(pool.len(), 1, "one token for two descriptors");
+        let mut back = pool.pop().unwrap();
+        assert!(!umem.is_lent(&back));
+        umem.frame_mut(&mut back)[0] = 7;
+    }
+
+    #[test]
+    #[should_panic(expected = "being transmitted")]
+    fn writing_a_lent_frame_panics() {
+        let umem = Arc::new(
+            Umem::new(UmemConfig {
+                frame_count: 1,
+                ..UmemConfig::default()
+            })
+            .unwrap(),
+        );
+        let mut f = umem.take_frames().pop().unwrap();
+        let mut fake = FakeTx::new(&umem, 2);
+        {
+            let mut b = fake.tx.batch(1);
+            assert!(b.lend(&f, 0, 1, false));
+        }
+        let _ = umem.frame_mut(&mut f);
     }
 }

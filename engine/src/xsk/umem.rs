@@ -44,6 +44,14 @@ impl Default for UmemConfig {
 ///
 /// A token also names its UMEM: using it with another UMEM (or its rings)
 /// panics instead of aliasing another UMEM's frame.
+///
+/// A frame can also be *lent* to the TX ring while userspace keeps its token
+/// ([`crate::xsk::TxBatch::lend`]): a send buffer's frame that is transmitted
+/// by reference, maybe several times over (retransmissions). The UMEM counts
+/// the descriptors in flight per frame; while any is, the frame cannot be
+/// written ([`Umem::frame_mut`] panics, [`Umem::try_frame_mut`] says no) and
+/// [`Umem::give_back`] leaves the token with the completion ring, which hands
+/// it out once the last descriptor completes.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frame {
     addr: FrameAddr,
@@ -92,7 +100,14 @@ pub struct Umem {
     /// The sockets bound on this UMEM (for `XDP_SHARED_UMEM`). Weak: the
     /// UMEM must not keep a socket, and with it its queue, alive.
     pub(crate) sockets: Mutex<Registration>,
+    /// Per frame: TX descriptors lent out and not completed, plus
+    /// [`GIVEN_BACK`] once the token was given up while some were.
+    lent: Box<[AtomicU32]>,
 }
+
+/// Flag in [`Umem`]'s lent count: the owner gave the token up while
+/// descriptors were in flight; the last completion returns it.
+const GIVEN_BACK: u32 = 1 << 31;
 
 impl std::fmt::Debug for Umem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -146,6 +161,7 @@ impl Umem {
             frames_taken: AtomicBool::new(false),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             sockets: Mutex::new(Registration::default()),
+            lent: (0..config.frame_count).map(|_| AtomicU32::new(0)).collect(),
         })
     }
 
@@ -224,13 +240,82 @@ impl Umem {
         }
     }
 
+    /// True while TX descriptors lent from this frame have not completed.
+    #[inline]
+    pub fn is_lent(&self, frame: &Frame) -> bool {
+        let base = self.check(frame);
+        self.lent[base >> self.config.frame_size.shift()].load(Ordering::Acquire) != 0
+    }
+
+    /// Counts one more descriptor lent from the frame at `base`.
+    #[inline]
+    pub(crate) fn lend(&self, base: usize) {
+        self.lent[base >> self.config.frame_size.shift()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A completed descriptor at `addr`: its token if the frame is free now
+    /// (it was handed over whole, or it was lent, given back, and this was
+    /// its last descriptor), else `None` (its owner still holds the token).
+    #[inline]
+    pub(crate) fn completed(&self, addr: FrameAddr) -> Option<Frame> {
+        let idx = addr.frame_index(self.config.frame_size);
+        let token = Frame::from_kernel(addr, self.config.frame_size, self.id);
+        let c = self.lent.get(idx)?;
+        if c.load(Ordering::Relaxed) == 0 {
+            return Some(token);
+        }
+        if c.fetch_sub(1, Ordering::AcqRel) == GIVEN_BACK | 1 {
+            c.store(0, Ordering::Release);
+            return Some(token);
+        }
+        None
+    }
+
+    /// The owner is done with a frame: the token back if no descriptor of
+    /// it is in flight, else `None` — the completion ring returns the token
+    /// when the last one completes.
+    pub fn give_back(&self, frame: Frame) -> Option<Frame> {
+        let base = self.check(&frame);
+        let c = &self.lent[base >> self.config.frame_size.shift()];
+        let mut cur = c.load(Ordering::Acquire);
+        loop {
+            if cur == 0 {
+                return Some(frame);
+            }
+            match c.compare_exchange(cur, cur | GIVEN_BACK, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return None,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// The bytes of a frame userspace owns, writable, or `None` while TX
+    /// descriptors lent from it are in flight.
+    #[inline]
+    pub fn try_frame_mut<'a>(&'a self, frame: &'a mut Frame) -> Option<&'a mut [u8]> {
+        if self.is_lent(frame) {
+            return None;
+        }
+        Some(self.frame_mut(frame))
+    }
+
     /// The bytes of a frame userspace owns, writable.
+    ///
+    /// # Panics
+    /// If the frame is lent to the TX ring (see [`Umem::try_frame_mut`]).
     #[inline]
     pub fn frame_mut<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
         let base = self.check(frame);
+        assert!(
+            self.lent[base >> self.config.frame_size.shift()].load(Ordering::Acquire) == 0,
+            "frame {:?} is being transmitted: it cannot be written until it completes",
+            frame.addr
+        );
         // SAFETY: in bounds (`check`); tokens are unique per frame and this
         // one is borrowed exclusively, so no other slice of the frame exists;
-        // the kernel does not touch frames whose token userspace holds.
+        // the kernel does not touch frames whose token userspace holds, and
+        // none of this frame's descriptors is lent to the TX ring (asserted
+        // above: the kernel may be reading those).
         unsafe {
             std::slice::from_raw_parts_mut(
                 self.area.as_ptr().add(base),
