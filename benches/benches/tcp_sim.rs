@@ -2,8 +2,8 @@
 //! over as parsed headers with the payload by reference (no wire encoding, no
 //! checksums). Throughput is payload bytes moved per second of one core.
 //! `copy` variants include the two copies (application → send buffer with
-//! `write`, segment → receive buffer); `inplace` variants fill the send buffer
-//! in place (`write_slices` + `commit`, the bytes are not touched), leaving the
+//! `write`, segment → receive buffer); `inplace` variants append zeros
+//! (`fill_zeros`: a slot that holds zeros is not touched again), leaving the
 //! receive-side copy. The reader always consumes by reference; `direct`
 //! variants also receive in place: each in-order payload is handed to the
 //! reader where it lies (`handle_segment_with`, as the engine's count and
@@ -134,9 +134,7 @@ impl Pair {
             let w = if mode == Mode::Copy {
                 self.a.write(&self.src[..n]).unwrap()
             } else {
-                let (x, y) = self.a.write_slices();
-                let room = x.len() + y.len();
-                self.a.commit(n.min(room)).unwrap()
+                self.a.fill_zeros(n).unwrap()
             };
             left -= w;
             if !self.pump() && w == 0 {

@@ -1,7 +1,11 @@
 //! xtcp's TCP over AF_XDP against the Linux kernel's TCP: a connection from
 //! side A (xtcp: steering program, AF_XDP socket, `XskPort`, sans-IO
-//! `tcp::Connection`) to a kernel listener on side B of a test network, data
-//! both ways, compared byte for byte, clean close. Needs root.
+//! `tcp::Connection` with its send buffer in UMEM frames, segments sent by
+//! reference) to a kernel listener on side B of a test network, data both
+//! ways, compared byte for byte, clean close; at MTU 1500, 9000 and 65535,
+//! IPv4 and IPv6, MSS clipping on and off, with 1 % loss each way (so that
+//! frames are retransmitted while, and after, they are in flight). Needs
+//! root.
 
 mod common;
 
@@ -11,8 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::testnet;
-use xtcp_engine::tcp::{CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, State};
-use xtcp_engine::worker::{PortConfig, RxCsum, XskPort};
+use xtcp_engine::tcp::{
+    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, MAX_PIECES, Piece, State,
+};
+use xtcp_engine::worker::{HeaderCache, PortConfig, RxCsum, UmemFrames, XskPort};
 use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
 use xtcp_engine::xdp::{AttachMode, NoSocket, Rule, Steering};
 use xtcp_engine::xsk::{BindMode, Umem, UmemConfig, Xsk, XskConfig};
@@ -21,7 +27,7 @@ fn pattern(o: usize) -> u8 {
     (o as u8).wrapping_mul(31) ^ (o >> 9) as u8
 }
 
-fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
+fn transfer(mtu: u32, v6: bool, loss_percent: f64, clip: bool) {
     let net = testnet(mtu, 1);
     // Random loss on the kernel's side, both directions (no netem here).
     let impair = (loss_percent > 0.0).then(|| {
@@ -32,8 +38,14 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
             Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
         )
     });
-    const UP: usize = 4 << 20;
-    const DOWN: usize = 1 << 20;
+    // About a thousand segments or more each way, so that 1 % loss drops
+    // some (a handful of 64 KiB segments would often lose none).
+    let up: usize = match mtu {
+        ..=1500 => 4 << 20,
+        ..=9000 => 16 << 20,
+        _ => 64 << 20,
+    };
+    let down = up / 2;
     let (local_ip, peer_ip): (IpAddr, IpAddr) = if v6 {
         (net.a.ip6.into(), net.b.ip6.into())
     } else {
@@ -49,7 +61,7 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut got = Vec::new();
         s.read_to_end(&mut got).unwrap();
-        let reply: Vec<u8> = (0..DOWN).map(pattern).collect();
+        let reply: Vec<u8> = (0..down).map(pattern).collect();
         s.write_all(&reply).unwrap();
         drop(s);
         got
@@ -66,13 +78,15 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
             })
             .unwrap(),
         );
+        // Chained layout: a header descriptor and payload descriptors.
         let cfg = XskConfig {
             bind: BindMode::Copy,
-            multi_buffer: mtu > 3500,
+            multi_buffer: true,
             ..XskConfig::default()
         };
         let xsk = Xsk::bind(&umem, &net.a.iface, 0, &cfg).unwrap();
         steering.register(0, &xsk).unwrap();
+        let frames = umem.take_frames();
         let port = XskPort::new(
             xsk,
             PortConfig {
@@ -83,6 +97,7 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
                 rx_csum: RxCsum::Verify,
                 mtu: mtu as usize,
             },
+            frames,
         );
         (steering, port)
     };
@@ -94,22 +109,29 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
         .unwrap();
 
     let start = Instant::now();
+    let net_b_mac = net.b.mac;
     let ip_hl = if v6 { 40 } else { 20 };
     let cfg = Config {
         mss: (mtu as usize - ip_hl - 20) as u16,
         send_frames: 256,
         recv_buffer: 2 << 20,
         time_wait: Duration::from_millis(100),
+        clip_mss_to_frames: clip,
         ..Config::default()
     };
     let tuple = FourTuple {
         local: SocketAddr::new(local_ip, local_port),
         remote: SocketAddr::new(peer_ip, 5201),
     };
-    let mut c = Connection::connect(cfg, tuple, &IsnGenerator::new(7, start), start);
-    let data: Vec<u8> = (0..UP).map(pattern).collect();
+    let mut mem = UmemFrames::default();
+    mem.attach(port.xsk().umem().clone(), 0);
+    let iss = IsnGenerator::new(7, start).isn(&tuple, start);
+    let mut c = Connection::connect_in(cfg, tuple, iss, start, mem);
+    let mut hdr = HeaderCache::default();
+    let mut pieces = [Piece::default(); MAX_PIECES];
+    let data: Vec<u8> = (0..up).map(pattern).collect();
     let mut written = 0;
-    let mut back = Vec::with_capacity(DOWN);
+    let mut back = Vec::with_capacity(down);
     let mut closed = None;
     let mut buf = vec![0u8; 1 << 16];
     while Instant::now() < start + Duration::from_secs(60) && closed.is_none() {
@@ -122,11 +144,12 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
         if c.poll_timeout().is_some_and(|t| t <= now) {
             c.handle_timeout(now);
         }
+        port.provision(c.send_memory_mut(), 1024);
         if matches!(c.state(), State::Established | State::CloseWait) {
-            if written < UP {
+            if written < up {
                 written += c.write(&data[written..]).unwrap_or(0);
             }
-            if written == UP {
+            if written == up {
                 c.close(now);
             }
         }
@@ -138,9 +161,18 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
             back.extend_from_slice(&buf[..n]);
         }
         while let Some(seg) = c.poll_transmit(now) {
-            let p = c.payload(&seg);
+            let n = c.payload_pieces(&seg, &mut pieces).unwrap();
             // A segment that cannot be queued now is retransmitted by TCP.
-            port.send(tuple.local, tuple.remote, &seg.repr, p);
+            let mac = net_b_mac;
+            port.send_segment(
+                mac,
+                tuple.local,
+                tuple.remote,
+                &seg.repr,
+                &pieces[..n],
+                c.send_memory(),
+                &mut hdr,
+            );
         }
         port.flush();
         while let Some(ev) = c.poll_event() {
@@ -157,15 +189,31 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
         "{counters:?} {:?}",
         c.stats()
     );
-    assert_eq!(got.len(), UP, "Linux read everything");
+    assert_eq!(got.len(), up, "Linux read everything");
     assert!(got == data, "Linux received the exact bytes");
-    assert_eq!(back.len(), DOWN);
+    assert_eq!(back.len(), down);
     assert!(
         back.iter().enumerate().all(|(i, &b)| b == pattern(i)),
         "xtcp received the exact bytes"
     );
     assert_eq!(counters.drop_checksum, 0, "{counters:?}");
     assert_eq!(counters.tx_too_long, 0, "{counters:?}");
+    // Every send-buffer frame comes back to the pool once the connection
+    // is done and its descriptors completed.
+    let held = c.send_memory().frames_held();
+    assert!(held > 0, "the send buffer was in UMEM frames");
+    let before = port.pool_len();
+    port.take_back(c.send_memory_mut());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while port.pool_len() < before + held && Instant::now() < deadline {
+        port.flush();
+        std::thread::yield_now();
+    }
+    assert!(
+        port.pool_len() >= before + held,
+        "frames returned: {} of {held}",
+        port.pool_len() - before
+    );
     let st = steering.counters().unwrap();
     assert!(st.steered > 0, "{st:?}");
     if let Some((ingress, egress)) = impair {
@@ -184,20 +232,27 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64) {
 
 #[test]
 fn xtcp_over_af_xdp_to_linux_mtu_1500_ipv4() {
-    transfer(1500, false, 0.0);
+    transfer(1500, false, 0.0, true);
 }
 
-#[test]
-fn xtcp_over_af_xdp_to_linux_mtu_9000_ipv4_multi_buffer() {
-    transfer(9000, false, 0.0);
+macro_rules! lossy {
+    ($($name:ident: $mtu:expr, $v6:expr, $clip:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            transfer($mtu, $v6, 1.0, $clip);
+        }
+    )*};
 }
 
-#[test]
-fn xtcp_over_af_xdp_to_linux_mtu_1500_ipv6() {
-    transfer(1500, true, 0.0);
-}
-
-#[test]
-fn xtcp_over_af_xdp_to_linux_with_1_percent_loss_each_way() {
-    transfer(1500, false, 1.0);
+lossy! {
+    lossy_mtu_1500_ipv4_clip: 1500, false, true;
+    lossy_mtu_1500_ipv6_noclip: 1500, true, false;
+    lossy_mtu_9000_ipv4_clip: 9000, false, true;
+    lossy_mtu_9000_ipv4_noclip: 9000, false, false;
+    lossy_mtu_9000_ipv6_clip: 9000, true, true;
+    lossy_mtu_9000_ipv6_noclip: 9000, true, false;
+    lossy_mtu_65535_ipv4_clip: 65535, false, true;
+    lossy_mtu_65535_ipv4_noclip: 65535, false, false;
+    lossy_mtu_65535_ipv6_clip: 65535, true, true;
+    lossy_mtu_65535_ipv6_noclip: 65535, true, false;
 }

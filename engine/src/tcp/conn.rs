@@ -30,7 +30,7 @@ use super::isn::IsnGenerator;
 use super::ranges::RangeSet;
 use super::recv::{Accepted, RecvBuffer, RecvWindow};
 use super::rtt::RttEstimator;
-use super::send::{FrameChunk, SendBuffer};
+use super::send::{HeapFrames, Piece, SendBuffer, SendMemory};
 use super::{CloseReason, Config, ConnectionError, Event, FourTuple, Stats, WriteError};
 use crate::seg::clip_mss;
 use crate::wire::{SackBlocks, SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
@@ -103,8 +103,11 @@ const EV_READABLE: u8 = 2;
 const EV_WRITABLE: u8 = 4;
 
 /// A TCP connection (see the module doc for the method groups).
+///
+/// `M` is where the send buffer's bytes live ([`SendMemory`]): UMEM frames
+/// in the engine, [`HeapFrames`] for sans-IO use.
 #[derive(Debug)]
-pub struct Connection {
+pub struct Connection<M = HeapFrames> {
     cfg: Config,
     tuple: FourTuple,
     state: State,
@@ -127,7 +130,7 @@ pub struct Connection {
     send_mss: usize,
     /// min(peer MSS, our MSS): payload + options per segment.
     mss_limit: usize,
-    send: SendBuffer,
+    send: SendBuffer<M>,
     fin_queued: bool,
     fin_acked: bool,
     cc: Box<dyn CongestionControl>,
@@ -187,11 +190,85 @@ fn key(off: u64) -> SeqNumber {
     SeqNumber(off as u32)
 }
 
-impl Connection {
-    fn new(cfg: Config, tuple: FourTuple, iss: SeqNumber, now: Instant, state: State) -> Self {
+impl Connection<HeapFrames> {
+    /// Active open: the first `poll_transmit` yields the SYN.
+    pub fn connect(cfg: Config, tuple: FourTuple, isn: &IsnGenerator, now: Instant) -> Self {
+        let iss = isn.isn(&tuple, now);
+        Connection::new(cfg, tuple, iss, now, State::SynSent, HeapFrames::default())
+    }
+
+    /// Active open with a given initial sequence number (an engine that
+    /// plans its connections on one thread and opens them on others
+    /// computes the ISS with [`IsnGenerator::isn`] when it plans).
+    pub fn connect_with_iss(cfg: Config, tuple: FourTuple, iss: SeqNumber, now: Instant) -> Self {
+        Connection::new(cfg, tuple, iss, now, State::SynSent, HeapFrames::default())
+    }
+
+    /// Passive open from a received SYN (no ACK, no RST): the first
+    /// `poll_transmit` yields the SYN-ACK. `None` if `syn` is not a SYN.
+    pub fn accept(
+        cfg: Config,
+        tuple: FourTuple,
+        isn: &IsnGenerator,
+        now: Instant,
+        syn: &TcpRepr,
+    ) -> Option<Self> {
+        Connection::accept_in(cfg, tuple, isn, now, syn, HeapFrames::default())
+    }
+
+    /// The payload of `seg` as up to two slices of the heap ring.
+    pub fn payload(&self, seg: &Segment) -> (&[u8], &[u8]) {
+        let data = self.send.memory().bytes();
+        let cap = data.len();
+        if cap == 0 || seg.len == 0 {
+            return (&[], &[]);
+        }
+        let pos = (seg.offset % cap as u64) as usize;
+        let first = seg.len.min(cap - pos);
+        (&data[pos..pos + first], &data[..seg.len - first])
+    }
+}
+
+impl<M: SendMemory> Connection<M> {
+    /// Active open with a given initial sequence number, the send buffer in
+    /// `mem`.
+    pub fn connect_in(cfg: Config, tuple: FourTuple, iss: SeqNumber, now: Instant, mem: M) -> Self {
+        Connection::new(cfg, tuple, iss, now, State::SynSent, mem)
+    }
+
+    /// Passive open (see [`Connection::accept`]), the send buffer in `mem`.
+    pub fn accept_in(
+        cfg: Config,
+        tuple: FourTuple,
+        isn: &IsnGenerator,
+        now: Instant,
+        syn: &TcpRepr,
+        mem: M,
+    ) -> Option<Self> {
+        if !syn.flags.contains(TcpFlags::SYN) || syn.flags.intersects(TcpFlags::ACK | TcpFlags::RST)
+        {
+            return None;
+        }
+        let iss = isn.isn(&tuple, now);
+        let mut c = Connection::new(cfg, tuple, iss, now, State::SynReceived, mem);
+        c.take_syn(syn);
+        c.snd_wnd = syn.window as usize;
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = syn.seq;
+        Some(c)
+    }
+
+    fn new(
+        cfg: Config,
+        tuple: FourTuple,
+        iss: SeqNumber,
+        now: Instant,
+        state: State,
+        mem: M,
+    ) -> Self {
         let cc = cfg.congestion.build(536, cfg.initial_cwnd_segments);
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
-        let send = SendBuffer::new(cfg.frame_len, cfg.send_frames);
+        let send = SendBuffer::new(cfg.frame_len, cfg.send_frames, mem);
         let recv = RecvBuffer::new(cfg.recv_buffer, cfg.recv_window, cfg.max_ooo_ranges);
         let sacked = RangeSet::new(cfg.max_ooo_ranges.max(4));
         Connection {
@@ -258,41 +335,6 @@ impl Connection {
             stats: Stats::default(),
             cfg,
         }
-    }
-
-    /// Active open: the first `poll_transmit` yields the SYN.
-    pub fn connect(cfg: Config, tuple: FourTuple, isn: &IsnGenerator, now: Instant) -> Self {
-        let iss = isn.isn(&tuple, now);
-        Connection::new(cfg, tuple, iss, now, State::SynSent)
-    }
-
-    /// Active open with a given initial sequence number (an engine that
-    /// plans its connections on one thread and opens them on others
-    /// computes the ISS with [`IsnGenerator::isn`] when it plans).
-    pub fn connect_with_iss(cfg: Config, tuple: FourTuple, iss: SeqNumber, now: Instant) -> Self {
-        Connection::new(cfg, tuple, iss, now, State::SynSent)
-    }
-
-    /// Passive open from a received SYN (no ACK, no RST): the first
-    /// `poll_transmit` yields the SYN-ACK. `None` if `syn` is not a SYN.
-    pub fn accept(
-        cfg: Config,
-        tuple: FourTuple,
-        isn: &IsnGenerator,
-        now: Instant,
-        syn: &TcpRepr,
-    ) -> Option<Self> {
-        if !syn.flags.contains(TcpFlags::SYN) || syn.flags.intersects(TcpFlags::ACK | TcpFlags::RST)
-        {
-            return None;
-        }
-        let iss = isn.isn(&tuple, now);
-        let mut c = Connection::new(cfg, tuple, iss, now, State::SynReceived);
-        c.take_syn(syn);
-        c.snd_wnd = syn.window as usize;
-        c.max_snd_wnd = c.snd_wnd;
-        c.snd_wl1 = syn.seq;
-        Some(c)
     }
 
     // ------------------------------------------------------------ getters
@@ -408,34 +450,45 @@ impl Connection {
     /// Copies bytes into the send buffer; returns how many fit (0 when full:
     /// wait for [`Event::Writable`]).
     pub fn write(&mut self, buf: &[u8]) -> Result<usize, WriteError> {
-        if self.fin_queued {
-            return Err(WriteError::Closed);
-        }
-        if !matches!(self.state, State::Established | State::CloseWait) {
-            return Err(WriteError::InvalidState(self.state));
-        }
+        self.check_writable()?;
         Ok(self.send.write(buf))
     }
 
-    /// The send buffer's free space by reference, as up to two slices (the
-    /// ring wraps): fill them in place (e.g. straight into UMEM frames), then
-    /// [`Connection::commit`] the count. Empty when not writable.
-    pub fn write_slices(&mut self) -> (&mut [u8], &mut [u8]) {
-        if self.fin_queued || !self.can_write() {
-            return (&mut [], &mut []);
-        }
-        self.send.free_slices_mut()
+    /// Lets `fill` write the send buffer's free space in place, one slot
+    /// piece at a time (e.g. straight into UMEM frames): it returns how many
+    /// bytes of the piece it wrote, fewer than offered to stop. Returns the
+    /// bytes appended.
+    pub fn fill(&mut self, fill: impl FnMut(&mut [u8]) -> usize) -> Result<usize, WriteError> {
+        self.check_writable()?;
+        Ok(self.send.fill(fill))
     }
 
-    /// Appends `n` bytes placed through `write_slices`; returns the count taken.
-    pub fn commit(&mut self, n: usize) -> Result<usize, WriteError> {
+    /// Appends up to `n` zero bytes (a slot that already holds zeros is not
+    /// written again); returns the count.
+    pub fn fill_zeros(&mut self, n: usize) -> Result<usize, WriteError> {
+        self.check_writable()?;
+        Ok(self.send.fill_zeros(n))
+    }
+
+    fn check_writable(&self) -> Result<(), WriteError> {
         if self.fin_queued {
             return Err(WriteError::Closed);
         }
-        if !matches!(self.state, State::Established | State::CloseWait) {
+        if !self.can_write() {
             return Err(WriteError::InvalidState(self.state));
         }
-        Ok(self.send.commit(n))
+        Ok(())
+    }
+
+    /// The send buffer's memory.
+    pub fn send_memory(&self) -> &M {
+        self.send.memory()
+    }
+
+    /// The send buffer's memory, writable (to give it frames, or to take
+    /// them back).
+    pub fn send_memory_mut(&mut self) -> &mut M {
+        self.send.memory_mut()
     }
 
     /// Copies readable bytes into `buf`; 0 means nothing to read now (or EOF,
@@ -544,15 +597,17 @@ impl Connection {
         self.state == State::Closed && self.pending_rst.is_none() && self.closed_reported
     }
 
-    /// The payload of `seg` as up to two slices.
-    pub fn payload(&self, seg: &Segment) -> (&[u8], &[u8]) {
-        self.send.slices(seg.offset, seg.len)
+    /// The payload of `seg` as pieces of send-buffer slots, each with its
+    /// Internet sum (from the sums cached when it was written), into `out`;
+    /// returns how many (`None` if `out` is too short: give
+    /// [`super::send::MAX_PIECES`]).
+    pub fn payload_pieces(&mut self, seg: &Segment, out: &mut [Piece]) -> Option<usize> {
+        self.send.pieces(seg.offset, seg.len, out)
     }
 
-    /// The payload of `seg` as pieces of send-buffer frames (for `seg`'s
-    /// transmission by reference).
-    pub fn payload_frames(&self, seg: &Segment) -> impl Iterator<Item = FrameChunk> + '_ {
-        self.send.frame_chunks(seg.offset, seg.len)
+    /// The payload of `seg` copied into `out` (its length must be `seg.len`).
+    pub fn copy_payload(&self, seg: &Segment, out: &mut [u8]) {
+        self.send.copy_out(seg.offset, &mut out[..seg.len]);
     }
 
     /// The next segment to send, if any. Call until `None`.
@@ -827,7 +882,11 @@ impl Connection {
 
     fn establish(&mut self) {
         self.state = State::Established;
-        self.send.allocate();
+        self.send.allocate(
+            self.cfg
+                .segment_per_frame
+                .then(|| self.send_mss.min(self.cfg.frame_len)),
+        );
         self.recv.allocate();
         self.rcv_adv = self.window_edge();
         self.events |= EV_CONNECTED | EV_WRITABLE;
@@ -1534,7 +1593,12 @@ impl Connection {
         let mut r = self.finish_header(r, now);
         // The MSS counts payload plus options (RFC 9293 §3.7.1): SACK blocks
         // shorten this segment.
-        let len = len.min(self.mss_limit.saturating_sub(r.options.len()).max(1));
+        let mut len = len.min(self.mss_limit.saturating_sub(r.options.len()).max(1));
+        if self.cfg.segment_per_frame && len > 0 {
+            // Within one slot, so that its headers fit the slot's headroom.
+            let fl = self.send.frame_len() as u64;
+            len = len.min((fl - off % fl) as usize);
+        }
         let fin = fin && off + len as u64 == self.send.tail();
         if fin {
             r.flags |= TcpFlags::FIN;

@@ -14,6 +14,7 @@
 
 use super::conn::reset_for;
 use super::isn::IsnGenerator;
+use super::send::{HeapFrames, SendMemory};
 use super::{Config, Connection, FourTuple, Segment, State};
 use crate::wire::{TcpFlags, TcpRepr};
 use std::collections::VecDeque;
@@ -41,21 +42,22 @@ pub struct ListenerStats {
     pub rst_dropped: u64,
 }
 
-/// A listening port.
+/// A listening port. Its connections keep their send buffers in `M` (see
+/// [`Connection`]); each starts as `M::default()`.
 #[derive(Debug)]
-pub struct Listener {
+pub struct Listener<M = HeapFrames> {
     cfg: Config,
     local: SocketAddr,
     isn: IsnGenerator,
-    half_open: Vec<Connection>,
+    half_open: Vec<Connection<M>>,
     max_half_open: usize,
-    ready: VecDeque<Connection>,
+    ready: VecDeque<Connection<M>>,
     backlog: usize,
     rst: VecDeque<(FourTuple, TcpRepr)>,
     stats: ListenerStats,
 }
 
-impl Listener {
+impl Listener<HeapFrames> {
     /// Listens on `local`; new connections use `cfg`.
     pub fn new(
         cfg: Config,
@@ -64,6 +66,19 @@ impl Listener {
         max_half_open: usize,
         backlog: usize,
     ) -> Listener {
+        Listener::with_memory(cfg, local, isn, max_half_open, backlog)
+    }
+}
+
+impl<M: SendMemory + Default> Listener<M> {
+    /// Like [`Listener::new`], for connections whose send buffers live in `M`.
+    pub fn with_memory(
+        cfg: Config,
+        local: SocketAddr,
+        isn: IsnGenerator,
+        max_half_open: usize,
+        backlog: usize,
+    ) -> Listener<M> {
         Listener {
             cfg,
             local,
@@ -92,7 +107,7 @@ impl Listener {
     pub fn half_open_memory(&self) -> usize {
         self.half_open
             .iter()
-            .map(|c| std::mem::size_of::<Connection>() + c.heap_bytes())
+            .map(|c| std::mem::size_of::<Connection<M>>() + c.heap_bytes())
             .sum()
     }
 
@@ -149,7 +164,9 @@ impl Listener {
             self.stats.syns_dropped += 1;
             return;
         }
-        if let Some(c) = Connection::accept(self.cfg.clone(), tuple, &self.isn, now, seg) {
+        if let Some(c) =
+            Connection::accept_in(self.cfg.clone(), tuple, &self.isn, now, seg, M::default())
+        {
             self.stats.syns_accepted += 1;
             self.half_open.push(c);
         }
@@ -208,7 +225,7 @@ impl Listener {
     }
 
     /// An established connection, oldest first.
-    pub fn accept(&mut self) -> Option<Connection> {
+    pub fn accept(&mut self) -> Option<Connection<M>> {
         self.ready.pop_front()
     }
 

@@ -96,7 +96,7 @@ pub use conn::{Connection, Segment, State, reset_for};
 pub use isn::IsnGenerator;
 pub use listener::{Listener, ListenerStats};
 pub use recv::RecvWindow;
-pub use send::FrameChunk;
+pub use send::{HeapFrames, MAX_PIECES, Piece, SendMemory};
 
 pub use crate::wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
@@ -130,6 +130,11 @@ pub struct Config {
     /// at least one (`seg::clip_mss`: 8948 → 8192 with 4096-byte frames), so
     /// each full segment's payload is whole send-buffer frames.
     pub clip_mss_to_frames: bool,
+    /// One segment per send-buffer slot (the single-descriptor layout,
+    /// where a segment's headers go into its slot's headroom): a slot holds
+    /// `min(frame_len, send MSS)` bytes, so that every full segment is one
+    /// whole slot, and no segment crosses a slot boundary.
+    pub segment_per_frame: bool,
     /// Offer window scaling (shift computed from `recv_buffer`).
     pub window_scaling: bool,
     /// Offer SACK.
@@ -179,6 +184,7 @@ impl Default for Config {
             recv_buffer: 256 * 1024,
             recv_window: RecvWindow::AutoTune { initial: 64 * 1024 },
             clip_mss_to_frames: true,
+            segment_per_frame: false,
             window_scaling: true,
             sack: true,
             timestamps: true,

@@ -1,27 +1,132 @@
-//! The send buffer: a ring of `frames` page-sized frames holding the stream
-//! from the oldest unacknowledged byte to the last byte written.
+//! The send buffer: a ring of `frames` slots of `frame_len` bytes holding the
+//! stream from the oldest unacknowledged byte to the last byte written.
 //!
-//! Stream byte `o` (offset from the first byte after the SYN) lives in frame
-//! `(o / frame_len) % frames` at `o % frame_len`. A frame becomes writable again
-//! only when every byte in it is cumulatively acknowledged, so a frame that a
-//! segment references (in flight, or to be retransmitted) is never rewritten.
-//! The memory is plain bytes here; the worker maps frame indices onto UMEM
-//! frames ([`FrameChunk`]) so that `seg` can send payload by reference.
+//! Stream byte `o` (offset from the first byte after the SYN) lives in slot
+//! `(o / frame_len) % frames` at `o % frame_len`. A slot becomes writable
+//! again only when every byte in it is cumulatively acknowledged, so bytes a
+//! segment references (in flight, or to be retransmitted) are never
+//! rewritten.
+//!
+//! Where the slots' bytes live is the caller's: a [`SendMemory`]. The engine's
+//! is a set of UMEM frames owned by the connection (the worker's
+//! `UmemFrames`), so that segments go out by reference — the descriptors
+//! point into these frames, and the memory also refuses a slot whose frame a
+//! TX descriptor still points at. [`HeapFrames`] is plain memory for the
+//! sans-IO uses (tests, the simulator, benchmarks).
+//!
+//! Checksums once: every write updates the Internet sums of the 256-byte
+//! blocks it touched ([`BlockSums`]), summing while it copies; zeros written
+//! into a slot known to hold zeros cost nothing at all. A segment's payload
+//! sum ([`SendBuffer::pieces`]) then comes from the cached block sums, reading
+//! at most the partial blocks at its two ends (none when it covers whole
+//! frames, as with MSS clipping); the sums of the last segments sent are
+//! cached, so a retransmission with the same boundaries reads nothing.
 
-/// A piece of a segment's payload inside one send-buffer frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameChunk {
-    /// Frame index in the ring, `0..frames`.
-    pub frame: usize,
-    /// Offset inside the frame.
+use std::fmt;
+
+use crate::frame::FrameAddr;
+use crate::seg::BlockSums;
+use crate::seg::tso::{SUM_BLOCK, SUM_BLOCKS};
+use crate::wire::checksum;
+
+/// The memory behind a [`SendBuffer`]'s slots.
+pub trait SendMemory: fmt::Debug + Send {
+    /// Called once, when the connection is established: the buffer has
+    /// `frames` slots of `frame_len` bytes (at most 4096).
+    fn allocate(&mut self, frames: usize, frame_len: usize);
+    /// Slot `slot`'s `frame_len` bytes, writable; `None` when the slot has
+    /// no memory now (none free yet) or its memory is still being read by a
+    /// transmission. The buffer only asks for slots whose bytes are all
+    /// acknowledged (or never written).
+    fn slot_mut(&mut self, slot: usize) -> Option<&mut [u8]>;
+    /// Slot `slot`'s bytes (asked only for slots that were written).
+    fn slot(&self, slot: usize) -> &[u8];
+    /// The address descriptors use for slot `slot`'s first byte.
+    fn addr(&self, slot: usize) -> FrameAddr;
+    /// Bytes of memory held.
+    fn held(&self) -> usize;
+}
+
+/// Heap memory for a send buffer (sans-IO use: tests, simulation): slot `i`
+/// is bytes `i * frame_len ..` of one allocation, its "address" that offset.
+#[derive(Debug, Default)]
+pub struct HeapFrames {
+    data: Vec<u8>,
+    frame_len: usize,
+    frames: usize,
+}
+
+impl HeapFrames {
+    /// The whole ring as bytes (slot `i` at `i * frame_len`).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl SendMemory for HeapFrames {
+    fn allocate(&mut self, frames: usize, frame_len: usize) {
+        self.frames = frames;
+        self.frame_len = frame_len;
+        self.data = vec![0; frame_len * frames];
+    }
+
+    fn slot_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
+        let fl = self.frame_len;
+        self.data.get_mut(slot * fl..(slot + 1) * fl)
+    }
+
+    fn slot(&self, slot: usize) -> &[u8] {
+        let fl = self.frame_len;
+        self.data.get(slot * fl..(slot + 1) * fl).unwrap_or(&[])
+    }
+
+    fn addr(&self, slot: usize) -> FrameAddr {
+        FrameAddr((slot * self.frame_len) as u64)
+    }
+
+    fn held(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// A piece of a segment's payload inside one slot, with its Internet sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Piece {
+    /// The slot, `0..frames`.
+    pub slot: usize,
+    /// Offset inside the slot.
     pub offset: usize,
     /// Bytes.
     pub len: usize,
+    /// Address of the first byte ([`SendMemory::addr`] + `offset`).
+    pub addr: FrameAddr,
+    /// Internet sum of the bytes (relative to their first byte).
+    pub sum: u16,
 }
 
+/// Most pieces a segment has: a 64 KiB payload over 4096-byte slots, not
+/// aligned (2048-byte slots: 33).
+pub const MAX_PIECES: usize = 34;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotSums {
+    blocks: BlockSums,
+    /// Every byte of the slot is zero.
+    zero: bool,
+}
+
+/// Sums of recently sent pieces that did not end on block boundaries, by
+/// stream offset (direct-mapped): stream bytes never change once written,
+/// so an entry stays true for as long as it is not replaced.
+const SEG_SUMS: usize = 256;
+
 #[derive(Debug)]
-pub(crate) struct SendBuffer {
-    data: Vec<u8>,
+pub(crate) struct SendBuffer<M> {
+    mem: M,
+    sums: Vec<SlotSums>,
+    /// (stream offset, len, sum) of pieces summed, for retransmissions.
+    seg_sums: Vec<(u64, u32, u16)>,
+    allocated: bool,
     frame_len: usize,
     frames: usize,
     /// Stream offset of the oldest unacknowledged byte.
@@ -30,36 +135,57 @@ pub(crate) struct SendBuffer {
     tail: u64,
 }
 
-impl SendBuffer {
-    pub(crate) fn new(frame_len: usize, frames: usize) -> SendBuffer {
+impl<M: SendMemory> SendBuffer<M> {
+    pub(crate) fn new(frame_len: usize, frames: usize, mem: M) -> SendBuffer<M> {
         SendBuffer {
-            data: Vec::new(),
-            frame_len: frame_len.max(1),
+            mem,
+            sums: Vec::new(),
+            seg_sums: Vec::new(),
+            allocated: false,
+            frame_len: frame_len.clamp(1, SUM_BLOCK * SUM_BLOCKS),
             frames: frames.max(1),
             head: 0,
             tail: 0,
         }
     }
 
-    /// Allocates the memory (once, when the connection is established).
-    pub(crate) fn allocate(&mut self) {
-        if self.data.is_empty() {
-            self.data = vec![0; self.frame_len * self.frames];
+    /// Sizes the slots (once, when the connection is established), each
+    /// of `slot_len` bytes if given (at most the `frame_len` it was made
+    /// with).
+    pub(crate) fn allocate(&mut self, slot_len: Option<usize>) {
+        if !self.allocated {
+            self.allocated = true;
+            if let Some(l) = slot_len {
+                self.frame_len = l.clamp(1, self.frame_len);
+            }
+            self.mem.allocate(self.frames, self.frame_len);
+            self.sums = vec![SlotSums::default(); self.frames];
+            self.seg_sums = vec![(u64::MAX, 0, 0); SEG_SUMS];
         }
     }
 
-    /// Bytes of buffer memory allocated (0 until `allocate`).
+    pub(crate) fn memory(&self) -> &M {
+        &self.mem
+    }
+
+    pub(crate) fn memory_mut(&mut self) -> &mut M {
+        &mut self.mem
+    }
+
+    /// Bytes held: the memory's and the sum tables'.
     pub(crate) fn allocated(&self) -> usize {
-        self.data.len()
+        self.mem.held()
+            + self.sums.len() * std::mem::size_of::<SlotSums>()
+            + self.seg_sums.len() * std::mem::size_of::<(u64, u32, u16)>()
     }
 
     fn capacity(&self) -> u64 {
         (self.frame_len * self.frames) as u64
     }
 
-    /// Bytes the application can write now (whole released frames).
+    /// Bytes the application can write now (whole released slots).
     pub(crate) fn free(&self) -> usize {
-        if self.data.is_empty() {
+        if !self.allocated {
             return 0;
         }
         let first_frame_start = self.head - self.head % self.frame_len as u64;
@@ -75,43 +201,89 @@ impl SendBuffer {
         self.tail
     }
 
-    /// Copies as much of `buf` as fits; returns the count.
+    /// Bytes per slot.
+    pub(crate) fn frame_len(&self) -> usize {
+        self.frame_len
+    }
+
+    /// The next writable piece: slot, offset in it, and bytes (at most
+    /// `want`); `None` when nothing is free.
+    fn next_free(&self, want: usize) -> Option<(usize, usize, usize)> {
+        let n = self.free().min(want);
+        if n == 0 {
+            return None;
+        }
+        let fl = self.frame_len as u64;
+        let slot = ((self.tail / fl) % self.frames as u64) as usize;
+        let off = (self.tail % fl) as usize;
+        Some((slot, off, n.min(self.frame_len - off)))
+    }
+
+    /// Copies as much of `buf` as fits (and as the memory has room for);
+    /// returns the count.
     pub(crate) fn write(&mut self, buf: &[u8]) -> usize {
-        let n = buf.len().min(self.free());
-        let cap = self.data.len();
         let mut done = 0;
-        while done < n {
-            let pos = ((self.tail + done as u64) % cap as u64) as usize;
-            let k = (n - done).min(cap - pos);
-            self.data[pos..pos + k].copy_from_slice(&buf[done..done + k]);
+        while let Some((slot, off, k)) = self.next_free(buf.len() - done) {
+            let Some(dst) = self.mem.slot_mut(slot) else {
+                break;
+            };
+            let s = &mut self.sums[slot];
+            copy_summed(&mut dst[off..off + k], &buf[done..done + k], off, s);
+            done += k;
+            self.tail += k as u64;
+        }
+        done
+    }
+
+    /// Lets `f` fill the free space in place, one slot piece at a time
+    /// (`f` returns how many bytes of the piece it wrote; fewer than offered
+    /// ends the fill). Returns the total.
+    pub(crate) fn fill(&mut self, mut f: impl FnMut(&mut [u8]) -> usize) -> usize {
+        let mut done = 0;
+        while let Some((slot, off, k)) = self.next_free(usize::MAX) {
+            let Some(dst) = self.mem.slot_mut(slot) else {
+                break;
+            };
+            let n = f(&mut dst[off..off + k]).min(k);
+            if n > 0 {
+                sum_written(dst, off, off + n, &mut self.sums[slot]);
+                self.tail += n as u64;
+                done += n;
+            }
+            if n < k {
+                break;
+            }
+        }
+        done
+    }
+
+    /// Appends up to `n` zero bytes; a slot that already holds zeros is not
+    /// touched (no per-byte work in the steady state). Returns the count.
+    pub(crate) fn fill_zeros(&mut self, n: usize) -> usize {
+        let mut done = 0;
+        while let Some((slot, off, k)) = self.next_free(n - done) {
+            let Some(dst) = self.mem.slot_mut(slot) else {
+                break;
+            };
+            let s = &mut self.sums[slot];
+            if !s.zero {
+                dst[off..].fill(0);
+                // The slot is all zeros if nothing before `off` is kept.
+                s.zero = off == 0;
+            }
+            for b in off.div_ceil(SUM_BLOCK)..SUM_BLOCKS {
+                s.blocks.0[b] = 0;
+            }
+            // A partial first block keeps the sum of its bytes before `off`
+            // (zeros add nothing).
+            self.tail += k as u64;
             done += k;
         }
-        self.tail += n as u64;
-        n
-    }
-
-    /// The free space as up to two writable slices (in stream order).
-    pub(crate) fn free_slices_mut(&mut self) -> (&mut [u8], &mut [u8]) {
-        let n = self.free();
-        let cap = self.data.len();
-        if n == 0 {
-            return (&mut [], &mut []);
-        }
-        let pos = (self.tail % cap as u64) as usize;
-        let first = n.min(cap - pos);
-        let (lo, hi) = self.data.split_at_mut(pos);
-        (&mut hi[..first], &mut lo[..n - first])
-    }
-
-    /// Appends `n` bytes already placed through `free_slices_mut`.
-    pub(crate) fn commit(&mut self, n: usize) -> usize {
-        let n = n.min(self.free());
-        self.tail += n as u64;
-        n
+        done
     }
 
     /// Acknowledges everything below stream offset `to`. Returns true if a
-    /// frame was released.
+    /// slot was released.
     pub(crate) fn ack(&mut self, to: u64) -> bool {
         let to = to.min(self.tail);
         if to <= self.head {
@@ -123,54 +295,162 @@ impl SendBuffer {
         released
     }
 
-    /// The bytes at `[offset, offset+len)` as up to two slices.
-    pub(crate) fn slices(&self, offset: u64, len: usize) -> (&[u8], &[u8]) {
-        let cap = self.data.len();
-        if cap == 0 || len == 0 {
-            return (&[], &[]);
+    /// The pieces of `[offset, offset+len)` with their sums, into `out`;
+    /// returns how many (`None` if `out` is too short).
+    pub(crate) fn pieces(&mut self, offset: u64, len: usize, out: &mut [Piece]) -> Option<usize> {
+        if len == 0 {
+            return Some(0);
         }
         debug_assert!(offset >= self.head && offset + len as u64 <= self.tail);
-        let pos = (offset % cap as u64) as usize;
-        let first = len.min(cap - pos);
-        (&self.data[pos..pos + first], &self.data[..len - first])
-    }
-
-    /// The frames holding `[offset, offset+len)`.
-    pub(crate) fn frame_chunks(
-        &self,
-        offset: u64,
-        len: usize,
-    ) -> impl Iterator<Item = FrameChunk> + '_ {
         let fl = self.frame_len as u64;
         let frames = self.frames as u64;
-        let end = offset + len as u64;
-        let mut at = offset;
-        std::iter::from_fn(move || {
-            if at >= end {
-                return None;
-            }
-            let in_frame = at % fl;
-            let k = (fl - in_frame).min(end - at);
-            let c = FrameChunk {
-                frame: ((at / fl) % frames) as usize,
-                offset: in_frame as usize,
-                len: k as usize,
+        let (end, mut at, mut n) = (offset + len as u64, offset, 0);
+        while at < end {
+            let in_frame = (at % fl) as usize;
+            let k = ((fl - in_frame as u64).min(end - at)) as usize;
+            let slot = ((at / fl) % frames) as usize;
+            *out.get_mut(n)? = Piece {
+                slot,
+                offset: in_frame,
+                len: k,
+                addr: self.mem.addr(slot).add(in_frame),
+                sum: 0,
             };
-            at += k;
-            Some(c)
-        })
+            n += 1;
+            at += k as u64;
+        }
+        let mut at = offset;
+        for p in &mut out[..n] {
+            p.sum = self.piece_sum(at, p.slot, p.offset, p.len);
+            at += p.len as u64;
+        }
+        Some(n)
     }
+
+    /// The sum of one piece (stream offset `at`): from the block sums when
+    /// it is made of whole blocks, else from the cache of pieces summed
+    /// before (a retransmission), else by reading its partial blocks.
+    fn piece_sum(&mut self, at: u64, slot: usize, off: usize, len: usize) -> u16 {
+        let end = off + len;
+        let blocks = &self.sums[slot].blocks;
+        // A slot's last block may be short: it ends where the slot does.
+        if off.is_multiple_of(SUM_BLOCK) && (end.is_multiple_of(SUM_BLOCK) || end == self.frame_len)
+        {
+            let mut s: u64 = 0;
+            for &b in &blocks.0[off / SUM_BLOCK..end.div_ceil(SUM_BLOCK)] {
+                s += u64::from(b);
+            }
+            return checksum::fold(s);
+        }
+        let i = (at ^ (at >> 12)) as usize % SEG_SUMS;
+        let (o, l, sum) = self.seg_sums[i];
+        if o == at && l as usize == len {
+            return sum;
+        }
+        let sum = piece_sum(self.mem.slot(slot), blocks, off, len);
+        self.seg_sums[i] = (at, len as u32, sum);
+        sum
+    }
+
+    /// The bytes at `[offset, offset+len)` copied into `out` (tests, the
+    /// simulator).
+    pub(crate) fn copy_out(&self, offset: u64, out: &mut [u8]) {
+        let fl = self.frame_len as u64;
+        let frames = self.frames as u64;
+        let mut at = 0usize;
+        while at < out.len() {
+            let o = offset + at as u64;
+            let in_frame = (o % fl) as usize;
+            let k = (self.frame_len - in_frame).min(out.len() - at);
+            let slot = ((o / fl) % frames) as usize;
+            out[at..at + k].copy_from_slice(&self.mem.slot(slot)[in_frame..in_frame + k]);
+            at += k;
+        }
+    }
+}
+
+/// Copies `src` into `dst` (at slot offset `off`), summing as it goes, and
+/// updates the slot's block sums.
+fn copy_summed(dst: &mut [u8], src: &[u8], off: usize, s: &mut SlotSums) {
+    s.zero = false;
+    let mut at = 0;
+    while at < src.len() {
+        let pos = off + at;
+        let b = pos / SUM_BLOCK;
+        let in_block = pos % SUM_BLOCK;
+        let k = (SUM_BLOCK - in_block).min(src.len() - at);
+        let piece = checksum::copy_and_sum(&mut dst[at..at + k], &src[at..at + k]);
+        s.blocks.0[b] = if in_block == 0 {
+            piece
+        } else {
+            checksum::combine(s.blocks.0[b], piece, in_block)
+        };
+        at += k;
+    }
+}
+
+/// Updates the block sums of a slot after bytes `[from, to)` were written in
+/// place (read once, just written, so in cache).
+fn sum_written(slot: &[u8], from: usize, to: usize, s: &mut SlotSums) {
+    s.zero = false;
+    let mut pos = from;
+    while pos < to {
+        let b = pos / SUM_BLOCK;
+        let in_block = pos % SUM_BLOCK;
+        let k = (SUM_BLOCK - in_block).min(to - pos);
+        let piece = checksum::sum(&slot[pos..pos + k]);
+        s.blocks.0[b] = if in_block == 0 {
+            piece
+        } else {
+            checksum::combine(s.blocks.0[b], piece, in_block)
+        };
+        pos += k;
+    }
+}
+
+/// Internet sum of `slot[off..off+len]` relative to its first byte: whole
+/// 256-byte blocks from the cache, the partial blocks at the ends read.
+fn piece_sum(slot: &[u8], blocks: &BlockSums, off: usize, len: usize) -> u16 {
+    let end = off + len;
+    let b0 = off.div_ceil(SUM_BLOCK);
+    let b1 = end / SUM_BLOCK;
+    if b0 >= b1 {
+        return checksum::sum(&slot[off..end]);
+    }
+    let head_len = b0 * SUM_BLOCK - off;
+    let mut acc = checksum::Accumulator::new(0);
+    acc.add_sum(checksum::sum(&slot[off..b0 * SUM_BLOCK]), head_len);
+    let mut mid: u64 = 0;
+    for &b in &blocks.0[b0..b1] {
+        mid += u64::from(b);
+    }
+    acc.add_sum(checksum::fold(mid), (b1 - b0) * SUM_BLOCK);
+    acc.add_sum(
+        checksum::sum(&slot[b1 * SUM_BLOCK..end]),
+        end - b1 * SUM_BLOCK,
+    );
+    acc.sum()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn buf(fl: usize, frames: usize) -> SendBuffer<HeapFrames> {
+        buf_slots(fl, frames, None)
+    }
+
+    fn buf_slots(fl: usize, frames: usize, slot: Option<usize>) -> SendBuffer<HeapFrames> {
+        let mut b = SendBuffer::new(fl, frames, HeapFrames::default());
+        b.allocate(slot);
+        b
+    }
+
     #[test]
     fn frames_are_released_only_when_fully_acked() {
-        let mut b = SendBuffer::new(8, 4);
+        let mut b = SendBuffer::new(8, 4, HeapFrames::default());
         assert_eq!(b.free(), 0, "not allocated yet");
-        b.allocate();
+        b.allocate(None);
         assert_eq!(b.write(&[1; 40]), 32);
         assert_eq!(b.free(), 0);
         assert!(!b.ack(7));
@@ -178,33 +458,124 @@ mod tests {
         assert!(b.ack(9));
         assert_eq!(b.free(), 8);
         assert_eq!(b.write(&(0..10).collect::<Vec<u8>>()), 8);
-        let (a, c) = b.slices(30, 6);
-        assert_eq!((a, c), (&[1u8, 1][..], &[0u8, 1, 2, 3][..]));
-        let chunks: Vec<_> = b.frame_chunks(14, 20).collect();
-        assert_eq!(
-            chunks,
-            vec![
-                FrameChunk {
-                    frame: 1,
-                    offset: 6,
-                    len: 2
-                },
-                FrameChunk {
-                    frame: 2,
-                    offset: 0,
-                    len: 8
-                },
-                FrameChunk {
-                    frame: 3,
-                    offset: 0,
-                    len: 8
-                },
-                FrameChunk {
-                    frame: 0,
-                    offset: 0,
-                    len: 2
-                },
-            ]
-        );
+        let mut out = [0u8; 6];
+        b.copy_out(30, &mut out);
+        assert_eq!(out, [1, 1, 0, 1, 2, 3]);
+        let mut p = [Piece::default(); 8];
+        let n = b.pieces(14, 20, &mut p).unwrap();
+        let got: Vec<_> = p[..n].iter().map(|p| (p.slot, p.offset, p.len)).collect();
+        assert_eq!(got, vec![(1, 6, 2), (2, 0, 8), (3, 0, 8), (0, 0, 2)]);
+        assert_eq!(p[1].addr, FrameAddr(16), "slot 2 of 8-byte slots");
+        assert!(b.pieces(14, 20, &mut p[..3]).is_none(), "too few pieces");
+    }
+
+    /// Every piece's sum equals a recomputation over its bytes, however the
+    /// stream was written (copies, in place, zeros) and cut.
+    #[test]
+    fn piece_sums_match_a_full_recomputation() {
+        let mut rng = 0x1234_5678_u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Slots of a page, half a page, a page less headroom, and one
+        // segment's worth (the single-descriptor layout's).
+        for (fl, slot) in [
+            (4096usize, None),
+            (2048, None),
+            (3840, None),
+            (4096, Some(1448)),
+            (3840, Some(3754)),
+        ] {
+            let mut b = buf_slots(fl, 8, slot);
+            let mut stream = Vec::new();
+            let mut sent = 0u64;
+            for _ in 0..400 {
+                match next() % 4 {
+                    0 => {
+                        let n = (next() % 5000) as usize;
+                        let data: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+                        let k = b.write(&data);
+                        stream.extend_from_slice(&data[..k]);
+                    }
+                    1 => {
+                        let n = (next() % 3000) as usize;
+                        let mut placed = Vec::new();
+                        let mut left = n;
+                        let k = b.fill(|d| {
+                            let t = d.len().min(left);
+                            for x in &mut d[..t] {
+                                *x = next() as u8;
+                            }
+                            placed.extend_from_slice(&d[..t]);
+                            left -= t;
+                            t
+                        });
+                        assert_eq!(k, placed.len());
+                        stream.extend_from_slice(&placed);
+                    }
+                    2 => {
+                        let n = (next() % 9000) as usize;
+                        let k = b.fill_zeros(n);
+                        stream.extend(std::iter::repeat_n(0u8, k));
+                    }
+                    _ => {
+                        // Send and acknowledge some, in segments of odd sizes.
+                        while sent < b.tail() {
+                            let len =
+                                ((next() % 9000) as usize + 1).min((b.tail() - sent) as usize);
+                            let mut p = [Piece::default(); MAX_PIECES];
+                            for _ in 0..2 {
+                                // The second time from the piece-sum cache.
+                                let n = b.pieces(sent, len, &mut p).unwrap();
+                                let mut at = sent as usize;
+                                for piece in &p[..n] {
+                                    let want = checksum::sum(&stream[at..at + piece.len]);
+                                    assert_eq!(
+                                        piece.sum, want,
+                                        "fl {fl} at {at} len {}",
+                                        piece.len
+                                    );
+                                    at += piece.len;
+                                }
+                            }
+                            sent += len as u64;
+                        }
+                        let to = b.tail().saturating_sub(next() % 3000);
+                        b.ack(to.max(b.head));
+                    }
+                }
+                let mut copy = vec![0u8; b.len()];
+                b.copy_out(b.head, &mut copy);
+                assert_eq!(copy, stream[b.head as usize..], "fl {fl}");
+            }
+        }
+    }
+
+    #[test]
+    fn zeros_into_a_zeroed_slot_do_not_touch_it() {
+        let mut b = buf(4096, 2);
+        assert_eq!(b.fill_zeros(8192), 8192);
+        b.ack(8192);
+        // Plant a byte where the memory says slot 0 is: a slot known to be
+        // zero is not rewritten, so the byte stays (the test's proof that no
+        // memset happened).
+        b.memory_mut().slot_mut(0).unwrap()[100] = 7;
+        let mut p = [Piece::default(); 4];
+        assert_eq!(b.fill_zeros(4096), 4096);
+        assert_eq!(b.pieces(8192, 4096, &mut p), Some(1));
+        assert_eq!(p[0].sum, 0, "from the cached sums");
+        let mut out = [0u8; 1];
+        b.copy_out(8192 + 100, &mut out);
+        assert_eq!(out, [7], "not rewritten");
+        // A write of data clears the flag: zeros after it are written.
+        b.ack(12288);
+        assert_eq!(b.write(&[0xff; 10]), 10);
+        assert_eq!(b.fill_zeros(4086), 4086);
+        let mut out = [1u8; 12];
+        b.copy_out(12288 + 4, &mut out);
+        assert_eq!(out, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0]);
     }
 }

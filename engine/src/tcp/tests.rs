@@ -835,8 +835,10 @@ fn listener_resets_strays_and_completes_handshakes() {
     assert_eq!(c.state(), State::Established);
     let data = Config::default().send_buffer() + Config::default().recv_buffer;
     assert!(
-        c.heap_bytes() >= data && c.heap_bytes() < data + 1024,
-        "buffers allocated at establishment"
+        // The send buffer's sum tables: 34 bytes a slot, 4 KiB of piece sums.
+        c.heap_bytes() >= data && c.heap_bytes() < data + 8 * 1024,
+        "buffers allocated at establishment: {}",
+        c.heap_bytes()
     );
     assert_eq!(c.readable(), 10, "data on the third segment is kept");
     assert_eq!(l.stats().established, 1);
@@ -1271,29 +1273,51 @@ fn clipped_mss_sends_whole_frames_by_reference() {
     let segs = out(&mut c, ms(20));
     let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
     assert_eq!(lens, vec![8192, 4096]);
-    let frames: Vec<Vec<FrameChunk>> = segs.iter().map(|s| c.payload_frames(s).collect()).collect();
+    // Each segment is whole send-buffer slots, with sums from the cache.
+    let mut p = [Piece::default(); MAX_PIECES];
+    let mut got = Vec::new();
+    for seg in &segs {
+        let n = c.payload_pieces(seg, &mut p).unwrap();
+        got.push(
+            p[..n]
+                .iter()
+                .map(|p| (p.slot, p.offset, p.len))
+                .collect::<Vec<_>>(),
+        );
+        for piece in &p[..n] {
+            assert_eq!(piece.sum, crate::wire::checksum::sum(&[1u8; 4096]));
+        }
+    }
     assert_eq!(
-        frames,
-        vec![
-            vec![
-                FrameChunk {
-                    frame: 0,
-                    offset: 0,
-                    len: 4096
-                },
-                FrameChunk {
-                    frame: 1,
-                    offset: 0,
-                    len: 4096
-                }
-            ],
-            vec![FrameChunk {
-                frame: 2,
-                offset: 0,
-                len: 4096
-            }],
-        ]
+        got,
+        vec![vec![(0, 0, 4096), (1, 0, 4096)], vec![(2, 0, 4096)]]
     );
+}
+
+/// The single-descriptor layout's rule: a slot holds one full segment, and
+/// no segment crosses a slot, also after a short one.
+#[test]
+fn one_segment_per_slot() {
+    let cfg = Config {
+        mss: 1460,
+        frame_len: 3840,
+        segment_per_frame: true,
+        ..Config::default()
+    };
+    let (mut c, _) = client_with(cfg, all_options(1000, 0));
+    assert_eq!(c.send_mss(), 1448);
+    c.write(&[1u8; 1000]).unwrap();
+    let first = out(&mut c, ms(20));
+    assert_eq!(first.iter().map(|s| s.len).collect::<Vec<_>>(), vec![1000]);
+    c.write(&[2u8; 5000]).unwrap();
+    let segs = out(&mut c, ms(21));
+    // 448 to finish the first slot, then whole slots of 1448.
+    let lens: Vec<usize> = segs.iter().map(|s| s.len).collect();
+    assert_eq!(lens, vec![448, 1448, 1448, 1448, 208]);
+    let mut p = [Piece::default(); MAX_PIECES];
+    for s in first.iter().chain(&segs) {
+        assert_eq!(c.payload_pieces(s, &mut p), Some(1), "{s:?}");
+    }
 }
 
 #[test]
@@ -1475,18 +1499,24 @@ fn custom_congestion_control_limits_the_sender() {
 #[test]
 fn in_place_writes_and_reads_by_reference() {
     let (mut a, mut b) = pair();
-    let (x, y) = a.write_slices();
-    assert_eq!(x.len() + y.len(), Config::default().send_buffer());
-    x[..5].copy_from_slice(b"hello");
-    assert_eq!(a.commit(5), Ok(5));
+    let mut offered = 0;
+    let n = a
+        .fill(|piece| {
+            offered += piece.len();
+            piece[..5].copy_from_slice(b"hello");
+            5
+        })
+        .unwrap();
+    assert_eq!(n, 5);
+    assert_eq!(offered, 4096, "one slot piece at a time");
     exchange(&mut a, &mut b, ms(2));
     let (r, rest) = b.read_slices();
     assert_eq!((r, rest), (&b"hello"[..], &b""[..]));
     assert_eq!(b.consume(ms(2), 5), 5);
     assert_eq!(b.readable(), 0);
     a.close(ms(3));
-    assert_eq!(a.write_slices().0.len(), 0, "closed for writing");
-    assert_eq!(a.commit(1), Err(WriteError::Closed));
+    assert_eq!(a.fill(|_| 1), Err(WriteError::Closed), "closed for writing");
+    assert_eq!(a.fill_zeros(1), Err(WriteError::Closed));
 }
 
 /// Corner configurations: windows below one MSS, a one-frame send buffer, one
@@ -1504,6 +1534,7 @@ fn exactly_once_in_corner_configurations() {
             recv_buffer: window,
             recv_window: RecvWindow::Fixed(window),
             max_ooo_ranges: 1,
+            segment_per_frame: r.below(2) == 1,
             ..Config::default()
         };
         let link = LinkConfig {

@@ -764,14 +764,19 @@ pub fn run_app(
         multi_buffer,
         tx_budget: Some(cfg.ring),
     };
+    // One UMEM for every queue (`XDP_SHARED_UMEM`), `frames` for each: a
+    // connection handed over to another queue's worker takes its send
+    // buffer, which is UMEM frames, with it.
+    let umem = Arc::new(Umem::new(UmemConfig {
+        frame_count: cfg.frames.saturating_mul(cfg.queues),
+        frame_size: cfg.frame_size,
+        headroom: 0,
+        hugepages: cfg.hugepages,
+    })?);
+    let mut all_frames = umem.take_frames();
     let mut ports = Vec::new();
     for q in 0..cfg.queues {
-        let umem = Arc::new(Umem::new(UmemConfig {
-            frame_count: cfg.frames,
-            frame_size: cfg.frame_size,
-            headroom: 0,
-            hugepages: cfg.hugepages,
-        })?);
+        let frames = all_frames.split_off(all_frames.len().saturating_sub(cfg.frames as usize));
         let xsk = Xsk::bind(&umem, iface, q, &xsk_cfg)?;
         steering.register(q, &xsk)?;
         ports.push(XskPort::new(
@@ -783,6 +788,7 @@ pub fn run_app(
                 rx_csum,
                 mtu: mtu as usize,
             },
+            frames,
         ));
     }
     let bind: Vec<BindInfo> = ports.iter().map(|p| p.xsk().info().clone()).collect();

@@ -1,8 +1,10 @@
 //! Workers: the per-queue loop that joins the sans-IO TCP core to AF_XDP.
 //!
 //! - [`port`]: the packet I/O of one queue — TCP segments in and out of an
-//!   AF_XDP socket with Ethernet and IP framing, receive-checksum policy and
-//!   drop counters;
+//!   AF_XDP socket: receive with Ethernet and IP parsing, receive-checksum
+//!   policy and drop counters; send through `seg` (header template, payload
+//!   by reference into send-buffer frames);
+//! - [`sendmem`]: a connection's send buffer as UMEM frames it owns;
 //! - [`thread`]: one pinned worker per queue — its connections, timers,
 //!   application sources and sinks, connections handed over to an
 //!   application in the control thread, counters;
@@ -15,11 +17,13 @@
 pub mod engine;
 pub mod port;
 pub mod registry;
+pub mod sendmem;
 pub mod thread;
 
 pub use engine::{
     App, AppIn, AppOut, CpuTimes, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
     RxCsumPolicy, process_cpu, process_times, run, run_app, validate_cores,
 };
-pub use port::{PortConfig, PortCounters, RxCsum, XskPort};
+pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, XskPort};
+pub use sendmem::UmemFrames;
 pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};

@@ -27,12 +27,89 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::wire::checksum::{Accumulator, copy_and_sum};
+use super::sendmem::UmemFrames;
+use crate::frame::Desc;
+use crate::seg::{HeaderTemplate, SegCursor, SegError, StreamFrame};
+use crate::tcp::{MAX_PIECES, Piece};
+use crate::wire::checksum::Accumulator;
 use crate::wire::{
-    Error as WireError, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol,
-    IpRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr, locate_tcp,
+    Error as WireError, EtherType, EthernetAddress, EthernetRepr, IpProtocol, IpRepr, Ipv4Repr,
+    Ipv6Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, locate_tcp,
 };
 use crate::xsk::{Frame, RxDesc, TxDesc, Umem, Xsk};
+
+/// No memory at all: what `seg` is given to read payload from, since every
+/// payload piece comes with its sum (a read would fail and refuse the send).
+const NO_MEMORY: [u8; 0] = [];
+
+/// A connection's header template and what it was built for: rebuilt when
+/// anything but the sequence number and flags (which `seg` fixes up per
+/// segment) differs.
+#[derive(Debug, Default)]
+pub struct HeaderCache {
+    built: Option<(HeaderTemplate, [u8; 6], SocketAddr, SocketAddr, TcpRepr)>,
+    /// Templates built (for tests and counters).
+    pub builds: u64,
+}
+
+impl HeaderCache {
+    /// The template for `repr` from `src` to `dst` via `mac`, with `repr`'s
+    /// flags set; `None` if the headers cannot be built (mixed address
+    /// families, too long).
+    fn template(
+        &mut self,
+        local_mac: [u8; 6],
+        mac: [u8; 6],
+        src: SocketAddr,
+        dst: SocketAddr,
+        repr: &TcpRepr,
+    ) -> Option<&HeaderTemplate> {
+        let mut key = *repr;
+        key.seq = SeqNumber(0);
+        key.flags = TcpFlags(0);
+        let fresh = matches!(&self.built, Some((_, m, s, d, k)) if *m == mac && *s == src && *d == dst && *k == key);
+        if !fresh {
+            let ip = match (src.ip(), dst.ip()) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
+                    src: s,
+                    dst: d,
+                    protocol: IpProtocol::TCP,
+                    payload_len: 0,
+                    ttl: 64,
+                    dscp_ecn: 0,
+                    ident: 0,
+                    dont_frag: true,
+                }),
+                (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::V6(Ipv6Repr {
+                    src: s,
+                    dst: d,
+                    next_header: IpProtocol::TCP,
+                    payload_len: 0,
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
+                }),
+                _ => return None,
+            };
+            let eth = EthernetRepr {
+                dst: EthernetAddress(mac),
+                src: EthernetAddress(local_mac),
+                vlan: None,
+                ethertype: if src.is_ipv4() {
+                    EtherType::IPV4
+                } else {
+                    EtherType::IPV6
+                },
+            };
+            let tpl = HeaderTemplate::new(&eth, &ip, repr).ok()?;
+            self.built = Some((tpl, mac, src, dst, key));
+            self.builds += 1;
+        }
+        let (tpl, ..) = self.built.as_mut()?;
+        tpl.set_flags(repr.flags);
+        Some(tpl)
+    }
+}
 
 /// What to do with received TCP checksums.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -97,8 +174,6 @@ pub struct XskPort {
     xsk: Xsk,
     umem: Arc<Umem>,
     pool: Vec<Frame>,
-    /// Frames of the packet being built (capacity fixed at open).
-    chain: Vec<Frame>,
     /// Descriptors of the receive chain (multi-buffer packet) so far:
     /// frame, offset, length. Held until its last part arrives, then
     /// delivered in place and returned to the fill ring.
@@ -107,7 +182,6 @@ pub struct XskPort {
     gather: Vec<u8>,
     in_chain: bool,
     chain_oversize: bool,
-    hdr: [u8; 128],
     cfg: PortConfig,
     ip_id: u16,
     counters: PortCounters,
@@ -134,12 +208,15 @@ const RX_CHAIN_MAX: usize = 40;
 pub type Parts<'a> = &'a [&'a [u8]];
 
 impl XskPort {
-    /// Wraps a bound socket; takes the UMEM's frames and fills the fill ring.
+    /// Wraps a bound socket with `frames` of its UMEM (all of them, or this
+    /// queue's share of a UMEM the queues share) and fills the fill ring.
     /// The socket should be registered with the steering program by the
     /// caller.
-    pub fn new(mut xsk: Xsk, cfg: PortConfig) -> XskPort {
+    pub fn new(mut xsk: Xsk, cfg: PortConfig, frames: Vec<Frame>) -> XskPort {
         let umem = xsk.umem().clone();
-        let mut pool = umem.take_frames();
+        let mut pool = frames;
+        // Room for every frame of the UMEM: frames of connections handed
+        // over from another queue come back here too, without allocating.
         pool.reserve(umem.frame_count() as usize);
         let n = xsk.fill.size().min(pool.len() as u32 / 2);
         xsk.fill.fill(&mut pool, n);
@@ -147,12 +224,10 @@ impl XskPort {
             xsk,
             umem,
             pool,
-            chain: Vec::with_capacity(32),
             rx_chain: Vec::with_capacity(RX_CHAIN_MAX),
             gather: Vec::with_capacity(GATHER_LEN),
             in_chain: false,
             chain_oversize: false,
-            hdr: [0; 128],
             cfg,
             ip_id: 1,
             counters: PortCounters::default(),
@@ -237,191 +312,161 @@ impl XskPort {
         }
     }
 
-    /// Frames and queues one segment from `src` to `dst` whose payload is
-    /// the concatenation of `payload.0` and `payload.1`. Returns false (and
+    /// Frames and queues one segment from `src` to `dst` to the next hop
+    /// `mac`: its headers from `cache` (the connection's header template,
+    /// rebuilt when the acknowledgement, window or options change), written
+    /// into a header frame from the pool, followed by descriptors that
+    /// point into the send-buffer frames of `mem` where the payload
+    /// `pieces` lie (chained layout: the payload is not copied, and its
+    /// checksum comes from the pieces' cached sums). Returns false (and
     /// counts why) if it could not be queued: too long for the MTU, no room
-    /// on the TX ring, or no free frame; the caller retries later (TCP
-    /// retransmits what never left).
-    pub fn send(
-        &mut self,
-        src: SocketAddr,
-        dst: SocketAddr,
-        repr: &TcpRepr,
-        payload: (&[u8], &[u8]),
-    ) -> bool {
-        let mac = self.cfg.next_hop_mac;
-        self.send_to(mac, src, dst, repr, payload)
-    }
-
-    /// Frames that a packet of `len` bytes (IP header onwards) takes.
-    pub fn frames_for(&self, len: usize) -> usize {
-        (14 + len).div_ceil(self.umem.frame_size().bytes())
-    }
-
-    /// Whether a packet of `frames` frames can be queued now (free frames
-    /// and TX ring room), reaping completions first if needed.
-    pub fn has_room(&mut self, frames: usize) -> bool {
-        if self.pool.len() < frames {
-            self.reap();
-        }
-        let ring_free = self.xsk.tx.size() - self.xsk.tx.in_flight();
-        self.pool.len() >= frames && ring_free as usize >= frames
-    }
-
-    /// Like [`XskPort::send`], to the next hop `mac`.
-    pub fn send_to(
+    /// on the TX ring, or no free header frame; the caller retries later
+    /// (TCP retransmits what never left).
+    #[expect(clippy::too_many_arguments, reason = "one segment's every part")]
+    pub fn send_segment(
         &mut self,
         mac: [u8; 6],
         src: SocketAddr,
         dst: SocketAddr,
         repr: &TcpRepr,
-        payload: (&[u8], &[u8]),
+        pieces: &[Piece],
+        mem: &UmemFrames,
+        cache: &mut HeaderCache,
     ) -> bool {
-        let plen = payload.0.len() + payload.1.len();
-        let thl = repr.header_len();
+        let plen: usize = pieces.iter().map(|p| p.len).sum();
         let ip_hl = if src.is_ipv4() { 20 } else { 40 };
-        let hl = 14 + ip_hl + thl;
-        if ip_hl + thl + plen > self.cfg.mtu || hl > self.hdr.len() {
+        if ip_hl + repr.header_len() + plen > self.cfg.mtu || pieces.len() > MAX_PIECES {
             self.counters.tx_too_long += 1;
             return false;
         }
-        let total = hl + plen;
-        let fs = self.umem.frame_size().bytes();
-        let k = total.div_ceil(fs);
-        if self.pool.len() < k {
+        let n = 1 + pieces.len();
+        if self.pool.is_empty() {
             self.reap();
-            if self.pool.len() < k {
+            if self.pool.is_empty() {
                 self.counters.tx_no_frame += 1;
                 return false;
             }
         }
-        if ((self.xsk.tx.size() - self.xsk.tx.in_flight()) as usize) < k {
+        if ((self.xsk.tx.size() - self.xsk.tx.in_flight()) as usize) < n {
             self.counters.tx_ring_full += 1;
             return false;
         }
-        // Payload into the frames after the header room, summed as it is
-        // copied (each byte read once); then the headers with the checksum.
-        self.chain.clear();
-        for _ in 0..k {
-            if let Some(f) = self.pool.pop() {
-                self.chain.push(f);
-            }
-        }
-        let mut psum = Accumulator::new(0);
-        let mut at = hl;
-        let mut fi = 0;
-        for piece in [payload.0, payload.1] {
-            let mut p = piece;
-            while !p.is_empty() {
-                let buf = self.umem.frame_mut(&mut self.chain[fi]);
-                let n = (fs - at).min(p.len());
-                let s = copy_and_sum(&mut buf[at..at + n], &p[..n]);
-                psum.add_sum(s, n);
-                p = &p[n..];
-                at += n;
-                if at == fs {
-                    at = 0;
-                    fi += 1;
-                }
-            }
-        }
-        if !self.frame_headers(mac, src, dst, repr, psum.sum(), plen, hl) {
+        let local_mac = self.cfg.local_mac;
+        let Some(tpl) = cache.template(local_mac, mac, src, dst, repr) else {
             self.counters.tx_too_long += 1;
-            self.pool.append(&mut self.chain);
+            return false;
+        };
+        let mut frames = [StreamFrame::default(); MAX_PIECES];
+        for (f, p) in frames.iter_mut().zip(pieces) {
+            *f = StreamFrame {
+                addr: p.addr,
+                len: p.len as u32,
+                sum: p.sum,
+            };
+        }
+        let Some(mut hdr) = self.pool.pop() else {
+            return false;
+        };
+        let hdr_addr = hdr.addr();
+        let mut descs = [Desc::default(); MAX_PIECES + 1];
+        self.ip_id = self.ip_id.wrapping_add(1);
+        // Every piece is a whole StreamFrame with its sum: `seg` reads no
+        // payload (an empty memory proves it: a read would fail).
+        let emitted =
+            SegCursor::new(0, plen, repr.seq, self.ip_id, plen.max(1)).and_then(|mut c| {
+                let buf = self.umem.frame_mut(&mut hdr);
+                c.next(
+                    tpl,
+                    &frames[..pieces.len()],
+                    &NO_MEMORY,
+                    buf,
+                    hdr_addr,
+                    &mut descs,
+                )
+                .unwrap_or(Err(SegError::ShortStream))
+            });
+        let info = match emitted {
+            Ok(info) => info,
+            Err(_) => {
+                self.pool.push(hdr);
+                self.counters.tx_too_long += 1;
+                return false;
+            }
+        };
+        let mut batch = self.xsk.tx.batch(n as u32);
+        if let Err(d) = batch.push(TxDesc {
+            frame: hdr,
+            offset: 0,
+            len: info.header_len as u32,
+            contd: n > 1,
+        }) {
+            // Cannot happen: room for n was checked. Keep the frame.
+            self.pool.push(d.frame);
             return false;
         }
-        let buf = self.umem.frame_mut(&mut self.chain[0]);
-        buf[..hl].copy_from_slice(&self.hdr[..hl]);
-        let n = self.chain.len();
-        let mut batch = self.xsk.tx.batch(k as u32);
-        for (i, frame) in self.chain.drain(..).enumerate() {
-            let last = i + 1 == n;
-            let len = if last { total - i * fs } else { fs };
-            if let Err(d) = batch.push(TxDesc {
-                frame,
-                offset: 0,
-                len: len as u32,
-                contd: !last,
-            }) {
-                // Cannot happen: room for k was checked. Keep the frame.
-                self.pool.push(d.frame);
-            }
+        for (i, (p, d)) in pieces.iter().zip(&descs[1..n]).enumerate() {
+            let Some(frame) = mem.token(p.slot) else {
+                continue;
+            };
+            let off = (d.addr.0 - frame.addr().0) as u32;
+            batch.lend(frame, off, d.len, i + 2 < n);
         }
         drop(batch);
+        let total = info.header_len + plen;
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += total as u64;
         true
     }
 
-    /// Writes Ethernet, IP and TCP headers into `self.hdr[..hl]`; the TCP
-    /// checksum covers the payload through its sum `payload_sum`.
-    #[expect(clippy::too_many_arguments, reason = "one call site, all needed")]
-    fn frame_headers(
+    /// Frames and queues a segment without payload (an ACK, SYN, FIN or
+    /// RST of a connection, or a reset for a segment that matched none).
+    pub fn send_header(
         &mut self,
         mac: [u8; 6],
         src: SocketAddr,
         dst: SocketAddr,
         repr: &TcpRepr,
-        payload_sum: u16,
-        plen: usize,
-        hl: usize,
+        cache: &mut HeaderCache,
     ) -> bool {
-        let thl = repr.header_len();
-        let (ip, ethertype) = match (src.ip(), dst.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                self.ip_id = self.ip_id.wrapping_add(1);
-                (
-                    IpRepr::V4(Ipv4Repr {
-                        src: s,
-                        dst: d,
-                        protocol: IpProtocol::TCP,
-                        payload_len: thl + plen,
-                        ttl: 64,
-                        dscp_ecn: 0,
-                        ident: self.ip_id,
-                        dont_frag: true,
-                    }),
-                    EtherType::IPV4,
-                )
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => (
-                IpRepr::V6(Ipv6Repr {
-                    src: s,
-                    dst: d,
-                    next_header: IpProtocol::TCP,
-                    payload_len: thl + plen,
-                    hop_limit: 64,
-                    traffic_class: 0,
-                    flow_label: 0,
-                }),
-                EtherType::IPV6,
-            ),
-            _ => return false,
-        };
-        let eth = EthernetRepr {
-            dst: EthernetAddress(mac),
-            src: EthernetAddress(self.cfg.local_mac),
-            vlan: None,
-            ethertype,
-        };
-        let hdr = &mut self.hdr[..hl];
-        eth.emit(&mut EthernetFrame::new_unchecked(&mut hdr[..14]));
-        let ip_hl = ip.header_len();
-        match &ip {
-            IpRepr::V4(r) => r.emit(&mut Ipv4Packet::new_unchecked(&mut hdr[14..14 + ip_hl])),
-            IpRepr::V6(r) => r.emit(&mut Ipv6Packet::new_unchecked(&mut hdr[14..14 + ip_hl])),
+        self.send_segment(mac, src, dst, repr, &[], &UmemFrames::default(), cache)
+    }
+
+    /// TX descriptors a segment of `pieces` payload pieces takes.
+    pub fn descs_for(pieces: usize) -> usize {
+        1 + pieces
+    }
+
+    /// Whether a segment of `descs` descriptors can be queued now (a header
+    /// frame and TX ring room), reaping completions first if needed.
+    pub fn has_room(&mut self, descs: usize) -> bool {
+        if self.pool.is_empty() {
+            self.reap();
         }
-        let tcp = &mut hdr[14 + ip_hl..];
-        if repr.emit(&mut TcpPacket::new_unchecked(&mut *tcp)).is_err() {
-            return false;
+        let ring_free = self.xsk.tx.size() - self.xsk.tx.in_flight();
+        !self.pool.is_empty() && ring_free as usize >= descs
+    }
+
+    /// Gives `mem` the frames it wants for its send buffer, as long as the
+    /// pool keeps enough for receiving and for headers (`reserve`).
+    pub fn provision(&mut self, mem: &mut UmemFrames, reserve: usize) {
+        let mut want = mem.wants();
+        while want > 0 && self.pool.len() > reserve {
+            let Some(f) = self.pool.pop() else {
+                break;
+            };
+            mem.give(f);
+            want -= 1;
         }
-        let mut acc = Accumulator::new(ip.pseudo_sum(IpProtocol::TCP, thl + plen));
-        acc.add_bytes(tcp);
-        // The TCP header has an even length: the payload's sum joins as is.
-        acc.add_sum(payload_sum, plen);
-        let csum = !acc.sum();
-        tcp[16..18].copy_from_slice(&csum.to_be_bytes());
-        true
+    }
+
+    /// Takes a finished connection's send-buffer frames back.
+    pub fn take_back(&mut self, mem: &mut UmemFrames) {
+        mem.release(&mut self.pool);
+    }
+
+    /// Frames in the pool now.
+    pub fn pool_len(&self) -> usize {
+        self.pool.len()
     }
 
     /// Takes back completed TX frames.
@@ -566,6 +611,7 @@ fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Ipv4Packet;
     use std::net::Ipv4Addr;
 
     const US: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);

@@ -29,14 +29,19 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::port::{PortCounters, XskPort};
+use super::port::{HeaderCache, PortCounters, XskPort};
 use super::registry::{Key, Registry};
+use super::sendmem::UmemFrames;
 use crate::app::bulk::{Produced, Sink, Source};
 use crate::tcp::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, RecvWindow,
     SeqNumber, State, Stats, TcpRepr, reset_for,
 };
-use crate::xsk::XskStats;
+use crate::tcp::{MAX_PIECES, Piece};
+use crate::xsk::{Umem, XskStats};
+
+/// A connection whose send buffer is UMEM frames.
+type Conn = Connection<UmemFrames>;
 
 /// How a worker waits when it has nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -360,7 +365,7 @@ impl AppConn {
     }
 
     /// Reports the bytes and retransmissions since the last count.
-    fn report_count(&mut self, c: &Connection, out: &Sender<Msg>) {
+    fn report_count(&mut self, c: &Conn, out: &Sender<Msg>) {
         let retrans = c.stats().retransmits;
         let _ = out.send(Msg::App(AppIn::Count {
             id: self.id,
@@ -372,7 +377,7 @@ impl AppConn {
     }
 
     /// Reports the last count, then that the stream stopped.
-    fn stopped(&mut self, c: &Connection, out: &Sender<Msg>) {
+    fn stopped(&mut self, c: &Conn, out: &Sender<Msg>) {
         self.report_count(c, out);
         let _ = out.send(Msg::App(AppIn::Stopped { id: self.id }));
     }
@@ -423,7 +428,9 @@ pub struct Shared {
 /// A connection with its application state (moves between workers whole).
 #[derive(Debug)]
 pub struct Slot {
-    conn: Connection,
+    conn: Conn,
+    /// The connection's header template.
+    hdr: HeaderCache,
     key: Key,
     mac: [u8; 6],
     id: usize,
@@ -449,7 +456,14 @@ pub struct Worker {
     shared: Arc<Shared>,
     out: Sender<Msg>,
     slots: Vec<Slot>,
-    listener: Option<Listener>,
+    listener: Option<Listener<UmemFrames>>,
+    /// Header template of resets and the listener's segments.
+    ctl_hdr: HeaderCache,
+    /// The UMEM (every queue's) that send buffers take frames from.
+    umem: Arc<Umem>,
+    /// Frames the pool keeps for receiving and headers; send buffers take
+    /// only what is beyond.
+    reserve: usize,
     rst: Vec<(SocketAddr, SocketAddr, [u8; 6], TcpRepr)>,
     macs: Box<[(IpAddr, [u8; 6])]>,
     counters: WorkerCounters,
@@ -503,7 +517,7 @@ impl Worker {
         peers: Vec<Sender<Ctl>>,
     ) -> Worker {
         let listener = shared.listen.map(|local| {
-            Listener::new(
+            Listener::with_memory(
                 shared.tcp.clone(),
                 local,
                 shared.isn.clone(),
@@ -519,7 +533,13 @@ impl Worker {
         } else {
             40
         };
-        let max_seg_frames = port.frames_for(ip_hl + 60 + shared.tcp.mss as usize);
+        // A header descriptor and the payload's pieces (one more than whole
+        // frames when it does not start at a frame's start).
+        let max_seg_frames = XskPort::descs_for(
+            (ip_hl + 60 + shared.tcp.mss as usize).div_ceil(shared.tcp.frame_len.max(1)) + 1,
+        );
+        let umem = port.xsk().umem().clone();
+        let reserve = (port.xsk().tx.size() + port.xsk().fill.size()) as usize;
         let counters = WorkerCounters {
             queue: port.xsk().info().queue,
             ..WorkerCounters::default()
@@ -533,6 +553,9 @@ impl Worker {
             counters,
             gone: Stats::default(),
             max_seg_frames,
+            ctl_hdr: HeaderCache::default(),
+            umem,
+            reserve,
             port,
             shared,
             out,
@@ -660,7 +683,9 @@ impl Worker {
                 continue;
             }
             self.to_open.swap_remove(k);
-            let conn = Connection::connect_with_iss(self.shared.tcp.clone(), p.tuple, p.iss, now);
+            let mut mem = UmemFrames::default();
+            mem.attach(self.umem.clone(), 0);
+            let conn = Connection::connect_in(self.shared.tcp.clone(), p.tuple, p.iss, now, mem);
             let key = self.shared.registry.key(&p.tuple);
             // Cannot fail: the table has room for every planned connection.
             let _ = self.shared.registry.set(key, self.index as u16);
@@ -744,6 +769,7 @@ impl Worker {
             wanted,
             held,
             out,
+            umem,
             ..
         } = self;
         port.recv_from(shared.batch, |mac, src, dst, repr, parts| {
@@ -811,6 +837,7 @@ impl Worker {
                 macs[mac_slot(&src.ip())] = (src.ip(), mac);
                 l.handle_segment_parts(now, src, repr, parts);
                 while let Some(mut conn) = l.accept() {
+                    conn.send_memory_mut().attach(umem.clone(), 0);
                     let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
                     let sink = match &shared.sinks {
                         SinkKind::Discard => Some(Sink::Discard),
@@ -876,7 +903,7 @@ impl Worker {
 
     fn send_resets(&mut self) {
         for (src, dst, mac, r) in self.rst.drain(..) {
-            if self.port.send_to(mac, src, dst, &r, (&[], &[])) {
+            if self.port.send_header(mac, src, dst, &r, &mut self.ctl_hdr) {
                 self.counters.rst_sent += 1;
             } else {
                 self.counters.rst_dropped += 1;
@@ -896,6 +923,8 @@ impl Worker {
             max_seg_frames,
             shared,
             held,
+            ctl_hdr,
+            reserve,
             ..
         } = self;
         if let Some(l) = listener.as_mut() {
@@ -909,7 +938,7 @@ impl Worker {
                 let ip = tuple.remote.ip();
                 let (known, mac) = macs[mac_slot(&ip)];
                 if known == ip {
-                    port.send_to(mac, tuple.local, tuple.remote, &seg.repr, (&[], &[]));
+                    port.send_header(mac, tuple.local, tuple.remote, &seg.repr, ctl_hdr);
                 }
             }
         }
@@ -924,6 +953,9 @@ impl Worker {
             if s.conn.poll_timeout().is_some_and(|t| t <= now) {
                 s.conn.handle_timeout(now);
             }
+            // Frames for the send buffer's next slots, then the
+            // application's turn to fill it.
+            port.provision(s.conn.send_memory_mut(), *reserve);
             match s.appconn.take() {
                 Some(mut a) => {
                     s.app_conn(now, &mut a, out);
@@ -942,11 +974,7 @@ impl Worker {
             let mut budget = (port.xsk().tx.size() as usize / slots_len)
                 .max(8)
                 .min(shared.tx_burst);
-            let ip_hl = if s.conn.tuple().local.is_ipv4() {
-                20
-            } else {
-                40
-            };
+            let mut pieces = [Piece::default(); MAX_PIECES];
             while budget > 0 {
                 if !port.has_room(*max_seg_frames) {
                     full = true;
@@ -956,11 +984,18 @@ impl Worker {
                     break;
                 };
                 let t = s.conn.tuple();
-                let p = s.conn.payload(&seg);
-                let len = ip_hl + seg.repr.header_len() + p.0.len() + p.1.len();
-                budget = budget.saturating_sub(port.frames_for(len));
+                let n = s.conn.payload_pieces(&seg, &mut pieces).unwrap_or(0);
+                budget = budget.saturating_sub(XskPort::descs_for(n));
                 // Refused sends (MTU) are counted by the port; TCP retransmits.
-                port.send_to(s.mac, t.local, t.remote, &seg.repr, p);
+                port.send_segment(
+                    s.mac,
+                    t.local,
+                    t.remote,
+                    &seg.repr,
+                    &pieces[..n],
+                    s.conn.send_memory(),
+                    &mut s.hdr,
+                );
             }
             if full {
                 counters.tx_full_turns += 1;
@@ -1020,6 +1055,7 @@ impl Worker {
                 let _ = out.send(Msg::App(AppIn::Closed { id: a.id, reason }));
             }
             if closed.is_some() {
+                port.take_back(s.conn.send_memory_mut());
                 add_stats(gone, s.conn.stats());
                 shared.registry.remove(s.key);
                 let key = s.key;
@@ -1033,16 +1069,10 @@ impl Worker {
 }
 
 impl Slot {
-    fn new(
-        conn: Connection,
-        key: Key,
-        mac: [u8; 6],
-        id: usize,
-        source: Source,
-        sink: Sink,
-    ) -> Slot {
+    fn new(conn: Conn, key: Key, mac: [u8; 6], id: usize, source: Source, sink: Sink) -> Slot {
         Slot {
             conn,
+            hdr: HeaderCache::default(),
             key,
             mac,
             id,
@@ -1105,13 +1135,11 @@ impl Slot {
         }
         if open && a.mode == AppMode::Send && a.pending.is_empty() && !a.close {
             a.send_base.get_or_insert(self.written);
-            while a.send_left > 0 {
-                let (x, y) = c.write_slices();
-                let n = ((x.len() + y.len()) as u64).min(a.send_left) as usize;
-                if n == 0 {
-                    break;
-                }
-                let _ = c.commit(n);
+            // iperf3's payload is not looked at: zeros, which cost nothing
+            // once a slot holds them.
+            if a.send_left > 0 {
+                let want = usize::try_from(a.send_left).unwrap_or(usize::MAX);
+                let n = c.fill_zeros(want).unwrap_or(0);
                 a.send_left -= n as u64;
                 a.committed += n as u64;
                 self.written += n as u64;
@@ -1205,15 +1233,31 @@ impl Slot {
         let sender = !matches!(self.source, Source::Empty);
         if open && sender && !self.src_done && self.deadline.is_none() {
             loop {
-                let (a, b) = c.write_slices();
-                if a.is_empty() && b.is_empty() {
-                    break;
-                }
-                let (n, st) = self.source.produce((a, b));
-                if n > 0 {
-                    let _ = c.commit(n);
-                    self.written += n as u64;
-                }
+                let (n, st) = if let Source::Zeros { offset, len } = &mut self.source {
+                    // No per-byte work once a slot holds zeros.
+                    let want = usize::try_from(*len - *offset).unwrap_or(usize::MAX);
+                    let n = c.fill_zeros(want).unwrap_or(0);
+                    *offset += n as u64;
+                    let st = if *offset == *len {
+                        Produced::Done
+                    } else {
+                        Produced::More
+                    };
+                    (n, st)
+                } else {
+                    // Sources write straight into the send buffer's frames.
+                    let mut st = Produced::More;
+                    let source = &mut self.source;
+                    let n = c
+                        .fill(|piece| {
+                            let (n, s) = source.produce((piece, &mut []));
+                            st = s;
+                            n
+                        })
+                        .unwrap_or(0);
+                    (n, st)
+                };
+                self.written += n as u64;
                 match st {
                     Produced::More if n > 0 => {}
                     Produced::More => break,

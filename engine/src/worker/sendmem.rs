@@ -1,0 +1,161 @@
+//! [`UmemFrames`]: a connection's send buffer in UMEM frames.
+//!
+//! Each slot of the connection's send buffer ([`crate::tcp::SendMemory`]) is
+//! one UMEM frame the connection owns (its token is here), taken from the
+//! worker's frame pool the first time the slot is written and kept for the
+//! connection's life: a slot that comes round again is rewritten in place,
+//! so frames filled with zeros stay filled and a bulk sender stops taking
+//! frames once its buffer is warm. Segments point into these frames
+//! ([`crate::xsk::TxBatch::lend`]); a frame with a descriptor in flight is
+//! not handed out for writing (the UMEM refuses it until the completion),
+//! and a frame whose bytes are unacknowledged is never asked for (the send
+//! buffer's rule). When the connection ends, [`UmemFrames::release`] gives
+//! the frames back; one still in flight returns through the completion ring.
+//!
+//! In the single-descriptor layout each slot starts `headroom` bytes into
+//! its frame, so that a segment's headers can be written just before its
+//! payload.
+
+use std::sync::Arc;
+
+use crate::frame::FrameAddr;
+use crate::tcp::SendMemory;
+use crate::xsk::{Frame, Umem};
+
+/// Spare frames a connection holds for slots it has not written yet.
+pub const SPARE_FRAMES: usize = 16;
+
+/// A connection's send-buffer frames (see the module doc).
+#[derive(Default)]
+pub struct UmemFrames {
+    umem: Option<Arc<Umem>>,
+    headroom: usize,
+    frame_len: usize,
+    slots: Vec<Option<Frame>>,
+    /// Slots that have no frame yet.
+    empty: usize,
+    spare: Vec<Frame>,
+}
+
+impl std::fmt::Debug for UmemFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UmemFrames")
+            .field("headroom", &self.headroom)
+            .field("frame_len", &self.frame_len)
+            .field("slots", &self.slots.len())
+            .field("empty", &self.empty)
+            .field("spare", &self.spare.len())
+            .finish()
+    }
+}
+
+impl UmemFrames {
+    /// Sets the UMEM the frames come from and where a slot starts in its
+    /// frame (once, before the first write).
+    pub fn attach(&mut self, umem: Arc<Umem>, headroom: usize) {
+        self.umem = Some(umem);
+        self.headroom = headroom;
+        if self.spare.capacity() == 0 {
+            self.spare = Vec::with_capacity(SPARE_FRAMES);
+        }
+    }
+
+    /// Where a slot's bytes start in its frame.
+    pub fn headroom(&self) -> usize {
+        self.headroom
+    }
+
+    /// The frame of slot `slot`, if it has one.
+    #[inline]
+    pub fn token(&self, slot: usize) -> Option<&Frame> {
+        self.slots.get(slot)?.as_ref()
+    }
+
+    /// The frame of slot `slot`, writable token (for headers in the
+    /// headroom), if it has one.
+    #[inline]
+    pub fn token_mut(&mut self, slot: usize) -> Option<&mut Frame> {
+        self.slots.get_mut(slot)?.as_mut()
+    }
+
+    /// Frames it would take now: for slots without one, up to
+    /// [`SPARE_FRAMES`] held in reserve.
+    pub fn wants(&self) -> usize {
+        if self.umem.is_none() {
+            return 0;
+        }
+        self.empty
+            .saturating_sub(self.spare.len())
+            .min(SPARE_FRAMES - self.spare.len())
+    }
+
+    /// Takes a frame for a later slot.
+    pub fn give(&mut self, frame: Frame) {
+        debug_assert!(self.spare.len() < SPARE_FRAMES);
+        self.spare.push(frame);
+    }
+
+    /// Frames held (in slots and spare).
+    pub fn frames_held(&self) -> usize {
+        self.slots.len() - self.empty + self.spare.len()
+    }
+
+    /// Gives every frame back: into `pool` when nothing is in flight, else
+    /// through the completion ring once its last descriptor completes.
+    pub fn release(&mut self, pool: &mut Vec<Frame>) {
+        let Some(umem) = self.umem.as_ref() else {
+            return;
+        };
+        for f in self
+            .slots
+            .iter_mut()
+            .filter_map(Option::take)
+            .chain(self.spare.drain(..))
+        {
+            if let Some(f) = umem.give_back(f) {
+                pool.push(f);
+            }
+        }
+        self.empty = self.slots.len();
+    }
+}
+
+impl SendMemory for UmemFrames {
+    fn allocate(&mut self, frames: usize, frame_len: usize) {
+        self.frame_len = frame_len;
+        self.slots = (0..frames).map(|_| None).collect();
+        self.empty = frames;
+    }
+
+    #[inline]
+    fn slot_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
+        let umem = self.umem.as_ref()?;
+        let entry = self.slots.get_mut(slot)?;
+        if entry.is_none() {
+            *entry = Some(self.spare.pop()?);
+            self.empty -= 1;
+        }
+        let frame = entry.as_mut()?;
+        let (h, fl) = (self.headroom, self.frame_len);
+        Some(&mut umem.try_frame_mut(frame)?[h..h + fl])
+    }
+
+    #[inline]
+    fn slot(&self, slot: usize) -> &[u8] {
+        match (self.umem.as_ref(), self.token(slot)) {
+            (Some(umem), Some(f)) => &umem.frame(f)[self.headroom..self.headroom + self.frame_len],
+            _ => &[],
+        }
+    }
+
+    #[inline]
+    fn addr(&self, slot: usize) -> FrameAddr {
+        self.token(slot)
+            .map_or(FrameAddr(u64::MAX), |f| f.addr().add(self.headroom))
+    }
+
+    fn held(&self) -> usize {
+        let fs = self.umem.as_ref().map_or(0, |u| u.frame_size().bytes());
+        self.frames_held() * fs + self.slots.len() * std::mem::size_of::<Option<Frame>>()
+    }
+}
