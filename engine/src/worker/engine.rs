@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, bounded};
 
-use super::port::{PortConfig, RxCsum, XskPort};
+use super::port::{PortConfig, RxCsum, TxLayout, XskPort};
 use super::registry::Registry;
 pub use super::thread::{AppIn, AppOut, COOKIE_BUDGET};
 use super::thread::{
@@ -62,6 +62,29 @@ use crate::xsk::{
 const XDP_HEADROOM: usize = 256;
 /// Descriptors per packet that copy mode takes (`MAX_SKB_FRAGS` + 1).
 const COPY_MAX_DESCS: usize = 18;
+
+/// The transmit layout as the user gives it (DESIGN.md, "Segment layout in
+/// UMEM").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TxLayoutPolicy {
+    /// Chained, unless the socket will be zero-copy on a device that takes
+    /// one descriptor per packet (`xdp-zc-max-segs` 1, e.g. virtio-net).
+    #[default]
+    Auto,
+    /// A header descriptor, then descriptors into the send buffer's frames
+    /// (needs multi-buffer AF_XDP, `XDP_USE_SG`).
+    Chained,
+    /// One descriptor per segment, the headers in the frame's headroom; the
+    /// MSS is at most a frame less its headroom.
+    Single,
+}
+
+/// Bytes at the start of each send-buffer frame kept for a segment's
+/// headers in the single-descriptor layout (Ethernet + IPv6 + TCP with
+/// options is at most 114; 256 keeps the slot a whole number of 256-byte
+/// sum blocks).
+pub const TX_HEADROOM: usize = 256;
 
 /// Receive-checksum policy as the user gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -105,6 +128,8 @@ pub struct EngineConfig {
     /// it, so this bounds the queueing delay the engine adds (see
     /// docs/BENCHMARKS.md).
     pub tx_burst: u32,
+    /// How segments are laid out in UMEM for transmission.
+    pub tx_layout: TxLayoutPolicy,
     /// Back the UMEM with huge pages.
     pub hugepages: bool,
     /// Receive checksums.
@@ -242,6 +267,7 @@ impl Default for EngineConfig {
             ring: 2048,
             batch: 64,
             tx_burst: 64,
+            tx_layout: TxLayoutPolicy::Auto,
             hugepages: false,
             rx_csum: RxCsumPolicy::Auto,
             mss: None,
@@ -342,6 +368,8 @@ pub struct EngineReport {
     pub bind: Vec<BindInfo>,
     /// Receive-checksum policy in force.
     pub rx_csum: RxCsum,
+    /// Transmit layout in force.
+    pub tx_layout: TxLayout,
     /// Interface MTU.
     pub mtu: u32,
     /// MSS announced.
@@ -718,20 +746,36 @@ pub fn run_app(
     let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
     let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
+    let zc_segs = if cfg.bind == BindMode::Copy {
+        None
+    } else {
+        zc_max_segs(iface)
+    };
+    let layout = match cfg.tx_layout {
+        TxLayoutPolicy::Chained => TxLayout::Chained,
+        TxLayoutPolicy::Single => TxLayout::Single,
+        TxLayoutPolicy::Auto if zc_segs.is_some_and(|s| s < 2) => TxLayout::Single,
+        TxLayoutPolicy::Auto => TxLayout::Chained,
+    };
+    if layout == TxLayout::Chained
+        && let Some(segs) = zc_segs.filter(|&s| s < 2)
+    {
+        return Err(EngineError::Config(format!(
+            "{iface} takes {segs} descriptor per packet in zero-copy mode (xdp-zc-max-segs),              too few for the chained layout (a header and the payload): use --tx-layout single,              or --bind copy"
+        )));
+    }
+    // Receiving: a packet larger than a frame needs multi-buffer, which a
+    // zero-copy device with one descriptor per packet does not take.
     let mut multi_buffer = chain > 1;
-    if multi_buffer && cfg.bind != BindMode::Copy {
-        if let Some(segs) = zc_max_segs(iface) {
-            if (segs as usize) < chain {
-                let one = rx_capacity - 14 - ip_hl - 20;
-                tracing::warn!(
-                    "{iface} takes at most {segs} descriptor(s) per packet in zero-copy mode \
-                     (xdp-zc-max-segs): MSS clamped from {mss} to {one} so that every \
-                     segment fits one {fs}-byte frame (use --bind copy for full-MTU segments)"
-                );
-                mss = one;
-                multi_buffer = false;
-            }
-        }
+    if let Some(segs) = zc_segs.filter(|&s| (s as usize) < chain) {
+        let one = rx_capacity - 14 - ip_hl - 20;
+        tracing::warn!(
+            "{iface} takes at most {segs} descriptor(s) per packet in zero-copy mode \
+             (xdp-zc-max-segs): MSS clamped from {mss} to {one} so that every \
+             segment fits one {fs}-byte frame (use --bind copy for full-MTU segments)"
+        );
+        mss = mss.min(one);
+        multi_buffer = false;
     }
     if multi_buffer && chain > COPY_MAX_DESCS {
         return Err(EngineError::Config(format!(
@@ -739,10 +783,41 @@ pub fn run_app(
              AF_XDP takes ({COPY_MAX_DESCS}): use --frame-size 4096 or a smaller --mss"
         )));
     }
+    match layout {
+        // A header descriptor and the payload's: multi-buffer sending.
+        TxLayout::Chained => {
+            multi_buffer = true;
+            let descs = 2 + mss.div_ceil(fs);
+            if descs > COPY_MAX_DESCS {
+                return Err(EngineError::Config(format!(
+                    "an MSS of {mss} takes up to {descs} descriptors of {fs} bytes per segment \
+                     (a header and the payload), more than AF_XDP takes ({COPY_MAX_DESCS}): use \
+                     --frame-size 4096 or a smaller --mss"
+                )));
+            }
+        }
+        // Headers and payload in one frame.
+        TxLayout::Single => {
+            let one = fs - TX_HEADROOM;
+            if mss > one {
+                tracing::info!(
+                    "single-descriptor layout: MSS {mss} clamped to {one} (one {fs}-byte frame \
+                     less {TX_HEADROOM} bytes of headroom for the headers)"
+                );
+                mss = one;
+            }
+        }
+    }
     let mss = u16::try_from(mss).unwrap_or(u16::MAX);
     let mut tcp_cfg = cfg.tcp.clone();
     tcp_cfg.mss = mss;
-    tcp_cfg.frame_len = fs.max(1);
+    match layout {
+        TxLayout::Chained => tcp_cfg.frame_len = fs.max(1),
+        TxLayout::Single => {
+            tcp_cfg.frame_len = fs - TX_HEADROOM;
+            tcp_cfg.segment_per_frame = true;
+        }
+    }
 
     let rx_csum = match cfg.rx_csum {
         RxCsumPolicy::Verify => RxCsum::Verify,
@@ -787,6 +862,7 @@ pub fn run_app(
                 next_hop_mac,
                 rx_csum,
                 mtu: mtu as usize,
+                layout,
             },
             frames,
         ));
@@ -813,6 +889,10 @@ pub fn run_app(
         wait: cfg.wait,
         batch: cfg.batch,
         tx_burst: cfg.tx_burst.max(1) as usize,
+        tx_headroom: match layout {
+            TxLayout::Chained => 0,
+            TxLayout::Single => TX_HEADROOM,
+        },
     });
     if let Some(a) = app.as_mut() {
         a.start(Opener {
@@ -946,6 +1026,7 @@ pub fn run_app(
         xdp_mode,
         bind,
         rx_csum,
+        tx_layout: layout,
         mtu,
         mss,
         connections,

@@ -22,8 +22,9 @@ pub mod thread;
 
 pub use engine::{
     App, AppIn, AppOut, CpuTimes, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
-    RxCsumPolicy, process_cpu, process_times, run, run_app, validate_cores,
+    RxCsumPolicy, TX_HEADROOM, TxLayoutPolicy, process_cpu, process_times, run, run_app,
+    validate_cores,
 };
-pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, XskPort};
+pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
 pub use sendmem::UmemFrames;
 pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};

@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use super::sendmem::UmemFrames;
 use crate::frame::Desc;
-use crate::seg::{HeaderTemplate, SegCursor, SegError, StreamFrame};
-use crate::tcp::{MAX_PIECES, Piece};
+use crate::seg::{FrameMemory, FrameMemoryMut, HeaderTemplate, SegCursor, SegError, StreamFrame};
+use crate::tcp::{MAX_PIECES, Piece, SendMemory};
 use crate::wire::checksum::Accumulator;
 use crate::wire::{
     Error as WireError, EtherType, EthernetAddress, EthernetRepr, IpProtocol, IpRepr, Ipv4Repr,
@@ -41,6 +41,27 @@ use crate::xsk::{Frame, RxDesc, TxDesc, Umem, Xsk};
 /// No memory at all: what `seg` is given to read payload from, since every
 /// payload piece comes with its sum (a read would fail and refuse the send).
 const NO_MEMORY: [u8; 0] = [];
+
+/// One frame's bytes, addressed as UMEM addresses (for `seg`'s
+/// single-descriptor layout, which writes headers by address).
+struct OneFrame<'a> {
+    base: crate::frame::FrameAddr,
+    bytes: &'a mut [u8],
+}
+
+impl FrameMemory for OneFrame<'_> {
+    fn bytes(&self, addr: crate::frame::FrameAddr, len: usize) -> Option<&[u8]> {
+        let start = usize::try_from(addr.0.checked_sub(self.base.0)?).ok()?;
+        self.bytes.get(start..start.checked_add(len)?)
+    }
+}
+
+impl FrameMemoryMut for OneFrame<'_> {
+    fn bytes_mut(&mut self, addr: crate::frame::FrameAddr, len: usize) -> Option<&mut [u8]> {
+        let start = usize::try_from(addr.0.checked_sub(self.base.0)?).ok()?;
+        self.bytes.get_mut(start..start.checked_add(len)?)
+    }
+}
 
 /// A connection's header template and what it was built for: rebuilt when
 /// anything but the sequence number and flags (which `seg` fixes up per
@@ -122,6 +143,19 @@ pub enum RxCsum {
     Trust,
 }
 
+/// How a port lays out the segments it sends (DESIGN.md, "Segment layout
+/// in UMEM").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TxLayout {
+    /// A header frame, then descriptors pointing into the send buffer's
+    /// frames (multi-buffer AF_XDP).
+    Chained,
+    /// One descriptor: the headers written into the headroom of the frame
+    /// that holds the payload (devices that take one descriptor per packet).
+    Single,
+}
+
 /// Addressing and limits of a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortConfig {
@@ -135,6 +169,8 @@ pub struct PortConfig {
     pub rx_csum: RxCsum,
     /// The link MTU: the largest IP packet we send.
     pub mtu: usize,
+    /// Transmit layout.
+    pub layout: TxLayout,
 }
 
 /// Per-port counters.
@@ -167,6 +203,10 @@ pub struct PortCounters {
     pub tx_ring_full: u64,
     /// Sends refused: no free frame (all in flight).
     pub tx_no_frame: u64,
+    /// Single-descriptor layout: segments whose payload was copied behind
+    /// a header into a frame of its own, because it did not start its
+    /// send-buffer slot or that slot's frame was still being transmitted.
+    pub tx_copied: u64,
 }
 
 /// One AF_XDP socket carrying TCP segments.
@@ -330,7 +370,7 @@ impl XskPort {
         dst: SocketAddr,
         repr: &TcpRepr,
         pieces: &[Piece],
-        mem: &UmemFrames,
+        mem: &mut UmemFrames,
         cache: &mut HeaderCache,
     ) -> bool {
         let plen: usize = pieces.iter().map(|p| p.len).sum();
@@ -356,6 +396,9 @@ impl XskPort {
             self.counters.tx_too_long += 1;
             return false;
         };
+        if self.cfg.layout == TxLayout::Single {
+            return self.send_single(repr, pieces, plen, mem, tpl);
+        }
         let mut frames = [StreamFrame::default(); MAX_PIECES];
         for (f, p) in frames.iter_mut().zip(pieces) {
             *f = StreamFrame {
@@ -418,6 +461,103 @@ impl XskPort {
         true
     }
 
+    /// The single-descriptor layout: the headers into the headroom of the
+    /// slot's frame, right before the payload, and one descriptor for both
+    /// (lent: the frame stays the connection's). A payload that does not
+    /// start its slot, or whose frame is still being transmitted (its
+    /// headroom cannot be rewritten), is copied behind the headers into a
+    /// frame of its own instead, and counted.
+    fn send_single(
+        &mut self,
+        repr: &TcpRepr,
+        pieces: &[Piece],
+        plen: usize,
+        mem: &mut UmemFrames,
+        tpl: &HeaderTemplate,
+    ) -> bool {
+        let hl = tpl.header_len();
+        let fs = self.umem.frame_size().bytes();
+        if let [p] = pieces
+            && p.offset == 0
+            && mem.headroom() >= hl
+            && let Some(frame) = mem.token_mut(p.slot)
+        {
+            let base = frame.addr();
+            let emitted = self.umem.try_frame_mut(frame).map(|bytes| {
+                let mut view = OneFrame { base, bytes };
+                let sf = [StreamFrame {
+                    addr: p.addr,
+                    len: p.len as u32,
+                    sum: p.sum,
+                }];
+                let mut desc = Desc::default();
+                SegCursor::new(0, p.len, repr.seq, self.ip_id, p.len)
+                    .and_then(|mut c| {
+                        c.next_in_headroom(tpl, &sf, &mut view, &mut desc)
+                            .unwrap_or(Err(SegError::ShortStream))
+                    })
+                    .map(|_| desc)
+            });
+            if let Some(Ok(desc)) = emitted {
+                let mut batch = self.xsk.tx.batch(1);
+                if batch.lend(frame, (desc.addr.0 - base.0) as u32, desc.len, false) {
+                    self.counters.tx_packets += 1;
+                    self.counters.tx_bytes += u64::from(desc.len);
+                    return true;
+                }
+                return false;
+            }
+        }
+        // A frame of its own: the headers, then the payload copied (its sum
+        // is known).
+        if hl + plen > fs {
+            self.counters.tx_too_long += 1;
+            return false;
+        }
+        let Some(mut frame) = self.pool.pop() else {
+            return false;
+        };
+        let buf = self.umem.frame_mut(&mut frame);
+        let mut acc = Accumulator::new(0);
+        let mut at = hl;
+        for p in pieces {
+            buf[at..at + p.len].copy_from_slice(&mem.slot(p.slot)[p.offset..p.offset + p.len]);
+            acc.add_sum(p.sum, p.len);
+            at += p.len;
+        }
+        if tpl
+            .write(
+                &mut buf[..hl],
+                repr.seq,
+                self.ip_id,
+                repr.flags,
+                plen,
+                acc.sum(),
+            )
+            .is_err()
+        {
+            self.pool.push(frame);
+            self.counters.tx_too_long += 1;
+            return false;
+        }
+        let mut batch = self.xsk.tx.batch(1);
+        if let Err(d) = batch.push(TxDesc {
+            frame,
+            offset: 0,
+            len: (hl + plen) as u32,
+            contd: false,
+        }) {
+            self.pool.push(d.frame);
+            return false;
+        }
+        if plen > 0 {
+            self.counters.tx_copied += 1;
+        }
+        self.counters.tx_packets += 1;
+        self.counters.tx_bytes += (hl + plen) as u64;
+        true
+    }
+
     /// Frames and queues a segment without payload (an ACK, SYN, FIN or
     /// RST of a connection, or a reset for a segment that matched none).
     pub fn send_header(
@@ -428,7 +568,7 @@ impl XskPort {
         repr: &TcpRepr,
         cache: &mut HeaderCache,
     ) -> bool {
-        self.send_segment(mac, src, dst, repr, &[], &UmemFrames::default(), cache)
+        self.send_segment(mac, src, dst, repr, &[], &mut UmemFrames::default(), cache)
     }
 
     /// TX descriptors a segment of `pieces` payload pieces takes.
@@ -624,6 +764,7 @@ mod tests {
             next_hop_mac: [2, 0, 0, 0, 0, 2],
             rx_csum,
             mtu: 1500,
+            layout: TxLayout::Chained,
         }
     }
 

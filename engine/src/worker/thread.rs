@@ -423,6 +423,9 @@ pub struct Shared {
     pub batch: u32,
     /// Most TX frames per connection per turn ([`super::EngineConfig::tx_burst`]).
     pub tx_burst: usize,
+    /// Where a send-buffer slot starts in its frame (the single-descriptor
+    /// layout's room for headers; 0 for the chained layout).
+    pub tx_headroom: usize,
 }
 
 /// A connection with its application state (moves between workers whole).
@@ -684,7 +687,7 @@ impl Worker {
             }
             self.to_open.swap_remove(k);
             let mut mem = UmemFrames::default();
-            mem.attach(self.umem.clone(), 0);
+            mem.attach(self.umem.clone(), self.shared.tx_headroom);
             let conn = Connection::connect_in(self.shared.tcp.clone(), p.tuple, p.iss, now, mem);
             let key = self.shared.registry.key(&p.tuple);
             // Cannot fail: the table has room for every planned connection.
@@ -837,7 +840,8 @@ impl Worker {
                 macs[mac_slot(&src.ip())] = (src.ip(), mac);
                 l.handle_segment_parts(now, src, repr, parts);
                 while let Some(mut conn) = l.accept() {
-                    conn.send_memory_mut().attach(umem.clone(), 0);
+                    conn.send_memory_mut()
+                        .attach(umem.clone(), shared.tx_headroom);
                     let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
                     let sink = match &shared.sinks {
                         SinkKind::Discard => Some(Sink::Discard),
@@ -993,7 +997,7 @@ impl Worker {
                     t.remote,
                     &seg.repr,
                     &pieces[..n],
-                    s.conn.send_memory(),
+                    s.conn.send_memory_mut(),
                     &mut s.hdr,
                 );
             }
