@@ -587,10 +587,17 @@ impl XskPort {
     }
 
     /// Gives `mem` the frames it wants for its send buffer, as long as the
-    /// pool keeps enough for receiving and for headers (`reserve`).
+    /// pool keeps `reserve` frames for headers; a send buffer with fewer
+    /// than four frames may go down to half of that, so that a connection
+    /// that comes late is not left without any.
     pub fn provision(&mut self, mem: &mut UmemFrames, reserve: usize) {
         let mut want = mem.wants();
-        while want > 0 && self.pool.len() > reserve {
+        let floor = if mem.frames_held() < 4 {
+            reserve / 2
+        } else {
+            reserve
+        };
+        while want > 0 && self.pool.len() > floor {
             let Some(f) = self.pool.pop() else {
                 break;
             };

@@ -464,8 +464,8 @@ pub struct Worker {
     ctl_hdr: HeaderCache,
     /// The UMEM (every queue's) that send buffers take frames from.
     umem: Arc<Umem>,
-    /// Frames the pool keeps for receiving and headers; send buffers take
-    /// only what is beyond.
+    /// Frames the pool keeps for headers; send buffers take only what is
+    /// beyond.
     reserve: usize,
     rst: Vec<(SocketAddr, SocketAddr, [u8; 6], TcpRepr)>,
     macs: Box<[(IpAddr, [u8; 6])]>,
@@ -542,7 +542,10 @@ impl Worker {
             (ip_hl + 60 + shared.tcp.mss as usize).div_ceil(shared.tcp.frame_len.max(1)) + 1,
         );
         let umem = port.xsk().umem().clone();
-        let reserve = (port.xsk().tx.size() + port.xsk().fill.size()) as usize;
+        // Header frames for a full TX ring. Receiving needs nothing more:
+        // received frames go back to the pool, and from it to the fill
+        // ring, in the same turn.
+        let reserve = port.xsk().tx.size() as usize;
         let counters = WorkerCounters {
             queue: port.xsk().info().queue,
             ..WorkerCounters::default()
