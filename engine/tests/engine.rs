@@ -614,3 +614,75 @@ fn orphaned_steering_programs_are_told_from_held_ones() {
     stop.store(true, Ordering::Relaxed);
     e.join().unwrap().unwrap();
 }
+
+/// `Tcp: NAME` from the /proc/net/snmp of namespace `ns`.
+fn tcp_counter(ns: &xtcp_engine::testnet::Netns, name: &str) -> u64 {
+    let out = ns.exec(&["cat", "/proc/net/snmp"]).unwrap();
+    let snmp = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let col = names
+        .split_whitespace()
+        .position(|n| n == name)
+        .unwrap_or_else(|| panic!("no Tcp: {name} in /proc/net/snmp"));
+    values.split_whitespace().nth(col).unwrap().parse().unwrap()
+}
+
+/// A sender's run ends once both FINs are acknowledged, not when its
+/// TIME-WAIT runs out (an hour here, and the grace period as long): the
+/// engine does not keep a TIME-WAIT that cannot outlive the process. The
+/// kernel peer still got every byte, and its socket closed on our last ACK:
+/// had that ACK not gone out before the engine left, the peer would have
+/// retransmitted its FIN and side A's kernel, owning the port again, would
+/// have answered with a reset.
+#[test]
+fn a_sender_returns_once_both_fins_are_acknowledged_not_after_time_wait() {
+    let net = testnet(1500, 1);
+    let listener = kernel_listener(&net, 5201);
+    let rx = kernel_receivers(listener, 1);
+    const LEN: u64 = 1 << 20;
+    let mut cfg = config(&net, 1);
+    cfg.tcp.time_wait = Duration::from_secs(3600);
+    cfg.grace = Duration::from_secs(3600);
+    let role = Role::Connect {
+        remote: SocketAddr::new(net.b.ip4.into(), 5201),
+        local: None,
+        sources: sources(1, LEN),
+    };
+    let e = engine(&net, cfg, role, Arc::new(AtomicBool::new(false)));
+    assert_eq!(rx.join().unwrap(), vec![LEN], "the kernel got the stream");
+    // The peer has closed its side: the engine has both FINs within a
+    // round trip, and must not wait out the hour of TIME-WAIT.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !e.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the engine still runs a minute after the peer closed: it waits for TIME-WAIT"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let report = e.join().unwrap().unwrap();
+    assert_eq!(report.connections.len(), 1);
+    let c = &report.connections[0];
+    assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
+    assert_eq!(c.bytes_sent, LEN);
+    assert!(!report.interrupted);
+    // The peer's socket (LAST-ACK until our ACK came) is gone...
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net.b.ns.exec(&["ss", "-Htan", "sport = :5201"]).unwrap();
+        let left = String::from_utf8_lossy(&out.stdout).into_owned();
+        if left.trim().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the peer's socket stays: {left}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // ...closed by our ACK, not by a reset from A's kernel.
+    assert_eq!(
+        tcp_counter(&net.a.ns, "OutRsts"),
+        0,
+        "side A's kernel reset a retransmitted FIN (B retransmitted {} segments)",
+        tcp_counter(&net.b.ns, "RetransSegs")
+    );
+}

@@ -597,6 +597,16 @@ impl<M: SendMemory> Connection<M> {
         self.state == State::Closed && self.pending_rst.is_none() && self.closed_reported
     }
 
+    /// True in TIME-WAIT once [`Connection::poll_transmit`] has handed out
+    /// the acknowledgement of the peer's FIN: both FINs are sent and
+    /// acknowledged (what an application on Linux sees as `close()`
+    /// done), and the connection has nothing to send unless the peer
+    /// retransmits its FIN. A caller about to exit may drop it then (see
+    /// TIME-WAIT in the `tcp` module doc).
+    pub fn is_time_wait_quiet(&self) -> bool {
+        self.state == State::TimeWait && !self.ack_now && self.pending_rst.is_none()
+    }
+
     /// The payload of `seg` as pieces of send-buffer slots, each with its
     /// Internet sum (from the sums cached when it was written), into `out`;
     /// returns how many (`None` if `out` is too short: give

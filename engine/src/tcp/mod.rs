@@ -42,7 +42,10 @@
 //! [`Config::time_wait`] (1 s by default), long enough to re-acknowledge a lost
 //! final FIN a few times, and is restarted by a retransmitted FIN. A FIN that
 //! arrives later finds no connection: the caller answers it with
-//! [`reset_for`], and the peer, in LAST-ACK, closes on that RST.
+//! [`reset_for`], and the peer, in LAST-ACK, closes on that RST. A caller
+//! about to exit may drop a connection as soon as
+//! [`Connection::is_time_wait_quiet`] (the engine does: see
+//! `worker::engine`), with the same outcome for a late FIN.
 //!
 //! # Loss recovery
 //!

@@ -691,6 +691,37 @@ fn time_wait_reacknowledges_a_retransmitted_fin_and_expires() {
 }
 
 #[test]
+fn time_wait_is_quiet_only_once_the_ack_of_the_peers_fin_is_out() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.close(ms(20));
+    out(&mut c, ms(20));
+    assert!(!c.is_time_wait_quiet(), "FIN-WAIT-1");
+    c.handle_segment(
+        ms(30),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 2, 65535),
+        &[],
+    );
+    assert!(
+        !c.is_time_wait_quiet(),
+        "FIN-WAIT-2: the peer's FIN is to come"
+    );
+    let pfin = seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 1, iss + 2, 65535);
+    c.handle_segment(ms(40), &pfin, &[]);
+    assert_eq!(c.state(), State::TimeWait);
+    assert!(
+        !c.is_time_wait_quiet(),
+        "the ACK of the peer's FIN is not out"
+    );
+    assert_eq!(out(&mut c, ms(40)).len(), 1);
+    assert!(c.is_time_wait_quiet());
+    // A retransmitted FIN: not quiet until it is re-acknowledged.
+    c.handle_segment(ms(500), &pfin, &[]);
+    assert!(!c.is_time_wait_quiet());
+    assert_eq!(out(&mut c, ms(500)).len(), 1);
+    assert!(c.is_time_wait_quiet());
+}
+
+#[test]
 fn abort_sends_rst_and_closes() {
     let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
     events(&mut c);

@@ -29,6 +29,23 @@
 //! the grace period, and exit; then the sockets close and the steering
 //! program detaches (it is held by a BPF link, so even a crash leaves
 //! nothing attached).
+//!
+//! TIME-WAIT at exit: a worker that is stopping leaves as soon as every
+//! connection it holds is closed or in TIME-WAIT with the ACK of the peer's
+//! FIN sent (the kernel has taken it off the TX ring: in copy mode that is
+//! the transmission itself; a zero-copy driver has it on its own ring) — our
+//! FIN acknowledged, the peer's FIN received and acknowledged. That is all
+//! a Linux application waits for (a lingering `close()` returns once its
+//! FIN is acknowledged; the TIME-WAIT stays with the kernel), and nothing
+//! sent or received can be lost after it. It does not wait out
+//! [`tcp::Config::time_wait`]: xtcp's TIME-WAIT cannot outlive the process
+//! (once xtcp has exited, its port belongs to the kernel again), so waiting
+//! would only delay the exit, by a second by default. The cost: if
+//! our last ACK is lost, the peer, in LAST-ACK, retransmits its FIN after
+//! its RTO and gets a reset from our kernel, which closes it as the ACK
+//! would have (its application has already seen the end of the stream).
+//! While other connections of the worker are still open, TIME-WAIT goes on
+//! as usual and re-acknowledges retransmitted FINs.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

@@ -609,7 +609,14 @@ impl Worker {
                 self.report();
                 next_report = now + self.shared.report_interval;
             }
-            if stopping && self.slots.is_empty() {
+            // Stopping: done once no connection is left but those quiet in
+            // TIME-WAIT (both FINs acknowledged, our last ACK on the wire):
+            // TIME-WAIT does not outlive the process (see `super::engine`).
+            if stopping
+                && (self.slots.is_empty()
+                    || (self.port.xsk().tx.in_flight() == 0
+                        && self.slots.iter().all(|s| s.conn.is_time_wait_quiet())))
+            {
                 break;
             }
             if busy {

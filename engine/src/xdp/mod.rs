@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use aya::maps::{Array, MapData, PerCpuArray, XskMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
-use aya::{Ebpf, EbpfError};
+use aya::{Ebpf, EbpfError, EbpfLoader};
 use std::time::SystemTime;
 
 /// How many xtcp steering programs the kernel has loaded now, in any
@@ -392,10 +392,17 @@ impl Steering {
         let ifindex = crate::xsk::ifindex(iface).map_err(|_| XdpError::NoInterface {
             iface: iface.to_owned(),
         })?;
-        let mut ebpf = Ebpf::load(xtcp_ebpf::STEER).map_err(|e: EbpfError| XdpError::Load {
-            hint: load_hint(crate::caps::effective(), false),
-            source: Box::new(e),
-        })?;
+        // The program has no CO-RE relocations, so no kernel BTF to relocate
+        // against: `Ebpf::load` would parse /sys/kernel/btf/vmlinux (6 MB,
+        // ~50 ms) for them a second time after `EbpfLoader::new` did.
+        let mut ebpf =
+            EbpfLoader::new()
+                .btf(None)
+                .load(xtcp_ebpf::STEER)
+                .map_err(|e: EbpfError| XdpError::Load {
+                    hint: load_hint(crate::caps::effective(), false),
+                    source: Box::new(e),
+                })?;
         let prog: &mut Xdp = ebpf
             .program_mut(xtcp_ebpf::STEER_PROGRAM)
             .ok_or_else(|| XdpError::Load {
