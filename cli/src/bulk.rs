@@ -12,11 +12,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::Serialize;
-use xtcp_engine::app::bulk::{NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer};
+use xtcp_engine::app::bulk::{
+    FileSource, NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer,
+};
 use xtcp_engine::frame::FrameSize;
 use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError, RecvWindow};
 use xtcp_engine::worker::{
-    ConnReport, EngineConfig, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, WaitStrategy,
+    ConnReport, EngineConfig, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, TxLayoutPolicy,
+    WaitStrategy,
 };
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
@@ -118,6 +121,17 @@ fn parse_cores(s: &str) -> Result<CoreList, String> {
         .map(CoreList)
 }
 
+/// `--tx-layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TxLayoutArg {
+    /// Chained, or single on a zero-copy device taking one descriptor per packet.
+    Auto,
+    /// A header frame, then the payload's frames (multi-buffer).
+    Chained,
+    /// One descriptor per segment, headers in the frame's headroom.
+    Single,
+}
+
 /// Engine options shared by `send` and `recv`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
@@ -157,6 +171,14 @@ pub struct EngineArgs {
     /// queueing delay, smaller ones cost turns.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub tx_burst: u32,
+    /// How segments are laid out for sending: `chained` (a header frame,
+    /// then descriptors into the send buffer's frames: multi-buffer),
+    /// `single` (one descriptor per segment, the headers in the payload
+    /// frame's headroom; MSS at most a frame less 256 bytes), `auto`
+    /// (single on zero-copy devices that take one descriptor per packet,
+    /// else chained). Either way the payload is not copied.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_layout: TxLayoutArg,
     /// Back the UMEM with huge pages.
     #[arg(long)]
     pub hugepages: bool,
@@ -209,6 +231,11 @@ impl EngineArgs {
             ring: self.ring,
             batch: self.batch,
             tx_burst: self.tx_burst,
+            tx_layout: match self.tx_layout {
+                TxLayoutArg::Auto => TxLayoutPolicy::Auto,
+                TxLayoutArg::Chained => TxLayoutPolicy::Chained,
+                TxLayoutArg::Single => TxLayoutPolicy::Single,
+            },
             hugepages: self.hugepages,
             rx_csum: match self.rx_csum {
                 RxCsumArg::Verify => RxCsumPolicy::Verify,
@@ -665,23 +692,40 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
                      several streams)"
                 );
             }
-            let reader: Box<dyn std::io::Read + Send> = match input {
-                Some(p) => Box::new(
-                    std::fs::File::open(p).with_context(|| format!("opening {}", p.display()))?,
-                ),
-                None => {
-                    if std::io::stdin().is_terminal() {
-                        bail!(
-                            "standard input is a terminal: give --file F, --pattern SEED --bytes N, \
-                             or pipe data in"
-                        );
-                    }
-                    Box::new(std::io::stdin())
+            let file = match input {
+                Some(p) => {
+                    let f = std::fs::File::open(p)
+                        .with_context(|| format!("opening {}", p.display()))?;
+                    let regular = f
+                        .metadata()
+                        .with_context(|| format!("reading {}", p.display()))?
+                        .is_file();
+                    Some((f, regular))
                 }
+                None => None,
             };
-            let (src, t) = spawn_reader(reader).context("starting the reader thread")?;
-            readers.push(t);
-            vec![src]
+            match file {
+                // A regular file: the worker reads it straight into the
+                // send buffer's frames.
+                Some((f, true)) => vec![Source::File(FileSource::new(f))],
+                other => {
+                    let reader: Box<dyn std::io::Read + Send> = match other {
+                        Some((f, _)) => Box::new(f),
+                        None => {
+                            if std::io::stdin().is_terminal() {
+                                bail!(
+                                    "standard input is a terminal: give --file F, --pattern SEED \
+                                     --bytes N, or pipe data in"
+                                );
+                            }
+                            Box::new(std::io::stdin())
+                        }
+                    };
+                    let (src, t) = spawn_reader(reader).context("starting the reader thread")?;
+                    readers.push(t);
+                    vec![src]
+                }
+            }
         }
     };
     let flag = interrupt_flag()?;

@@ -7,6 +7,12 @@
 //!
 //! - [`Source::Pattern`] / [`Sink::Verify`] generate and check a seeded
 //!   pseudo-random stream ([`pattern_fill`]) in place, no I/O at all;
+//! - [`Source::Zeros`] costs nothing once a send-buffer frame holds zeros;
+//! - [`Source::File`] reads a regular file straight into the send buffer's
+//!   frames with `preadv2(RWF_NOWAIT)` (the one copy, from the page cache,
+//!   that a read cannot avoid); data not in the page cache yet is asked for
+//!   with `posix_fadvise(WILLNEED)` and read on a later turn, so the worker
+//!   never waits for a disk;
 //! - [`Source::Pipe`] / [`Sink::Pipe`] exchange fixed-size chunks with an I/O
 //!   thread ([`spawn_reader`], [`spawn_writer`]) over bounded lock-free
 //!   channels; the chunks are allocated once and recycled, and a full or
@@ -121,17 +127,99 @@ pub enum Source {
         /// Total bytes.
         len: u64,
     },
-    /// `len` zero bytes, at no cost: the send buffer (zeroed when allocated)
-    /// is never written, only committed — the analogue of a kernel sender
-    /// using `sendfile` (`iperf3 -Z`). For benchmarks.
+    /// `len` zero bytes, at no cost once the send buffer's frames hold
+    /// zeros: a frame is zeroed the first time, then only committed — the
+    /// analogue of a kernel sender using `sendfile` (`iperf3 -Z`). For
+    /// benchmarks.
     Zeros {
         /// Bytes produced so far.
         offset: u64,
         /// Total bytes.
         len: u64,
     },
-    /// Chunks from a reader thread.
+    /// A regular file, read straight into the send buffer.
+    File(FileSource),
+    /// Chunks from a reader thread (standard input, pipes).
     Pipe(PipeSource),
+}
+
+/// Read ahead of the file position by this much (`posix_fadvise`).
+const READ_AHEAD: u64 = 16 << 20;
+
+/// A regular file read in place into send-buffer frames (see the module doc).
+#[derive(Debug)]
+pub struct FileSource {
+    file: std::fs::File,
+    offset: u64,
+    /// The page cache was asked for everything below this offset.
+    advised: u64,
+    /// `RWF_NOWAIT` is not supported here: plain reads.
+    blocking: bool,
+}
+
+impl FileSource {
+    /// Reads `file` from its start.
+    pub fn new(file: std::fs::File) -> FileSource {
+        FileSource {
+            file,
+            offset: 0,
+            advised: 0,
+            blocking: false,
+        }
+    }
+
+    /// Bytes read so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn advise(&mut self) {
+        if self.offset + READ_AHEAD / 2 >= self.advised {
+            let from = self.advised.max(self.offset);
+            // Advice only: an error changes nothing but speed.
+            let _ = rustix::fs::fadvise(
+                &self.file,
+                from,
+                std::num::NonZeroU64::new(READ_AHEAD),
+                rustix::fs::Advice::WillNeed,
+            );
+            self.advised = from + READ_AHEAD;
+        }
+    }
+
+    /// Reads into `bufs` (consecutive pieces of the stream) at the file
+    /// position, without waiting for the disk: what is not in the page
+    /// cache is read ahead and comes on a later call.
+    pub fn produce_vectored(&mut self, bufs: &mut [&mut [u8]]) -> (usize, Produced) {
+        self.advise();
+        let mut iov: [io::IoSliceMut<'_>; crate::tcp::MAX_VECTORED] =
+            std::array::from_fn(|_| io::IoSliceMut::new(&mut []));
+        let n = bufs.len().min(iov.len());
+        for (v, b) in iov.iter_mut().zip(bufs.iter_mut()) {
+            *v = io::IoSliceMut::new(b);
+        }
+        let flags = if self.blocking {
+            rustix::io::ReadWriteFlags::empty()
+        } else {
+            rustix::io::ReadWriteFlags::NOWAIT
+        };
+        match rustix::io::preadv2(&self.file, &mut iov[..n], self.offset, flags) {
+            Ok(0) if bufs.iter().any(|b| !b.is_empty()) => (0, Produced::Done),
+            Ok(k) => {
+                self.offset += k as u64;
+                (k, Produced::More)
+            }
+            Err(rustix::io::Errno::AGAIN) => (0, Produced::More),
+            Err(rustix::io::Errno::OPNOTSUPP) if !self.blocking => {
+                // A file system without RWF_NOWAIT: read as usual (the page
+                // cache was asked to read ahead).
+                self.blocking = true;
+                self.produce_vectored(bufs)
+            }
+            Err(rustix::io::Errno::INTR) => (0, Produced::More),
+            Err(e) => (0, Produced::Failed(io::Error::from(e).kind())),
+        }
+    }
 }
 
 /// The worker end of a reader thread.
@@ -186,6 +274,10 @@ impl Source {
                     Produced::More
                 };
                 (n as usize, st)
+            }
+            Source::File(f) => {
+                let (a, b) = dst;
+                f.produce_vectored(&mut [a, b])
             }
             Source::Pipe(p) => p.produce(dst),
         }

@@ -4,14 +4,17 @@
 //!
 //! - constructors: [`Connection::connect`] (active open; a SYN is ready to
 //!   poll), [`Connection::accept`] (passive open from a received SYN; a SYN-ACK
-//!   is ready to poll — usually done by a [`super::Listener`]);
+//!   is ready to poll — usually done by a [`super::Listener`]), with the send
+//!   buffer on the heap; [`Connection::connect_in`] / [`Connection::accept_in`]
+//!   with it in a [`SendMemory`] of the caller's (the engine's UMEM frames);
 //! - inputs: [`Connection::handle_segment`], [`Connection::handle_timeout`];
-//! - outputs: [`Connection::poll_transmit`] (+ [`Connection::payload`] /
-//!   [`Connection::payload_frames`]), [`Connection::poll_event`],
-//!   [`Connection::poll_timeout`];
+//! - outputs: [`Connection::poll_transmit`] (+ [`Connection::payload_pieces`],
+//!   the payload by reference with its sums; [`Connection::copy_payload`]),
+//!   [`Connection::poll_event`], [`Connection::poll_timeout`];
 //! - mutators: [`Connection::set_congestion_control`];
-//! - application: [`Connection::write`] (or [`Connection::write_slices`] +
-//!   [`Connection::commit`]), [`Connection::read`],
+//! - application: [`Connection::write`] (copies in), in place
+//!   [`Connection::fill`] / [`Connection::fill_vectored`] /
+//!   [`Connection::fill_zeros`], [`Connection::read`],
 //!   [`Connection::read_slices`], [`Connection::consume`], [`Connection::close`],
 //!   [`Connection::abort`];
 //! - getters: [`Connection::state`], [`Connection::stats`], [`Connection::tuple`],
@@ -68,8 +71,7 @@ impl State {
 }
 
 /// A segment to send: the header, and the payload as a range of the send
-/// stream (read it with [`Connection::payload`] or
-/// [`Connection::payload_frames`]).
+/// stream (where it lies: [`Connection::payload_pieces`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     /// Header fields and options (checksum is the caller's).
@@ -461,6 +463,17 @@ impl<M: SendMemory> Connection<M> {
     pub fn fill(&mut self, fill: impl FnMut(&mut [u8]) -> usize) -> Result<usize, WriteError> {
         self.check_writable()?;
         Ok(self.send.fill(fill))
+    }
+
+    /// Lets `fill` write the free space in place, several slots at once
+    /// (a vectored read straight into the send buffer's frames); see
+    /// [`Connection::fill`].
+    pub fn fill_vectored(
+        &mut self,
+        fill: impl FnOnce(&mut [&mut [u8]]) -> usize,
+    ) -> Result<usize, WriteError> {
+        self.check_writable()?;
+        Ok(self.send.fill_vectored(fill))
     }
 
     /// Appends up to `n` zero bytes (a slot that already holds zeros is not

@@ -12,13 +12,14 @@
 //!    segment of this 4-tuple, [`Connection::handle_timeout`] when the deadline
 //!    from `poll_timeout` has passed (calling it early is harmless).
 //! 2. Let the application act: [`Connection::write`] (or, in place,
-//!    [`Connection::write_slices`] + [`Connection::commit`]) /
-//!    [`Connection::read`] (or, by reference, [`Connection::read_slices`] +
-//!    [`Connection::consume`]) / [`Connection::close`] / [`Connection::abort`].
+//!    [`Connection::fill`], [`Connection::fill_vectored`],
+//!    [`Connection::fill_zeros`]) / [`Connection::read`] (or, by reference,
+//!    [`Connection::read_slices`] + [`Connection::consume`]) /
+//!    [`Connection::close`] / [`Connection::abort`].
 //! 3. Drain outputs: [`Connection::poll_transmit`] until it returns `None`
-//!    (payload bytes through [`Connection::payload`] or by reference through
-//!    [`Connection::payload_frames`]), then [`Connection::poll_event`] until `None`,
-//!    then [`Connection::poll_timeout`] for the next deadline.
+//!    (the payload by reference, with its Internet sums, through
+//!    [`Connection::payload_pieces`]), then [`Connection::poll_event`] until
+//!    `None`, then [`Connection::poll_timeout`] for the next deadline.
 //!
 //! Every input may make new output available: after any input, repeat step 3.
 //! A [`Listener`] follows the same order for passive opens and hands
@@ -28,12 +29,17 @@
 //!
 //! Send and receive buffers are allocated once, when the connection becomes
 //! established (so a half-open connection is small); nothing on the per-segment
-//! path allocates. The send buffer is a ring of page-sized frames: a frame is
-//! released only once all its bytes are cumulatively acknowledged, and a
-//! segment's payload maps onto `(frame index, offset, len)` pieces so `seg` can
-//! transmit by reference. The receive buffer is a ring too; out-of-order data is
-//! stored at its place in the ring and tracked in a bounded range set.
-//!
+//! path allocates. The send buffer ([`send`]) is a ring of page-sized slots
+//! whose bytes live in a [`SendMemory`] the caller chooses: in the engine,
+//! UMEM frames the connection owns, so that segments are sent by reference
+//! (descriptors into those frames) and never copied; [`HeapFrames`] for
+//! sans-IO use. A slot is rewritten only once all its bytes are cumulatively
+//! acknowledged (and, the memory's rule, once no transmission still reads
+//! it). The Internet sums of every 256-byte block are computed as bytes are
+//! written, so a segment's checksum costs no pass over its payload. The
+//! receive buffer is a ring too; out-of-order data is stored at its place in
+//! the ring and tracked in a bounded range set.
+
 //! # TIME-WAIT
 //!
 //! RFC 9293 holds TIME-WAIT for 2×MSL (4 minutes). xtcp is a dedicated engine
@@ -86,7 +92,7 @@ mod listener;
 pub mod ranges;
 mod recv;
 pub mod rtt;
-mod send;
+pub mod send;
 pub mod sim;
 
 #[cfg(test)]
@@ -99,7 +105,7 @@ pub use conn::{Connection, Segment, State, reset_for};
 pub use isn::IsnGenerator;
 pub use listener::{Listener, ListenerStats};
 pub use recv::RecvWindow;
-pub use send::{HeapFrames, MAX_PIECES, Piece, SendMemory};
+pub use send::{HeapFrames, MAX_PIECES, MAX_VECTORED, Piece, SendMemory};
 
 pub use crate::wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 

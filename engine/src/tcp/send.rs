@@ -17,7 +17,7 @@
 //! Checksums once: every write updates the Internet sums of the 256-byte
 //! blocks it touched ([`BlockSums`]), summing while it copies; zeros written
 //! into a slot known to hold zeros cost nothing at all. A segment's payload
-//! sum ([`SendBuffer::pieces`]) then comes from the cached block sums, reading
+//! sum ([`crate::tcp::Connection::payload_pieces`]) then comes from the cached block sums, reading
 //! at most the partial blocks at its two ends (none when it covers whole
 //! frames, as with MSS clipping); the sums of the last segments sent are
 //! cached, so a retransmission with the same boundaries reads nothing.
@@ -29,7 +29,7 @@ use crate::seg::BlockSums;
 use crate::seg::tso::{SUM_BLOCK, SUM_BLOCKS};
 use crate::wire::checksum;
 
-/// The memory behind a [`SendBuffer`]'s slots.
+/// The memory behind a send buffer's slots.
 pub trait SendMemory: fmt::Debug + Send {
     /// Called once, when the connection is established: the buffer has
     /// `frames` slots of `frame_len` bytes (at most 4096).
@@ -39,6 +39,10 @@ pub trait SendMemory: fmt::Debug + Send {
     /// transmission. The buffer only asks for slots whose bytes are all
     /// acknowledged (or never written).
     fn slot_mut(&mut self, slot: usize) -> Option<&mut [u8]>;
+    /// Consecutive slots from `first` on, writable, into `out` (as many as
+    /// it can, stopping at the first that [`SendMemory::slot_mut`] would
+    /// refuse); returns how many. The buffer never asks past the ring's end.
+    fn slots_mut<'a>(&'a mut self, first: usize, out: &mut [&'a mut [u8]]) -> usize;
     /// Slot `slot`'s bytes (asked only for slots that were written).
     fn slot(&self, slot: usize) -> &[u8];
     /// The address descriptors use for slot `slot`'s first byte.
@@ -75,6 +79,19 @@ impl SendMemory for HeapFrames {
         self.data.get_mut(slot * fl..(slot + 1) * fl)
     }
 
+    fn slots_mut<'a>(&'a mut self, first: usize, out: &mut [&'a mut [u8]]) -> usize {
+        let fl = self.frame_len.max(1);
+        let Some(rest) = self.data.get_mut(first * fl..) else {
+            return 0;
+        };
+        let mut n = 0;
+        for (o, chunk) in out.iter_mut().zip(rest.chunks_mut(fl)) {
+            *o = chunk;
+            n += 1;
+        }
+        n
+    }
+
     fn slot(&self, slot: usize) -> &[u8] {
         let fl = self.frame_len;
         self.data.get(slot * fl..(slot + 1) * fl).unwrap_or(&[])
@@ -107,6 +124,10 @@ pub struct Piece {
 /// Most pieces a segment has: a 64 KiB payload over 4096-byte slots, not
 /// aligned (2048-byte slots: 33).
 pub const MAX_PIECES: usize = 34;
+
+/// Most slots one [`crate::tcp::Connection::fill_vectored`] offers (64 KiB of 4096-byte
+/// slots).
+pub const MAX_VECTORED: usize = 16;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct SlotSums {
@@ -255,6 +276,53 @@ impl<M: SendMemory> SendBuffer<M> {
             }
         }
         done
+    }
+
+    /// Lets `f` fill the free space in place, up to [`MAX_VECTORED`] slots
+    /// at once (for a vectored read such as `preadv`): `f` gets the pieces
+    /// in stream order and returns how many bytes it wrote, from the first
+    /// piece on. Returns that count.
+    pub(crate) fn fill_vectored(&mut self, f: impl FnOnce(&mut [&mut [u8]]) -> usize) -> usize {
+        let free = self.free();
+        if free == 0 {
+            return 0;
+        }
+        let fl = self.frame_len;
+        let first = ((self.tail / fl as u64) % self.frames as u64) as usize;
+        let off = (self.tail % fl as u64) as usize;
+        let want = (off + free)
+            .div_ceil(fl)
+            .min(MAX_VECTORED)
+            .min(self.frames - first);
+        let mut bufs: [&mut [u8]; MAX_VECTORED] = Default::default();
+        let k = self.mem.slots_mut(first, &mut bufs[..want]);
+        if k == 0 {
+            return 0;
+        }
+        // The first piece starts at the tail, the last ends where the free
+        // space does.
+        let mut room = free;
+        let mut total = 0;
+        for (i, b) in bufs[..k].iter_mut().enumerate() {
+            let from = if i == 0 { off } else { 0 };
+            let take = (fl - from).min(room);
+            *b = &mut std::mem::take(b)[from..from + take];
+            room -= take;
+            total += take;
+        }
+        let n = f(&mut bufs[..k]).min(total);
+        let (mut left, mut from) = (n, off);
+        for slot in first..first + k {
+            let take = (fl - from).min(left);
+            if take == 0 {
+                break;
+            }
+            sum_written(self.mem.slot(slot), from, from + take, &mut self.sums[slot]);
+            left -= take;
+            from = 0;
+        }
+        self.tail += n as u64;
+        n
     }
 
     /// Appends up to `n` zero bytes; a slot that already holds zeros is not
@@ -520,6 +588,29 @@ mod tests {
                         let n = (next() % 9000) as usize;
                         let k = b.fill_zeros(n);
                         stream.extend(std::iter::repeat_n(0u8, k));
+                    }
+                    3 if next() % 2 == 0 => {
+                        // Vectored, stopping part way like a short read.
+                        let mut left = (next() % 70_000) as usize;
+                        let mut placed = Vec::new();
+                        let k = b.fill_vectored(|bufs| {
+                            let mut n = 0;
+                            for d in bufs.iter_mut() {
+                                let t = d.len().min(left);
+                                for x in &mut d[..t] {
+                                    *x = next() as u8;
+                                }
+                                placed.extend_from_slice(&d[..t]);
+                                left -= t;
+                                n += t;
+                                if t < d.len() {
+                                    break;
+                                }
+                            }
+                            n
+                        });
+                        assert_eq!(k, placed.len());
+                        stream.extend_from_slice(&placed);
                     }
                     _ => {
                         // Send and acknowledge some, in segments of odd sizes.

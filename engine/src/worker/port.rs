@@ -11,18 +11,34 @@
 //! right after. Only a chain whose TCP header runs past its first frame is
 //! gathered into one buffer first.
 //!
-//! Send: a segment is framed (Ethernet, IPv4 or IPv6, TCP with its checksum
-//! computed over header and payload pieces) and copied into UMEM frames —
-//! one, or a chain when the packet is larger than a frame (multi-buffer).
+//! Send ([`XskPort::send_segment`]): every segment goes out through `seg`.
+//! Its headers come from the connection's [`HeaderTemplate`] (in a
+//! [`HeaderCache`], rebuilt only when the acknowledgement, window, options or
+//! addresses change; sequence number, flags, lengths, IPv4 id and both
+//! checksums are fixed up per segment), and its payload is never copied:
+//!
+//! - chained layout ([`TxLayout::Chained`]): the headers in a frame from the
+//!   pool, then descriptors that point into the send buffer's frames
+//!   ([`crate::xsk::TxBatch::lend`]); the TCP checksum folds in the payload
+//!   pieces' cached sums, so no payload byte is read;
+//! - single-descriptor layout ([`TxLayout::Single`], for devices that take
+//!   one descriptor per packet): the headers are written into the headroom of
+//!   the payload's own frame and one descriptor carries both. A payload that
+//!   does not start its slot, or whose frame is still being transmitted, is
+//!   copied behind the headers into a pool frame instead, and counted
+//!   ([`PortCounters::tx_copied`]).
+//!
 //! A packet longer than the MTU is refused and counted: veth, for one,
 //! "completes" such a frame and drops it silently.
 //!
-//! Hot path: no allocation (the chain, gather buffer and frame pool are
-//! sized at open), no locks, no logging; counters only.
+//! Hot path: no allocation (the gather buffer and frame pool are sized at
+//! open), no locks, no logging; counters only.
 //!
 //! Call order per loop turn: [`XskPort::recv`], then the TCP core, then
-//! [`XskPort::send`] for each segment it produced, then [`XskPort::flush`]
-//! (kicks TX, takes back completed frames, refills the fill ring).
+//! [`XskPort::provision`] (frames for send buffers) and the application,
+//! then [`XskPort::send_segment`] for each segment it produced, then
+//! [`XskPort::flush`] (kicks TX, takes back completed frames, refills the
+//! fill ring).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

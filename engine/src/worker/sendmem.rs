@@ -140,6 +140,35 @@ impl SendMemory for UmemFrames {
         Some(&mut umem.try_frame_mut(frame)?[h..h + fl])
     }
 
+    fn slots_mut<'a>(&'a mut self, first: usize, out: &mut [&'a mut [u8]]) -> usize {
+        let Some(umem) = self.umem.as_deref() else {
+            return 0;
+        };
+        let (h, fl) = (self.headroom, self.frame_len);
+        let Some(slots) = self.slots.get_mut(first..) else {
+            return 0;
+        };
+        let mut n = 0;
+        for (o, entry) in out.iter_mut().zip(slots.iter_mut()) {
+            if entry.is_none() {
+                let Some(f) = self.spare.pop() else {
+                    break;
+                };
+                *entry = Some(f);
+                self.empty -= 1;
+            }
+            let Some(frame) = entry.as_mut() else {
+                break;
+            };
+            let Some(bytes) = umem.try_frame_mut(frame) else {
+                break;
+            };
+            *o = &mut bytes[h..h + fl];
+            n += 1;
+        }
+        n
+    }
+
     #[inline]
     fn slot(&self, slot: usize) -> &[u8] {
         match (self.umem.as_ref(), self.token(slot)) {

@@ -1258,6 +1258,17 @@ impl Slot {
                         Produced::More
                     };
                     (n, st)
+                } else if let Source::File(f) = &mut self.source {
+                    // A vectored read straight into the frames.
+                    let mut st = Produced::More;
+                    let n = c
+                        .fill_vectored(|bufs| {
+                            let (n, s) = f.produce_vectored(bufs);
+                            st = s;
+                            n
+                        })
+                        .unwrap_or(0);
+                    (n, st)
                 } else {
                     // Sources write straight into the send buffer's frames.
                     let mut st = Produced::More;
