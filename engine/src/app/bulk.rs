@@ -804,6 +804,51 @@ mod tests {
         assert!(sink.close((&data, &[])) < data.len());
     }
 
+    /// A file read in place, vectored, in odd pieces: every byte, in order,
+    /// also when the page cache has been told to drop it first (then reads
+    /// that would wait return nothing and the read-ahead brings it).
+    #[test]
+    fn a_file_source_reads_every_byte_in_place() {
+        let dir = std::env::temp_dir().join(format!("xtcp-file-source-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("data");
+        let data: Vec<u8> = (0..5_000_000u32).map(|i| (i * 13 + i / 7) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        for evict in [false, true] {
+            let f = std::fs::File::open(&path).unwrap();
+            if evict {
+                f.sync_all().unwrap();
+                let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
+            }
+            let mut src = FileSource::new(f);
+            let mut got = Vec::with_capacity(data.len());
+            let mut bufs = vec![vec![0u8; 4096]; 5];
+            bufs[0].truncate(1000);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                assert!(std::time::Instant::now() < deadline, "stuck at {}", got.len());
+                let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+                let (n, st) = src.produce_vectored(&mut views);
+                let mut left = n;
+                for b in &bufs {
+                    let t = left.min(b.len());
+                    got.extend_from_slice(&b[..t]);
+                    left -= t;
+                }
+                match st {
+                    Produced::Done => break,
+                    Produced::More if n == 0 => std::thread::yield_now(),
+                    Produced::More => {}
+                    Produced::Failed(e) => panic!("{e:?}"),
+                }
+            }
+            assert_eq!(got.len(), data.len(), "evict {evict}");
+            assert!(got == data, "evict {evict}: bytes differ");
+            assert_eq!(src.offset(), data.len() as u64);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_read_error_reaches_the_source() {
         struct Bad;
