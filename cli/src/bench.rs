@@ -58,6 +58,12 @@ pub struct BenchArgs {
     /// MSS clipping to sweep (`on`, `off`).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     pub mss_clip: Vec<String>,
+    /// xtcp's transmit layouts to sweep (`chained`, `single`, `auto`; see
+    /// `xtcp send --help`). On veth, whose `tx off` also turns off
+    /// scatter-gather, the kernel copies a chained segment's pieces into
+    /// one buffer; `single` costs smaller segments instead (at most a frame).
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    pub tx_layout: Vec<String>,
     /// Run on two existing interfaces A,B (two NIC ports cabled back to
     /// back, or the ends of a veth pair) instead of a veth pair of bench's
     /// own. bench takes them over for the run: it moves them into its two
@@ -101,6 +107,8 @@ pub struct Sample {
     pub tx_burst: u32,
     /// `--mss-clip` value.
     pub mss_clip: String,
+    /// `--tx-layout` value.
+    pub tx_layout: String,
     /// Repetition.
     pub repeat: u32,
     /// "kernel → kernel", "xtcp → kernel", "kernel → xtcp", "xtcp → xtcp".
@@ -141,15 +149,22 @@ struct Point {
     frame_size: u32,
     tx_burst: u32,
     mss_clip: String,
+    tx_layout: String,
 }
 
 impl Point {
-    /// `9000/auto/2048/4096/64/on`: MTU/rcvbuf/ring/frame size/TX burst/MSS
-    /// clip.
+    /// `9000/auto/2048/4096/64/on/auto`: MTU/rcvbuf/ring/frame size/TX
+    /// burst/MSS clip/TX layout.
     fn label(&self) -> String {
         format!(
-            "{}/{}/{}/{}/{}/{}",
-            self.mtu, self.rcvbuf, self.ring, self.frame_size, self.tx_burst, self.mss_clip
+            "{}/{}/{}/{}/{}/{}/{}",
+            self.mtu,
+            self.rcvbuf,
+            self.ring,
+            self.frame_size,
+            self.tx_burst,
+            self.mss_clip,
+            self.tx_layout
         )
     }
 }
@@ -163,6 +178,7 @@ impl Sample {
             frame_size: self.frame_size,
             tx_burst: self.tx_burst,
             mss_clip: self.mss_clip.clone(),
+            tx_layout: self.tx_layout.clone(),
         }
     }
 }
@@ -224,6 +240,8 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
         &tx_burst,
         "--mss-clip",
         &p.mss_clip,
+        "--tx-layout",
+        &p.tx_layout,
         "--cores",
         &core,
     ]
@@ -443,6 +461,7 @@ fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
         frame_size: 0,
         tx_burst: 0,
         mss_clip: String::new(),
+        tx_layout: String::new(),
         repeat: 0,
         pair,
         gbps: if secs > 0.0 {
@@ -501,14 +520,17 @@ fn points(a: &BenchArgs) -> Vec<Point> {
                 for &frame_size in &a.frame_size {
                     for &tx_burst in &a.tx_burst {
                         for mss_clip in &a.mss_clip {
-                            v.push(Point {
-                                mtu,
-                                rcvbuf: rcvbuf.clone(),
-                                ring,
-                                frame_size,
-                                tx_burst,
-                                mss_clip: mss_clip.clone(),
-                            });
+                            for tx_layout in &a.tx_layout {
+                                v.push(Point {
+                                    mtu,
+                                    rcvbuf: rcvbuf.clone(),
+                                    ring,
+                                    frame_size,
+                                    tx_burst,
+                                    mss_clip: mss_clip.clone(),
+                                    tx_layout: tx_layout.clone(),
+                                });
+                            }
                         }
                     }
                 }
@@ -528,6 +550,14 @@ fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
     for c in &a.mss_clip {
         if c != "on" && c != "off" {
             bail!("--mss-clip takes on and/or off, not `{c}`");
+        }
+    }
+    if a.tx_layout.is_empty() {
+        bail!("--tx-layout needs at least one value");
+    }
+    for l in &a.tx_layout {
+        if !["auto", "chained", "single"].contains(&l.as_str()) {
+            bail!("--tx-layout takes auto, chained and/or single, not `{l}`");
         }
     }
     for &r in &a.ring {
@@ -622,13 +652,14 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     let mut samples: Vec<Sample> = Vec::new();
     bar.suspend(|| {
         println!(
-            "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>10} {:>8} {:>9}",
+            "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:>7} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>10} {:>8} {:>9}",
             "MTU",
             "rcvbuf",
             "ring",
             "frame",
             "burst",
             "clip",
+            "layout",
             "pair",
             "Gbit/s",
             "retr",
@@ -676,6 +707,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 s.frame_size = p.frame_size;
                 s.tx_burst = p.tx_burst;
                 s.mss_clip = p.mss_clip.clone();
+                s.tx_layout = p.tx_layout.clone();
                 s.repeat = rep;
                 s.ping_rtt_us = Some(ping);
                 if pair == PAIRS[0] {
@@ -705,13 +737,14 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 or_dash(o(&|s| s.ratio), 2)
             };
             let line = format!(
-                "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>10} {:>8} {:>9}",
+                "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:>7} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>10} {:>8} {:>9}",
                 p.mtu,
                 p.rcvbuf,
                 p.ring,
                 p.frame_size,
                 p.tx_burst,
                 p.mss_clip,
+                p.tx_layout,
                 pair,
                 m(&|s| s.gbps),
                 m(&|s| s.retransmits as f64) as u64,
@@ -747,13 +780,14 @@ type Metric = fn(&Sample) -> Option<f64>;
 type Dimension = fn(&Point) -> String;
 
 /// The swept parameters: name, and value.
-const DIMENSIONS: [(&str, Dimension); 6] = [
+const DIMENSIONS: [(&str, Dimension); 7] = [
     ("MTU", |p| p.mtu.to_string()),
     ("rcvbuf", |p| p.rcvbuf.clone()),
     ("ring", |p| p.ring.to_string()),
     ("frame size", |p| p.frame_size.to_string()),
     ("TX burst", |p| p.tx_burst.to_string()),
     ("MSS clip", |p| p.mss_clip.clone()),
+    ("TX layout", |p| p.tx_layout.clone()),
 ];
 
 /// Panels of Gbit/s, CPU s/GiB and, where any run measured it, the RTT
@@ -965,6 +999,7 @@ mod tests {
             frame_size: 4096,
             tx_burst: 64,
             mss_clip: "on".into(),
+            tx_layout: "auto".into(),
             repeat: 0,
             pair,
             gbps: 10.0,

@@ -556,14 +556,21 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         s.cpu_seconds,
         s.cpu_seconds_per_gib
     );
+    let copied: u64 = e.workers.iter().map(|w| w.port.tx_copied).sum();
     eprintln!(
-        "xtcp: {} MTU {} MSS {}, XDP {:?}, AF_XDP {}, rx checksums {:?}",
+        "xtcp: {} MTU {} MSS {}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout {:?}{}",
         e.iface,
         e.mtu,
         e.mss,
         e.xdp_mode,
         binds.join("/"),
-        e.rx_csum
+        e.rx_csum,
+        e.tx_layout,
+        if copied > 0 {
+            format!(" ({copied} segments copied: not at the start of a send-buffer frame)")
+        } else {
+            String::new()
+        }
     );
     for w in &e.workers {
         let p = &w.port;
