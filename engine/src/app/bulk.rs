@@ -826,7 +826,11 @@ mod tests {
             bufs[0].truncate(1000);
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
             loop {
-                assert!(std::time::Instant::now() < deadline, "stuck at {}", got.len());
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "stuck at {}",
+                    got.len()
+                );
                 let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
                 let (n, st) = src.produce_vectored(&mut views);
                 let mut left = n;
