@@ -188,3 +188,82 @@ impl SendMemory for UmemFrames {
         self.frames_held() * fs + self.slots.len() * std::mem::size_of::<Option<Frame>>()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::send::SendBuffer;
+    use crate::tcp::{MAX_PIECES, Piece};
+    use crate::xsk::UmemConfig;
+    use crate::xsk::socket::FakeTx;
+
+    /// A send-buffer frame is rewritten only once its bytes are acknowledged
+    /// and every descriptor lent from it has completed (the fake kernel
+    /// plays the TX and completion rings).
+    #[test]
+    fn a_frame_is_not_rewritten_while_unacknowledged_or_in_flight() {
+        let umem = Arc::new(
+            Umem::new(UmemConfig {
+                frame_count: 8,
+                ..UmemConfig::default()
+            })
+            .unwrap(),
+        );
+        let mut pool = umem.take_frames();
+        let mut fake = FakeTx::new(&umem, 8);
+        let mut mem = UmemFrames::default();
+        mem.attach(umem.clone(), 0);
+        let mut b = SendBuffer::new(4096, 2, mem);
+        b.allocate(None);
+        while b.memory().wants() > 0 {
+            b.memory_mut().give(pool.pop().unwrap());
+        }
+        assert_eq!(b.write(&[1u8; 8192]), 8192);
+        // Unacknowledged: no room at all.
+        assert_eq!(b.write(&[2u8; 10]), 0);
+        // Slot 0 goes out (and again: a retransmission before completion).
+        let mut p = [Piece::default(); MAX_PIECES];
+        let n = b.pieces(0, 4096, &mut p).unwrap();
+        assert_eq!(n, 1);
+        {
+            let mut batch = fake.tx.batch(2);
+            let frame = b.memory().token(p[0].slot).unwrap();
+            assert!(batch.lend(frame, 0, 4096, false));
+            assert!(batch.lend(frame, 0, 4096, false));
+        }
+        // Acknowledged, but still being transmitted: not rewritten.
+        b.ack(4096);
+        assert_eq!(b.write(&[2u8; 4096]), 0, "slot 0 is in flight");
+        assert!(b.memory().slot(0).iter().all(|&x| x == 1));
+        // One completion of two: still in flight.
+        fake.transmit(1);
+        let mut back = Vec::new();
+        fake.comp.complete(&mut back, 8);
+        assert!(back.is_empty(), "the connection keeps its frame");
+        assert_eq!(b.write(&[2u8; 4096]), 0, "one descriptor still in flight");
+        // Both complete: now it is written.
+        fake.transmit(1);
+        fake.comp.complete(&mut back, 8);
+        assert_eq!(b.write(&[2u8; 4096]), 4096);
+        assert!(b.memory().slot(0).iter().all(|&x| x == 2));
+        // Slot 1 is unacknowledged still.
+        assert_eq!(b.write(&[3u8; 1]), 0);
+        // Released while lent: the frame comes back through the completion
+        // ring, not before.
+        {
+            let mut batch = fake.tx.batch(1);
+            let frame = b.memory().token(1).unwrap();
+            assert!(batch.lend(frame, 0, 4096, false));
+        }
+        let mut returned = Vec::new();
+        b.memory_mut().release(&mut returned);
+        assert_eq!(
+            returned.len(),
+            1,
+            "slot 0's frame at once; slot 1's is in flight"
+        );
+        fake.transmit(1);
+        fake.comp.complete(&mut returned, 8);
+        assert_eq!(returned.len(), 2, "slot 1's frame after its completion");
+    }
+}

@@ -28,7 +28,7 @@
 
 mod mmap;
 pub mod ring;
-mod socket;
+pub(crate) mod socket;
 mod umem;
 
 use std::io;
