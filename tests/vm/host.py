@@ -464,7 +464,7 @@ def main():
     for t, r in tcp:
         t.join(timeout=30)
         if r["kind"] == "sink":
-            what = f"xtcp send (guest, zero-copy) -> kernel TCP (host) port {r['port']}: " \
+            what = f"xtcp send (guest) -> kernel TCP (host) port {r['port']}: " \
                    f"{r.get('bytes')} of {r['want_bytes']} bytes"
             ok = r.get("sha") == r["want_sha"] and r.get("bytes") == r["want_bytes"]
         else:
