@@ -17,6 +17,10 @@ shows medians.
 
 Usage (root): benches/engine-vs-kernel.py [--mtu 1500,9000,...] [--bytes 4G]
               [--repeat 3] [--xtcp target/release/xtcp] [--json FILE]
+
+With --file-vs-zeros, instead: `xtcp send --file F` (F: --bytes of random
+data in the page cache, read once before) against `xtcp send --zeros` of the
+same size, interleaved, both to socat; the ratio is file / zeros.
 """
 
 import argparse
@@ -119,6 +123,57 @@ def kernel_to_xtcp(net, nbytes, xtcp, extra):
             "xtcp_cpu_s_per_gib": r["cpu_seconds_per_gib"]}
 
 
+def xtcp_send(net, nbytes, xtcp, source, extra):
+    rx = net.run(net.b, "socat", "-b", "262144", "-u",
+                 f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
+    time.sleep(0.3)
+    out = sh("ip", "netns", "exec", net.a, xtcp, "send", "--iface", net.ia,
+             "--connect", f"198.18.0.2:{PORT}", *source,
+             "--bind", "copy", "--json", *extra, stdout=subprocess.PIPE,
+             stderr=subprocess.DEVNULL).stdout
+    rx.wait(timeout=60)
+    r = json.loads(out)
+    assert r["bytes"] == nbytes, r["bytes"]
+    return {"gbps": r["gbps"], "xtcp_cpu_s_per_gib": r["cpu_seconds_per_gib"]}
+
+
+def file_vs_zeros(a, nbytes):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".file-vs-zeros.bin")
+    with open(path, "wb") as f:
+        left = nbytes
+        while left:
+            n = min(left, 1 << 24)
+            f.write(os.urandom(n))
+            left -= n
+    try:
+        print(f"{'MTU':>6} {'zeros Gbit/s':>13} {'file Gbit/s':>12} {'file/zeros':>11}")
+        samples = []
+        for mtu in [int(m) for m in a.mtu.split(",")]:
+            net = Net(mtu)
+            try:
+                ratios, zs, fs = [], [], []
+                for rep in range(a.repeat):
+                    with open(path, "rb") as f:  # into the page cache
+                        while f.read(1 << 24):
+                            pass
+                    z = xtcp_send(net, nbytes, a.xtcp, ["--zeros", "--bytes", str(nbytes)],
+                                  a.xtcp_args)
+                    fl = xtcp_send(net, nbytes, a.xtcp, ["--file", path], a.xtcp_args)
+                    zs.append(z["gbps"])
+                    fs.append(fl["gbps"])
+                    ratios.append(fl["gbps"] / z["gbps"])
+                    samples.append({"mtu": mtu, "repeat": rep, "zeros": z, "file": fl})
+                print(f"{mtu:>6} {statistics.median(zs):>13.2f} {statistics.median(fs):>12.2f} "
+                      f"{statistics.median(ratios):>11.2f}", flush=True)
+            finally:
+                net.close()
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(samples, f, indent=1)
+    finally:
+        os.unlink(path)
+
+
 def parse_size(s):
     m = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(s[:-1]) * m[s[-1].upper()] if s[-1].upper() in m else int(s)
@@ -135,11 +190,15 @@ def main():
     ap.add_argument("--pattern", action="store_true",
                     help="xtcp sends the pattern stream (generated, costs CPU) "
                     "instead of --zeros")
+    ap.add_argument("--file-vs-zeros", action="store_true",
+                    help="compare xtcp send --file (from the page cache) with --zeros")
     ap.add_argument("xtcp_args", nargs="*", help="extra xtcp options (after --)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("engine-vs-kernel: needs root (network namespaces, XDP)")
     nbytes = parse_size(a.bytes)
+    if a.file_vs_zeros:
+        return file_vs_zeros(a, nbytes)
     if a.pattern:
         SOURCE[:] = ["--pattern", "1"]
     samples = []
