@@ -3,11 +3,14 @@
 #
 # Builds its own test network (two network namespaces joined by a veth
 # pair), then for each packet size runs AF_XDP copy-mode txonly on side B,
-# alternating the C reference and `xtcp xsk-bench` (C, xtcp, C, xtcp, ...)
-# so that both see the same machine conditions, and prints a markdown table
-# of medians. Side A runs `xtcp xsk-bench --mode rxdrop` during each run
-# (RX=none leaves side A without an XDP program: the kernel drops the
-# packets).
+# alternating the C reference and `xtcp xsk-bench` so that both see the
+# same machine conditions (C first in odd rounds, xtcp first in even ones,
+# so neither always runs right after the other), and prints a markdown
+# table of medians of both metrics: packets per second, and packets per
+# CPU-second of the sending process. Side A runs `xtcp xsk-bench --mode
+# rxdrop` during each run, and each sender starts only once that receiver
+# reports its socket bound (RX=none leaves side A without an XDP program:
+# the kernel drops the packets).
 #
 # Run as root:  benches/xsk-ref/compare.sh
 # Environment:  DURATION=3 ROUNDS=3 SIZES="64 1500 9000 65000"
@@ -122,6 +125,19 @@ wait_quiet() {
 	return 0
 }
 
+# Waits until the receiver $1 has written its "bound" line (socket bound,
+# fill ring full, steering program attached) to $2; fails if it exits
+# first or takes more than 30 s.
+wait_bound() {
+	local pid=$1 err=$2 i
+	for ((i = 0; i < 300; i++)); do
+		grep -q ' bound, ' "$err" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
 rx_duration=$(awk -v d="$DURATION" 'BEGIN { print d + 2.5 }')
 
 # One sender run with the receiver around it. $1 = c|xtcp, $2 = size, $3 = round.
@@ -133,7 +149,14 @@ run_one() {
 			>"$tmp/rx-$tool-$size-$round.json" 2>"$tmp/rx-$tool-$size-$round.err" &
 		rxpid=$!
 		bg_pids+=("$rxpid")
-		sleep 1
+		wait_bound "$rxpid" "$tmp/rx-$tool-$size-$round.err" || {
+			echo "xtcp rxdrop on side A did not bind (size $size):" \
+				"$(tail -n 3 "$tmp/rx-$tool-$size-$round.err")" >&2
+			kill "$rxpid" 2>/dev/null || true
+			wait "$rxpid" 2>/dev/null || true
+			bg_pids=()
+			return 0
+		}
 	fi
 	if [[ $tool == c ]]; then
 		ip netns exec "$ns_b" /usr/bin/time -f '%U %S' -o "$tmp/$tool-$size-$round.time" \
@@ -161,8 +184,10 @@ run_one() {
 	# Sender CPU seconds (user + system, whole process; softirq work may
 	# be accounted elsewhere) -> packets per CPU second.
 	cpu=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { print $1 + $2 }' "$tmp/$tool-$size-$round.time" 2>/dev/null || true)
-	echo "# size $size round $round $tool: ${pps:-?} pps ${gbps:-?} Gbit/s, ${cpu:-?} CPU-s (load $(cut -d" " -f1 /proc/loadavg))" >&2
-	[[ -n $pps ]] && echo "$round $pps $gbps $(awk -v p="${pkts:-0}" -v c="${cpu:-0}" 'BEGIN { print (c > 0 ? p / c : 0) }')" >>"$tmp/$tool-$size.txt"
+	local eff
+	eff=$(awk -v p="${pkts:-0}" -v c="${cpu:-0}" 'BEGIN { print (c > 0 ? p / c : 0) }')
+	echo "# size $size round $round $tool: ${pps:-?} pps ${gbps:-?} Gbit/s, ${cpu:-?} CPU-s, $eff packets/CPU-s (load $(cut -d" " -f1 /proc/loadavg))" >&2
+	[[ -n $pps ]] && echo "$round $pps $gbps $eff" >>"$tmp/$tool-$size.txt"
 	return 0
 }
 
@@ -174,21 +199,28 @@ for size in $SIZES; do
 	ip -n "$ns_b" link set "$if_b" mtu "$mtu"
 	for ((round = 1; round <= ROUNDS; round++)); do
 		wait_quiet
-		run_one c "$size" "$round"
-		run_one xtcp "$size" "$round"
+		if ((round % 2)); then
+			run_one c "$size" "$round"
+			run_one xtcp "$size" "$round"
+		else
+			run_one xtcp "$size" "$round"
+			run_one c "$size" "$round"
+		fi
 	done
 done
 
 echo
 echo "Kernel $(uname -r), $(date -u +%F), AF_XDP copy mode txonly on one veth queue, ${DURATION} s x $ROUNDS rounds (medians), side A: $RX"
 echo
-# xtcp/C is the ratio of the medians; "per round" is the median of the
-# ratios of the C and xtcp runs of the same round (back to back, so less
-# sensitive to load that drifts across rounds). "per CPU-s" is packets per
-# CPU second of the sender process, the ratio of those medians: a check
-# when other work on the machine steals the sender's core.
-echo "| size (B) | C Mpps | C Gbit/s | xtcp Mpps | xtcp Gbit/s | xtcp/C | xtcp/C per round | xtcp/C per CPU-s |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+# Two metrics. Mpps: packets per second of the send window. Mpps/CPU-s:
+# packets per CPU second (user + system) of the sender process, which
+# includes the veth and receiver work the kernel does in the sender's
+# context; it holds when other work on the machine steals the sender's
+# core. xtcp/C is the ratio of the medians; "per round" is the median of
+# the ratios of the C and xtcp runs of the same round (back to back, so
+# less sensitive to load that drifts across rounds).
+echo "| size (B) | C Mpps | C Gbit/s | xtcp Mpps | xtcp Gbit/s | xtcp/C | xtcp/C per round | C Mpps/CPU-s | xtcp Mpps/CPU-s | xtcp/C per CPU-s | xtcp/C per CPU-s per round |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for size in $SIZES; do
 	touch "$tmp/c-$size.txt" "$tmp/xtcp-$size.txt"
 	c_pps=$(cut -d' ' -f2 "$tmp/c-$size.txt" | median)
@@ -199,10 +231,14 @@ for size in $SIZES; do
 	x_eff=$(cut -d' ' -f4 "$tmp/xtcp-$size.txt" | median)
 	pair=$(join <(sort "$tmp/c-$size.txt") <(sort "$tmp/xtcp-$size.txt") |
 		awk '$2 > 0 { print $5 / $2 }' | median)
-	awk -v s="$size" -v cp="$c_pps" -v cg="$c_gb" -v xp="$x_pps" -v xg="$x_gb" -v pr="$pair" -v ce="$c_eff" -v xe="$x_eff" 'BEGIN {
+	pair_eff=$(join <(sort "$tmp/c-$size.txt") <(sort "$tmp/xtcp-$size.txt") |
+		awk '$4 > 0 { print $7 / $4 }' | median)
+	awk -v s="$size" -v cp="$c_pps" -v cg="$c_gb" -v xp="$x_pps" -v xg="$x_gb" -v pr="$pair" \
+		-v ce="$c_eff" -v xe="$x_eff" -v pe="$pair_eff" 'BEGIN {
 		ratio = (cp + 0 > 0 && xp != "nan") ? sprintf("%.2f", xp / cp) : "n/a"
 		pair = pr == "nan" ? "n/a" : sprintf("%.2f", pr)
 		eff = (ce + 0 > 0 && xe != "nan") ? sprintf("%.2f", xe / ce) : "n/a"
-		printf "| %s | %.3f | %.2f | %.3f | %.2f | %s | %s | %s |\n", s, cp / 1e6, cg, xp / 1e6, xg, ratio, pair, eff
+		pair_eff = pe == "nan" ? "n/a" : sprintf("%.2f", pe)
+		printf "| %s | %.3f | %.2f | %.3f | %.2f | %s | %s | %.3f | %.3f | %s | %s |\n", s, cp / 1e6, cg, xp / 1e6, xg, ratio, pair, ce / 1e6, xe / 1e6, eff, pair_eff
 	}'
 done

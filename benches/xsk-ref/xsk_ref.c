@@ -15,6 +15,9 @@
 //           --batch packets), and sendto() when the TX ring has
 //           XDP_RING_NEED_WAKEUP set. At the end it keeps kicking for up to
 //           200 ms until the ring drains, and counts completed packets.
+//           The rate divides by the send loop's time (from after the
+//           frames are written to the end of the loop), as xtcp does:
+//           neither the start-up writes nor the drain are in it.
 //           The socket option XDP_MAX_TX_SKB_BUDGET is set to the TX ring
 //           size, as xtcp does (ignored where the kernel lacks it).
 //
@@ -290,6 +293,7 @@ struct ctx {
 	struct xsk_ring_cons comp, rx;
 	int fd;
 	uint64_t packets, bytes, wakeups, ring_full;
+	double loop_start, loop_end; // txonly: the send loop's window
 };
 
 static void kick_tx(struct ctx *c)
@@ -328,9 +332,13 @@ static void txonly(struct ctx *c, const uint8_t *pkt, double end)
 	}
 	const uint32_t comp_max = o->batch * k * 2;
 	uint64_t completed = 0;
+	c->loop_start = now_s();
 	for (;;) {
-		if (now_s() >= end || stop_flag)
+		double now = now_s();
+		if (now >= end || stop_flag) {
+			c->loop_end = now;
 			break;
+		}
 		// Completions back to their position's stack.
 		uint32_t idx;
 		uint32_t n = xsk_ring_cons__peek(&c->comp, comp_max, &idx);
@@ -512,6 +520,8 @@ int main(int argc, char **argv)
 	else
 		rxdrop(&c, end);
 	double secs = now_s() - start;
+	if (o->mode == MODE_TXONLY && c.loop_end > c.loop_start)
+		secs = c.loop_end - c.loop_start;
 
 	struct xdp_statistics xs = {0};
 	socklen_t xl = sizeof(xs);

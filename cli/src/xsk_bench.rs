@@ -1010,23 +1010,33 @@ fn txonly(
         c.packets = completed_pieces / k as u64;
         c.bytes = c.packets * size;
         meter.tick(now, c.packets, c.bytes);
-        completed_pieces += u64::from(x.comp.complete(&mut done, spec.batch * k as u32 * 2));
-        for f in done.drain(..) {
-            let pos = f.addr().frame_index(umem.frame_size()) % k;
-            free[pos].push(f);
+        let max_comp = spec.batch * k as u32 * 2;
+        if k == 1 {
+            // One position: completed frames go straight to its list.
+            completed_pieces += u64::from(x.comp.complete(&mut free[0], max_comp));
+        } else {
+            completed_pieces += u64::from(x.comp.complete(&mut done, max_comp));
+            for f in done.drain(..) {
+                let pos = f.addr().frame_index(umem.frame_size()) % k;
+                free[pos].push(f);
+            }
         }
         if spec.wakeup == Wakeup::Poll {
             x.poll(libc::POLLOUT, 100);
         }
         let mut batch = x.tx.batch(spec.batch * k as u32);
-        let mut queued = 0u64;
-        if batch.remaining() < k as u32 {
+        // Whole chains that fit both the reserved slots and the free
+        // frames, worked out once per batch, as the C reference does.
+        let room = batch.remaining() as usize / k;
+        let frames = free.iter().map(Vec::len).min().unwrap_or(0);
+        if room == 0 {
             c.ring_full += 1;
-        } else if free.iter().any(|v| v.is_empty()) {
+        } else if frames == 0 {
             c.no_frames += 1;
         }
-        while batch.remaining() as usize >= k && free.iter().all(|v| !v.is_empty()) {
-            // Every list has a frame (checked above).
+        let queued = room.min(frames);
+        for _ in 0..queued {
+            // Each list holds at least `queued` frames.
             chain.extend(free.iter_mut().filter_map(Vec::pop));
             if let Some(st) = stamper.as_mut() {
                 // The frames came from the free lists: userspace owns them,
@@ -1042,10 +1052,9 @@ fn txonly(
                     contd: !last,
                 });
             }
-            queued += 1;
         }
         drop(batch);
-        submitted_pieces += queued * k as u64;
+        submitted_pieces += (queued * k) as u64;
         let outstanding = submitted_pieces > completed_pieces;
         if outstanding && (spec.wakeup != Wakeup::Need || x.tx.needs_wakeup()) {
             c.wakeups += 1;
