@@ -124,7 +124,7 @@ fn parse_cores(s: &str) -> Result<CoreList, String> {
 /// `--tx-layout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TxLayoutArg {
-    /// Chained, or single on a zero-copy device taking one descriptor per packet.
+    /// By device and MTU (see `--tx-layout`).
     Auto,
     /// A header frame, then the payload's frames (multi-buffer).
     Chained,
@@ -175,8 +175,9 @@ pub struct EngineArgs {
     /// then descriptors into the send buffer's frames: multi-buffer),
     /// `single` (one descriptor per segment, the headers in the payload
     /// frame's headroom; MSS at most a frame less 256 bytes), `auto`
-    /// (single on zero-copy devices that take one descriptor per packet,
-    /// else chained). Either way the payload is not copied.
+    /// (zero-copy: chained, or single on devices that take one descriptor
+    /// per packet; copy mode: single when a full segment fits one frame,
+    /// else chained). xtcp copies no payload either way.
     #[arg(long, value_enum, default_value = "auto")]
     pub tx_layout: TxLayoutArg,
     /// Back the UMEM with huge pages.

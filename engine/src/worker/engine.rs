@@ -85,8 +85,10 @@ const COPY_MAX_DESCS: usize = 18;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TxLayoutPolicy {
-    /// Chained, unless the socket will be zero-copy on a device that takes
-    /// one descriptor per packet (`xdp-zc-max-segs` 1, e.g. virtio-net).
+    /// Zero-copy: chained, unless the device takes fewer than three
+    /// descriptors per packet (`xdp-zc-max-segs`; virtio-net's is 1). Copy
+    /// mode: single when a full segment and its headers fit one frame (the
+    /// kernel then copies one descriptor into one buffer), else chained.
     #[default]
     Auto,
     /// A header descriptor, then descriptors into the send buffer's frames
@@ -771,15 +773,41 @@ pub fn run_app(
     let layout = match cfg.tx_layout {
         TxLayoutPolicy::Chained => TxLayout::Chained,
         TxLayoutPolicy::Single => TxLayout::Single,
-        TxLayoutPolicy::Auto if zc_segs.is_some_and(|s| s < 2) => TxLayout::Single,
+        // Zero-copy: chained (the device reads the payload where it lies)
+        // unless the device takes too few descriptors per packet.
+        TxLayoutPolicy::Auto if zc_segs.is_some() => {
+            if zc_segs.is_some_and(|s| s < 3) {
+                TxLayout::Single
+            } else {
+                TxLayout::Chained
+            }
+        }
+        // Copy mode: the kernel copies every descriptor into an skb of its
+        // own; one descriptor per segment is cheaper (one copy, no page
+        // fragments to allocate or, without scatter-gather, to linearise)
+        // whenever a full segment fits a frame with its headers.
+        TxLayoutPolicy::Auto if 14 + ip_hl + 60 + mss <= fs - TX_HEADROOM => TxLayout::Single,
         TxLayoutPolicy::Auto => TxLayout::Chained,
     };
     if layout == TxLayout::Chained
-        && let Some(segs) = zc_segs.filter(|&s| s < 2)
+        && let Some(segs) = zc_segs
     {
-        return Err(EngineError::Config(format!(
-            "{iface} takes {segs} descriptor per packet in zero-copy mode (xdp-zc-max-segs),              too few for the chained layout (a header and the payload): use --tx-layout single,              or --bind copy"
-        )));
+        // A header, and a payload that may start inside a frame.
+        if segs < 3 {
+            return Err(EngineError::Config(format!(
+                "{iface} takes {segs} descriptor(s) per packet in zero-copy mode \
+                 (xdp-zc-max-segs), too few for the chained layout (a header and a payload \
+                 of up to two pieces): use --tx-layout single, or --bind copy"
+            )));
+        }
+        let most = (segs as usize - 2) * fs;
+        if mss > most {
+            tracing::info!(
+                "{iface} takes at most {segs} descriptors per packet in zero-copy mode: MSS \
+                 clamped from {mss} to {most}"
+            );
+            mss = most;
+        }
     }
     // Receiving: a packet larger than a frame needs multi-buffer, which a
     // zero-copy device with one descriptor per packet does not take.

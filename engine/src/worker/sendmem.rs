@@ -95,6 +95,15 @@ impl UmemFrames {
         self.spare.push(frame);
     }
 
+    /// True while a TX descriptor lent from any of its frames is in flight
+    /// (such a connection must stay on its worker: see [`Umem::is_lent`]).
+    pub fn any_lent(&self) -> bool {
+        let Some(umem) = self.umem.as_ref() else {
+            return false;
+        };
+        self.slots.iter().flatten().any(|f| umem.is_lent(f))
+    }
+
     /// Frames held (in slots and spare).
     pub fn frames_held(&self) -> usize {
         self.slots.len() - self.empty + self.spare.len()

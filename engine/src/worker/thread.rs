@@ -97,6 +97,9 @@ pub struct WorkerCounters {
     pub migrated_in: u64,
     /// Connections this worker handed over.
     pub migrated_out: u64,
+    /// Hand-over requests put off because the connection's send-buffer
+    /// frames were still being transmitted here.
+    pub handover_deferred: u64,
     /// Resets sent for segments that matched no connection.
     pub rst_sent: u64,
     /// Resets not sent (queue full).
@@ -730,6 +733,13 @@ impl Worker {
                     let Some(i) = self.slots.iter().position(|s| s.key == key) else {
                         continue;
                     };
+                    // Not while our socket still transmits from its send
+                    // buffer's frames (their counts are this thread's): the
+                    // other worker asks again.
+                    if self.slots[i].conn.send_memory().any_lent() {
+                        self.counters.handover_deferred += 1;
+                        continue;
+                    }
                     let slot = self.slots.swap_remove(i);
                     self.shared.registry.set(key, to as u16);
                     if let Err(e) = self.peers[to].try_send(Ctl::Take(Box::new(slot))) {

@@ -244,13 +244,23 @@ impl Umem {
     #[inline]
     pub fn is_lent(&self, frame: &Frame) -> bool {
         let base = self.check(frame);
-        self.lent[base >> self.config.frame_size.shift()].load(Ordering::Acquire) != 0
+        self.lent[base >> self.config.frame_size.shift()].load(Ordering::Relaxed) != 0
     }
 
     /// Counts one more descriptor lent from the frame at `base`.
+    ///
+    /// The counts are plain loads and stores, not read-modify-write atomics
+    /// (a locked instruction drains the store buffer: measured at ~4 % of a
+    /// sender's cycles at MTU 1500). That is sound because one thread at a
+    /// time touches a frame's count: the thread that owns the frame's token
+    /// lends it, and its descriptors complete on that thread's socket. A
+    /// lent frame's token must not move to another thread until its count
+    /// is back to zero ([`Umem::is_lent`]); the engine hands a connection
+    /// over to another worker only then.
     #[inline]
     pub(crate) fn lend(&self, base: usize) {
-        self.lent[base >> self.config.frame_size.shift()].fetch_add(1, Ordering::Relaxed);
+        let c = &self.lent[base >> self.config.frame_size.shift()];
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     /// A completed descriptor at `addr`: its token if the frame is free now
@@ -261,14 +271,17 @@ impl Umem {
         let idx = addr.frame_index(self.config.frame_size);
         let token = Frame::from_kernel(addr, self.config.frame_size, self.id);
         let c = self.lent.get(idx)?;
-        if c.load(Ordering::Relaxed) == 0 {
-            return Some(token);
+        match c.load(Ordering::Relaxed) {
+            0 => Some(token),
+            n if n == GIVEN_BACK | 1 => {
+                c.store(0, Ordering::Relaxed);
+                Some(token)
+            }
+            n => {
+                c.store(n - 1, Ordering::Relaxed);
+                None
+            }
         }
-        if c.fetch_sub(1, Ordering::AcqRel) == GIVEN_BACK | 1 {
-            c.store(0, Ordering::Release);
-            return Some(token);
-        }
-        None
     }
 
     /// The owner is done with a frame: the token back if no descriptor of
@@ -277,14 +290,11 @@ impl Umem {
     pub fn give_back(&self, frame: Frame) -> Option<Frame> {
         let base = self.check(&frame);
         let c = &self.lent[base >> self.config.frame_size.shift()];
-        let mut cur = c.load(Ordering::Acquire);
-        loop {
-            if cur == 0 {
-                return Some(frame);
-            }
-            match c.compare_exchange(cur, cur | GIVEN_BACK, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return None,
-                Err(now) => cur = now,
+        match c.load(Ordering::Relaxed) {
+            0 => Some(frame),
+            n => {
+                c.store(n | GIVEN_BACK, Ordering::Relaxed);
+                None
             }
         }
     }
@@ -307,7 +317,7 @@ impl Umem {
     pub fn frame_mut<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
         let base = self.check(frame);
         assert!(
-            self.lent[base >> self.config.frame_size.shift()].load(Ordering::Acquire) == 0,
+            self.lent[base >> self.config.frame_size.shift()].load(Ordering::Relaxed) == 0,
             "frame {:?} is being transmitted: it cannot be written until it completes",
             frame.addr
         );
