@@ -407,6 +407,12 @@ impl XskPort {
             self.counters.tx_ring_full += 1;
             return false;
         }
+        // Every piece lies in a frame the connection holds (a slot is
+        // written before it is sent): else nothing goes.
+        if pieces.iter().any(|p| mem.token(p.slot).is_none()) {
+            self.counters.tx_no_frame += 1;
+            return false;
+        }
         let local_mac = self.cfg.local_mac;
         let Some(tpl) = cache.template(local_mac, mac, src, dst, repr) else {
             self.counters.tx_too_long += 1;
@@ -493,6 +499,7 @@ impl XskPort {
     ) -> bool {
         let hl = tpl.header_len();
         let fs = self.umem.frame_size().bytes();
+        self.ip_id = self.ip_id.wrapping_add(1);
         if let [p] = pieces
             && p.offset == 0
             && mem.headroom() >= hl
