@@ -793,7 +793,7 @@ const DIMENSIONS: [(&str, Dimension); 7] = [
 /// Panels of Gbit/s, CPU s/GiB and, where any run measured it, the RTT
 /// under load (with the idle RTT dashed), one line per pair (medians),
 /// against the swept parameter; if several vary, against the points,
-/// labelled MTU/rcvbuf/ring/frame size/TX burst/MSS clip.
+/// labelled MTU/rcvbuf/ring/frame size/TX burst/MSS clip/TX layout.
 fn plot(samples: &[Sample]) -> String {
     let mut xs: Vec<Point> = Vec::new();
     for s in samples {
@@ -814,7 +814,7 @@ fn plot(samples: &[Sample]) -> String {
         [] => (DIMENSIONS[0].0, DIMENSIONS[0].1),
         [d] => (DIMENSIONS[d].0, DIMENSIONS[d].1),
         _ => (
-            "point (MTU/rcvbuf/ring/frame size/TX burst/MSS clip)",
+            "point (MTU/rcvbuf/ring/frame size/TX burst/MSS clip/TX layout)",
             Point::label,
         ),
     };
@@ -962,6 +962,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bad_sweep_values_are_named() {
+        #[derive(clap::Parser)]
+        struct W {
+            #[command(flatten)]
+            a: BenchArgs,
+        }
+        use clap::Parser;
+        let err = |args: &[&str]| {
+            let w =
+                W::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).unwrap();
+            check_args(&w.a).unwrap_err().to_string()
+        };
+        assert!(
+            err(&["--tx-layout", "chained,twisted"])
+                .contains("--tx-layout takes auto, chained and/or single, not `twisted`"),
+            "{}",
+            err(&["--tx-layout", "twisted"])
+        );
+        assert!(err(&["--mss-clip", "maybe"]).contains("--mss-clip takes on and/or off"));
+        let ok = W::try_parse_from(["bench", "--tx-layout", "single,auto"]).unwrap();
+        assert!(check_args(&ok.a).is_ok());
+    }
+
+    #[test]
     fn ping_average_in_microseconds() {
         let out = "--- 198.18.0.2 ping statistics ---\n\
                    5 packets transmitted, 5 received, 0% packet loss, time 816ms\n\
@@ -1030,10 +1054,10 @@ mod tests {
             .collect();
         let svg = plot(&two);
         assert!(
-            svg.contains("by point (MTU/rcvbuf/ring/frame size/TX burst/MSS clip)"),
+            svg.contains("by point (MTU/rcvbuf/ring/frame size/TX burst/MSS clip/TX layout)"),
             "{svg}"
         );
-        assert!(svg.contains(">9000/auto/2048/4096/64/on<"), "{svg}");
+        assert!(svg.contains(">9000/auto/2048/4096/64/on/auto<"), "{svg}");
         assert!(svg.contains("RTT under load"), "{svg}");
     }
 }
