@@ -89,20 +89,12 @@ def kernel_to_kernel(net, nbytes):
 
 
 def xtcp_to_kernel(net, nbytes, xtcp, extra):
-    rx = net.run(net.b, "socat", "-b", "262144", "-u",
-                 f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
-    time.sleep(0.3)
     c0 = busy_ticks()
-    out = sh("ip", "netns", "exec", net.a, xtcp, "send", "--iface", net.ia,
-             "--connect", f"198.18.0.2:{PORT}", *SOURCE, "--bytes", str(nbytes),
-             "--bind", "copy", "--json", *extra, stdout=subprocess.PIPE,
-             stderr=subprocess.DEVNULL).stdout
-    rx.wait(timeout=60)
+    r = xtcp_send(net, nbytes, xtcp, [*SOURCE, "--bytes", str(nbytes)], extra)
     cpu = ticks_to_s(busy_ticks() - c0)
-    r = json.loads(out)
     return {"gbps": r["gbps"], "cpu_s_per_gib": cpu / (nbytes / 2**30),
             "seconds": r["seconds"], "retransmits": r["retransmits"],
-            "xtcp_cpu_s_per_gib": r["cpu_seconds_per_gib"]}
+            "xtcp_cpu_s_per_gib": r["xtcp_cpu_s_per_gib"]}
 
 
 def kernel_to_xtcp(net, nbytes, xtcp, extra):
@@ -124,6 +116,7 @@ def kernel_to_xtcp(net, nbytes, xtcp, extra):
 
 
 def xtcp_send(net, nbytes, xtcp, source, extra):
+    """`xtcp send SOURCE` from A to socat in B (into /dev/null); its report."""
     rx = net.run(net.b, "socat", "-b", "262144", "-u",
                  f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
     time.sleep(0.3)
@@ -134,7 +127,8 @@ def xtcp_send(net, nbytes, xtcp, source, extra):
     rx.wait(timeout=60)
     r = json.loads(out)
     assert r["bytes"] == nbytes, r["bytes"]
-    return {"gbps": r["gbps"], "xtcp_cpu_s_per_gib": r["cpu_seconds_per_gib"]}
+    return {"gbps": r["gbps"], "seconds": r["seconds"], "retransmits": r["retransmits"],
+            "xtcp_cpu_s_per_gib": r["cpu_seconds_per_gib"]}
 
 
 def file_vs_zeros(a, nbytes):

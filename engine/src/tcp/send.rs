@@ -34,14 +34,11 @@ pub trait SendMemory: fmt::Debug + Send {
     /// Called once, when the connection is established: the buffer has
     /// `frames` slots of `frame_len` bytes (at most 4096).
     fn allocate(&mut self, frames: usize, frame_len: usize);
-    /// Slot `slot`'s `frame_len` bytes, writable; `None` when the slot has
-    /// no memory now (none free yet) or its memory is still being read by a
+    /// Consecutive slots from `first` on, their `frame_len` bytes writable,
+    /// into `out`; returns how many. It stops at the first slot that has no
+    /// memory now (none free yet) or whose memory is still being read by a
     /// transmission. The buffer only asks for slots whose bytes are all
-    /// acknowledged (or never written).
-    fn slot_mut(&mut self, slot: usize) -> Option<&mut [u8]>;
-    /// Consecutive slots from `first` on, writable, into `out` (as many as
-    /// it can, stopping at the first that [`SendMemory::slot_mut`] would
-    /// refuse); returns how many. The buffer never asks past the ring's end.
+    /// acknowledged (or never written), and never past the ring's end.
     fn slots_mut<'a>(&'a mut self, first: usize, out: &mut [&'a mut [u8]]) -> usize;
     /// Slot `slot`'s bytes (asked only for slots that were written).
     fn slot(&self, slot: usize) -> &[u8];
@@ -72,11 +69,6 @@ impl SendMemory for HeapFrames {
         self.frames = frames;
         self.frame_len = frame_len;
         self.data = vec![0; frame_len * frames];
-    }
-
-    fn slot_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
-        let fl = self.frame_len;
-        self.data.get_mut(slot * fl..(slot + 1) * fl)
     }
 
     fn slots_mut<'a>(&'a mut self, first: usize, out: &mut [&'a mut [u8]]) -> usize {
@@ -240,12 +232,22 @@ impl<M: SendMemory> SendBuffer<M> {
         Some((slot, off, n.min(self.frame_len - off)))
     }
 
+    /// One slot's bytes, writable (see [`SendMemory::slots_mut`]).
+    fn slot_of(mem: &mut M, slot: usize) -> Option<&mut [u8]> {
+        let mut one: [&mut [u8]; 1] = [&mut []];
+        if mem.slots_mut(slot, &mut one) == 0 {
+            return None;
+        }
+        let [s] = one;
+        Some(s)
+    }
+
     /// Copies as much of `buf` as fits (and as the memory has room for);
     /// returns the count.
     pub(crate) fn write(&mut self, buf: &[u8]) -> usize {
         let mut done = 0;
         while let Some((slot, off, k)) = self.next_free(buf.len() - done) {
-            let Some(dst) = self.mem.slot_mut(slot) else {
+            let Some(dst) = Self::slot_of(&mut self.mem, slot) else {
                 break;
             };
             let s = &mut self.sums[slot];
@@ -262,7 +264,7 @@ impl<M: SendMemory> SendBuffer<M> {
     pub(crate) fn fill(&mut self, mut f: impl FnMut(&mut [u8]) -> usize) -> usize {
         let mut done = 0;
         while let Some((slot, off, k)) = self.next_free(usize::MAX) {
-            let Some(dst) = self.mem.slot_mut(slot) else {
+            let Some(dst) = Self::slot_of(&mut self.mem, slot) else {
                 break;
             };
             let n = f(&mut dst[off..off + k]).min(k);
@@ -330,7 +332,7 @@ impl<M: SendMemory> SendBuffer<M> {
     pub(crate) fn fill_zeros(&mut self, n: usize) -> usize {
         let mut done = 0;
         while let Some((slot, off, k)) = self.next_free(n - done) {
-            let Some(dst) = self.mem.slot_mut(slot) else {
+            let Some(dst) = Self::slot_of(&mut self.mem, slot) else {
                 break;
             };
             let s = &mut self.sums[slot];
@@ -437,43 +439,44 @@ impl<M: SendMemory> SendBuffer<M> {
     }
 }
 
+/// Updates the slot's block sums for bytes `[from, to)` just written: `piece`
+/// gives the sum of each run `[a, b)` inside one 256-byte block (relative to
+/// its first byte), and joins the block's sum of the bytes before it.
+fn sum_blocks(
+    from: usize,
+    to: usize,
+    s: &mut SlotSums,
+    mut piece: impl FnMut(usize, usize) -> u16,
+) {
+    let mut pos = from;
+    while pos < to {
+        let b = pos / SUM_BLOCK;
+        let in_block = pos % SUM_BLOCK;
+        let k = (SUM_BLOCK - in_block).min(to - pos);
+        let p = piece(pos, pos + k);
+        s.blocks.0[b] = if in_block == 0 {
+            p
+        } else {
+            checksum::combine(s.blocks.0[b], p, in_block)
+        };
+        pos += k;
+    }
+}
+
 /// Copies `src` into `dst` (at slot offset `off`), summing as it goes, and
 /// updates the slot's block sums.
 fn copy_summed(dst: &mut [u8], src: &[u8], off: usize, s: &mut SlotSums) {
     s.zero = false;
-    let mut at = 0;
-    while at < src.len() {
-        let pos = off + at;
-        let b = pos / SUM_BLOCK;
-        let in_block = pos % SUM_BLOCK;
-        let k = (SUM_BLOCK - in_block).min(src.len() - at);
-        let piece = checksum::copy_and_sum(&mut dst[at..at + k], &src[at..at + k]);
-        s.blocks.0[b] = if in_block == 0 {
-            piece
-        } else {
-            checksum::combine(s.blocks.0[b], piece, in_block)
-        };
-        at += k;
-    }
+    sum_blocks(off, off + src.len(), s, |a, b| {
+        checksum::copy_and_sum(&mut dst[a - off..b - off], &src[a - off..b - off])
+    });
 }
 
 /// Updates the block sums of a slot after bytes `[from, to)` were written in
 /// place (read once, just written, so in cache).
 fn sum_written(slot: &[u8], from: usize, to: usize, s: &mut SlotSums) {
     s.zero = false;
-    let mut pos = from;
-    while pos < to {
-        let b = pos / SUM_BLOCK;
-        let in_block = pos % SUM_BLOCK;
-        let k = (SUM_BLOCK - in_block).min(to - pos);
-        let piece = checksum::sum(&slot[pos..pos + k]);
-        s.blocks.0[b] = if in_block == 0 {
-            piece
-        } else {
-            checksum::combine(s.blocks.0[b], piece, in_block)
-        };
-        pos += k;
-    }
+    sum_blocks(from, to, s, |a, b| checksum::sum(&slot[a..b]));
 }
 
 /// Internet sum of `slot[off..off+len]` relative to its first byte: whole
@@ -653,7 +656,7 @@ mod tests {
         // Plant a byte where the memory says slot 0 is: a slot known to be
         // zero is not rewritten, so the byte stays (the test's proof that no
         // memset happened).
-        b.memory_mut().slot_mut(0).unwrap()[100] = 7;
+        SendBuffer::slot_of(b.memory_mut(), 0).unwrap()[100] = 7;
         let mut p = [Piece::default(); 4];
         assert_eq!(b.fill_zeros(4096), 4096);
         assert_eq!(b.pieces(8192, 4096, &mut p), Some(1));

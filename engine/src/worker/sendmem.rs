@@ -136,19 +136,6 @@ impl SendMemory for UmemFrames {
         self.empty = frames;
     }
 
-    #[inline]
-    fn slot_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
-        let umem = self.umem.as_ref()?;
-        let entry = self.slots.get_mut(slot)?;
-        if entry.is_none() {
-            *entry = Some(self.spare.pop()?);
-            self.empty -= 1;
-        }
-        let frame = entry.as_mut()?;
-        let (h, fl) = (self.headroom, self.frame_len);
-        Some(&mut umem.try_frame_mut(frame)?[h..h + fl])
-    }
-
     fn slots_mut<'a>(&'a mut self, first: usize, out: &mut [&'a mut [u8]]) -> usize {
         let Some(umem) = self.umem.as_deref() else {
             return 0;
@@ -203,21 +190,14 @@ mod tests {
     use super::*;
     use crate::tcp::send::SendBuffer;
     use crate::tcp::{MAX_PIECES, Piece};
-    use crate::xsk::UmemConfig;
-    use crate::xsk::socket::FakeTx;
+    use crate::xsk::socket::{FakeTx, heap_umem};
 
     /// A send-buffer frame is rewritten only once its bytes are acknowledged
     /// and every descriptor lent from it has completed (the fake kernel
     /// plays the TX and completion rings).
     #[test]
     fn a_frame_is_not_rewritten_while_unacknowledged_or_in_flight() {
-        let umem = Arc::new(
-            Umem::new(UmemConfig {
-                frame_count: 8,
-                ..UmemConfig::default()
-            })
-            .unwrap(),
-        );
+        let umem = heap_umem(8);
         let mut pool = umem.take_frames();
         let mut fake = FakeTx::new(&umem, 8);
         let mut mem = UmemFrames::default();

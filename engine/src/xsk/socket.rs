@@ -981,6 +981,18 @@ pub(crate) struct FakeTx {
     pub(crate) comp_kernel: ProdRing<u64>,
 }
 
+/// A UMEM of `frames` 4096-byte frames, for tests on fake rings.
+#[cfg(test)]
+pub(crate) fn heap_umem(frames: u32) -> Arc<Umem> {
+    Arc::new(
+        Umem::new(super::UmemConfig {
+            frame_count: frames,
+            ..super::UmemConfig::default()
+        })
+        .expect("a small anonymous mapping"),
+    )
+}
+
 #[cfg(test)]
 impl FakeTx {
     pub(crate) fn new(umem: &Arc<Umem>, size: u32) -> FakeTx {
@@ -1025,17 +1037,10 @@ impl FakeTx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xsk::UmemConfig;
 
     #[test]
     fn a_lent_frame_is_not_writable_until_its_last_descriptor_completes() {
-        let umem = Arc::new(
-            Umem::new(UmemConfig {
-                frame_count: 4,
-                ..UmemConfig::default()
-            })
-            .unwrap(),
-        );
+        let umem = heap_umem(4);
         let mut frames = umem.take_frames();
         let mut fake = FakeTx::new(&umem, 8);
         let mut kept = frames.pop().unwrap();
@@ -1099,13 +1104,7 @@ mod tests {
 
     #[test]
     fn the_given_back_frame_comes_back_once_and_unlent() {
-        let umem = Arc::new(
-            Umem::new(UmemConfig {
-                frame_count: 2,
-                ..UmemConfig::default()
-            })
-            .unwrap(),
-        );
+        let umem = heap_umem(2);
         let mut frames = umem.take_frames();
         let mut fake = FakeTx::new(&umem, 4);
         let f = frames.pop().unwrap();
@@ -1127,13 +1126,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "being transmitted")]
     fn writing_a_lent_frame_panics() {
-        let umem = Arc::new(
-            Umem::new(UmemConfig {
-                frame_count: 1,
-                ..UmemConfig::default()
-            })
-            .unwrap(),
-        );
+        let umem = heap_umem(1);
         let mut f = umem.take_frames().pop().unwrap();
         let mut fake = FakeTx::new(&umem, 2);
         {
