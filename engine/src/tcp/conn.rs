@@ -394,6 +394,30 @@ impl<M: SendMemory> Connection<M> {
         self.recv.set_policy(policy);
         self.recv.limit()
     }
+    /// Caps the window this connection offers at `bytes` (at least two
+    /// MSS), whatever its policy and buffer allow: the worker shares what
+    /// its RX ring can absorb among its connections, so that the data all
+    /// peers may send at once fits the ring. The right edge already offered
+    /// is never taken back; the window stops moving until it is under the
+    /// cap. `usize::MAX` lifts the cap.
+    pub fn set_recv_share(&mut self, bytes: usize) {
+        self.recv.set_share(bytes.max(2 * self.cfg.mss as usize));
+    }
+    /// The cap [`Connection::set_recv_share`] set (`usize::MAX`: none).
+    pub fn recv_share(&self) -> usize {
+        self.recv.share()
+    }
+    /// Lets the send buffer use at most `slots` of its
+    /// [`Config::send_frames`] slots at once (at least one): the worker
+    /// shares its frames among its connections. A smaller limit applies as
+    /// the bytes beyond it are acknowledged; nothing written is lost.
+    pub fn set_send_limit(&mut self, slots: usize) {
+        self.send.set_limit(slots);
+    }
+    /// The limit in force, slots.
+    pub fn send_limit(&self) -> usize {
+        self.send.limit()
+    }
     /// The receive buffer: the largest window this connection can offer.
     pub fn recv_buffer(&self) -> usize {
         self.recv.capacity()

@@ -36,6 +36,9 @@ pub(crate) struct RecvBuffer {
     nxt: u64,
     ooo: RangeSet,
     limit: usize,
+    /// Cap on the window, whatever the limit (the worker's share of its RX
+    /// ring).
+    share: usize,
     policy: RecvWindow,
     /// Autotuning: start of the measurement period and `read` then.
     tune_start: Option<(Instant, u64)>,
@@ -86,6 +89,7 @@ impl RecvBuffer {
             nxt: 0,
             ooo: RangeSet::new(max_ranges),
             limit,
+            share: usize::MAX,
             policy,
             tune_start: None,
         }
@@ -114,9 +118,17 @@ impl RecvBuffer {
     /// Bytes the window may offer beyond RCV.NXT now.
     pub(crate) fn window(&self) -> usize {
         if self.data.is_empty() {
-            return self.limit;
+            return self.limit.min(self.share);
         }
-        self.limit.saturating_sub(self.readable())
+        self.limit.saturating_sub(self.readable()).min(self.share)
+    }
+
+    pub(crate) fn set_share(&mut self, bytes: usize) {
+        self.share = bytes;
+    }
+
+    pub(crate) fn share(&self) -> usize {
+        self.share
     }
 
     pub(crate) fn limit(&self) -> usize {

@@ -7,6 +7,14 @@
 //! segment references (in flight, or to be retransmitted) are never
 //! rewritten.
 //!
+//! A buffer may use fewer slots at once than it has ([`SendBuffer::set_limit`]:
+//! the worker shares its frames among its connections): bytes then span at
+//! most `limit` consecutive slots from the oldest unacknowledged one, and
+//! the memory of a slot that is released moves `limit` slots ahead
+//! ([`SendMemory::recycle`]), to the next slot that will be written, with
+//! its contents and their sums. A bulk sender so rotates its `limit` frames
+//! round the ring instead of taking a new frame for every slot.
+//!
 //! Where the slots' bytes live is the caller's: a [`SendMemory`]. The engine's
 //! is a set of UMEM frames owned by the connection (the worker's
 //! `UmemFrames`), so that segments go out by reference — the descriptors
@@ -46,6 +54,18 @@ pub trait SendMemory: fmt::Debug + Send {
     fn addr(&self, slot: usize) -> FrameAddr;
     /// Bytes of memory held.
     fn held(&self) -> usize;
+    /// Slot `from` is released (all its bytes acknowledged) and slot `to`
+    /// will be written next: moves `from`'s memory to `to` and returns true
+    /// if `to` has none, else gives `from`'s memory up (it has more than
+    /// it may hold) and returns false. Memory that is never short (the
+    /// heap) keeps it where it is and returns false.
+    fn recycle(&mut self, from: usize, to: usize) -> bool;
+    /// Slot `slot` holds nothing the buffer needs (after its limit
+    /// shrank): memory that is short gives it up.
+    fn give_up(&mut self, slot: usize);
+    /// The buffer uses at most `slots` slots at once from now on (memory
+    /// that is short holds no more than that).
+    fn set_limit(&mut self, slots: usize);
 }
 
 /// Heap memory for a send buffer (sans-IO use: tests, simulation): slot `i`
@@ -96,6 +116,14 @@ impl SendMemory for HeapFrames {
     fn held(&self) -> usize {
         self.data.len()
     }
+
+    fn recycle(&mut self, _from: usize, _to: usize) -> bool {
+        false
+    }
+
+    fn give_up(&mut self, _slot: usize) {}
+
+    fn set_limit(&mut self, _slots: usize) {}
 }
 
 /// A piece of a segment's payload inside one slot, with its Internet sum.
@@ -142,6 +170,8 @@ pub(crate) struct SendBuffer<M> {
     allocated: bool,
     frame_len: usize,
     frames: usize,
+    /// Slots in use at most (`1..=frames`).
+    limit: usize,
     /// Stream offset of the oldest unacknowledged byte.
     head: u64,
     /// Stream offset one past the last written byte.
@@ -157,6 +187,7 @@ impl<M: SendMemory> SendBuffer<M> {
             allocated: false,
             frame_len: frame_len.clamp(1, SUM_BLOCK * SUM_BLOCKS),
             frames: frames.max(1),
+            limit: frames.max(1),
             head: 0,
             tail: 0,
         }
@@ -172,6 +203,7 @@ impl<M: SendMemory> SendBuffer<M> {
                 self.frame_len = l.clamp(1, self.frame_len);
             }
             self.mem.allocate(self.frames, self.frame_len);
+            self.mem.set_limit(self.limit);
             self.sums = vec![SlotSums::default(); self.frames];
             self.seg_sums = vec![(u64::MAX, 0, 0); SEG_SUMS];
         }
@@ -192,8 +224,40 @@ impl<M: SendMemory> SendBuffer<M> {
             + self.seg_sums.len() * std::mem::size_of::<(u64, u32, u16)>()
     }
 
+    /// Bytes the slots in use may hold.
     fn capacity(&self) -> u64 {
-        (self.frame_len * self.frames) as u64
+        (self.frame_len * self.limit) as u64
+    }
+
+    /// Uses at most `slots` slots at once (clamped to `1..=frames`). A
+    /// smaller limit applies as the bytes beyond it are acknowledged;
+    /// nothing written is dropped.
+    pub(crate) fn set_limit(&mut self, slots: usize) {
+        let (old, new) = (self.limit, slots.clamp(1, self.frames));
+        self.limit = new;
+        if !self.allocated {
+            return;
+        }
+        self.mem.set_limit(new);
+        if new < old {
+            // Slots beyond both the bytes held and the new limit, up to the
+            // old one, may hold memory: give it up (the bytes held keep
+            // theirs, and their slots' memory moves on as they are
+            // acknowledged).
+            let fl = self.frame_len as u64;
+            let first = self.head / fl;
+            let frames = self.frames as u64;
+            for abs in self.tail.div_ceil(fl).max(first + new as u64)..first + old as u64 {
+                let slot = (abs % frames) as usize;
+                self.sums[slot] = SlotSums::default();
+                self.mem.give_up(slot);
+            }
+        }
+    }
+
+    /// Slots in use at most.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
     }
 
     /// Bytes the application can write now (whole released slots).
@@ -202,7 +266,7 @@ impl<M: SendMemory> SendBuffer<M> {
             return 0;
         }
         let first_frame_start = self.head - self.head % self.frame_len as u64;
-        (first_frame_start + self.capacity() - self.tail) as usize
+        (first_frame_start + self.capacity()).saturating_sub(self.tail) as usize
     }
 
     /// Bytes written and not yet acknowledged.
@@ -360,9 +424,22 @@ impl<M: SendMemory> SendBuffer<M> {
             return false;
         }
         let fl = self.frame_len as u64;
-        let released = to / fl != self.head / fl;
+        let (first, last) = (self.head / fl, to / fl);
         self.head = to;
-        released
+        if self.limit < self.frames {
+            // Each released slot's memory goes to the slot `limit` ahead,
+            // the next one to be written once this one is free.
+            let frames = self.frames as u64;
+            for abs in first..last {
+                let from = (abs % frames) as usize;
+                let dst = ((abs + self.limit as u64) % frames) as usize;
+                let sums = std::mem::take(&mut self.sums[from]);
+                if self.mem.recycle(from, dst) {
+                    self.sums[dst] = sums;
+                }
+            }
+        }
+        first != last
     }
 
     /// The pieces of `[offset, offset+len)` with their sums, into `out`;

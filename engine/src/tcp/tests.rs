@@ -1969,6 +1969,58 @@ fn a_fixed_window_set_after_the_handshake_bounds_what_the_peer_may_send() {
     assert!(total > first, "the transfer went on");
 }
 
+#[test]
+fn a_recv_share_caps_the_window_whatever_the_buffer_and_never_retracts_it() {
+    let (mut a, mut b) = pair();
+    let data = vec![7u8; 256 * 1024];
+    let share = 4 * 1460;
+    a.write(&data).unwrap();
+    // Capped after the handshake: the edge offered before (64 KiB) is
+    // honoured, not taken back.
+    b.set_recv_share(share);
+    assert_eq!(b.recv_share(), share);
+    exchange(&mut a, &mut b, ms(2));
+    let first = b.readable();
+    assert!(
+        first > share,
+        "the edge offered before is honoured: {first}"
+    );
+    // From then on, every window the receiver offers is at most the share
+    // beyond what it has received (not the autotuned buffer), however
+    // fast the reader empties the buffer.
+    let mut total = 0;
+    for t in 3..200 {
+        let n = b.readable();
+        let mut sink = vec![0u8; n];
+        total += b.read(ms(t), &mut sink);
+        for _ in 0..100 {
+            let mut any = false;
+            while let Some(s) = b.poll_transmit(ms(t)) {
+                a.handle_segment(ms(t), &s.repr, &[]);
+                assert!(a.send_window() <= share, "offered {}", a.send_window());
+                any = true;
+            }
+            while let Some(s) = a.poll_transmit(ms(t)) {
+                let (x, y) = a.payload(&s);
+                let mut p = x.to_vec();
+                p.extend_from_slice(y);
+                b.handle_segment(ms(t), &s.repr, &p);
+                any = true;
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+    total += b.readable();
+    assert_eq!(total, data.len(), "the transfer went on to its end");
+    // Never below two segments.
+    b.set_recv_share(1);
+    assert_eq!(b.recv_share(), 2 * Config::default().mss as usize);
+    b.set_recv_share(usize::MAX);
+    assert_eq!(b.recv_share(), usize::MAX);
+}
+
 /// Packet numbers (client → server link) of the data segments of the first
 /// flight, found by running a lossless twin step by step: a deterministic
 /// sender sends the same packets until the first feedback of a loss.

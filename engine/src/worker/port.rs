@@ -241,6 +241,8 @@ pub struct XskPort {
     cfg: PortConfig,
     ip_id: u16,
     counters: PortCounters,
+    /// Frames given at creation.
+    frames: usize,
 }
 
 impl std::fmt::Debug for XskPort {
@@ -271,6 +273,7 @@ impl XskPort {
     pub fn new(mut xsk: Xsk, cfg: PortConfig, frames: Vec<Frame>) -> XskPort {
         let umem = xsk.umem().clone();
         let mut pool = frames;
+        let frames = pool.len();
         // Room for every frame of the UMEM: frames of connections handed
         // over from another queue come back here too, without allocating.
         pool.reserve(umem.frame_count() as usize);
@@ -287,7 +290,13 @@ impl XskPort {
             cfg,
             ip_id: 1,
             counters: PortCounters::default(),
+            frames,
         }
+    }
+
+    /// The frames this port was given.
+    pub fn frames(&self) -> usize {
+        self.frames
     }
 
     /// The counters.
@@ -313,12 +322,13 @@ impl XskPort {
     }
 
     /// Like [`XskPort::recv`], and also hands over the frame's source MAC
-    /// (the next hop towards the sender, where replies go).
+    /// (the next hop towards the sender, where replies go). Returns the
+    /// descriptors taken from the RX ring.
     pub fn recv_from(
         &mut self,
         max: u32,
         mut f: impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, Parts<'_>),
-    ) {
+    ) -> u32 {
         let XskPort {
             xsk,
             umem,
@@ -331,7 +341,7 @@ impl XskPort {
             counters,
             ..
         } = self;
-        xsk.rx.recv(max, |d: RxDesc| {
+        let n = xsk.rx.recv(max, |d: RxDesc| {
             if !d.contd && !*in_chain {
                 let data = &umem.frame(&d.frame)[d.offset as usize..(d.offset + d.len) as usize];
                 deliver(&[data], gather, cfg, counters, &mut f);
@@ -366,6 +376,7 @@ impl XskPort {
             let n = pool.len() as u32;
             xsk.fill.fill(pool, n);
         }
+        n
     }
 
     /// Frames and queues one segment from `src` to `dst` to the next hop
@@ -609,11 +620,13 @@ impl XskPort {
         !self.pool.is_empty() && ring_free as usize >= descs
     }
 
-    /// Gives `mem` the frames it wants for its send buffer, as long as the
+    /// Takes back the frames `mem` gave up (its limit shrank), then gives
+    /// it the frames it wants for its send buffer, as long as the
     /// pool keeps `reserve` frames for headers; a send buffer with fewer
     /// than four frames may go down to half of that, so that a connection
     /// that comes late is not left without any.
     pub fn provision(&mut self, mem: &mut UmemFrames, reserve: usize) {
+        mem.take_surplus(&mut self.pool);
         let mut want = mem.wants();
         let floor = if mem.frames_held() < 4 {
             reserve / 2

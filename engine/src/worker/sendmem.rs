@@ -12,6 +12,13 @@
 //! buffer's rule). When the connection ends, [`UmemFrames::release`] gives
 //! the frames back; one still in flight returns through the completion ring.
 //!
+//! The worker shares its frames among its connections: a connection holds
+//! at most its buffer's limit ([`crate::tcp::Connection::set_send_limit`]).
+//! Under a limit smaller than the ring, a released slot's frame moves to the
+//! slot that will be written next ([`SendMemory::recycle`]); frames beyond
+//! the limit wait in a surplus list until the worker takes them back
+//! ([`UmemFrames::take_surplus`]).
+//!
 //! In the single-descriptor layout each slot starts `headroom` bytes into
 //! its frame, so that a segment's headers can be written just before its
 //! payload.
@@ -35,6 +42,10 @@ pub struct UmemFrames {
     /// Slots that have no frame yet.
     empty: usize,
     spare: Vec<Frame>,
+    /// Frames given up, for the worker's pool.
+    surplus: Vec<Frame>,
+    /// Frames it may hold (the send buffer's limit, in slots).
+    limit: usize,
 }
 
 impl std::fmt::Debug for UmemFrames {
@@ -45,6 +56,8 @@ impl std::fmt::Debug for UmemFrames {
             .field("slots", &self.slots.len())
             .field("empty", &self.empty)
             .field("spare", &self.spare.len())
+            .field("surplus", &self.surplus.len())
+            .field("limit", &self.limit)
             .finish()
     }
 }
@@ -79,14 +92,29 @@ impl UmemFrames {
     }
 
     /// Frames it would take now: for slots without one, up to
-    /// [`SPARE_FRAMES`] held in reserve.
+    /// [`SPARE_FRAMES`] held in reserve, and never more than its limit.
     pub fn wants(&self) -> usize {
         if self.umem.is_none() {
             return 0;
         }
+        let held = self.frames_held() + self.surplus.len();
         self.empty
             .saturating_sub(self.spare.len())
             .min(SPARE_FRAMES - self.spare.len())
+            .min(self.limit.saturating_sub(held))
+    }
+
+    /// Frames given up since the last call, into `pool` (one still in
+    /// flight returns through the completion ring instead).
+    pub fn take_surplus(&mut self, pool: &mut Vec<Frame>) {
+        let Some(umem) = self.umem.as_ref() else {
+            return;
+        };
+        for f in self.surplus.drain(..) {
+            if let Some(f) = umem.give_back(f) {
+                pool.push(f);
+            }
+        }
     }
 
     /// Takes a frame for a later slot.
@@ -120,6 +148,7 @@ impl UmemFrames {
             .iter_mut()
             .filter_map(Option::take)
             .chain(self.spare.drain(..))
+            .chain(self.surplus.drain(..))
         {
             if let Some(f) = umem.give_back(f) {
                 pool.push(f);
@@ -134,6 +163,9 @@ impl SendMemory for UmemFrames {
         self.frame_len = frame_len;
         self.slots = (0..frames).map(|_| None).collect();
         self.empty = frames;
+        self.limit = frames;
+        // Room for every frame it holds: giving up never allocates.
+        self.surplus = Vec::with_capacity(frames + SPARE_FRAMES);
     }
 
     fn slots_mut<'a>(&'a mut self, first: usize, out: &mut [&'a mut [u8]]) -> usize {
@@ -183,6 +215,41 @@ impl SendMemory for UmemFrames {
         let fs = self.umem.as_ref().map_or(0, |u| u.frame_size().bytes());
         self.frames_held() * fs + self.slots.len() * std::mem::size_of::<Option<Frame>>()
     }
+
+    fn recycle(&mut self, from: usize, to: usize) -> bool {
+        let Some(f) = self.slots.get_mut(from).and_then(Option::take) else {
+            return false;
+        };
+        match self.slots.get_mut(to) {
+            Some(dst @ None) => {
+                *dst = Some(f);
+                true
+            }
+            _ => {
+                self.empty += 1;
+                self.surplus.push(f);
+                false
+            }
+        }
+    }
+
+    fn give_up(&mut self, slot: usize) {
+        if let Some(f) = self.slots.get_mut(slot).and_then(Option::take) {
+            self.empty += 1;
+            self.surplus.push(f);
+        }
+    }
+
+    fn set_limit(&mut self, slots: usize) {
+        self.limit = slots;
+        // Spare frames beyond the limit go back too.
+        while self.frames_held() > slots {
+            let Some(f) = self.spare.pop() else {
+                break;
+            };
+            self.surplus.push(f);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -190,7 +257,125 @@ mod tests {
     use super::*;
     use crate::tcp::send::SendBuffer;
     use crate::tcp::{MAX_PIECES, Piece};
+    use crate::wire::checksum;
     use crate::xsk::socket::{FakeTx, heap_umem};
+
+    /// What the worker's `provision` does: take back what the buffer gave
+    /// up, give it what it wants.
+    fn provision(b: &mut SendBuffer<UmemFrames>, pool: &mut Vec<Frame>) {
+        b.memory_mut().take_surplus(pool);
+        for _ in 0..b.memory().wants() {
+            let f = pool.pop().expect("a frame in the pool");
+            b.memory_mut().give(f);
+        }
+    }
+
+    /// The bytes at `[at, at + len)` as sent, and the sum of their pieces
+    /// as the buffer gives it, checked against each other.
+    fn check_bytes(b: &mut SendBuffer<UmemFrames>, at: u64, len: usize, want: u8) {
+        let mut out = vec![0xa5u8; len];
+        b.copy_out(at, &mut out);
+        assert!(out.iter().all(|&x| x == want), "bytes at {at}");
+        let mut p = [Piece::default(); MAX_PIECES];
+        let n = b.pieces(at, len, &mut p).unwrap();
+        let mut off = 0;
+        for piece in &p[..n] {
+            assert_eq!(
+                piece.sum,
+                checksum::sum(&out[off..off + piece.len]),
+                "sum of the piece at {}",
+                at + off as u64
+            );
+            off += piece.len;
+        }
+    }
+
+    /// Under a limit, a bulk sender's frames go round its ring: it never
+    /// holds more than the limit, takes nothing more from the pool once warm,
+    /// its bytes and their sums stay right (zeros are not rewritten, so their
+    /// sums must travel with the frames), and a smaller limit gives the rest
+    /// back as the bytes beyond it are acknowledged.
+    #[test]
+    fn a_limited_send_buffer_rotates_its_frames_and_gives_back_the_rest() {
+        let umem = heap_umem(64);
+        let mut pool = umem.take_frames();
+        let mut mem = UmemFrames::default();
+        mem.attach(umem.clone(), 0);
+        let mut b = SendBuffer::new(4096, 16, mem);
+        b.allocate(None);
+        const FL: usize = 4096;
+        // Warm: all 16 slots written.
+        let mut written = 0;
+        while written < 16 * FL {
+            provision(&mut b, &mut pool);
+            written += b.fill_zeros(16 * FL - written);
+        }
+        assert_eq!(b.memory().frames_held(), 16);
+        // Four slots at once from now on: nothing written is dropped.
+        b.set_limit(4);
+        assert_eq!(b.fill_zeros(1), 0, "still full");
+        provision(&mut b, &mut pool);
+        assert_eq!(b.memory().frames_held(), 16, "every slot holds bytes");
+        b.ack((2 * FL) as u64);
+        provision(&mut b, &mut pool);
+        assert_eq!(b.memory().frames_held(), 14);
+        check_bytes(&mut b, (2 * FL) as u64, 14 * FL, 0);
+        b.ack((16 * FL) as u64);
+        provision(&mut b, &mut pool);
+        assert_eq!(b.memory().frames_held(), 4, "the limit");
+        let pool_len = pool.len();
+        assert_eq!(pool_len, 64 - 4);
+        // Laps round the ring: pattern bytes, then zeros again, on the
+        // same four frames.
+        let mut at = (16 * FL) as u64;
+        for lap in 0..40u64 {
+            let byte = if lap % 3 == 0 { 7 } else { 0 };
+            provision(&mut b, &mut pool);
+            let n = if byte == 0 {
+                b.fill_zeros(usize::MAX)
+            } else {
+                b.write(&[byte; 4 * FL])
+            };
+            assert_eq!(n, 4 * FL, "lap {lap}: four slots free");
+            assert_eq!(b.fill_zeros(1), 0, "lap {lap}: no more than the limit");
+            check_bytes(&mut b, at, 4 * FL, byte);
+            at += n as u64;
+            b.ack(at);
+            assert_eq!(b.memory().frames_held(), 4);
+        }
+        assert_eq!(pool.len(), pool_len, "nothing more from the pool");
+        // A bigger limit takes frames again.
+        b.set_limit(8);
+        provision(&mut b, &mut pool);
+        assert_eq!(b.fill_zeros(usize::MAX), 8 * FL);
+        check_bytes(&mut b, at, 8 * FL, 0);
+    }
+
+    /// A limit that shrinks while frames sit in released slots ahead of
+    /// the new window gives those back at once, so the buffer can take
+    /// frames for the slots it must write next (else it would wait for
+    /// acknowledgements that never come: nothing is in flight).
+    #[test]
+    fn a_shrinking_limit_does_not_strand_the_buffer() {
+        let umem = heap_umem(64);
+        let mut pool = umem.take_frames();
+        let mut mem = UmemFrames::default();
+        mem.attach(umem.clone(), 0);
+        let mut b = SendBuffer::new(4096, 16, mem);
+        b.allocate(None);
+        const FL: usize = 4096;
+        provision(&mut b, &mut pool);
+        assert_eq!(b.write(&[1u8; 6 * FL]), 6 * FL);
+        b.ack((5 * FL) as u64);
+        assert_eq!(b.memory().frames_held(), 16, "6 in slots, 10 spare");
+        b.set_limit(4);
+        provision(&mut b, &mut pool);
+        assert_eq!(b.memory().frames_held(), 4, "slot 5 and three more");
+        assert_eq!(b.write(&[2u8; 4 * FL]), 3 * FL);
+        check_bytes(&mut b, (5 * FL) as u64, FL, 1);
+        check_bytes(&mut b, (6 * FL) as u64, 3 * FL, 2);
+        assert_eq!(pool.len(), 64 - 4);
+    }
 
     /// A send-buffer frame is rewritten only once its bytes are acknowledged
     /// and every descriptor lent from it has completed (the fake kernel

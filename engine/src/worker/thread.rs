@@ -65,6 +65,15 @@ const MAX_PENDING_RST: usize = 64;
 const MAC_TABLE: usize = 256;
 /// A hand-over request is not repeated sooner than this.
 const WANT_AGAIN: Duration = Duration::from_millis(1);
+/// Bytes in front of a received packet in its frame (the kernel's
+/// `XDP_PACKET_HEADROOM`).
+const RX_HEADROOM: usize = 256;
+/// What one connection queues for transmission at once is about this much
+/// time at its rate ([`small_queue`]).
+const SMALL_QUEUE: Duration = Duration::from_millis(1);
+/// Of the RX ring, the part that the receive windows may fill; the rest is
+/// for ACKs of our own sending, handshakes and strays.
+const RX_WINDOW_SHARE: (usize, usize) = (3, 4);
 
 /// Per-worker counters, cache-line padded (each worker owns one; the control
 /// thread receives copies).
@@ -451,6 +460,8 @@ pub struct Slot {
     reported: bool,
     /// Stop: reset at this time if not closed by then.
     deadline: Option<Instant>,
+    /// Closed this turn: removed at its end.
+    ended: bool,
     /// An application connection (instead of source and sink).
     appconn: Option<Box<AppConn>>,
 }
@@ -485,6 +496,24 @@ pub struct Worker {
     held: Vec<(Key, TcpRepr)>,
     /// Planned connections of this worker not opened yet.
     to_open: Vec<usize>,
+    /// What the connections share (see [`Worker::rebalance`]).
+    budget: Budget,
+    /// The connection count the shares were computed for.
+    balanced_for: usize,
+    /// Turns served (where the next turn starts among the connections).
+    rr: usize,
+}
+
+/// What a worker's connections share.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    /// Send-buffer frames: the port's frames less what the rings may hold.
+    send_frames: usize,
+    /// The least a send buffer gets: two full segments and a bit.
+    min_send_slots: usize,
+    /// Payload bytes the receive windows may offer in sum: full segments
+    /// that fit the share of the RX ring set aside for them.
+    rx_bytes: usize,
 }
 
 /// Segments held per worker for connections in transit.
@@ -553,6 +582,17 @@ impl Worker {
             queue: port.xsk().info().queue,
             ..WorkerCounters::default()
         };
+        let x = port.xsk();
+        let rings = (x.fill.size() + x.rx.size() + x.tx.size()) as usize;
+        let fl = shared.tcp.frame_len.max(1);
+        let mss = shared.tcp.mss as usize;
+        let slot_len = fl.saturating_sub(shared.tx_headroom).max(1);
+        let rx_descs = (ip_hl + 60 + mss).div_ceil(fl.saturating_sub(RX_HEADROOM).max(1));
+        let budget = Budget {
+            send_frames: port.frames().saturating_sub(rings),
+            min_send_slots: 2 * mss.div_ceil(slot_len) + 2,
+            rx_bytes: x.rx.size() as usize * RX_WINDOW_SHARE.0 / RX_WINDOW_SHARE.1 / rx_descs * mss,
+        };
         Worker {
             index,
             slots: Vec::with_capacity(shared.max_conns),
@@ -573,6 +613,31 @@ impl Worker {
             wanted: Vec::with_capacity(MAX_WANTED),
             held: Vec::with_capacity(MAX_HELD),
             to_open: Vec::new(),
+            budget,
+            balanced_for: usize::MAX,
+            rr: 0,
+        }
+    }
+
+    /// Shares the worker's memory among its connections, evenly: each send
+    /// buffer may hold `send_frames / n` frames (at least two segments'
+    /// worth, at most its own size), and each receive window is capped at
+    /// `rx_bytes / n`, so that everything all peers may send at once fits
+    /// the RX ring; excess waits in the senders, whose congestion control
+    /// deals with it, instead of being dropped at the redirect into a full
+    /// ring. Run when the number of connections changed (not per packet).
+    fn rebalance(&mut self) {
+        let n = self.slots.len();
+        self.balanced_for = n;
+        let Some(n) = std::num::NonZeroUsize::new(n) else {
+            return;
+        };
+        let b = self.budget;
+        let send = (b.send_frames / n).max(b.min_send_slots);
+        let recv = b.rx_bytes / n;
+        for s in &mut self.slots {
+            s.conn.set_send_limit(send);
+            s.conn.set_recv_share(recv);
         }
     }
 
@@ -602,6 +667,9 @@ impl Worker {
             let moved = self.handle_ctl(now);
             self.receive(now);
             let tx_before = self.port.counters().tx_packets;
+            if self.slots.len() != self.balanced_for {
+                self.rebalance();
+            }
             self.service(now);
             self.send_resets();
             self.port.flush();
@@ -795,7 +863,12 @@ impl Worker {
             umem,
             ..
         } = self;
-        port.recv_from(shared.batch, |mac, src, dst, repr, parts| {
+        let rx_size = port.xsk().rx.size();
+        let mut on_segment = |mac,
+                              src: SocketAddr,
+                              dst,
+                              repr: &TcpRepr,
+                              parts: crate::worker::port::Parts<'_>| {
             let payload_len: usize = parts.iter().map(|p| p.len()).sum();
             if let Some(s) = slots
                 .iter_mut()
@@ -922,7 +995,18 @@ impl Worker {
                     counters.rst_dropped += 1;
                 }
             }
-        });
+        };
+        // Up to a whole ring per turn, in batches: a turn that sent a lot
+        // must not leave the ACKs and data that arrived meanwhile queued
+        // behind a small batch (queueing delay, then a full ring).
+        let mut taken = 0;
+        while taken < rx_size {
+            let n = port.recv_from(shared.batch, &mut on_segment);
+            taken += n;
+            if n < shared.batch {
+                break;
+            }
+        }
     }
 
     fn send_resets(&mut self) {
@@ -949,6 +1033,7 @@ impl Worker {
             held,
             ctl_hdr,
             reserve,
+            rr,
             ..
         } = self;
         if let Some(l) = listener.as_mut() {
@@ -966,10 +1051,14 @@ impl Worker {
                 }
             }
         }
-        let mut i = 0;
-        let slots_len = slots.len().max(1);
-        while i < slots.len() {
-            let s = &mut slots[i];
+        // Connections take turns: each turn starts one further on, so that
+        // no connection always finds the TX ring full.
+        let slots_len = slots.len();
+        let first = *rr % slots_len.max(1);
+        *rr = rr.wrapping_add(1);
+        let mut ended = 0;
+        for k in 0..slots_len {
+            let s = &mut slots[(first + k) % slots_len];
             if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
                 s.deadline = None;
                 s.conn.abort(now);
@@ -998,8 +1087,12 @@ impl Worker {
             let mut budget = (port.xsk().tx.size() as usize / slots_len)
                 .max(8)
                 .min(shared.tx_burst);
+            // And, like Linux's TCP Small Queues, about a millisecond of the
+            // connection's rate at once (at least two segments), so that
+            // many streams do not each queue a full burst ahead of the ACKs.
+            let mut bytes_left = small_queue(&s.conn);
             let mut pieces = [Piece::default(); MAX_PIECES];
-            while budget > 0 {
+            while budget > 0 && bytes_left > 0 {
                 if !port.has_room(*max_seg_frames) {
                     full = true;
                     break;
@@ -1010,6 +1103,7 @@ impl Worker {
                 let t = s.conn.tuple();
                 let n = s.conn.payload_pieces(&seg, &mut pieces).unwrap_or(0);
                 budget = budget.saturating_sub(XskPort::descs_for(n));
+                bytes_left = bytes_left.saturating_sub(pieces[..n].iter().map(|p| p.len).sum());
                 // Refused sends (MTU) are counted by the port; TCP retransmits.
                 port.send_segment(
                     s.mac,
@@ -1084,10 +1178,18 @@ impl Worker {
                 shared.registry.remove(s.key);
                 let key = s.key;
                 held.retain(|(k, _)| *k != key);
-                slots.swap_remove(i);
-                continue;
+                s.ended = true;
+                ended += 1;
             }
-            i += 1;
+        }
+        // From the back, so that what `swap_remove` moves was seen already.
+        let mut i = slots.len();
+        while ended > 0 && i > 0 {
+            i -= 1;
+            if slots[i].ended {
+                slots.swap_remove(i);
+                ended -= 1;
+            }
         }
     }
 }
@@ -1110,6 +1212,7 @@ impl Slot {
             established: None,
             reported: false,
             deadline: None,
+            ended: false,
             appconn: None,
         }
     }
@@ -1382,6 +1485,22 @@ fn take_direct(
     };
     *read += n as u64;
     n
+}
+
+/// What a connection may queue for transmission in one turn, bytes
+/// (payload): about [`SMALL_QUEUE`] at its rate (congestion window over
+/// smoothed RTT), at least two segments; no limit before the first RTT
+/// sample (the initial window bounds it then).
+fn small_queue(c: &Conn) -> usize {
+    let mss = c.send_mss().max(1);
+    match c.srtt() {
+        Some(rtt) if !rtt.is_zero() => {
+            let window = c.cwnd().min(c.send_window().max(mss)) as u128;
+            let b = window * SMALL_QUEUE.as_nanos() / rtt.as_nanos();
+            usize::try_from(b).unwrap_or(usize::MAX).max(2 * mss)
+        }
+        _ => usize::MAX,
+    }
 }
 
 fn add_stats(t: &mut Stats, s: &Stats) {
