@@ -266,6 +266,11 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
             "{err}"
         );
         assert_eq!(drops, 0, "the veth dropped nothing");
+        let lost = tx_dropped(&net.b.ns, &net.b.iface) - lost0;
+        assert_eq!(
+            lost, 0,
+            "nor did its peer (fewer packets than its queue holds)"
+        );
         let p = printed(&v, &err);
         assert_eq!(
             p,
@@ -454,4 +459,157 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
             "{v} {err}"
         );
     }
+}
+
+/// Starts `xtcp ARGS` on side A, its standard error collected; returns once
+/// `banner` is on it.
+fn spawn_xtcp(
+    net: &TestNet,
+    args: &[&str],
+    banner: &str,
+) -> (Reap, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
+    let mut child = net
+        .a
+        .ns
+        .command(XTCP)
+        .args(args)
+        .args(["--iface", &net.a.iface])
+        .args(ENGINE)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let err = Arc::new(Mutex::new(String::new()));
+    let e = err.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut pipe, &mut buf) {
+            e.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let mut child = Reap(child);
+    let deadline = Instant::now() + WAIT;
+    while !banner.is_empty() && !err.lock().unwrap().contains(banner) {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            panic!("xtcp {args:?} exited ({s}): {}", err.lock().unwrap());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no banner: {}",
+            err.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (child, err, reader)
+}
+
+/// Waits (bounded) for a successful exit; returns standard output and error.
+fn wait_ok(
+    mut child: Reap,
+    err: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+) -> (String, String) {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "xtcp did not exit: {}",
+            err.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    reader.join().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.0.stdout.take().unwrap(), &mut out).unwrap();
+    let err = err.lock().unwrap().clone();
+    assert!(status.success(), "xtcp failed: {out} {err}");
+    (out, err)
+}
+
+/// `xtcp serve -1` (human summary) under a kernel `iperf3 -c -n 1M`:
+/// fewer packets than its 2048-entry RX ring holds, so nothing can drop at
+/// the redirect; the XDP line says 0, and steered is every segment the
+/// client's stack sent (control and data connection) less what its veth
+/// dropped before XDP.
+#[test]
+fn serve_prints_the_xdp_line_when_it_stops() {
+    let net = common::testnet(1);
+    let segs0 = tcp_out_segs(&net.b.ns);
+    let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
+    let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
+    let (child, err, reader) = spawn_xtcp(&net, &["serve", "-1", "-i", "0"], "listening on");
+    let out = net
+        .b
+        .ns
+        .command("iperf3")
+        .args(["-c", &net.a.ip4.to_string(), "-n", "1M"])
+        .output()
+        .expect("iperf3 (apt install iperf3)");
+    assert!(
+        out.status.success(),
+        "iperf3 -c: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let (_, err) = wait_ok(child, err, reader);
+    let steered = tcp_out_segs(&net.b.ns) - segs0 - (tx_dropped(&net.b.ns, &net.b.iface) - lost0);
+    assert_eq!(
+        ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops"),
+        drops0
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("xtcp serve: XDP: "))
+        .unwrap_or_else(|| panic!("no XDP line: {err}"));
+    assert!(
+        line.starts_with(&format!(
+            "xtcp serve: XDP: steered {steered}, dropped at redirect 0 (0.00 %, driver veth \
+             rx_queue_N_drops): rx ring full 0, fill ring empty 0, rx dropped 0, rx invalid \
+             descs 0, tx invalid descs 0, tx ring empty "
+        )),
+        "{line}"
+    );
+}
+
+/// `xtcp client -J` against a kernel `iperf3 -s -1`: the JSON's `xdp`
+/// object says 0 drops (xtcp receives only ACKs and control: far fewer
+/// packets than its RX ring holds) and as steered every segment the
+/// server's stack sent less what its veth dropped before XDP.
+#[test]
+fn client_json_carries_the_xdp_statistics() {
+    let net = common::testnet(1);
+    let _server = Reap(
+        net.b
+            .ns
+            .command("iperf3")
+            .args(["-s", "-1", "-B", &net.b.ip4.to_string()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("iperf3 (apt install iperf3)"),
+    );
+    common::wait_listening(&net.b.ns, 5201, WAIT, None);
+    let segs0 = tcp_out_segs(&net.b.ns);
+    let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
+    let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
+    let ip = net.b.ip4.to_string();
+    let (child, err, reader) = spawn_xtcp(&net, &["client", "-c", &ip, "-n", "1M", "-J"], "");
+    let (out, _) = wait_ok(child, err, reader);
+    let steered = tcp_out_segs(&net.b.ns) - segs0 - (tx_dropped(&net.b.ns, &net.b.iface) - lost0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let x = &v["xdp"];
+    assert_eq!(u(x, "steered"), steered, "{x}");
+    assert_eq!(
+        u(x, "driver_drops"),
+        ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops") - drops0,
+        "{x}"
+    );
+    assert_eq!(u(x, "dropped_at_redirect"), 0, "{x}");
+    assert_eq!(u(x, "rx_ring_full"), 0, "{x}");
+    assert_eq!(x["drop_percent"].as_f64(), Some(0.0), "{x}");
+    assert_eq!(x["queues"][0]["queue"], 0, "{x}");
 }
