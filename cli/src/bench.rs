@@ -138,6 +138,28 @@ pub struct Sample {
     /// `rtt_us` less `min_rtt_us`: the delay the load adds, µs (never
     /// negative; `None` where either is not reported).
     pub queue_delay_us: Option<f64>,
+    /// XDP statistics of the xtcp client end (xtcp → kernel, xtcp → xtcp;
+    /// `None` for a kernel client): the `xdp` object of `xtcp client -J`,
+    /// with `steered` (packets the steering program redirected to xtcp),
+    /// `dropped_at_redirect` (lost before xtcp saw them: the driver's
+    /// count where it has one, veth's `rx_queue_N_drops`, else the
+    /// sockets' `rx_ring_full + rx_dropped`; `drops_source` says which),
+    /// `drop_percent`, the sockets' `XDP_STATISTICS` summed (`rx_dropped`,
+    /// `rx_ring_full`, `rx_fill_ring_empty_descs`, `rx_invalid_descs`,
+    /// `tx_invalid_descs`, `tx_ring_empty_descs`), the driver's count
+    /// (`driver`, `driver_counter`, `driver_drops`, or `driver_note` where
+    /// the driver has none) and the same per queue in `queues`.
+    pub xdp_client: Option<serde_json::Value>,
+    /// The same for the xtcp server end (kernel → xtcp, xtcp → xtcp;
+    /// `None` for a kernel server): the closing `{"xdp": …}` object of
+    /// `xtcp serve -J`. Where xtcp receives the data, these are the
+    /// interesting ones.
+    pub xdp_server: Option<serde_json::Value>,
+    /// Redirect drops ÷ steered packets, percent, of the xtcp end that
+    /// receives the data: the server in kernel → xtcp and xtcp → xtcp, the
+    /// client (which receives the ACKs) in xtcp → kernel; `None` for
+    /// kernel → kernel (the table's "drop %" column).
+    pub drop_pct: Option<f64>,
 }
 
 /// One point of the sweep.
@@ -250,13 +272,24 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
     .collect()
 }
 
-/// Runs one iperf3 test for `pair`; returns the client's `-J` output.
-fn run_pair(
-    net: &TestNet,
-    pair: &str,
-    a: &BenchArgs,
-    point: &Point,
-) -> anyhow::Result<serde_json::Value> {
+/// What one run printed: the client's `-J` output and, for an xtcp
+/// server, the `xdp` object `xtcp serve -J` prints when it stops.
+struct PairOutput {
+    client: serde_json::Value,
+    server_xdp: Option<serde_json::Value>,
+}
+
+/// The `xdp` object of the documents `xtcp serve -J` printed.
+fn serve_xdp(stdout: &str) -> Option<serde_json::Value> {
+    serde_json::Deserializer::from_str(stdout)
+        .into_iter::<serde_json::Value>()
+        .filter_map(Result::ok)
+        .filter_map(|mut v| v.get_mut("xdp").map(serde_json::Value::take))
+        .last()
+}
+
+/// Runs one iperf3 test for `pair`.
+fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::Result<PairOutput> {
     let rcvbuf = point.rcvbuf.as_str();
     let me = std::env::current_exe().context("finding the xtcp binary")?;
     let me = me.to_string_lossy().into_owned();
@@ -275,13 +308,13 @@ fn run_pair(
             .spawn()
             .context("starting iperf3 -s (apt install iperf3)")?
     } else {
-        let mut args = vec!["serve".to_string(), "-1".into()];
+        let mut args = vec!["serve".to_string(), "-1".into(), "-J".into()];
         args.extend(xtcp_engine_args(&net.b.iface, point, 1));
         net.b
             .ns
             .command(&me)
             .args(&args)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .context("starting xtcp serve")?
@@ -302,6 +335,15 @@ fn run_pair(
         })
     });
     let log_text = || log.lock().map(|l| l.clone()).unwrap_or_default();
+    // Its standard output (xtcp serve -J: the test's document, then the
+    // XDP statistics), read as it comes so that it never blocks.
+    let stdout_reader = server.0.stdout.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut s);
+            s
+        })
+    });
     // The client starts once the server is ready: the kernel's listening
     // socket, or xtcp's banner (printed once it is set up).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -363,11 +405,14 @@ fn run_pair(
             .args(&args)
             .output()?
     };
-    // `-1` servers exit after their test; give them a moment, then reap.
+    // `-1` servers exit after their test (xtcp after its grace period and
+    // its closing statistics); give them a moment, then reap.
     let start = Instant::now();
-    while server.0.try_wait()?.is_none() && start.elapsed() < Duration::from_secs(5) {
+    let patience = Duration::from_secs(if kernel_server { 5 } else { 20 });
+    while server.0.try_wait()?.is_none() && start.elapsed() < patience {
         std::thread::sleep(Duration::from_millis(20));
     }
+    let server_exited = server.0.try_wait()?.is_some();
     let server_err = || {
         let _ = server.0.kill();
         let _ = server.0.wait();
@@ -387,7 +432,33 @@ fn run_pair(
     if let Some(e) = v.get("error") {
         bail!("{pair}: {e}; server: {}", server_err());
     }
-    Ok(v)
+    let server_xdp = if kernel_server {
+        None
+    } else {
+        if !server_exited {
+            bail!(
+                "{pair}: xtcp serve -1 did not exit within {patience:?} after its test: {}",
+                server_err()
+            );
+        }
+        let out = stdout_reader
+            .and_then(|r| r.join().ok())
+            .unwrap_or_default();
+        match serve_xdp(&out) {
+            Some(x) => Some(x),
+            None => bail!(
+                "{pair}: xtcp serve -J printed no XDP statistics: {out}; {}",
+                server_err()
+            ),
+        }
+    };
+    if !pair.starts_with("kernel") && v.get("xdp").is_none() {
+        bail!("{pair}: xtcp client -J printed no XDP statistics");
+    }
+    Ok(PairOutput {
+        client: v,
+        server_xdp,
+    })
 }
 
 /// The sender's `field` RTT (`mean_rtt`, `min_rtt`) in µs, averaged over
@@ -446,7 +517,8 @@ fn parse_ping_avg_us(text: &str) -> Option<f64> {
     Some(avg * scale)
 }
 
-fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
+fn sample(out: &PairOutput, pair: &'static str) -> Sample {
+    let v = &out.client;
     let e = &v["end"];
     let recv = e["sum_received"]["bytes"].as_u64().unwrap_or(0);
     let secs = e["sum_received"]["seconds"].as_f64().unwrap_or(0.0);
@@ -482,6 +554,23 @@ fn sample(v: &serde_json::Value, pair: &'static str) -> Sample {
         min_rtt_us: sender_rtt_us(v, "min_rtt"),
         rtt_us: sender_rtt_us(v, "mean_rtt"),
         queue_delay_us: queue_delay_us(sender_rtt_us(v, "mean_rtt"), sender_rtt_us(v, "min_rtt")),
+        xdp_client: v.get("xdp").cloned(),
+        xdp_server: out.server_xdp.clone(),
+        drop_pct: None,
+    }
+    .with_drop_pct()
+}
+
+impl Sample {
+    /// Sets `drop_pct` from the xtcp end that receives the data: the
+    /// server if it is xtcp, else the client if it is xtcp.
+    fn with_drop_pct(mut self) -> Sample {
+        self.drop_pct = self
+            .xdp_server
+            .as_ref()
+            .or(self.xdp_client.as_ref())
+            .and_then(|x| x["drop_percent"].as_f64());
+        self
     }
 }
 
@@ -652,7 +741,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     let mut samples: Vec<Sample> = Vec::new();
     bar.suspend(|| {
         println!(
-            "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:>7} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>10} {:>8} {:>9}",
+            "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:>7} {:<16} {:>8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7}",
             "MTU",
             "rcvbuf",
             "ring",
@@ -670,7 +759,8 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             "ping µs",
             "min RTT µs",
             "RTT µs",
-            "qdelay µs"
+            "qdelay µs",
+            "drop %"
         )
     });
     for p in &points {
@@ -737,7 +827,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 or_dash(o(&|s| s.ratio), 2)
             };
             let line = format!(
-                "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:>7} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>10} {:>8} {:>9}",
+                "{:>6} {:>7} {:>5} {:>5} {:>5} {:>4} {:>7} {:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8.0} {:>10} {:>8} {:>9} {:>7}",
                 p.mtu,
                 p.rcvbuf,
                 p.ring,
@@ -756,6 +846,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 or_dash(o(&|s| s.min_rtt_us), 0),
                 or_dash(o(&|s| s.rtt_us), 0),
                 or_dash(o(&|s| s.queue_delay_us), 0),
+                or_dash(o(&|s| s.drop_pct), 2),
             );
             bar.suspend(|| println!("{line}"));
         }
@@ -1036,7 +1127,35 @@ mod tests {
             min_rtt_us: rtt.map(|r| r / 2.0),
             rtt_us: rtt,
             queue_delay_us: rtt.map(|r| r / 2.0),
+            xdp_client: None,
+            xdp_server: None,
+            drop_pct: None,
         }
+    }
+
+    #[test]
+    fn drop_share_is_the_receiving_xtcp_ends() {
+        let x = |pct: f64| serde_json::json!({ "drop_percent": pct });
+        let mut s = sample_at(2048, 1500, PAIRS[3], None);
+        s.xdp_client = Some(x(0.5));
+        s.xdp_server = Some(x(2.0));
+        assert_eq!(
+            s.with_drop_pct().drop_pct,
+            Some(2.0),
+            "xtcp → xtcp: the server's"
+        );
+        let mut s = sample_at(2048, 1500, PAIRS[1], None);
+        s.xdp_client = Some(x(0.5));
+        assert_eq!(
+            s.with_drop_pct().drop_pct,
+            Some(0.5),
+            "xtcp → kernel: the client's"
+        );
+        let s = sample_at(2048, 1500, PAIRS[0], None);
+        assert_eq!(s.with_drop_pct().drop_pct, None, "kernel → kernel: none");
+        let out = "{\"start\": {}}\n{\"end\": {}}\n{\n  \"xdp\": {\"steered\": 5}\n}\n";
+        assert_eq!(serve_xdp(out), Some(serde_json::json!({ "steered": 5 })));
+        assert_eq!(serve_xdp("{\"start\": {}}"), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use xtcp_engine::worker::{
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
 
+use crate::xdpstats::XdpSummary;
 use crate::xsk_bench::{BindArg, XdpModeArg, parse_frame_size};
 
 /// `--wakeup`.
@@ -366,6 +367,8 @@ struct Summary<'a> {
     cpu_seconds: f64,
     cpu_seconds_per_gib: f64,
     connections: Vec<ConnSummary>,
+    /// XDP statistics: steered, dropped at the redirect, per queue.
+    xdp: XdpSummary,
     engine: &'a EngineReport,
 }
 
@@ -527,6 +530,7 @@ fn summarise<'a>(
             0.0
         },
         connections: conns,
+        xdp: XdpSummary::of(report),
         engine: report,
     }
 }
@@ -593,6 +597,9 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             w.misplaced,
             w.tx_full_turns
         );
+    }
+    for line in s.xdp.lines() {
+        eprintln!("xtcp: {line}");
     }
     for c in &s.connections {
         if c.result != "ok" || s.connections.len() > 1 {

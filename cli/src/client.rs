@@ -19,6 +19,7 @@ use xtcp_engine::tcp::{CloseReason, ConnectionError};
 use xtcp_engine::worker::{Role, run_app};
 
 use crate::bulk::{EngineArgs, connect_timeout_message, interrupt_flag, parse_size};
+use crate::xdpstats::XdpSummary;
 
 /// Arguments of `xtcp client`.
 #[derive(clap::Args, Debug, Clone)]
@@ -62,7 +63,8 @@ pub struct ClientArgs {
     /// Seconds between interval lines (0: none).
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
-    /// JSON output shaped like iperf3's.
+    /// JSON output shaped like iperf3's, plus xtcp's `xdp` object (the
+    /// run's XDP statistics: steered, dropped at the redirect, per queue).
     #[arg(short = 'J', long = "json", alias = "json-output")]
     pub json_output: bool,
     /// Give up when the server does not answer the connection request
@@ -267,6 +269,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         (s, rcv, re)
     };
     let remote_cpu = o.peer.as_ref().map_or(0.0, |p| p.cpu_util_total);
+    let xdp = XdpSummary::of(&report);
     if json_out {
         let side = |bytes: u64, retr: Option<u64>, sender: bool| {
             let mut v = json!({
@@ -332,6 +335,8 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             v["end"]["sum_sent_bidir_reverse"] = side(rev_sent, Some(rev_retr), true);
             v["end"]["sum_received_bidir_reverse"] = side(rev_recv, None, false);
         }
+        // Not iperf3's: xtcp's own XDP statistics of the run.
+        v["xdp"] = serde_json::to_value(&xdp)?;
         if let Err(e) = &o.result {
             v["error"] = json!(e.to_string());
         }
@@ -368,6 +373,9 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             "CPU Utilization: local {:.1}%, remote {:.1}%",
             o.cpu_util.total, remote_cpu
         );
+        for line in xdp.lines() {
+            println!("{line}");
+        }
         println!("\nxtcp client done.");
     }
     if let Err(e) = o.result {

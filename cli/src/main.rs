@@ -8,6 +8,7 @@ mod bulk;
 mod client;
 mod probe;
 mod serve;
+mod xdpstats;
 mod xsk_bench;
 
 /// xtcp: a kernel-bypass TCP engine on AF_XDP.

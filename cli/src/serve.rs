@@ -20,6 +20,7 @@ use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::bulk::{EngineArgs, interrupt_flag};
 use crate::client::{interval_json, interval_lines};
+use crate::xdpstats::XdpSummary;
 
 /// Arguments of `xtcp serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -38,7 +39,9 @@ pub struct ServeArgs {
     /// Seconds between interval lines while a test runs (0: none).
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
-    /// JSON output shaped like `iperf3 -s -J`'s: one document per test.
+    /// JSON output shaped like `iperf3 -s -J`'s: one document per test;
+    /// when the server stops, one more, `{"xdp": …}`: the run's XDP
+    /// statistics (steered, dropped at the redirect, per queue).
     #[arg(short = 'J', long = "json")]
     pub json: bool,
     #[command(flatten)]
@@ -220,6 +223,20 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         report.cpu.user,
         report.cpu.system
     );
+    let xdp = XdpSummary::of(&report);
+    for line in xdp.lines() {
+        eprintln!("xtcp serve: {line}");
+    }
+    if json_out {
+        // After the tests' objects, one of the whole run's XDP statistics.
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({ "xdp": xdp }))?
+        )?;
+        out.flush()?;
+    }
     if failed.load(Ordering::Relaxed) {
         bail!("the test failed");
     }

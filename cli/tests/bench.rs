@@ -130,6 +130,7 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
         assert!(s["cpu_s_per_gib"].as_f64().unwrap() > 0.0, "{s}");
         assert!(s["ping_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
         assert_queue_delay(s);
+        assert_xdp(s);
         if s["pair"] != "kernel → kernel" {
             assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
         }
@@ -185,6 +186,7 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
         "min RTT µs",
         "RTT µs",
         "qdelay µs",
+        "drop %",
     ] {
         assert!(text.contains(header), "no {header} column: {text}");
     }
@@ -201,6 +203,7 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
         assert_eq!(s["tx_burst"], 32, "{s}");
         assert!(s["ping_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
         assert_queue_delay(s);
+        assert_xdp(s);
     }
     // Gbit/s, CPU and RTT panels with a line per pair, and the idle RTT.
     check_svg(
@@ -312,4 +315,67 @@ fn assert_queue_delay(s: &serde_json::Value) {
         .unwrap_or_else(|| panic!("{s}"));
     assert!(q >= 0.0, "{s}");
     assert!((q - (rtt - min)).abs() < 1e-6, "{s}");
+}
+
+/// The XDP statistics of a sample: one object per xtcp end (none for a
+/// kernel end), each consistent in itself — drops at most what was
+/// steered, the share their quotient, the queues summing to the totals,
+/// veth's own count (what the drops are on veth) equal to the sockets'
+/// `rx_ring_full + rx_dropped` (as cli/tests/xdp_stats.rs finds) — and
+/// `drop_pct` the receiving xtcp end's share.
+fn assert_xdp(s: &serde_json::Value) {
+    let pair = s["pair"].as_str().unwrap();
+    let client = pair.starts_with("xtcp");
+    let server = pair.ends_with("xtcp");
+    assert_eq!(!s["xdp_client"].is_null(), client, "{s}");
+    assert_eq!(!s["xdp_server"].is_null(), server, "{s}");
+    let n = |x: &serde_json::Value, f: &str| {
+        x[f].as_u64()
+            .unwrap_or_else(|| panic!("no number {f} in {x}"))
+    };
+    for x in [&s["xdp_client"], &s["xdp_server"]] {
+        if x.is_null() {
+            continue;
+        }
+        let steered = n(x, "steered");
+        let dropped = n(x, "dropped_at_redirect");
+        assert!(steered > 0, "an iperf3 test steers packets: {x}");
+        assert!(dropped <= steered, "{x}");
+        let pct = x["drop_percent"].as_f64().unwrap();
+        assert!(
+            (pct - dropped as f64 * 100.0 / steered as f64).abs() < 1e-9,
+            "{x}"
+        );
+        assert_eq!(x["driver"], "veth", "{x}");
+        assert_eq!(x["drops_source"], "driver", "{x}");
+        assert_eq!(n(x, "driver_drops"), dropped, "{x}");
+        assert_eq!(n(x, "rx_ring_full") + n(x, "rx_dropped"), dropped, "{x}");
+        let queues = x["queues"].as_array().unwrap();
+        assert!(!queues.is_empty(), "{x}");
+        for f in [
+            "rx_dropped",
+            "rx_ring_full",
+            "rx_fill_ring_empty_descs",
+            "rx_invalid_descs",
+            "tx_invalid_descs",
+            "tx_ring_empty_descs",
+            "driver_drops",
+        ] {
+            let sum: u64 = queues.iter().map(|q| n(q, f)).sum();
+            assert_eq!(sum, n(x, f), "{f}: {x}");
+        }
+    }
+    let receiving = if server {
+        &s["xdp_server"]
+    } else {
+        &s["xdp_client"]
+    };
+    if client || server {
+        assert_eq!(s["drop_pct"], receiving["drop_percent"], "{s}");
+    } else {
+        assert!(
+            s["drop_pct"].is_null(),
+            "kernel → kernel has no drop share: {s}"
+        );
+    }
 }

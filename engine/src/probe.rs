@@ -552,6 +552,135 @@ pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
     })
 }
 
+/// Driver statistics that count packets the driver dropped because an XDP
+/// redirect failed (into an AF_XDP socket: RX ring full, fill ring empty),
+/// per RX queue: the driver name and the name pattern, with `N` for the
+/// queue. Only drivers whose counter has been checked against the AF_XDP
+/// socket's own statistics are listed.
+const REDIRECT_DROP_COUNTERS: &[(&str, &str)] = &[
+    // drivers/net/veth.c: `xdp_do_redirect` failed → `rx_drops` of the
+    // receiving queue (also other receive drops of that queue, e.g. an skb
+    // that could not be converted for XDP).
+    ("veth", "rx_queue_N_drops"),
+];
+
+/// The driver's own redirect-drop counter of each queue, read once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DriverDropSnapshot {
+    /// Driver name ("unknown" if ethtool does not say).
+    pub driver: String,
+    /// The counter's name pattern (`N` = queue), if the driver has one.
+    pub counter: Option<&'static str>,
+    /// Its value for queues 0.., if the driver has it; otherwise why not.
+    pub values: Result<Vec<u64>, String>,
+}
+
+/// Reads the driver's redirect-drop counter (`ethtool -S`, e.g. veth's
+/// `rx_queue_N_drops`) of queues `0..queues` of `iface`, in the calling
+/// thread's network namespace. Never fails: what could not be read is said
+/// in [`DriverDropSnapshot::values`].
+pub fn driver_redirect_drops(iface: &str, queues: u32) -> DriverDropSnapshot {
+    let sock = match ioctl_socket() {
+        Ok(s) => s,
+        Err(e) => {
+            return DriverDropSnapshot {
+                driver: "unknown".into(),
+                counter: None,
+                values: Err(e.to_string()),
+            };
+        }
+    };
+    let driver = sys::ethtool_drvinfo(sock.as_fd(), iface)
+        .map(|d| d.driver)
+        .unwrap_or_else(|_| "unknown".into());
+    let Some(&(_, counter)) = REDIRECT_DROP_COUNTERS.iter().find(|(d, _)| *d == driver) else {
+        return DriverDropSnapshot {
+            values: Err(format!("not reported by driver {driver}")),
+            driver,
+            counter: None,
+        };
+    };
+    let stats = match sys::ethtool_stats(sock.as_fd(), iface) {
+        Ok(s) => s,
+        // The set changed under us (queues added): once more.
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            match sys::ethtool_stats(sock.as_fd(), iface) {
+                Ok(s) => s,
+                Err(e) => return failed(driver, counter, e),
+            }
+        }
+        Err(e) => return failed(driver, counter, e),
+    };
+    let values = (0..queues)
+        .map(|q| {
+            let name = counter.replace('N', &q.to_string());
+            stats
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, v)| v)
+                .ok_or_else(|| format!("{iface} (driver {driver}) has no statistic {name}"))
+        })
+        .collect();
+    DriverDropSnapshot {
+        driver,
+        counter: Some(counter),
+        values,
+    }
+}
+
+fn failed(driver: String, counter: &'static str, e: io::Error) -> DriverDropSnapshot {
+    DriverDropSnapshot {
+        values: Err(format!(
+            "reading the driver statistics (ioctl SIOCETHTOOL, ETHTOOL_GSTATS) failed: {e}"
+        )),
+        driver,
+        counter: Some(counter),
+    }
+}
+
+/// What the driver's redirect-drop counter rose by over a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DriverDrops {
+    /// Driver name.
+    pub driver: String,
+    /// The counter's name pattern (`N` = queue), e.g. `rx_queue_N_drops`;
+    /// `None` where the driver has none.
+    pub counter: Option<&'static str>,
+    /// The increase, per queue (index = queue); `None` where the driver
+    /// has no such counter or it could not be read (see `note`).
+    pub per_queue: Option<Vec<u64>>,
+    /// Sum of `per_queue`.
+    pub total: Option<u64>,
+    /// Why there are no numbers, e.g. "not reported by driver mlx5_core".
+    pub note: Option<String>,
+}
+
+impl DriverDrops {
+    /// The increase from `start` to `end` (snapshots of the same queues).
+    pub fn between(start: &DriverDropSnapshot, end: &DriverDropSnapshot) -> DriverDrops {
+        let per_queue = match (&start.values, &end.values) {
+            (Ok(a), Ok(b)) if a.len() == b.len() => Ok(a
+                .iter()
+                .zip(b)
+                .map(|(a, b)| b.saturating_sub(*a))
+                .collect::<Vec<u64>>()),
+            (Ok(_), Ok(_)) => Err("the queue count changed during the run".to_owned()),
+            (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+        };
+        let (per_queue, note) = match per_queue {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(e)),
+        };
+        DriverDrops {
+            driver: end.driver.clone(),
+            counter: end.counter,
+            total: per_queue.as_ref().map(|v| v.iter().sum()),
+            per_queue,
+            note,
+        }
+    }
+}
+
 /// A datagram socket for ethtool ioctls: AF_INET, or AF_UNIX where IPv4 is
 /// compiled out. Either acts on its own network namespace.
 fn ioctl_socket() -> Result<OwnedFd, ProbeError> {
@@ -914,6 +1043,41 @@ fn hugepages(notes: &mut Vec<String>) -> Hugepages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn driver_drops_are_the_increase_or_say_why_not() {
+        let snap = |v: Result<Vec<u64>, String>| DriverDropSnapshot {
+            driver: "veth".into(),
+            counter: Some("rx_queue_N_drops"),
+            values: v,
+        };
+        let d = DriverDrops::between(&snap(Ok(vec![5, 7])), &snap(Ok(vec![9, 7])));
+        assert_eq!(d.per_queue, Some(vec![4, 0]));
+        assert_eq!(d.total, Some(4));
+        assert_eq!(d.note, None);
+        let d = DriverDrops::between(&snap(Ok(vec![5])), &snap(Ok(vec![9, 7])));
+        assert_eq!(d.total, None);
+        assert!(d.note.unwrap().contains("queue count changed"));
+        let none = DriverDropSnapshot {
+            driver: "mlx5_core".into(),
+            counter: None,
+            values: Err("not reported by driver mlx5_core".into()),
+        };
+        let d = DriverDrops::between(&none, &none);
+        assert_eq!(d.per_queue, None);
+        assert_eq!(d.note.as_deref(), Some("not reported by driver mlx5_core"));
+    }
+
+    #[test]
+    fn only_a_known_driver_is_read_and_a_missing_interface_says_so() {
+        let s = driver_redirect_drops("xtcp-no-such0", 1);
+        assert_eq!(s.driver, "unknown");
+        assert_eq!(
+            s.values.unwrap_err(),
+            "not reported by driver unknown",
+            "no ethtool answer: no counter claimed"
+        );
+    }
     use crate::netlink::genl::{XdpRxMetadata, XskFeatures};
     use crate::netlink::route::XdpAttachMode;
 

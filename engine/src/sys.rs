@@ -17,6 +17,15 @@ pub const IFNAMSIZ: usize = 16;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+/// `ETH_SS_STATS`: the driver's statistics string set.
+const ETH_SS_STATS: u32 = 1;
+/// `ETH_GSTRING_LEN`: bytes per statistics name.
+const ETH_GSTRING_LEN: usize = 32;
+/// More statistics than any driver has (mlx5 with 128 channels has ~10k):
+/// a larger count from the kernel is refused rather than allocated.
+const MAX_STATS: usize = 1 << 20;
 /// `SOL_NETLINK`.
 const SOL_NETLINK: libc::c_int = 270;
 /// `NETLINK_EXT_ACK`.
@@ -136,6 +145,126 @@ fn ethtool<T>(sock: BorrowedFd<'_>, ifname: &str, cmd: &mut T) -> io::Result<()>
     Ok(())
 }
 
+/// Anonymous memory for an ethtool reply of variable length, placed so that
+/// its last byte is the last byte before an inaccessible guard page.
+///
+/// `ETHTOOL_GSTRINGS` and `ETHTOOL_GSTATS` write as many entries as the
+/// driver has *at the time of the call*, whatever count the caller sized
+/// its buffer for; the count can grow in between (e.g. `ethtool -L` adds
+/// queues). With the guard page, a longer reply makes the kernel's
+/// `copy_to_user` fault and the ioctl fail with `EFAULT` instead of writing
+/// past the buffer.
+struct GuardedBuf {
+    map: *mut libc::c_void,
+    map_len: usize,
+    /// Offset of the reply in the mapping (8-byte aligned).
+    offset: usize,
+    len: usize,
+}
+
+impl GuardedBuf {
+    /// `len` zeroed bytes (rounded up to a multiple of 8) ending at a guard page.
+    fn new(len: usize) -> io::Result<GuardedBuf> {
+        let len = len.div_ceil(8).max(1) * 8;
+        // SAFETY: sysconf has no memory arguments.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|&p| p > 0)
+            .unwrap_or(4096);
+        let data_len = len.div_ceil(page) * page;
+        let map_len = data_len + page;
+        // SAFETY: a fresh anonymous private mapping; no existing memory is
+        // touched. The result is checked against MAP_FAILED.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let buf = GuardedBuf {
+            map,
+            map_len,
+            offset: data_len - len,
+            len,
+        };
+        // SAFETY: the range [map + data_len, map + map_len) is the last page
+        // of the mapping just created, which nothing references yet.
+        let rc =
+            unsafe { libc::mprotect(map.cast::<u8>().add(data_len).cast(), page, libc::PROT_NONE) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(buf)
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        // SAFETY: `offset + len <= map_len - page`: inside the mapping.
+        unsafe { self.map.cast::<u8>().add(self.offset) }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr()..ptr() + len` is readable, initialised (zeroed by
+        // mmap, then written only by the kernel) memory owned by `self`; the
+        // borrow of `self` keeps it mapped and unaliased by writers.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
+    }
+
+    fn write_u32(&mut self, at: usize, v: u32) {
+        let mut b = v.to_ne_bytes();
+        assert!(at + 4 <= self.len);
+        // SAFETY: `at + 4 <= len` (checked): inside the writable reply area;
+        // `&mut self` excludes other access; byte copy, no alignment needed.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_mut_ptr(), self.ptr().add(at), 4) };
+    }
+
+    fn read_u32(&self, at: usize) -> u32 {
+        let b = &self.bytes()[at..at + 4];
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    fn read_u64(&self, at: usize) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&self.bytes()[at..at + 8]);
+        u64::from_ne_bytes(a)
+    }
+}
+
+impl Drop for GuardedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `map`/`map_len` are the mapping `new` created; nothing
+        // borrowed from it outlives `self`.
+        unsafe { libc::munmap(self.map, self.map_len) };
+    }
+}
+
+/// `SIOCETHTOOL` with `ifr_data` pointing into `buf`, whose first bytes are
+/// the ethtool command header.
+fn ethtool_guarded(sock: BorrowedFd<'_>, ifname: &str, buf: &mut GuardedBuf) -> io::Result<()> {
+    let mut ifr = IfreqData {
+        name: ifname_bytes(ifname)?,
+        data: buf.ptr().cast(),
+        _pad: [0; 24],
+    };
+    // SAFETY: `sock` is open for the borrow's lifetime; `ifr` is a live
+    // `struct ifreq`-compatible value with a NUL-terminated name; `ifr.data`
+    // points to `buf`'s reply area, exclusively borrowed, which ends at a
+    // PROT_NONE guard page: the kernel's copy_to_user either stays inside
+    // the area or faults on the guard page and fails with EFAULT, so it
+    // cannot write to memory other than `buf`'s mapping.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `ioctl(SIOCETHTOOL, ETHTOOL_GDRVINFO)`: the driver behind `ifname`.
 ///
 /// `sock` is any socket (AF_INET or AF_UNIX datagram) created in the network
@@ -183,6 +312,82 @@ pub fn ethtool_channels(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<Channe
         max_other: ch.max_other,
         max_combined: ch.max_combined,
     })
+}
+
+/// `ETHTOOL_GSTRINGS(ETH_SS_STATS)` and `ETHTOOL_GSTATS`: the driver's own
+/// statistics (what `ethtool -S` shows), as (name, value) pairs in the
+/// driver's order.
+///
+/// `EOPNOTSUPP` for a driver without statistics; `EAGAIN` if the driver's
+/// set of statistics changed between the calls (try again).
+pub fn ethtool_stats(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<Vec<(String, u64)>> {
+    let info_n = {
+        let mut info = EthtoolDrvinfo {
+            cmd: ETHTOOL_GDRVINFO,
+            driver: [0; 32],
+            version: [0; 32],
+            fw_version: [0; 32],
+            bus_info: [0; 32],
+            erom_version: [0; 32],
+            reserved2: [0; 12],
+            n_priv_flags: 0,
+            n_stats: 0,
+            testinfo_len: 0,
+            eedump_len: 0,
+            regdump_len: 0,
+        };
+        ethtool(sock, ifname, &mut info)?;
+        info.n_stats as usize
+    };
+    if info_n == 0 {
+        return Ok(Vec::new());
+    }
+    if info_n > MAX_STATS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{ifname}: the driver reports {info_n} statistics, more than {MAX_STATS}"),
+        ));
+    }
+    let changed = || {
+        io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("{ifname}: the driver's statistics changed while being read"),
+        )
+    };
+    // struct ethtool_gstrings { u32 cmd, string_set, len; u8 data[]; }
+    let mut names = GuardedBuf::new(12 + info_n * ETH_GSTRING_LEN)?;
+    names.write_u32(0, ETHTOOL_GSTRINGS);
+    names.write_u32(4, ETH_SS_STATS);
+    names.write_u32(8, info_n as u32);
+    ethtool_guarded(sock, ifname, &mut names).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EFAULT) {
+            changed()
+        } else {
+            e
+        }
+    })?;
+    let n = names.read_u32(8) as usize;
+    // struct ethtool_stats { u32 cmd, n_stats; u64 data[]; }
+    let mut values = GuardedBuf::new(8 + info_n * 8)?;
+    values.write_u32(0, ETHTOOL_GSTATS);
+    values.write_u32(4, info_n as u32);
+    ethtool_guarded(sock, ifname, &mut values).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EFAULT) {
+            changed()
+        } else {
+            e
+        }
+    })?;
+    if n != info_n || values.read_u32(4) as usize != info_n {
+        return Err(changed());
+    }
+    Ok((0..n)
+        .map(|i| {
+            let at = 12 + i * ETH_GSTRING_LEN;
+            let name = c_string(&names.bytes()[at..at + ETH_GSTRING_LEN]);
+            (name, values.read_u64(8 + i * 8))
+        })
+        .collect())
 }
 
 /// `setns(ns, CLONE_NEWNET)`: moves the calling thread (only it) into the
@@ -259,6 +464,35 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }
         assert_eq!(&ifname_bytes("eth0").unwrap()[..5], b"eth0\0");
+    }
+
+    #[test]
+    fn guarded_buffer_ends_at_the_guard_page_and_reads_back() {
+        let mut b = GuardedBuf::new(12).unwrap();
+        assert_eq!(b.len, 16, "rounded up to whole u64s");
+        let page = b.map_len - (b.offset + b.len);
+        assert_eq!(
+            (b.offset + b.len) % 4096,
+            0,
+            "the reply ends where the guard page starts ({page} bytes of guard)"
+        );
+        assert_eq!(b.ptr() as usize % 8, 0);
+        assert!(b.bytes().iter().all(|&x| x == 0));
+        b.write_u32(4, 0xdead_beef);
+        assert_eq!(b.read_u32(4), 0xdead_beef);
+        assert_eq!(b.read_u64(8), 0);
+    }
+
+    #[test]
+    fn ethtool_stats_of_a_missing_interface_is_enodev() {
+        use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+        // SAFETY: plain socket(2); the result is checked before use.
+        let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(raw >= 0);
+        // SAFETY: `raw` is a fresh descriptor nothing else owns.
+        let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+        let e = ethtool_stats(sock.as_fd(), "xtcp-no-such0").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV), "{e}");
     }
 
     #[test]

@@ -400,6 +400,9 @@ pub struct EngineReport {
     pub workers: Vec<WorkerCounters>,
     /// Steering program counters.
     pub steer: Option<SteerCounters>,
+    /// The driver's own count of failed XDP redirects over the run, per
+    /// queue (veth: the increase of `ethtool -S` `rx_queue_N_drops`).
+    pub driver_drops: crate::probe::DriverDrops,
     /// Seconds from the first connection established to the last ended.
     pub seconds: f64,
     /// CPU seconds of the whole process over the run (user + system).
@@ -913,6 +916,8 @@ pub fn run_app(
         ));
     }
     let bind: Vec<BindInfo> = ports.iter().map(|p| p.xsk().info().clone()).collect();
+    // The driver's redirect-drop counter, before anything is steered.
+    let drops0 = crate::probe::driver_redirect_drops(iface, cfg.queues);
     steering.set_rules(&[rule])?;
 
     let n_conns = plan.len();
@@ -1054,6 +1059,10 @@ pub fn run_app(
     let cpu = process_times().since(cpu0);
     let cpu_seconds = cpu.total();
     let steer = steering.counters().ok();
+    let driver_drops = crate::probe::DriverDrops::between(
+        &drops0,
+        &crate::probe::driver_redirect_drops(iface, cfg.queues),
+    );
     let xdp_mode = steering.mode();
     drop(steering);
     drop(reservations);
@@ -1077,6 +1086,7 @@ pub fn run_app(
         connections,
         workers,
         steer,
+        driver_drops,
         seconds,
         cpu_seconds,
         cpu,

@@ -1,0 +1,242 @@
+//! The XDP statistics of a run, as every command prints them: the AF_XDP
+//! sockets' own `XDP_STATISTICS` (summed and per queue), the steering
+//! program's count of packets it redirected, and the driver's count of
+//! redirects that failed (veth: `rx_queue_N_drops`), read at start and end.
+//!
+//! A packet the steering program redirects is counted as steered before
+//! the kernel tries to put it on the socket's RX ring; if that fails (RX
+//! ring full, fill ring empty) the packet is lost: the socket counts it
+//! (`rx_ring_full`, or `rx_dropped` with `rx_fill_ring_empty_descs`), and
+//! so does a driver that keeps its own count. Drops ÷ steered is the share
+//! of xtcp's packets lost before xtcp saw them.
+
+use serde::Serialize;
+use xtcp_engine::worker::EngineReport;
+use xtcp_engine::xsk::XskStats;
+
+/// One queue's statistics.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueXdp {
+    /// The queue.
+    pub queue: u32,
+    /// Its socket's `XDP_STATISTICS`.
+    #[serde(flatten)]
+    pub xsk: XskStats,
+    /// The driver's redirect drops on this queue over the run (`None`:
+    /// not reported, see [`XdpSummary::driver_note`]).
+    pub driver_drops: Option<u64>,
+}
+
+/// The XDP statistics of a run (JSON field `xdp` of every command).
+#[derive(Debug, Clone, Serialize)]
+pub struct XdpSummary {
+    /// Packets the steering program redirected to xtcp's sockets, all
+    /// queues (`None` if its counters could not be read).
+    pub steered: Option<u64>,
+    /// Packets lost at the redirect: the driver's count where it has one
+    /// (`drops_source` "driver"), else the sockets' `rx_ring_full +
+    /// rx_dropped` ("sockets").
+    pub dropped_at_redirect: u64,
+    /// "driver" or "sockets": where `dropped_at_redirect` comes from.
+    pub drops_source: &'static str,
+    /// `dropped_at_redirect` ÷ `steered` × 100 (`None` if nothing was steered).
+    pub drop_percent: Option<f64>,
+    /// The sockets' `XDP_STATISTICS`, summed over the queues.
+    #[serde(flatten)]
+    pub sum: XskStats,
+    /// The driver of the interface.
+    pub driver: String,
+    /// The driver's counter, `N` standing for the queue (veth:
+    /// `rx_queue_N_drops`); `None` where the driver has none.
+    pub driver_counter: Option<&'static str>,
+    /// Its increase over the run, all queues; `None` with `driver_note`.
+    pub driver_drops: Option<u64>,
+    /// Why there is no driver count ("not reported by driver mlx5_core").
+    pub driver_note: Option<String>,
+    /// Per queue.
+    pub queues: Vec<QueueXdp>,
+}
+
+fn add(a: &mut XskStats, b: &XskStats) {
+    a.rx_dropped += b.rx_dropped;
+    a.rx_invalid_descs += b.rx_invalid_descs;
+    a.tx_invalid_descs += b.tx_invalid_descs;
+    a.rx_ring_full += b.rx_ring_full;
+    a.rx_fill_ring_empty_descs += b.rx_fill_ring_empty_descs;
+    a.tx_ring_empty_descs += b.tx_ring_empty_descs;
+}
+
+impl XdpSummary {
+    /// The statistics of `r`.
+    pub fn of(r: &EngineReport) -> XdpSummary {
+        let d = &r.driver_drops;
+        let mut sum = XskStats::default();
+        let queues: Vec<QueueXdp> = r
+            .workers
+            .iter()
+            .map(|w| {
+                add(&mut sum, &w.xdp);
+                QueueXdp {
+                    queue: w.queue,
+                    xsk: w.xdp,
+                    driver_drops: d
+                        .per_queue
+                        .as_ref()
+                        .and_then(|v| v.get(w.queue as usize).copied()),
+                }
+            })
+            .collect();
+        let steered = r.steer.map(|s| s.steered);
+        let (dropped_at_redirect, drops_source) = match d.total {
+            Some(t) => (t, "driver"),
+            None => (sum.rx_ring_full + sum.rx_dropped, "sockets"),
+        };
+        XdpSummary {
+            steered,
+            dropped_at_redirect,
+            drops_source,
+            drop_percent: steered
+                .filter(|&s| s > 0)
+                .map(|s| dropped_at_redirect as f64 * 100.0 / s as f64),
+            sum,
+            driver: d.driver.clone(),
+            driver_counter: d.counter,
+            driver_drops: d.total,
+            driver_note: d.note.clone(),
+            queues,
+        }
+    }
+
+    /// The one-line summary, then one line per queue when there are several
+    /// and some queue dropped.
+    pub fn lines(&self) -> Vec<String> {
+        let s = &self.sum;
+        let pct = self
+            .drop_percent
+            .map_or_else(|| "-".to_owned(), |p| format!("{p:.2} %"));
+        let source = match (&self.driver_counter, &self.driver_note) {
+            (Some(c), None) => format!("driver {} {c}", self.driver),
+            (_, Some(n)) => format!("sockets' count; driver count {n}"),
+            (None, None) => "sockets' count".to_owned(),
+        };
+        let mut v = vec![format!(
+            "XDP: steered {}, dropped at redirect {} ({pct}, {source}): rx ring full {}, \
+             fill ring empty {}, rx dropped {}, rx invalid descs {}, tx invalid descs {}, \
+             tx ring empty {}",
+            self.steered
+                .map_or_else(|| "unknown".to_owned(), |n| n.to_string()),
+            self.dropped_at_redirect,
+            s.rx_ring_full,
+            s.rx_fill_ring_empty_descs,
+            s.rx_dropped,
+            s.rx_invalid_descs,
+            s.tx_invalid_descs,
+            s.tx_ring_empty_descs,
+        )];
+        let dropped =
+            |q: &QueueXdp| q.driver_drops.unwrap_or(0) + q.xsk.rx_ring_full + q.xsk.rx_dropped > 0;
+        if self.queues.len() > 1 && self.queues.iter().any(dropped) {
+            for q in &self.queues {
+                v.push(format!(
+                    "XDP queue {}: driver drops {}, rx ring full {}, fill ring empty {}, \
+                     rx dropped {}, rx invalid descs {}, tx invalid descs {}, tx ring empty {}",
+                    q.queue,
+                    q.driver_drops
+                        .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                    q.xsk.rx_ring_full,
+                    q.xsk.rx_fill_ring_empty_descs,
+                    q.xsk.rx_dropped,
+                    q.xsk.rx_invalid_descs,
+                    q.xsk.tx_invalid_descs,
+                    q.xsk.tx_ring_empty_descs,
+                ));
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(queues: Vec<QueueXdp>, driver: Option<u64>) -> XdpSummary {
+        let mut sum = XskStats::default();
+        for q in &queues {
+            add(&mut sum, &q.xsk);
+        }
+        XdpSummary {
+            steered: Some(1000),
+            dropped_at_redirect: driver.unwrap_or(sum.rx_ring_full + sum.rx_dropped),
+            drops_source: if driver.is_some() {
+                "driver"
+            } else {
+                "sockets"
+            },
+            drop_percent: Some(driver.unwrap_or(sum.rx_ring_full + sum.rx_dropped) as f64 / 10.0),
+            sum,
+            driver: if driver.is_some() {
+                "veth"
+            } else {
+                "mlx5_core"
+            }
+            .into(),
+            driver_counter: driver.map(|_| "rx_queue_N_drops"),
+            driver_drops: driver,
+            driver_note: driver
+                .is_none()
+                .then(|| "not reported by driver mlx5_core".to_owned()),
+            queues,
+        }
+    }
+
+    fn q(queue: u32, full: u64, drv: Option<u64>) -> QueueXdp {
+        QueueXdp {
+            queue,
+            xsk: XskStats {
+                rx_ring_full: full,
+                ..XskStats::default()
+            },
+            driver_drops: drv,
+        }
+    }
+
+    #[test]
+    fn one_line_unless_several_queues_and_a_drop() {
+        let s = summary(vec![q(0, 7, Some(7))], Some(7));
+        let l = s.lines();
+        assert_eq!(l.len(), 1);
+        assert!(
+            l[0].starts_with(
+                "XDP: steered 1000, dropped at redirect 7 (0.70 %, driver veth rx_queue_N_drops): \
+                 rx ring full 7, fill ring empty 0"
+            ),
+            "{}",
+            l[0]
+        );
+        let s = summary(vec![q(0, 0, Some(0)), q(1, 0, Some(0))], Some(0));
+        assert_eq!(s.lines().len(), 1, "no drop: no per-queue detail");
+        let s = summary(vec![q(0, 0, Some(0)), q(1, 3, Some(3))], Some(3));
+        let l = s.lines();
+        assert_eq!(l.len(), 3);
+        assert!(
+            l[2].starts_with("XDP queue 1: driver drops 3, rx ring full 3"),
+            "{}",
+            l[2]
+        );
+    }
+
+    #[test]
+    fn without_a_driver_counter_the_sockets_count_and_the_reason_show() {
+        let s = summary(vec![q(0, 4, None)], None);
+        let l = s.lines();
+        assert!(
+            l[0].contains(
+                "dropped at redirect 4 (0.40 %, sockets' count; driver count not reported by \
+                 driver mlx5_core)"
+            ),
+            "{}",
+            l[0]
+        );
+    }
+}
