@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::Serialize;
-use xtcp_engine::app::bulk::{
-    FileSource, NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer,
-};
 use xtcp_engine::frame::FrameSize;
 use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError, RecvWindow};
+use xtcp_engine::worker::bulk::{
+    FileSource, NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer,
+};
 use xtcp_engine::worker::{
     ConnReport, EngineConfig, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, TxLayoutPolicy,
     WaitStrategy,

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{wait_listening, wait_ss};
-use xtcp_engine::app::bulk::pattern_fill;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
+use xtcp_engine::worker::bulk::pattern_fill;
 
 const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
 const SEED: u64 = 42;

@@ -13,9 +13,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{raw_ip_sender, send_ip, testnet};
-use xtcp_engine::app::bulk::{Source, pattern_check, pattern_fill};
 use xtcp_engine::tcp::CloseReason;
 use xtcp_engine::testnet::{Side, TestNet};
+use xtcp_engine::worker::bulk::{Source, pattern_check, pattern_fill};
 use xtcp_engine::worker::{
     EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, run,
 };

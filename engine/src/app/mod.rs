@@ -4,5 +4,4 @@
 //! produces bytes and events; the engine (or a test driver over kernel
 //! sockets) owns the connections and the clock.
 
-pub mod bulk;
 pub mod iperf3;

@@ -57,13 +57,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, bounded};
 
+use super::bulk::Source;
+pub use super::conn::COOKIE_BUDGET;
+use super::conn::SinkKind;
+pub use super::msg::{AppIn, AppOut};
+use super::msg::{ConnReport, Msg, WorkerCounters};
 use super::port::{PortConfig, RxCsum, TxLayout, XskPort};
 use super::registry::Registry;
-pub use super::thread::{AppIn, AppOut, COOKIE_BUDGET};
-use super::thread::{
-    ConnReport, Ctl, Msg, Planned, Shared, SinkKind, WaitStrategy, Worker, WorkerCounters,
-};
-use crate::app::bulk::Source;
+use super::thread::{Ctl, Planned, Shared, WaitStrategy, Worker};
 use crate::frame::FrameSize;
 use crate::netlink::NetlinkSocket;
 use crate::netlink::neigh::{ResolveError, get_route, resolve};

@@ -5,26 +5,38 @@
 //!   policy and drop counters; send through `seg` (header template, payload
 //!   by reference into send-buffer frames);
 //! - [`sendmem`]: a connection's send buffer as UMEM frames it owns;
-//! - [`thread`]: one pinned worker per queue — its connections, timers,
-//!   application sources and sinks, connections handed over to an
-//!   application in the control thread, counters;
+//! - [`thread`]: one pinned worker per queue — the loop: its connections,
+//!   timers, the shares of frames and ring they get, hand-overs between
+//!   workers, counters;
+//! - [`conn`]: a connection as the worker holds it, with what its bytes come
+//!   from and go to: a bulk source and sink, or an application connection
+//!   whose orders and reports travel to and from the control thread;
+//! - [`msg`]: what workers and the control thread tell each other
+//!   (counters, connection reports, application messages);
+//! - [`bulk`]: the sources and sinks of `xtcp send` / `recv` (pattern,
+//!   zeros, files read in place, pipes to I/O threads);
 //! - [`registry`]: which worker owns which connection (lock-free), for
 //!   segments that arrive on another worker's queue;
 //! - [`engine`]: setup (addresses, port reservation, steering, sockets),
 //!   the control thread (counters, connection reports, an optional
 //!   [`App`] such as the iperf3 server or client), lifecycle and teardown.
 
+pub mod bulk;
+pub mod conn;
 pub mod engine;
+pub mod msg;
 pub mod port;
 pub mod registry;
 pub mod sendmem;
 pub mod thread;
 
+pub use conn::SinkKind;
 pub use engine::{
     App, AppIn, AppOut, CpuTimes, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
     RxCsumPolicy, TX_HEADROOM, TxLayoutPolicy, process_cpu, process_times, run, run_app,
     validate_cores,
 };
+pub use msg::{ConnReport, WorkerCounters};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
 pub use sendmem::UmemFrames;
-pub use thread::{ConnReport, SinkKind, WaitStrategy, WorkerCounters};
+pub use thread::WaitStrategy;

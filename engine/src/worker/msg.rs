@@ -1,0 +1,183 @@
+//! What workers and the control thread tell each other: counters and
+//! connection reports ([`Msg`]), and the messages of an application
+//! connection ([`AppIn`] to the application, [`AppOut`] from it).
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+
+use super::port::PortCounters;
+use crate::tcp::{CloseReason, FourTuple, Stats};
+use crate::xsk::XskStats;
+
+/// Per-worker counters, cache-line padded (each worker owns one; the control
+/// thread receives copies).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[repr(C, align(128))]
+pub struct WorkerCounters {
+    /// The queue this worker serves.
+    pub queue: u32,
+    /// Packet I/O: segments, bytes, drops by reason.
+    pub port: PortCounters,
+    /// The kernel's `XDP_STATISTICS` for the socket.
+    pub xdp: XskStats,
+    /// Loop turns.
+    pub turns: u64,
+    /// Sleeps in `poll()`.
+    pub sleeps: u64,
+    /// Turns that found the TX ring or the frame pool full.
+    pub tx_full_turns: u64,
+    /// Connections that became established here.
+    pub connections: u64,
+    /// Segments for no connection here (answered with a reset).
+    pub no_connection: u64,
+    /// Segments of a connection that another worker owns (RSS delivers the
+    /// flow to our queue): the connection is asked over; payload-less
+    /// segments are held until it arrives, data is dropped.
+    pub misplaced: u64,
+    /// Payload-less segments of another worker's connection, forwarded to it.
+    pub forwarded: u64,
+    /// Connections handed over to this worker.
+    pub migrated_in: u64,
+    /// Connections this worker handed over.
+    pub migrated_out: u64,
+    /// Hand-over requests put off because the connection's send-buffer
+    /// frames were still being transmitted here.
+    pub handover_deferred: u64,
+    /// Resets sent for segments that matched no connection.
+    pub rst_sent: u64,
+    /// Resets not sent (queue full).
+    pub rst_dropped: u64,
+    /// Connections refused: table full or the output busy.
+    pub refused: u64,
+    /// TCP: segments sent, retransmissions, payload bytes, of all
+    /// connections of this worker (finished and live).
+    pub tcp_segments_sent: u64,
+    /// TCP retransmissions.
+    pub tcp_retransmits: u64,
+    /// Payload bytes delivered in order to applications.
+    pub tcp_bytes_received: u64,
+    /// Payload bytes sent (retransmissions included).
+    pub tcp_bytes_sent: u64,
+}
+
+/// How one connection ended.
+#[derive(Debug, Clone)]
+pub struct ConnReport {
+    /// Index of the connection (its place in the plan for active opens, the
+    /// order of acceptance for passive ones).
+    pub id: usize,
+    /// The queue that carried it.
+    pub queue: u32,
+    /// Addresses.
+    pub tuple: FourTuple,
+    /// Why it ended.
+    pub reason: CloseReason,
+    /// Payload bytes the application wrote.
+    pub bytes_sent: u64,
+    /// Payload bytes the application read.
+    pub bytes_received: u64,
+    /// TCP counters.
+    pub stats: Stats,
+    /// `--verify`: first stream offset that differed.
+    pub mismatch: Option<u64>,
+    /// Reading the source failed.
+    pub source_error: Option<std::io::ErrorKind>,
+    /// When it was established (None: never).
+    pub established: Option<Instant>,
+    /// When it ended (both FINs done, or the error).
+    pub ended: Instant,
+}
+
+/// What workers tell the control thread.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "counters travel by value: no allocation per report"
+)]
+pub enum Msg {
+    /// Counters, every report interval and at exit.
+    Counters(usize, WorkerCounters),
+    /// A connection ended.
+    Closed(Box<ConnReport>),
+    /// The worker stopped (after its last `Counters`).
+    Exited(usize),
+    /// For the application of [`SinkKind::App`].
+    App(AppIn),
+}
+
+/// From an application connection to the application (control thread).
+#[derive(Debug)]
+pub enum AppIn {
+    /// A connection was accepted; `out` carries the application's orders.
+    Opened {
+        /// Connection id.
+        id: usize,
+        /// Addresses.
+        tuple: FourTuple,
+        /// Orders to this connection.
+        out: Sender<AppOut>,
+    },
+    /// Bytes received (in [`AppOut::Relay`] mode, and the first
+    /// `COOKIE_BUDGET` bytes before any mode is set).
+    Data {
+        /// Connection id.
+        id: usize,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// The peer's FIN (all data before it was delivered).
+    Eof {
+        /// Connection id.
+        id: usize,
+    },
+    /// Payload bytes moved since the last count ([`AppOut::Count`]: received
+    /// and dropped; [`AppOut::Send`]: sent), and retransmissions so far.
+    Count {
+        /// Connection id.
+        id: usize,
+        /// Bytes.
+        bytes: u64,
+        /// Retransmitted segments since the last count.
+        retransmits: u64,
+        /// The smoothed RTT now (None before the first sample).
+        rtt: Option<Duration>,
+    },
+    /// [`AppOut::Stop`] done: no more counts follow.
+    Stopped {
+        /// Connection id.
+        id: usize,
+    },
+    /// The connection ended.
+    Closed {
+        /// Connection id.
+        id: usize,
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+/// From the application to one of its connections. Applied in order.
+#[derive(Debug)]
+pub enum AppOut {
+    /// Write these bytes.
+    Write(Vec<u8>),
+    /// Hand every received byte over ([`AppIn::Data`]).
+    Relay,
+    /// Count received bytes and drop them ([`AppIn::Count`]).
+    Count,
+    /// Send zeros until [`AppOut::Stop`] (or `limit` bytes), counting them.
+    Send {
+        /// Most bytes to send (iperf3's `-n`/`-k` split over the streams).
+        limit: Option<u64>,
+    },
+    /// Stop sending and counting; report the last count and [`AppIn::Stopped`].
+    Stop,
+    /// Never offer a receive window above this many bytes (iperf3's `-w`;
+    /// clamped to the receive buffer).
+    Window(usize),
+    /// Close (FIN) once everything written so far is queued.
+    Close,
+    /// Reset.
+    Abort,
+}
