@@ -55,6 +55,9 @@ pub struct Listener<M = HeapFrames> {
     backlog: usize,
     rst: VecDeque<(FourTuple, TcpRepr)>,
     stats: ListenerStats,
+    /// Receive-window cap of new connections
+    /// ([`Connection::set_recv_share`]).
+    share: usize,
 }
 
 impl Listener<HeapFrames> {
@@ -89,6 +92,7 @@ impl<M: SendMemory + Default> Listener<M> {
             backlog,
             rst: VecDeque::with_capacity(MAX_PENDING_RST),
             stats: ListenerStats::default(),
+            share: usize::MAX,
         }
     }
 
@@ -164,9 +168,12 @@ impl<M: SendMemory + Default> Listener<M> {
             self.stats.syns_dropped += 1;
             return;
         }
-        if let Some(c) =
+        if let Some(mut c) =
             Connection::accept_in(self.cfg.clone(), tuple, &self.isn, now, seg, M::default())
         {
+            if self.share != usize::MAX {
+                c.set_recv_share(self.share);
+            }
             self.stats.syns_accepted += 1;
             self.half_open.push(c);
         }
@@ -222,6 +229,12 @@ impl<M: SendMemory + Default> Listener<M> {
             i -= 1;
             self.settle(i, now);
         }
+    }
+
+    /// Caps the receive window that connections accepted from now on offer,
+    /// from their SYN-ACK on ([`Connection::set_recv_share`]).
+    pub fn set_recv_share(&mut self, bytes: usize) {
+        self.share = bytes;
     }
 
     /// An established connection, oldest first.

@@ -21,6 +21,7 @@ use super::msg::{AppIn, AppOut, Msg};
 use super::port::HeaderCache;
 use super::registry::Key;
 use super::sendmem::UmemFrames;
+use super::table::Entry;
 use crate::tcp::{Connection, RecvWindow, State};
 
 /// A connection whose send buffer is UMEM frames.
@@ -162,8 +163,8 @@ pub struct Slot {
     pub(super) reported: bool,
     /// Stop: reset at this time if not closed by then.
     pub(super) deadline: Option<Instant>,
-    /// Closed this turn: removed at its end.
-    pub(super) ended: bool,
+    /// The worker's table's bookkeeping (ready list, timer).
+    pub(super) entry: Entry,
     /// An application connection (instead of source and sink).
     pub(super) appconn: Option<Box<AppConn>>,
 }
@@ -193,9 +194,25 @@ impl Slot {
             established: None,
             reported: false,
             deadline: None,
-            ended: false,
+            entry: Entry::default(),
             appconn: None,
         }
+    }
+
+    /// True if its next turn has work to do without anything arriving: an
+    /// application connection (orders come over a channel), a source that
+    /// can go on into free send-buffer space (a pipe or a file that had
+    /// nothing yet, or frames that were short), a sink that left bytes in
+    /// the receive buffer or has not taken the end of the stream yet.
+    pub(super) fn wants_turn(&self) -> bool {
+        if self.appconn.is_some() {
+            return true;
+        }
+        let c = &self.conn;
+        let open = matches!(c.state(), State::Established | State::CloseWait);
+        let sender = !matches!(self.source, Source::Empty);
+        (open && sender && !self.src_done && self.deadline.is_none() && c.send_capacity() > 0)
+            || (!self.sink_done && (c.readable() > 0 || c.read_closed()))
     }
 
     /// An application connection's turn: apply the application's orders,

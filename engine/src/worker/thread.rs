@@ -1,10 +1,25 @@
 //! One worker: a thread pinned to a core that owns one queue's AF_XDP socket
 //! and every connection whose packets that queue receives.
 //!
-//! Loop turn: RX batch → parse → TCP (`handle_segment`) → timers → the
-//! application (sources fill send buffers, sinks drain receive buffers) →
-//! `poll_transmit` while the TX ring and the frame pool have room → TX kick,
-//! completions, fill-ring refill → counters → wait (per [`WaitStrategy`]).
+//! Loop turn: RX, up to a whole ring in batches → parse → the connection by
+//! its 4-tuple (O(1), [`super::table`]) → TCP (`handle_segment`), which
+//! puts it on the ready list → due timers put theirs on it too → each ready
+//! connection's turn: timers, the application (sources fill send buffers,
+//! sinks drain receive buffers), `poll_transmit` within its TX budget →
+//! TX kick, completions, fill-ring refill → counters → wait (per
+//! [`WaitStrategy`]). A turn touches only the connections that have work;
+//! one that still has work after its turn (its budget ran out, its source
+//! can go on) is served again the next turn, after the others.
+//!
+//! Sharing: the worker's frames and its RX ring are shared evenly among its
+//! connections ([`Worker::rebalance`], when their number changes): each
+//! send buffer holds at most its share of frames, and the receive windows
+//! together offer no more than the RX ring absorbs, so a burst from every
+//! peer at once waits in the peers instead of being dropped at the redirect.
+//! On TX, a connection queues at most its fair share of the ring, at most
+//! `tx_burst` descriptors, and about a millisecond of its rate (like Linux's
+//! TCP Small Queues), so an ACK or a handshake never waits behind a ring
+//! full of another connection's data.
 //!
 //! Nothing here allocates per packet: the connection table, the reset queue
 //! and the MAC table have fixed capacity from the start; a connection's
@@ -35,6 +50,7 @@ use super::msg::{AppIn, ConnReport, Msg, WorkerCounters};
 use super::port::{HeaderCache, XskPort};
 use super::registry::{Key, Registry};
 use super::sendmem::UmemFrames;
+use super::table::Table;
 use crate::tcp::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, SeqNumber, State,
     Stats, TcpRepr, reset_for,
@@ -98,6 +114,8 @@ pub enum Ctl {
     Want {
         /// The connection.
         key: Key,
+        /// Its addresses.
+        tuple: FourTuple,
         /// The asking worker.
         to: usize,
     },
@@ -108,6 +126,8 @@ pub enum Ctl {
     Segment {
         /// The connection.
         key: Key,
+        /// Its addresses.
+        tuple: FourTuple,
         /// The segment.
         repr: TcpRepr,
     },
@@ -161,7 +181,10 @@ pub struct Worker {
     port: XskPort,
     shared: Arc<Shared>,
     out: Sender<Msg>,
-    slots: Vec<Slot>,
+    /// The connections.
+    table: Table,
+    /// The connections served this turn (taken from the ready list).
+    turn: Vec<u32>,
     listener: Option<Listener<UmemFrames>>,
     /// Header template of resets and the listener's segments.
     ctl_hdr: HeaderCache,
@@ -189,8 +212,6 @@ pub struct Worker {
     budget: Budget,
     /// The connection count the shares were computed for.
     balanced_for: usize,
-    /// Turns served (where the next turn starts among the connections).
-    rr: usize,
 }
 
 /// What a worker's connections share.
@@ -214,7 +235,7 @@ impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
             .field("index", &self.index)
-            .field("slots", &self.slots.len())
+            .field("connections", &self.table.len())
             .finish()
     }
 }
@@ -282,9 +303,14 @@ impl Worker {
             min_send_slots: 2 * mss.div_ceil(slot_len) + 2,
             rx_bytes: x.rx.size() as usize * RX_WINDOW_SHARE.0 / RX_WINDOW_SHARE.1 / rx_descs * mss,
         };
+        // Room for the connections it may accept, those it opens, and those
+        // handed over to it.
+        let planned = shared.plan.iter().filter(|p| p.opener == index).count();
+        let capacity = shared.max_conns + planned;
         Worker {
             index,
-            slots: Vec::with_capacity(shared.max_conns),
+            table: Table::new(capacity),
+            turn: Vec::with_capacity(capacity),
             listener,
             rst: Vec::with_capacity(MAX_PENDING_RST),
             macs: vec![(IpAddr::from([0u8; 4]), [0u8; 6]); MAC_TABLE].into_boxed_slice(),
@@ -304,7 +330,6 @@ impl Worker {
             to_open: Vec::new(),
             budget,
             balanced_for: usize::MAX,
-            rr: 0,
         }
     }
 
@@ -316,18 +341,25 @@ impl Worker {
     /// deals with it, instead of being dropped at the redirect into a full
     /// ring. Run when the number of connections changed (not per packet).
     fn rebalance(&mut self) {
-        let n = self.slots.len();
+        let n = self.table.len();
         self.balanced_for = n;
+        // The next connection's share, from its SYN-ACK on (a window
+        // offered is never taken back).
+        if let Some(l) = self.listener.as_mut() {
+            l.set_recv_share(self.budget.rx_bytes / (n + 1));
+        }
         let Some(n) = std::num::NonZeroUsize::new(n) else {
             return;
         };
         let b = self.budget;
         let send = (b.send_frames / n).max(b.min_send_slots);
         let recv = b.rx_bytes / n;
-        for s in &mut self.slots {
+        for s in self.table.iter_mut() {
             s.conn.set_send_limit(send);
             s.conn.set_recv_share(recv);
         }
+        // A larger share is room to send now.
+        self.table.mark_all();
     }
 
     /// Runs until stopped; returns after the last report.
@@ -356,9 +388,10 @@ impl Worker {
             let moved = self.handle_ctl(now);
             self.receive(now);
             let tx_before = self.port.counters().tx_packets;
-            if self.slots.len() != self.balanced_for {
+            if self.table.len() != self.balanced_for {
                 self.rebalance();
             }
+            self.table.due(now);
             self.service(now);
             self.send_resets();
             self.port.flush();
@@ -373,9 +406,9 @@ impl Worker {
             // TIME-WAIT (both FINs acknowledged, our last ACK on the wire):
             // TIME-WAIT does not outlive the process (see `super::engine`).
             if stopping
-                && (self.slots.is_empty()
+                && (self.table.is_empty()
                     || (self.port.xsk().tx.in_flight() == 0
-                        && self.slots.iter().all(|s| s.conn.is_time_wait_quiet())))
+                        && self.table.iter().all(|s| s.conn.is_time_wait_quiet())))
             {
                 break;
             }
@@ -406,17 +439,13 @@ impl Worker {
 
     fn next_deadline(&self) -> Option<Instant> {
         let l = self.listener.as_ref().and_then(|l| l.poll_timeout());
-        self.slots
-            .iter()
-            .filter_map(|s| s.conn.poll_timeout())
-            .chain(l)
-            .min()
+        self.table.next_deadline().into_iter().chain(l).min()
     }
 
     fn begin_stop(&mut self, now: Instant) {
         self.listener = None;
         let deadline = now + self.shared.grace;
-        for s in &mut self.slots {
+        for s in self.table.iter_mut() {
             s.deadline = Some(deadline);
             // An application's last orders go first: what it wrote before
             // it finished (iperf3's IPERF_DONE) is sent ahead of the FIN.
@@ -426,6 +455,7 @@ impl Worker {
             }
             s.conn.close(now);
         }
+        self.table.mark_all();
     }
 
     fn report(&mut self) {
@@ -435,7 +465,7 @@ impl Worker {
             c.xdp = x;
         }
         let mut t = self.gone;
-        for s in &self.slots {
+        for s in self.table.iter() {
             add_stats(&mut t, s.conn.stats());
         }
         c.tcp_segments_sent = t.segments_sent;
@@ -475,7 +505,12 @@ impl Worker {
                 let (tx, rx) = crossbeam_channel::bounded(1024);
                 slot.appconn = Some(Box::new(AppConn::new(i, rx, Some(tx))));
             }
-            self.slots.push(slot);
+            if let Err(slot) = self.table.insert(slot) {
+                // Cannot happen: the table has room for every planned
+                // connection of this worker.
+                self.counters.refused += 1;
+                self.shared.registry.remove(slot.key);
+            }
         }
     }
 
@@ -486,32 +521,42 @@ impl Worker {
         while let Ok(m) = self.inbox.try_recv() {
             moved = true;
             match m {
-                Ctl::Want { key, to } => {
-                    let Some(i) = self.slots.iter().position(|s| s.key == key) else {
+                Ctl::Want { key, tuple, to } => {
+                    let Some(i) = self.table.find_tuple(&tuple) else {
                         continue;
                     };
                     // Not while our socket still transmits from its send
                     // buffer's frames (their counts are this thread's): the
                     // other worker asks again.
-                    if self.slots[i].conn.send_memory().any_lent() {
+                    if self
+                        .table
+                        .get_mut(i)
+                        .is_some_and(|s| s.conn.send_memory().any_lent())
+                    {
                         self.counters.handover_deferred += 1;
                         continue;
                     }
-                    let slot = self.slots.swap_remove(i);
+                    let Some(slot) = self.table.remove(i) else {
+                        continue;
+                    };
                     self.shared.registry.set(key, to as u16);
                     if let Err(e) = self.peers[to].try_send(Ctl::Take(Box::new(slot))) {
-                        // Their inbox is full: keep it and try another time.
+                        // Their inbox is full: keep it and try another time
+                        // (there is room: it just left).
                         if let Ctl::Take(slot) = e.into_inner() {
                             self.shared.registry.set(key, self.index as u16);
-                            self.slots.push(*slot);
+                            let _ = self.table.insert(*slot);
                         }
                     } else {
                         self.counters.migrated_out += 1;
                     }
                 }
-                Ctl::Segment { key, repr } => {
-                    if let Some(s) = self.slots.iter_mut().find(|s| s.key == key) {
-                        s.conn.handle_segment(now, &repr, &[]);
+                Ctl::Segment { key, tuple, repr } => {
+                    if let Some(i) = self.table.find_tuple(&tuple) {
+                        if let Some(s) = self.table.get_mut(i) {
+                            s.conn.handle_segment(now, &repr, &[]);
+                        }
+                        self.table.mark(i);
                     } else if self.held.len() < MAX_HELD {
                         self.held.push((key, repr));
                     }
@@ -528,7 +573,14 @@ impl Worker {
                             true
                         }
                     });
-                    self.slots.push(slot);
+                    if let Err(mut slot) = self.table.insert(slot) {
+                        // No room here: the connection is reset.
+                        self.counters.refused += 1;
+                        slot.conn.abort(now);
+                        self.port.take_back(slot.conn.send_memory_mut());
+                        self.shared.registry.remove(key);
+                        add_stats(&mut self.gone, slot.conn.stats());
+                    }
                 }
             }
         }
@@ -538,7 +590,7 @@ impl Worker {
     fn receive(&mut self, now: Instant) {
         let Worker {
             port,
-            slots,
+            table,
             listener,
             rst,
             macs,
@@ -553,138 +605,149 @@ impl Worker {
             ..
         } = self;
         let rx_size = port.xsk().rx.size();
-        let mut on_segment = |mac,
-                              src: SocketAddr,
-                              dst,
-                              repr: &TcpRepr,
-                              parts: crate::worker::port::Parts<'_>| {
-            let payload_len: usize = parts.iter().map(|p| p.len()).sum();
-            if let Some(s) = slots
-                .iter_mut()
-                .find(|s| s.conn.tuple().remote == src && s.conn.tuple().local == dst)
-            {
-                // In-order payload goes to the sink or application straight
-                // from the receive frame; only what it cannot take now is
-                // copied into the receive buffer.
-                let Slot {
-                    conn,
-                    sink,
-                    appconn,
-                    read,
-                    ..
-                } = s;
-                conn.handle_segment_parts(now, repr, parts, &mut |b| {
-                    take_direct(sink, appconn.as_deref_mut(), read, now, b)
-                });
-                return;
-            }
-            // Another worker's connection (RSS put it on our queue)?
-            let tuple = FourTuple {
-                local: dst,
-                remote: src,
-            };
-            let key = shared.registry.key(&tuple);
-            if let Some(owner) = shared.registry.get(key) {
-                let owner = owner as usize;
-                if owner != *index && payload_len == 0 {
-                    // A pure ACK (or SYN-ACK, FIN): forward it, cheaply.
-                    if peers[owner]
-                        .try_send(Ctl::Segment { key, repr: *repr })
-                        .is_ok()
+        let mut on_segment =
+            |mac, src: SocketAddr, dst, repr: &TcpRepr, parts: crate::worker::port::Parts<'_>| {
+                let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+                if let Some(pos) = table.find(&dst, &src) {
+                    if let Some(s) = table.get_mut(pos) {
+                        // In-order payload goes to the sink or application
+                        // straight from the receive frame; only what it cannot
+                        // take now is copied into the receive buffer.
+                        let Slot {
+                            conn,
+                            sink,
+                            appconn,
+                            read,
+                            ..
+                        } = s;
+                        conn.handle_segment_parts(now, repr, parts, &mut |b| {
+                            take_direct(sink, appconn.as_deref_mut(), read, now, b)
+                        });
+                    }
+                    table.mark(pos);
+                    return;
+                }
+                // Another worker's connection (RSS put it on our queue)?
+                let tuple = FourTuple {
+                    local: dst,
+                    remote: src,
+                };
+                let key = shared.registry.key(&tuple);
+                if let Some(owner) = shared.registry.get(key) {
+                    let owner = owner as usize;
+                    if owner != *index && payload_len == 0 {
+                        // A pure ACK (or SYN-ACK, FIN): forward it, cheaply.
+                        if peers[owner]
+                            .try_send(Ctl::Segment {
+                                key,
+                                tuple,
+                                repr: *repr,
+                            })
+                            .is_ok()
+                        {
+                            counters.forwarded += 1;
+                        } else {
+                            counters.misplaced += 1;
+                        }
+                        return;
+                    }
+                    counters.misplaced += 1;
+                    // Data: ask for the connection (once a millisecond at most);
+                    // the peer retransmits what is dropped meanwhile.
+                    if owner != *index
+                        && !wanted
+                            .iter()
+                            .any(|(k, t)| *k == key && now < *t + WANT_AGAIN)
+                        && peers[owner]
+                            .try_send(Ctl::Want {
+                                key,
+                                tuple,
+                                to: *index,
+                            })
+                            .is_ok()
                     {
-                        counters.forwarded += 1;
-                    } else {
-                        counters.misplaced += 1;
+                        wanted.retain(|(_, t)| now < *t + WANT_AGAIN);
+                        if wanted.len() < MAX_WANTED {
+                            wanted.push((key, now));
+                        }
+                    }
+                    // In transit to us: keep what costs nothing to keep.
+                    if owner == *index && payload_len == 0 && held.len() < MAX_HELD {
+                        held.push((key, *repr));
                     }
                     return;
                 }
-                counters.misplaced += 1;
-                // Data: ask for the connection (once a millisecond at most);
-                // the peer retransmits what is dropped meanwhile.
-                if owner != *index
-                    && !wanted
-                        .iter()
-                        .any(|(k, t)| *k == key && now < *t + WANT_AGAIN)
-                    && peers[owner].try_send(Ctl::Want { key, to: *index }).is_ok()
-                {
-                    wanted.retain(|(_, t)| now < *t + WANT_AGAIN);
-                    if wanted.len() < MAX_WANTED {
-                        wanted.push((key, now));
-                    }
-                }
-                // In transit to us: keep what costs nothing to keep.
-                if owner == *index && payload_len == 0 && held.len() < MAX_HELD {
-                    held.push((key, *repr));
-                }
-                return;
-            }
-            if let Some(l) = listener.as_mut().filter(|l| l.local() == dst) {
-                macs[mac_slot(&src.ip())] = (src.ip(), mac);
-                l.handle_segment_parts(now, src, repr, parts);
-                while let Some(mut conn) = l.accept() {
-                    conn.send_memory_mut()
-                        .attach(umem.clone(), shared.tx_headroom);
-                    let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
-                    let sink = match &shared.sinks {
-                        SinkKind::Discard => Some(Sink::Discard),
-                        SinkKind::Verify(seed) => Some(Sink::Verify {
-                            seed: *seed,
-                            offset: 0,
-                            mismatch: None,
-                        }),
-                        // The one sink goes only to a connection that
-                        // will be kept.
-                        SinkKind::Single(rx) if slots.len() < shared.max_conns => {
-                            rx.try_recv().ok()
-                        }
-                        SinkKind::Single(_) => None,
-                        SinkKind::App => Some(Sink::Discard),
-                    };
-                    let key = shared.registry.key(&conn.tuple());
-                    match sink {
-                        Some(sink)
-                            if slots.len() < shared.max_conns
-                                && shared.registry.set(key, *index as u16) =>
-                        {
-                            let tuple = conn.tuple();
-                            let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
-                            s.established = Some(now);
-                            if matches!(shared.sinks, SinkKind::App) {
-                                let (tx, rx) = crossbeam_channel::bounded(1024);
-                                s.appconn = Some(Box::new(AppConn::new(id, rx, None)));
-                                // The control thread drains this channel
-                                // all the time; a connection is accepted
-                                // once, not per packet.
-                                let _ = out.send(Msg::App(AppIn::Opened { id, tuple, out: tx }));
+                if let Some(l) = listener.as_mut().filter(|l| l.local() == dst) {
+                    macs[mac_slot(&src.ip())] = (src.ip(), mac);
+                    l.handle_segment_parts(now, src, repr, parts);
+                    while let Some(mut conn) = l.accept() {
+                        conn.send_memory_mut()
+                            .attach(umem.clone(), shared.tx_headroom);
+                        let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
+                        let sink = match &shared.sinks {
+                            SinkKind::Discard => Some(Sink::Discard),
+                            SinkKind::Verify(seed) => Some(Sink::Verify {
+                                seed: *seed,
+                                offset: 0,
+                                mismatch: None,
+                            }),
+                            // The one sink goes only to a connection that
+                            // will be kept.
+                            SinkKind::Single(rx) if table.len() < shared.max_conns => {
+                                rx.try_recv().ok()
                             }
-                            slots.push(s);
-                            counters.connections += 1;
-                        }
-                        _ => {
-                            // Refused: reset it; the reset goes out with
-                            // the connection's own poll_transmit below.
-                            counters.refused += 1;
-                            conn.abort(now);
-                            let mut s =
-                                Slot::new(conn, key, mac, usize::MAX, Source::Empty, Sink::Discard);
-                            s.reported = true;
-                            if slots.len() < slots.capacity() {
-                                slots.push(s);
+                            SinkKind::Single(_) => None,
+                            SinkKind::App => Some(Sink::Discard),
+                        };
+                        let key = shared.registry.key(&conn.tuple());
+                        match sink {
+                            Some(sink)
+                                if table.len() < shared.max_conns
+                                    && !table.is_full()
+                                    && shared.registry.set(key, *index as u16) =>
+                            {
+                                let tuple = conn.tuple();
+                                let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
+                                s.established = Some(now);
+                                if matches!(shared.sinks, SinkKind::App) {
+                                    let (tx, rx) = crossbeam_channel::bounded(1024);
+                                    s.appconn = Some(Box::new(AppConn::new(id, rx, None)));
+                                    // The control thread drains this channel
+                                    // all the time; a connection is accepted
+                                    // once, not per packet.
+                                    let _ =
+                                        out.send(Msg::App(AppIn::Opened { id, tuple, out: tx }));
+                                }
+                                // Cannot fail: not full (checked above).
+                                let _ = table.insert(s);
+                                counters.connections += 1;
+                            }
+                            _ => {
+                                // Refused (`max_conns` reached, or the one
+                                // output taken): reset, as the segment that
+                                // completed the handshake gets it; the
+                                // connections held go on undisturbed.
+                                counters.refused += 1;
+                                match reset_for(repr, payload_len) {
+                                    Some(r) if rst.len() < MAX_PENDING_RST => {
+                                        rst.push((dst, src, mac, r));
+                                    }
+                                    _ => counters.rst_dropped += 1,
+                                }
                             }
                         }
                     }
+                    return;
                 }
-                return;
-            }
-            counters.no_connection += 1;
-            if let Some(r) = reset_for(repr, payload_len) {
-                if rst.len() < MAX_PENDING_RST {
-                    rst.push((dst, src, mac, r));
-                } else {
-                    counters.rst_dropped += 1;
+                counters.no_connection += 1;
+                if let Some(r) = reset_for(repr, payload_len) {
+                    if rst.len() < MAX_PENDING_RST {
+                        rst.push((dst, src, mac, r));
+                    } else {
+                        counters.rst_dropped += 1;
+                    }
                 }
-            }
-        };
+            };
         // Up to a whole ring per turn, in batches: a turn that sent a lot
         // must not leave the ACKs and data that arrived meanwhile queued
         // behind a small batch (queueing delay, then a full ring).
@@ -711,7 +774,8 @@ impl Worker {
     fn service(&mut self, now: Instant) {
         let Worker {
             port,
-            slots,
+            table,
+            turn,
             listener,
             macs,
             counters,
@@ -722,7 +786,6 @@ impl Worker {
             held,
             ctl_hdr,
             reserve,
-            rr,
             ..
         } = self;
         if let Some(l) = listener.as_mut() {
@@ -740,14 +803,16 @@ impl Worker {
                 }
             }
         }
-        // Connections take turns: each turn starts one further on, so that
-        // no connection always finds the TX ring full.
-        let slots_len = slots.len();
-        let first = *rr % slots_len.max(1);
-        *rr = rr.wrapping_add(1);
-        let mut ended = 0;
-        for k in 0..slots_len {
-            let s = &mut slots[(first + k) % slots_len];
+        // The connections that have work, in the order it came; one that
+        // still has work after its turn goes to the back of the next turn's
+        // list, so connections take turns at the TX ring.
+        let conns = table.len().max(1);
+        table.take_ready(turn);
+        for &pos in turn.iter() {
+            let pos = pos as usize;
+            let Some(s) = table.get_mut(pos) else {
+                continue;
+            };
             if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
                 s.deadline = None;
                 s.conn.abort(now);
@@ -773,7 +838,7 @@ impl Worker {
             // too), so an unbounded burst is queueing delay. Counting frames
             // (descriptors) bounds packets at small MTUs and bytes at large
             // ones; a turn sends at least one segment.
-            let mut budget = (port.xsk().tx.size() as usize / slots_len)
+            let mut budget = (port.xsk().tx.size() as usize / conns)
                 .max(8)
                 .min(shared.tx_burst);
             // And, like Linux's TCP Small Queues, about a millisecond of the
@@ -781,12 +846,14 @@ impl Worker {
             // many streams do not each queue a full burst ahead of the ACKs.
             let mut bytes_left = small_queue(&s.conn);
             let mut pieces = [Piece::default(); MAX_PIECES];
+            let mut cut = true;
             while budget > 0 && bytes_left > 0 {
                 if !port.has_room(*max_seg_frames) {
                     full = true;
                     break;
                 }
                 let Some(seg) = s.conn.poll_transmit(now) else {
+                    cut = false;
                     break;
                 };
                 let t = s.conn.tuple();
@@ -867,18 +934,21 @@ impl Worker {
                 shared.registry.remove(s.key);
                 let key = s.key;
                 held.retain(|(k, _)| *k != key);
-                s.ended = true;
-                ended += 1;
+                table.remove(pos);
+                continue;
             }
-        }
-        // From the back, so that what `swap_remove` moves was seen already.
-        let mut i = slots.len();
-        while ended > 0 && i > 0 {
-            i -= 1;
-            if slots[i].ended {
-                slots.swap_remove(i);
-                ended -= 1;
+            // Next turn: at once if it has work left (its TX budget ran
+            // out, its source or sink can go on), else when a segment or
+            // its timer (or the stop deadline) comes.
+            let more = cut || s.wants_turn();
+            let at = match (s.conn.poll_timeout(), s.deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if more {
+                table.mark(pos);
             }
+            table.arm(pos, at);
         }
     }
 }

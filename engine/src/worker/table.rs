@@ -1,0 +1,400 @@
+//! A worker's connections: a slab of [`Slot`]s at stable positions, found
+//! by their 4-tuple through a hash index, with a ready list and a timer heap
+//! so that a turn touches only the connections that have work.
+//!
+//! - Lookup is O(1): open addressing with linear probing over positions,
+//!   twice the capacity rounded up to a power of two, keyed by a seeded
+//!   multiply-xorshift of the tuple (the seed is random per worker, so a
+//!   peer cannot choose ports that collide); removal shifts the entries
+//!   after it back (no tombstones, so probes stay short under churn).
+//! - [`Table::mark`] puts a connection on the ready list for the next
+//!   [`Table::take_ready`] (once, however often it is marked); the worker
+//!   marks a connection when a segment or a hand-over arrives for it, when
+//!   its timer fires, and when its turn ended with work left (a TX budget
+//!   used up, a source or sink that could not go on).
+//! - [`Table::arm`] keeps a min-heap of timer deadlines: an entry is pushed
+//!   only when a connection's deadline moves earlier than the one it has
+//!   armed; entries left behind by a later re-arm are dropped when they
+//!   come up ([`Table::due`]), and the heap is rebuilt from the slots in
+//!   the rare case it fills up.
+//!
+//! Everything has its capacity from the start: nothing allocates after
+//! [`Table::new`].
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+use super::conn::Slot;
+use crate::tcp::FourTuple;
+
+const EMPTY: u32 = u32::MAX;
+
+/// The table (see the module doc).
+#[derive(Debug)]
+pub(super) struct Table {
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    len: usize,
+    index: Box<[u32]>,
+    mask: usize,
+    seed: u64,
+    ready: Vec<u32>,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+}
+
+/// Per-slot bookkeeping of the table.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Entry {
+    /// On the ready list.
+    queued: bool,
+    /// The deadline it has an entry in the heap for.
+    armed: Option<Instant>,
+}
+
+fn words(a: &SocketAddr) -> (u64, u64) {
+    let ip = match a.ip() {
+        IpAddr::V4(v) => u128::from(v.to_ipv6_mapped()),
+        IpAddr::V6(v) => u128::from(v),
+    };
+    ((ip >> 64) as u64, ip as u64 ^ (u64::from(a.port()) << 17))
+}
+
+fn mix(h: u64, w: u64) -> u64 {
+    let x = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 29)
+}
+
+impl Table {
+    /// Room for `capacity` connections.
+    pub(super) fn new(capacity: usize) -> Table {
+        let capacity = capacity.max(1);
+        let n = (capacity * 2).next_power_of_two();
+        Table {
+            slots: (0..capacity).map(|_| None).collect(),
+            free: (0..capacity as u32).rev().collect(),
+            len: 0,
+            index: vec![EMPTY; n].into_boxed_slice(),
+            mask: n - 1,
+            seed: std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u64) | 1,
+            ready: Vec::with_capacity(capacity),
+            timers: BinaryHeap::with_capacity(capacity * 4),
+        }
+    }
+
+    fn home(&self, local: &SocketAddr, remote: &SocketAddr) -> usize {
+        let (a, b) = words(local);
+        let (c, d) = words(remote);
+        let h = mix(mix(mix(mix(self.seed, a), b), c), d);
+        (h >> 20) as usize & self.mask
+    }
+
+    /// Connections held.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no connection is held.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when no more fit.
+    pub(super) fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// The position of the connection from `remote` to `local`.
+    #[inline]
+    pub(super) fn find(&self, local: &SocketAddr, remote: &SocketAddr) -> Option<usize> {
+        let mut i = self.home(local, remote);
+        loop {
+            let p = self.index[i];
+            if p == EMPTY {
+                return None;
+            }
+            if let Some(s) = &self.slots[p as usize] {
+                let t = s.conn.tuple();
+                if t.local == *local && t.remote == *remote {
+                    return Some(p as usize);
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// The position of the connection `tuple`.
+    pub(super) fn find_tuple(&self, tuple: &FourTuple) -> Option<usize> {
+        self.find(&tuple.local, &tuple.remote)
+    }
+
+    /// Adds `slot`, ready for a turn; gives it back when the table is full.
+    #[expect(
+        clippy::result_large_err,
+        reason = "a connection moves into the table once, not per packet"
+    )]
+    pub(super) fn insert(&mut self, mut slot: Slot) -> Result<usize, Slot> {
+        let Some(p) = self.free.pop() else {
+            return Err(slot);
+        };
+        let t = slot.conn.tuple();
+        let mut i = self.home(&t.local, &t.remote);
+        while self.index[i] != EMPTY {
+            i = (i + 1) & self.mask;
+        }
+        self.index[i] = p;
+        slot.entry = Entry::default();
+        self.slots[p as usize] = Some(slot);
+        self.len += 1;
+        self.mark(p as usize);
+        Ok(p as usize)
+    }
+
+    /// Takes the connection at `pos` out.
+    pub(super) fn remove(&mut self, pos: usize) -> Option<Slot> {
+        let slot = self.slots.get_mut(pos)?.take()?;
+        let t = slot.conn.tuple();
+        let mut i = self.home(&t.local, &t.remote);
+        while self.index[i] != pos as u32 {
+            i = (i + 1) & self.mask;
+        }
+        // Backward shift: move up every entry after the hole that may live
+        // there (its home is not cyclically within (hole, entry]).
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let p = self.index[j];
+            if p == EMPTY {
+                break;
+            }
+            let home = match &self.slots[p as usize] {
+                Some(s) => {
+                    let u = s.conn.tuple();
+                    self.home(&u.local, &u.remote)
+                }
+                None => j,
+            };
+            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(i) & self.mask) {
+                self.index[i] = p;
+                i = j;
+            }
+        }
+        self.index[i] = EMPTY;
+        self.free.push(pos as u32);
+        self.len -= 1;
+        Some(slot)
+    }
+
+    /// The connection at `pos`.
+    #[inline]
+    pub(super) fn get_mut(&mut self, pos: usize) -> Option<&mut Slot> {
+        self.slots.get_mut(pos)?.as_mut()
+    }
+
+    /// Every connection (for what is not per packet: stop, reports).
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().flatten()
+    }
+
+    /// Every connection, writable.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Slot> {
+        self.slots.iter_mut().flatten()
+    }
+
+    /// Puts the connection at `pos` on the ready list (once).
+    #[inline]
+    pub(super) fn mark(&mut self, pos: usize) {
+        if let Some(Some(s)) = self.slots.get_mut(pos)
+            && !s.entry.queued
+        {
+            s.entry.queued = true;
+            self.ready.push(pos as u32);
+        }
+    }
+
+    /// Marks every connection (their shares changed, or the engine stops).
+    pub(super) fn mark_all(&mut self) {
+        for p in 0..self.slots.len() {
+            self.mark(p);
+        }
+    }
+
+    /// Moves the ready list into `into` (emptied first) and clears it: the
+    /// connections to serve this turn; what is marked meanwhile waits for
+    /// the next one.
+    pub(super) fn take_ready(&mut self, into: &mut Vec<u32>) {
+        into.clear();
+        std::mem::swap(into, &mut self.ready);
+        for &p in into.iter() {
+            if let Some(Some(s)) = self.slots.get_mut(p as usize) {
+                s.entry.queued = false;
+            }
+        }
+    }
+
+    /// Records that the connection at `pos` needs a turn at `at`.
+    #[inline]
+    pub(super) fn arm(&mut self, pos: usize, at: Option<Instant>) {
+        let Some(Some(s)) = self.slots.get_mut(pos) else {
+            return;
+        };
+        let Some(at) = at else {
+            return;
+        };
+        if s.entry.armed.is_some_and(|a| a <= at) {
+            // An entry at or before `at` is in the heap: it gives the turn,
+            // and the turn arms again.
+            return;
+        }
+        s.entry.armed = Some(at);
+        if self.timers.len() == self.timers.capacity() {
+            self.rebuild_timers();
+        }
+        self.timers.push(Reverse((at, pos as u32)));
+    }
+
+    fn rebuild_timers(&mut self) {
+        self.timers.clear();
+        for (p, s) in self.slots.iter().enumerate() {
+            if let Some(at) = s.as_ref().and_then(|s| s.entry.armed) {
+                self.timers.push(Reverse((at, p as u32)));
+            }
+        }
+    }
+
+    /// Marks every connection whose armed deadline has come.
+    pub(super) fn due(&mut self, now: Instant) {
+        while let Some(&Reverse((at, p))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(Some(s)) = self.slots.get_mut(p as usize)
+                && s.entry.armed == Some(at)
+            {
+                s.entry.armed = None;
+                self.mark(p as usize);
+            }
+        }
+    }
+
+    /// The earliest armed deadline (entries left behind may make it early,
+    /// never late).
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((at, _))| *at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::{Config, Connection, SeqNumber};
+    use crate::worker::bulk::{Sink, Source};
+    use crate::worker::registry::Registry;
+    use crate::worker::sendmem::UmemFrames;
+    use std::time::Duration;
+
+    fn tuple(port: u16) -> FourTuple {
+        FourTuple {
+            local: SocketAddr::from(([198, 18, 0, 1], 5201)),
+            remote: SocketAddr::from(([198, 18, 0, 2], port)),
+        }
+    }
+
+    fn slot(r: &Registry, port: u16, now: Instant) -> Slot {
+        let t = tuple(port);
+        let c = Connection::connect_in(
+            Config::default(),
+            t,
+            SeqNumber(1),
+            now,
+            UmemFrames::default(),
+        );
+        Slot::new(
+            c,
+            r.key(&t),
+            [0; 6],
+            port as usize,
+            Source::Empty,
+            Sink::Discard,
+        )
+    }
+
+    /// Inserts and removals in any order (the removals shift entries back
+    /// in the index) leave every connection held findable and none other.
+    #[test]
+    fn lookup_survives_churn() {
+        let now = Instant::now();
+        let r = Registry::new(64);
+        let mut t = Table::new(300);
+        let mut held = std::collections::BTreeMap::new();
+        let mut rng = 0x1234_5678_u64;
+        for step in 0..20_000u32 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let port = 1000 + (rng % 600) as u16;
+            match held.get(&port) {
+                Some(&pos) => {
+                    let s = t.remove(pos).expect("held");
+                    assert_eq!(s.conn.tuple(), tuple(port));
+                    held.remove(&port);
+                }
+                None if !t.is_full() => {
+                    let pos = t.insert(slot(&r, port, now)).expect("room");
+                    held.insert(port, pos);
+                }
+                None => assert!(t.insert(slot(&r, port, now)).is_err(), "full"),
+            }
+            if step % 997 == 0 || step > 19_900 {
+                for p in 1000..1600u16 {
+                    let tp = tuple(p);
+                    assert_eq!(t.find(&tp.local, &tp.remote), held.get(&p).copied(), "{p}");
+                }
+            }
+        }
+        assert_eq!(t.len(), held.len());
+    }
+
+    /// A connection is on the ready list once however often it is marked,
+    /// a timer marks it when due, and a deadline left behind by an earlier
+    /// re-arm or by a removed connection marks nothing.
+    #[test]
+    fn ready_list_and_timers() {
+        let now = Instant::now();
+        let r = Registry::new(64);
+        let mut t = Table::new(8);
+        let a = t.insert(slot(&r, 1, now)).ok().unwrap();
+        let b = t.insert(slot(&r, 2, now)).ok().unwrap();
+        t.mark(a);
+        t.mark(a);
+        let mut turn = Vec::new();
+        t.take_ready(&mut turn);
+        assert_eq!(turn, [a as u32, b as u32], "inserted ones are ready, once");
+        t.take_ready(&mut turn);
+        assert!(turn.is_empty());
+        let ms = |n| now + Duration::from_millis(n);
+        t.arm(a, Some(ms(10)));
+        t.arm(a, Some(ms(20)));
+        t.arm(b, Some(ms(30)));
+        t.arm(b, Some(ms(5)));
+        assert_eq!(t.next_deadline(), Some(ms(5)));
+        t.due(ms(6));
+        t.take_ready(&mut turn);
+        assert_eq!(turn, [b as u32], "b re-armed earlier");
+        t.due(ms(15));
+        t.take_ready(&mut turn);
+        assert_eq!(turn, [a as u32], "a's first deadline stands");
+        // b's deadline of 30 was left behind (it fired at 5, not re-armed);
+        // a is removed and its slot taken by c, which armed nothing.
+        t.remove(a);
+        let c = t.insert(slot(&r, 3, now)).ok().unwrap();
+        assert_eq!(c, a, "the position is reused");
+        t.take_ready(&mut turn);
+        t.due(ms(40));
+        t.take_ready(&mut turn);
+        assert!(turn.is_empty(), "{turn:?}");
+        assert_eq!(t.next_deadline(), None);
+    }
+}
