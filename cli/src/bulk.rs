@@ -205,6 +205,12 @@ pub struct EngineArgs {
     /// Seconds between FIN and RST when interrupted.
     #[arg(long, default_value_t = 2.0)]
     pub grace: f64,
+    /// Connections each queue's worker holds at most. A connection beyond
+    /// it is refused with a reset (counted as `refused`); those held go on
+    /// undisturbed. Frames and the RX ring are shared among the
+    /// connections held.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_conns: u32,
 }
 
 impl EngineArgs {
@@ -246,6 +252,7 @@ impl EngineArgs {
             },
             mss: self.mss,
             grace: Duration::from_secs_f64(self.grace.clamp(0.0, 3600.0)),
+            max_conns: self.max_conns as usize,
             ..EngineConfig::default()
         };
         if self.frames < self.ring * 4 {
@@ -587,7 +594,8 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             + p.drop_oversize;
         eprintln!(
             "xtcp: queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
-             no connection {}, misplaced {}, tx ring/frames full {} turns",
+             no connection {}, misplaced {}, refused {} (--max-conns), tx ring/frames full {} \
+             turns",
             w.queue,
             p.rx_segments,
             p.tx_packets,
@@ -595,6 +603,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             p.drop_malformed,
             w.no_connection,
             w.misplaced,
+            w.refused,
             w.tx_full_turns
         );
     }

@@ -46,6 +46,9 @@ enum Cmd {
 }
 
 fn main() {
+    // Connections' multi-megabyte receive buffers take memory as they fill,
+    // not at allocation (see the function).
+    let _ = xtcp_engine::sys::lazy_large_allocations(256 << 10);
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -21,6 +21,7 @@ use xtcp_engine::worker::{Role, SinkKind, run_app};
 use crate::bulk::{EngineArgs, interrupt_flag};
 use crate::client::{interval_json, interval_lines};
 use crate::xdpstats::XdpSummary;
+use xtcp_engine::tcp::ListenerStats;
 
 /// Arguments of `xtcp serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -40,8 +41,12 @@ pub struct ServeArgs {
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
     /// JSON output shaped like `iperf3 -s -J`'s: one document per test;
-    /// when the server stops, one more, `{"xdp": …}`: the run's XDP
-    /// statistics (steered, dropped at the redirect, per queue).
+    /// when the server stops, one more, `{"xdp": …, "listener": …,
+    /// "refused": N}`: the run's XDP statistics (steered, dropped at the
+    /// redirect, per queue), the listener's counters (SYNs taken and
+    /// dropped, the most half-open at once), the connections refused
+    /// beyond `--max-conns`, and per queue the connections it took and the
+    /// segments it received and sent.
     #[arg(short = 'J', long = "json")]
     pub json: bool,
     #[command(flatten)]
@@ -227,13 +232,38 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     for line in xdp.lines() {
         eprintln!("xtcp serve: {line}");
     }
+    let listener = listener_totals(&report);
+    let refused: u64 = report.workers.iter().map(|w| w.refused).sum();
+    eprintln!(
+        "xtcp serve: listener: {} SYNs taken, {} dropped (half-open table full), at most {} \
+         half-open at once; {} handshakes completed, {} connections refused (--max-conns)",
+        listener.syns_accepted,
+        listener.syns_dropped,
+        listener.half_open_peak,
+        listener.established,
+        refused
+    );
     if json_out {
-        // After the tests' objects, one of the whole run's XDP statistics.
+        // After the tests' objects, one of the whole run's XDP statistics
+        // and the listener's counters.
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&json!({ "xdp": xdp }))?
+            serde_json::to_string_pretty(&json!({
+                "xdp": xdp,
+                "listener": listener,
+                "refused": refused,
+                "queues": report.workers.iter().map(|w| json!({
+                    "queue": w.queue,
+                    "connections": w.connections,
+                    "rx_segments": w.port.rx_segments,
+                    "tx_packets": w.port.tx_packets,
+                    "refused": w.refused,
+                    "migrated_in": w.migrated_in,
+                    "migrated_out": w.migrated_out,
+                })).collect::<Vec<_>>(),
+            }))?
         )?;
         out.flush()?;
     }
@@ -241,4 +271,22 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         bail!("the test failed");
     }
     Ok(())
+}
+
+/// The listeners' counters summed over the queues (the peak is the largest
+/// of any one queue: each has its own half-open table).
+fn listener_totals(r: &xtcp_engine::worker::EngineReport) -> ListenerStats {
+    let mut t = ListenerStats::default();
+    for w in &r.workers {
+        let l = &w.listener;
+        t.syns_accepted += l.syns_accepted;
+        t.syns_dropped += l.syns_dropped;
+        t.established += l.established;
+        t.backlog_dropped += l.backlog_dropped;
+        t.half_open_expired += l.half_open_expired;
+        t.rst_sent += l.rst_sent;
+        t.rst_dropped += l.rst_dropped;
+        t.half_open_peak = t.half_open_peak.max(l.half_open_peak);
+    }
+    t
 }

@@ -5,15 +5,15 @@
 //! own namespaces.
 
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{wait_listening, wait_ss};
+use common::{Reap, Watched, acked_sender, wait_listening, wait_ss};
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
 
@@ -124,105 +124,8 @@ fn assert_detached(net: &TestNet) {
     assert!(!text.contains("xdp"), "nothing stays attached: {text}");
 }
 
-/// Kills a child on drop (a failing test leaves nothing running).
-struct Reap(Child);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Kernel-side waits of these tests, bounded by a minute.
 const WAIT: Duration = Duration::from_secs(60);
-
-/// An xtcp whose standard error is collected as it comes, so that a test
-/// can wait for a line (the banner printed once setup succeeded).
-struct Watched {
-    child: Reap,
-    err: std::sync::Arc<std::sync::Mutex<String>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watched {
-    fn spawn(net: &TestNet, args: &[String], stdout: Stdio) -> Watched {
-        let mut child = net
-            .a
-            .ns
-            .command(XTCP)
-            .args(args)
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut pipe = child.stderr.take().unwrap();
-        let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let e = err.clone();
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
-                if n == 0 {
-                    break;
-                }
-                e.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Watched {
-            child: Reap(child),
-            err,
-            reader: Some(reader),
-        }
-    }
-
-    /// Waits (bounded) for `needle` on standard error.
-    fn wait_for(&mut self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.err.lock().unwrap().contains(needle) {
-            if let Some(s) = self.child.0.try_wait().unwrap() {
-                panic!(
-                    "xtcp exited ({s}) before {needle:?}: {}",
-                    self.err.lock().unwrap()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {needle:?} from xtcp: {}",
-                self.err.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let pid = self.child.0.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args([sig, &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-    }
-
-    /// Waits (bounded) for the exit; returns the status and all of stderr.
-    fn wait_exit(&mut self, what: &str) -> (std::process::ExitStatus, String) {
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = self.child.0.try_wait().unwrap() {
-                break s;
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "{what}");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        (status, self.err.lock().unwrap().clone())
-    }
-}
 
 fn socat_addr(ip: IpAddr, port: u16) -> String {
     match ip {
@@ -660,50 +563,6 @@ fn sigint_closes_connections_and_detaches() {
     assert_detached(&net);
 }
 
-/// A kernel sender in B: connects to A's `port` (retrying while xtcp
-/// starts), writes `len` bytes of the pattern and returns once the kernel
-/// says that all of them were acknowledged, with the connection open.
-fn acked_sender(net: &TestNet, port: u16, len: usize) -> std::net::TcpStream {
-    let dst = std::net::SocketAddr::new(net.a.ip4.into(), port);
-    let mut s = {
-        let _g = net.b.ns.enter().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
-                Ok(s) => break s,
-                Err(e) => assert!(Instant::now() < deadline, "connect to xtcp: {e}"),
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    let mut buf = vec![0u8; len];
-    pattern_fill(SEED, 0, &mut buf);
-    s.write_all(&buf).unwrap();
-    // `ss -i` shows what the kernel knows: bytes_acked counts the SYN too.
-    let lport = s.local_addr().unwrap().port();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = net
-            .b
-            .ns
-            .command("ss")
-            .args(["-Htni", &format!("sport = :{lport}")])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let acked: usize = text
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("bytes_acked:"))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        if acked > len {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "xtcp never acknowledged: {text}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// The received output is exactly the first `len` bytes of the pattern.
 fn assert_pattern_file(p: &Path, len: usize, err: &str) {
     let got = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}; {err}", p.display()));
@@ -759,7 +618,7 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
         };
         let mut xtcp = Watched::spawn(&net, &args, target);
         xtcp.wait_for("listening on");
-        let sock = acked_sender(&net, port, len);
+        let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
         let mut silence = Vec::new();
         match how {
             "rst" => {

@@ -24,7 +24,7 @@ use std::time::Instant;
 const MAX_PENDING_RST: usize = 16;
 
 /// Listener counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ListenerStats {
     /// SYNs that created a half-open connection.
     pub syns_accepted: u64,
@@ -40,6 +40,9 @@ pub struct ListenerStats {
     pub rst_sent: u64,
     /// RSTs not sent because the queue was full.
     pub rst_dropped: u64,
+    /// The most half-open connections held at once (at most
+    /// `max_half_open`).
+    pub half_open_peak: u64,
 }
 
 /// A listening port. Its connections keep their send buffers in `M` (see
@@ -176,6 +179,7 @@ impl<M: SendMemory + Default> Listener<M> {
             }
             self.stats.syns_accepted += 1;
             self.half_open.push(c);
+            self.stats.half_open_peak = self.stats.half_open_peak.max(self.half_open.len() as u64);
         }
     }
 

@@ -298,10 +298,16 @@ impl Default for EngineConfig {
             },
             grace: Duration::from_secs(2),
             report_interval: Duration::from_millis(100),
-            max_conns: 256,
+            max_conns: 1024,
         }
     }
 }
+
+/// Packets a veth queue holds in front of its XDP program
+/// (`VETH_RING_SIZE` of the kernel's drivers/net/veth.c): what the peer
+/// sends beyond it while XDP has not run yet is dropped before XDP (the
+/// peer's TX dropped), whatever room the RX ring has.
+pub const VETH_RING: u32 = 256;
 
 /// The smallest `--mss` taken over IPv4: RFC 9293's default send MSS,
 /// which every IPv4 host must accept (576-byte datagrams).
@@ -943,6 +949,11 @@ pub fn run_app(
         tx_headroom: match layout {
             TxLayout::Chained => 0,
             TxLayout::Single => TX_HEADROOM,
+        },
+        rx_absorb: if driver_name(iface) == "veth" {
+            cfg.ring.min(VETH_RING) as usize
+        } else {
+            cfg.ring as usize
         },
     });
     if let Some(a) = app.as_mut() {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::port::PortCounters;
-use crate::tcp::{CloseReason, FourTuple, Stats};
+use crate::tcp::{CloseReason, FourTuple, ListenerStats, Stats};
 use crate::xsk::XskStats;
 
 /// Per-worker counters, cache-line padded (each worker owns one; the control
@@ -21,6 +21,9 @@ pub struct WorkerCounters {
     pub port: PortCounters,
     /// The kernel's `XDP_STATISTICS` for the socket.
     pub xdp: XskStats,
+    /// The listener's counters (listen mode): SYNs taken and dropped, the
+    /// most half-open connections held at once.
+    pub listener: ListenerStats,
     /// Loop turns.
     pub turns: u64,
     /// Sleeps in `poll()`.
@@ -48,7 +51,8 @@ pub struct WorkerCounters {
     pub rst_sent: u64,
     /// Resets not sent (queue full).
     pub rst_dropped: u64,
-    /// Connections refused: table full or the output busy.
+    /// Connections refused with a reset: beyond `max_conns`, or the one
+    /// output already taken.
     pub refused: u64,
     /// TCP: segments sent, retransmissions, payload bytes, of all
     /// connections of this worker (finished and live).

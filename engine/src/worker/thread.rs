@@ -173,6 +173,10 @@ pub struct Shared {
     /// Where a send-buffer slot starts in its frame (the single-descriptor
     /// layout's room for headers; 0 for the chained layout).
     pub tx_headroom: usize,
+    /// Packets a queue can hold between the wire and the worker: the RX
+    /// ring, or less where the driver queues fewer in front of XDP (veth:
+    /// [`super::engine::VETH_RING`]). The receive windows share it.
+    pub rx_absorb: usize,
 }
 
 /// A worker's state.
@@ -301,7 +305,7 @@ impl Worker {
         let budget = Budget {
             send_frames: port.frames().saturating_sub(rings),
             min_send_slots: 2 * mss.div_ceil(slot_len) + 2,
-            rx_bytes: x.rx.size() as usize * RX_WINDOW_SHARE.0 / RX_WINDOW_SHARE.1 / rx_descs * mss,
+            rx_bytes: shared.rx_absorb * RX_WINDOW_SHARE.0 / RX_WINDOW_SHARE.1 / rx_descs * mss,
         };
         // Room for the connections it may accept, those it opens, and those
         // handed over to it.
@@ -443,7 +447,10 @@ impl Worker {
     }
 
     fn begin_stop(&mut self, now: Instant) {
-        self.listener = None;
+        // Its counters stay in the reports.
+        if let Some(l) = self.listener.take() {
+            self.counters.listener = *l.stats();
+        }
         let deadline = now + self.shared.grace;
         for s in self.table.iter_mut() {
             s.deadline = Some(deadline);
@@ -463,6 +470,9 @@ impl Worker {
         c.port = *self.port.counters();
         if let Ok(x) = self.port.xsk().stats() {
             c.xdp = x;
+        }
+        if let Some(l) = self.listener.as_ref() {
+            c.listener = *l.stats();
         }
         let mut t = self.gone;
         for s in self.table.iter() {
