@@ -517,16 +517,31 @@ impl Drop for Hog {
     }
 }
 
-/// Retransmissions the kernel sender of an iperf3 `-J` report made.
-fn retransmits(v: &serde_json::Value) -> u64 {
-    v["end"]["sum_sent"]["retransmits"].as_u64().unwrap()
+/// Side B's kernel TCP so far: segments retransmitted, and of those the
+/// tail loss probes (`nstat`: TcpRetransSegs, TcpExtTCPLossProbes).
+fn retransmitted(net: &TestNet) -> (u64, u64) {
+    let out = net.b.ns.command("nstat").args(["-asz"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let get = |name: &str| {
+        text.lines()
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some(name)).then(|| w.next()?.parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("{name} in nstat: {text}"))
+    };
+    (get("TcpRetransSegs"), get("TcpExtTCPLossProbes"))
 }
 
 /// 32 streams into one queue, with a CPU hog on one of the two cores: xtcp
 /// drops at most 0.1 % of what was steered to it at the redirect (its
 /// receive windows together fit the queue), and the kernel senders
 /// retransmit at most twice what they retransmit into the kernel's own TCP
-/// on the same network (hog and all), plus a few for the start.
+/// on the same network (hog and all), plus a few for the start. Tail loss
+/// probes are left out of that count and shown: a probe repeats a segment
+/// when an ACK is late (2 × RTT), and a user-space receiver that the hog
+/// takes the core from for a time slice is late, where the kernel's
+/// receiver, in softirq, is not; the probe costs a segment, not a loss.
 #[test]
 fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
     if !have_iperf3() {
@@ -545,10 +560,13 @@ fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
             .unwrap(),
     );
     wait_listening(&net.a.ns, 5202, Duration::from_secs(30), None);
+    let r0 = retransmitted(&net);
     let k = iperf3(&net, &["-p", "5202", "-t", "3", "-P", "32"]);
     drop(kernel);
+    let r1 = retransmitted(&net);
     let server = Server::start_with(&net, 1, &["-1", "-J"]);
     let x = iperf3(&net, &["-t", "3", "-P", "32"]);
+    let r2 = retransmitted(&net);
     let test = server.json();
     let fin = server.json();
     assert_eq!(
@@ -563,10 +581,14 @@ fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
         dropped * 1000 <= steered,
         "dropped {dropped} of {steered} at the redirect: {xdp}"
     );
-    let (rk, rx) = (retransmits(&k), retransmits(&x));
+    let (rk, pk) = (r1.0 - r0.0, r1.1 - r0.1);
+    let (rx, px) = (r2.0 - r1.0, r2.1 - r1.1);
     assert!(
-        rx <= 2 * rk + 64,
-        "the kernel senders retransmitted {rx} times into xtcp, {rk} into the kernel"
+        rx.saturating_sub(px) <= 2 * rk.saturating_sub(pk) + 64,
+        "the kernel senders retransmitted {rx} segments into xtcp ({px} of them tail loss \
+         probes), {rk} into the kernel ({pk} probes); iperf3 says {} and {}",
+        x["end"]["sum_sent"]["retransmits"],
+        k["end"]["sum_sent"]["retransmits"]
     );
 }
 

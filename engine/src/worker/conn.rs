@@ -165,6 +165,8 @@ pub struct Slot {
     pub(super) deadline: Option<Instant>,
     /// The worker's table's bookkeeping (ready list, timer).
     pub(super) entry: Entry,
+    /// The worker's shares it applied last (their epoch).
+    pub(super) shares_epoch: u64,
     /// An application connection (instead of source and sink).
     pub(super) appconn: Option<Box<AppConn>>,
 }
@@ -195,6 +197,7 @@ impl Slot {
             reported: false,
             deadline: None,
             entry: Entry::default(),
+            shares_epoch: 0,
             appconn: None,
         }
     }

@@ -86,6 +86,9 @@ const RX_HEADROOM: usize = 256;
 /// What one connection queues for transmission at once is about this much
 /// time at its rate ([`small_queue`]).
 const SMALL_QUEUE: Duration = Duration::from_millis(1);
+/// Segments a SYN-ACK's window offers at most: 32 clients connecting at
+/// once then fit a veth's 256-packet queue before their shares apply.
+const FIRST_WINDOW_SEGMENTS: usize = 4;
 /// Of the RX ring, the part that the receive windows may fill; the rest is
 /// for ACKs of our own sending, handshakes and strays.
 const RX_WINDOW_SHARE: (usize, usize) = (3, 4);
@@ -216,6 +219,19 @@ pub struct Worker {
     budget: Budget,
     /// The connection count the shares were computed for.
     balanced_for: usize,
+    /// The shares for that count.
+    shares: Shares,
+}
+
+/// What each connection gets of a worker's [`Budget`] now.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shares {
+    /// Changes with the shares; a connection holds the epoch it applied.
+    epoch: u64,
+    /// Send-buffer slots (frames).
+    send_slots: usize,
+    /// Receive-window bytes.
+    recv_bytes: usize,
 }
 
 /// What a worker's connections share.
@@ -228,6 +244,8 @@ struct Budget {
     /// Payload bytes the receive windows may offer in sum: full segments
     /// that fit the share of the RX ring set aside for them.
     rx_bytes: usize,
+    /// The window a passive open offers in its SYN-ACK, at most.
+    first_window: usize,
 }
 
 /// Segments held per worker for connections in transit.
@@ -306,6 +324,7 @@ impl Worker {
             send_frames: port.frames().saturating_sub(rings),
             min_send_slots: 2 * mss.div_ceil(slot_len) + 2,
             rx_bytes: shared.rx_absorb * RX_WINDOW_SHARE.0 / RX_WINDOW_SHARE.1 / rx_descs * mss,
+            first_window: FIRST_WINDOW_SEGMENTS * mss,
         };
         // Room for the connections it may accept, those it opens, and those
         // handed over to it.
@@ -334,6 +353,7 @@ impl Worker {
             to_open: Vec::new(),
             budget,
             balanced_for: usize::MAX,
+            shares: Shares::default(),
         }
     }
 
@@ -343,27 +363,31 @@ impl Worker {
     /// `rx_bytes / n`, so that everything all peers may send at once fits
     /// the RX ring; excess waits in the senders, whose congestion control
     /// deals with it, instead of being dropped at the redirect into a full
-    /// ring. Run when the number of connections changed (not per packet).
+    /// ring. Run when the number of connections changed (not per packet);
+    /// each connection applies the shares at its next turn.
     fn rebalance(&mut self) {
         let n = self.table.len();
         self.balanced_for = n;
-        // The next connection's share, from its SYN-ACK on (a window
-        // offered is never taken back).
+        // The next connection's window, from its SYN-ACK on: a few
+        // segments, within its share to come (a window offered is never
+        // taken back, and many clients connect at once); its first ACK
+        // offers the share.
         if let Some(l) = self.listener.as_mut() {
-            l.set_recv_share(self.budget.rx_bytes / (n + 1));
+            l.set_recv_share((self.budget.rx_bytes / (n + 1)).min(self.budget.first_window));
         }
         let Some(n) = std::num::NonZeroUsize::new(n) else {
             return;
         };
+        // Each connection takes the new shares at its next turn (O(1) here,
+        // however many connections are held): one that has no turn sends
+        // and receives nothing meanwhile, and a window it offered before is
+        // honoured either way.
         let b = self.budget;
-        let send = (b.send_frames / n).max(b.min_send_slots);
-        let recv = b.rx_bytes / n;
-        for s in self.table.iter_mut() {
-            s.conn.set_send_limit(send);
-            s.conn.set_recv_share(recv);
-        }
-        // A larger share is room to send now.
-        self.table.mark_all();
+        self.shares = Shares {
+            epoch: self.shares.epoch + 1,
+            send_slots: (b.send_frames / n).max(b.min_send_slots),
+            recv_bytes: b.rx_bytes / n,
+        };
     }
 
     /// Runs until stopped; returns after the last report.
@@ -796,6 +820,7 @@ impl Worker {
             held,
             ctl_hdr,
             reserve,
+            shares,
             ..
         } = self;
         if let Some(l) = listener.as_mut() {
@@ -823,6 +848,11 @@ impl Worker {
             let Some(s) = table.get_mut(pos) else {
                 continue;
             };
+            if s.shares_epoch != shares.epoch {
+                s.shares_epoch = shares.epoch;
+                s.conn.set_send_limit(shares.send_slots);
+                s.conn.set_recv_share(shares.recv_bytes);
+            }
             if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
                 s.deadline = None;
                 s.conn.abort(now);
