@@ -950,11 +950,7 @@ pub fn run_app(
             TxLayout::Chained => 0,
             TxLayout::Single => TX_HEADROOM,
         },
-        rx_absorb: if driver_name(iface) == "veth" {
-            cfg.ring.min(VETH_RING) as usize
-        } else {
-            cfg.ring as usize
-        },
+        driver_queue: (driver_name(iface) == "veth").then_some(VETH_RING as usize),
     });
     if let Some(a) = app.as_mut() {
         a.start(Opener {

@@ -176,10 +176,10 @@ pub struct Shared {
     /// Where a send-buffer slot starts in its frame (the single-descriptor
     /// layout's room for headers; 0 for the chained layout).
     pub tx_headroom: usize,
-    /// Packets a queue can hold between the wire and the worker: the RX
-    /// ring, or less where the driver queues fewer in front of XDP (veth:
-    /// [`super::engine::VETH_RING`]). The receive windows share it.
-    pub rx_absorb: usize,
+    /// Packets the driver queues in front of XDP, where that may be fewer
+    /// than the RX ring holds (veth: [`super::engine::VETH_RING`]); the
+    /// receive windows share the smaller of the two.
+    pub driver_queue: Option<usize>,
 }
 
 /// A worker's state.
@@ -323,7 +323,13 @@ impl Worker {
         let budget = Budget {
             send_frames: port.frames().saturating_sub(rings),
             min_send_slots: 2 * mss.div_ceil(slot_len) + 2,
-            rx_bytes: shared.rx_absorb * RX_WINDOW_SHARE.0 / RX_WINDOW_SHARE.1 / rx_descs * mss,
+            // Full segments: those the RX ring holds (a segment takes
+            // `rx_descs` descriptors), and no more than the driver queues.
+            rx_bytes: (x.rx.size() as usize / rx_descs)
+                .min(shared.driver_queue.unwrap_or(usize::MAX))
+                * RX_WINDOW_SHARE.0
+                / RX_WINDOW_SHARE.1
+                * mss,
             first_window: FIRST_WINDOW_SEGMENTS * mss,
         };
         // Room for the connections it may accept, those it opens, and those
