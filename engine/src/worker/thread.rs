@@ -605,6 +605,9 @@ impl Worker {
                     let mut slot = *slot;
                     let key = slot.key;
                     self.counters.migrated_in += 1;
+                    // It held the other worker's shares: ours apply at its
+                    // first turn here.
+                    slot.shares_epoch = u64::MAX;
                     self.held.retain(|(k, repr)| {
                         if *k == key {
                             slot.conn.handle_segment(now, repr, &[]);
