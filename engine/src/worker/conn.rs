@@ -21,7 +21,6 @@ use super::msg::{AppIn, AppOut, Msg};
 use super::port::HeaderCache;
 use super::registry::Key;
 use super::sendmem::UmemFrames;
-use super::table::Entry;
 use crate::tcp::{Connection, RecvWindow, State};
 
 /// A connection whose send buffer is UMEM frames.
@@ -163,8 +162,6 @@ pub struct Slot {
     pub(super) reported: bool,
     /// Stop: reset at this time if not closed by then.
     pub(super) deadline: Option<Instant>,
-    /// The worker's table's bookkeeping (ready list, timer).
-    pub(super) entry: Entry,
     /// The worker's shares it applied last (their epoch).
     pub(super) shares_epoch: u64,
     /// An application connection (instead of source and sink).
@@ -196,7 +193,6 @@ impl Slot {
             established: None,
             reported: false,
             deadline: None,
-            entry: Entry::default(),
             shares_epoch: 0,
             appconn: None,
         }

@@ -35,6 +35,8 @@ const EMPTY: u32 = u32::MAX;
 #[derive(Debug)]
 pub(super) struct Table {
     slots: Vec<Option<Slot>>,
+    /// Per position: on the ready list, the deadline armed.
+    entries: Vec<Entry>,
     free: Vec<u32>,
     len: usize,
     index: Box<[u32]>,
@@ -44,9 +46,9 @@ pub(super) struct Table {
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
 }
 
-/// Per-slot bookkeeping of the table.
+/// Per-position bookkeeping of the table.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Entry {
+struct Entry {
     /// On the ready list.
     queued: bool,
     /// The deadline it has an entry in the heap for.
@@ -73,6 +75,7 @@ impl Table {
         let n = (capacity * 2).next_power_of_two();
         Table {
             slots: (0..capacity).map(|_| None).collect(),
+            entries: vec![Entry::default(); capacity],
             free: (0..capacity as u32).rev().collect(),
             len: 0,
             index: vec![EMPTY; n].into_boxed_slice(),
@@ -134,7 +137,7 @@ impl Table {
         clippy::result_large_err,
         reason = "a connection moves into the table once, not per packet"
     )]
-    pub(super) fn insert(&mut self, mut slot: Slot) -> Result<usize, Slot> {
+    pub(super) fn insert(&mut self, slot: Slot) -> Result<usize, Slot> {
         let Some(p) = self.free.pop() else {
             return Err(slot);
         };
@@ -144,7 +147,7 @@ impl Table {
             i = (i + 1) & self.mask;
         }
         self.index[i] = p;
-        slot.entry = Entry::default();
+        self.entries[p as usize] = Entry::default();
         self.slots[p as usize] = Some(slot);
         self.len += 1;
         self.mark(p as usize);
@@ -205,10 +208,8 @@ impl Table {
     /// Puts the connection at `pos` on the ready list (once).
     #[inline]
     pub(super) fn mark(&mut self, pos: usize) {
-        if let Some(Some(s)) = self.slots.get_mut(pos)
-            && !s.entry.queued
-        {
-            s.entry.queued = true;
+        if self.slots.get(pos).is_some_and(Option::is_some) && !self.entries[pos].queued {
+            self.entries[pos].queued = true;
             self.ready.push(pos as u32);
         }
     }
@@ -227,27 +228,23 @@ impl Table {
         into.clear();
         std::mem::swap(into, &mut self.ready);
         for &p in into.iter() {
-            if let Some(Some(s)) = self.slots.get_mut(p as usize) {
-                s.entry.queued = false;
-            }
+            self.entries[p as usize].queued = false;
         }
     }
 
     /// Records that the connection at `pos` needs a turn at `at`.
     #[inline]
     pub(super) fn arm(&mut self, pos: usize, at: Option<Instant>) {
-        let Some(Some(s)) = self.slots.get_mut(pos) else {
+        let (Some(at), Some(Some(_))) = (at, self.slots.get(pos)) else {
             return;
         };
-        let Some(at) = at else {
-            return;
-        };
-        if s.entry.armed.is_some_and(|a| a <= at) {
+        let e = &mut self.entries[pos];
+        if e.armed.is_some_and(|a| a <= at) {
             // An entry at or before `at` is in the heap: it gives the turn,
             // and the turn arms again.
             return;
         }
-        s.entry.armed = Some(at);
+        e.armed = Some(at);
         if self.timers.len() == self.timers.capacity() {
             self.rebuild_timers();
         }
@@ -256,8 +253,8 @@ impl Table {
 
     fn rebuild_timers(&mut self) {
         self.timers.clear();
-        for (p, s) in self.slots.iter().enumerate() {
-            if let Some(at) = s.as_ref().and_then(|s| s.entry.armed) {
+        for (p, (s, e)) in self.slots.iter().zip(&self.entries).enumerate() {
+            if let (Some(_), Some(at)) = (s, e.armed) {
                 self.timers.push(Reverse((at, p as u32)));
             }
         }
@@ -270,11 +267,10 @@ impl Table {
                 break;
             }
             self.timers.pop();
-            if let Some(Some(s)) = self.slots.get_mut(p as usize)
-                && s.entry.armed == Some(at)
-            {
-                s.entry.armed = None;
-                self.mark(p as usize);
+            let p = p as usize;
+            if self.slots[p].is_some() && self.entries[p].armed == Some(at) {
+                self.entries[p].armed = None;
+                self.mark(p);
             }
         }
     }
