@@ -84,44 +84,13 @@ fn spawn_recv(
     json: bool,
     extra: &[&str],
 ) -> (Reap, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
-    let mut child = net
-        .a
-        .ns
-        .command(XTCP)
-        .args(["recv", "--iface", &net.a.iface, "--discard"])
-        .args(json.then_some("--json"))
-        .args(["--listen", &format!("{}:{PORT}", net.a.ip4)])
-        .args(ENGINE)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stderr.take().unwrap();
-    let err = Arc::new(Mutex::new(String::new()));
-    let e = err.clone();
-    let reader = std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = std::io::Read::read(&mut pipe, &mut buf) {
-            e.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let mut child = Reap(child);
-    let deadline = Instant::now() + WAIT;
-    while !err.lock().unwrap().contains("listening on") {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            panic!("xtcp recv exited ({s}): {}", err.lock().unwrap());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no banner: {}",
-            err.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(10));
+    let listen = format!("{}:{PORT}", net.a.ip4);
+    let mut args = vec!["recv", "--discard", "--listen", &listen];
+    if json {
+        args.push("--json");
     }
-    (child, err, reader)
+    args.extend(extra);
+    spawn_xtcp(net, &args, "listening on")
 }
 
 /// Waits (bounded) for xtcp to exit; returns its JSON (`Null` without

@@ -260,6 +260,20 @@ mod tests {
     use crate::wire::checksum;
     use crate::xsk::socket::{FakeTx, heap_umem};
 
+    const FL: usize = 4096;
+
+    /// A send buffer of 16 slots of 4 KiB in a UMEM of 64 frames, and the
+    /// UMEM's frames as the pool.
+    fn sixteen_slots() -> (SendBuffer<UmemFrames>, Vec<Frame>) {
+        let umem = heap_umem(64);
+        let pool = umem.take_frames();
+        let mut mem = UmemFrames::default();
+        mem.attach(umem, 0);
+        let mut b = SendBuffer::new(FL, 16, mem);
+        b.allocate(None);
+        (b, pool)
+    }
+
     /// What the worker's `provision` does: take back what the buffer gave
     /// up, give it what it wants.
     fn provision(b: &mut SendBuffer<UmemFrames>, pool: &mut Vec<Frame>) {
@@ -297,13 +311,7 @@ mod tests {
     /// back as the bytes beyond it are acknowledged.
     #[test]
     fn a_limited_send_buffer_rotates_its_frames_and_gives_back_the_rest() {
-        let umem = heap_umem(64);
-        let mut pool = umem.take_frames();
-        let mut mem = UmemFrames::default();
-        mem.attach(umem.clone(), 0);
-        let mut b = SendBuffer::new(4096, 16, mem);
-        b.allocate(None);
-        const FL: usize = 4096;
+        let (mut b, mut pool) = sixteen_slots();
         // Warm: all 16 slots written.
         let mut written = 0;
         while written < 16 * FL {
@@ -357,13 +365,7 @@ mod tests {
     /// acknowledgements that never come: nothing is in flight).
     #[test]
     fn a_shrinking_limit_does_not_strand_the_buffer() {
-        let umem = heap_umem(64);
-        let mut pool = umem.take_frames();
-        let mut mem = UmemFrames::default();
-        mem.attach(umem.clone(), 0);
-        let mut b = SendBuffer::new(4096, 16, mem);
-        b.allocate(None);
-        const FL: usize = 4096;
+        let (mut b, mut pool) = sixteen_slots();
         provision(&mut b, &mut pool);
         assert_eq!(b.write(&[1u8; 6 * FL]), 6 * FL);
         b.ack((5 * FL) as u64);
