@@ -6,34 +6,15 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::ENGINE;
+use common::{ENGINE, Reap, Watched};
 use xtcp_engine::testnet::{Netns, TestNet};
 
-const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
 const WAIT: Duration = Duration::from_secs(60);
 const PORT: u16 = 5300;
-
-/// Kills a child on drop (a failing test leaves nothing running).
-struct Reap(std::process::Child);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        // A stopped process must run again to die of SIGKILL's cleanup.
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &self.0.id().to_string()])
-                .stderr(Stdio::null())
-                .status();
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `ethtool -S IFACE` value `name`, read in `ns`.
 fn ethtool_stat(ns: &Netns, iface: &str, name: &str) -> u64 {
@@ -79,11 +60,7 @@ fn tx_dropped(ns: &Netns, iface: &str) -> u64 {
 
 /// `xtcp recv --discard` on side A with `extra` options, its standard
 /// error collected as it comes; returns once its banner is out.
-fn spawn_recv(
-    net: &TestNet,
-    json: bool,
-    extra: &[&str],
-) -> (Reap, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
+fn spawn_recv(net: &TestNet, json: bool, extra: &[&str]) -> Watched {
     let listen = format!("{}:{PORT}", net.a.ip4);
     let mut args = vec!["recv", "--discard", "--listen", &listen];
     if json {
@@ -95,26 +72,8 @@ fn spawn_recv(
 
 /// Waits (bounded) for xtcp to exit; returns its JSON (`Null` without
 /// `--json`) and standard error.
-fn finish(
-    mut child: Reap,
-    err: Arc<Mutex<String>>,
-    reader: std::thread::JoinHandle<()>,
-) -> (serde_json::Value, String) {
-    let start = Instant::now();
-    while child.0.try_wait().unwrap().is_none() {
-        assert!(
-            start.elapsed() < WAIT,
-            "xtcp recv did not exit: {}",
-            err.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    reader.join().unwrap();
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.0.stdout.take().unwrap(), &mut out).unwrap();
-    let err = err.lock().unwrap().clone();
-    let status = child.0.try_wait().unwrap().unwrap();
-    assert!(status.success(), "xtcp recv failed: {err}");
+fn finish(x: Watched) -> (serde_json::Value, String) {
+    let (out, err) = wait_ok(x);
     if out.trim().is_empty() {
         return (serde_json::Value::Null, err);
     }
@@ -212,7 +171,7 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
         let segs0 = tcp_out_segs(&net.b.ns);
         let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
         let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
-        let (child, err, reader) = spawn_recv(&net, json, &[]);
+        let x = spawn_recv(&net, json, &[]);
         let st = net
             .b
             .ns
@@ -227,7 +186,7 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
             .status()
             .unwrap();
         assert!(st.success(), "socat could not send");
-        let (v, err) = finish(child, err, reader);
+        let (v, err) = finish(x);
         let segs = tcp_out_segs(&net.b.ns) - segs0;
         let drops = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops") - drops0;
         assert!(
@@ -294,7 +253,7 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
         let segs0 = tcp_out_segs(&net.b.ns);
         let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
         let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
-        let (child, err, reader) = spawn_recv(&net, json, &["--ring", "64"]);
+        let x = spawn_recv(&net, json, &["--ring", "64"]);
         let mut socat = Reap(
             net.b
                 .ns
@@ -333,7 +292,7 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        let pid = child.0.id().to_string();
+        let pid = x.child.0.id().to_string();
         assert!(
             Command::new("kill")
                 .args(["-STOP", &pid])
@@ -368,7 +327,7 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
             assert!(Instant::now() < deadline, "socat did not finish");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let (v, err) = finish(child, err, reader);
+        let (v, err) = finish(x);
         let drops = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops") - drops0;
         let segs = tcp_out_segs(&net.b.ns) - segs0;
         // Segments the sender's veth dropped itself (its peer's 256-packet
@@ -413,71 +372,25 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
 
 /// Starts `xtcp ARGS` on side A, its standard error collected; returns once
 /// `banner` is on it.
-fn spawn_xtcp(
-    net: &TestNet,
-    args: &[&str],
-    banner: &str,
-) -> (Reap, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
-    let mut child = net
-        .a
-        .ns
-        .command(XTCP)
-        .args(args)
-        .args(["--iface", &net.a.iface])
-        .args(ENGINE)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stderr.take().unwrap();
-    let err = Arc::new(Mutex::new(String::new()));
-    let e = err.clone();
-    let reader = std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = std::io::Read::read(&mut pipe, &mut buf) {
-            e.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let mut child = Reap(child);
-    let deadline = Instant::now() + WAIT;
-    while !banner.is_empty() && !err.lock().unwrap().contains(banner) {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            panic!("xtcp {args:?} exited ({s}): {}", err.lock().unwrap());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no banner: {}",
-            err.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(10));
+fn spawn_xtcp(net: &TestNet, args: &[&str], banner: &str) -> Watched {
+    let args: Vec<String> = args
+        .iter()
+        .chain(["--iface", net.a.iface.as_str()].iter())
+        .chain(ENGINE.iter())
+        .map(|s| s.to_string())
+        .collect();
+    let mut x = Watched::spawn(net, &args, Stdio::piped());
+    if !banner.is_empty() {
+        x.wait_for(banner);
     }
-    (child, err, reader)
+    x
 }
 
 /// Waits (bounded) for a successful exit; returns standard output and error.
-fn wait_ok(
-    mut child: Reap,
-    err: Arc<Mutex<String>>,
-    reader: std::thread::JoinHandle<()>,
-) -> (String, String) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "xtcp did not exit: {}",
-            err.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    reader.join().unwrap();
+fn wait_ok(mut x: Watched) -> (String, String) {
+    let (status, err) = x.wait_exit_within(WAIT, "xtcp exits");
     let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.0.stdout.take().unwrap(), &mut out).unwrap();
-    let err = err.lock().unwrap().clone();
+    std::io::Read::read_to_string(&mut x.child.0.stdout.take().unwrap(), &mut out).unwrap();
     assert!(status.success(), "xtcp failed: {out} {err}");
     (out, err)
 }
@@ -493,7 +406,7 @@ fn serve_prints_the_xdp_line_when_it_stops() {
     let segs0 = tcp_out_segs(&net.b.ns);
     let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
     let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
-    let (child, err, reader) = spawn_xtcp(&net, &["serve", "-1", "-i", "0"], "listening on");
+    let x = spawn_xtcp(&net, &["serve", "-1", "-i", "0"], "listening on");
     let out = net
         .b
         .ns
@@ -506,7 +419,7 @@ fn serve_prints_the_xdp_line_when_it_stops() {
         "iperf3 -c: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let (_, err) = wait_ok(child, err, reader);
+    let (_, err) = wait_ok(x);
     let steered = tcp_out_segs(&net.b.ns) - segs0 - (tx_dropped(&net.b.ns, &net.b.iface) - lost0);
     assert_eq!(
         ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops"),
@@ -547,8 +460,8 @@ fn client_json_carries_the_xdp_statistics() {
     let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
     let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
     let ip = net.b.ip4.to_string();
-    let (child, err, reader) = spawn_xtcp(&net, &["client", "-c", &ip, "-n", "1M", "-J"], "");
-    let (out, _) = wait_ok(child, err, reader);
+    let x = spawn_xtcp(&net, &["client", "-c", &ip, "-n", "1M", "-J"], "");
+    let (out, _) = wait_ok(x);
     let steered = tcp_out_segs(&net.b.ns) - segs0 - (tx_dropped(&net.b.ns, &net.b.iface) - lost0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let x = &v["xdp"];

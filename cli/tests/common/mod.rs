@@ -65,6 +65,13 @@ pub struct Reap(pub Child);
 
 impl Drop for Reap {
     fn drop(&mut self) {
+        // A process a test stopped (SIGSTOP) is let go on first.
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.0.id().to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
