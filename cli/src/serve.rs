@@ -273,20 +273,11 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The listeners' counters summed over the queues (the peak is the largest
-/// of any one queue: each has its own half-open table).
+/// The listeners' counters summed over the queues.
 fn listener_totals(r: &xtcp_engine::worker::EngineReport) -> ListenerStats {
     let mut t = ListenerStats::default();
     for w in &r.workers {
-        let l = &w.listener;
-        t.syns_accepted += l.syns_accepted;
-        t.syns_dropped += l.syns_dropped;
-        t.established += l.established;
-        t.backlog_dropped += l.backlog_dropped;
-        t.half_open_expired += l.half_open_expired;
-        t.rst_sent += l.rst_sent;
-        t.rst_dropped += l.rst_dropped;
-        t.half_open_peak = t.half_open_peak.max(l.half_open_peak);
+        t.add(&w.listener);
     }
     t
 }

@@ -83,6 +83,8 @@ pub struct DriverInfo {
     pub firmware: String,
     /// Bus address, e.g. "0000:3b:00.0"; empty for virtual devices.
     pub bus_info: String,
+    /// Statistics the driver keeps (`ethtool -S`), now.
+    pub n_stats: u32,
 }
 
 /// What `ETHTOOL_GCHANNELS` reports: current and maximum channel counts.
@@ -291,6 +293,7 @@ pub fn ethtool_drvinfo(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<DriverI
         version: c_string(&info.version),
         firmware: c_string(&info.fw_version),
         bus_info: c_string(&info.bus_info),
+        n_stats: info.n_stats,
     })
 }
 
@@ -321,24 +324,7 @@ pub fn ethtool_channels(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<Channe
 /// `EOPNOTSUPP` for a driver without statistics; `EAGAIN` if the driver's
 /// set of statistics changed between the calls (try again).
 pub fn ethtool_stats(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<Vec<(String, u64)>> {
-    let info_n = {
-        let mut info = EthtoolDrvinfo {
-            cmd: ETHTOOL_GDRVINFO,
-            driver: [0; 32],
-            version: [0; 32],
-            fw_version: [0; 32],
-            bus_info: [0; 32],
-            erom_version: [0; 32],
-            reserved2: [0; 12],
-            n_priv_flags: 0,
-            n_stats: 0,
-            testinfo_len: 0,
-            eedump_len: 0,
-            regdump_len: 0,
-        };
-        ethtool(sock, ifname, &mut info)?;
-        info.n_stats as usize
-    };
+    let info_n = ethtool_drvinfo(sock, ifname)?.n_stats as usize;
     if info_n == 0 {
         return Ok(Vec::new());
     }

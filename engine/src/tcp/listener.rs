@@ -45,6 +45,21 @@ pub struct ListenerStats {
     pub half_open_peak: u64,
 }
 
+impl ListenerStats {
+    /// Adds another listener's counters (several queues: the peak is the
+    /// larger one, each queue has its own half-open table).
+    pub fn add(&mut self, o: &ListenerStats) {
+        self.syns_accepted += o.syns_accepted;
+        self.syns_dropped += o.syns_dropped;
+        self.established += o.established;
+        self.backlog_dropped += o.backlog_dropped;
+        self.half_open_expired += o.half_open_expired;
+        self.rst_sent += o.rst_sent;
+        self.rst_dropped += o.rst_dropped;
+        self.half_open_peak = self.half_open_peak.max(o.half_open_peak);
+    }
+}
+
 /// A listening port. Its connections keep their send buffers in `M` (see
 /// [`Connection`]); each starts as `M::default()`.
 #[derive(Debug)]
