@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bulk;
 mod client;
+mod config;
 mod probe;
 mod serve;
 mod xdpstats;
@@ -37,6 +38,9 @@ enum Cmd {
     /// own TCP on AF_XDP into a file, standard output or a pattern check.
     Recv(bulk::RecvArgs),
     /// An iperf3 server (`iperf3 -c` tests against it) on xtcp's own TCP.
+    // The last of a flag given twice wins: a config file's settings come
+    // first (see `config`), the command line's after them.
+    #[command(args_override_self = true)]
     Serve(serve::ServeArgs),
     /// An iperf3 client (tests against `iperf3 -s`) on xtcp's own TCP.
     Client(client::ClientArgs),
@@ -49,7 +53,7 @@ fn main() {
     // Connections' multi-megabyte receive buffers take memory as they fill,
     // not at allocation (see the function).
     let _ = xtcp_engine::sys::lazy_large_allocations(256 << 10);
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&cli.log)
@@ -74,9 +78,49 @@ fn main() {
     }
 }
 
+/// The command line, with serve's config file (`--config FILE`) expanded
+/// into flags ahead of it; an error in the file ends the program here.
+fn parse_command_line() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let cmd = Cli::command();
+    let argv = std::env::args_os().collect::<Vec<_>>();
+    let serve = cmd.find_subcommand("serve").expect("serve is a subcommand");
+    let argv = match config::expand(argv, serve) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("xtcp: error: {}", error_chain(&e));
+            std::process::exit(2);
+        }
+    };
+    let m = cmd.get_matches_from(argv);
+    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+}
+
+/// Serve's settings read again (SIGHUP): the same command line, with the
+/// config file as it is now.
+pub(crate) fn serve_args_again() -> anyhow::Result<serve::ServeArgs> {
+    use clap::{CommandFactory, FromArgMatches};
+    let cmd = Cli::command();
+    let serve = cmd.find_subcommand("serve").expect("serve is a subcommand");
+    let argv = config::expand(std::env::args_os().collect(), serve)?;
+    let parsed = cmd
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
+        Ok(Cli {
+            cmd: Cmd::Serve(a), ..
+        }) => Ok(a),
+        Ok(_) => anyhow::bail!("the command line is not `xtcp serve` any more"),
+        Err(e) => anyhow::bail!(
+            "{}",
+            e.render().to_string().lines().next().unwrap_or_default()
+        ),
+    }
+}
+
 /// The error and its causes on one line, leaving out a cause whose text the
 /// message already contains (our errors often embed their source).
-fn error_chain(e: &anyhow::Error) -> String {
+pub(crate) fn error_chain(e: &anyhow::Error) -> String {
     let mut msg = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::io::Write;
 use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,8 +48,33 @@ pub struct ServeArgs {
     /// dropped, the most half-open at once), the connections refused
     /// beyond `--max-conns`, and per queue the connections it took and the
     /// segments it received and sent.
-    #[arg(short = 'J', long = "json")]
+    #[arg(short = 'J', long = "json", conflicts_with = "json_lines")]
     pub json: bool,
+    /// One JSON object per line for each test served or refused — time,
+    /// client, direction, streams, seconds, bytes and Gbit/s each way,
+    /// retransmits, result ("ok", "failed", "refused") and reason — instead
+    /// of the interval lines and the line per test: for journald or a log
+    /// shipper.
+    #[arg(long)]
+    pub json_lines: bool,
+    /// Write what serve would write to standard output (interval lines, the
+    /// line or JSON per test) to FILE instead, appending, a line at a time
+    /// (as iperf3's --logfile). SIGHUP reopens it (after log rotation).
+    /// Diagnostics still go to standard error.
+    #[arg(long, value_name = "FILE")]
+    pub logfile: Option<PathBuf>,
+    /// Read settings from a TOML file: a key per flag, named as the flag
+    /// with `_` for `-` (`frame_size = 4096`), and `address`,
+    /// `max_duration`, `bitrate_limit` for `--bind-address`,
+    /// `--server-max-duration`, `--server-bitrate-limit`. Flags given on the
+    /// command line override the file. SIGHUP reads it again.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Check the configuration (the file, with the flags given here) and
+    /// exit: 0 and "configuration OK" when serve would start with it, else
+    /// the first error, naming the key and the line.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub check_config: Option<PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -86,6 +112,84 @@ fn describe(o: &TestOutcome) -> String {
         o.sent,
         gbps(o.sent)
     )
+}
+
+/// Where serve writes its output: standard output, or `--logfile`.
+#[derive(Debug)]
+pub(crate) enum Output {
+    Stdout,
+    File(std::fs::File),
+}
+
+impl Output {
+    /// Standard output, or `path` opened for appending (created if missing).
+    pub(crate) fn open(path: Option<&Path>) -> anyhow::Result<Output> {
+        let Some(path) = path else {
+            return Ok(Output::Stdout);
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| {
+                format!("--logfile {}: cannot open it for appending", path.display())
+            })?;
+        Ok(Output::File(file))
+    }
+
+    /// `text` and a newline, written at once and flushed.
+    pub(crate) fn line(&mut self, text: &str) {
+        let mut buf = String::with_capacity(text.len() + 1);
+        buf.push_str(text);
+        buf.push('\n');
+        let r = match self {
+            Output::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(buf.as_bytes()).and_then(|()| out.flush())
+            }
+            Output::File(file) => file.write_all(buf.as_bytes()),
+        };
+        if let Err(e) = r {
+            tracing::warn!("writing serve's output: {e}");
+        }
+    }
+}
+
+/// A test (or a refusal) as one JSON line: see `--json-lines`.
+fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value {
+    let gbps = |b: u64| {
+        if o.seconds > 0.0 {
+            b as f64 * 8.0 / o.seconds / 1e9
+        } else {
+            0.0
+        }
+    };
+    let direction = o.params.as_ref().map(|p| {
+        if p.bidirectional {
+            "bidir"
+        } else if p.reverse {
+            "reverse"
+        } else {
+            "forward"
+        }
+    });
+    let (result, reason) = match &o.result {
+        Ok(()) => ("ok", None),
+        Err(e) => ("failed", Some(e.to_string())),
+    };
+    json!({
+        "time": humantime::format_rfc3339_millis(at).to_string(),
+        "client": o.client.remote.to_string(),
+        "direction": direction,
+        "streams": o.streams,
+        "seconds": o.seconds,
+        "bytes_received": o.received,
+        "bytes_sent": o.sent,
+        "gbps_received": gbps(o.received),
+        "gbps_sent": gbps(o.sent),
+        "result": result,
+        "reason": reason,
+    })
 }
 
 /// A test as `iperf3 -s -J` writes it: how it started, its intervals, and
@@ -147,45 +251,57 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
+    if let Some(f) = &a.check_config {
+        // What serve checks before it sets anything up, and the interface.
+        xtcp_engine::xsk::ifindex(&cfg.iface)?;
+        println!("xtcp serve: {}: configuration OK", f.display());
+        return Ok(());
+    }
+    let output = Rc::new(RefCell::new(Output::open(a.logfile.as_deref())?));
     let flag = interrupt_flag()?;
+    // SIGHUP: read the configuration again (see `reload`).
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing the SIGHUP handler")?;
     let one_off = a.one_off;
     let json_out = a.json;
+    let json_lines = a.json_lines;
     let stop = flag.clone();
     let failed = Arc::new(AtomicBool::new(false));
     let failed2 = failed.clone();
     let intervals = Rc::new(RefCell::new(Vec::<Interval>::new()));
     let iv_store = intervals.clone();
+    let iv_out = output.clone();
+    let test_out = output.clone();
     let mut server = Iperf3Server::new(
         ServerConfig::default(),
-        (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
+        (a.interval > 0.0 && !json_lines)
+            .then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
         Box::new(move |iv: &Interval| {
             if json_out {
                 iv_store.borrow_mut().push(iv.clone());
                 return;
             }
-            let mut out = std::io::stdout().lock();
             // Tags per direction when the test has streams both ways.
             let bidir = iv.streams.iter().any(|s| s.role == StreamRole::Send)
                 && iv.streams.iter().any(|s| s.role == StreamRole::Receive);
+            let mut out = iv_out.borrow_mut();
             for line in interval_lines(iv, bidir) {
-                let _ = writeln!(out, "{line}");
+                out.line(&line);
             }
-            let _ = out.flush();
         }),
         Box::new(move |o: &TestOutcome| {
-            let mut out = std::io::stdout().lock();
+            let mut out = test_out.borrow_mut();
             if json_out {
                 let ivs = std::mem::take(&mut *intervals.borrow_mut());
                 let v = outcome_json(o, &ivs);
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    serde_json::to_string_pretty(&v).unwrap_or_default()
-                );
+                out.line(&serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else if json_lines {
+                let v = test_record(o, std::time::SystemTime::now());
+                out.line(&v.to_string());
             } else {
-                let _ = writeln!(out, "{}", describe(o));
+                out.line(&describe(o));
             }
-            let _ = out.flush();
             if one_off {
                 failed2.store(o.result.is_err(), Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
@@ -209,6 +325,15 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         role,
         &flag,
         |_| {
+            if hup.swap(false, Ordering::Relaxed) {
+                match reload(a, &output) {
+                    Ok(msg) => eprintln!("xtcp serve: {msg}"),
+                    Err(e) => eprintln!(
+                        "xtcp serve: reload failed, the running configuration stays: {}",
+                        crate::error_chain(&e)
+                    ),
+                }
+            }
             if !announced {
                 announced = true;
                 eprintln!(
@@ -246,11 +371,9 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     if json_out {
         // After the tests' objects, one of the whole run's XDP statistics
         // and the listener's counters.
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({
+        output
+            .borrow_mut()
+            .line(&serde_json::to_string_pretty(&json!({
                 "xdp": xdp,
                 "listener": listener,
                 "refused": refused,
@@ -263,14 +386,49 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     "migrated_in": w.migrated_in,
                     "migrated_out": w.migrated_out,
                 })).collect::<Vec<_>>(),
-            }))?
-        )?;
-        out.flush()?;
+            }))?);
     }
     if failed.load(Ordering::Relaxed) {
         bail!("the test failed");
     }
     Ok(())
+}
+
+/// SIGHUP: serve's settings read again (the command line, and the config
+/// file as it is now). The output file is opened anew (after log rotation,
+/// or at a new `logfile`); settings that need a restart are named and keep
+/// their running values.
+fn reload(running: &ServeArgs, output: &RefCell<Output>) -> anyhow::Result<String> {
+    let new = crate::serve_args_again()?;
+    let out = Output::open(new.logfile.as_deref())?;
+    *output.borrow_mut() = out;
+    let restart: Vec<&str> = [
+        (
+            "the engine settings",
+            format!("{:?}", running.engine) != format!("{:?}", new.engine),
+        ),
+        ("address", running.addr != new.addr),
+        ("port", running.port != new.port),
+        ("interval", running.interval != new.interval),
+        ("json", running.json != new.json),
+        ("json_lines", running.json_lines != new.json_lines),
+        ("one_off", running.one_off != new.one_off),
+    ]
+    .into_iter()
+    .filter_map(|(name, changed)| changed.then_some(name))
+    .collect();
+    let what = match (&running.config, &new.config) {
+        (_, Some(f)) => format!("reloaded {}", f.display()),
+        _ => "reloaded (no config file: the command line's settings stay)".to_owned(),
+    };
+    if restart.is_empty() {
+        Ok(what)
+    } else {
+        Ok(format!(
+            "{what}; changed but kept until serve restarts: {}",
+            restart.join(", ")
+        ))
+    }
 }
 
 /// The listeners' counters summed over the queues.

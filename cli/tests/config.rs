@@ -1,0 +1,225 @@
+//! `xtcp serve --config FILE` and `--check-config FILE`: errors that name
+//! the key and the line; a service that takes its settings from the file,
+//! the command line overriding them; `--json-lines` and `--logfile` (one
+//! JSON object per test, checked against the stock iperf3 client's own
+//! report), and SIGHUP reopening the log file.
+//! The serving tests need root (CI runs as root) and build their own
+//! namespaces.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{ENGINE, Watched, XTCP, testnet};
+use xtcp_engine::testnet::TestNet;
+
+/// A directory of the test's own, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("xtcp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn check(file: &Path, extra: &[&str]) -> (i32, String, String) {
+    let out = Command::new(XTCP)
+        .arg("serve")
+        .arg("--check-config")
+        .arg(file)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_config_names_the_key_and_the_line_of_what_is_wrong() {
+    let dir = TempDir::new("check-config");
+    let f = dir.file(
+        "unknown.toml",
+        "# serve on the loopback\niface = \"lo\"\n\nbogus = 1\n",
+    );
+    let (code, _, err) = check(&f, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 4: unknown key `bogus`"), "{err}");
+
+    let f = dir.file("value.toml", "iface = \"lo\"\nport = 70000\n");
+    let (code, _, err) = check(&f, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 2: `port = 70000`"), "{err}");
+    assert!(err.contains("65535"), "says what it takes: {err}");
+
+    let f = dir.file("enum.toml", "iface = \"lo\"\nbind = \"sideways\"\n");
+    let (_, _, err) = check(&f, &[]);
+    assert!(err.contains("line 2: `bind = \"sideways\"`"), "{err}");
+    assert!(err.contains("possible values"), "lists them: {err}");
+
+    let f = dir.file("syntax.toml", "iface = \"lo\"\nport = = 1\n");
+    let (code, _, err) = check(&f, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 2, column"), "{err}");
+
+    // Good, and a flag on the command line taken over the file's value.
+    let f = dir.file("good.toml", "iface = \"lo\"\nport = 5201\nqueues = 1\n");
+    let (code, out, err) = check(&f, &["--port", "5202"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("configuration OK"), "{out}");
+    // A bad value on the command line is clap's usual error.
+    let (code, _, err) = check(&f, &["--port", "0"]);
+    assert_eq!(code, 2, "{err}");
+
+    // What serve would find wrong at start: no such interface.
+    let f = dir.file("iface.toml", "iface = \"xtcp-no-such0\"\n");
+    let (code, _, err) = check(&f, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("xtcp-no-such0"), "{err}");
+}
+
+/// Waits (bounded) until `path` holds at least `n` lines; returns them.
+fn wait_lines(path: &Path, n: usize, server: &mut Watched) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        if lines.len() >= n && text.ends_with('\n') {
+            return lines;
+        }
+        if let Some(s) = server.child.0.try_wait().unwrap() {
+            panic!("xtcp serve exited ({s}): {}", server.err.lock().unwrap());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} has {} lines, not {n}: {text}",
+            path.display(),
+            lines.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A stock `iperf3 -c` from side B; its `-J` report.
+fn iperf3(net: &TestNet, port: u16, extra: &[&str]) -> serde_json::Value {
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .args(["60", "iperf3", "-c", &net.a.ip4.to_string(), "-J", "-p"])
+        .arg(port.to_string())
+        .args(extra)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3: no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(out.status.success() && v.get("error").is_none(), "{v}");
+    v
+}
+
+/// One `--json-lines` record against the client's own report of the test.
+fn check_record(line: &str, client: &serde_json::Value, net: &TestNet, direction: &str) {
+    let r: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(r["result"], "ok", "{r}");
+    assert!(r["reason"].is_null(), "{r}");
+    assert_eq!(r["direction"], direction, "{r}");
+    assert_eq!(r["streams"], 1, "{r}");
+    let at: std::net::SocketAddr = r["client"].as_str().unwrap().parse().unwrap();
+    assert_eq!(at.ip(), std::net::IpAddr::V4(net.b.ip4), "{r}");
+    humantime::parse_rfc3339(r["time"].as_str().unwrap()).unwrap();
+    let end = &client["end"];
+    let (mine, theirs) = match direction {
+        "forward" => ("bytes_received", &end["sum_sent"]),
+        _ => ("bytes_sent", &end["sum_received"]),
+    };
+    // What xtcp moved is what the stock client sent (forward) or received
+    // (reverse), by the client's own count.
+    assert_eq!(r[mine], theirs["bytes"], "{r} vs {theirs}");
+    let secs = r["seconds"].as_f64().unwrap();
+    let gbps = r[mine.replace("bytes", "gbps")].as_f64().unwrap();
+    let want = theirs["bytes"].as_f64().unwrap() * 8.0 / secs / 1e9;
+    assert!((gbps - want).abs() <= 1e-9 * want.max(1.0), "{r}");
+}
+
+#[test]
+fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_go_to_the_logfile() {
+    let net = testnet(1);
+    let dir = TempDir::new("serve-config");
+    let log = dir.0.join("tests.jsonl");
+    let mut text = format!(
+        "iface = \"{}\"\nport = 5310\njson_lines = true\nlogfile = \"{}\"\n",
+        net.a.iface,
+        log.display()
+    );
+    // The tests' engine options, as keys.
+    for pair in ENGINE.chunks(2) {
+        text.push_str(&format!(
+            "{} = \"{}\"\n",
+            pair[0].trim_start_matches("--").replace('-', "_"),
+            pair[1]
+        ));
+    }
+    let conf = dir.file("serve.toml", &text);
+    let args: Vec<String> = [
+        "serve",
+        "--config",
+        conf.to_str().unwrap(),
+        "--port",
+        "5311",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut server = Watched::spawn(&net, &args, Stdio::null());
+    server.wait_for("listening on");
+    assert!(
+        server.err.lock().unwrap().contains(":5311"),
+        "the command line's port: {}",
+        server.err.lock().unwrap()
+    );
+
+    let v = iperf3(&net, 5311, &["-n", "64M"]);
+    let lines = wait_lines(&log, 1, &mut server);
+    check_record(&lines[0], &v, &net, "forward");
+
+    // After rotation: SIGHUP reopens the file.
+    let rotated = dir.0.join("tests.jsonl.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    server.signal("-HUP");
+    server.wait_for("reloaded");
+    let v = iperf3(&net, 5311, &["-n", "64M", "-R"]);
+    let lines = wait_lines(&log, 1, &mut server);
+    check_record(&lines[0], &v, &net, "reverse");
+    assert_eq!(
+        std::fs::read_to_string(&rotated).unwrap().lines().count(),
+        1,
+        "the rotated file keeps its line"
+    );
+
+    server.signal("-TERM");
+    let (st, err) = server.wait_exit("serve stops on SIGTERM");
+    assert!(st.success(), "{st}: {err}");
+}
