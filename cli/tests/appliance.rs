@@ -1,8 +1,9 @@
-//! `xtcp serve --config FILE` and `--check-config FILE`: errors that name
-//! the key and the line; a service that takes its settings from the file,
-//! the command line overriding them; `--json-lines` and `--logfile` (one
-//! JSON object per test, checked against the stock iperf3 client's own
-//! report), and SIGHUP reopening the log file.
+//! `xtcp serve` as an appliance: `--config FILE` and `--check-config FILE`
+//! (errors that name the key and the line; settings from the file, the
+//! command line overriding them); `--json-lines` and `--logfile` (one JSON
+//! object per test, checked against the stock iperf3 client's own report);
+//! SIGHUP reopening the log file; a scheduler's iperf3 command line
+//! (pScheduler's single-ended throughput test) driving it.
 //! The serving tests need root (CI runs as root) and build their own
 //! namespaces.
 
@@ -222,4 +223,52 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
     server.signal("-TERM");
     let (st, err) = server.wait_exit("serve stops on SIGTERM");
     assert!(st.success(), "{st}: {err}");
+}
+
+/// pScheduler's iperf3 tool, in a single-ended throughput test, runs only
+/// the client, with this command line (its `run`: `-p PORT -c DEST -t
+/// DURATION --json`, then `-i`, `-P`, `-O`, `-R` from the test spec), against
+/// an iperf3 server it does not manage: an xtcp appliance serves it.
+#[test]
+fn pscheduler_single_ended_command_lines_are_served() {
+    let net = testnet(1);
+    let dir = TempDir::new("pscheduler");
+    let log = dir.0.join("tests.jsonl");
+    let mut args: Vec<String> = [
+        "serve",
+        "--iface",
+        &net.a.iface,
+        "--port",
+        "5320",
+        "--json-lines",
+        "--logfile",
+        log.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(ENGINE.map(String::from));
+    let mut server = Watched::spawn(&net, &args, Stdio::null());
+    server.wait_for("listening on");
+    for (n, reverse) in [(1, false), (2, true)] {
+        let mut extra = vec!["-t", "2", "-i", "1", "-P", "2", "-O", "1"];
+        if reverse {
+            extra.push("-R");
+        }
+        let v = iperf3(&net, 5320, &extra);
+        let lines = wait_lines(&log, n, &mut server);
+        let r: serde_json::Value = serde_json::from_str(&lines[n - 1]).unwrap();
+        assert_eq!(r["result"], "ok", "{r}");
+        assert_eq!(r["streams"], 2, "{r}");
+        assert_eq!(r["direction"], if reverse { "reverse" } else { "forward" });
+        // What pScheduler's parser reads: the intervals (omitted ones
+        // flagged) and the end sums.
+        let ivs = v["intervals"].as_array().unwrap();
+        assert!(ivs.iter().any(|i| i["sum"]["omitted"] == true), "{v}");
+        assert!(ivs.iter().any(|i| i["sum"]["omitted"] == false), "{v}");
+        assert!(
+            v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0,
+            "{v}"
+        );
+        assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 2, "{v}");
+    }
 }
