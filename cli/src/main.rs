@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bulk;
 mod client;
+mod notify;
+mod privs;
 mod probe;
 mod serve;
 mod xdpstats;
