@@ -7,6 +7,8 @@ mod bench;
 mod bulk;
 mod client;
 mod config;
+mod notify;
+mod privs;
 mod probe;
 mod serve;
 mod xdpstats;

@@ -75,6 +75,11 @@ pub struct ServeArgs {
     /// the first error, naming the key and the line.
     #[arg(long, value_name = "FILE", conflicts_with = "config")]
     pub check_config: Option<PathBuf>,
+    /// Once set up, run as this user: its primary group, no supplementary
+    /// groups, no capabilities (xtcp must start as root). Under systemd
+    /// (`NOTIFY_SOCKET`), READY=1 follows the drop.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -239,6 +244,9 @@ fn outcome_json(o: &TestOutcome, intervals: &[Interval]) -> serde_json::Value {
 
 /// `xtcp serve`.
 pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
+    // `--user`: looked up and checked before anything is set up, before
+    // any thread exists; the drop comes with the first progress report.
+    let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
     let cfg = a.engine.config()?;
     if a.addr.is_none() {
         // The engine would listen on the interface's IPv4 address: say how
@@ -318,9 +326,12 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         .addr
         .map_or_else(|| "the interface's address".to_owned(), |x| x.to_string());
     let mut announced = false;
+    let mut dropped = Ok(());
+    let mut notify = crate::notify::Notifier::default();
     // The engine reports progress once it is set up and serving: the
-    // banner only then, never before an error.
-    let report = run_app(
+    // privilege drop, the banner and READY=1 only then, never before an
+    // error; a drop that fails stops the engine before any test.
+    let run = run_app(
         &cfg,
         role,
         &flag,
@@ -336,16 +347,29 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             }
             if !announced {
                 announced = true;
-                eprintln!(
-                    "xtcp serve: listening on {where_}:{} ({}), iperf3 clients welcome; \
-                     Ctrl-C stops",
-                    a.port, cfg.iface
-                );
+                dropped = target
+                    .as_ref()
+                    .map_or(Ok(()), crate::privs::Target::become_user);
+                if dropped.is_err() {
+                    flag.store(true, Ordering::Relaxed);
+                    return;
+                }
+                let as_user = target
+                    .as_ref()
+                    .map_or_else(String::new, |t| format!(" as {}", t.name));
+                let status = format!("listening on {where_}:{} ({}){as_user}", a.port, cfg.iface);
+                eprintln!("xtcp serve: {status}, iperf3 clients welcome; Ctrl-C stops");
+                notify.ready(&status);
+            }
+            if flag.load(Ordering::Relaxed) {
+                notify.stopping();
             }
         },
         Some(&mut server),
-    )
-    .with_context(|| format!("xtcp serve on {}", cfg.iface))?;
+    );
+    dropped?;
+    notify.stopping();
+    let report = run.with_context(|| format!("xtcp serve on {}", cfg.iface))?;
     eprintln!(
         "xtcp serve: stopped; {} connections, CPU {:.2} s (user {:.2} s, system {:.2} s)",
         report.workers.iter().map(|w| w.connections).sum::<u64>(),
@@ -413,6 +437,7 @@ fn reload(running: &ServeArgs, output: &RefCell<Output>) -> anyhow::Result<Strin
         ("json", running.json != new.json),
         ("json_lines", running.json_lines != new.json_lines),
         ("one_off", running.one_off != new.one_off),
+        ("user", running.user != new.user),
     ]
     .into_iter()
     .filter_map(|(name, changed)| changed.then_some(name))
