@@ -342,4 +342,6 @@ fn decode_state(byte: u8) -> Result<State, Error> {
 }
 
 #[cfg(test)]
+mod serve_tests;
+#[cfg(test)]
 mod tests;
