@@ -368,9 +368,11 @@ impl Iperf3Server {
             received: t.session.counted_bytes(Role::Receive),
             sent: t.session.counted_bytes(Role::Send),
             retransmits: t.session.retransmits(),
-            seconds: match (t.started, t.ended) {
-                (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
-                _ => 0.0,
+            // A test that did not reach TEST_END (ended by a limit, its
+            // client gone) ran until now.
+            seconds: match (t.started, t.ended.unwrap_or(now)) {
+                (Some(a), b) => b.saturating_duration_since(a).as_secs_f64(),
+                (None, _) => 0.0,
             },
             cpu: t.cpu,
         };

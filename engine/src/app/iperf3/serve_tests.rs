@@ -400,6 +400,7 @@ fn bitrate_limit_ends_a_running_test() {
         })
     );
     assert_eq!(out.received + out.sent, 2_100_000);
+    assert_eq!(out.seconds, 2.0, "it ran until the server ended it");
 }
 
 /// A running test that makes no progress is ended by the idle timeout,
@@ -427,6 +428,7 @@ fn idle_timeout_ends_a_stalled_test() {
         })
     );
     assert_eq!(out.received, 2000);
+    assert_eq!(out.seconds, 7.0, "it ran until the server ended it");
 }
 
 /// Retransmits arrive as counts since the last report; the results the
