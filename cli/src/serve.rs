@@ -51,6 +51,9 @@ pub struct ServeArgs {
     pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Limits and authentication (cli/src/limits.rs).
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
 }
 
 fn describe(o: &TestOutcome) -> String {
@@ -136,6 +139,7 @@ fn outcome_json(o: &TestOutcome, intervals: &[Interval]) -> serde_json::Value {
 /// `xtcp serve`.
 pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let cfg = a.engine.config()?;
+    let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
     if a.addr.is_none() {
         // The engine would listen on the interface's IPv4 address: say how
         // to choose another before anything is set up.
@@ -156,7 +160,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let intervals = Rc::new(RefCell::new(Vec::<Interval>::new()));
     let iv_store = intervals.clone();
     let mut server = Iperf3Server::new(
-        ServerConfig::default(),
+        server_config,
         (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
         Box::new(move |iv: &Interval| {
             if json_out {
@@ -186,7 +190,8 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 let _ = writeln!(out, "{}", describe(o));
             }
             let _ = out.flush();
-            if one_off {
+            // A busy, denied or failed login does not use up `-1`'s test.
+            if one_off && o.ends_one_off() {
                 failed2.store(o.result.is_err(), Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
             }
