@@ -597,6 +597,40 @@ fn stock_client_logs_in_with_rsa_good_and_bad_password() {
         let out = iperf3(&net, &["-t", "1"], &[]);
         assert_refused_with(&out, "test authorization failed");
         assert!(server.outcome().contains("no authentication token"));
+        // iperf3 3.17+ encrypts with OAEP: a token made so by openssl (as
+        // iperf3 makes it, through OpenSSL's RSA_PKCS1_OAEP_PADDING: SHA-1)
+        // takes a hand-made client to CREATE_STREAMS.
+        let token = sh(&format!(
+            "printf 'user: alice\\npwd:  s3cret\\nts:   %s' \"$(date +%s)\" | \
+             openssl pkeyutl -encrypt -pubin -inkey {public} -pkeyopt rsa_padding_mode:oaep | \
+             base64 -w0"
+        ));
+        let dst = SocketAddr::new(net.a.ip4.into(), 5201);
+        let got = {
+            let _g = net.b.ns.enter().unwrap();
+            let mut c = TcpStream::connect_timeout(&dst, Duration::from_secs(5)).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            c.write_all(b"abcdefghijklmnopqrstuvwxyz234567abcd\0")
+                .unwrap();
+            let params = serde_json::json!({"tcp": true, "time": 1, "parallel": 1,
+                "len": 131072, "authtoken": token.trim(), "client_version": "3.17"})
+            .to_string();
+            c.write_all(&(params.len() as u32).to_be_bytes()).unwrap();
+            c.write_all(params.as_bytes()).unwrap();
+            let mut states = [0u8; 2];
+            c.read_exact(&mut states).unwrap();
+            states
+        };
+        assert_eq!(
+            got,
+            [9, 10],
+            "PARAM_EXCHANGE, CREATE_STREAMS: the OAEP login passed"
+        );
+        let line = server.outcome();
+        assert!(
+            line.contains("failed") && !line.contains("refused"),
+            "{line}"
+        );
     }
 }
 

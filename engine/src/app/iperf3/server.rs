@@ -16,6 +16,13 @@
 //! connections (the caller does); write `EXCHANGE_RESULTS`; read the
 //! client's results; write ours and `DISPLAY_RESULTS`; read `IPERF_DONE`.
 //! `CLIENT_TERMINATE` is honoured at any point.
+//!
+//! Limits ([`ServerConfig`]), checked on the parameters in iperf3 3.20's
+//! order: its range checks and the stream count, the max duration, the
+//! requested bit rate, then the authentication token; a refusal is
+//! `SERVER_ERROR` with iperf3's code, and [`ServerSession::refusal`] says
+//! which. While running: the bitrate limit (averaged over its window) and
+//! the idle timeout end the test with `SERVER_ERROR` too.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -79,8 +86,8 @@ pub struct ServerConfig {
     /// a connection opens).
     pub access: AccessList,
     /// iperf3's `--server-max-duration`: tests whose `-t` + `-O` exceeds
-    /// it, or that have no time limit, are refused (see
-    /// [`super::limits`](super::Refusal)). `None`: no limit.
+    /// it, or that have no time limit (`-n`, `-k`), are refused with
+    /// `IEMAXSERVERTESTDURATIONEXCEEDED`. `None`: no limit.
     pub max_duration: Option<Duration>,
     /// iperf3's `--server-bitrate-limit`: asked for above it, refused; moving
     /// more on average while running, ended. `None`: no limit.
