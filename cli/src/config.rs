@@ -11,8 +11,8 @@
 //! The file is read before the command line is parsed: its settings become
 //! flags placed right after `serve`, ahead of the command line's, and a
 //! flag given twice takes its last value, so the command line overrides the
-//! file (a switch set to `true` in the file cannot be turned off from the
-//! command line). Every value goes through the same parser as its flag, and
+//! file (a list given on the command line replaces the file's; a switch set
+//! to `true` in the file cannot be turned off from the command line). Every value goes through the same parser as its flag, and
 //! an unknown key or a bad value is an error that names the file, the line
 //! and the key. The same expansion runs again when serve reloads its
 //! configuration (SIGHUP).
@@ -98,15 +98,26 @@ pub fn expand(argv: Vec<OsString>, serve: &Command) -> anyhow::Result<Vec<OsStri
     let Some(found) = find(&argv) else {
         return Ok(argv);
     };
-    let flags = file_flags(&found.file, serve)?;
+    let flags = file_flags(&found.file, serve, &argv[found.insert_at..])?;
     let mut out = argv;
     out.splice(found.insert_at..found.insert_at, flags);
     Ok(out)
 }
 
+/// Whether the command line `tail` gives `arg`.
+fn given(arg: &Arg, tail: &[OsString]) -> bool {
+    let long = arg.get_long().map(|l| format!("--{l}"));
+    let short = arg.get_short().map(|c| format!("-{c}"));
+    tail.iter().map(|a| a.to_string_lossy()).any(|a| {
+        long.as_deref()
+            .is_some_and(|l| a == l || a.strip_prefix(l).is_some_and(|r| r.starts_with('=')))
+            || short.as_deref().is_some_and(|s| a == s)
+    })
+}
+
 /// The file's settings as serve's flags, each value checked by its flag's
-/// parser.
-fn file_flags(path: &Path, serve: &Command) -> anyhow::Result<Vec<OsString>> {
+/// parser; `tail` is the command line after `serve`.
+fn file_flags(path: &Path, serve: &Command, tail: &[OsString]) -> anyhow::Result<Vec<OsString>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the config file {}", path.display()))?;
     let table: toml::Table = toml::from_str(&text)
@@ -133,7 +144,13 @@ fn file_flags(path: &Path, serve: &Command) -> anyhow::Result<Vec<OsString>> {
                     .all(|(k, f)| a.get_long() != Some(f) || k == key)
             })
             .ok_or_else(|| at(format!("unknown key `{key}`; the keys are {}", keys(serve))))?;
-        flags.extend(arg_values(arg, key, v.get_ref()).map_err(at)?);
+        let values = arg_values(arg, key, v.get_ref()).map_err(at)?;
+        // A flag given twice takes the last value, but one that collects
+        // values (a list) would add the command line's to the file's: the
+        // command line's alone, then.
+        if !(matches!(arg.get_action(), ArgAction::Append) && given(arg, tail)) {
+            flags.extend(values);
+        }
     }
     Ok(flags)
 }
@@ -427,5 +444,22 @@ mod tests {
         assert_eq!(a.port, 6000);
         assert_eq!(a.engine.queues, 2);
         assert_eq!(a.engine.iface, "v0");
+
+        // A list on the command line replaces the file's, not adds to it.
+        let f = file("iface = \"v0\"\nallow = [\"198.18.0.0/24\", \"2001:2::/48\"]\n");
+        let parse = |cmdline: &str| {
+            let got = expand_str(cmdline, &f.0).unwrap();
+            let cmd = serve_cmd().args_override_self(true).no_binary_name(true);
+            let m = cmd.try_get_matches_from(&got[2..]).unwrap();
+            let a = crate::serve::ServeArgs::from_arg_matches(&m).unwrap();
+            a.limits
+                .allow
+                .unwrap()
+                .iter()
+                .map(|c| format!("{c:?}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(parse("xtcp serve").len(), 2);
+        assert_eq!(parse("xtcp serve --allow 198.18.1.0/24").len(), 1);
     }
 }

@@ -7,6 +7,7 @@ mod bench;
 mod bulk;
 mod client;
 mod config;
+mod limits;
 mod notify;
 mod privs;
 mod probe;

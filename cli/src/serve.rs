@@ -82,6 +82,9 @@ pub struct ServeArgs {
     pub user: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Limits and authentication (cli/src/limits.rs).
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
 }
 
 fn describe(o: &TestOutcome) -> String {
@@ -102,9 +105,10 @@ fn describe(o: &TestOutcome) -> String {
             0.0
         }
     };
-    let result = match &o.result {
-        Ok(()) => "ok".to_owned(),
-        Err(e) => format!("failed: {e}"),
+    let result = match (&o.result, o.refused) {
+        (Ok(()), _) => "ok".to_owned(),
+        (Err(e), Some(r)) => format!("refused ({}): {e}", r.as_str()),
+        (Err(e), None) => format!("failed: {e}"),
     };
     format!(
         "xtcp serve: test from {}: {result}; {mode}, {} streams, {:.3} s, received {} bytes \
@@ -178,9 +182,10 @@ fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value 
             "forward"
         }
     });
-    let (result, reason) = match &o.result {
-        Ok(()) => ("ok", None),
-        Err(e) => ("failed", Some(e.to_string())),
+    let (result, reason) = match (&o.result, o.refused) {
+        (Ok(()), _) => ("ok", None),
+        (Err(_), Some(r)) => ("refused", Some(r.as_str().to_owned())),
+        (Err(e), None) => ("failed", Some(e.to_string())),
     };
     json!({
         "time": humantime::format_rfc3339_millis(at).to_string(),
@@ -192,6 +197,8 @@ fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value 
         "bytes_sent": o.sent,
         "gbps_received": gbps(o.received),
         "gbps_sent": gbps(o.sent),
+        "retransmits": o.retransmits,
+        "user": o.user,
         "result": result,
         "reason": reason,
     })
@@ -248,6 +255,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     // any thread exists; the drop comes with the first progress report.
     let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
     let cfg = a.engine.config()?;
+    let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
     if a.addr.is_none() {
         // The engine would listen on the interface's IPv4 address: say how
         // to choose another before anything is set up.
@@ -282,7 +290,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let iv_out = output.clone();
     let test_out = output.clone();
     let mut server = Iperf3Server::new(
-        ServerConfig::default(),
+        server_config,
         (a.interval > 0.0 && !json_lines)
             .then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
         Box::new(move |iv: &Interval| {
@@ -310,12 +318,16 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             } else {
                 out.line(&describe(o));
             }
-            if one_off {
+            // A busy, denied or failed login does not use up `-1`'s test.
+            if one_off && o.ends_one_off() {
                 failed2.store(o.result.is_err(), Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
             }
         }),
     );
+    // SIGHUP's new limits, allow/deny and users: for the next test.
+    let (reload_tx, reload_rx) = crossbeam_channel::unbounded::<ServerConfig>();
+    server.set_reload(reload_rx);
     let role = Role::Listen {
         addr: a.addr,
         port: a.port,
@@ -337,7 +349,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         &flag,
         |_| {
             if hup.swap(false, Ordering::Relaxed) {
-                match reload(a, &output) {
+                match reload(a, &output, &reload_tx) {
                     Ok(msg) => eprintln!("xtcp serve: {msg}"),
                     Err(e) => eprintln!(
                         "xtcp serve: reload failed, the running configuration stays: {}",
@@ -422,9 +434,19 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
 /// file as it is now). The output file is opened anew (after log rotation,
 /// or at a new `logfile`); settings that need a restart are named and keep
 /// their running values.
-fn reload(running: &ServeArgs, output: &RefCell<Output>) -> anyhow::Result<String> {
+fn reload(
+    running: &ServeArgs,
+    output: &RefCell<Output>,
+    server: &crossbeam_channel::Sender<ServerConfig>,
+) -> anyhow::Result<String> {
     let new = crate::serve_args_again()?;
+    // Everything read and checked before anything changes.
+    let config = new.limits.server_config(running.one_off)?;
     let out = Output::open(new.logfile.as_deref())?;
+    // The server takes the newest of those it has not taken yet.
+    server
+        .send(config)
+        .context("the server has stopped taking configurations")?;
     *output.borrow_mut() = out;
     let restart: Vec<&str> = [
         (
@@ -442,9 +464,12 @@ fn reload(running: &ServeArgs, output: &RefCell<Output>) -> anyhow::Result<Strin
     .into_iter()
     .filter_map(|(name, changed)| changed.then_some(name))
     .collect();
-    let what = match (&running.config, &new.config) {
-        (_, Some(f)) => format!("reloaded {}", f.display()),
-        _ => "reloaded (no config file: the command line's settings stay)".to_owned(),
+    let what = match &new.config {
+        Some(f) => format!(
+            "reloaded {}: limits, allow/deny and users apply from the next test",
+            f.display()
+        ),
+        None => "reloaded (no config file: the command line's settings stay)".to_owned(),
     };
     if restart.is_empty() {
         Ok(what)

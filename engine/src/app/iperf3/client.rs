@@ -236,6 +236,12 @@ impl ClientSession {
         }
     }
 
+    /// `count` more retransmits on sending stream `id` (for a caller that
+    /// counts them since its last report).
+    pub fn add_retransmits(&mut self, id: StreamId, count: u64) -> bool {
+        self.table.add_retransmits(id, count)
+    }
+
     /// Ends the test: after [`Event::TestEnd`], or earlier to stop a running
     /// test. Writes `TEST_END` (unless `stop_test` did); this side's results
     /// are sent when the server asks for them (bytes recorded until then

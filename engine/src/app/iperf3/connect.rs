@@ -319,7 +319,8 @@ impl App for Iperf3Client {
                 if let (Some(info), Some(s)) = (self.info(id), self.session.as_mut()) {
                     s.record_bytes(info.id, bytes);
                     if info.role == Role::Send {
-                        s.record_retransmits(info.id, retransmits);
+                        // Counts carry the retransmits since the last.
+                        s.add_retransmits(info.id, retransmits);
                     }
                     self.meter.count(info.id, bytes, retransmits, rtt);
                 }

@@ -57,8 +57,11 @@
 //! phase that waits on the caller (after [`Event::TestEnd`], until
 //! `end_test`) has none.
 
+mod access;
+mod auth;
 mod client;
 mod connect;
+mod limits;
 mod meter;
 mod proto;
 mod serve;
@@ -67,8 +70,16 @@ mod streams;
 
 use std::time::Duration;
 
+pub use access::{AccessList, Cidr, CidrError, parse_cidr_list};
+pub use auth::{
+    AuthConfigError, AuthError, Authenticator, Credentials, DEFAULT_TIME_SKEW, password_hash,
+};
 pub use client::{ClientConfig, ClientSession};
 pub use connect::{ClientOutcome, Iperf3Client};
+pub use limits::{
+    BITRATE_WINDOW_RANGE, BitrateLimit, BitrateLimitError, DEFAULT_BITRATE_WINDOW,
+    RATE_SAMPLE_PERIOD, Refusal, parse_bitrate_limit,
+};
 pub use meter::{Interval, RttSummary, StreamInterval};
 pub use proto::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
@@ -122,6 +133,23 @@ pub enum Error {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("refused: client {addr} is not allowed (the server's allow/deny lists)")]
+    Denied { addr: std::net::IpAddr },
+    #[error("refused: the server is busy running a test")]
+    Busy,
+    #[error("refused: authentication failed: {0}")]
+    Auth(AuthError),
+    #[error(
+        "ended by the server's bitrate limit: {bits_per_second} bit/s in both directions over \
+         the last {seconds} s, limit {limit} bit/s"
+    )]
+    BitrateLimit {
+        bits_per_second: u64,
+        seconds: f64,
+        limit: u64,
+    },
+    #[error("ended by the idle timeout: no data or control progress for {} s", .idle.as_secs_f64())]
+    IdleTimeout { idle: Duration },
 }
 
 /// What the session asks of its caller.
@@ -313,5 +341,7 @@ fn decode_state(byte: u8) -> Result<State, Error> {
     State::from_byte(byte).ok_or(Error::UnknownState(byte))
 }
 
+#[cfg(test)]
+mod serve_tests;
 #[cfg(test)]
 mod tests;

@@ -134,6 +134,12 @@ pub mod ierrno {
     pub const IEOMIT: i32 = 12;
     /// Both reverse and bidirectional.
     pub const IEREVERSEBIDIR: i32 = 25;
+    /// The test's total bit rate is above the server's limit
+    /// (`--server-bitrate-limit`): asked for, or measured while running.
+    pub const IETOTALRATE: i32 = 27;
+    /// `-t` + `-O` above the server's `--server-max-duration`, or no time
+    /// limit (iperf3 3.20; older clients print "int_errno=37").
+    pub const IEMAXSERVERTESTDURATIONEXCEEDED: i32 = 37;
     /// Unknown control message.
     pub const IEMESSAGE: i32 = 110;
     /// Parameters could not be received or parsed.
@@ -142,6 +148,9 @@ pub mod ierrno {
     pub const IERECVRESULTS: i32 = 117;
     /// The server is busy.
     pub const IEACCESSDENIED: i32 = 121;
+    /// Authentication failed, "test authorization failed" (also sent to a
+    /// client whose address the server's allow/deny lists refuse).
+    pub const IEAUTHTEST: i32 = 142;
     /// Nothing received for too long.
     pub const IENOMSG: i32 = 144;
 }

@@ -14,14 +14,36 @@
 //! results go out. A test that fails for any reason (bad cookie, bad JSON,
 //! stalled or closed control connection: see [`ServerSession`]) ends that
 //! test only; the server serves the next one.
+//!
+//! Refusals, each reported to `on_test` as a [`TestOutcome`] with
+//! `refused` set (and `result` the error):
+//!
+//! - a connection from an address the allow/deny lists refuse gets
+//!   `SERVER_ERROR` with `IEAUTHTEST` ("test authorization failed": iperf3
+//!   has no address lists; of the answers a stock client knows, this is the
+//!   one that says "you may not") and `errno` `EACCES`, and is closed
+//!   without being read;
+//! - a second client while a test runs gets iperf3's access-denied byte, as
+//!   from a stock `iperf3 -s` ("the server is busy running a test. try
+//!   again later"): without being read while the test runs, or after its
+//!   cookie is read while the test connects its streams (then a new
+//!   connection looks like a data connection and its cookie tells them
+//!   apart, as in iperf3);
+//! - parameters out of range or above a limit, and a token that does not
+//!   pass: see [`ServerSession`].
+//!
+//! [`Iperf3Server::set_reload`] hands over new configurations: each applies
+//! from the next connection on, a running test keeps the one it began with.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 
 use super::connect::send_limit;
+use super::limits::Refusal;
 use super::meter::{Interval, Meter};
+use super::proto::{Cookie, State, ierrno};
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, cpu_util, route,
@@ -29,13 +51,24 @@ use super::{
 use crate::tcp::FourTuple;
 use crate::worker::{App, AppIn, AppOut, CpuTimes, process_times};
 
-/// How a finished test went.
+/// `errno` sent with the refusal of a denied address (`EACCES`).
+const DENIED_ERRNO: i32 = 13;
+
+/// How a finished or refused test went.
 #[derive(Debug, Clone)]
 pub struct TestOutcome {
-    /// The client's control connection.
+    /// The client's control connection (for a refusal, the refused
+    /// connection).
     pub client: FourTuple,
-    /// Ok, or why it failed.
+    /// Ok, or why it failed or was refused.
     pub result: Result<(), Error>,
+    /// Why the connection was refused before a test ran (`result` then
+    /// holds the error); `None` for a test that ran, or failed for another
+    /// reason (a limit that ends a running test is a failure, not a
+    /// refusal).
+    pub refused: Option<Refusal>,
+    /// The user authentication admitted, if it is configured.
+    pub user: Option<String>,
     /// The client's parameters, if it got that far.
     pub params: Option<TestParams>,
     /// Data streams.
@@ -44,10 +77,37 @@ pub struct TestOutcome {
     pub received: u64,
     /// Bytes sent on data streams.
     pub sent: u64,
+    /// Retransmitted segments, summed over the test's sending streams.
+    pub retransmits: u64,
     /// Seconds from `StartTest` to `TestEnd`.
     pub seconds: f64,
     /// This process's CPU use over the test (what the client was sent).
     pub cpu: super::CpuUtil,
+}
+
+impl TestOutcome {
+    /// The outcome of a connection refused before it had a session.
+    fn refused(client: FourTuple, refusal: Refusal, error: Error) -> TestOutcome {
+        TestOutcome {
+            client,
+            result: Err(error),
+            refused: Some(refusal),
+            user: None,
+            params: None,
+            streams: 0,
+            received: 0,
+            sent: 0,
+            retransmits: 0,
+            seconds: 0.0,
+            cpu: super::CpuUtil::default(),
+        }
+    }
+
+    /// Whether `iperf3 -s -1` would have counted this as its one test and
+    /// exited (see [`Refusal::ends_one_off`]).
+    pub fn ends_one_off(&self) -> bool {
+        self.refused.is_none_or(Refusal::ends_one_off)
+    }
 }
 
 #[derive(Debug)]
@@ -62,6 +122,7 @@ enum Kind {
 struct Conn {
     out: Sender<AppOut>,
     kind: Kind,
+    tuple: FourTuple,
 }
 
 #[derive(Debug)]
@@ -84,11 +145,16 @@ struct Test {
 /// The iperf3 server application.
 pub struct Iperf3Server {
     config: ServerConfig,
+    reload: Option<Receiver<ServerConfig>>,
     conns: HashMap<usize, Conn>,
     test: Option<Test>,
     interval: Option<Duration>,
     on_interval: Box<dyn FnMut(&Interval)>,
     on_test: Box<dyn FnMut(&TestOutcome)>,
+    /// Since when no connection arrived and no test ran.
+    idle_since: Option<Instant>,
+    /// `exit_when_idle` and idle for `idle_timeout`.
+    idle_done: bool,
 }
 
 impl std::fmt::Debug for Iperf3Server {
@@ -111,12 +177,28 @@ impl Iperf3Server {
     ) -> Iperf3Server {
         Iperf3Server {
             config,
+            reload: None,
             conns: HashMap::new(),
             test: None,
             interval,
             on_interval,
             on_test,
+            idle_since: None,
+            idle_done: false,
         }
+    }
+
+    /// New configurations arrive on `rx` (a reload: limits, allow/deny,
+    /// users): [`App::poll`] takes the latest; it applies from the next
+    /// connection on, and a running test goes on under the configuration
+    /// it started with.
+    pub fn set_reload(&mut self, rx: Receiver<ServerConfig>) {
+        self.reload = Some(rx);
+    }
+
+    /// The configuration new connections get.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
     }
 
     fn order(&self, id: usize, o: AppOut) {
@@ -125,12 +207,43 @@ impl Iperf3Server {
         }
     }
 
-    fn refuse(&mut self, id: usize) {
-        self.order(id, AppOut::Write(vec![ACCESS_DENIED_BYTE]));
+    /// Writes `answer`, closes, and reads nothing more from `id`.
+    fn refuse_with(&mut self, id: usize, answer: Vec<u8>) {
+        self.order(id, AppOut::Write(answer));
         self.order(id, AppOut::Close);
         if let Some(c) = self.conns.get_mut(&id) {
             c.kind = Kind::Refused;
         }
+    }
+
+    /// iperf3's access-denied byte, without an outcome (a stray data
+    /// connection of the running test).
+    fn refuse(&mut self, id: usize) {
+        self.refuse_with(id, vec![ACCESS_DENIED_BYTE]);
+    }
+
+    /// A second client while a test runs: iperf3's busy answer.
+    fn busy(&mut self, id: usize, tuple: FourTuple) {
+        self.refuse(id);
+        (self.on_test)(&TestOutcome::refused(tuple, Refusal::Busy, Error::Busy));
+    }
+
+    /// A client the allow/deny lists refuse.
+    fn deny(&mut self, id: usize, tuple: FourTuple) {
+        let mut answer = vec![State::ServerError.to_byte()];
+        answer.extend_from_slice(&ierrno::IEAUTHTEST.to_be_bytes());
+        answer.extend_from_slice(&DENIED_ERRNO.to_be_bytes());
+        self.refuse_with(id, answer);
+        let addr = tuple.remote.ip().to_canonical();
+        (self.on_test)(&TestOutcome::refused(
+            tuple,
+            Refusal::Denied,
+            Error::Denied { addr },
+        ));
+    }
+
+    fn permits(&self, tuple: &FourTuple) -> bool {
+        self.config.access.permits(tuple.remote.ip())
     }
 
     /// Collects the last counts before the results: once every stream has
@@ -233,10 +346,11 @@ impl Iperf3Server {
     }
 
     /// The test is over: close what is left, report, forget it.
-    fn end(&mut self, _now: Instant) {
+    fn end(&mut self, now: Instant) {
         let Some(t) = self.test.take() else {
             return;
         };
+        self.idle_since = Some(now);
         self.order(t.ctrl, AppOut::Close);
         for id in &t.data {
             self.order(*id, AppOut::Abort);
@@ -247,13 +361,18 @@ impl Iperf3Server {
                 .result
                 .clone()
                 .unwrap_or(Err(Error::ControlClosed { phase: "ending" })),
+            refused: t.session.refusal(),
+            user: t.session.user().map(str::to_owned),
             params: t.session.params().cloned(),
             streams: t.session.streams().len(),
             received: t.session.counted_bytes(Role::Receive),
             sent: t.session.counted_bytes(Role::Send),
-            seconds: match (t.started, t.ended) {
-                (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
-                _ => 0.0,
+            retransmits: t.session.retransmits(),
+            // A test that did not reach TEST_END (ended by a limit, its
+            // client gone) ran until now.
+            seconds: match (t.started, t.ended.unwrap_or(now)) {
+                (Some(a), b) => b.saturating_duration_since(a).as_secs_f64(),
+                (None, _) => 0.0,
             },
             cpu: t.cpu,
         };
@@ -265,18 +384,24 @@ impl App for Iperf3Server {
     fn handle(&mut self, now: Instant, msg: AppIn) {
         match msg {
             AppIn::Opened { id, tuple, out } => {
+                self.idle_since = Some(now);
                 let r = route(self.test.as_ref().map(|t| &t.session));
                 self.conns.insert(
                     id,
                     Conn {
                         out,
                         kind: Kind::Cookie(Vec::with_capacity(COOKIE_LEN)),
+                        tuple,
                     },
                 );
                 match r {
+                    Route::Control | Route::Refuse if !self.permits(&tuple) => {
+                        self.deny(id, tuple);
+                    }
                     Route::Control => {
                         self.test = Some(Test {
-                            session: ServerSession::new(self.config.clone(), now),
+                            session: ServerSession::new(self.config.clone(), now)
+                                .with_wall_clock(SystemTime::now()),
                             ctrl: id,
                             client: tuple,
                             data: Vec::new(),
@@ -295,7 +420,7 @@ impl App for Iperf3Server {
                         self.order(id, AppOut::Relay);
                     }
                     Route::Data => {}
-                    Route::Refuse => self.refuse(id),
+                    Route::Refuse => self.busy(id, tuple),
                 }
             }
             AppIn::Data { id, bytes } => {
@@ -345,7 +470,21 @@ impl App for Iperf3Server {
                                     Role::Send => self.order(id, AppOut::Count),
                                 }
                             }
-                            None => self.refuse(id),
+                            None => {
+                                // The test's own cookie: a connection too
+                                // many of the test itself. Another one: a
+                                // second client.
+                                let tuple = c.tuple;
+                                let own = self.test.as_ref().and_then(|t| t.session.cookie())
+                                    == Cookie::parse(&cookie).ok().as_ref();
+                                if own {
+                                    self.refuse(id);
+                                } else if !self.permits(&tuple) {
+                                    self.deny(id, tuple);
+                                } else {
+                                    self.busy(id, tuple);
+                                }
+                            }
                         }
                     }
                     Kind::Data(_) | Kind::Refused => {}
@@ -374,7 +513,8 @@ impl App for Iperf3Server {
                     {
                         t.session.record_bytes(info.id, bytes);
                         if info.role == Role::Send {
-                            t.session.record_retransmits(info.id, retransmits);
+                            // Counts carry the retransmits since the last.
+                            t.session.add_retransmits(info.id, retransmits);
                         }
                         t.meter.count(info.id, bytes, retransmits, rtt);
                     }
@@ -403,6 +543,18 @@ impl App for Iperf3Server {
     }
 
     fn poll(&mut self, now: Instant) {
+        if let Some(rx) = &self.reload {
+            // The latest wins.
+            while let Ok(c) = rx.try_recv() {
+                self.config = c;
+            }
+        }
+        if self.test.is_none() && self.config.exit_when_idle {
+            let since = *self.idle_since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= self.config.idle_timeout {
+                self.idle_done = true;
+            }
+        }
         if let Some(t) = self.test.as_mut() {
             if t.session.poll_timeout().is_some_and(|d| now >= d) {
                 t.session.handle_timeout(now);
@@ -414,5 +566,9 @@ impl App for Iperf3Server {
                 (self.on_interval)(&iv);
             }
         }
+    }
+
+    fn finished(&self) -> bool {
+        self.idle_done
     }
 }

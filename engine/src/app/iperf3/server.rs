@@ -16,10 +16,21 @@
 //! connections (the caller does); write `EXCHANGE_RESULTS`; read the
 //! client's results; write ours and `DISPLAY_RESULTS`; read `IPERF_DONE`.
 //! `CLIENT_TERMINATE` is honoured at any point.
+//!
+//! Limits ([`ServerConfig`]), checked on the parameters in iperf3 3.20's
+//! order: its range checks and the stream count, the max duration, the
+//! requested bit rate, then the authentication token; a refusal is
+//! `SERVER_ERROR` with iperf3's code, and [`ServerSession::refusal`] says
+//! which. While running: the bitrate limit (averaged over its window) and
+//! the idle timeout end the test with `SERVER_ERROR` too.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
+use super::access::AccessList;
+use super::auth::Authenticator;
+use super::limits::{BitrateLimit, RateWindow, Refusal};
 use super::proto::{self, Cookie, State, TestParams, ierrno};
 use super::streams::{StreamId, StreamInfo, StreamStats, StreamTable};
 use super::{
@@ -51,22 +62,42 @@ pub fn route(current: Option<&ServerSession>) -> Route {
     }
 }
 
-/// Server limits and timeouts.
+/// Server limits and timeouts. A session keeps the configuration it was
+/// created with: a new one (a reload) applies to the next tests.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Largest JSON message (parameters or results) accepted.
     pub max_json_len: usize,
     /// Most data connections one test may ask for, both directions
-    /// together (iperf3 allows `-P 128`, which is 256 with `--bidir`).
+    /// together (iperf3 allows `-P 128`, which is 256 with `--bidir`);
+    /// more is refused with `IENUMSTREAMS`.
     pub max_streams: u32,
     /// Time the client may take for each handshake step (cookie and
     /// parameters, connecting the streams, sending results, `IPERF_DONE`).
     pub handshake_timeout: Duration,
     /// Time without data or control progress after which a running test is
-    /// abandoned.
+    /// ended ([`Error::IdleTimeout`], `IENOMSG` to the client), in either
+    /// direction (iperf3's `--rcv-timeout` watches only a receiving server;
+    /// xtcp's `--idle-timeout` sets this).
     pub idle_timeout: Duration,
     /// Slack after `omit + time` before a timed test is declared dead.
     pub end_grace: Duration,
+    /// Clients allowed and denied ([`super::Iperf3Server`] checks them when
+    /// a connection opens).
+    pub access: AccessList,
+    /// iperf3's `--server-max-duration`: tests whose `-t` + `-O` exceeds
+    /// it, or that have no time limit (`-n`, `-k`), are refused with
+    /// `IEMAXSERVERTESTDURATIONEXCEEDED`. `None`: no limit.
+    pub max_duration: Option<Duration>,
+    /// iperf3's `--server-bitrate-limit`: asked for above it, refused; moving
+    /// more on average while running, ended. `None`: no limit.
+    pub bitrate_limit: Option<BitrateLimit>,
+    /// iperf3's authentication: with it, a test is refused unless its
+    /// parameters carry a token that passes.
+    pub auth: Option<Arc<Authenticator>>,
+    /// `iperf3 -s -1 --idle-timeout N`: the server finishes once no
+    /// connection arrived for `idle_timeout` while no test runs.
+    pub exit_when_idle: bool,
 }
 
 impl Default for ServerConfig {
@@ -77,7 +108,65 @@ impl Default for ServerConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             end_grace: Duration::from_secs(10),
+            access: AccessList::default(),
+            max_duration: None,
+            bitrate_limit: None,
+            auth: None,
+            exit_when_idle: false,
         }
+    }
+}
+
+impl ServerConfig {
+    /// The limits iperf3 (3.20) checks on a client's parameters, after its
+    /// own range checks: the max duration, then the requested rate (which
+    /// wins when both fail, as in iperf3's `get_parameters`).
+    fn check_limits(&self, p: &TestParams) -> Result<(), (Refusal, i32, String)> {
+        let mut verdict = Ok(());
+        if let Some(max) = self.max_duration {
+            let total = u64::from(p.time_secs) + u64::from(p.omit_secs);
+            if p.time_secs == 0 {
+                verdict = Err((
+                    Refusal::MaxDuration,
+                    ierrno::IEMAXSERVERTESTDURATIONEXCEEDED,
+                    format!(
+                        "a test without a time limit (-n or -k instead of -t) exceeds the \
+                         server's max duration of {} s",
+                        max.as_secs()
+                    ),
+                ));
+            } else if Duration::from_secs(total) > max {
+                verdict = Err((
+                    Refusal::MaxDuration,
+                    ierrno::IEMAXSERVERTESTDURATIONEXCEEDED,
+                    format!(
+                        "-t {} + -O {} = {total} s exceeds the server's max duration of {} s",
+                        p.time_secs,
+                        p.omit_secs,
+                        max.as_secs()
+                    ),
+                ));
+            }
+        }
+        if let Some(limit) = self.bitrate_limit {
+            let streams = u64::from(p.parallel) * if p.bidirectional { 2 } else { 1 };
+            for (what, rate) in [("-b", p.bandwidth), ("--fq-rate", p.fq_rate)] {
+                let total = streams.saturating_mul(rate.unwrap_or(0));
+                if total > limit.bits_per_second {
+                    verdict = Err((
+                        Refusal::BitrateLimit,
+                        ierrno::IETOTALRATE,
+                        format!(
+                            "{what} {} bit/s on {streams} streams = {total} bit/s exceeds the \
+                             server's bitrate limit of {} bit/s",
+                            rate.unwrap_or(0),
+                            limit.bits_per_second
+                        ),
+                    ));
+                }
+            }
+        }
+        verdict
     }
 }
 
@@ -131,10 +220,21 @@ pub struct ServerSession {
     progress_mark: u64,
     progress_at: Instant,
     report: Option<EndReport>,
+    /// Why the test was refused, once it was.
+    refusal: Option<Refusal>,
+    /// The wall clock at an instant (authentication compares the client's
+    /// clock with it).
+    wall: Option<(Instant, SystemTime)>,
+    /// The authenticated user.
+    user: Option<String>,
+    /// The running check of the bitrate limit.
+    rate: Option<RateWindow>,
 }
 
 impl ServerSession {
-    /// A session for a control connection accepted at `now`.
+    /// A session for a control connection accepted at `now`. With
+    /// authentication configured, also give the wall clock
+    /// ([`Self::with_wall_clock`]).
     pub fn new(config: ServerConfig, now: Instant) -> ServerSession {
         let deadline = Some(now + config.handshake_timeout);
         ServerSession {
@@ -155,7 +255,19 @@ impl ServerSession {
             progress_mark: 0,
             progress_at: now,
             report: None,
+            refusal: None,
+            wall: None,
+            user: None,
+            rate: None,
         }
+    }
+
+    /// The wall clock at the `now` given to [`Self::new`]: a token's time
+    /// is compared with it (advanced by the instants given since). Without
+    /// it every token is stale.
+    pub fn with_wall_clock(mut self, wall: SystemTime) -> ServerSession {
+        self.wall = Some((self.progress_at, wall));
+        self
     }
 
     // ---- inputs -------------------------------------------------------
@@ -204,8 +316,28 @@ impl ServerSession {
             self.progress_at = now;
         }
         if self.phase == Phase::Running {
-            let idle = self.progress_at + self.config.idle_timeout;
-            if now >= idle || self.hard_end.is_some_and(|t| now >= t) {
+            if let Some(r) = self.rate.as_mut() {
+                if let Err(over) = r.sample(now, all) {
+                    let limit = self.config.bitrate_limit.map_or(0, |l| l.bits_per_second);
+                    self.fail(
+                        Error::BitrateLimit {
+                            bits_per_second: over.bits_per_second,
+                            seconds: over.seconds,
+                            limit,
+                        },
+                        Some(ierrno::IETOTALRATE),
+                    );
+                    return;
+                }
+            }
+            if now >= self.progress_at + self.config.idle_timeout {
+                self.fail(
+                    Error::IdleTimeout {
+                        idle: self.config.idle_timeout,
+                    },
+                    Some(ierrno::IENOMSG),
+                );
+            } else if self.hard_end.is_some_and(|t| now >= t) {
                 self.fail(
                     Error::Timeout {
                         phase: self.phase.name(),
@@ -270,6 +402,12 @@ impl ServerSession {
         }
     }
 
+    /// `count` more retransmits on sending stream `id` (for a caller that
+    /// counts them since its last report).
+    pub fn add_retransmits(&mut self, id: StreamId, count: u64) -> bool {
+        self.table.add_retransmits(id, count)
+    }
+
     /// After [`Event::TestEnd`]: the data connections are counted and
     /// closed (see [`Event::TestEnd`] for why closing matters); send the
     /// results exchange.
@@ -323,7 +461,8 @@ impl ServerSession {
             // At the idle deadline `handle_timeout` looks for data progress
             // and moves the deadline if there was some.
             let idle = self.progress_at + self.config.idle_timeout;
-            return [Some(idle), self.hard_end, self.omit_end]
+            let rate = self.rate.as_ref().map(RateWindow::deadline);
+            return [Some(idle), self.hard_end, self.omit_end, rate]
                 .into_iter()
                 .flatten()
                 .min();
@@ -361,6 +500,25 @@ impl ServerSession {
     /// Bytes counted (omit period excluded) on this side's streams of `role`.
     pub fn counted_bytes(&self, role: Role) -> u64 {
         self.table.total(role)
+    }
+
+    /// Retransmits counted on this side's sending streams.
+    pub fn retransmits(&self) -> u64 {
+        self.table
+            .streams
+            .iter()
+            .filter(|s| s.role == Role::Send)
+            .fold(0u64, |a, s| a.saturating_add(s.retransmits.unwrap_or(0)))
+    }
+
+    /// Why the test was refused at its parameters (or its token), if it was.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refusal
+    }
+
+    /// The user the token authenticated, with authentication configured.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
     }
 
     // ---- internals ----------------------------------------------------
@@ -406,9 +564,29 @@ impl ServerSession {
                 now + omit + Duration::from_secs(u64::from(p.time_secs)) + self.config.end_grace,
             );
         }
+        if let Some(limit) = self.config.bitrate_limit {
+            self.rate = Some(RateWindow::new(limit, now, self.table.all_bytes()));
+        }
         self.events.push_back(Event::StartTest {
             params: Box::new(p),
         });
+    }
+
+    /// With authentication configured, the parameters' token must pass
+    /// (iperf3 checks it after the parameters, as here).
+    fn authenticate(&mut self, p: &TestParams, now: Instant) -> Result<(), super::AuthError> {
+        let Some(auth) = self.config.auth.clone() else {
+            return Ok(());
+        };
+        let unix_now = self.wall.map_or(0, |(at, wall)| {
+            let wall = wall + now.saturating_duration_since(at);
+            match wall.duration_since(SystemTime::UNIX_EPOCH) {
+                Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+            }
+        });
+        self.user = Some(auth.check(p.authtoken.as_deref(), unix_now)?);
+        Ok(())
     }
 
     /// Consumes as much buffered input as the phase allows.
@@ -429,15 +607,35 @@ impl ServerSession {
                     let map = match self.input.take_json(self.config.max_json_len) {
                         Ok(Some(m)) => m,
                         Ok(None) => return Ok(()),
-                        Err(e) => return Err((e, Some(ierrno::IERECVPARAMS))),
+                        Err(e) => {
+                            self.refusal = Some(Refusal::Params);
+                            return Err((e, Some(ierrno::IERECVPARAMS)));
+                        }
                     };
-                    let params =
-                        TestParams::from_json(&map).map_err(|e| (e, Some(ierrno::IERECVPARAMS)))?;
+                    let params = TestParams::from_json(&map).map_err(|e| {
+                        self.refusal = Some(Refusal::Params);
+                        (e, Some(ierrno::IERECVPARAMS))
+                    })?;
                     params
                         .validate(self.config.max_streams)
                         .map_err(|(errno, reason)| {
+                            self.refusal = Some(if errno == ierrno::IENUMSTREAMS {
+                                Refusal::MaxStreams
+                            } else {
+                                Refusal::Params
+                            });
                             (Error::Refused { errno, reason }, Some(errno))
                         })?;
+                    self.config
+                        .check_limits(&params)
+                        .map_err(|(refusal, errno, reason)| {
+                            self.refusal = Some(refusal);
+                            (Error::Refused { errno, reason }, Some(errno))
+                        })?;
+                    self.authenticate(&params, now).map_err(|e| {
+                        self.refusal = Some(Refusal::Auth);
+                        (Error::Auth(e), Some(ierrno::IEAUTHTEST))
+                    })?;
                     self.table = StreamTable::new(
                         params.parallel,
                         params.reverse,

@@ -129,6 +129,16 @@ impl StreamTable {
         }
     }
 
+    pub(crate) fn add_retransmits(&mut self, id: StreamId, count: u64) -> bool {
+        match self.get_mut(id) {
+            Some(s) => {
+                s.retransmits = Some(s.retransmits.unwrap_or(0).saturating_add(count));
+                true
+            }
+            None => false,
+        }
+    }
+
     pub(crate) fn end_omit(&mut self) {
         self.omitting = false;
     }

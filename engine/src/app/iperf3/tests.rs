@@ -724,10 +724,16 @@ fn server_timeouts() {
     assert!(events_server(&mut s).is_empty());
     assert_eq!(s.poll_timeout(), Some(idle + Duration::from_secs(5)));
     s.handle_timeout(idle + Duration::from_secs(5));
-    assert!(matches!(
-        only_error(&events_server(&mut s)),
-        Error::Timeout { phase: "running" }
-    ));
+    let ev = events_server(&mut s);
+    let e = only_error(&ev);
+    assert_eq!(
+        e,
+        &Error::IdleTimeout {
+            idle: Duration::from_secs(5)
+        }
+    );
+    assert!(e.to_string().contains("idle timeout"), "{e}");
+    assert!(out_server(&mut s).ends_with(&server_error(ierrno::IENOMSG, 0)));
 
     // Timed test: dead after omit + time + grace even with data flowing.
     let mut s = ServerSession::new(cfg, t0);
@@ -764,6 +770,326 @@ fn server_terminate_sends_server_terminate() {
     s.terminate(t0);
     assert_eq!(out_server(&mut s), [11]);
     assert!(s.is_finished());
+}
+
+// ---- server limits --------------------------------------------------------
+
+/// What a server writes after `SERVER_ERROR`: its code and errno.
+fn server_error(i_errno: i32, errno: i32) -> Vec<u8> {
+    let mut v = vec![0xfe];
+    v.extend(i_errno.to_be_bytes());
+    v.extend(errno.to_be_bytes());
+    v
+}
+
+/// Cookie and parameters into a session with `cfg` at `t0`: its output and
+/// events.
+fn offer(cfg: ServerConfig, t0: Instant, extra: Value) -> (ServerSession, Vec<u8>, Vec<Event>) {
+    let mut s = ServerSession::new(cfg, t0).with_wall_clock(std::time::SystemTime::now());
+    s.handle_control(t0, COOKIE);
+    s.handle_control(t0, &frame(&params_312(extra)));
+    let out = out_server(&mut s);
+    let ev = events_server(&mut s);
+    (s, out, ev)
+}
+
+/// The session refused the parameters with `i_errno`, for `refusal`.
+fn assert_refused(
+    (s, out, ev): (ServerSession, Vec<u8>, Vec<Event>),
+    i_errno: i32,
+    refusal: Refusal,
+) -> Error {
+    let mut want = vec![9];
+    want.extend(server_error(i_errno, 0));
+    assert_eq!(out, want, "PARAM_EXCHANGE, then SERVER_ERROR {i_errno}");
+    assert!(s.is_finished());
+    assert_eq!(s.refusal(), Some(refusal));
+    match &ev[..] {
+        [Event::Error(e)] => e.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn accepted((s, out, ev): (ServerSession, Vec<u8>, Vec<Event>)) -> ServerSession {
+    assert_eq!(out, [9, 10], "CREATE_STREAMS: {ev:?}");
+    assert!(matches!(&ev[..], [Event::CreateStreams { .. }]), "{ev:?}");
+    assert_eq!(s.refusal(), None);
+    s
+}
+
+fn max_duration(secs: u64) -> ServerConfig {
+    ServerConfig {
+        max_duration: Some(Duration::from_secs(secs)),
+        ..ServerConfig::default()
+    }
+}
+
+/// iperf3 3.20's `--server-max-duration`: `-t` + `-O` above it, or no `-t`
+/// at all (`-n`, `-k`), is refused with IEMAXSERVERTESTDURATIONEXCEEDED.
+#[test]
+fn max_duration_refuses_long_and_untimed_tests() {
+    let t0 = Instant::now();
+    let cfg = max_duration(10);
+    accepted(offer(cfg.clone(), t0, json!({"time": 10})));
+    accepted(offer(cfg.clone(), t0, json!({"time": 8, "omit": 2})));
+    let e = assert_refused(
+        offer(cfg.clone(), t0, json!({"time": 9, "omit": 2})),
+        ierrno::IEMAXSERVERTESTDURATIONEXCEEDED,
+        Refusal::MaxDuration,
+    );
+    assert!(
+        e.to_string()
+            .contains("-t 9 + -O 2 = 11 s exceeds the server's max duration of 10 s"),
+        "{e}"
+    );
+    for untimed in [
+        json!({"time": 0, "num": 1_000_000}),
+        json!({"time": 0, "blockcount": 5}),
+    ] {
+        let e = assert_refused(
+            offer(cfg.clone(), t0, untimed),
+            ierrno::IEMAXSERVERTESTDURATIONEXCEEDED,
+            Refusal::MaxDuration,
+        );
+        assert!(e.to_string().contains("without a time limit"), "{e}");
+    }
+    // No limit: an untimed test is fine.
+    accepted(offer(
+        ServerConfig::default(),
+        t0,
+        json!({"time": 0, "num": 5}),
+    ));
+}
+
+fn bitrate(bits: u64, window: u64) -> ServerConfig {
+    ServerConfig {
+        bitrate_limit: Some(BitrateLimit {
+            bits_per_second: bits,
+            window: Duration::from_secs(window),
+        }),
+        ..ServerConfig::default()
+    }
+}
+
+/// `-b` × streams (doubled with `--bidir`) above the limit is refused at
+/// the parameters with IETOTALRATE; `--fq-rate` the same.
+#[test]
+fn bitrate_limit_refuses_a_requested_rate_above_it() {
+    let t0 = Instant::now();
+    let cfg = bitrate(100_000_000, 5);
+    // -P 2 (params_312) × 50M = the limit: accepted.
+    accepted(offer(cfg.clone(), t0, json!({"bandwidth": 50_000_000})));
+    accepted(offer(cfg.clone(), t0, json!({})));
+    let e = assert_refused(
+        offer(cfg.clone(), t0, json!({"bandwidth": 50_000_001})),
+        ierrno::IETOTALRATE,
+        Refusal::BitrateLimit,
+    );
+    assert!(e.to_string().contains("bitrate limit of 100000000"), "{e}");
+    assert_refused(
+        offer(
+            cfg.clone(),
+            t0,
+            json!({"bandwidth": 30_000_000, "bidirectional": true}),
+        ),
+        ierrno::IETOTALRATE,
+        Refusal::BitrateLimit,
+    );
+    assert_refused(
+        offer(cfg.clone(), t0, json!({"fqrate": 60_000_000})),
+        ierrno::IETOTALRATE,
+        Refusal::BitrateLimit,
+    );
+    // Both limits broken: the rate's code wins, as in iperf3.
+    let cfg = ServerConfig {
+        max_duration: Some(Duration::from_secs(1)),
+        ..cfg
+    };
+    assert_refused(
+        offer(cfg, t0, json!({"time": 5, "bandwidth": 1_000_000_000})),
+        ierrno::IETOTALRATE,
+        Refusal::BitrateLimit,
+    );
+}
+
+/// A running test whose bytes, both directions, average above the limit
+/// over the window is ended with IETOTALRATE; below it, it runs on.
+#[test]
+fn bitrate_limit_ends_a_running_test_above_it() {
+    let t0 = Instant::now();
+    let sec = Duration::from_secs(1);
+    // 8 Mbit/s over 2 s: 2 MB in two seconds is the most.
+    let cfg = bitrate(8_000_000, 2);
+    let mut s = accepted(offer(
+        cfg.clone(),
+        t0,
+        json!({"parallel": 1, "bidirectional": true, "time": 30}),
+    ));
+    s.accept_stream(t0, COOKIE).unwrap();
+    s.accept_stream(t0, COOKIE).unwrap();
+    assert_eq!(out_server(&mut s), [1, 2]);
+    events_server(&mut s);
+    assert_eq!(s.poll_timeout(), Some(t0 + sec), "the first sample");
+    // 1 MB each second, split over the two directions: at the limit.
+    for i in 1..=3u32 {
+        s.record_bytes(StreamId(1), 600_000);
+        s.record_bytes(StreamId(3), 400_000);
+        s.handle_timeout(t0 + sec * i);
+        assert!(events_server(&mut s).is_empty(), "second {i}");
+    }
+    // Then 1.2 MB in a second: 2.2 MB over the last two.
+    s.record_bytes(StreamId(1), 600_000);
+    s.record_bytes(StreamId(3), 600_000);
+    s.handle_timeout(t0 + sec * 4);
+    let ev = events_server(&mut s);
+    let e = only_error(&ev);
+    assert_eq!(
+        e,
+        &Error::BitrateLimit {
+            bits_per_second: 8_800_000,
+            seconds: 2.0,
+            limit: 8_000_000
+        }
+    );
+    assert!(e.to_string().contains("bitrate limit"), "{e}");
+    assert_eq!(out_server(&mut s), server_error(ierrno::IETOTALRATE, 0));
+    assert_eq!(s.refusal(), None, "ended while running, not refused");
+    // Omitted seconds count too (iperf3 samples them).
+    let mut s = accepted(offer(cfg, t0, json!({"parallel": 1, "omit": 5})));
+    s.accept_stream(t0, COOKIE).unwrap();
+    events_server(&mut s);
+    s.record_bytes(StreamId(1), 3_000_000);
+    s.handle_timeout(t0 + sec);
+    s.handle_timeout(t0 + sec * 2);
+    assert!(matches!(
+        only_error(&events_server(&mut s)),
+        Error::BitrateLimit { .. }
+    ));
+}
+
+#[test]
+fn refusals_name_max_streams_and_bad_params() {
+    let t0 = Instant::now();
+    let cfg = ServerConfig {
+        max_streams: 4,
+        ..ServerConfig::default()
+    };
+    accepted(offer(cfg.clone(), t0, json!({"parallel": 4})));
+    assert_refused(
+        offer(cfg.clone(), t0, json!({"parallel": 5})),
+        ierrno::IENUMSTREAMS,
+        Refusal::MaxStreams,
+    );
+    assert_refused(
+        offer(
+            cfg.clone(),
+            t0,
+            json!({"parallel": 3, "bidirectional": true}),
+        ),
+        ierrno::IENUMSTREAMS,
+        Refusal::MaxStreams,
+    );
+    assert_refused(
+        offer(cfg.clone(), t0, json!({"udp": true})),
+        ierrno::IEUNIMP,
+        Refusal::Params,
+    );
+    assert_refused(
+        offer(cfg, t0, json!({"len": "big"})),
+        ierrno::IERECVPARAMS,
+        Refusal::Params,
+    );
+    // A stalled or garbage client is a failure, not a refusal.
+    let mut s = ServerSession::new(ServerConfig::default(), t0);
+    s.handle_control(t0, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert!(s.is_finished());
+    assert_eq!(s.refusal(), None);
+}
+
+fn with_auth() -> ServerConfig {
+    let users = format!(
+        "# test users\nalice,{}\n",
+        super::auth::password_hash("alice", "s3cret")
+    );
+    let a = Authenticator::from_text(
+        &super::auth::testing::key_pkcs8_pem(),
+        "key.pem",
+        &users,
+        "users.csv",
+        DEFAULT_TIME_SKEW,
+    )
+    .unwrap();
+    ServerConfig {
+        auth: Some(std::sync::Arc::new(a)),
+        ..ServerConfig::default()
+    }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The parameters' `authtoken` must pass: both paddings; a bad password, an
+/// unknown user, a stale or a missing token is refused with IEAUTHTEST.
+#[test]
+fn auth_token_in_the_parameters() {
+    use super::auth::testing::{Padding, token};
+    let t0 = Instant::now();
+    let now = unix_now();
+    for p in [Padding::Pkcs1, Padding::Oaep] {
+        let s = accepted(offer(
+            with_auth(),
+            t0,
+            json!({"authtoken": token("alice", "s3cret", now, p)}),
+        ));
+        assert_eq!(s.user(), Some("alice"));
+        for (user, pwd, ts, want) in [
+            ("alice", "nope", now, AuthError::BadPassword("alice".into())),
+            ("bob", "s3cret", now, AuthError::UnknownUser("bob".into())),
+        ] {
+            let e = assert_refused(
+                offer(
+                    with_auth(),
+                    t0,
+                    json!({"authtoken": token(user, pwd, ts, p)}),
+                ),
+                ierrno::IEAUTHTEST,
+                Refusal::Auth,
+            );
+            assert_eq!(e, Error::Auth(want));
+        }
+        let e = assert_refused(
+            offer(
+                with_auth(),
+                t0,
+                json!({"authtoken": token("alice", "s3cret", now - 30, p)}),
+            ),
+            ierrno::IEAUTHTEST,
+            Refusal::Auth,
+        );
+        assert!(matches!(e, Error::Auth(AuthError::Stale { .. })), "{e}");
+    }
+    let e = assert_refused(
+        offer(with_auth(), t0, json!({})),
+        ierrno::IEAUTHTEST,
+        Refusal::Auth,
+    );
+    assert_eq!(e, Error::Auth(AuthError::Missing));
+    assert!(e.to_string().contains("authentication failed"), "{e}");
+    // The wall clock advances with the instants given: a token made now is
+    // stale to a session whose clock has moved on a minute.
+    let mut s = ServerSession::new(with_auth(), t0).with_wall_clock(std::time::SystemTime::now());
+    s.handle_control(t0, COOKIE);
+    let later = t0 + Duration::from_secs(60);
+    let tok = token("alice", "s3cret", now, Padding::Pkcs1);
+    s.handle_control(later, &frame(&params_312(json!({"authtoken": tok}))));
+    assert!(matches!(
+        only_error(&events_server(&mut s)),
+        Error::Auth(AuthError::Stale { .. })
+    ));
 }
 
 // ---- client, scripted ---------------------------------------------------

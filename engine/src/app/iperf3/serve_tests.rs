@@ -1,0 +1,677 @@
+//! [`Iperf3Server`] and [`Iperf3Client`] as the engine drives them, in
+//! memory: connections are ids with an order channel, the test plays the
+//! workers (bytes in, counts, stops, closes) on a virtual clock.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, unbounded};
+use serde_json::{Value, json};
+
+use super::auth::testing::{Padding, token};
+use super::*;
+use crate::tcp::{CloseReason, FourTuple};
+use crate::worker::{App, AppIn, AppOut};
+
+const COOKIE: &[u8; COOKIE_LEN] = b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
+const OTHER: &[u8; COOKIE_LEN] = b"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\0";
+const SERVER: &str = "198.18.0.1:5201";
+
+fn frame(v: &Value) -> Vec<u8> {
+    let text = v.to_string();
+    let mut out = (text.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
+/// Parameters as iperf3 3.12 sends them, with `extra` on top.
+fn params(extra: Value) -> Vec<u8> {
+    let mut v = json!({"tcp":true,"omit":0,"time":2,"num":0,"blockcount":0,"parallel":1,
+        "len":131072,"pacing_timer":1000,"client_version":"3.12"});
+    if let (Value::Object(m), Value::Object(x)) = (&mut v, extra) {
+        m.extend(x);
+    }
+    frame(&v)
+}
+
+fn results(ids: &[u32]) -> Vec<u8> {
+    let streams: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            json!({"id":id,"bytes":1000,"retransmits":0,"jitter":0,"errors":0,
+            "packets":0,"start_time":0,"end_time":2.0})
+        })
+        .collect();
+    frame(
+        &json!({"cpu_util_total":1.5,"cpu_util_user":0.5,"cpu_util_system":1.0,
+        "sender_has_retransmits":1,"congestion_used":"bbr","streams":streams}),
+    )
+}
+
+fn server_error(i_errno: i32, errno: i32) -> Vec<u8> {
+    let mut v = vec![0xfe];
+    v.extend(i_errno.to_be_bytes());
+    v.extend(errno.to_be_bytes());
+    v
+}
+
+/// What the server ordered one connection to do, in order.
+#[derive(Debug, Default)]
+struct Orders {
+    written: Vec<u8>,
+    relay: bool,
+    count: bool,
+    send: bool,
+    stop: bool,
+    close: bool,
+    abort: bool,
+}
+
+struct Harness {
+    server: Iperf3Server,
+    outcomes: Rc<RefCell<Vec<TestOutcome>>>,
+    conns: HashMap<usize, (Receiver<AppOut>, Orders)>,
+    next: usize,
+    now: Instant,
+}
+
+impl Harness {
+    fn new(config: ServerConfig) -> Harness {
+        let outcomes = Rc::new(RefCell::new(Vec::new()));
+        let o = outcomes.clone();
+        let server = Iperf3Server::new(
+            config,
+            None,
+            Box::new(|_| {}),
+            Box::new(move |t: &TestOutcome| o.borrow_mut().push(t.clone())),
+        );
+        Harness {
+            server,
+            outcomes,
+            conns: HashMap::new(),
+            next: 0,
+            now: Instant::now(),
+        }
+    }
+
+    fn handle(&mut self, msg: AppIn) {
+        self.server.handle(self.now, msg);
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.server.poll(self.now);
+    }
+
+    /// A connection from `remote` (an address; the port is made up).
+    fn open(&mut self, remote: &str) -> usize {
+        let id = self.next;
+        self.next += 1;
+        let (tx, rx) = unbounded();
+        let ip: std::net::IpAddr = remote.parse().unwrap();
+        let tuple = FourTuple {
+            local: SERVER.parse().unwrap(),
+            remote: SocketAddr::new(ip, 40000 + id as u16),
+        };
+        self.conns.insert(id, (rx, Orders::default()));
+        self.handle(AppIn::Opened { id, tuple, out: tx });
+        id
+    }
+
+    fn send(&mut self, id: usize, bytes: &[u8]) {
+        self.handle(AppIn::Data {
+            id,
+            bytes: bytes.to_vec(),
+        });
+    }
+
+    fn count(&mut self, id: usize, bytes: u64, retransmits: u64) {
+        self.handle(AppIn::Count {
+            id,
+            bytes,
+            retransmits,
+            rtt: None,
+        });
+    }
+
+    /// The orders given to `id` so far.
+    fn orders(&mut self, id: usize) -> &Orders {
+        let (rx, o) = self.conns.get_mut(&id).unwrap();
+        while let Ok(order) = rx.try_recv() {
+            match order {
+                AppOut::Write(b) => o.written.extend(b),
+                AppOut::Relay => o.relay = true,
+                AppOut::Count => o.count = true,
+                AppOut::Send { .. } => o.send = true,
+                AppOut::Stop => o.stop = true,
+                AppOut::Window(_) => {}
+                AppOut::Close => o.close = true,
+                AppOut::Abort => o.abort = true,
+            }
+        }
+        o
+    }
+
+    /// Takes what was written on `id` since the last call.
+    fn written(&mut self, id: usize) -> Vec<u8> {
+        self.orders(id);
+        std::mem::take(&mut self.conns.get_mut(&id).unwrap().1.written)
+    }
+
+    fn outcomes(&self) -> Vec<TestOutcome> {
+        self.outcomes.borrow().clone()
+    }
+
+    /// A client at `remote` up to a running test with `extra` parameters:
+    /// the control connection and the data connections.
+    fn start(&mut self, remote: &str, extra: Value) -> (usize, Vec<usize>) {
+        let ctrl = self.open(remote);
+        assert!(self.orders(ctrl).relay, "a control connection");
+        self.send(ctrl, COOKIE);
+        self.send(ctrl, &params(extra.clone()));
+        assert_eq!(
+            self.written(ctrl),
+            [9, 10],
+            "PARAM_EXCHANGE, CREATE_STREAMS"
+        );
+        let parallel = extra["parallel"].as_u64().unwrap_or(1) as usize;
+        let n = if extra["bidirectional"] == json!(true) {
+            2 * parallel
+        } else {
+            parallel
+        };
+        let data: Vec<usize> = (0..n)
+            .map(|_| {
+                let d = self.open(remote);
+                self.send(d, COOKIE);
+                d
+            })
+            .collect();
+        assert_eq!(self.written(ctrl), [1, 2], "TEST_START, TEST_RUNNING");
+        (ctrl, data)
+    }
+
+    /// The client ends a running test and goes through the results.
+    fn finish(&mut self, ctrl: usize, data: &[usize], ids: &[u32]) {
+        self.send(ctrl, &[4]);
+        for &d in data {
+            assert!(self.orders(d).stop);
+            self.handle(AppIn::Stopped { id: d });
+        }
+        assert_eq!(self.written(ctrl), [13], "EXCHANGE_RESULTS");
+        self.send(ctrl, &results(ids));
+        let out = self.written(ctrl);
+        assert_eq!(out.last(), Some(&14), "DISPLAY_RESULTS");
+        self.send(ctrl, &[16]);
+        assert!(self.orders(ctrl).close);
+    }
+
+    /// The server's results document, sent before DISPLAY_RESULTS.
+    fn finish_with_results(&mut self, ctrl: usize, data: &[usize], ids: &[u32]) -> Value {
+        self.send(ctrl, &[4]);
+        for &d in data {
+            self.handle(AppIn::Stopped { id: d });
+        }
+        assert_eq!(self.written(ctrl), [13]);
+        self.send(ctrl, &results(ids));
+        let out = self.written(ctrl);
+        let len = u32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
+        let v = serde_json::from_slice(&out[4..4 + len]).unwrap();
+        self.send(ctrl, &[16]);
+        v
+    }
+}
+
+fn denied(list: &str, deny: &str) -> ServerConfig {
+    ServerConfig {
+        access: AccessList {
+            allow: parse_cidr_list(list).unwrap(),
+            deny: parse_cidr_list(deny).unwrap(),
+        },
+        ..ServerConfig::default()
+    }
+}
+
+/// A denied address gets SERVER_ERROR / IEAUTHTEST / EACCES and a close,
+/// nothing is read from it, and the refusal is reported; others are served.
+#[test]
+fn denied_clients_are_told_and_reported() {
+    let mut h = Harness::new(denied("198.18.0.0/15,2001:2::/48", "198.18.0.66"));
+    for who in [
+        "198.18.0.66",
+        "10.1.2.3",
+        "2001:db8::1",
+        "::ffff:198.18.0.66",
+    ] {
+        let id = h.open(who);
+        let o = h.orders(id);
+        assert!(!o.relay && o.close, "{who}: {o:?}");
+        assert_eq!(h.written(id), server_error(ierrno::IEAUTHTEST, 13), "{who}");
+        // Whatever it sends next is ignored.
+        h.send(id, COOKIE);
+        assert!(h.written(id).is_empty());
+        let out = h.outcomes().pop().unwrap();
+        assert_eq!(out.refused, Some(Refusal::Denied), "{who}");
+        assert_eq!(
+            out.client.remote.ip(),
+            who.parse::<std::net::IpAddr>().unwrap()
+        );
+        let addr = who.parse::<std::net::IpAddr>().unwrap().to_canonical();
+        assert_eq!(out.result, Err(Error::Denied { addr }));
+        assert!(!out.ends_one_off());
+    }
+    assert_eq!(h.outcomes().len(), 4);
+    // Allowed: served, v4 and v6.
+    for who in ["198.18.0.2", "2001:2::2"] {
+        let (ctrl, data) = h.start(who, json!({}));
+        h.count(data[0], 1000, 0);
+        h.finish(ctrl, &data, &[1]);
+        let out = h.outcomes().pop().unwrap();
+        assert_eq!(
+            (out.result, out.refused, out.received),
+            (Ok(()), None, 1000)
+        );
+    }
+}
+
+/// A second client while a test runs gets the busy byte at once; while the
+/// test connects its streams, after its cookie shows it is not one of them.
+/// The first test is not disturbed either way.
+#[test]
+fn busy_while_running_and_while_connecting_streams() {
+    let mut h = Harness::new(ServerConfig::default());
+    // While connecting: the first test asks for two streams.
+    let ctrl = h.open("198.18.0.2");
+    h.send(ctrl, COOKIE);
+    h.send(ctrl, &params(json!({"parallel": 2})));
+    assert_eq!(h.written(ctrl), [9, 10]);
+    let a = h.open("198.18.0.2");
+    h.send(a, COOKIE);
+    let second = h.open("198.18.0.3");
+    assert!(h.written(second).is_empty(), "read before it is answered");
+    h.send(second, &OTHER[..20]);
+    assert!(h.written(second).is_empty());
+    h.send(second, &OTHER[20..]);
+    assert_eq!(h.written(second), [0xff]);
+    assert!(h.orders(second).close);
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(out.refused, Some(Refusal::Busy));
+    assert_eq!(out.result, Err(Error::Busy));
+    assert_eq!(out.client.remote, "198.18.0.3:40002".parse().unwrap());
+    assert!(!out.ends_one_off());
+    // The first test's second stream still connects, as stream 3.
+    let b = h.open("198.18.0.2");
+    h.send(b, COOKIE);
+    assert_eq!(h.written(ctrl), [1, 2]);
+    // While running: refused without being read.
+    let third = h.open("198.18.0.4");
+    assert_eq!(h.written(third), [0xff]);
+    assert!(h.orders(third).close && !h.orders(third).relay);
+    assert_eq!(h.outcomes().last().unwrap().refused, Some(Refusal::Busy));
+    h.count(a, 500, 0);
+    h.count(b, 700, 0);
+    h.finish(ctrl, &[a, b], &[1, 3]);
+    let outs = h.outcomes();
+    assert_eq!(outs.len(), 3);
+    let first = &outs[2];
+    assert_eq!((first.result.clone(), first.refused), (Ok(()), None));
+    assert_eq!((first.streams, first.received), (2, 1200));
+    assert!(first.ends_one_off());
+}
+
+/// A refused test's parameters are reported with the reason, as a test
+/// that ended (iperf3 -s -1 exits on them).
+#[test]
+fn limits_checked_up_front_are_reported() {
+    let mut h = Harness::new(ServerConfig {
+        max_duration: Some(Duration::from_secs(5)),
+        max_streams: 2,
+        ..ServerConfig::default()
+    });
+    for (extra, refusal, code) in [
+        (
+            json!({"time": 6}),
+            Refusal::MaxDuration,
+            ierrno::IEMAXSERVERTESTDURATIONEXCEEDED,
+        ),
+        (
+            json!({"parallel": 3}),
+            Refusal::MaxStreams,
+            ierrno::IENUMSTREAMS,
+        ),
+        (
+            json!({"len": 1 << 30}),
+            Refusal::Params,
+            ierrno::IEBLOCKSIZE,
+        ),
+    ] {
+        let ctrl = h.open("198.18.0.2");
+        h.send(ctrl, COOKIE);
+        h.send(ctrl, &params(extra));
+        let mut want = vec![9];
+        want.extend(server_error(code, 0));
+        assert_eq!(h.written(ctrl), want);
+        assert!(h.orders(ctrl).close);
+        let out = h.outcomes().pop().unwrap();
+        assert_eq!(out.refused, Some(refusal));
+        assert!(out.ends_one_off());
+        assert!(matches!(out.result, Err(Error::Refused { errno, .. }) if errno == code));
+    }
+}
+
+/// A forward test whose two directions together go over the limit is
+/// ended with IETOTALRATE: the client is told, its streams are reset.
+#[test]
+fn bitrate_limit_ends_a_running_test() {
+    let mut h = Harness::new(ServerConfig {
+        bitrate_limit: Some(BitrateLimit {
+            bits_per_second: 8_000_000,
+            window: Duration::from_secs(1),
+        }),
+        ..ServerConfig::default()
+    });
+    let (ctrl, data) = h.start("198.18.0.2", json!({"bidirectional": true, "time": 10}));
+    h.count(data[0], 600_000, 0);
+    h.count(data[1], 300_000, 0);
+    h.advance(Duration::from_secs(1));
+    assert!(
+        h.written(ctrl).is_empty(),
+        "900 kB in a second is under 1 MB/s"
+    );
+    h.count(data[0], 600_000, 0);
+    h.count(data[1], 600_000, 0);
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.written(ctrl), server_error(ierrno::IETOTALRATE, 0));
+    assert!(h.orders(ctrl).close);
+    for d in &data {
+        assert!(h.orders(*d).abort);
+    }
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(out.refused, None);
+    assert_eq!(
+        out.result,
+        Err(Error::BitrateLimit {
+            bits_per_second: 9_600_000,
+            seconds: 1.0,
+            limit: 8_000_000
+        })
+    );
+    assert_eq!(out.received + out.sent, 2_100_000);
+    assert_eq!(out.seconds, 2.0, "it ran until the server ended it");
+}
+
+/// A running test that makes no progress is ended by the idle timeout,
+/// named in its result.
+#[test]
+fn idle_timeout_ends_a_stalled_test() {
+    let mut h = Harness::new(ServerConfig {
+        idle_timeout: Duration::from_secs(3),
+        ..ServerConfig::default()
+    });
+    let (ctrl, data) = h.start("198.18.0.2", json!({"time": 30}));
+    h.count(data[0], 1000, 0);
+    h.advance(Duration::from_secs(2));
+    h.count(data[0], 1000, 0);
+    h.advance(Duration::from_secs(2));
+    assert!(h.written(ctrl).is_empty(), "progress within 3 s");
+    h.advance(Duration::from_secs(2));
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.written(ctrl), server_error(ierrno::IENOMSG, 0));
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(
+        out.result,
+        Err(Error::IdleTimeout {
+            idle: Duration::from_secs(3)
+        })
+    );
+    assert_eq!(out.received, 2000);
+    assert_eq!(out.seconds, 7.0, "it ran until the server ended it");
+}
+
+/// Retransmits arrive as counts since the last report; the results the
+/// client gets and the outcome hold their sum per sending stream.
+#[test]
+fn retransmits_add_up_over_counts() {
+    let mut h = Harness::new(ServerConfig::default());
+    let (ctrl, data) = h.start("198.18.0.2", json!({"reverse": true, "parallel": 2}));
+    assert!(h.orders(data[0]).send && h.orders(data[1]).send);
+    h.count(data[0], 1000, 2);
+    h.count(data[0], 1000, 3);
+    h.count(data[1], 1000, 0);
+    h.count(data[1], 1000, 4);
+    h.count(data[1], 1000, 0);
+    let v = h.finish_with_results(ctrl, &data, &[1, 3]);
+    assert_eq!(v["streams"][0]["retransmits"], json!(5), "{v}");
+    assert_eq!(v["streams"][1]["retransmits"], json!(4), "{v}");
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(out.result, Ok(()));
+    assert_eq!((out.retransmits, out.sent), (9, 5000));
+}
+
+/// A new configuration applies to the next connections; a running test
+/// keeps the one it started with (its limits, and its address stays
+/// served).
+#[test]
+fn reload_applies_to_the_next_test_only() {
+    let mut h = Harness::new(ServerConfig::default());
+    let (tx, rx) = unbounded();
+    h.server.set_reload(rx);
+    let (ctrl, data) = h.start("198.18.0.2", json!({"time": 10}));
+    let strict = ServerConfig {
+        max_duration: Some(Duration::from_secs(5)),
+        bitrate_limit: Some(BitrateLimit {
+            bits_per_second: 8_000,
+            window: Duration::from_secs(1),
+        }),
+        ..denied("", "198.18.0.2")
+    };
+    // Two reloads: the latest wins.
+    tx.send(ServerConfig {
+        max_streams: 1,
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    tx.send(strict).unwrap();
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.server.config().max_duration, Some(Duration::from_secs(5)));
+    // The running test (-t 10, far above 1 kB/s) goes on.
+    for _ in 0..3 {
+        h.count(data[0], 1_000_000, 0);
+        h.advance(Duration::from_secs(1));
+    }
+    assert!(h.written(ctrl).is_empty(), "not ended by the new limits");
+    h.finish(ctrl, &data, &[1]);
+    let first = h.outcomes().pop().unwrap();
+    assert_eq!((first.result, first.received), (Ok(()), 3_000_000));
+    // The next ones get the new configuration.
+    let again = h.open("198.18.0.2");
+    assert_eq!(h.written(again), server_error(ierrno::IEAUTHTEST, 13));
+    let other = h.open("198.18.0.3");
+    h.send(other, COOKIE);
+    h.send(other, &params(json!({"time": 10})));
+    let mut want = vec![9];
+    want.extend(server_error(ierrno::IEMAXSERVERTESTDURATIONEXCEEDED, 0));
+    assert_eq!(h.written(other), want);
+    let refused: Vec<_> = h.outcomes().iter().map(|o| o.refused).collect();
+    assert_eq!(
+        refused[1..],
+        [Some(Refusal::Denied), Some(Refusal::MaxDuration)]
+    );
+}
+
+/// `iperf3 -s -1 --idle-timeout N`: no connection for N seconds and the
+/// server finishes; a connection starts the wait again.
+#[test]
+fn one_off_idle_exit() {
+    let mut h = Harness::new(ServerConfig {
+        idle_timeout: Duration::from_secs(2),
+        exit_when_idle: true,
+        ..ServerConfig::default()
+    });
+    h.advance(Duration::ZERO);
+    h.advance(Duration::from_millis(1500));
+    assert!(!h.server.finished());
+    let c = h.open("198.18.0.2");
+    h.handle(AppIn::Closed {
+        id: c,
+        reason: CloseReason::Normal,
+    });
+    h.advance(Duration::from_millis(1500));
+    assert!(!h.server.finished(), "the connection reset the wait");
+    h.advance(Duration::from_millis(600));
+    assert!(h.server.finished());
+    // Without exit_when_idle it never finishes.
+    let mut h = Harness::new(ServerConfig {
+        idle_timeout: Duration::from_secs(2),
+        ..ServerConfig::default()
+    });
+    h.advance(Duration::ZERO);
+    h.advance(Duration::from_secs(60));
+    assert!(!h.server.finished());
+}
+
+/// Authentication configured: the user is in the outcome; a bad password
+/// is refused with IEAUTHTEST and reported as "auth".
+#[test]
+fn auth_outcomes() {
+    let users = format!("alice,{}\n", password_hash("alice", "s3cret"));
+    let a = Authenticator::from_text(
+        &super::auth::testing::key_pkcs1_pem(),
+        "k",
+        &users,
+        "u",
+        DEFAULT_TIME_SKEW,
+    )
+    .unwrap();
+    let mut h = Harness::new(ServerConfig {
+        auth: Some(std::sync::Arc::new(a)),
+        ..ServerConfig::default()
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let good = token("alice", "s3cret", now, Padding::Pkcs1);
+    let (ctrl, data) = h.start("198.18.0.2", json!({ "authtoken": good }));
+    h.finish(ctrl, &data, &[1]);
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!((out.result, out.user.as_deref()), (Ok(()), Some("alice")));
+    let ctrl = h.open("198.18.0.2");
+    h.send(ctrl, COOKIE);
+    let bad = token("alice", "s3cret!", now, Padding::Oaep);
+    h.send(ctrl, &params(json!({ "authtoken": bad })));
+    let mut want = vec![9];
+    want.extend(server_error(ierrno::IEAUTHTEST, 0));
+    assert_eq!(h.written(ctrl), want);
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(out.refused, Some(Refusal::Auth));
+    assert_eq!(
+        out.result,
+        Err(Error::Auth(AuthError::BadPassword("alice".into())))
+    );
+    assert!(
+        !out.ends_one_off(),
+        "iperf3 -s -1 goes on after a failed login"
+    );
+}
+
+/// The client on the engine adds up the retransmits of its sending
+/// streams too (counts carry those since the last).
+#[test]
+fn client_retransmits_add_up_over_counts() {
+    let cookie = Cookie::parse(COOKIE).unwrap();
+    let mut c = Iperf3Client::new(
+        ClientConfig {
+            params: TestParams {
+                time_secs: 1,
+                ..TestParams::default()
+            },
+            ..ClientConfig::default()
+        },
+        cookie,
+        None,
+        Box::new(|_| {}),
+    );
+    let t0 = Instant::now();
+    let tuple = FourTuple {
+        local: "198.18.0.2:40000".parse().unwrap(),
+        remote: SERVER.parse().unwrap(),
+    };
+    let (tx0, rx0) = unbounded();
+    c.handle(
+        t0,
+        AppIn::Opened {
+            id: 0,
+            tuple,
+            out: tx0,
+        },
+    );
+    c.handle(
+        t0,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![9],
+        },
+    );
+    c.handle(
+        t0,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![10],
+        },
+    );
+    let (tx1, _rx1) = unbounded();
+    c.handle(
+        t0,
+        AppIn::Opened {
+            id: 1,
+            tuple,
+            out: tx1,
+        },
+    );
+    c.handle(
+        t0,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![1, 2],
+        },
+    );
+    for r in [1, 0, 6] {
+        c.handle(
+            t0,
+            AppIn::Count {
+                id: 1,
+                bytes: 100,
+                retransmits: r,
+                rtt: None,
+            },
+        );
+    }
+    let t1 = t0 + Duration::from_secs(1);
+    c.poll(t1);
+    c.handle(t1, AppIn::Stopped { id: 1 });
+    c.handle(
+        t1,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![13],
+        },
+    );
+    // What the client sent: cookie, parameters, TEST_END, its results.
+    let mut out = Vec::new();
+    while let Ok(o) = rx0.try_recv() {
+        if let AppOut::Write(b) = o {
+            out.extend(b);
+        }
+    }
+    assert_eq!(&out[..COOKIE_LEN], COOKIE);
+    let len = |at: usize| u32::from_be_bytes(out[at..at + 4].try_into().unwrap()) as usize;
+    let at = COOKIE_LEN + 4 + len(COOKIE_LEN);
+    assert_eq!(out[at], 4, "TEST_END after the parameters");
+    let at = at + 1;
+    let v: Value = serde_json::from_slice(&out[at + 4..at + 4 + len(at)]).unwrap();
+    assert_eq!(v["streams"][0]["retransmits"], json!(7), "{v}");
+}
