@@ -272,3 +272,147 @@ fn pscheduler_single_ended_command_lines_are_served() {
         assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 2, "{v}");
     }
 }
+
+/// Waits (bounded) until side B has `n` established connections to `port`.
+fn wait_established(net: &TestNet, port: u16, n: usize) {
+    let filter = format!("dport = :{port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Htn", "state", "established", &filter])
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&out.stdout).lines().count();
+        if got >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{got} connections to port {port}, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGHUP while a test runs: the running test goes on to the end under the
+/// settings it started with, and the new ones (here a `deny` naming the
+/// client) apply from the next test on; the refusal is told to the client
+/// and logged as a JSON line.
+#[test]
+fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
+    let net = testnet(1);
+    let dir = TempDir::new("sighup");
+    let log = dir.0.join("tests.jsonl");
+    let mut text = format!(
+        "iface = \"{}\"\nport = 5330\njson_lines = true\nlogfile = \"{}\"\n",
+        net.a.iface,
+        log.display()
+    );
+    for pair in ENGINE.chunks(2) {
+        text.push_str(&format!(
+            "{} = \"{}\"\n",
+            pair[0].trim_start_matches("--").replace('-', "_"),
+            pair[1]
+        ));
+    }
+    let conf = dir.file("serve.toml", &text);
+    let args: Vec<String> = ["serve", "--config", conf.to_str().unwrap()]
+        .map(String::from)
+        .to_vec();
+    let mut server = Watched::spawn(&net, &args, Stdio::null());
+    server.wait_for("listening on");
+
+    let client = net
+        .b
+        .ns
+        .command("timeout")
+        .args([
+            "60",
+            "iperf3",
+            "-c",
+            &net.a.ip4.to_string(),
+            "-p",
+            "5330",
+            "-J",
+        ])
+        .args(["-t", "3"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut client = common::Reap(client);
+    // Control and data connection up: the test runs.
+    wait_established(&net, 5330, 2);
+    std::fs::write(&conf, format!("{text}deny = [\"{}\"]\n", net.b.ip4)).unwrap();
+    server.signal("-HUP");
+    server.wait_for("reloaded");
+    let mut json = String::new();
+    std::io::Read::read_to_string(&mut client.0.stdout.take().unwrap(), &mut json).unwrap();
+    let status = client.0.wait().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(status.success() && v.get("error").is_none(), "{v}");
+    let lines = wait_lines(&log, 1, &mut server);
+    let r: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(r["result"], "ok", "the running test is not dropped: {r}");
+    assert_eq!(
+        r["bytes_received"], v["end"]["sum_received"]["bytes"],
+        "{r}"
+    );
+
+    // The next test: denied, told, logged.
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .args([
+            "60",
+            "iperf3",
+            "-c",
+            &net.a.ip4.to_string(),
+            "-p",
+            "5330",
+            "-t",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("test authorization failed"), "{said}");
+    let lines = wait_lines(&log, 2, &mut server);
+    let r: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+    assert_eq!(r["result"], "refused", "{r}");
+    assert_eq!(r["reason"], "denied", "{r}");
+    let at: std::net::SocketAddr = r["client"].as_str().unwrap().parse().unwrap();
+    assert_eq!(at.ip(), std::net::IpAddr::V4(net.b.ip4), "{r}");
+
+    // A reload whose file is bad keeps the running configuration.
+    std::fs::write(&conf, format!("{text}deny = [\"not-an-address\"]\n")).unwrap();
+    server.signal("-HUP");
+    server.wait_for("reload failed");
+    assert!(
+        server.err.lock().unwrap().contains("not-an-address"),
+        "{}",
+        server.err.lock().unwrap()
+    );
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .args([
+            "60",
+            "iperf3",
+            "-c",
+            &net.a.ip4.to_string(),
+            "-p",
+            "5330",
+            "-t",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "still denied");
+}
