@@ -1,7 +1,19 @@
 //! `xtcp serve`: an iperf3 server (`iperf3 -c` tests against it) whose
-//! control and data connections are carried by xtcp's own TCP on AF_XDP.
-//! Interval lines and a line per test, or with `-J` a JSON document per
-//! test shaped like `iperf3 -s -J`'s.
+//! control and data connections are carried by xtcp's own TCP on AF_XDP,
+//! built to run as a long-lived appliance.
+//!
+//! - Output: interval lines and a line per test; with `-J` a JSON document
+//!   per test shaped like `iperf3 -s -J`'s; with `--json-lines` one JSON
+//!   object per test served or refused. To standard output, or to
+//!   `--logfile`.
+//! - Settings: the flags, and a TOML file under them (`--config`, see
+//!   `config`); limits and authentication (`limits`); metrics over the
+//!   kernel's TCP (`metrics`).
+//! - Life cycle: set up as root, then `--user` drops every privilege
+//!   (`privs`) before the banner and systemd's READY=1 (`notify`); SIGHUP
+//!   reads the settings again (limits, allow/deny and users for the next
+//!   test; the log file reopened); SIGINT/SIGTERM stop it, detaching
+//!   everything.
 
 use std::cell::RefCell;
 use std::io::Write;
