@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bulk;
 mod client;
+mod metrics;
 mod probe;
 mod serve;
 mod xdpstats;

@@ -49,6 +49,11 @@ pub struct ServeArgs {
     /// segments it received and sent.
     #[arg(short = 'J', long = "json")]
     pub json: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics over the
+    /// kernel's TCP (e.g. 127.0.0.1:9100, [::1]:9100); bound before
+    /// anything is attached.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::metrics::parse_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -147,6 +152,14 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
+    // Metrics: bound now, so that a bad address fails before anything is
+    // attached; fed by the test and progress callbacks below.
+    let metrics_server = a
+        .metrics
+        .map(|at| crate::metrics::serve(at, &cfg.iface, cfg.queues))
+        .transpose()?;
+    let metrics = metrics_server.as_ref().map(|s| s.metrics());
+    let test_metrics = metrics.clone();
     let flag = interrupt_flag()?;
     let one_off = a.one_off;
     let json_out = a.json;
@@ -173,6 +186,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             let _ = out.flush();
         }),
         Box::new(move |o: &TestOutcome| {
+            if let Some(m) = &test_metrics {
+                let result = if o.result.is_ok() { "ok" } else { "failed" };
+                m.test(result, None, o.received, o.sent);
+            }
             let mut out = std::io::stdout().lock();
             if json_out {
                 let ivs = std::mem::take(&mut *intervals.borrow_mut());
@@ -208,7 +225,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         &cfg,
         role,
         &flag,
-        |_| {
+        |p| {
+            if let Some(m) = &metrics {
+                m.observe(p);
+            }
             if !announced {
                 announced = true;
                 eprintln!(
