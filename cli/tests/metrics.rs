@@ -386,7 +386,36 @@ fn promtool_passes_the_scrape_and_other_paths_are_404() {
     );
     let net = testnet(2);
     let _x = serve(&net, 2, &[]);
-    iperf3(&net, &["-n", "64M", "-P", "2"]);
+    // While a test runs: the connections xtcp holds, over both queues, are
+    // the ones B's kernel has established with it (control and two
+    // streams).
+    let mut client = Reap(
+        net.b
+            .ns
+            .command("iperf3")
+            .args(["-c", &net.a.ip4.to_string(), "-t", "4", "-P", "2"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    scrape_until(&net, "the live connections counted", |t| {
+        let ss = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Htn", "state", "established", "dport", "= :5201"])
+            .output()
+            .unwrap();
+        let b = String::from_utf8_lossy(&ss.stdout).lines().count() as u64;
+        let held: u64 = (0..2)
+            .map(|q| must(t, &format!(r#"xtcp_connections{{queue="{q}"}}"#)))
+            .sum();
+        (b == 3 && held == b)
+            .then_some(())
+            .ok_or(format!("B has {b} established, xtcp holds {held}"))
+    });
+    let st = client.0.wait().unwrap();
+    assert!(st.success(), "iperf3 -c: {st}");
     let text = scrape_until(&net, "the test counted", |t| {
         (value(t, r#"xtcp_tests_total{result="ok"}"#) == Some(1))
             .then_some(())
