@@ -638,13 +638,58 @@ fn a_busy_or_bad_metrics_address_is_refused_before_anything_is_attached() {
     assert!(attached(), "xtcp serve attaches its XDP program");
 }
 
+/// CPU time (ns) all threads of process `pid` have run, from each
+/// thread's `schedstat`, and the threads' ids.
+fn cpu_ns(pid: u32) -> (u64, Vec<u64>) {
+    let mut total = 0;
+    let mut tids = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let e = e.unwrap();
+        let stat = std::fs::read_to_string(e.path().join("schedstat")).unwrap();
+        total += stat
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
+        tids.push(e.file_name().to_string_lossy().parse().unwrap());
+    }
+    tids.sort_unstable();
+    (total, tids)
+}
+
+/// GET /metrics every 100 ms from inside namespace `ns` until `stop`;
+/// returns how long each took (µs).
+fn scrape_every_100ms(ns: String, at: SocketAddr, stop: Arc<AtomicBool>) -> Vec<f64> {
+    let _g = xtcp_engine::testnet::enter(&ns).unwrap();
+    let mut took = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        let mut s = TcpStream::connect(at).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut b = Vec::new();
+        s.read_to_end(&mut b).unwrap();
+        assert!(
+            b.get(8..13) == Some(&b" 200 "[..]),
+            "{}",
+            String::from_utf8_lossy(&b)
+        );
+        took.push(t.elapsed().as_secs_f64() * 1e6);
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(t.elapsed()));
+    }
+    took
+}
+
 /// The cost of metrics on the data path (issue 15's performance check): one
 /// `xtcp serve --metrics`, `iperf3 -c` tests against it back to back,
-/// alternately scraped every 100 ms and not scraped (ABBA order), and the
-/// ratio of the medians. A benchmark, not a test: it prints, it does not
+/// alternately scraped every 100 ms and not scraped (ABBA order, so that a
+/// drift of the machine's speed weighs on both alike). Prints per round
+/// the stock client's Gbit/s and xtcp's CPU (iperf3's `remote_total`),
+/// then the medians, the median of the pairs' ratios (scraped / not) and
+/// what one scrape took. A benchmark, not a test: it prints, it does not
 /// judge. Run: `cargo test -p xtcp --test metrics -- --ignored --nocapture
-/// metrics_cost` (XTCP_BENCH_ROUNDS pairs, default 6, of
-/// XTCP_BENCH_SECS seconds, default 5, at MTU XTCP_BENCH_MTU, default 1500).
+/// metrics_cost` (XTCP_BENCH_ROUNDS pairs, default 8, of XTCP_BENCH_SECS
+/// seconds, default 5, at MTU XTCP_BENCH_MTU, default 1500).
 #[test]
 #[ignore = "a benchmark: run it by name with --ignored"]
 fn metrics_cost_scraped_every_100ms_vs_not() {
@@ -654,49 +699,69 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(d)
     };
-    let rounds = env("XTCP_BENCH_ROUNDS", 6);
+    let rounds = env("XTCP_BENCH_ROUNDS", 8);
     let secs = env("XTCP_BENCH_SECS", 5);
     let mtu = env("XTCP_BENCH_MTU", 1500);
     let mut net = testnet(1);
     net.set_mtu(mtu).unwrap();
-    let _x = serve(&net, 1, &[]);
-    let mut gbps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut scrapes = 0;
+    let x = serve(&net, 1, &[]);
+    let pid = x.child.0.id();
+    // Idle: the CPU all of xtcp's threads use, not scraped and scraped.
+    let idle = |scraped: bool| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let scraper = scraped.then(|| {
+            let (ns, at, stop) = (net.a.ns.name().to_owned(), metrics_at(&net), stop.clone());
+            std::thread::spawn(move || scrape_every_100ms(ns, at, stop))
+        });
+        let (c0, t0) = cpu_ns(pid);
+        let start = Instant::now();
+        std::thread::sleep(Duration::from_secs(u64::from(secs) * 2));
+        let (c1, t1) = cpu_ns(pid);
+        let secs = start.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        let n = scraper.map_or(0, |s| s.join().unwrap().len());
+        assert_eq!(t0, t1, "no thread of xtcp's came or went");
+        ((c1 - c0) as f64 / 1e9 / secs, n)
+    };
+    let (quiet, _) = idle(false);
+    let (busy, n) = idle(true);
+    eprintln!(
+        "idle xtcp: {:.2} % of a core not scraped, {:.2} % scraped every 100 ms: {:.0} us of \
+         CPU per scrape ({n} scrapes)",
+        quiet * 100.0,
+        busy * 100.0,
+        (busy - quiet) * f64::from(secs * 2) / n as f64 * 1e6
+    );
+    // (Gbit/s, xtcp's CPU %) of each round, not scraped and scraped.
+    let mut runs: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut pairs = Vec::new();
+    let mut scrape_us: Vec<f64> = Vec::new();
+    let mut pair = [0.0; 2];
     for r in 0..rounds * 2 {
         // ABBA: scraped on rounds 1, 2, 5, 6, ...
         let scraped = matches!(r % 4, 1 | 2);
         let stop = Arc::new(AtomicBool::new(false));
-        let count = Arc::new(AtomicU64::new(0));
         let scraper = scraped.then(|| {
-            let (ns, at) = (net.a.ns.name().to_owned(), metrics_at(&net));
-            let (stop, count) = (stop.clone(), count.clone());
-            std::thread::spawn(move || {
-                let _g = xtcp_engine::testnet::enter(&ns).unwrap();
-                while !stop.load(Ordering::Relaxed) {
-                    let t = Instant::now();
-                    let mut s = TcpStream::connect(at).unwrap();
-                    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-                    let mut b = Vec::new();
-                    s.read_to_end(&mut b).unwrap();
-                    assert!(b.starts_with(b"HTTP/1.0 200") || b.starts_with(b"HTTP/1.1 200"));
-                    count.fetch_add(1, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(100).saturating_sub(t.elapsed()));
-                }
-            })
+            let (ns, at, stop) = (net.a.ns.name().to_owned(), metrics_at(&net), stop.clone());
+            std::thread::spawn(move || scrape_every_100ms(ns, at, stop))
         });
         let v = iperf3(&net, &["-t", &secs.to_string()]);
         stop.store(true, Ordering::Relaxed);
-        if let Some(s) = scraper {
-            s.join().unwrap();
-        }
+        let n = scraper.map_or(0, |s| {
+            let took = s.join().unwrap();
+            let n = took.len();
+            scrape_us.extend(took);
+            n
+        });
         let g = v["end"]["sum_received"]["bits_per_second"]
             .as_f64()
             .unwrap()
             / 1e9;
-        let n = count.load(Ordering::Relaxed);
-        scrapes += n;
+        let cpu = v["end"]["cpu_utilization_percent"]["remote_total"]
+            .as_f64()
+            .unwrap();
         eprintln!(
-            "round {r}: {} {g:.2} Gbit/s{}",
+            "round {r}: {} {g:.2} Gbit/s, xtcp CPU {cpu:.0} %{}",
             if scraped { "scraped" } else { "not scraped" },
             if scraped {
                 format!(" ({n} scrapes)")
@@ -704,9 +769,15 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
                 String::new()
             }
         );
-        gbps[usize::from(scraped)].push(g);
+        assert!(!scraped || n as f64 >= f64::from(secs) * 5.0, "{n} scrapes");
+        runs[usize::from(scraped)].push((g, cpu));
+        pair[usize::from(scraped)] += g;
+        if r % 2 == 1 {
+            pairs.push(pair[1] / pair[0]);
+            pair = [0.0; 2];
+        }
     }
-    let median = |v: &mut Vec<f64>| {
+    let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         if n % 2 == 1 {
@@ -715,20 +786,24 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         }
     };
-    let (mut off, mut on) = (gbps[0].clone(), gbps[1].clone());
-    let (m_off, m_on) = (median(&mut off), median(&mut on));
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let col = |k: usize, f: fn(&(f64, f64)) -> f64| median(runs[k].iter().map(f).collect());
     eprintln!(
-        "MTU {mtu}, {rounds} pairs of {secs} s: not scraped median {m_off:.2} Gbit/s (mean \
-         {:.2}), scraped every 100 ms median {m_on:.2} Gbit/s (mean {:.2}, {scrapes} \
-         scrapes); ratio scraped/not {:.3} (medians), {:.3} (means)",
-        mean(&off),
-        mean(&on),
-        m_on / m_off,
-        mean(&on) / mean(&off)
-    );
-    assert!(
-        scrapes as f64 >= f64::from(rounds * secs) * 5.0,
-        "{scrapes} scrapes"
+        "MTU {mtu}, {rounds} pairs of {secs} s: not scraped {:.2} Gbit/s (xtcp CPU {:.0} %), \
+         scraped every 100 ms {:.2} Gbit/s (xtcp CPU {:.0} %), medians; ratio scraped / not: \
+         {:.3} of the medians, {:.3} median of the pairs ({}); one scrape {:.0} us (median of \
+         {})",
+        col(0, |r| r.0),
+        col(0, |r| r.1),
+        col(1, |r| r.0),
+        col(1, |r| r.1),
+        col(1, |r| r.0) / col(0, |r| r.0),
+        median(pairs.clone()),
+        pairs
+            .iter()
+            .map(|p| format!("{p:.3}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        median(scrape_us.clone()),
+        scrape_us.len()
     );
 }
