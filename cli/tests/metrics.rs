@@ -246,14 +246,15 @@ fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
     let k0 = Kernel::read(&net);
     let mut x = serve(&net, 1, &[]);
 
-    // Before any test: the series exist, at zero; the build is named.
+    // Before any test: the series exist, at zero; the build is the one
+    // `xtcp --version` names.
     let t = scrape(&net);
     assert_eq!(must(&t, r#"xtcp_tests_total{result="ok"}"#), 0);
     assert_eq!(must(&t, r#"xtcp_tests_total{result="failed"}"#), 0);
-    let build = format!(
-        "xtcp_build_info{{version=\"{}\"}}",
-        env!("CARGO_PKG_VERSION")
-    );
+    let out = Command::new(XTCP).arg("--version").output().unwrap();
+    let version = String::from_utf8(out.stdout).unwrap();
+    let version = version.trim().strip_prefix("xtcp ").unwrap().to_owned();
+    let build = format!("xtcp_build_info{{version=\"{version}\"}}");
     assert_eq!(must(&t, &build), 1);
 
     // Forward with a byte count: xtcp receives exactly what the stock
