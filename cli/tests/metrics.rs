@@ -808,3 +808,36 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
         scrape_us.len()
     );
 }
+
+#[test]
+fn connections_beyond_max_conns_are_counted_as_refused() {
+    let net = testnet(1);
+    let _x = serve(&net, 1, &["--max-conns", "1"]);
+    let dst = SocketAddr::new(net.a.ip4.into(), 5201);
+    let in_b = net.b.ns.enter().unwrap();
+    // The first is held (xtcp waits for its cookie); the next two are
+    // reset once their handshake completes: B's kernel says so to the
+    // application.
+    let held = TcpStream::connect_timeout(&dst, Duration::from_secs(10)).unwrap();
+    let mut resets = 0;
+    for _ in 0..2 {
+        let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(10)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut b = [0u8; 16];
+        match s.read(&mut b) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => resets += 1,
+            r => panic!("a connection beyond --max-conns 1: {r:?}"),
+        }
+    }
+    drop(in_b);
+    scrape_until(&net, "the refused connections counted", |t| {
+        let refused = must(t, r#"xtcp_connections_refused_total{queue="0"}"#);
+        let live = must(t, r#"xtcp_connections{queue="0"}"#);
+        (refused == resets && live == 1)
+            .then_some(())
+            .ok_or(format!(
+                "refused {refused}, held {live}; B saw {resets} resets"
+            ))
+    });
+    drop(held);
+}
