@@ -228,7 +228,9 @@ fn sample(e: &mut MetricEncoder<'_>, labels: &[(&str, &str)], v: u64, ty: Metric
     }
 }
 
-/// A family with one sample per queue.
+/// A family with one sample per queue. The queue is the worker's place in
+/// `workers` (worker i serves queue i), not its `queue` field, which is 0
+/// until the worker's first report.
 fn per_queue(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
@@ -239,8 +241,8 @@ fn per_queue(
     f: impl Fn(&WorkerCounters) -> u64,
 ) -> Res {
     let mut e = enc.encode_descriptor(name, help, unit, ty)?;
-    for w in workers {
-        let q = w.queue.to_string();
+    for (q, w) in workers.iter().enumerate() {
+        let q = q.to_string();
         sample(&mut e, &[("queue", &q)], f(w), ty)?;
     }
     Ok(())
@@ -259,8 +261,8 @@ fn per_queue_by(
     values: &[(&str, Field)],
 ) -> Res {
     let mut e = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for w in workers {
-        let q = w.queue.to_string();
+    for (q, w) in workers.iter().enumerate() {
+        let q = q.to_string();
         for (v, f) in values {
             sample(
                 &mut e,
@@ -754,6 +756,20 @@ mod tests {
         assert_eq!(value(&t, "xtcp_xdp_steered_packets_total"), 5);
         assert_eq!(value(&t, "xtcp_xdp_passed_packets_total"), 6);
         assert_eq!(value(&t, "xtcp_xdp_no_socket_packets_total"), 8);
+    }
+
+    #[test]
+    fn queues_not_yet_reported_are_labelled_by_their_place() {
+        // Before a worker's first report the engine holds default counters
+        // for it, whose `queue` is 0 whatever the queue.
+        let m = Arc::new(Metrics::new("xtcp-no-such0", 2));
+        m.store(&[WorkerCounters::default(); 2], None);
+        let t = m.render();
+        for q in ["0", "1"] {
+            let series = format!("xtcp_connections{{queue=\"{q}\"}} ");
+            let n = t.lines().filter(|l| l.starts_with(&series)).count();
+            assert_eq!(n, 1, "{series}in:\n{t}");
+        }
     }
 
     #[test]

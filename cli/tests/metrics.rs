@@ -817,17 +817,22 @@ fn connections_beyond_max_conns_are_counted_as_refused() {
     let in_b = net.b.ns.enter().unwrap();
     // The first is held (xtcp waits for its cookie); the next two are
     // reset once their handshake completes: B's kernel says so to the
-    // application.
+    // application (at its first read, or already when the connect returns
+    // if the reset came first).
     let held = TcpStream::connect_timeout(&dst, Duration::from_secs(10)).unwrap();
     let mut resets = 0;
+    let reset = |r: std::io::Result<usize>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 1,
+        r => panic!("a connection beyond --max-conns 1: {r:?}"),
+    };
     for _ in 0..2 {
-        let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(10)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let mut b = [0u8; 16];
-        match s.read(&mut b) {
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => resets += 1,
-            r => panic!("a connection beyond --max-conns 1: {r:?}"),
-        }
+        resets += match TcpStream::connect_timeout(&dst, Duration::from_secs(10)) {
+            Ok(mut s) => {
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                reset(s.read(&mut [0u8; 16]))
+            }
+            Err(e) => reset(Err(e)),
+        };
     }
     drop(in_b);
     scrape_until(&net, "the refused connections counted", |t| {
