@@ -639,21 +639,28 @@ fn a_busy_or_bad_metrics_address_is_refused_before_anything_is_attached() {
     assert!(attached(), "xtcp serve attaches its XDP program");
 }
 
-/// CPU time (ns) all threads of process `pid` have run, from each
-/// thread's `schedstat`, and the threads' ids.
-fn cpu_ns(pid: u32) -> (u64, Vec<u64>) {
-    let mut total = 0;
+/// CPU time (ns) that the threads of process `pid` have run, from each
+/// thread's `schedstat`: (the workers' (`xtcp-q*`), the main (control)
+/// thread's, the others' — the metrics threads and the signal handler's),
+/// and the threads' ids.
+fn cpu_ns(pid: u32) -> ([u64; 3], Vec<u64>) {
+    let mut total = [0; 3];
     let mut tids = Vec::new();
     for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let e = e.unwrap();
         let stat = std::fs::read_to_string(e.path().join("schedstat")).unwrap();
-        total += stat
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap();
-        tids.push(e.file_name().to_string_lossy().parse().unwrap());
+        let ns: u64 = stat.split_whitespace().next().unwrap().parse().unwrap();
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap();
+        let tid: u64 = e.file_name().to_string_lossy().parse().unwrap();
+        let kind = if comm.starts_with("xtcp-q") {
+            0
+        } else if tid == u64::from(pid) {
+            1
+        } else {
+            2
+        };
+        total[kind] += ns;
+        tids.push(tid);
     }
     tids.sort_unstable();
     (total, tids)
@@ -703,11 +710,15 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
     let rounds = env("XTCP_BENCH_ROUNDS", 8);
     let secs = env("XTCP_BENCH_SECS", 5);
     let mtu = env("XTCP_BENCH_MTU", 1500);
+    assert!(
+        rounds > 0,
+        "XTCP_BENCH_ROUNDS {rounds}: give 1 or more pairs"
+    );
     let mut net = testnet(1);
     net.set_mtu(mtu).unwrap();
     let x = serve(&net, 1, &[]);
     let pid = x.child.0.id();
-    // Idle: the CPU all of xtcp's threads use, not scraped and scraped.
+    // Idle: the CPU xtcp's threads use, not scraped and scraped.
     let idle = |scraped: bool| {
         let stop = Arc::new(AtomicBool::new(false));
         let scraper = scraped.then(|| {
@@ -722,17 +733,32 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
         stop.store(true, Ordering::Relaxed);
         let n = scraper.map_or(0, |s| s.join().unwrap().len());
         assert_eq!(t0, t1, "no thread of xtcp's came or went");
-        ((c1 - c0) as f64 / 1e9 / secs, n)
+        let used: Vec<f64> = (0..3).map(|k| (c1[k] - c0[k]) as f64 / 1e9).collect();
+        (used, secs, n)
     };
-    let (quiet, _) = idle(false);
-    let (busy, n) = idle(true);
-    eprintln!(
-        "idle xtcp: {:.2} % of a core not scraped, {:.2} % scraped every 100 ms: {:.0} us of \
-         CPU per scrape ({n} scrapes)",
-        quiet * 100.0,
-        busy * 100.0,
-        (busy - quiet) * f64::from(secs * 2) / n as f64 * 1e6
-    );
+    for scraped in [false, true] {
+        let (used, secs, n) = idle(scraped);
+        eprintln!(
+            "idle xtcp, {}: CPU over {secs:.1} s: workers {:.1} ms, control thread {:.1} \
+             ms, other threads (metrics) {:.1} ms{}",
+            if scraped {
+                "scraped every 100 ms"
+            } else {
+                "not scraped"
+            },
+            used[0] * 1e3,
+            used[1] * 1e3,
+            used[2] * 1e3,
+            if scraped {
+                format!(
+                    ": {:.0} us per scrape ({n} scrapes)",
+                    used[2] / n as f64 * 1e6
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     // (Gbit/s, xtcp's CPU %) of each round, not scraped and scraped.
     let mut runs: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     let mut pairs = Vec::new();
