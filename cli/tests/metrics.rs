@@ -688,10 +688,73 @@ fn scrape_every_100ms(ns: String, at: SocketAddr, stop: Arc<AtomicBool>) -> Vec<
     took
 }
 
+/// A kernel TCP server in namespace `ns` at `at` that answers every GET
+/// with `body`, as `xtcp serve --metrics` would, from a thread of the test
+/// (the benchmark's control: the same scrapes, none of them xtcp's work);
+/// stopped on drop.
+struct Decoy {
+    ns: String,
+    at: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Decoy {
+    fn start(ns: &Netns, at: SocketAddr, body: String) -> Decoy {
+        let listener = {
+            let _g = ns.enter().unwrap();
+            TcpListener::bind(at).unwrap()
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for c in listener.incoming() {
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut c = c.unwrap();
+                let mut req = [0u8; 1024];
+                let _ = c.read(&mut req);
+                let _ = write!(
+                    c,
+                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                     Content-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Decoy {
+            ns: ns.name().to_owned(),
+            at,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Decoy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wakes the accept (from inside the namespace: the address is
+        // there).
+        if let Ok(_g) = xtcp_engine::testnet::enter(&self.ns) {
+            let _ = TcpStream::connect_timeout(&self.at, Duration::from_secs(1));
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// The cost of metrics on the data path (issue 15's performance check): one
 /// `xtcp serve --metrics`, `iperf3 -c` tests against it back to back,
 /// alternately scraped every 100 ms and not scraped (ABBA order, so that a
-/// drift of the machine's speed weighs on both alike). Prints per round
+/// drift of the machine's speed weighs on both alike). While xtcp is not
+/// scraped, the same scraper GETs the same text from a decoy, a kernel
+/// server of the test's in the same namespace, so that both arms put the
+/// same scraping load on the machine and differ only in xtcp's work
+/// (XTCP_BENCH_DECOY=0: nothing instead). First, with xtcp idle, the CPU
+/// its threads use, not scraped and scraped. Prints per round
 /// the stock client's Gbit/s and xtcp's CPU (iperf3's `remote_total`),
 /// then the medians, the median of the pairs' ratios (scraped / not) and
 /// what one scrape took. A benchmark, not a test: it prints, it does not
@@ -764,12 +827,31 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
     let mut pairs = Vec::new();
     let mut scrape_us: Vec<f64> = Vec::new();
     let mut pair = [0.0; 2];
+    // The control rounds: scrapes of the decoy (the same requests and
+    // bytes, served by the test), or (XTCP_BENCH_DECOY=0) no scrapes.
+    let decoy = (env("XTCP_BENCH_DECOY", 1) != 0).then(|| {
+        let at = SocketAddr::new(net.a.ip4.into(), METRICS_PORT + 1);
+        Decoy::start(&net.a.ns, at, scrape(&net))
+    });
+    eprintln!(
+        "control rounds: {}",
+        if decoy.is_some() {
+            "the same scrapes every 100 ms, of a decoy (a kernel server of the test's)"
+        } else {
+            "no scrapes"
+        }
+    );
     for r in 0..rounds * 2 {
         // ABBA: scraped on rounds 1, 2, 5, 6, ...
         let scraped = matches!(r % 4, 1 | 2);
         let stop = Arc::new(AtomicBool::new(false));
-        let scraper = scraped.then(|| {
-            let (ns, at, stop) = (net.a.ns.name().to_owned(), metrics_at(&net), stop.clone());
+        let target = if scraped {
+            Some(metrics_at(&net))
+        } else {
+            decoy.as_ref().map(|d| d.at)
+        };
+        let scraper = target.map(|at| {
+            let (ns, stop) = (net.a.ns.name().to_owned(), stop.clone());
             std::thread::spawn(move || scrape_every_100ms(ns, at, stop))
         });
         let v = iperf3(&net, &["-t", &secs.to_string()]);
@@ -777,7 +859,9 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
         let n = scraper.map_or(0, |s| {
             let took = s.join().unwrap();
             let n = took.len();
-            scrape_us.extend(took);
+            if scraped {
+                scrape_us.extend(took);
+            }
             n
         });
         let g = v["end"]["sum_received"]["bits_per_second"]
@@ -788,12 +872,12 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
             .as_f64()
             .unwrap();
         eprintln!(
-            "round {r}: {} {g:.2} Gbit/s, xtcp CPU {cpu:.0} %{}",
+            "round {r}: {} {g:.2} Gbit/s, xtcp CPU {cpu:.0} % ({n} scrapes{})",
             if scraped { "scraped" } else { "not scraped" },
-            if scraped {
-                format!(" ({n} scrapes)")
+            if scraped || n == 0 {
+                ""
             } else {
-                String::new()
+                " of the decoy"
             }
         );
         assert!(!scraped || n as f64 >= f64::from(secs) * 5.0, "{n} scrapes");
