@@ -28,6 +28,18 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
     apt-get update -q >/dev/null
     apt-get install -y -q "${need_pkgs[@]}" >/dev/null
 fi
+# promtool and a Prometheus server for the metrics tests (cli/tests/metrics.rs),
+# without the exporters Debian recommends with it.
+if ! have promtool || ! have prometheus; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "xtcp: missing package: prometheus; run as root or install it" >&2
+        exit 1
+    fi
+    echo "xtcp: installing prometheus" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends prometheus >/dev/null
+fi
 
 if ! have cargo; then
     [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"

@@ -645,7 +645,7 @@ impl Meter {
         }
     }
 
-    fn show(&mut self, p: &Progress) {
+    fn show(&mut self, p: &Progress<'_>) {
         if let Some(b) = self.banner.take() {
             eprintln!("{b}");
         }

@@ -8,6 +8,7 @@ mod bulk;
 mod client;
 mod config;
 mod limits;
+mod metrics;
 mod notify;
 mod privs;
 mod probe;

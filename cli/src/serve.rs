@@ -92,6 +92,11 @@ pub struct ServeArgs {
     /// (`NOTIFY_SOCKET`), READY=1 follows the drop.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics over the
+    /// kernel's TCP (e.g. 127.0.0.1:9100, [::1]:9100); bound before
+    /// anything is attached.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::metrics::parse_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Limits and authentication (cli/src/limits.rs).
@@ -285,6 +290,15 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         println!("xtcp serve: {}: configuration OK", f.display());
         return Ok(());
     }
+    // Metrics: bound now (not for --check-config: a running service
+    // holds the address), so that a bad address fails before anything is
+    // attached; fed by the test and progress callbacks below.
+    let metrics_server = a
+        .metrics
+        .map(|at| crate::metrics::serve(at, &cfg.iface, cfg.queues))
+        .transpose()?;
+    let metrics = metrics_server.as_ref().map(|s| s.metrics());
+    let test_metrics = metrics.clone();
     let output = Rc::new(RefCell::new(Output::open(a.logfile.as_deref())?));
     let flag = interrupt_flag()?;
     // SIGHUP: read the configuration again (see `reload`).
@@ -319,6 +333,14 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             }
         }),
         Box::new(move |o: &TestOutcome| {
+            if let Some(m) = &test_metrics {
+                let (result, reason) = match (&o.result, o.refused) {
+                    (Ok(()), _) => ("ok", None),
+                    (Err(_), Some(r)) => ("refused", Some(r.as_str())),
+                    (Err(_), None) => ("failed", None),
+                };
+                m.test(result, reason, o.received, o.sent);
+            }
             let mut out = test_out.borrow_mut();
             if json_out {
                 let ivs = std::mem::take(&mut *intervals.borrow_mut());
@@ -359,7 +381,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         &cfg,
         role,
         &flag,
-        |_| {
+        |p| {
+            if let Some(m) = &metrics {
+                m.observe(p);
+            }
             if hup.swap(false, Ordering::Relaxed) {
                 match reload(a, &output, &reload_tx) {
                     Ok(msg) => eprintln!("xtcp serve: {msg}"),
@@ -472,6 +497,7 @@ fn reload(
         ("json_lines", running.json_lines != new.json_lines),
         ("one_off", running.one_off != new.one_off),
         ("user", running.user != new.user),
+        ("metrics", running.metrics != new.metrics),
     ]
     .into_iter()
     .filter_map(|(name, changed)| changed.then_some(name))

@@ -47,7 +47,7 @@ fn engine(
 }
 
 /// The engine's live totals, as its progress callback last gave them.
-type Live = Arc<Mutex<Progress>>;
+type Live = Arc<Mutex<Progress<'static>>>;
 
 /// [`engine`], also returning its live totals.
 fn engine_live(
@@ -61,14 +61,16 @@ fn engine_live(
     let l = live.clone();
     let h = std::thread::spawn(move || {
         let _g = xtcp_engine::testnet::enter(&ns).unwrap();
-        run(&cfg, role, &stop, |p| *l.lock().unwrap() = *p)
+        run(&cfg, role, &stop, |p| {
+            *l.lock().unwrap() = Progress { workers: &[], ..*p }
+        })
     });
     (h, live)
 }
 
 /// Waits until the engine's live totals satisfy `cond`; fails the test
 /// after a minute (far beyond what any machine needs).
-fn wait_live(live: &Live, what: &str, cond: impl Fn(&Progress) -> bool) {
+fn wait_live(live: &Live, what: &str, cond: impl Fn(&Progress<'_>) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let p = *live.lock().unwrap();

@@ -420,9 +420,18 @@ pub struct EngineReport {
     pub interrupted: bool,
 }
 
-/// Live totals for progress displays.
+/// Live totals for progress displays, and for metrics the latest counters
+/// of each worker and of the steering program. Built on every control-loop
+/// turn without allocating: `workers` borrows the control thread's copy.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Progress {
+pub struct Progress<'a> {
+    /// The latest counters each worker reported (index = worker = queue),
+    /// every [`EngineConfig::report_interval`].
+    pub workers: &'a [WorkerCounters],
+    /// The steering program's counters, read about every
+    /// [`EngineConfig::report_interval`] (None until the first read, or
+    /// where the map could not be read).
+    pub steer: Option<SteerCounters>,
     /// Payload bytes sent, all workers.
     pub bytes_sent: u64,
     /// Payload bytes received.
@@ -606,7 +615,7 @@ pub fn run(
     cfg: &EngineConfig,
     role: Role,
     interrupt: &AtomicBool,
-    progress: impl FnMut(&Progress),
+    progress: impl FnMut(&Progress<'_>),
 ) -> Result<EngineReport, EngineError> {
     run_app(cfg, role, interrupt, progress, None)
 }
@@ -617,7 +626,7 @@ pub fn run_app(
     cfg: &EngineConfig,
     role: Role,
     interrupt: &AtomicBool,
-    mut progress: impl FnMut(&Progress),
+    mut progress: impl FnMut(&Progress<'_>),
     mut app: Option<&mut dyn App>,
 ) -> Result<EngineReport, EngineError> {
     cfg.validate()?;
@@ -989,6 +998,10 @@ pub fn run_app(
     let mut interrupted = false;
     let mut stop_at: Option<Instant> = None;
     let mut died = None;
+    // The steering program's counters, for progress: a map read (four
+    // syscalls) per report interval, not per turn.
+    let mut steer = None;
+    let mut steer_read: Option<Instant> = None;
     while exited < n {
         let wait = if app.is_some() {
             Duration::from_millis(1)
@@ -1042,7 +1055,13 @@ pub fn run_app(
             }
             break;
         }
+        if steer_read.is_none_or(|t| t.elapsed() >= cfg.report_interval) {
+            steer_read = Some(Instant::now());
+            steer = steering.counters().ok();
+        }
         let mut p = Progress {
+            workers: &workers,
+            steer,
             closed: connections.len(),
             ..Progress::default()
         };

@@ -32,6 +32,9 @@ pub struct WorkerCounters {
     pub tx_full_turns: u64,
     /// Connections that became established here.
     pub connections: u64,
+    /// Connections this worker holds now, in any state (TIME-WAIT
+    /// included), when the counters were taken.
+    pub live: u64,
     /// Segments for no connection here (answered with a reset).
     pub no_connection: u64,
     /// Segments of a connection that another worker owns (RSS delivers the

@@ -512,6 +512,7 @@ impl Worker {
         c.tcp_retransmits = t.retransmits;
         c.tcp_bytes_received = t.bytes_received;
         c.tcp_bytes_sent = t.bytes_sent;
+        c.live = self.table.len() as u64;
         let _ = self.out.try_send(Msg::Counters(self.index, c));
     }
 
