@@ -956,3 +956,65 @@ fn connections_beyond_max_conns_are_counted_as_refused() {
     });
     drop(held);
 }
+
+/// Refused tests are counted by reason: a client from an address the deny
+/// list names (it is told so, and fails), and one from another address
+/// that asks for more than the duration limit;
+/// `xtcp_tests_total{result="refused",reason=…}` has exactly the refusals
+/// the clients saw.
+#[test]
+fn refused_tests_are_counted_by_reason() {
+    if !have_iperf3() {
+        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
+    }
+    let net = testnet(1);
+    // A second address on side B, the one denied.
+    let denied = "198.18.0.3";
+    net.b
+        .ns
+        .ip(&["addr", "add", &format!("{denied}/24"), "dev", &net.b.iface])
+        .unwrap();
+    let _x = serve(&net, 1, &["--deny", denied, "--server-max-duration", "5"]);
+    let client = |extra: &[&str]| {
+        net.b
+            .ns
+            .command("timeout")
+            .args(["60", "iperf3", "-c", &net.a.ip4.to_string()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Denied, twice.
+    for _ in 0..2 {
+        let out = client(&["-B", denied, "-t", "1"]);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains("test authorization failed"),
+            "{said}"
+        );
+    }
+    scrape_until(&net, "two denied tests counted", |t| {
+        match value(t, r#"xtcp_tests_total{result="refused",reason="denied"}"#) {
+            Some(2) => Ok(()),
+            v => Err(format!("denied: {v:?}")),
+        }
+    });
+    // From B's own address the client is not denied, but asks for more
+    // than the duration limit.
+    let out = client(&["-t", "30"]);
+    assert!(!out.status.success());
+    let t = scrape_until(
+        &net,
+        "a test over the duration limit counted",
+        |t| match value(
+            t,
+            r#"xtcp_tests_total{result="refused",reason="max_duration"}"#,
+        ) {
+            Some(1) => Ok(()),
+            v => Err(format!("max_duration: {v:?}")),
+        },
+    );
+    assert_eq!(must(&t, r#"xtcp_tests_total{result="ok"}"#), 0, "{t}");
+    assert_eq!(must(&t, r#"xtcp_tests_total{result="failed"}"#), 0, "{t}");
+}
