@@ -91,6 +91,17 @@ fn check_config_names_the_key_and_the_line_of_what_is_wrong() {
     let (code, _, err) = check(&f, &["--port", "0"]);
     assert_eq!(code, 2, "{err}");
 
+    // The example in contrib/ has every key right: it passes, with what
+    // this host lacks (its interface, user, cores) given on the command
+    // line.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../contrib/serve.toml");
+    let (code, out, err) = check(
+        Path::new(example),
+        &["--iface", "lo", "--user", "nobody", "--queues", "1", "--cores", "0"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("configuration OK"), "{out}");
+
     // What serve would find wrong at start: no such interface.
     let f = dir.file("iface.toml", "iface = \"xtcp-no-such0\"\n");
     let (code, _, err) = check(&f, &[]);
