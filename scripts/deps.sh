@@ -17,6 +17,10 @@ have python3 || need_pkgs+=(python3)
 have setpriv || need_pkgs+=(util-linux)
 have cc || need_pkgs+=(gcc)
 have pkg-config || need_pkgs+=(pkg-config)
+# serve's tests: RSA keys and tokens (cli/tests/limits.rs), the unit file
+# checked with systemd-analyze (cli/tests/service.rs).
+have openssl || need_pkgs+=(openssl)
+have systemd-analyze || need_pkgs+=(systemd)
 
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
