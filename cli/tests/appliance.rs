@@ -7,38 +7,14 @@
 //! The serving tests need root (CI runs as root) and build their own
 //! namespaces.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Watched, XTCP, testnet};
+use common::{ENGINE, TempDir, Watched, XTCP, iperf3_json, testnet, wait_established};
 use xtcp_engine::testnet::TestNet;
-
-/// A directory of the test's own, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("xtcp-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn check(file: &Path, extra: &[&str]) -> (i32, String, String) {
     let out = Command::new(XTCP)
@@ -97,7 +73,9 @@ fn check_config_names_the_key_and_the_line_of_what_is_wrong() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../contrib/serve.toml");
     let (code, out, err) = check(
         Path::new(example),
-        &["--iface", "lo", "--user", "nobody", "--queues", "1", "--cores", "0"],
+        &[
+            "--iface", "lo", "--user", "nobody", "--queues", "1", "--cores", "0",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("configuration OK"), "{out}");
@@ -107,6 +85,24 @@ fn check_config_names_the_key_and_the_line_of_what_is_wrong() {
     let (code, _, err) = check(&f, &[]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("xtcp-no-such0"), "{err}");
+}
+
+/// A config file serving on A's interface at `port`, one JSON line per
+/// test to `log`, with the tests' engine options (`ENGINE`) as keys.
+fn config_text(net: &TestNet, port: u16, log: &Path) -> String {
+    let mut text = format!(
+        "iface = \"{}\"\nport = {port}\njson_lines = true\nlogfile = \"{}\"\n",
+        net.a.iface,
+        log.display()
+    );
+    for pair in ENGINE.chunks(2) {
+        text.push_str(&format!(
+            "{} = \"{}\"\n",
+            pair[0].trim_start_matches("--").replace('-', "_"),
+            pair[1]
+        ));
+    }
+    text
 }
 
 /// Waits (bounded) until `path` holds at least `n` lines; returns them.
@@ -129,28 +125,6 @@ fn wait_lines(path: &Path, n: usize, server: &mut Watched) -> Vec<String> {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A stock `iperf3 -c` from side B; its `-J` report.
-fn iperf3(net: &TestNet, port: u16, extra: &[&str]) -> serde_json::Value {
-    let out = net
-        .b
-        .ns
-        .command("timeout")
-        .args(["60", "iperf3", "-c", &net.a.ip4.to_string(), "-J", "-p"])
-        .arg(port.to_string())
-        .args(extra)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "iperf3: no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    assert!(out.status.success() && v.get("error").is_none(), "{v}");
-    v
 }
 
 /// One `--json-lines` record against the client's own report of the test.
@@ -182,19 +156,7 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
     let net = testnet(1);
     let dir = TempDir::new("serve-config");
     let log = dir.0.join("tests.jsonl");
-    let mut text = format!(
-        "iface = \"{}\"\nport = 5310\njson_lines = true\nlogfile = \"{}\"\n",
-        net.a.iface,
-        log.display()
-    );
-    // The tests' engine options, as keys.
-    for pair in ENGINE.chunks(2) {
-        text.push_str(&format!(
-            "{} = \"{}\"\n",
-            pair[0].trim_start_matches("--").replace('-', "_"),
-            pair[1]
-        ));
-    }
+    let text = config_text(&net, 5310, &log);
     let conf = dir.file("serve.toml", &text);
     let args: Vec<String> = [
         "serve",
@@ -213,7 +175,7 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
         server.err.lock().unwrap()
     );
 
-    let v = iperf3(&net, 5311, &["-n", "64M"]);
+    let v = iperf3_json(&net, &["-p", "5311", "-n", "64M"]);
     let lines = wait_lines(&log, 1, &mut server);
     check_record(&lines[0], &v, &net, "forward");
 
@@ -222,7 +184,7 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
     std::fs::rename(&log, &rotated).unwrap();
     server.signal("-HUP");
     server.wait_for("reloaded");
-    let v = iperf3(&net, 5311, &["-n", "64M", "-R"]);
+    let v = iperf3_json(&net, &["-p", "5311", "-n", "64M", "-R"]);
     let lines = wait_lines(&log, 1, &mut server);
     check_record(&lines[0], &v, &net, "reverse");
     assert_eq!(
@@ -261,11 +223,11 @@ fn pscheduler_single_ended_command_lines_are_served() {
     let mut server = Watched::spawn(&net, &args, Stdio::null());
     server.wait_for("listening on");
     for (n, reverse) in [(1, false), (2, true)] {
-        let mut extra = vec!["-t", "2", "-i", "1", "-P", "2", "-O", "1"];
+        let mut extra = vec!["-p", "5320", "-t", "2", "-i", "1", "-P", "2", "-O", "1"];
         if reverse {
             extra.push("-R");
         }
-        let v = iperf3(&net, 5320, &extra);
+        let v = iperf3_json(&net, &extra);
         let lines = wait_lines(&log, n, &mut server);
         let r: serde_json::Value = serde_json::from_str(&lines[n - 1]).unwrap();
         assert_eq!(r["result"], "ok", "{r}");
@@ -284,30 +246,6 @@ fn pscheduler_single_ended_command_lines_are_served() {
     }
 }
 
-/// Waits (bounded) until side B has `n` established connections to `port`.
-fn wait_established(net: &TestNet, port: u16, n: usize) {
-    let filter = format!("dport = :{port}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = net
-            .b
-            .ns
-            .command("ss")
-            .args(["-Htn", "state", "established", &filter])
-            .output()
-            .unwrap();
-        let got = String::from_utf8_lossy(&out.stdout).lines().count();
-        if got >= n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{got} connections to port {port}, not {n}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// SIGHUP while a test runs: the running test goes on to the end under the
 /// settings it started with, and the new ones (here a `deny` naming the
 /// client) apply from the next test on; the refusal is told to the client
@@ -317,18 +255,7 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
     let net = testnet(1);
     let dir = TempDir::new("sighup");
     let log = dir.0.join("tests.jsonl");
-    let mut text = format!(
-        "iface = \"{}\"\nport = 5330\njson_lines = true\nlogfile = \"{}\"\n",
-        net.a.iface,
-        log.display()
-    );
-    for pair in ENGINE.chunks(2) {
-        text.push_str(&format!(
-            "{} = \"{}\"\n",
-            pair[0].trim_start_matches("--").replace('-', "_"),
-            pair[1]
-        ));
-    }
+    let text = config_text(&net, 5330, &log);
     let conf = dir.file("serve.toml", &text);
     let args: Vec<String> = ["serve", "--config", conf.to_str().unwrap()]
         .map(String::from)
@@ -373,26 +300,21 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
     );
 
     // The next test: denied, told, logged.
-    let out = net
-        .b
-        .ns
-        .command("timeout")
-        .args([
-            "60",
-            "iperf3",
-            "-c",
-            &net.a.ip4.to_string(),
-            "-p",
-            "5330",
-            "-t",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{said}");
-    assert!(said.contains("test authorization failed"), "{said}");
+    let denied = || {
+        let out = net
+            .b
+            .ns
+            .command("timeout")
+            .args(["60", "iperf3", "-c", &net.a.ip4.to_string(), "-p", "5330"])
+            .args(["-t", "1"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("test authorization failed"), "{said}");
+    };
+    denied();
     let lines = wait_lines(&log, 2, &mut server);
     let r: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
     assert_eq!(r["result"], "refused", "{r}");
@@ -409,21 +331,5 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
         "{}",
         server.err.lock().unwrap()
     );
-    let out = net
-        .b
-        .ns
-        .command("timeout")
-        .args([
-            "60",
-            "iperf3",
-            "-c",
-            &net.a.ip4.to_string(),
-            "-p",
-            "5330",
-            "-t",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "still denied");
+    denied();
 }

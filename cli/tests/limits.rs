@@ -6,95 +6,16 @@
 //! password. Every refusal is reported in serve's line for the test.
 //! Root needed (CI runs as root); each test builds its own namespaces.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, XTCP, testnet};
+use common::{ENGINE, Reap, Server, TempDir, XTCP, count, kill, testnet};
 use xtcp_engine::testnet::TestNet;
-
-/// `xtcp serve` in side A's namespace; its stdout lines arrive on a channel.
-struct Server {
-    child: Reap,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Server {
-    /// `xtcp serve <extra>`; returns once it says it listens (it says so
-    /// only once it is set up).
-    fn start(net: &TestNet, extra: &[&str]) -> Server {
-        let mut child = net
-            .a
-            .ns
-            .command(XTCP)
-            .args(["serve", "--iface", &net.a.iface, "--queues", "1"])
-            .args(ENGINE)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        let err = child.stderr.take().unwrap();
-        let (ready_tx, ready) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("xtcp serve: {l}");
-                if l.contains("listening on") {
-                    let _ = ready_tx.send(());
-                }
-            }
-        });
-        let mut child = Reap(child);
-        if ready.recv_timeout(Duration::from_secs(30)).is_err() {
-            panic!(
-                "xtcp serve did not say it listens within 30 s (exit: {:?})",
-                child.0.try_wait()
-            );
-        }
-        Server { child, lines: rx }
-    }
-
-    /// The next stdout line.
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("xtcp serve prints a line")
-    }
-
-    /// The next test report line (interval lines skipped).
-    fn outcome(&self) -> String {
-        loop {
-            let l = self.line();
-            if l.starts_with("xtcp serve: test") {
-                eprintln!("{l}");
-                return l;
-            }
-        }
-    }
-
-    /// Waits for the first interval line of a running test.
-    fn wait_running(&self) {
-        loop {
-            let l = self.line();
-            assert!(!l.starts_with("xtcp serve: test"), "ended early: {l}");
-            if l.starts_with("[  1]") {
-                return;
-            }
-        }
-    }
-}
 
 fn need_iperf3() {
     assert!(
@@ -139,21 +60,6 @@ fn json_ok(out: &Output) -> serde_json::Value {
     v
 }
 
-/// The number after `word ` in an outcome line.
-fn count(line: &str, word: &str) -> u64 {
-    let at = line
-        .find(word)
-        .unwrap_or_else(|| panic!("{word:?} in {line}"))
-        + word.len();
-    line[at..]
-        .trim_start()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// The test's seconds in an outcome line ("…, 2.003 s, …").
 fn seconds(line: &str) -> f64 {
     let end = line
@@ -173,28 +79,6 @@ fn b_tx_bytes(net: &TestNet) -> u64 {
     v[0]["stats64"]["tx"]["bytes"].as_u64().unwrap()
 }
 
-/// A directory of its own, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("xtcp-limits-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn sh(script: &str) -> String {
     let out = Command::new("sh").args(["-c", script]).output().unwrap();
     assert!(
@@ -212,7 +96,7 @@ fn denied_clients_are_told_and_reported_allowed_ones_served() {
     let net = testnet(1);
     let b4 = net.b.ip4.to_string();
     {
-        let server = Server::start(&net, &["--deny", &b4, "--allow", "198.18.0.0/15"]);
+        let server = Server::start_with(&net, 1, &["--deny", &b4, "--allow", "198.18.0.0/15"]);
         let out = iperf3(&net, &["-t", "1"], &[]);
         assert_refused_with(&out, "test authorization failed");
         let line = server.outcome();
@@ -229,8 +113,9 @@ fn denied_clients_are_told_and_reported_allowed_ones_served() {
     // IPv6, on an allow list that names the client: served, counts equal.
     let a6 = net.a.ip6.to_string();
     let b6 = format!("{}/128", net.b.ip6);
-    let server = Server::start(
+    let server = Server::start_with(
         &net,
+        1,
         &["-B", &a6, "--allow", &b6, "--deny", "198.18.0.0/15"],
     );
     let out = net
@@ -256,7 +141,7 @@ fn denied_clients_are_told_and_reported_allowed_ones_served() {
 fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
     need_iperf3();
     let net = testnet(1);
-    let server = Server::start(&net, &[]);
+    let server = Server::start_with(&net, 1, &[]);
     let first = net
         .b
         .ns
@@ -312,7 +197,7 @@ fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
 fn a_second_client_while_a_test_connects_its_streams_is_told_the_server_is_busy() {
     need_iperf3();
     let net = testnet(1);
-    let server = Server::start(&net, &[]);
+    let server = Server::start_with(&net, 1, &[]);
     let dst = SocketAddr::new(net.a.ip4.into(), 5201);
     let cookie = b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
     // A first client by hand, left halfway: two streams asked, one open.
@@ -363,7 +248,7 @@ fn a_second_client_while_a_test_connects_its_streams_is_told_the_server_is_busy(
 fn max_duration_refuses_long_and_untimed_tests() {
     need_iperf3();
     let net = testnet(1);
-    let server = Server::start(&net, &["--server-max-duration", "2"]);
+    let server = Server::start_with(&net, 1, &["--server-max-duration", "2"]);
     for (args, why) in [
         (&["-t", "2", "-O", "1"][..], "-t 2 + -O 1 = 3 s exceeds"),
         (&["-n", "1M"][..], "without a time limit"),
@@ -392,7 +277,7 @@ fn max_duration_refuses_long_and_untimed_tests() {
 fn bitrate_limit_refuses_a_high_b_and_ends_a_fast_test() {
     need_iperf3();
     let net = testnet(1);
-    let server = Server::start(&net, &["--server-bitrate-limit", "50M/1"]);
+    let server = Server::start_with(&net, 1, &["--server-bitrate-limit", "50M/1"]);
     let out = iperf3(&net, &["-t", "2", "-b", "30M", "-P", "2"], &[]);
     assert_refused_with(&out, "total required bandwidth is larger than server limit");
     let line = server.outcome();
@@ -439,7 +324,7 @@ fn bitrate_limit_refuses_a_high_b_and_ends_a_fast_test() {
 fn idle_timeout_ends_the_test_of_a_stopped_client() {
     need_iperf3();
     let net = testnet(1);
-    let server = Server::start(&net, &["--idle-timeout", "2"]);
+    let server = Server::start_with(&net, 1, &["--idle-timeout", "2"]);
     let client = net
         .b
         .ns
@@ -452,14 +337,8 @@ fn idle_timeout_ends_the_test_of_a_stopped_client() {
     let mut client = Reap(client);
     server.wait_running();
     // `ip netns exec` execs iperf3: this PID is the client's.
-    let pid = client.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let pid = client.0.id();
+    kill("-STOP", pid);
     let line = server.outcome();
     assert!(
         line.contains("failed: ended by the idle timeout: no data or control progress for 2 s"),
@@ -470,13 +349,7 @@ fn idle_timeout_ends_the_test_of_a_stopped_client() {
         seconds(&line) >= 2.0,
         "it ran at least the idle timeout: {line}"
     );
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    kill("-CONT", pid);
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(s) = client.0.try_wait().unwrap() {
@@ -500,7 +373,7 @@ fn idle_timeout_ends_the_test_of_a_stopped_client() {
 #[test]
 fn one_off_server_exits_when_no_client_comes() {
     let net = testnet(1);
-    let mut server = Server::start(&net, &["-1", "--idle-timeout", "1"]);
+    let mut server = Server::start_with(&net, 1, &["-1", "--idle-timeout", "1"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(s) = server.child.0.try_wait().unwrap() {
@@ -520,7 +393,7 @@ fn one_off_server_exits_when_no_client_comes() {
 fn max_streams_refuses_more_streams() {
     need_iperf3();
     let net = testnet(1);
-    let server = Server::start(&net, &["--max-streams", "2"]);
+    let server = Server::start_with(&net, 1, &["--max-streams", "2"]);
     let out = iperf3(&net, &["-t", "1", "-P", "3"], &[]);
     assert_refused_with(&out, "number of parallel streams too large (maximum = 128)");
     let line = server.outcome();
@@ -566,8 +439,9 @@ fn stock_client_logs_in_with_rsa_good_and_bad_password() {
     std::fs::write(&users, format!("# users\nalice,{}\n", hash.trim())).unwrap();
     let net = testnet(1);
     for key in [&k8, &k1] {
-        let server = Server::start(
+        let server = Server::start_with(
             &net,
+            1,
             &[
                 "--rsa-private-key-path",
                 key,

@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, Watched, XTCP, testnet};
+use common::{
+    ENGINE, Reap, Watched, XTCP, ethtool_stat, have_iperf3, iperf3_json, link_stat, tcp_mib,
+    testnet,
+};
 use xtcp_engine::testnet::{Netns, TestNet};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -88,45 +91,6 @@ fn must(text: &str, series: &str) -> u64 {
     value(text, series).unwrap_or_else(|| panic!("no {series} in:\n{text}"))
 }
 
-/// `field` of the `Tcp:` lines of `/proc/net/snmp` in `ns`.
-fn tcp_mib(ns: &Netns, field: &str) -> u64 {
-    let out = ns.command("cat").arg("/proc/net/snmp").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
-    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
-    let i = names
-        .split_whitespace()
-        .position(|w| w == field)
-        .unwrap_or_else(|| panic!("no {field}: {names}"));
-    values.split_whitespace().nth(i).unwrap().parse().unwrap()
-}
-
-/// A veth counter from `ip -s link` (`dir` "rx"/"tx", `name` e.g.
-/// "dropped").
-fn link_stat(ns: &Netns, iface: &str, dir: &str, name: &str) -> u64 {
-    let out = ns
-        .command("ip")
-        .args(["-j", "-s", "link", "show", "dev", iface])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0]["stats64"][dir][name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {dir} {name} of {iface}: {v}"))
-}
-
-/// `ethtool -S IFACE` value `name`, read in `ns`.
-fn ethtool_stat(ns: &Netns, iface: &str, name: &str) -> u64 {
-    let out = ns.command("ethtool").args(["-S", iface]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            (k.trim() == name).then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in ethtool -S {iface}: {text}"))
-}
-
 /// The kernel counters of side B (the iperf3 client's) and of A's veth
 /// that the metrics are checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,35 +131,6 @@ impl Kernel {
             a_redirect_drops: self.a_redirect_drops - o.a_redirect_drops,
         }
     }
-}
-
-fn have_iperf3() -> bool {
-    Command::new("iperf3").arg("--version").output().is_ok()
-}
-
-/// Runs `iperf3 -c` from side B with `-J`; returns its JSON.
-fn iperf3(net: &TestNet, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["-c".to_string(), net.a.ip4.to_string(), "-J".into()];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let out = net
-        .b
-        .ns
-        .command("timeout")
-        .arg("60")
-        .arg("iperf3")
-        .args(&args)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "iperf3 {args:?}: no JSON ({e}): {} {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert!(out.status.success(), "iperf3 {args:?} failed: {v}");
-    assert!(v.get("error").is_none(), "iperf3 {args:?}: {v}");
-    v
 }
 
 fn bytes(v: &serde_json::Value, side: &str) -> u64 {
@@ -260,8 +195,8 @@ fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
     // Forward with a byte count: xtcp receives exactly what the stock
     // client's own count says it sent. Reverse with a byte count: xtcp
     // sends exactly what the client's own count says it received.
-    let fwd = iperf3(&net, &["-n", "256M"]);
-    let rev = iperf3(&net, &["-n", "64M", "-R"]);
+    let fwd = iperf3_json(&net, &["-n", "256M"]);
+    let rev = iperf3_json(&net, &["-n", "64M", "-R"]);
     let sent_by_client = bytes(&fwd, "sum_sent");
     let received_by_client = bytes(&rev, "sum_received");
     assert!(sent_by_client >= 256 << 20, "{sent_by_client}");
@@ -540,7 +475,7 @@ fn a_prometheus_server_scrapes_it_and_answers_queries() {
             .spawn()
             .unwrap(),
     );
-    let v = iperf3(&net, &["-n", "64M"]);
+    let v = iperf3_json(&net, &["-n", "64M"]);
     let sent = bytes(&v, "sum_sent");
     // Until it has scraped xtcp since the test ended (it scrapes every
     // second): the answers it gives.
@@ -854,7 +789,7 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
             let (ns, stop) = (net.a.ns.name().to_owned(), stop.clone());
             std::thread::spawn(move || scrape_every_100ms(ns, at, stop))
         });
-        let v = iperf3(&net, &["-t", &secs.to_string()]);
+        let v = iperf3_json(&net, &["-t", &secs.to_string()]);
         stop.store(true, Ordering::Relaxed);
         let n = scraper.map_or(0, |s| {
             let took = s.join().unwrap();

@@ -7,170 +7,20 @@
 //! during a test counted and bounded.
 //! Root needed (CI runs as root); each test builds its own namespaces.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, XTCP, syn_flood, testnet, wait_listening, wait_ss};
+use common::{
+    ENGINE, Reap, Server, XTCP, count, have_iperf3, iperf3_json, syn_flood, testnet,
+    wait_listening, wait_ss,
+};
 use xtcp_engine::testnet::TestNet;
-
-/// `xtcp serve` in side A's namespace; its stdout lines arrive on a channel.
-struct Server {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(net: &TestNet, queues: u32) -> Server {
-        Server::start_with(net, queues, &[])
-    }
-
-    /// `xtcp serve <extra>`; returns once it says it listens (it says so
-    /// only once it is set up).
-    fn start_with(net: &TestNet, queues: u32, extra: &[&str]) -> Server {
-        let mut child = net
-            .a
-            .ns
-            .command(XTCP)
-            .args([
-                "serve",
-                "--iface",
-                &net.a.iface,
-                "--queues",
-                &queues.to_string(),
-            ])
-            .args(ENGINE)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        let err = child.stderr.take().unwrap();
-        let (ready_tx, ready) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("xtcp serve: {l}");
-                if l.contains("listening on") {
-                    let _ = ready_tx.send(());
-                }
-            }
-        });
-        // iperf3 retries nothing: wait until it serves.
-        if ready.recv_timeout(Duration::from_secs(30)).is_err() {
-            let _ = child.kill();
-            panic!(
-                "xtcp serve did not say it listens within 30 s (exit: {:?})",
-                child.wait()
-            );
-        }
-        Server { child, lines: rx }
-    }
-
-    /// The next stdout line.
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("xtcp serve prints a line")
-    }
-
-    /// The next JSON document (`-J`: one per test).
-    fn json(&self) -> serde_json::Value {
-        let mut text = String::new();
-        loop {
-            let l = self.line();
-            let end = l == "}";
-            text.push_str(&l);
-            text.push('\n');
-            if end {
-                return serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-            }
-        }
-    }
-
-    /// The next test report line.
-    fn outcome(&self) -> String {
-        self.outcome_and_intervals().0
-    }
-
-    /// The next test report line, and the interval lines printed before it.
-    fn outcome_and_intervals(&self) -> (String, Vec<String>) {
-        let mut intervals = Vec::new();
-        loop {
-            let l = self
-                .lines
-                .recv_timeout(Duration::from_secs(30))
-                .expect("xtcp serve reports each test");
-            if l.starts_with("xtcp serve: test") {
-                return (l, intervals);
-            }
-            intervals.push(l);
-        }
-    }
-}
-
-fn have_iperf3() -> bool {
-    Command::new("iperf3").arg("--version").output().is_ok()
-}
-
-/// Runs `iperf3 -c` from side B with `-J`; returns its JSON.
-fn iperf3(net: &TestNet, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["-c".to_string(), net.a.ip4.to_string(), "-J".into()];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let out = net
-        .b
-        .ns
-        .command("timeout")
-        .arg("60")
-        .arg("iperf3")
-        .args(&args)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "iperf3 {args:?}: no JSON ({e}): {} {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert!(out.status.success(), "iperf3 {args:?} failed: {v}");
-    assert!(v.get("error").is_none(), "iperf3 {args:?}: {v}");
-    v
-}
-
-/// The number after `word ` in an outcome line.
-fn count(line: &str, word: &str) -> u64 {
-    let at = line
-        .find(word)
-        .unwrap_or_else(|| panic!("{word:?} in {line}"))
-        + word.len();
-    line[at..]
-        .trim_start()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
 
 #[test]
 fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
@@ -181,7 +31,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let server = Server::start(&net, 1);
 
     // Forward: xtcp receives; iperf3's receiver total is xtcp's count.
-    let v = iperf3(&net, &["-t", "2"]);
+    let v = iperf3_json(&net, &["-t", "2"]);
     let (line, intervals) = server.outcome_and_intervals();
     assert!(line.contains(": ok;") && line.contains("forward"), "{line}");
     let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
@@ -232,7 +82,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
 
     // `-w 16K`: from the first second on, the kernel sender sees at most
     // that window (plus one window-scale unit of rounding).
-    let v = iperf3(&net, &["-t", "3", "-w", "16K"]);
+    let v = iperf3_json(&net, &["-t", "3", "-w", "16K"]);
     let line = server.outcome();
     assert!(
         line.contains(": ok;") && line.contains("window 16384"),
@@ -246,7 +96,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
 
     // Reverse: xtcp sends.
-    let v = iperf3(&net, &["-t", "2", "-R"]);
+    let v = iperf3_json(&net, &["-t", "2", "-R"]);
     let (line, intervals) = server.outcome_and_intervals();
     // What was unacknowledged when the test ended is in the last interval:
     // none is shorter than a tenth of the period (no "2.00-2.00 sec").
@@ -266,7 +116,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
 
     // A byte count: xtcp received every byte iperf3 sent — at least 2 GiB
     // (iperf3 3.12 may write a block beyond `-n`, see esnet/iperf#1768).
-    let v = iperf3(&net, &["-n", "2G"]);
+    let v = iperf3_json(&net, &["-n", "2G"]);
     let line = server.outcome();
     assert!(line.contains(": ok;"), "{line}");
     let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
@@ -275,7 +125,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert_eq!(count(&line, "received"), sent);
 
     // A byte count in reverse: xtcp sends exactly that many.
-    let v = iperf3(&net, &["-n", "128M", "-R"]);
+    let v = iperf3_json(&net, &["-n", "128M", "-R"]);
     let line = server.outcome();
     assert!(line.contains(": ok;"), "{line}");
     assert_eq!(count(&line, "sent"), 128 << 20, "{line}");
@@ -289,7 +139,7 @@ fn stock_iperf3_four_streams_over_two_queues() {
     }
     let net = testnet(2);
     let server = Server::start(&net, 2);
-    let v = iperf3(&net, &["-t", "2", "-P", "4"]);
+    let v = iperf3_json(&net, &["-t", "2", "-P", "4"]);
     let line = server.outcome();
     assert!(
         line.contains(": ok;") && line.contains("4 streams"),
@@ -366,7 +216,7 @@ fn garbage_clients_do_not_stop_the_server() {
     assert!(line.contains("failed"), "{line}");
     assert!(count(&line, "received") > 0, "it was running: {line}");
     // The next stock client is served.
-    let v = iperf3(&net, &["-t", "1"]);
+    let v = iperf3_json(&net, &["-t", "1"]);
     let line = server.outcome();
     assert!(line.contains(": ok;"), "{line}");
     assert_eq!(
@@ -391,7 +241,7 @@ fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
         (&["-n", "1G"][..], "sum_received", "sum_sent"),
         (&["-n", "512M", "-R"][..], "sum_sent", "sum_received"),
     ] {
-        let v = iperf3(&net, extra);
+        let v = iperf3_json(&net, extra);
         let mine = server.json();
         assert!(mine.get("error").is_none(), "{mine}");
         let got = mine["end"][key]["bytes"].as_u64().unwrap();
@@ -561,11 +411,11 @@ fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
     );
     wait_listening(&net.a.ns, 5202, Duration::from_secs(30), None);
     let r0 = retransmitted(&net);
-    let k = iperf3(&net, &["-p", "5202", "-t", "3", "-P", "32"]);
+    let k = iperf3_json(&net, &["-p", "5202", "-t", "3", "-P", "32"]);
     drop(kernel);
     let r1 = retransmitted(&net);
     let server = Server::start_with(&net, 1, &["-1", "-J"]);
-    let x = iperf3(&net, &["-t", "3", "-P", "32"]);
+    let x = iperf3_json(&net, &["-t", "3", "-P", "32"]);
     let r2 = retransmitted(&net);
     let test = server.json();
     let fin = server.json();
@@ -600,8 +450,21 @@ fn thirty_two_streams_spread_over_two_queues() {
         panic!("iperf3 is not installed (scripts/deps.sh installs it)");
     }
     let net = testnet(2);
+    // The test network's kernel side transmits on queue q from CPU q
+    // (XPS), and iperf3 3.12 sends every stream from its one thread: the
+    // streams would spread over the queues only as far as the scheduler
+    // happens to move that thread. Without XPS the kernel picks the queue
+    // by each flow's hash, as a NIC's RSS does: 32 streams on one queue of
+    // two then has odds of 2^-31.
+    for q in 0..2 {
+        let file = format!("/sys/class/net/{}/queues/tx-{q}/xps_cpus", net.b.iface);
+        net.b
+            .ns
+            .exec(&["sh", "-c", &format!("echo 0 > {file}")])
+            .unwrap();
+    }
     let server = Server::start_with(&net, 2, &["-1", "-J"]);
-    let v = iperf3(&net, &["-t", "2", "-P", "32"]);
+    let v = iperf3_json(&net, &["-t", "2", "-P", "32"]);
     let test = server.json();
     let fin = server.json();
     assert_eq!(

@@ -33,8 +33,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 mod common;
 
-use common::{ENGINE, Reap, XTCP, testnet};
-use xtcp_engine::testnet::{Netns, TestNet};
+use common::{
+    ENGINE, Reap, XTCP, ethtool_stat, link_stat, tcp_out_segs, testnet, wait_established,
+};
+use xtcp_engine::testnet::TestNet;
 
 const WAIT: Duration = Duration::from_secs(60);
 const PORT: u16 = 5201;
@@ -203,28 +205,6 @@ fn iperf3_run(net: &TestNet, args: &[&str]) -> serde_json::Value {
     iperf3_finish(iperf3_start(net, args))
 }
 
-/// Waits (bounded) until side B has at least `n` established connections
-/// to xtcp's port (iperf3's control connection and its streams).
-fn wait_established(net: &TestNet, n: usize) {
-    let filter = format!("dst {}:{PORT}", net.a.ip4);
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let out = net
-            .b
-            .ns
-            .command("ss")
-            .args(["-Htn", "state", "established", &filter])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        if text.lines().count() >= n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "not {n} connections: {text}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// One `/proc/…/status`'s credentials.
 #[derive(Debug)]
 struct Creds {
@@ -364,46 +344,11 @@ fn assert_nothing_left(net: &TestNet, since: SystemTime) {
         .unwrap_or_else(|e| panic!("port {PORT} still held: {e}"));
 }
 
-/// `ethtool -S IFACE` value `name`, read in `ns`.
-fn ethtool_stat(ns: &Netns, iface: &str, name: &str) -> u64 {
-    let out = ns.command("ethtool").args(["-S", iface]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            (k.trim() == name).then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in ethtool -S {iface}: {text}"))
-}
-
 /// Every TCP segment side B's stack sent less those its veth dropped
 /// before the peer's XDP ran (`Tcp: OutSegs + RetransSegs`, TX dropped);
 /// see xdp_stats.rs.
 fn segments_reaching_a(net: &TestNet) -> u64 {
-    let out = net
-        .b
-        .ns
-        .command("cat")
-        .arg("/proc/net/snmp")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
-    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
-    let get = |field: &str| -> u64 {
-        let i = names.split_whitespace().position(|w| w == field).unwrap();
-        values.split_whitespace().nth(i).unwrap().parse().unwrap()
-    };
-    let out = net
-        .b
-        .ns
-        .command("ip")
-        .args(["-j", "-s", "link", "show", "dev", &net.b.iface])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let dropped = v[0]["stats64"]["tx"]["dropped"].as_u64().unwrap();
-    get("OutSegs") + get("RetransSegs") - dropped
+    tcp_out_segs(&net.b.ns) - link_stat(&net.b.ns, &net.b.iface, "tx", "dropped")
 }
 
 fn redirect_drops(net: &TestNet, queues: u32) -> u64 {
@@ -436,7 +381,7 @@ fn as_nobody_every_thread_holds_nothing_while_serving_and_sigterm_detaches_every
     assert!(xdp_attached(&net), "attached while serving");
 
     let client = iperf3_start(&net, &["-t", "3", "-P", "2"]);
-    wait_established(&net, 3);
+    wait_established(&net, PORT, 3);
     let names = assert_dropped(s.pid(), uid, gid);
     for w in ["xtcp-q0", "xtcp-q1"] {
         assert!(names.iter().any(|n| n == w), "worker {w}: {names:?}");
@@ -482,7 +427,7 @@ fn sigkill_as_nobody_leaves_nothing_behind() {
     let mut s = Serve::spawn(&net, &[], &serve_args("nobody", &[]), &[]);
     s.wait_for("listening on");
     let _client = iperf3_start(&net, &["-t", "30"]);
-    wait_established(&net, 2);
+    wait_established(&net, PORT, 2);
     assert!(xdp_attached(&net), "attached while serving");
     s.signal("-KILL");
     let (status, _, err) = s.wait_exit();

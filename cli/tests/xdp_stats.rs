@@ -5,58 +5,16 @@
 //! `/proc/net/snmp`). Root needed; each test builds its own namespaces.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, Watched};
-use xtcp_engine::testnet::{Netns, TestNet};
+use common::{ENGINE, Reap, Watched, ethtool_stat, kill, link_stat, tcp_out_segs};
+use xtcp_engine::testnet::TestNet;
 
 const WAIT: Duration = Duration::from_secs(60);
 const PORT: u16 = 5300;
-
-/// `ethtool -S IFACE` value `name`, read in `ns`.
-fn ethtool_stat(ns: &Netns, iface: &str, name: &str) -> u64 {
-    let out = ns.command("ethtool").args(["-S", iface]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            (k.trim() == name).then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in ethtool -S {iface}: {text}"))
-}
-
-/// `Tcp: OutSegs + RetransSegs` of the namespace: every TCP segment its
-/// stack sent (Linux leaves retransmissions out of `OutSegs` and counts
-/// them in `RetransSegs`).
-fn tcp_out_segs(ns: &Netns) -> u64 {
-    let out = ns.command("cat").arg("/proc/net/snmp").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
-    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
-    let get = |field: &str| -> u64 {
-        let i = names.split_whitespace().position(|w| w == field).unwrap();
-        values.split_whitespace().nth(i).unwrap().parse().unwrap()
-    };
-    get("OutSegs") + get("RetransSegs")
-}
-
-/// Packets the veth `iface` dropped on transmit (`ip -s link`: TX
-/// dropped) — veth's count of packets its peer's queue had no room for,
-/// which never reach the peer's XDP program.
-fn tx_dropped(ns: &Netns, iface: &str) -> u64 {
-    let out = ns
-        .command("ip")
-        .args(["-j", "-s", "link", "show", "dev", iface])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0]["stats64"]["tx"]["dropped"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no TX dropped of {iface}: {v}"))
-}
 
 /// `xtcp recv --discard` on side A with `extra` options, its standard
 /// error collected as it comes; returns once its banner is out.
@@ -169,7 +127,7 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
     let net = common::testnet(1);
     for json in [true, false] {
         let segs0 = tcp_out_segs(&net.b.ns);
-        let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
+        let lost0 = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
         let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
         let x = spawn_recv(&net, json, &[]);
         let st = net
@@ -194,7 +152,7 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
             "{err}"
         );
         assert_eq!(drops, 0, "the veth dropped nothing");
-        let lost = tx_dropped(&net.b.ns, &net.b.iface) - lost0;
+        let lost = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0;
         assert_eq!(
             lost, 0,
             "nor did its peer (fewer packets than its queue holds)"
@@ -251,7 +209,7 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
     let net = common::testnet(1);
     for json in [true, false] {
         let segs0 = tcp_out_segs(&net.b.ns);
-        let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
+        let lost0 = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
         let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
         let x = spawn_recv(&net, json, &["--ring", "64"]);
         let mut socat = Reap(
@@ -292,14 +250,8 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        let pid = x.child.0.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-STOP", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        let pid = x.child.0.id();
+        kill("-STOP", pid);
         common::syn_flood(&net, PORT, RAW_SYNS);
         let deadline = Instant::now() + WAIT;
         while ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops") == drops0 {
@@ -309,13 +261,7 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(
-            Command::new("kill")
-                .args(["-CONT", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        kill("-CONT", pid);
         let chunk = vec![0u8; 1 << 20];
         for _ in 0..4 {
             input.write_all(&chunk).unwrap();
@@ -332,7 +278,7 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
         let segs = tcp_out_segs(&net.b.ns) - segs0;
         // Segments the sender's veth dropped itself (its peer's 256-packet
         // queue full while the burst went out): never seen by XDP.
-        let lost = tx_dropped(&net.b.ns, &net.b.iface) - lost0;
+        let lost = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0;
         let bytes = 8192 + (4u64 << 20);
         assert!(
             err.contains(&format!("received {bytes} bytes")) || u(&v, "bytes") == bytes,
@@ -404,7 +350,7 @@ fn wait_ok(mut x: Watched) -> (String, String) {
 fn serve_prints_the_xdp_line_when_it_stops() {
     let net = common::testnet(1);
     let segs0 = tcp_out_segs(&net.b.ns);
-    let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
+    let lost0 = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
     let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
     let x = spawn_xtcp(&net, &["serve", "-1", "-i", "0"], "listening on");
     let out = net
@@ -420,7 +366,9 @@ fn serve_prints_the_xdp_line_when_it_stops() {
         String::from_utf8_lossy(&out.stdout)
     );
     let (_, err) = wait_ok(x);
-    let steered = tcp_out_segs(&net.b.ns) - segs0 - (tx_dropped(&net.b.ns, &net.b.iface) - lost0);
+    let steered = tcp_out_segs(&net.b.ns)
+        - segs0
+        - (link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0);
     assert_eq!(
         ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops"),
         drops0
@@ -457,12 +405,14 @@ fn client_json_carries_the_xdp_statistics() {
     );
     common::wait_listening(&net.b.ns, 5201, WAIT, None);
     let segs0 = tcp_out_segs(&net.b.ns);
-    let lost0 = tx_dropped(&net.b.ns, &net.b.iface);
+    let lost0 = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
     let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
     let ip = net.b.ip4.to_string();
     let x = spawn_xtcp(&net, &["client", "-c", &ip, "-n", "1M", "-J"], "");
     let (out, _) = wait_ok(x);
-    let steered = tcp_out_segs(&net.b.ns) - segs0 - (tx_dropped(&net.b.ns, &net.b.iface) - lost0);
+    let steered = tcp_out_segs(&net.b.ns)
+        - segs0
+        - (link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let x = &v["xdp"];
     assert_eq!(u(x, "steered"), steered, "{x}");

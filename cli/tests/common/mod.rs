@@ -1,9 +1,11 @@
-//! Helpers shared by the CLI tests (`client.rs`, `serve.rs`, `bulk.rs`).
+//! Helpers shared by the CLI tests.
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use xtcp_engine::testnet::{Netns, TestNet, TestNetConfig};
@@ -267,4 +269,276 @@ for i in range({count}):
         "the SYN flood: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `xtcp serve` in side A's namespace: its stdout lines arrive on a
+/// channel, its stderr is echoed (with the test's output).
+pub struct Server {
+    pub child: Reap,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// `xtcp serve` on `queues` queues.
+    pub fn start(net: &TestNet, queues: u32) -> Server {
+        Server::start_with(net, queues, &[])
+    }
+
+    /// `xtcp serve <extra>`; returns once it says it listens (it says so
+    /// only once it is set up).
+    pub fn start_with(net: &TestNet, queues: u32, extra: &[&str]) -> Server {
+        let mut child = net
+            .a
+            .ns
+            .command(XTCP)
+            .args([
+                "serve",
+                "--iface",
+                &net.a.iface,
+                "--queues",
+                &queues.to_string(),
+            ])
+            .args(ENGINE)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let err = child.stderr.take().unwrap();
+        let (ready_tx, ready) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("xtcp serve: {l}");
+                if l.contains("listening on") {
+                    let _ = ready_tx.send(());
+                }
+            }
+        });
+        let mut child = Reap(child);
+        // iperf3 retries nothing: wait until it serves.
+        if ready.recv_timeout(Duration::from_secs(30)).is_err() {
+            panic!(
+                "xtcp serve did not say it listens within 30 s (exit: {:?})",
+                child.0.try_wait()
+            );
+        }
+        Server { child, lines: rx }
+    }
+
+    /// The next stdout line.
+    pub fn line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("xtcp serve prints a line")
+    }
+
+    /// The next JSON document (`-J`: one per test).
+    pub fn json(&self) -> serde_json::Value {
+        let mut text = String::new();
+        loop {
+            let l = self.line();
+            let end = l == "}";
+            text.push_str(&l);
+            text.push('\n');
+            if end {
+                return serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            }
+        }
+    }
+
+    /// The next test report line.
+    pub fn outcome(&self) -> String {
+        self.outcome_and_intervals().0
+    }
+
+    /// The next test report line, and the interval lines printed before it.
+    pub fn outcome_and_intervals(&self) -> (String, Vec<String>) {
+        let mut intervals = Vec::new();
+        loop {
+            let l = self.line();
+            if l.starts_with("xtcp serve: test") {
+                eprintln!("{l}");
+                return (l, intervals);
+            }
+            intervals.push(l);
+        }
+    }
+
+    /// Waits for the first interval line of a running test.
+    pub fn wait_running(&self) {
+        loop {
+            let l = self.line();
+            assert!(!l.starts_with("xtcp serve: test"), "ended early: {l}");
+            if l.starts_with("[  1]") {
+                return;
+            }
+        }
+    }
+}
+
+/// Whether Debian's iperf3 is installed.
+pub fn have_iperf3() -> bool {
+    Command::new("iperf3").arg("--version").output().is_ok()
+}
+
+/// Runs `iperf3 -c <A's IPv4> -J <extra>` from side B; returns its JSON,
+/// which must report no error.
+pub fn iperf3_json(net: &TestNet, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["-c".to_string(), net.a.ip4.to_string(), "-J".into()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .arg("60")
+        .arg("iperf3")
+        .args(&args)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 {args:?}: no JSON ({e}): {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(out.status.success(), "iperf3 {args:?} failed: {v}");
+    assert!(v.get("error").is_none(), "iperf3 {args:?}: {v}");
+    v
+}
+
+/// The number after `word ` in serve's line for a test.
+pub fn count(line: &str, word: &str) -> u64 {
+    let at = line
+        .find(word)
+        .unwrap_or_else(|| panic!("{word:?} in {line}"))
+        + word.len();
+    line[at..]
+        .trim_start()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// `ethtool -S IFACE` value `name`, read in `ns`.
+pub fn ethtool_stat(ns: &Netns, iface: &str, name: &str) -> u64 {
+    let out = ns.command("ethtool").args(["-S", iface]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            let (k, v) = l.trim().split_once(':')?;
+            (k.trim() == name).then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no {name} in ethtool -S {iface}: {text}"))
+}
+
+/// A directory of the test's own, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("xtcp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    /// The path of `name` in it, as a string (for a command line).
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+
+    /// Writes `name` in it; its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Sends `sig` (`-STOP`, `-TERM`, …) to the process `pid`, which must exist.
+pub fn kill(sig: &str, pid: u32) {
+    assert!(
+        Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success(),
+        "kill {sig} {pid}"
+    );
+}
+
+/// Waits (bounded) until side B has at least `n` established connections
+/// to A's `port` (iperf3's control connection and its streams).
+pub fn wait_established(net: &TestNet, port: u16, n: usize) {
+    let filter = format!("dst {}:{port}", net.a.ip4);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Htn", "state", "established", &filter])
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&out.stdout).lines().count();
+        if got >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{got} connections to port {port}, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `field` of the `Tcp:` lines of `/proc/net/snmp` in `ns`.
+pub fn tcp_mib(ns: &Netns, field: &str) -> u64 {
+    let out = ns.command("cat").arg("/proc/net/snmp").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let i = names
+        .split_whitespace()
+        .position(|w| w == field)
+        .unwrap_or_else(|| panic!("no {field}: {names}"));
+    values.split_whitespace().nth(i).unwrap().parse().unwrap()
+}
+
+/// `Tcp: OutSegs + RetransSegs` of the namespace: every TCP segment its
+/// stack sent (Linux leaves retransmissions out of `OutSegs` and counts
+/// them in `RetransSegs`).
+pub fn tcp_out_segs(ns: &Netns) -> u64 {
+    tcp_mib(ns, "OutSegs") + tcp_mib(ns, "RetransSegs")
+}
+
+/// A veth counter from `ip -s link` (`dir` "rx"/"tx", `name` e.g.
+/// "dropped": on transmit, veth's count of packets its peer's queue had no
+/// room for, which never reach the peer's XDP program).
+pub fn link_stat(ns: &Netns, iface: &str, dir: &str, name: &str) -> u64 {
+    let out = ns
+        .command("ip")
+        .args(["-j", "-s", "link", "show", "dev", iface])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0]["stats64"][dir][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {dir} {name} of {iface}: {v}"))
 }
