@@ -85,12 +85,9 @@ fn main() {
 /// The command line, with serve's config file (`--config FILE`) expanded
 /// into flags ahead of it; an error in the file ends the program here.
 fn parse_command_line() -> Cli {
-    use clap::{CommandFactory, FromArgMatches};
-    let cmd = Cli::command();
-    let argv = std::env::args_os().collect::<Vec<_>>();
-    let serve = cmd.find_subcommand("serve").expect("serve is a subcommand");
-    let argv = match config::expand(argv, serve) {
-        Ok(a) => a,
+    use clap::FromArgMatches;
+    let (cmd, argv) = match expanded_command_line() {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("xtcp: error: {}", error_chain(&e));
             std::process::exit(2);
@@ -100,13 +97,21 @@ fn parse_command_line() -> Cli {
     Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
 }
 
-/// Serve's settings read again (SIGHUP): the same command line, with the
-/// config file as it is now.
-pub(crate) fn serve_args_again() -> anyhow::Result<serve::ServeArgs> {
-    use clap::{CommandFactory, FromArgMatches};
+/// The command, and this process's arguments with serve's config file as
+/// it is now expanded into them.
+fn expanded_command_line() -> anyhow::Result<(clap::Command, Vec<std::ffi::OsString>)> {
+    use clap::CommandFactory;
     let cmd = Cli::command();
     let serve = cmd.find_subcommand("serve").expect("serve is a subcommand");
     let argv = config::expand(std::env::args_os().collect(), serve)?;
+    Ok((cmd, argv))
+}
+
+/// Serve's settings read again (SIGHUP): the same command line, with the
+/// config file as it is now.
+pub(crate) fn serve_args_again() -> anyhow::Result<serve::ServeArgs> {
+    use clap::FromArgMatches;
+    let (cmd, argv) = expanded_command_line()?;
     let parsed = cmd
         .try_get_matches_from(argv)
         .and_then(|m| Cli::from_arg_matches(&m));

@@ -181,6 +181,16 @@ impl Output {
     }
 }
 
+/// A test's result as the log and the metrics name it: "ok", "failed", or
+/// "refused" with the refusal's name.
+fn verdict(o: &TestOutcome) -> (&'static str, Option<&'static str>) {
+    match (&o.result, o.refused) {
+        (Ok(()), _) => ("ok", None),
+        (Err(_), Some(r)) => ("refused", Some(r.as_str())),
+        (Err(_), None) => ("failed", None),
+    }
+}
+
 /// A test (or a refusal) as one JSON line: see `--json-lines`.
 fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value {
     let gbps = |b: u64| {
@@ -199,10 +209,10 @@ fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value 
             "forward"
         }
     });
-    let (result, reason) = match (&o.result, o.refused) {
-        (Ok(()), _) => ("ok", None),
-        (Err(_), Some(r)) => ("refused", Some(r.as_str().to_owned())),
-        (Err(e), None) => ("failed", Some(e.to_string())),
+    let (result, reason) = verdict(o);
+    let reason = match &o.result {
+        Err(e) if o.refused.is_none() => Some(e.to_string()),
+        _ => reason.map(str::to_owned),
     };
     json!({
         "time": humantime::format_rfc3339_millis(at).to_string(),
@@ -334,11 +344,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         }),
         Box::new(move |o: &TestOutcome| {
             if let Some(m) = &test_metrics {
-                let (result, reason) = match (&o.result, o.refused) {
-                    (Ok(()), _) => ("ok", None),
-                    (Err(_), Some(r)) => ("refused", Some(r.as_str())),
-                    (Err(_), None) => ("failed", None),
-                };
+                let (result, reason) = verdict(o);
                 m.test(result, reason, o.received, o.sent);
             }
             let mut out = test_out.borrow_mut();
