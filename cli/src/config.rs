@@ -120,14 +120,11 @@ fn given(arg: &Arg, tail: &[OsString]) -> bool {
 fn file_flags(path: &Path, serve: &Command, tail: &[OsString]) -> anyhow::Result<Vec<OsString>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the config file {}", path.display()))?;
-    let table: toml::Table = toml::from_str(&text)
-        .map_err(|e| anyhow!("{} {}", path.display(), one_line(&e.to_string())))?;
-    // Again, with each value's place in the file.
-    let spanned: std::collections::BTreeMap<String, Spanned<Value>> = toml::from_str(&text)
+    // Each value with its place in the file; keys in sorted order.
+    let table: std::collections::BTreeMap<String, Spanned<Value>> = toml::from_str(&text)
         .map_err(|e| anyhow!("{} {}", path.display(), one_line(&e.to_string())))?;
     let mut flags = Vec::new();
-    for key in table.keys() {
-        let v = &spanned[key];
+    for (key, v) in &table {
         let line = text[..v.span().start.min(text.len())].matches('\n').count() + 1;
         let at = |msg: String| anyhow!("{} line {line}: {msg}", path.display());
         let long = RENAMED
