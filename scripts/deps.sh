@@ -22,27 +22,27 @@ have pkg-config || need_pkgs+=(pkg-config)
 have openssl || need_pkgs+=(openssl)
 have systemd-analyze || need_pkgs+=(systemd)
 
-if [ "${#need_pkgs[@]}" -gt 0 ]; then
+# install [APT-OPTION...] -- PACKAGE...: apt-get install, as root only.
+install() {
+    local opts=()
+    while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+    shift
     if [ "$(id -u)" -ne 0 ]; then
-        echo "xtcp: missing packages: ${need_pkgs[*]}; run as root or install them" >&2
+        echo "xtcp: missing packages: $*; run as root or install them" >&2
         exit 1
     fi
-    echo "xtcp: installing ${need_pkgs[*]}" >&2
+    echo "xtcp: installing $*" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
-    apt-get install -y -q "${need_pkgs[@]}" >/dev/null
+    apt-get install -y -q "${opts[@]}" "$@" >/dev/null
+}
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+    install -- "${need_pkgs[@]}"
 fi
 # promtool and a Prometheus server for the metrics tests (cli/tests/metrics.rs),
 # without the exporters Debian recommends with it.
 if ! have promtool || ! have prometheus; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "xtcp: missing package: prometheus; run as root or install it" >&2
-        exit 1
-    fi
-    echo "xtcp: installing prometheus" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends prometheus >/dev/null
+    install --no-install-recommends -- prometheus
 fi
 
 if ! have cargo; then

@@ -14,13 +14,18 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, Server, TempDir, XTCP, count, kill, testnet};
+use common::{ENGINE, Reap, Server, TempDir, XTCP, count, kill, link_stat, need_iperf3, testnet};
 use xtcp_engine::testnet::TestNet;
 
-fn need_iperf3() {
-    assert!(
-        Command::new("iperf3").arg("--version").output().is_ok(),
-        "iperf3 is not installed (scripts/deps.sh installs it)"
+/// Serve's line for a test it served to the end (`context` says which), and
+/// the byte count the stock client's `-J` reports for it (`sum_received`:
+/// xtcp's own count as the client was told, against serve's line).
+fn assert_served(line: &str, client: &serde_json::Value, context: &str) {
+    assert!(line.contains(": ok;"), "{context}: {line}");
+    assert_eq!(
+        client["end"]["sum_received"]["bytes"].as_u64(),
+        Some(count(line, "received")),
+        "{context}: {line}"
     );
 }
 
@@ -66,17 +71,6 @@ fn seconds(line: &str) -> f64 {
         .find(" s, received")
         .unwrap_or_else(|| panic!("seconds in {line}"));
     line[..end].rsplit(' ').next().unwrap().parse().unwrap()
-}
-
-/// Bytes side B's veth has sent so far (the kernel's counter).
-fn b_tx_bytes(net: &TestNet) -> u64 {
-    let out = net
-        .b
-        .ns
-        .ip(&["-s", "-j", "link", "show", &net.b.iface])
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0]["stats64"]["tx"]["bytes"].as_u64().unwrap()
 }
 
 fn sh(script: &str) -> String {
@@ -127,12 +121,7 @@ fn denied_clients_are_told_and_reported_allowed_ones_served() {
         .unwrap();
     let v = json_ok(&out);
     let line = server.outcome();
-    assert!(line.contains(": ok;"), "{line}");
-    assert_eq!(
-        v["end"]["sum_received"]["bytes"].as_u64(),
-        Some(count(&line, "received")),
-        "{line}"
-    );
+    assert_served(&line, &v, "served");
 }
 
 /// A second stock client while a test runs gets stock iperf3's busy
@@ -180,14 +169,7 @@ fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
     let v: serde_json::Value = serde_json::from_str(&s).unwrap();
     assert!(v.get("error").is_none(), "{v}");
     let line = server.outcome();
-    assert!(
-        line.contains(": ok;"),
-        "the first test is unaffected: {line}"
-    );
-    assert_eq!(
-        v["end"]["sum_received"]["bytes"].as_u64(),
-        Some(count(&line, "received"))
-    );
+    assert_served(&line, &v, "the first test is unaffected");
 }
 
 /// While a test is still connecting its streams, a new connection looks
@@ -264,11 +246,7 @@ fn max_duration_refuses_long_and_untimed_tests() {
     }
     let v = json_ok(&iperf3(&net, &["-t", "2", "-J"], &[]));
     let line = server.outcome();
-    assert!(line.contains(": ok;"), "{line}");
-    assert_eq!(
-        v["end"]["sum_received"]["bytes"].as_u64(),
-        Some(count(&line, "received"))
-    );
+    assert_served(&line, &v, "served");
 }
 
 /// `--server-bitrate-limit`: a `-b` above it is refused with IETOTALRATE;
@@ -289,14 +267,10 @@ fn bitrate_limit_refuses_a_high_b_and_ends_a_fast_test() {
     // Within the limit: runs to the end.
     let v = json_ok(&iperf3(&net, &["-t", "3", "-b", "20M", "-J"], &[]));
     let line = server.outcome();
-    assert!(line.contains(": ok;"), "{line}");
-    assert_eq!(
-        v["end"]["sum_received"]["bytes"].as_u64(),
-        Some(count(&line, "received"))
-    );
+    assert_served(&line, &v, "served");
     // Unlimited on a veth: far above 50 Mbit/s, ended by the server (the
     // client sees the error or its streams reset, whichever comes first).
-    let before = b_tx_bytes(&net);
+    let before = link_stat(&net.b.ns, &net.b.iface, "tx", "bytes");
     let out = iperf3(&net, &["-t", "30"], &[]);
     assert!(!out.status.success(), "{}", text(&out.stdout));
     let line = server.outcome();
@@ -309,7 +283,7 @@ fn bitrate_limit_refuses_a_high_b_and_ends_a_fast_test() {
     let at = line.find("bitrate limit: ").unwrap() + "bitrate limit: ".len();
     let measured: u64 = line[at..].split(' ').next().unwrap().parse().unwrap();
     let received = count(&line, "received");
-    let sent_by_b = b_tx_bytes(&net) - before;
+    let sent_by_b = link_stat(&net.b.ns, &net.b.iface, "tx", "bytes") - before;
     assert!(measured > 50_000_000, "{line}");
     assert!(seconds(&line) >= 1.0, "a full window first: {line}");
     assert!(
@@ -362,11 +336,7 @@ fn idle_timeout_ends_the_test_of_a_stopped_client() {
     // The server serves the next client.
     let v = json_ok(&iperf3(&net, &["-t", "1", "-J"], &[]));
     let line = server.outcome();
-    assert!(line.contains(": ok;"), "{line}");
-    assert_eq!(
-        v["end"]["sum_received"]["bytes"].as_u64(),
-        Some(count(&line, "received"))
-    );
+    assert_served(&line, &v, "served");
 }
 
 /// `-1 --idle-timeout N`: no client for N seconds and serve exits, status 0.
@@ -454,11 +424,7 @@ fn stock_client_logs_in_with_rsa_good_and_bad_password() {
         args.extend(login);
         let v = json_ok(&iperf3(&net, &args, &[("IPERF3_PASSWORD", "s3cret")]));
         let line = server.outcome();
-        assert!(line.contains(": ok;"), "{key}: {line}");
-        assert_eq!(
-            v["end"]["sum_received"]["bytes"].as_u64(),
-            Some(count(&line, "received"))
-        );
+        assert_served(&line, &v, key);
         let mut args = vec!["-t", "1"];
         args.extend(login);
         let out = iperf3(&net, &args, &[("IPERF3_PASSWORD", "wrong")]);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Reap, Watched, XTCP, ethtool_stat, have_iperf3, iperf3_json, link_stat, tcp_mib,
+    ENGINE, Reap, Watched, XTCP, ethtool_stat, iperf3_json, link_stat, need_iperf3, tcp_mib,
     testnet,
 };
 use xtcp_engine::testnet::{Netns, TestNet};
@@ -173,10 +173,7 @@ fn scrape_until(
 
 #[test]
 fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
-    assert!(
-        have_iperf3(),
-        "iperf3 is not installed (scripts/deps.sh installs it)"
-    );
+    need_iperf3();
     let net = testnet(1);
     let k0 = Kernel::read(&net);
     let mut x = serve(&net, 1, &[]);
@@ -312,10 +309,7 @@ fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
 
 #[test]
 fn promtool_passes_the_scrape_and_other_paths_are_404() {
-    assert!(
-        have_iperf3(),
-        "iperf3 is not installed (scripts/deps.sh installs it)"
-    );
+    need_iperf3();
     assert!(
         Command::new("promtool").arg("--version").output().is_ok(),
         "promtool is not installed (scripts/deps.sh installs Debian's prometheus)"
@@ -437,10 +431,7 @@ fn prom_query(ns: &Netns, at: SocketAddr, query: &str) -> Option<f64> {
 
 #[test]
 fn a_prometheus_server_scrapes_it_and_answers_queries() {
-    assert!(
-        have_iperf3(),
-        "iperf3 is not installed (scripts/deps.sh installs it)"
-    );
+    need_iperf3();
     assert!(
         Command::new("prometheus").arg("--version").output().is_ok(),
         "prometheus is not installed (scripts/deps.sh installs Debian's prometheus)"
@@ -899,9 +890,7 @@ fn connections_beyond_max_conns_are_counted_as_refused() {
 /// the clients saw.
 #[test]
 fn refused_tests_are_counted_by_reason() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(1);
     // A second address on side B, the one denied.
     let denied = "198.18.0.3";

@@ -17,16 +17,14 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Reap, Server, XTCP, count, have_iperf3, iperf3_json, syn_flood, testnet,
+    ENGINE, Reap, Server, XTCP, count, iperf3_json, link_stat, need_iperf3, syn_flood, testnet,
     wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
 #[test]
 fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(1);
     let server = Server::start(&net, 1);
 
@@ -134,9 +132,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
 
 #[test]
 fn stock_iperf3_four_streams_over_two_queues() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(2);
     let server = Server::start(&net, 2);
     let v = iperf3_json(&net, &["-t", "2", "-P", "4"]);
@@ -158,9 +154,7 @@ fn stock_iperf3_four_streams_over_two_queues() {
 
 #[test]
 fn garbage_clients_do_not_stop_the_server() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(1);
     let server = Server::start(&net, 1);
     let dst = SocketAddr::new(net.a.ip4.into(), 5201);
@@ -232,9 +226,7 @@ fn garbage_clients_do_not_stop_the_server() {
 /// peer's receive path on veth) is not zero, and total = user + system.
 #[test]
 fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(1);
     let server = Server::start_with(&net, 1, &["--json"]);
     for (extra, key, theirs) in [
@@ -394,9 +386,7 @@ fn retransmitted(net: &TestNet) -> (u64, u64) {
 /// receiver, in softirq, is not; the probe costs a segment, not a loss.
 #[test]
 fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(1);
     let _hog = Hog::start();
     // The kernel's TCP on side A, same network, same load.
@@ -446,9 +436,7 @@ fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
 /// receive data, and xtcp's count is the client's.
 #[test]
 fn thirty_two_streams_spread_over_two_queues() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(2);
     // The test network's kernel side transmits on queue q from CPU q
     // (XPS), and iperf3 3.12 sends every stream from its one thread: the
@@ -487,18 +475,6 @@ fn thirty_two_streams_spread_over_two_queues() {
     assert_eq!(total, 33, "32 data connections and the control one: {fin}");
 }
 
-/// Packets side B's veth dropped before they reached A (`ip -s link`'s TX
-/// dropped).
-fn tx_dropped(net: &TestNet) -> u64 {
-    let out = net
-        .b
-        .ns
-        .ip(&["-s", "-j", "link", "show", &net.b.iface])
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0]["stats64"]["tx"]["dropped"].as_u64().unwrap()
-}
-
 /// 10,000 SYNs from as many ports during a `-P 8` test: the test completes
 /// with xtcp's count equal to the client's, every SYN is accounted for
 /// (taken, dropped by the full half-open table, or lost before the
@@ -506,9 +482,7 @@ fn tx_dropped(net: &TestNet) -> u64 {
 /// than its table has room for.
 #[test]
 fn a_syn_flood_during_a_test_is_counted_and_bounded() {
-    if !have_iperf3() {
-        panic!("iperf3 is not installed (scripts/deps.sh installs it)");
-    }
+    need_iperf3();
     let net = testnet(1);
     let server = Server::start_with(&net, 1, &["-1", "-J"]);
     let client = net
@@ -537,7 +511,7 @@ fn a_syn_flood_during_a_test_is_counted_and_bounded() {
         assert!(Instant::now() < deadline, "{est}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let dropped_before = tx_dropped(&net);
+    let dropped_before = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
     const SYNS: u32 = 10_000;
     syn_flood(&net, 5201, SYNS);
     let out = {
@@ -566,8 +540,9 @@ fn a_syn_flood_during_a_test_is_counted_and_bounded() {
     );
     let l = &fin["listener"];
     let seen = l["syns_accepted"].as_u64().unwrap() + l["syns_dropped"].as_u64().unwrap();
-    let lost =
-        fin["xdp"]["dropped_at_redirect"].as_u64().unwrap() + tx_dropped(&net) - dropped_before;
+    let lost = fin["xdp"]["dropped_at_redirect"].as_u64().unwrap()
+        + link_stat(&net.b.ns, &net.b.iface, "tx", "dropped")
+        - dropped_before;
     assert!(
         seen + lost >= u64::from(SYNS) + 9,
         "every SYN is accounted for: {seen} seen by the listener, {lost} lost before it: {fin}"

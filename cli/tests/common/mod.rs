@@ -383,9 +383,12 @@ impl Server {
     }
 }
 
-/// Whether Debian's iperf3 is installed.
-pub fn have_iperf3() -> bool {
-    Command::new("iperf3").arg("--version").output().is_ok()
+/// Fails the test unless Debian's iperf3 is installed.
+pub fn need_iperf3() {
+    assert!(
+        Command::new("iperf3").arg("--version").output().is_ok(),
+        "iperf3 is not installed (scripts/deps.sh installs it)"
+    );
 }
 
 /// Runs `iperf3 -c <A's IPv4> -J <extra>` from side B; returns its JSON,
