@@ -19,7 +19,7 @@ use xtcp_engine::tcp::{CloseReason, ConnectionError};
 use xtcp_engine::worker::{Role, run_app};
 
 use crate::bulk::{EngineArgs, connect_timeout_message, interrupt_flag, parse_size};
-use crate::xdpstats::XdpSummary;
+use crate::xdpstats::{EngineCounters, XdpSummary};
 
 /// Arguments of `xtcp client`.
 #[derive(clap::Args, Debug, Clone)]
@@ -337,6 +337,8 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         }
         // Not iperf3's: xtcp's own XDP statistics of the run.
         v["xdp"] = serde_json::to_value(&xdp)?;
+        // Not iperf3's: xtcp's own drops by reason and full turns.
+        v["engine"] = serde_json::to_value(EngineCounters::of(&report))?;
         if let Err(e) = &o.result {
             v["error"] = json!(e.to_string());
         }

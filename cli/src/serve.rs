@@ -33,7 +33,7 @@ use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::bulk::{EngineArgs, interrupt_flag};
 use crate::client::{interval_json, interval_lines};
-use crate::xdpstats::XdpSummary;
+use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::tcp::ListenerStats;
 
 /// Arguments of `xtcp serve`.
@@ -454,6 +454,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             .borrow_mut()
             .line(&serde_json::to_string_pretty(&json!({
                 "xdp": xdp,
+                "engine": EngineCounters::of(&report),
                 "listener": listener,
                 "refused": refused,
                 "queues": report.workers.iter().map(|w| json!({

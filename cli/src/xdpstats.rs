@@ -57,6 +57,55 @@ pub struct XdpSummary {
     pub queues: Vec<QueueXdp>,
 }
 
+/// xtcp's own packet-path counters of a run, summed over the workers
+/// (JSON field `engine` of `client -J` and of `serve -J`'s closing
+/// document): what xtcp dropped after the redirect, by reason, and the
+/// transmit side's refusals and full turns.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Packets dropped by reason: truncated or malformed headers.
+    pub drop_malformed: u64,
+    /// Not TCP over IPv4/IPv6.
+    pub drop_not_tcp: u64,
+    /// IP fragments.
+    pub drop_fragment: u64,
+    /// Bad TCP checksum.
+    pub drop_checksum: u64,
+    /// Addressed to another IP address.
+    pub drop_not_ours: u64,
+    /// Chains longer than xtcp gathers.
+    pub drop_oversize: u64,
+    /// Sends refused: no room on the TX ring.
+    pub tx_ring_full: u64,
+    /// Sends refused: no free frame.
+    pub tx_no_frame: u64,
+    /// Loop turns that found the TX ring or the frame pool full.
+    pub tx_full_turns: u64,
+    /// Loop turns in all.
+    pub turns: u64,
+}
+
+impl EngineCounters {
+    /// The counters of `r`, summed over its workers.
+    pub fn of(r: &EngineReport) -> EngineCounters {
+        let mut c = EngineCounters::default();
+        for w in &r.workers {
+            let p = &w.port;
+            c.drop_malformed += p.drop_malformed;
+            c.drop_not_tcp += p.drop_not_tcp;
+            c.drop_fragment += p.drop_fragment;
+            c.drop_checksum += p.drop_checksum;
+            c.drop_not_ours += p.drop_not_ours;
+            c.drop_oversize += p.drop_oversize;
+            c.tx_ring_full += p.tx_ring_full;
+            c.tx_no_frame += p.tx_no_frame;
+            c.tx_full_turns += w.tx_full_turns;
+            c.turns += w.turns;
+        }
+        c
+    }
+}
+
 fn add(a: &mut XskStats, b: &XskStats) {
     a.rx_dropped += b.rx_dropped;
     a.rx_invalid_descs += b.rx_invalid_descs;

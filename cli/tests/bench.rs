@@ -65,9 +65,81 @@ fn assert_success(out: &Output) -> String {
     text
 }
 
+/// The record's samples, after checking its layout: `{"meta", "samples"}`,
+/// meta describing this machine and this run (`args` among its command
+/// line), each sample's CPU split into user and system, xtcp's counters
+/// for each xtcp end, and the offloads during its run.
 fn samples(json: &Path) -> Vec<serde_json::Value> {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
-    v.as_array().unwrap().clone()
+    check_meta(&v["meta"]);
+    let samples = v["samples"].as_array().unwrap().clone();
+    for s in &samples {
+        check_sample(s);
+    }
+    samples
+}
+
+fn check_meta(m: &serde_json::Value) {
+    assert_eq!(m["schema"], 2, "{m}");
+    assert_eq!(m["xtcp_version"], env!("CARGO_PKG_VERSION"), "{m}");
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(m["kernel"], release.trim(), "{m}");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(m["cpus"], cpus, "{m}");
+    assert!(m["memory_bytes"].as_u64().unwrap() > 1 << 28, "{m}");
+    assert!(m["date"].as_str().unwrap().ends_with('Z'), "{m}");
+    assert_eq!(m["command_line"][1], "bench", "{m}");
+    for k in ["loadavg_before", "loadavg_after"] {
+        assert_eq!(m[k].as_array().unwrap().len(), 3, "{k}: {m}");
+    }
+    assert_eq!(m["drivers"][0], "veth", "{m}");
+    assert_eq!(m["offloads"]["a"]["tso"], "off", "{m}");
+    // The commit the binary was built from, where it was built in git.
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    if let Some(head) = head {
+        assert_eq!(m["git_commit"], head.as_str(), "{m}");
+    }
+}
+
+fn check_sample(s: &serde_json::Value) {
+    let pair = s["pair"].as_str().unwrap();
+    let f = |k: &str| s[k].as_f64().unwrap_or_else(|| panic!("no {k}: {s}"));
+    // iperf3's totals are user + system (both rounded in its output).
+    for side in ["sender", "receiver"] {
+        let total = f(&format!("cpu_{side}"));
+        let parts = f(&format!("cpu_{side}_user")) + f(&format!("cpu_{side}_system"));
+        assert!(
+            (total - parts).abs() < 0.5,
+            "{side}: {total} vs {parts}: {s}"
+        );
+    }
+    for (end, is_xtcp) in [
+        ("engine_client", pair.starts_with("xtcp")),
+        ("engine_server", pair.ends_with("xtcp")),
+    ] {
+        let e = &s[end];
+        assert_eq!(!e.is_null(), is_xtcp, "{end}: {s}");
+        if is_xtcp {
+            let n = |k: &str| e[k].as_u64().unwrap_or_else(|| panic!("no {k}: {e}"));
+            assert!(n("turns") > 0 && n("tx_full_turns") <= n("turns"), "{e}");
+            for k in [
+                "drop_malformed",
+                "drop_not_tcp",
+                "drop_checksum",
+                "drop_oversize",
+            ] {
+                assert_eq!(n(k), 0, "a clean veth run drops nothing: {k}: {e}");
+            }
+        }
+    }
+    assert!(s["offloads"]["a"]["gro"].is_string(), "{s}");
+    assert!(s["qdisc"].as_str().unwrap().starts_with("qdisc"), "{s}");
 }
 
 /// Checks the SVG with python3's XML parser: an `<svg>` root with at least
@@ -178,9 +250,11 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
         &svg,
     );
     let text = assert_success(&out);
+    // Columns for the axes that vary or are not at their default; the
+    // frame size is neither.
+    assert!(!text.contains("frame"), "{text}");
     for header in [
         "ring",
-        "frame",
         "burst",
         "ping µs",
         "min RTT µs",
@@ -378,4 +452,213 @@ fn assert_xdp(s: &serde_json::Value) {
             "kernel → kernel has no drop share: {s}"
         );
     }
+}
+
+/// The axes beyond MTU, buffers and rings, at one short point with each at
+/// a value other than its default; each is seen to take effect by what the
+/// other side reports: iperf3's own `test_start` (the write size, the
+/// streams, the send buffer `net.ipv4.tcp_wmem` gave it), `ethtool -k`
+/// (offloads on for the kernel pair only) and `tc` (the queue).
+#[test]
+fn new_axes_take_effect_at_one_short_point() {
+    let _serial = serial();
+    let (json, svg) = (temp("bench-axes.json"), temp("bench-axes.svg"));
+    let (out, pid) = run_bench(
+        &[],
+        &[
+            "--mtu",
+            "9000",
+            "--length",
+            "63K",
+            "--sndbuf",
+            "64K",
+            "--nodelay",
+            "on",
+            "--kernel-offloads",
+            "on",
+            "--kernel-zerocopy",
+            "on",
+            "--streams",
+            "2",
+            "--kernel-txqueue",
+            "100",
+            "--duration",
+            "1",
+        ],
+        &json,
+        &svg,
+    );
+    let text = assert_success(&out);
+    for header in ["sndbuf", "len", " P ", "nodel", "koff", "kzc", "kq"] {
+        assert!(text.contains(header), "no {header} column: {text}");
+    }
+    let samples = samples(&json);
+    assert_eq!(samples.len(), 4, "{samples:?}");
+    for s in &samples {
+        let pair = s["pair"].as_str().unwrap();
+        let start = &s["client_start"];
+        assert_eq!(start["blksize"], 63 * 1024, "{s}");
+        assert_eq!(start["num_streams"], 2, "{s}");
+        assert!(s["jain"].as_f64().unwrap() > 0.5, "two streams: {s}");
+        if pair.starts_with("kernel") {
+            assert_eq!(start["sndbuf_actual"], 65536, "tcp_wmem's send buffer: {s}");
+        }
+        let on = if pair == PAIRS[0] { "on" } else { "off" };
+        for side in ["a", "b"] {
+            for k in ["tso", "gso", "gro", "tx"] {
+                assert_eq!(s["offloads"][side][k], on, "{pair} {side} {k}: {s}");
+            }
+        }
+        let q = s["qdisc"].as_str().unwrap();
+        assert!(q.contains("pfifo") && q.contains("limit 100p"), "{q}");
+        assert_eq!(s["kernel_txqueue"], "100", "{s}");
+        assert_queue_delay(s);
+        assert_xdp(s);
+    }
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&svg);
+    assert_no_bench_namespaces(pid);
+}
+
+/// veth has no AF_XDP zero-copy: asked for, bench says so and why, and
+/// leaves nothing behind.
+#[test]
+fn zero_copy_on_veth_is_refused_with_the_reason() {
+    let _serial = serial();
+    let child = Command::new(XTCP)
+        .args([
+            "bench",
+            "--mtu",
+            "1500",
+            "--bind",
+            "zerocopy",
+            "--duration",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--bind zerocopy:") && err.contains("(driver veth) has no AF_XDP zero-copy"),
+        "{err}"
+    );
+    assert_no_bench_namespaces(pid);
+}
+
+/// Each preset runs (its first point, one second per pair), prints the
+/// published table next to ours, records which preset it ran, and draws
+/// the published figure beside ours; `--from` reads the record back and
+/// prints the same comparison.
+#[test]
+fn every_preset_runs_one_short_point_and_prints_the_published_table() {
+    let _serial = serial();
+    for (preset, source) in [
+        ("loopback-mtu", "net: loopback: set default mtu to 64K"),
+        ("lo0-space", "the review raising lo0's MTU"),
+        (
+            "rcvbuf-small",
+            "Network performance regression in Linux kernel 6.6 for small socket size test cases",
+        ),
+        (
+            "ring-queue",
+            "ng_eiface(4): Increase default TX queue size to 4096",
+        ),
+        ("mss-clip", "tcp mss MCLBYTES restriction"),
+    ] {
+        let (json, svg) = (
+            temp(&format!("bench-{preset}.json")),
+            temp(&format!("bench-{preset}.svg")),
+        );
+        let (out, pid) = run_bench(
+            &[],
+            &["--preset", preset, "--points", "1", "--duration", "1"],
+            &json,
+            &svg,
+        );
+        let text = assert_success(&out);
+        assert!(
+            text.contains("Published: ") && text.contains(source),
+            "{preset}: {text}"
+        );
+        assert!(
+            text.contains("Ours (this machine; medians):"),
+            "{preset}: {text}"
+        );
+        if preset == "mss-clip" {
+            assert!(
+                text.contains("zero-copy: not measured here") && text.contains("tests/vm/run.sh"),
+                "{text}"
+            );
+        }
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(v["meta"]["preset"], preset);
+        let samples = samples(&json);
+        assert_eq!(samples.len(), 4, "{preset}: one point: {samples:?}");
+        for s in &samples {
+            assert_queue_delay(s);
+        }
+        check_svg(
+            &svg,
+            4,
+            &["published,", "ours, Gbit/s by", "both, relative to"],
+        );
+        // The record read back: the same comparison, nothing run.
+        let again = Command::new(XTCP)
+            .args(["bench", "--from"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        let again_text = String::from_utf8_lossy(&again.stdout);
+        assert!(again.status.success(), "{again_text}");
+        assert!(
+            again_text.contains(&format!("--preset {preset}")) && again_text.contains(source),
+            "{again_text}"
+        );
+        let _ = std::fs::remove_file(&json);
+        let _ = std::fs::remove_file(&svg);
+        assert_no_bench_namespaces(pid);
+    }
+}
+
+/// A record of an earlier version (a bare list of samples, the repository's
+/// own docs/bench-2026-12-01.json) is read back: its table, nothing run.
+#[test]
+fn from_reads_a_record_of_an_earlier_version() {
+    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench-2026-12-01.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&old).unwrap()).unwrap();
+    let points: BTreeSet<(u64, String)> = v
+        .as_array()
+        .expect("a bare list")
+        .iter()
+        .map(|s| {
+            (
+                s["mtu"].as_u64().unwrap(),
+                s["pair"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let out = Command::new(XTCP)
+        .args(["bench", "--from"])
+        .arg(&old)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("a record of an earlier version"), "{text}");
+    // A row (of medians) per MTU and pair.
+    let rows = text
+        .lines()
+        .filter(|l| PAIRS.iter().any(|p| l.contains(p)))
+        .count();
+    assert_eq!(rows, points.len(), "{text}");
 }

@@ -496,6 +496,78 @@ impl TestNet {
         Ok(())
     }
 
+    /// Turns TSO, GSO, GRO and TX checksum offload of both ends on or off
+    /// (the switches of [`TestNetConfig::offloads`]); adopted interfaces
+    /// get theirs back on drop as before.
+    pub fn set_offloads(&mut self, on: bool) -> Result<(), TestNetError> {
+        let onoff = if on { "on" } else { "off" };
+        for side in [&self.a, &self.b] {
+            side.ns.exec(&[
+                "ethtool",
+                "-K",
+                &side.iface,
+                "tso",
+                onoff,
+                "gso",
+                onoff,
+                "gro",
+                onoff,
+                "tx",
+                onoff,
+            ])?;
+        }
+        self.config.offloads = on;
+        Ok(())
+    }
+
+    /// The offloads [`TestNet::set_offloads`] switches, as each end has
+    /// them now (`ethtool -k` names and values, e.g. `("tso", "off")`).
+    pub fn offloads(&self) -> Result<[Vec<(&'static str, String)>; 2], TestNetError> {
+        Ok([
+            offloads_in(Some(&self.a.ns), &self.a.iface)?,
+            offloads_in(Some(&self.b.ns), &self.b.iface)?,
+        ])
+    }
+
+    /// Puts a `pfifo` queue of `packets` in front of both veth ends'
+    /// transmit (`tc qdisc replace … root pfifo limit N`), or with `None`
+    /// removes it, leaving veth's default (no queue). Only on the veth
+    /// pair of its own: an adopted NIC's queueing is left as it is.
+    pub fn set_txqueue(&mut self, packets: Option<u32>) -> Result<(), TestNetError> {
+        if self.adopted.is_some() {
+            return Err(TestNetError::Refused {
+                iface: self.a.iface.clone(),
+                reason: "the transmit queue is set on the test network's own veth pair only".into(),
+            });
+        }
+        for side in [&self.a, &self.b] {
+            match packets {
+                Some(n) => {
+                    let n = n.to_string();
+                    side.ns.exec(&[
+                        "tc",
+                        "qdisc",
+                        "replace",
+                        "dev",
+                        &side.iface,
+                        "root",
+                        "pfifo",
+                        "limit",
+                        &n,
+                    ])?;
+                }
+                None => {
+                    let shown = side.ns.exec(&["tc", "qdisc", "show", "dev", &side.iface])?;
+                    if String::from_utf8_lossy(&shown.stdout).contains("pfifo") {
+                        side.ns
+                            .exec(&["tc", "qdisc", "del", "dev", &side.iface, "root"])?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Waits (at most `timeout`) until both ends have a carrier again, as
     /// a NIC may reset its link after an MTU or ring change; `after` names
     /// the change for the error.
@@ -596,7 +668,18 @@ fn words_follow(out: &[u8], key: &str, value: &str) -> bool {
 /// The offloads [`TestNetConfig::offloads`] switches, as `ethtool -K`
 /// names with their present values, read in this process's namespace.
 fn offloads_of(iface: &str) -> Result<Vec<(&'static str, String)>, TestNetError> {
-    let out = run(&["ethtool", "-k", iface])?;
+    offloads_in(None, iface)
+}
+
+/// The same, read in `ns` (`None`: this process's namespace).
+fn offloads_in(
+    ns: Option<&Netns>,
+    iface: &str,
+) -> Result<Vec<(&'static str, String)>, TestNetError> {
+    let out = match ns {
+        Some(ns) => ns.exec(&["ethtool", "-k", iface])?,
+        None => run(&["ethtool", "-k", iface])?,
+    };
     let text = String::from_utf8_lossy(&out.stdout);
     let mut v = Vec::new();
     for (long, short) in [
