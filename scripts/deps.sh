@@ -14,6 +14,10 @@ have ping || need_pkgs+=(iputils-ping)
 have iperf3 || need_pkgs+=(iperf3)
 have socat || need_pkgs+=(socat)
 have python3 || need_pkgs+=(python3)
+# bench: its records checked against docs/bench-record.schema.json, its
+# kernel send buffers set with sysctl, its queues with tc (iproute2).
+python3 -c 'import jsonschema' 2>/dev/null || need_pkgs+=(python3-jsonschema)
+have sysctl || need_pkgs+=(procps)
 have setpriv || need_pkgs+=(util-linux)
 have cc || need_pkgs+=(gcc)
 have pkg-config || need_pkgs+=(pkg-config)

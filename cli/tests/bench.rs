@@ -70,6 +70,7 @@ fn assert_success(out: &Output) -> String {
 /// line), each sample's CPU split into user and system, xtcp's counters
 /// for each xtcp end, and the offloads during its run.
 fn samples(json: &Path) -> Vec<serde_json::Value> {
+    check_schema(json);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     check_meta(&v["meta"]);
     let samples = v["samples"].as_array().unwrap().clone();
@@ -77,6 +78,31 @@ fn samples(json: &Path) -> Vec<serde_json::Value> {
         check_sample(s);
     }
     samples
+}
+
+/// The record validates against the documented schema
+/// (docs/bench-record.schema.json, with python3's jsonschema).
+fn check_schema(json: &Path) {
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench-record.schema.json");
+    let check = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, jsonschema; s = json.load(open(sys.argv[1])); \
+             v = jsonschema.Draft202012Validator(s); \
+             errs = [f'{list(e.absolute_path)}: {e.message}' for e in v.iter_errors(json.load(open(sys.argv[2])))]; \
+             print('\\n'.join(errs[:20])); sys.exit(1 if errs else 0)",
+        ])
+        .arg(&schema)
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{} does not validate against the schema: {}{}",
+        json.display(),
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
 
 fn check_meta(m: &serde_json::Value) {
