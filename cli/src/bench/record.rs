@@ -25,7 +25,8 @@ pub struct Meta {
     pub schema: u32,
     /// xtcp's version.
     pub xtcp_version: String,
-    /// The git commit it was built from (`None` outside a git checkout).
+    /// The git commit it was built from, `-dirty` if tracked files had
+    /// changes (`None` outside a git checkout).
     pub git_commit: Option<String>,
     /// `uname -r`.
     pub kernel: String,
