@@ -28,7 +28,7 @@ pub mod msg;
 pub mod port;
 pub mod registry;
 pub mod sendmem;
-mod table;
+pub mod table;
 pub mod thread;
 
 pub use conn::SinkKind;
