@@ -769,6 +769,67 @@ mod tests {
         }
     }
 
+    /// Every complete `xtcp …` command in README's shell examples parses
+    /// (with the new spellings: an old one would still parse, so they are
+    /// looked for too).
+    #[test]
+    fn readme_examples_parse_and_use_the_new_spellings() {
+        let readme = include_str!("../../README.md");
+        let mut in_sh = false;
+        let mut checked = 0;
+        for line in readme.lines() {
+            if line.starts_with("```") {
+                in_sh = line == "```sh";
+                continue;
+            }
+            // The command, not what a comment after it says.
+            let code = line.split(" #").next().unwrap_or_default();
+            let Some(at) = code
+                .find("xtcp ")
+                .filter(|_| in_sh && !line.trim_start().starts_with('#'))
+            else {
+                continue;
+            };
+            let cmd = code[at..].trim();
+            // Placeholders, alternatives, continued lines, pipes.
+            if cmd.contains(['[', '<', '|', '\\', '$', '>']) || cmd.ends_with("...") {
+                continue;
+            }
+            let words: Vec<&str> = cmd.split_whitespace().collect();
+            let commands = [
+                "probe",
+                "xsk-bench",
+                "send",
+                "recv",
+                "serve",
+                "client",
+                "bench",
+            ];
+            if !words.get(1).is_some_and(|w| commands.contains(w)) {
+                continue;
+            }
+            if let Err(e) = crate::Cli::try_parse_from(&words) {
+                panic!("README: `{cmd}`: {e}");
+            }
+            for old in [
+                "--connect ",
+                "--listen",
+                "--connections",
+                "--duration",
+                "--streams",
+                "--local",
+                "--core ",
+            ] {
+                assert!(
+                    !format!("{cmd} ").contains(old),
+                    "README: `{cmd}` spells {old}"
+                );
+            }
+            checked += 1;
+        }
+        assert!(checked >= 15, "only {checked} README commands found");
+    }
+
     #[test]
     fn kick_is_xsk_bench_only_and_adaptive_the_engines() {
         let err = |args: &[&str]| {
