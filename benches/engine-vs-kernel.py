@@ -98,7 +98,7 @@ def xtcp_to_kernel(net, nbytes, xtcp, extra):
 
 
 def kernel_to_xtcp(net, nbytes, xtcp, extra):
-    rx = net.run(net.a, xtcp, "recv", "--iface", net.ia, "--listen", f"198.18.0.1:{PORT}",
+    rx = net.run(net.a, xtcp, "recv", "--iface", net.ia, "-B", "198.18.0.1", "-p", str(PORT),
                  "--discard", "--bind", "copy", "--json", *extra,
                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     # Setup (XDP attach, UMEM) takes well under a second; a probe connection
@@ -121,7 +121,7 @@ def xtcp_send(net, nbytes, xtcp, source, extra):
                  f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
     time.sleep(0.3)
     out = sh("ip", "netns", "exec", net.a, xtcp, "send", "--iface", net.ia,
-             "--connect", f"198.18.0.2:{PORT}", *source,
+             "-c", "198.18.0.2", "-p", str(PORT), *source,
              "--bind", "copy", "--json", *extra, stdout=subprocess.PIPE,
              stderr=subprocess.DEVNULL).stdout
     rx.wait(timeout=60)

@@ -12,7 +12,7 @@ X=target/release/xtcp
 row() { # label, args...
     local label="$1"; shift
     local j
-    j=$("$X" xsk-bench --testnet --duration "$D" --json "$@" 2>/dev/null)
+    j=$("$X" xsk-bench --testnet -t "$D" -J "$@" 2>/dev/null)
     python3 - "$label" "$j" <<'PY'
 import json, sys
 label, j = sys.argv[1], json.loads(sys.argv[2])
@@ -27,6 +27,6 @@ for s in 64 1500 9000 65000; do row "size $s" --size "$s"; done
 for b in 16 64 256; do row "size 64, batch $b" --size 64 --batch "$b"; done
 for b in 16 64 256; do row "size 1500, batch $b" --size 1500 --batch "$b"; done
 for r in 512 2048 8192; do row "size 1500, ring $r" --size 1500 --ring "$r" --frames $((r * 8)); done
-row "size 1500, wakeup busy" --size 1500 --wakeup busy
+row "size 1500, wakeup kick" --size 1500 --wakeup kick
 row "size 1500, wakeup poll" --size 1500 --wakeup poll
 row "size 9000, frame 2048" --size 9000 --frame-size 2048

@@ -12,11 +12,11 @@ source scripts/deps.sh
 cargo build --release -p xtcp
 XTCP=target/release/xtcp
 
-echo "== xtcp probe lo (host facts: kernel, privileges, hugepages)"
-"$XTCP" probe lo
+echo "== xtcp probe --iface lo (host facts: kernel, privileges, hugepages)"
+"$XTCP" probe --iface lo
 for size in 64 1500 9000 65000; do
     echo "== xtcp xsk-bench --testnet --size $size"
-    "$XTCP" xsk-bench --testnet --size "$size" --duration "${XTCP_DURATION:-5}"
+    "$XTCP" xsk-bench --testnet --size "$size" -t "${XTCP_DURATION:-5}"
 done
 echo "== xtcp bench: xtcp against kernel TCP, side by side"
 "$XTCP" bench --mtu "${XTCP_MTUS:-1500,9000,16384,32768,65535}" "$@"

@@ -10,292 +10,45 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::ValueEnum;
 use serde::Serialize;
-use xtcp_engine::frame::FrameSize;
-use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError, RecvWindow};
+use xtcp_engine::tcp::{CloseReason, ConnectionError};
 use xtcp_engine::worker::bulk::{
     FileSource, NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer,
 };
-use xtcp_engine::worker::{
-    ConnReport, EngineConfig, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, TxLayoutPolicy,
-    WaitStrategy,
-};
-use xtcp_engine::xdp::AttachMode;
-use xtcp_engine::xsk::BindMode;
+use xtcp_engine::worker::{ConnReport, EngineConfig, EngineReport, Progress, Role, SinkKind};
 
+use crate::args::{EngineArgs, parse_size};
 use crate::xdpstats::XdpSummary;
-use crate::xsk_bench::{BindArg, XdpModeArg, parse_frame_size};
-
-/// `--wakeup`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum WaitArg {
-    /// Spin (one core at 100 %).
-    Busy,
-    /// Sleep in poll() whenever idle.
-    NeedWakeup,
-    /// Spin briefly after work, then sleep in poll().
-    Adaptive,
-}
-
-/// `--rx-csum`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RxCsumArg {
-    /// Verify every received checksum (NICs).
-    Verify,
-    /// Accept without verifying (a veth peer sends partial checksums).
-    Trust,
-    /// Trust on veth, verify elsewhere.
-    Auto,
-}
-
-/// `--cc`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CcArg {
-    /// RFC 5681 NewReno.
-    Newreno,
-    /// RFC 9438 CUBIC.
-    Cubic,
-}
-
-/// `on` / `off`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OnOff {
-    /// Enabled.
-    On,
-    /// Disabled.
-    Off,
-}
-
-/// A byte size: `65536`, `64K`, `4M`, `1G` (binary units).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => return Err(format!("`{s}`: unknown unit `{c}` (use K, M, G or T)")),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let v: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size like 65536, 64K, 4M or 1G"))?;
-    v.checked_mul(mul)
-        .ok_or_else(|| format!("`{s}` is too large"))
-}
-
-/// `--rcvbuf`: auto-tuned or fixed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RcvBuf {
-    /// Window auto-tuned up to the default buffer.
-    Auto,
-    /// Fixed buffer and window, bytes.
-    Fixed(u64),
-}
-
-fn parse_rcvbuf(s: &str) -> Result<RcvBuf, String> {
-    if s == "auto" {
-        Ok(RcvBuf::Auto)
-    } else {
-        parse_size(s).map(RcvBuf::Fixed)
-    }
-}
-
-/// `--cores`: a list of core numbers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CoreList(pub Vec<usize>);
-
-fn parse_cores(s: &str) -> Result<CoreList, String> {
-    s.split(',')
-        .map(|c| {
-            c.trim()
-                .parse()
-                .map_err(|_| format!("`{s}` is not a list of core numbers like 0,1"))
-        })
-        .collect::<Result<Vec<usize>, String>>()
-        .map(CoreList)
-}
-
-/// `--tx-layout`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TxLayoutArg {
-    /// By device and MTU (see `--tx-layout`).
-    Auto,
-    /// A header frame, then the payload's frames (multi-buffer).
-    Chained,
-    /// One descriptor per segment, headers in the frame's headroom.
-    Single,
-}
-
-/// Engine options shared by `send` and `recv`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct EngineArgs {
-    /// Interface to run on (xtcp attaches its XDP program there).
-    #[arg(long)]
-    pub iface: String,
-    /// Queues to serve (0..N), one pinned worker each.
-    #[arg(long, default_value_t = 1)]
-    pub queues: u32,
-    /// Cores for the workers, one per queue (default: worker i on core i).
-    #[arg(long, value_parser = parse_cores)]
-    pub cores: Option<CoreList>,
-    /// XDP attach mode.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub xdp_mode: XdpModeArg,
-    /// AF_XDP bind mode.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub bind: BindArg,
-    /// How idle workers wait.
-    #[arg(long, value_enum, default_value = "adaptive")]
-    pub wakeup: WaitArg,
-    /// UMEM frame size (2048 or 4096).
-    #[arg(long, default_value = "4096", value_parser = parse_frame_size)]
-    pub frame_size: FrameSize,
-    /// UMEM frames per queue.
-    #[arg(long, default_value_t = 16384)]
-    pub frames: u32,
-    /// RX/TX ring entries (power of two; fill/completion rings get twice).
-    #[arg(long, default_value_t = 2048)]
-    pub ring: u32,
-    /// RX descriptors per loop turn.
-    #[arg(long, default_value_t = 64)]
-    pub batch: u32,
-    /// Most TX frames one connection queues per loop turn (one per segment
-    /// at MTU 1500, payload ÷ frame size at large MTUs). A turn's burst
-    /// goes out ahead of the ACKs queued after it: larger bursts add
-    /// queueing delay, smaller ones cost turns.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub tx_burst: u32,
-    /// How segments are laid out for sending: `chained` (a header frame,
-    /// then descriptors into the send buffer's frames: multi-buffer),
-    /// `single` (one descriptor per segment, the headers in the payload
-    /// frame's headroom; MSS at most a frame less 256 bytes), `auto`
-    /// (zero-copy: chained, or single on devices that take one descriptor
-    /// per packet; copy mode: single when a full segment fits one frame,
-    /// else chained). xtcp copies no payload either way.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub tx_layout: TxLayoutArg,
-    /// Back the UMEM with huge pages.
-    #[arg(long)]
-    pub hugepages: bool,
-    /// Receive-checksum policy.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub rx_csum: RxCsumArg,
-    /// MSS to announce and send (default: the MTU less IP and TCP headers).
-    #[arg(long)]
-    pub mss: Option<u16>,
-    /// Round the sending MSS down to whole frames (8948 → 8192 with 4096-byte frames).
-    #[arg(long, value_enum, default_value = "on")]
-    pub mss_clip: OnOff,
-    /// Receive buffer: `auto` (window auto-tuned up to 4M) or a fixed size (e.g. 64K).
-    #[arg(long, default_value = "auto", value_parser = parse_rcvbuf)]
-    pub rcvbuf: RcvBuf,
-    /// Send buffer per connection.
-    #[arg(long, default_value = "4M", value_parser = parse_size)]
-    pub sndbuf: u64,
-    /// Congestion control.
-    #[arg(long, value_enum, default_value = "cubic")]
-    pub cc: CcArg,
-    /// Seconds between FIN and RST when interrupted.
-    #[arg(long, default_value_t = 2.0)]
-    pub grace: f64,
-    /// Connections each queue's worker holds at most. A connection beyond
-    /// it is refused with a reset (counted as `refused`); those held go on
-    /// undisturbed. Frames and the RX ring are shared among the
-    /// connections held.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub max_conns: u32,
-}
-
-impl EngineArgs {
-    pub fn config(&self) -> anyhow::Result<EngineConfig> {
-        let mut c = EngineConfig {
-            iface: self.iface.clone(),
-            queues: self.queues,
-            cores: self.cores.clone().map(|c| c.0),
-            xdp_mode: match self.xdp_mode {
-                XdpModeArg::Native => AttachMode::Native,
-                XdpModeArg::Generic => AttachMode::Generic,
-                XdpModeArg::Auto => AttachMode::Auto,
-            },
-            bind: match self.bind {
-                BindArg::Copy => BindMode::Copy,
-                BindArg::Zerocopy => BindMode::ZeroCopy,
-                BindArg::Auto => BindMode::Auto,
-            },
-            wait: match self.wakeup {
-                WaitArg::Busy => WaitStrategy::Busy,
-                WaitArg::NeedWakeup => WaitStrategy::NeedWakeup,
-                WaitArg::Adaptive => WaitStrategy::Adaptive,
-            },
-            frame_size: self.frame_size,
-            frames: self.frames,
-            ring: self.ring,
-            batch: self.batch,
-            tx_burst: self.tx_burst,
-            tx_layout: match self.tx_layout {
-                TxLayoutArg::Auto => TxLayoutPolicy::Auto,
-                TxLayoutArg::Chained => TxLayoutPolicy::Chained,
-                TxLayoutArg::Single => TxLayoutPolicy::Single,
-            },
-            hugepages: self.hugepages,
-            rx_csum: match self.rx_csum {
-                RxCsumArg::Verify => RxCsumPolicy::Verify,
-                RxCsumArg::Trust => RxCsumPolicy::Trust,
-                RxCsumArg::Auto => RxCsumPolicy::Auto,
-            },
-            mss: self.mss,
-            grace: Duration::from_secs_f64(self.grace.clamp(0.0, 3600.0)),
-            max_conns: self.max_conns as usize,
-            ..EngineConfig::default()
-        };
-        if self.frames < self.ring * 4 {
-            bail!(
-                "--frames {} is too few for --ring {}: give at least 4 × ring",
-                self.frames,
-                self.ring
-            );
-        }
-        let fs = self.frame_size.bytes() as u64;
-        if self.sndbuf < 4 * fs || self.sndbuf > 1 << 30 {
-            bail!("--sndbuf must be between {} and 1G", 4 * fs);
-        }
-        c.tcp.send_frames = self.sndbuf.div_ceil(fs) as usize;
-        c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
-        c.tcp.congestion = match self.cc {
-            CcArg::Newreno => CongestionAlgorithm::NewReno,
-            CcArg::Cubic => CongestionAlgorithm::Cubic,
-        };
-        match self.rcvbuf {
-            RcvBuf::Auto => {}
-            RcvBuf::Fixed(n) if (1024..=1 << 30).contains(&n) => {
-                c.tcp.recv_buffer = n as usize;
-                c.tcp.recv_window = RecvWindow::Fixed(n as usize);
-            }
-            RcvBuf::Fixed(_) => bail!("--rcvbuf must be `auto` or between 1K and 1G"),
-        }
-        Ok(c)
-    }
-}
 
 /// Arguments of `xtcp send`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("input").args(["file", "pattern", "zeros"])))]
 pub struct SendArgs {
-    /// The receiver: ADDR:PORT (IPv6 as [ADDR]:PORT).
-    #[arg(long)]
-    pub connect: SocketAddr,
+    /// The receiver's address (IPv4 or IPv6).
+    #[arg(
+        short = 'c',
+        long = "client",
+        value_name = "HOST",
+        required_unless_present = "connect"
+    )]
+    pub host: Option<IpAddr>,
+    /// The receiver's port.
+    #[arg(short, long, default_value_t = 5201,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+    /// The earlier spelling of `-c HOST -p PORT`: ADDR:PORT, [IPV6]:PORT.
+    #[arg(long, hide = true, value_name = "ADDR:PORT", conflicts_with_all = ["host", "port"])]
+    pub connect: Option<SocketAddr>,
     /// Our address (default: the kernel's preferred source for the route).
-    #[arg(long)]
+    #[arg(
+        short = 'B',
+        long = "bind-address",
+        value_name = "ADDR",
+        alias = "local"
+    )]
     pub local: Option<IpAddr>,
     /// Send this file (default: standard input).
-    #[arg(long)]
+    #[arg(short = 'F', long)]
     pub file: Option<PathBuf>,
     /// Send the seeded pseudo-random stream (check it with `xtcp recv --verify SEED`).
     #[arg(long)]
@@ -305,10 +58,16 @@ pub struct SendArgs {
     #[arg(long)]
     pub zeros: bool,
     /// Bytes per connection (with --pattern or --zeros), e.g. 1G.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(short = 'n', long, value_parser = parse_size)]
     pub bytes: Option<u64>,
-    /// Parallel connections (with --pattern or --zeros; each sends --bytes).
-    #[arg(long, default_value_t = 1)]
+    /// Parallel connections (with --pattern or --zeros; each sends -n bytes).
+    #[arg(
+        short = 'P',
+        long = "parallel",
+        alias = "connections",
+        value_name = "PARALLEL",
+        default_value_t = 1
+    )]
     pub connections: usize,
     /// Give up on a connection whose SYN has no answer after this many
     /// milliseconds (as iperf3's flag).
@@ -316,19 +75,46 @@ pub struct SendArgs {
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub connect_timeout: u64,
     /// Print the final report as JSON on stdout.
-    #[arg(long)]
+    #[arg(short = 'J', long)]
     pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl SendArgs {
+    /// `--connect ADDR:PORT` (an earlier spelling) as `-c ADDR -p PORT`.
+    pub fn resolve_old_spellings(&mut self) {
+        if let Some(a) = self.connect.take() {
+            self.host = Some(a.ip());
+            self.port = a.port();
+        }
+    }
+
+    /// The receiver.
+    pub fn remote(&self) -> anyhow::Result<SocketAddr> {
+        match (self.connect, self.host) {
+            (Some(a), _) => Ok(a),
+            (None, Some(h)) => Ok(SocketAddr::new(h, self.port)),
+            (None, None) => bail!("send needs the receiver: -c HOST [-p PORT]"),
+        }
+    }
 }
 
 /// Arguments of `xtcp recv`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("output").args(["out", "verify", "discard"])))]
 pub struct RecvArgs {
-    /// Where to listen: [ADDR:]PORT (default address: the interface's IPv4 address).
-    #[arg(long, value_parser = parse_listen)]
-    pub listen: (Option<IpAddr>, u16),
+    /// Address to listen on (default: the interface's IPv4 address).
+    #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
+    pub addr: Option<IpAddr>,
+    /// Port to listen on.
+    #[arg(short, long, default_value_t = 5201,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+    /// The earlier spelling of `[-B ADDR] -p PORT`: [ADDR:]PORT.
+    #[arg(long, hide = true, value_name = "[ADDR:]PORT", value_parser = parse_listen,
+          conflicts_with_all = ["addr", "port"])]
+    pub listen: Option<(Option<IpAddr>, u16)>,
     /// Write the received stream to this file (default: standard output).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -342,10 +128,25 @@ pub struct RecvArgs {
     #[arg(long)]
     pub keep_listening: bool,
     /// Print the final report as JSON on stdout.
-    #[arg(long)]
+    #[arg(short = 'J', long)]
     pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl RecvArgs {
+    /// `--listen [ADDR:]PORT` (an earlier spelling) as `[-B ADDR] -p PORT`.
+    pub fn resolve_old_spellings(&mut self) {
+        if let Some((addr, port)) = self.listen.take() {
+            self.addr = addr;
+            self.port = port;
+        }
+    }
+
+    /// Where to listen.
+    fn at(&self) -> (Option<IpAddr>, u16) {
+        self.listen.unwrap_or((self.addr, self.port))
+    }
 }
 
 fn parse_listen(s: &str) -> Result<(Option<IpAddr>, u16), String> {
@@ -684,19 +485,20 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
 
 /// `xtcp send`.
 pub fn send(a: &SendArgs) -> anyhow::Result<()> {
-    let mut cfg = a.engine.config()?;
+    let remote = a.remote()?;
+    let mut cfg = a.engine.config_to(remote.ip())?;
     cfg.tcp.connect_timeout = Some(Duration::from_millis(a.connect_timeout));
     if a.connections == 0 || a.connections > 1024 {
-        bail!("--connections must be between 1 and 1024");
+        bail!("-P (--parallel) {} is outside 1..=1024", a.connections);
     }
     let mut readers = Vec::new();
     if a.bytes.is_some() && a.pattern.is_none() && !a.zeros {
-        bail!("--bytes goes with --pattern SEED or --zeros");
+        bail!("-n (--bytes) goes with --pattern SEED or --zeros");
     }
     let sources: Vec<Source> = match (a.pattern, a.zeros, &a.file) {
         (Some(_), _, _) | (None, true, _) => {
             let Some(len) = a.bytes else {
-                bail!("--pattern and --zeros need --bytes N (per connection, e.g. 1G)");
+                bail!("--pattern and --zeros need -n BYTES (--bytes; per connection, e.g. 1G)");
             };
             (0..a.connections)
                 .map(|_| match a.pattern {
@@ -712,7 +514,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         (None, false, input) => {
             if a.connections != 1 {
                 bail!(
-                    "--connections above 1 needs --pattern or --zeros (one input cannot feed \
+                    "-P (--parallel) above 1 needs --pattern or --zeros (one input cannot feed \
                      several streams)"
                 );
             }
@@ -738,8 +540,8 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
                         None => {
                             if std::io::stdin().is_terminal() {
                                 bail!(
-                                    "standard input is a terminal: give --file F, --pattern SEED \
-                                     --bytes N, or pipe data in"
+                                    "standard input is a terminal: give -F FILE, --pattern SEED \
+                                     -n BYTES, or pipe data in"
                                 );
                             }
                             Box::new(std::io::stdin())
@@ -755,7 +557,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     let flag = interrupt_flag()?;
     let mut meter = Meter::new(None);
     let role = Role::Connect {
-        remote: a.connect,
+        remote,
         local: a.local,
         sources,
     };
@@ -799,8 +601,8 @@ fn check_writable(p: &std::path::Path) -> anyhow::Result<()> {
 
 /// `xtcp recv`.
 pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
-    let cfg = a.engine.config()?;
-    let (addr, port) = a.listen;
+    let (addr, port) = a.at();
+    let cfg = a.engine.config_at(addr)?;
     let mut writer = None;
     let sinks = if let Some(seed) = a.verify {
         SinkKind::Verify(seed)

@@ -18,7 +18,8 @@ use xtcp_engine::app::iperf3::{
 use xtcp_engine::tcp::{CloseReason, ConnectionError};
 use xtcp_engine::worker::{Role, run_app};
 
-use crate::bulk::{EngineArgs, connect_timeout_message, interrupt_flag, parse_size};
+use crate::args::{EngineArgs, parse_size};
+use crate::bulk::{connect_timeout_message, interrupt_flag};
 use crate::xdpstats::{EngineCounters, XdpSummary};
 
 /// Arguments of `xtcp client`.
@@ -137,7 +138,7 @@ fn rows(o: &ClientOutcome) -> Vec<(u32, u64, u64, Option<u64>, bool)> {
 
 /// `xtcp client`.
 pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
-    let mut cfg = a.engine.config()?;
+    let mut cfg = a.engine.config_to(a.host)?;
     let connect_timeout = Duration::from_millis(a.connect_timeout);
     cfg.tcp.connect_timeout = Some(connect_timeout);
     if a.parallel == 0 || a.parallel > 128 {

@@ -440,7 +440,7 @@ mod tests {
         let a = crate::serve::ServeArgs::from_arg_matches(&m).unwrap();
         assert_eq!(a.port, 6000);
         assert_eq!(a.engine.queues, 2);
-        assert_eq!(a.engine.iface, "v0");
+        assert_eq!(a.engine.iface.as_deref(), Some("v0"));
 
         // A list on the command line replaces the file's, not adds to it.
         let f = file("iface = \"v0\"\nallow = [\"198.18.0.0/24\", \"2001:2::/48\"]\n");

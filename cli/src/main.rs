@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod args;
 mod bench;
 mod bulk;
 mod client;
@@ -53,6 +54,20 @@ enum Cmd {
     Bench(bench::BenchArgs),
 }
 
+impl Cmd {
+    /// An earlier release's spelling that lands in a field of its own
+    /// (`send --connect`, `recv --listen`, `probe IFACE`) moved into the
+    /// fields of the new one; the other old spellings are clap aliases.
+    fn resolve_old_spellings(&mut self) {
+        match self {
+            Cmd::Probe(a) => a.resolve_old_spellings(),
+            Cmd::Send(a) => a.resolve_old_spellings(),
+            Cmd::Recv(a) => a.resolve_old_spellings(),
+            Cmd::XskBench(_) | Cmd::Serve(_) | Cmd::Client(_) | Cmd::Bench(_) => {}
+        }
+    }
+}
+
 fn main() {
     // Connections' multi-megabyte receive buffers take memory as they fill,
     // not at allocation (see the function).
@@ -94,7 +109,9 @@ fn parse_command_line() -> Cli {
         }
     };
     let m = cmd.get_matches_from(argv);
-    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+    let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
+    cli.cmd.resolve_old_spellings();
+    cli
 }
 
 /// The command, and this process's arguments with serve's config file as

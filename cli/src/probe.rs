@@ -1,4 +1,5 @@
-//! `xtcp probe IFACE [--json]`: what the interface and this host offer xtcp.
+//! `xtcp probe --iface IFACE [--json]`: what the interface and this host
+//! offer xtcp. (`xtcp probe IFACE`, the earlier spelling, still works.)
 
 use anyhow::Context as _;
 use xtcp_engine::probe::{NetdevFeatures, ProbeReport, QueueSource, XdpMode};
@@ -8,7 +9,11 @@ use xtcp_engine::xdp::{AttachMode, Steering};
 #[derive(clap::Args, Debug)]
 pub struct ProbeArgs {
     /// Interface to probe, in the current network namespace.
-    pub iface: String,
+    #[arg(long, required_unless_present = "iface_positional")]
+    pub iface: Option<String>,
+    /// The earlier spelling of `--iface IFACE` (hidden, for one release).
+    #[arg(hide = true, value_name = "IFACE", conflicts_with = "iface")]
+    pub iface_positional: Option<String>,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -20,16 +25,30 @@ pub struct ProbeArgs {
     pub try_attach: bool,
 }
 
+impl ProbeArgs {
+    /// `xtcp probe IFACE` (the earlier spelling) as `--iface IFACE`.
+    pub fn resolve_old_spellings(&mut self) {
+        if let Some(i) = self.iface_positional.take() {
+            self.iface = Some(i);
+        }
+    }
+}
+
 /// Runs `xtcp probe`.
 pub fn run(args: &ProbeArgs) -> anyhow::Result<()> {
-    let mut report = xtcp_engine::probe::probe(&args.iface)
-        .with_context(|| format!("probing interface {:?}", args.iface))?;
+    let iface = args
+        .iface
+        .as_deref()
+        .or(args.iface_positional.as_deref())
+        .context("probe needs --iface IFACE")?;
+    let mut report =
+        xtcp_engine::probe::probe(iface).with_context(|| format!("probing interface {iface:?}"))?;
     if args.try_attach {
         for (mode, attach) in [
             (XdpMode::Native, AttachMode::Native),
             (XdpMode::Generic, AttachMode::Generic),
         ] {
-            match Steering::attach(&args.iface, attach) {
+            match Steering::attach(iface, attach) {
                 Ok(s) => {
                     drop(s);
                     report

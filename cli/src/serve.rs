@@ -31,7 +31,8 @@ use xtcp_engine::app::iperf3::{
 };
 use xtcp_engine::worker::{Role, SinkKind, run_app};
 
-use crate::bulk::{EngineArgs, interrupt_flag};
+use crate::args::EngineArgs;
+use crate::bulk::interrupt_flag;
 use crate::client::{interval_json, interval_lines};
 use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::tcp::ListenerStats;
@@ -281,7 +282,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     // `--user`: looked up and checked before anything is set up, before
     // any thread exists; the drop comes with the first progress report.
     let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
-    let cfg = a.engine.config()?;
+    let cfg = a.engine.config_at(a.addr)?;
     let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
     if a.addr.is_none() {
         // The engine would listen on the interface's IPv4 address: say how

@@ -43,6 +43,10 @@ use xtcp_engine::xsk::{
     self, BindInfo, BindMode, Frame, RxDesc, TxDesc, Umem, UmemConfig, Xsk, XskConfig, XskStats,
 };
 
+use crate::args::{
+    BindArg, CoreList, Wakeup, XdpModeArg, parse_cores, parse_frame_size, parse_ring, xsk_wakeup,
+};
+
 /// What the socket does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -53,40 +57,6 @@ pub enum Mode {
     Txonly,
     /// Send every received packet back with MAC addresses swapped.
     L2fwd,
-}
-
-/// When to make syscalls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Wakeup {
-    /// `XDP_USE_NEED_WAKEUP`: a syscall only when the kernel asks for one.
-    Need,
-    /// `poll()` before each batch.
-    Poll,
-    /// Spin; kick TX after every batch; no need-wakeup.
-    Busy,
-}
-
-/// `--xdp-mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum XdpModeArg {
-    /// Driver mode; fail if the driver has no native XDP.
-    Native,
-    /// SKB mode: works everywhere, slower.
-    Generic,
-    /// Native, falling back to generic with a notice.
-    Auto,
-}
-
-/// `--bind`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BindArg {
-    /// Copy mode.
-    Copy,
-    /// Zero-copy; fail if the driver has none.
-    Zerocopy,
-    /// Zero-copy when available, else copy (with a notice).
-    Auto,
 }
 
 /// A MAC address `aa:bb:cc:dd:ee:ff`.
@@ -119,13 +89,6 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-pub fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
-    s.parse::<usize>()
-        .ok()
-        .and_then(FrameSize::from_bytes)
-        .ok_or_else(|| format!("frame size must be 2048 or 4096, not `{s}`"))
-}
-
 /// Arguments of `xtcp xsk-bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct XskBenchArgs {
@@ -148,8 +111,9 @@ pub struct XskBenchArgs {
     /// own 256-byte XDP headroom (UMEM headroom).
     #[arg(long, default_value_t = 0)]
     pub headroom: u32,
-    /// RX/TX ring size (fill/completion rings get twice this).
-    #[arg(long, default_value_t = 2048)]
+    /// RX/TX ring size, a power of two in 64..=16384 (fill/completion
+    /// rings get twice this).
+    #[arg(long, default_value = "2048", value_parser = parse_ring)]
     pub ring: u32,
     /// Packets per batch.
     #[arg(long, default_value_t = 64)]
@@ -159,10 +123,11 @@ pub struct XskBenchArgs {
     #[arg(long, default_value_t = 64)]
     pub size: usize,
     /// How long to run, in seconds.
-    #[arg(long, default_value = "10", value_parser = parse_secs)]
+    #[arg(short = 't', long = "time", alias = "duration", value_name = "SECS",
+          default_value = "10", value_parser = parse_secs)]
     pub duration: Duration,
     /// Report interval, in seconds.
-    #[arg(long, default_value = "1", value_parser = parse_secs)]
+    #[arg(short = 'i', long, value_name = "SECS", default_value = "1", value_parser = parse_secs)]
     pub interval: Duration,
     /// XDP attach mode.
     #[arg(long, value_enum, default_value = "auto")]
@@ -170,12 +135,12 @@ pub struct XskBenchArgs {
     /// AF_XDP bind mode.
     #[arg(long, value_enum, default_value = "auto")]
     pub bind: BindArg,
-    /// Wakeup strategy.
-    #[arg(long, value_enum, default_value = "need")]
+    /// When to make syscalls.
+    #[arg(long, default_value = "spin", value_parser = xsk_wakeup())]
     pub wakeup: Wakeup,
     /// TCP destination port: steered to the socket (rxdrop, l2fwd) or put
     /// in the packets (txonly).
-    #[arg(long, default_value_t = 5201)]
+    #[arg(short, long, default_value_t = 5201)]
     pub port: u16,
     /// txonly: source IPv4 address (default: the interface's).
     #[arg(long)]
@@ -187,9 +152,10 @@ pub struct XskBenchArgs {
     /// resolved with ARP if needed).
     #[arg(long)]
     pub dst_mac: Option<Mac>,
-    /// Pin the worker to this CPU core.
-    #[arg(long)]
-    pub core: Option<usize>,
+    /// Pin the worker to this CPU core; with --testnet, CORE_A[,CORE_B]:
+    /// side A's worker, and side B's (default: the second and first cores).
+    #[arg(long, alias = "core", value_parser = parse_cores)]
+    pub cores: Option<CoreList>,
     /// Back the UMEM with 2 MB hugepages.
     #[arg(long)]
     pub hugepages: bool,
@@ -206,7 +172,7 @@ pub struct XskBenchArgs {
     pub stamp: bool,
     /// Print one JSON object at the end instead of text (progress lines
     /// such as the bind result go to stderr).
-    #[arg(long)]
+    #[arg(short = 'J', long)]
     pub json: bool,
 }
 
@@ -312,22 +278,14 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
         size: args.size,
         duration: args.duration,
         interval: args.interval,
-        xdp_mode: match args.xdp_mode {
-            XdpModeArg::Native => AttachMode::Native,
-            XdpModeArg::Generic => AttachMode::Generic,
-            XdpModeArg::Auto => AttachMode::Auto,
-        },
-        bind: match args.bind {
-            BindArg::Copy => BindMode::Copy,
-            BindArg::Zerocopy => BindMode::ZeroCopy,
-            BindArg::Auto => BindMode::Auto,
-        },
+        xdp_mode: args.xdp_mode.mode(),
+        bind: args.bind.mode(),
         wakeup: args.wakeup,
         port: args.port,
         src_ip: args.src_ip,
         dst_ip: args.dst_ip,
         dst_mac: args.dst_mac.map(|m| m.0),
-        core: args.core,
+        core: args.cores.as_ref().and_then(|c| c.0.first().copied()),
         hugepages: args.hugepages,
         stamp: args.stamp,
         drain: None,
@@ -373,11 +331,6 @@ fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
     if !(60..=65535).contains(&args.size) {
         bail!("--size {} is outside 60..=65535 bytes", args.size);
     }
-    for (what, n) in [("--ring", args.ring)] {
-        if !n.is_power_of_two() || !(64..=65536).contains(&n) {
-            bail!("{what} {n} must be a power of two in 64..=65536");
-        }
-    }
     if args.batch == 0 || args.batch > args.ring {
         bail!(
             "--batch {} must be in 1..=--ring ({})",
@@ -401,8 +354,21 @@ fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
     if args.testnet && args.iface.is_some() {
         bail!("--testnet builds its own interfaces: drop --iface");
     }
-    if let Some(core) = args.core {
-        xtcp_engine::worker::validate_cores("--core", &[core])?;
+    if let Some(CoreList(c)) = &args.cores {
+        let most = if args.testnet { 2 } else { 1 };
+        if c.len() > most {
+            bail!(
+                "--cores {}: give {} (one worker{})",
+                c.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+                if args.testnet {
+                    "one or two cores"
+                } else {
+                    "one core"
+                },
+                if args.testnet { " per side" } else { "" }
+            );
+        }
+        xtcp_engine::worker::validate_cores("--cores", c)?;
     }
     if args.stamp && args.mode != Mode::Txonly && !args.testnet {
         bail!("--stamp applies to txonly (the sender): add --mode txonly or drop --stamp");
@@ -579,7 +545,7 @@ fn worker(
         let id = ids
             .into_iter()
             .find(|c| c.id == core)
-            .with_context(|| format!("--core {core}: no such CPU core"))?;
+            .with_context(|| format!("--cores {core}: no such CPU core"))?;
         if !core_affinity::set_for_current(id) {
             bail!("cannot pin the worker to core {core}");
         }
@@ -639,7 +605,7 @@ fn worker(
         fill_size: spec.ring * 2,
         comp_size: spec.ring * 2,
         bind,
-        need_wakeup: spec.wakeup == Wakeup::Need,
+        need_wakeup: spec.wakeup == Wakeup::Spin,
         multi_buffer,
         tx_budget: Some(spec.ring),
     };
@@ -895,7 +861,7 @@ fn rxdrop(
             c.saw_packets(now);
             let want = pool.len() as u32;
             x.fill.fill(&mut pool, want);
-        } else if spec.wakeup == Wakeup::Need && x.fill.needs_wakeup() {
+        } else if spec.wakeup == Wakeup::Spin && x.fill.needs_wakeup() {
             c.wakeups += 1;
             x.fill.wakeup();
         }
@@ -959,11 +925,11 @@ fn l2fwd(
         }
         // Kick whenever descriptors wait on the TX ring, also on turns that
         // received nothing (a full TX ring leaves no room to receive).
-        if x.tx.in_flight() > 0 && (spec.wakeup != Wakeup::Need || x.tx.needs_wakeup()) {
+        if x.tx.in_flight() > 0 && (spec.wakeup != Wakeup::Spin || x.tx.needs_wakeup()) {
             c.wakeups += 1;
             x.tx.kick().context("sendto (TX wakeup) failed")?;
         }
-        if n == 0 && spec.wakeup == Wakeup::Need && x.fill.needs_wakeup() {
+        if n == 0 && spec.wakeup == Wakeup::Spin && x.fill.needs_wakeup() {
             c.wakeups += 1;
             x.fill.wakeup();
         }
@@ -1056,7 +1022,7 @@ fn txonly(
         drop(batch);
         submitted_pieces += (queued * k) as u64;
         let outstanding = submitted_pieces > completed_pieces;
-        if outstanding && (spec.wakeup != Wakeup::Need || x.tx.needs_wakeup()) {
+        if outstanding && (spec.wakeup != Wakeup::Spin || x.tx.needs_wakeup()) {
             c.wakeups += 1;
             if let Err(e) = x.tx.kick() {
                 return Err(e).context("sendto (TX wakeup) failed");
@@ -1175,9 +1141,10 @@ fn run_testnet(
         (None, None)
     };
     let mut a = spec(side_name(args.mode), net.a.iface.clone(), args.mode);
-    a.core = args.core.or(rx_core);
+    let given = args.cores.as_ref().map_or(&[][..], |c| &c.0[..]);
+    a.core = given.first().copied().or(rx_core);
     let mut b = spec("tx", net.b.iface.clone(), Mode::Txonly);
-    b.core = tx_core;
+    b.core = given.get(1).copied().or(tx_core);
     b.src_ip = Some(net.b.ip4);
     b.dst_ip = Some(net.a.ip4);
     b.dst_mac = Some(net.a.mac);

@@ -214,12 +214,7 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     // conversion) are the bench's, or of other processes that hold them.
     let since = std::time::SystemTime::now() - Duration::from_secs(1);
     let (json, svg) = (temp("bench.json"), temp("bench.svg"));
-    let (out, pid) = run_bench(
-        &[],
-        &["--mtu", "1500,65535", "--duration", "2"],
-        &json,
-        &svg,
-    );
+    let (out, pid) = run_bench(&[], &["--mtu", "1500,65535", "-t", "2"], &json, &svg);
     let text = assert_success(&out);
     // The table: a row per MTU and pair.
     for pair in PAIRS {
@@ -273,7 +268,7 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
             "256,2048",
             "--tx-burst",
             "32",
-            "--duration",
+            "-t",
             "1",
         ],
         &json,
@@ -368,7 +363,7 @@ fn iface_takes_over_a_veth_pair_and_hands_it_back_as_it_was() {
     let (json, svg) = (temp("bench-iface.json"), temp("bench-iface.svg"));
     let (out, pid) = run_bench(
         &["ip", "netns", "exec", &ns.0],
-        &["--iface", "va,vb", "--mtu", "1500", "--duration", "1"],
+        &["--iface", "va,vb", "--mtu", "1500", "-t", "1"],
         &json,
         &svg,
     );
@@ -398,7 +393,7 @@ fn iface_errors_name_the_interface_and_leave_nothing_behind() {
         ("nosuch0", "two interfaces"),
     ] {
         let out = Command::new(XTCP)
-            .args(["bench", "--iface", iface, "--duration", "1"])
+            .args(["bench", "--iface", iface, "-t", "1"])
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -508,11 +503,11 @@ fn new_axes_take_effect_at_one_short_point() {
             "on",
             "--kernel-zerocopy",
             "on",
-            "--streams",
+            "-P",
             "2",
             "--kernel-txqueue",
             "100",
-            "--duration",
+            "-t",
             "1",
         ],
         &json,
@@ -556,15 +551,7 @@ fn new_axes_take_effect_at_one_short_point() {
 fn zero_copy_on_veth_is_refused_with_the_reason() {
     let _serial = serial();
     let child = Command::new(XTCP)
-        .args([
-            "bench",
-            "--mtu",
-            "1500",
-            "--bind",
-            "zerocopy",
-            "--duration",
-            "1",
-        ])
+        .args(["bench", "--mtu", "1500", "--bind", "zerocopy", "-t", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -607,7 +594,7 @@ fn every_preset_runs_one_short_point_and_prints_the_published_table() {
         );
         let (out, pid) = run_bench(
             &[],
-            &["--preset", preset, "--points", "1", "--duration", "1"],
+            &["--preset", preset, "--points", "1", "-t", "1"],
             &json,
             &svg,
         );

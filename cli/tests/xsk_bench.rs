@@ -363,9 +363,9 @@ fn clear_errors_for_what_users_get_wrong() {
     );
     fails_with(&run(&["--iface", a, "--ring", "1000"]), &["power of two"]);
     fails_with(
-        &run(&["--iface", a, "--core", "999", "--duration", "0.2"]),
+        &run(&["--iface", a, "--cores", "999", "-t", "0.2"]),
         &[
-            "--core 999: core 999 does not exist",
+            "--cores 999: core 999 does not exist",
             "the cores available are 0",
         ],
     );

@@ -65,8 +65,14 @@ pub struct BenchArgs {
     /// server reads with the same size) [default: default].
     #[arg(long, value_delimiter = ',')]
     pub length: Vec<String>,
-    /// Parallel streams to sweep [default: 1].
-    #[arg(long, value_delimiter = ',')]
+    /// Parallel streams to sweep (iperf3's `-P`) [default: 1].
+    #[arg(
+        short = 'P',
+        long = "parallel",
+        alias = "streams",
+        value_name = "PARALLEL",
+        value_delimiter = ','
+    )]
     pub streams: Vec<u32>,
     /// TCP_NODELAY on the kernel senders (iperf3 `-N`) to sweep: `on`,
     /// `off`. xtcp's sender never holds small segments back (no Nagle), so
@@ -79,7 +85,7 @@ pub struct BenchArgs {
     /// --kernel-txqueue for theirs). With --iface, a --ring given also sets
     /// the NICs' RX/TX rings (`ethtool -G`) for all four pairs, and puts
     /// the old sizes back afterwards.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::parse_ring)]
     pub ring: Vec<u32>,
     /// xtcp's UMEM frame sizes to sweep (2048, 4096); the kernel pairs have
     /// no frames and run the same at every size [default: 4096].
@@ -135,7 +141,13 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_iface_pair, value_name = "A,B")]
     pub iface: Option<(String, String)>,
     /// Seconds per test.
-    #[arg(long, default_value_t = 5)]
+    #[arg(
+        short = 't',
+        long = "time",
+        alias = "duration",
+        value_name = "SECS",
+        default_value_t = 5
+    )]
     pub duration: u32,
     /// Repetitions of each point (medians are shown).
     #[arg(long, default_value_t = 1)]
@@ -954,7 +966,7 @@ fn sizes_or(
         if words.contains(&v.as_str()) {
             continue;
         }
-        let n = crate::bulk::parse_size(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        let n = crate::args::parse_size(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
         if !range.contains(&n) {
             bail!(
                 "{flag} {v}: takes {} or a size in {}..={} bytes",
@@ -969,7 +981,7 @@ fn sizes_or(
 
 fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     if a.duration == 0 || a.repeat == 0 {
-        bail!("--duration and --repeat must be at least 1");
+        bail!("-t (--time) and --repeat must be at least 1");
     }
     if a.points == Some(0) {
         bail!("--points must be at least 1");
@@ -1002,7 +1014,7 @@ fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     }
     for &n in &w.streams {
         if !(1..=128).contains(&n) {
-            bail!("--streams takes 1..=128 (iperf3's limit), not {n}");
+            bail!("-P (--parallel) takes 1..=128 streams (iperf3's limit), not {n}");
         }
     }
     for &r in &w.ring {
@@ -1300,7 +1312,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             let value = match p.sndbuf.as_str() {
                 "auto" => wmem.clone(),
                 size => {
-                    let n = crate::bulk::parse_size(size).map_err(anyhow::Error::msg)?;
+                    let n = crate::args::parse_size(size).map_err(anyhow::Error::msg)?;
                     format!("4096 {n} {n}")
                 }
             };
@@ -1463,7 +1475,7 @@ mod tests {
         assert!(check_args(&ok.a, &sweep(&ok.a)).is_ok());
         assert!(err(&["--kernel-txqueue", "lots"]).contains("--kernel-txqueue takes none, ring"));
         assert!(err(&["--sndbuf", "1K"]).contains("--sndbuf 1K: takes auto, rcvbuf or a size"));
-        assert!(err(&["--streams", "0"]).contains("--streams takes 1..=128"));
+        assert!(err(&["--streams", "0"]).contains("-P (--parallel) takes 1..=128"));
         assert!(err(&["--bind", "magic"]).contains("--bind takes copy, zerocopy"));
     }
 

@@ -4,12 +4,17 @@
 //!   Both are pure and never panic on malformed input.
 //! - [`socket`]: a blocking request/reply socket (rustix, no `unsafe`).
 //! - [`route`]: rtnetlink `RTM_GETLINK` for one interface.
+//! - [`neigh`]: the route to a destination (`RTM_GETROUTE`) and its next
+//!   hop's link-layer address (`RTM_GETNEIGH`).
+//! - [`addr`]: interface addresses (`RTM_GETADDR` dump); the interface a
+//!   destination is routed through, or that holds a local address.
 //! - [`genl`]: generic netlink family resolution and netdev `dev-get`.
 //!
 //! Sockets belong to the network namespace of the thread that creates them,
 //! so everything here answers for the caller's current namespace (unlike
 //! `/sys/class/net`, which shows the namespace of whoever mounted sysfs).
 
+pub mod addr;
 pub mod attr;
 pub mod genl;
 pub mod msg;

@@ -23,6 +23,8 @@ pub const NLM_F_REQUEST: u16 = 0x01;
 pub const NLM_F_MULTI: u16 = 0x02;
 /// `NLM_F_ACK`.
 pub const NLM_F_ACK: u16 = 0x04;
+/// `NLM_F_DUMP` (`NLM_F_ROOT | NLM_F_MATCH`): every object of the kind.
+pub const NLM_F_DUMP: u16 = 0x300;
 /// `NLM_F_CAPPED` (on an error message): only the request's header is echoed.
 pub const NLM_F_CAPPED: u16 = 0x100;
 /// `NLM_F_ACK_TLVS` (on an error message): extended-ack attributes follow.

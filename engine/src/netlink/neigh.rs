@@ -40,6 +40,8 @@ const NUD_VALID: u16 =
     NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_NOARP | NUD_PERMANENT;
 
 const RTMSG_LEN: usize = 12;
+/// `rtm_type` of a route to one of this host's own addresses.
+const RTN_LOCAL: u8 = 2;
 const NDMSG_LEN: usize = 12;
 
 fn family(ip: IpAddr) -> u8 {
@@ -76,6 +78,9 @@ pub struct Route {
     /// The gateway is of the other family (`RTA_VIA`, e.g. IPv4 via an IPv6
     /// next hop): not supported by [`resolve`].
     pub via_other_family: bool,
+    /// The destination is an address of this host (`RTN_LOCAL`: the route
+    /// goes through the loopback device).
+    pub local: bool,
 }
 
 impl Route {
@@ -109,6 +114,7 @@ pub fn parse_route(payload: &[u8]) -> Result<Route, ParseError> {
         gateway: None,
         prefsrc: None,
         via_other_family: false,
+        local: rtm[7] == RTN_LOCAL,
     };
     for a in Attrs::new(attrs) {
         let a = a?;

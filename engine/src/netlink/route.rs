@@ -41,6 +41,8 @@ const IFLA_XDP_HW_PROG_ID: u16 = 7;
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 /// `IFF_UP`.
 const IFF_UP: u32 = 1;
+/// `IFF_LOOPBACK`.
+const IFF_LOOPBACK: u32 = 8;
 /// Names longer than this go in `IFLA_ALT_IFNAME` (IFNAMSIZ - 1).
 const MAX_IFNAME_LEN: usize = 15;
 
@@ -144,6 +146,11 @@ impl LinkInfo {
     /// Whether the link is administratively up (`IFF_UP`).
     pub fn is_up(&self) -> bool {
         self.flags & IFF_UP != 0
+    }
+
+    /// Whether the link is a loopback device (`IFF_LOOPBACK`).
+    pub fn is_loopback(&self) -> bool {
+        self.flags & IFF_LOOPBACK != 0
     }
 
     /// The operational state's name as `ip link` prints it (lower case).

@@ -1,4 +1,5 @@
-//! A blocking netlink socket for one request, one reply at a time.
+//! A blocking netlink socket for one request at a time: one reply, an
+//! acknowledgement, or a dump's messages.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -7,10 +8,13 @@ use rustix::net::netlink::SocketAddrNetlink;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
 use super::NetlinkError;
-use super::msg::{ErrorMessage, Messages, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, request};
+use super::msg::{
+    ErrorMessage, Messages, NLM_F_DUMP, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, request,
+};
 
 /// Large enough for any single non-dump reply we ask for (a link message
-/// without statistics is a few KiB).
+/// without statistics is a few KiB), and for one datagram of a dump (the
+/// kernel fills a dump's datagrams up to about a page or two).
 const RECV_BUF_LEN: usize = 64 * 1024;
 /// How long to wait for a reply before giving up (`EAGAIN`).
 const RECV_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -118,6 +122,38 @@ impl NetlinkSocket {
 }
 
 impl NetlinkSocket {
+    /// Sends one dump request (`kind`, `NLM_F_REQUEST | NLM_F_DUMP`, `body`)
+    /// and returns every message of the answer up to `NLMSG_DONE`. A kernel
+    /// error reply becomes [`NetlinkError::Kernel`].
+    pub fn dump(&mut self, kind: u16, body: &[u8]) -> Result<Vec<Reply>, NetlinkError> {
+        let seq = self.send(kind, NLM_F_DUMP, body)?;
+        let mut out = Vec::new();
+        loop {
+            let n = self.recv_datagram()?;
+            for m in Messages::new(&self.buf[..n]) {
+                let m = m?;
+                if m.header.seq != seq {
+                    continue;
+                }
+                match m.header.kind {
+                    NLMSG_NOOP => continue,
+                    NLMSG_DONE => return Ok(out),
+                    NLMSG_ERROR => {
+                        let e = ErrorMessage::parse(m.header.flags, m.payload)?;
+                        if e.error == 0 {
+                            return Err(NetlinkError::Unexpected { kind: NLMSG_ERROR });
+                        }
+                        return Err(NetlinkError::kernel(e));
+                    }
+                    kind => out.push(Reply {
+                        kind,
+                        payload: m.payload.to_vec(),
+                    }),
+                }
+            }
+        }
+    }
+
     /// Sends one request with the next sequence number; returns it.
     fn send(&mut self, kind: u16, flags: u16, body: &[u8]) -> Result<u32, NetlinkError> {
         self.seq = self.seq.wrapping_add(1);

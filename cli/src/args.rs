@@ -1,0 +1,845 @@
+//! What xtcp's commands share on the command line, in one place: the
+//! engine's options ([`EngineArgs`], flattened into `send`, `recv`, `serve`
+//! and `client`), the value types and parsers that `xsk-bench` and `bench`
+//! use too (sizes, ring sizes, frame sizes, wakeup strategies, core
+//! lists), and the interface a command runs on when `--iface` is left out
+//! (found over rtnetlink: the route to the peer, or the interface that
+//! holds the bind address).
+//!
+//! One vocabulary: a flag means the same everywhere (`-c HOST -p PORT`,
+//! `-B ADDR`, `-P N`, `-n BYTES`, `-t SECS`, `-i SECS`, `-J`, `--iface`,
+//! `--cores`, `--ring`, `--wakeup spin|poll|…`). Spellings that an earlier
+//! release used are hidden aliases for one release: they parse to the same
+//! values and are not shown in `--help`.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use xtcp_engine::frame::FrameSize;
+use xtcp_engine::netlink::NetlinkSocket;
+use xtcp_engine::netlink::addr::{Holder, iface_holding, route_iface};
+use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
+use xtcp_engine::worker::{EngineConfig, RxCsumPolicy, TxLayoutPolicy, WaitStrategy};
+use xtcp_engine::xdp::AttachMode;
+use xtcp_engine::xsk::BindMode;
+
+/// A byte size: `65536`, `64K`, `4M`, `1G` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("`{s}`: unknown unit `{c}` (use K, M, G or T)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size like 65536, 64K, 4M or 1G"))?;
+    v.checked_mul(mul)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// The RX/TX ring sizes every command takes (`--ring`): what the engine
+/// accepts (`EngineConfig::validate`), and so what `xsk-bench` and `bench`
+/// take too.
+pub const RING_RANGE: std::ops::RangeInclusive<u32> = 64..=16384;
+
+/// `--ring`: a power of two in [`RING_RANGE`].
+pub fn parse_ring(s: &str) -> Result<u32, String> {
+    let range = || {
+        format!(
+            "a power of two in {}..={}",
+            RING_RANGE.start(),
+            RING_RANGE.end()
+        )
+    };
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a ring size: give {}", range()))?;
+    if !n.is_power_of_two() || !RING_RANGE.contains(&n) {
+        return Err(format!("{n} is not {}", range()));
+    }
+    Ok(n)
+}
+
+/// `--frame-size`: 2048 or 4096.
+pub fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
+    s.parse::<usize>()
+        .ok()
+        .and_then(FrameSize::from_bytes)
+        .ok_or_else(|| format!("frame size must be 2048 or 4096, not `{s}`"))
+}
+
+/// `--rcvbuf`: auto-tuned or fixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RcvBuf {
+    /// Window auto-tuned up to the default buffer.
+    Auto,
+    /// Fixed buffer and window, bytes.
+    Fixed(u64),
+}
+
+/// `--rcvbuf`: `auto` or a size.
+pub fn parse_rcvbuf(s: &str) -> Result<RcvBuf, String> {
+    if s == "auto" {
+        Ok(RcvBuf::Auto)
+    } else {
+        parse_size(s).map(RcvBuf::Fixed)
+    }
+}
+
+/// `--cores`: a list of core numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreList(pub Vec<usize>);
+
+/// `--cores`: `0,1`.
+pub fn parse_cores(s: &str) -> Result<CoreList, String> {
+    s.split(',')
+        .map(|c| {
+            c.trim()
+                .parse()
+                .map_err(|_| format!("`{s}` is not a list of core numbers like 0,1"))
+        })
+        .collect::<Result<Vec<usize>, String>>()
+        .map(CoreList)
+}
+
+/// `--xdp-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpModeArg {
+    /// Driver mode; fail if the driver has no native XDP.
+    Native,
+    /// SKB mode: works everywhere, slower.
+    Generic,
+    /// Native, falling back to generic with a notice.
+    Auto,
+}
+
+impl XdpModeArg {
+    /// The engine's attach mode.
+    pub fn mode(self) -> AttachMode {
+        match self {
+            XdpModeArg::Native => AttachMode::Native,
+            XdpModeArg::Generic => AttachMode::Generic,
+            XdpModeArg::Auto => AttachMode::Auto,
+        }
+    }
+}
+
+/// `--bind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BindArg {
+    /// Copy mode.
+    Copy,
+    /// Zero-copy; fail if the driver has none.
+    Zerocopy,
+    /// Zero-copy when available, else copy (with a notice).
+    Auto,
+}
+
+impl BindArg {
+    /// The AF_XDP bind mode.
+    pub fn mode(self) -> BindMode {
+        match self {
+            BindArg::Copy => BindMode::Copy,
+            BindArg::Zerocopy => BindMode::ZeroCopy,
+            BindArg::Auto => BindMode::Auto,
+        }
+    }
+}
+
+/// `--wakeup`: how a loop waits for work. One set of names for every
+/// command; each command takes the ones it has ([`engine_wakeup`],
+/// [`xsk_wakeup`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wakeup {
+    /// Spin, never sleep; a syscall only when the kernel asks for one
+    /// (`XDP_USE_NEED_WAKEUP`).
+    Spin,
+    /// Sleep in `poll()` when there is nothing to do.
+    Poll,
+    /// Spin for a while after the last work, then sleep in `poll()`
+    /// (the engine's).
+    Adaptive,
+    /// Spin, and kick TX after every batch without `XDP_USE_NEED_WAKEUP`
+    /// (`xsk-bench`'s, like `xdpsock -m`).
+    Kick,
+}
+
+/// One `--wakeup` value: its name, what it means, and whether it is an
+/// earlier release's spelling (hidden).
+type WakeupName = (&'static str, Wakeup, &'static str, bool);
+
+/// The engine's `--wakeup` values (`send`, `recv`, `serve`, `client`);
+/// `busy` and `need-wakeup` are the earlier names of `spin` and `poll`.
+const ENGINE_WAKEUP: [WakeupName; 5] = [
+    (
+        "spin",
+        Wakeup::Spin,
+        "Spin: lowest latency, one core at 100 % whatever the load",
+        false,
+    ),
+    (
+        "poll",
+        Wakeup::Poll,
+        "Sleep in poll() as soon as a turn finds nothing to do (least CPU)",
+        false,
+    ),
+    (
+        "adaptive",
+        Wakeup::Adaptive,
+        "Spin for a while after the last work, then sleep in poll()",
+        false,
+    ),
+    ("busy", Wakeup::Spin, "", true),
+    ("need-wakeup", Wakeup::Poll, "", true),
+];
+
+/// `xsk-bench`'s `--wakeup` values; `need` and `busy` are the earlier
+/// names of `spin` and `kick`.
+const XSK_WAKEUP: [WakeupName; 5] = [
+    (
+        "spin",
+        Wakeup::Spin,
+        "Spin; a syscall only when the kernel asks for one (XDP_USE_NEED_WAKEUP)",
+        false,
+    ),
+    ("poll", Wakeup::Poll, "poll() before each batch", false),
+    (
+        "kick",
+        Wakeup::Kick,
+        "Spin; kick TX after every batch, without XDP_USE_NEED_WAKEUP (like xdpsock -m)",
+        false,
+    ),
+    ("need", Wakeup::Spin, "", true),
+    ("busy", Wakeup::Kick, "", true),
+];
+
+fn wakeup_parser(names: &'static [WakeupName]) -> impl TypedValueParser<Value = Wakeup> {
+    PossibleValuesParser::new(
+        names
+            .iter()
+            .map(|&(n, _, help, hidden)| PossibleValue::new(n).help(help).hide(hidden)),
+    )
+    .map(move |s: String| {
+        names
+            .iter()
+            .find(|(n, ..)| *n == s)
+            .map_or(Wakeup::Spin, |&(_, w, ..)| w)
+    })
+}
+
+/// The parser of the engine's `--wakeup` (spin, poll, adaptive).
+pub fn engine_wakeup() -> impl TypedValueParser<Value = Wakeup> {
+    wakeup_parser(&ENGINE_WAKEUP)
+}
+
+/// The parser of `xsk-bench`'s `--wakeup` (spin, poll, kick).
+pub fn xsk_wakeup() -> impl TypedValueParser<Value = Wakeup> {
+    wakeup_parser(&XSK_WAKEUP)
+}
+
+/// `--rx-csum`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RxCsumArg {
+    /// Verify every received checksum (NICs).
+    Verify,
+    /// Accept without verifying (a veth peer sends partial checksums).
+    Trust,
+    /// Trust on veth, verify elsewhere.
+    Auto,
+}
+
+/// `--cc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CcArg {
+    /// RFC 5681 NewReno.
+    Newreno,
+    /// RFC 9438 CUBIC.
+    Cubic,
+}
+
+/// `on` / `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// `--tx-layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TxLayoutArg {
+    /// By device and MTU (see `--tx-layout`).
+    Auto,
+    /// A header frame, then the payload's frames (multi-buffer).
+    Chained,
+    /// One descriptor per segment, headers in the frame's headroom.
+    Single,
+}
+
+/// Engine options shared by `send`, `recv`, `serve` and `client`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// Interface to run on (xtcp attaches its XDP program there). Default:
+    /// the interface the kernel routes the peer through (client, send), or
+    /// the one that holds the -B address (serve, recv); the one found is
+    /// named on standard error.
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// Queues to serve (0..N), one pinned worker each.
+    #[arg(long, default_value_t = 1)]
+    pub queues: u32,
+    /// Cores for the workers, one per queue (default: worker i on core i).
+    #[arg(long, value_parser = parse_cores)]
+    pub cores: Option<CoreList>,
+    /// XDP attach mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub xdp_mode: XdpModeArg,
+    /// AF_XDP bind mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub bind: BindArg,
+    /// How idle workers wait.
+    #[arg(long, default_value = "adaptive", value_parser = engine_wakeup())]
+    pub wakeup: Wakeup,
+    /// UMEM frame size (2048 or 4096).
+    #[arg(long, default_value = "4096", value_parser = parse_frame_size)]
+    pub frame_size: FrameSize,
+    /// UMEM frames per queue.
+    #[arg(long, default_value_t = 16384)]
+    pub frames: u32,
+    /// RX/TX ring entries, a power of two in 64..=16384 (fill/completion
+    /// rings get twice).
+    #[arg(long, default_value = "2048", value_parser = parse_ring)]
+    pub ring: u32,
+    /// RX descriptors per loop turn.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// Most TX frames one connection queues per loop turn (one per segment
+    /// at MTU 1500, payload ÷ frame size at large MTUs). A turn's burst
+    /// goes out ahead of the ACKs queued after it: larger bursts add
+    /// queueing delay, smaller ones cost turns.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub tx_burst: u32,
+    /// How segments are laid out for sending: `chained` (a header frame,
+    /// then descriptors into the send buffer's frames: multi-buffer),
+    /// `single` (one descriptor per segment, the headers in the payload
+    /// frame's headroom; MSS at most a frame less 256 bytes), `auto`
+    /// (zero-copy: chained, or single on devices that take one descriptor
+    /// per packet; copy mode: single when a full segment fits one frame,
+    /// else chained). xtcp copies no payload either way.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_layout: TxLayoutArg,
+    /// Back the UMEM with huge pages.
+    #[arg(long)]
+    pub hugepages: bool,
+    /// Receive-checksum policy.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub rx_csum: RxCsumArg,
+    /// MSS to announce and send (default: the MTU less IP and TCP headers).
+    #[arg(long)]
+    pub mss: Option<u16>,
+    /// Round the sending MSS down to whole frames (8948 → 8192 with 4096-byte frames).
+    #[arg(long, value_enum, default_value = "on")]
+    pub mss_clip: OnOff,
+    /// Receive buffer: `auto` (window auto-tuned up to 4M) or a fixed size (e.g. 64K).
+    #[arg(long, default_value = "auto", value_parser = parse_rcvbuf)]
+    pub rcvbuf: RcvBuf,
+    /// Send buffer per connection.
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    pub sndbuf: u64,
+    /// Congestion control.
+    #[arg(long, value_enum, default_value = "cubic")]
+    pub cc: CcArg,
+    /// Seconds between FIN and RST when interrupted.
+    #[arg(long, default_value_t = 2.0)]
+    pub grace: f64,
+    /// Connections each queue's worker holds at most. A connection beyond
+    /// it is refused with a reset (counted as `refused`); those held go on
+    /// undisturbed. Frames and the RX ring are shared among the
+    /// connections held.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_conns: u32,
+}
+
+impl EngineArgs {
+    /// The engine's configuration for a command that connects to `peer`
+    /// (client, send): on `--iface`, or else on the interface the kernel
+    /// routes `peer` through (named on standard error).
+    pub fn config_to(&self, peer: IpAddr) -> anyhow::Result<EngineConfig> {
+        let mut c = self.config()?;
+        c.iface = match &self.iface {
+            Some(i) => i.clone(),
+            None => iface_to(peer)?,
+        };
+        Ok(c)
+    }
+
+    /// The engine's configuration for a command that listens on `addr`
+    /// (serve, recv; `None`: no -B): on `--iface`, or else on the interface
+    /// that holds `addr` (named on standard error).
+    pub fn config_at(&self, addr: Option<IpAddr>) -> anyhow::Result<EngineConfig> {
+        let mut c = self.config()?;
+        c.iface = match &self.iface {
+            Some(i) => i.clone(),
+            None => iface_at(addr)?,
+        };
+        Ok(c)
+    }
+
+    /// Everything but the interface, checked.
+    fn config(&self) -> anyhow::Result<EngineConfig> {
+        let mut c = EngineConfig {
+            queues: self.queues,
+            cores: self.cores.clone().map(|c| c.0),
+            xdp_mode: self.xdp_mode.mode(),
+            bind: self.bind.mode(),
+            wait: match self.wakeup {
+                Wakeup::Spin => WaitStrategy::Busy,
+                Wakeup::Poll => WaitStrategy::NeedWakeup,
+                Wakeup::Adaptive => WaitStrategy::Adaptive,
+                Wakeup::Kick => bail!("--wakeup kick is xsk-bench's: use spin, poll or adaptive"),
+            },
+            frame_size: self.frame_size,
+            frames: self.frames,
+            ring: self.ring,
+            batch: self.batch,
+            tx_burst: self.tx_burst,
+            tx_layout: match self.tx_layout {
+                TxLayoutArg::Auto => TxLayoutPolicy::Auto,
+                TxLayoutArg::Chained => TxLayoutPolicy::Chained,
+                TxLayoutArg::Single => TxLayoutPolicy::Single,
+            },
+            hugepages: self.hugepages,
+            rx_csum: match self.rx_csum {
+                RxCsumArg::Verify => RxCsumPolicy::Verify,
+                RxCsumArg::Trust => RxCsumPolicy::Trust,
+                RxCsumArg::Auto => RxCsumPolicy::Auto,
+            },
+            mss: self.mss,
+            grace: Duration::from_secs_f64(self.grace.clamp(0.0, 3600.0)),
+            max_conns: self.max_conns as usize,
+            ..EngineConfig::default()
+        };
+        if self.frames < self.ring * 4 {
+            bail!(
+                "--frames {} is too few for --ring {}: give at least 4 × ring",
+                self.frames,
+                self.ring
+            );
+        }
+        let fs = self.frame_size.bytes() as u64;
+        if self.sndbuf < 4 * fs || self.sndbuf > 1 << 30 {
+            bail!("--sndbuf must be between {} and 1G", 4 * fs);
+        }
+        c.tcp.send_frames = self.sndbuf.div_ceil(fs) as usize;
+        c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
+        c.tcp.congestion = match self.cc {
+            CcArg::Newreno => CongestionAlgorithm::NewReno,
+            CcArg::Cubic => CongestionAlgorithm::Cubic,
+        };
+        match self.rcvbuf {
+            RcvBuf::Auto => {}
+            RcvBuf::Fixed(n) if (1024..=1 << 30).contains(&n) => {
+                c.tcp.recv_buffer = n as usize;
+                c.tcp.recv_window = RecvWindow::Fixed(n as usize);
+            }
+            RcvBuf::Fixed(_) => bail!("--rcvbuf must be `auto` or between 1K and 1G"),
+        }
+        Ok(c)
+    }
+}
+
+fn route_socket() -> anyhow::Result<NetlinkSocket> {
+    NetlinkSocket::route().context("cannot infer --iface: opening a netlink socket")
+}
+
+/// The interface the kernel routes `peer` through, named on standard
+/// error; an error that says what was asked and what to do.
+pub fn iface_to(peer: IpAddr) -> anyhow::Result<String> {
+    let mut sock = route_socket()?;
+    let (route, link) = route_iface(&mut sock, peer).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot infer --iface: the kernel has no route to {peer} (RTM_GETROUTE: {}); \
+             give --iface",
+            crate::error_chain(&e.into())
+        )
+    })?;
+    if route.local || link.is_loopback() {
+        bail!(
+            "cannot infer --iface: {peer} is routed through {} (an address of this host); \
+             xtcp runs on a network interface: give --iface",
+            link.name
+        );
+    }
+    let via = route
+        .gateway
+        .map_or_else(String::new, |g| format!(" via {g}"));
+    eprintln!("xtcp: using interface {} (route to {peer}{via})", link.name);
+    Ok(link.name)
+}
+
+/// The interface that holds `addr`, named on standard error. Without an
+/// address, or with the unspecified one, nothing says which interface is
+/// meant: the error lists those that could be (up, not loopback, with an
+/// address of the family).
+pub fn iface_at(addr: Option<IpAddr>) -> anyhow::Result<String> {
+    let mut sock = route_socket()?;
+    let wanted = addr.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let holder = iface_holding(&mut sock, wanted).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot infer --iface: reading the interfaces' addresses (RTM_GETADDR): {}",
+            crate::error_chain(&e.into())
+        )
+    })?;
+    let candidates = match holder {
+        Holder::Found(link) if link.is_loopback() => bail!(
+            "cannot infer --iface: {wanted} is on {} (loopback); xtcp runs on a network \
+             interface: give --iface and -B with one of its addresses",
+            link.name
+        ),
+        Holder::Found(link) => {
+            eprintln!("xtcp: using interface {} (holds {wanted})", link.name);
+            return Ok(link.name);
+        }
+        Holder::NotFound(c) => c,
+    };
+    let family = if wanted.is_ipv4() { "IPv4" } else { "IPv6" };
+    let listed = if candidates.is_empty() {
+        format!("no interface here is up with an {family} address")
+    } else {
+        let each: Vec<String> = candidates
+            .iter()
+            .map(|(name, addrs)| {
+                let a: Vec<String> = addrs.iter().map(IpAddr::to_string).collect();
+                format!("{name} ({})", a.join(", "))
+            })
+            .collect();
+        format!("the candidates are {}", each.join("; "))
+    };
+    match addr {
+        Some(a) if !a.is_unspecified() => bail!(
+            "cannot infer --iface: no interface here has the address {a} (-B); {listed}: give \
+             -B with one of their addresses, or --iface"
+        ),
+        Some(a) => bail!(
+            "cannot infer --iface: -B {a} is every address, not one interface's; {listed}: \
+             give --iface"
+        ),
+        None => bail!("cannot infer --iface without -B; {listed}: give --iface or -B ADDR"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    fn parse(args: &[&str]) -> crate::Cli {
+        crate::Cli::try_parse_from(std::iter::once("xtcp").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// What a command line parses to, for comparing two spellings.
+    fn parsed(args: &[&str]) -> String {
+        let mut cli = parse(args);
+        cli.cmd.resolve_old_spellings();
+        format!("{:?}", cli.cmd)
+    }
+
+    fn help(cmd: &str) -> String {
+        crate::Cli::command()
+            .find_subcommand_mut(cmd)
+            .unwrap_or_else(|| panic!("no command {cmd}"))
+            .render_long_help()
+            .to_string()
+    }
+
+    /// Each earlier spelling parses to exactly what its new spelling does.
+    #[test]
+    fn old_spellings_parse_as_the_new_ones() {
+        let same = |old: &[&str], new: &[&str]| {
+            assert_eq!(parsed(old), parsed(new), "{old:?} vs {new:?}");
+        };
+        let e = ["--iface", "x0"];
+        let with = |a: &[&'static str]| [a, &e[..]].concat();
+        same(&["probe", "eth1"], &["probe", "--iface", "eth1"]);
+        same(
+            &with(&[
+                "send",
+                "--connect",
+                "198.18.0.2:5300",
+                "--zeros",
+                "-n",
+                "1M",
+            ]),
+            &with(&[
+                "send",
+                "-c",
+                "198.18.0.2",
+                "-p",
+                "5300",
+                "--zeros",
+                "-n",
+                "1M",
+            ]),
+        );
+        same(
+            &with(&["send", "--connect", "[2001:2::2]:9", "--zeros", "-n", "1M"]),
+            &with(&["send", "-c", "2001:2::2", "-p", "9", "--zeros", "-n", "1M"]),
+        );
+        same(
+            &with(&[
+                "send",
+                "-c",
+                "198.18.0.2",
+                "--local",
+                "198.18.0.1",
+                "--connections",
+                "3",
+                "--bytes",
+                "1M",
+                "--zeros",
+                "--json",
+            ]),
+            &with(&[
+                "send",
+                "-c",
+                "198.18.0.2",
+                "-B",
+                "198.18.0.1",
+                "-P",
+                "3",
+                "-n",
+                "1M",
+                "--zeros",
+                "-J",
+            ]),
+        );
+        same(
+            &with(&["recv", "--listen", "198.18.0.1:5300", "--discard"]),
+            &with(&["recv", "-B", "198.18.0.1", "-p", "5300", "--discard"]),
+        );
+        same(
+            &with(&["recv", "--listen", "5300", "--discard", "--json"]),
+            &with(&["recv", "-p", "5300", "--discard", "-J"]),
+        );
+        for (old, new) in [("busy", "spin"), ("need-wakeup", "poll")] {
+            for cmd in [
+                &["send", "-c", "198.18.0.2", "--zeros", "-n", "1M"][..],
+                &["recv", "--discard"],
+                &["serve"],
+                &["client", "-c", "198.18.0.2"],
+            ] {
+                same(
+                    &[cmd, &e, &["--wakeup", old]].concat(),
+                    &[cmd, &e, &["--wakeup", new]].concat(),
+                );
+            }
+        }
+        let xsk = ["xsk-bench", "--iface", "x0"];
+        for (old, new) in [("need", "spin"), ("busy", "kick")] {
+            same(
+                &[&xsk[..], &["--wakeup", old]].concat(),
+                &[&xsk[..], &["--wakeup", new]].concat(),
+            );
+        }
+        same(
+            &[&xsk[..], &["--duration", "2", "--core", "1", "--json"]].concat(),
+            &[&xsk[..], &["-t", "2", "--cores", "1", "-J"]].concat(),
+        );
+        same(
+            &["bench", "--streams", "2", "--duration", "3"],
+            &["bench", "-P", "2", "-t", "3"],
+        );
+    }
+
+    /// The old spellings work but `--help` shows only the new ones.
+    #[test]
+    fn help_shows_only_the_new_spellings() {
+        let shows = |cmd: &str, yes: &[&str], no: &[&str]| {
+            let h = help(cmd);
+            for y in yes {
+                assert!(h.contains(y), "`xtcp {cmd} --help` shows {y:?}:\n{h}");
+            }
+            for n in no {
+                assert!(!h.contains(n), "`xtcp {cmd} --help` hides {n:?}:\n{h}");
+            }
+        };
+        shows(
+            "probe",
+            &["--iface <IFACE>"],
+            &["|IFACE", "[IFACE]", "<IFACE>  "],
+        );
+        shows(
+            "send",
+            &[
+                "-c, --client <HOST>",
+                "-p, --port <PORT>",
+                "-B, --bind-address",
+                "-P, --parallel",
+                "-n, --bytes",
+                "-J, --json",
+                "spin:",
+                "poll:",
+                "adaptive:",
+            ],
+            &[
+                "--connect <",
+                "--local",
+                "--connections",
+                "busy",
+                "need-wakeup",
+            ],
+        );
+        shows(
+            "recv",
+            &[
+                "-B, --bind-address <ADDR>",
+                "-p, --port <PORT>",
+                "-J, --json",
+            ],
+            &["--listen", "busy", "need-wakeup"],
+        );
+        for cmd in ["serve", "client"] {
+            shows(
+                cmd,
+                &["spin:", "poll:", "adaptive:"],
+                &["busy", "need-wakeup"],
+            );
+        }
+        shows(
+            "xsk-bench",
+            &[
+                "-t, --time",
+                "-i, --interval",
+                "-p, --port",
+                "--cores <CORES>",
+                "-J, --json",
+                "spin:",
+                "poll:",
+                "kick:",
+            ],
+            &["--duration", "--core <", "need:", "busy"],
+        );
+        shows(
+            "bench",
+            &["-P, --parallel", "-t, --time"],
+            &["--streams", "--duration"],
+        );
+    }
+
+    /// One ring range and one parser for every command that takes `--ring`.
+    #[test]
+    fn one_ring_range_everywhere() {
+        assert_eq!(parse_ring("64"), Ok(64));
+        assert_eq!(parse_ring("16384"), Ok(16384));
+        for bad in ["32", "32768", "65536", "100", "0"] {
+            let e = parse_ring(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("64..=16384"), "{e}");
+        }
+        assert!(parse_ring("x").unwrap_err().contains("`x`"));
+        let xsk = ["xsk-bench", "--iface", "x0", "--ring"];
+        let send = ["send", "-c", "198.18.0.2", "--zeros", "-n", "1M", "--ring"];
+        for cmd in [&xsk[..], &send, &["bench", "--ring"]] {
+            for (v, ok) in [("16384", true), ("32768", false), ("96", false)] {
+                let args = [cmd, &[v]].concat();
+                let r = crate::Cli::try_parse_from(std::iter::once("xtcp").chain(args));
+                match r {
+                    Ok(_) => assert!(ok, "{cmd:?} {v} is refused"),
+                    Err(e) => {
+                        assert!(!ok, "{cmd:?} {v} is taken: {e}");
+                        let e = e.to_string();
+                        assert!(e.contains("--ring") && e.contains("64..=16384"), "{e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every complete `xtcp …` command in README's shell examples parses
+    /// (with the new spellings: an old one would still parse, so they are
+    /// looked for too).
+    #[test]
+    fn readme_examples_parse_and_use_the_new_spellings() {
+        let readme = include_str!("../../README.md");
+        let mut in_sh = false;
+        let mut checked = 0;
+        for line in readme.lines() {
+            if line.starts_with("```") {
+                in_sh = line == "```sh";
+                continue;
+            }
+            // The command, not what a comment after it says.
+            let code = line.split(" #").next().unwrap_or_default();
+            let Some(at) = code
+                .find("xtcp ")
+                .filter(|_| in_sh && !line.trim_start().starts_with('#'))
+            else {
+                continue;
+            };
+            let cmd = code[at..].trim();
+            // Placeholders, alternatives, continued lines, pipes.
+            if cmd.contains(['[', '<', '|', '\\', '$', '>']) || cmd.ends_with("...") {
+                continue;
+            }
+            let words: Vec<&str> = cmd.split_whitespace().collect();
+            let commands = [
+                "probe",
+                "xsk-bench",
+                "send",
+                "recv",
+                "serve",
+                "client",
+                "bench",
+            ];
+            if !words.get(1).is_some_and(|w| commands.contains(w)) {
+                continue;
+            }
+            if let Err(e) = crate::Cli::try_parse_from(&words) {
+                panic!("README: `{cmd}`: {e}");
+            }
+            for old in [
+                "--connect ",
+                "--listen",
+                "--connections",
+                "--duration",
+                "--streams",
+                "--local",
+                "--core ",
+            ] {
+                assert!(
+                    !format!("{cmd} ").contains(old),
+                    "README: `{cmd}` spells {old}"
+                );
+            }
+            checked += 1;
+        }
+        assert!(checked >= 15, "only {checked} README commands found");
+    }
+
+    #[test]
+    fn kick_is_xsk_bench_only_and_adaptive_the_engines() {
+        let err = |args: &[&str]| {
+            crate::Cli::try_parse_from(std::iter::once("xtcp").chain(args.iter().copied()))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(&["serve", "--wakeup", "kick"]);
+        assert!(e.contains("[possible values: spin, poll, adaptive]"), "{e}");
+        let e = err(&["xsk-bench", "--iface", "x", "--wakeup", "adaptive"]);
+        assert!(e.contains("[possible values: spin, poll, kick]"), "{e}");
+    }
+}

@@ -1,0 +1,196 @@
+//! Interface addresses (`RTM_GETADDR` dump), and the interface a command
+//! runs on when it is not named: the one the kernel routes a destination
+//! through ([`route_iface`]), or the one that holds a local address
+//! ([`iface_holding`]).
+
+use std::net::IpAddr;
+
+use super::attr::{Attrs, ParseError};
+use super::neigh::{Route, get_route};
+use super::route::{LinkInfo, LinkSelector, get_link};
+use super::{NetlinkError, NetlinkSocket};
+
+const RTM_NEWADDR: u16 = 20;
+const RTM_GETADDR: u16 = 22;
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
+/// Size of `struct ifaddrmsg`.
+const IFADDRMSG_LEN: usize = 8;
+
+/// One address of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IfAddr {
+    /// The interface's index.
+    pub ifindex: u32,
+    /// The address (`IFA_LOCAL` where given: on point-to-point links
+    /// `IFA_ADDRESS` is the peer's).
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub prefix_len: u8,
+}
+
+/// Parses an `RTM_NEWADDR` payload; `None` for a family other than IPv4
+/// and IPv6 or a message without an address.
+pub fn parse_addr(payload: &[u8]) -> Result<Option<IfAddr>, ParseError> {
+    let Some((ifa, attrs)) = payload.split_first_chunk::<IFADDRMSG_LEN>() else {
+        return Err(ParseError::Truncated {
+            what: "struct ifaddrmsg",
+            need: IFADDRMSG_LEN,
+            have: payload.len(),
+        });
+    };
+    let family = i32::from(ifa[0]);
+    let ifindex = u32::from_ne_bytes([ifa[4], ifa[5], ifa[6], ifa[7]]);
+    let ip = |b: &[u8]| match (family, b.len()) {
+        (libc::AF_INET, 4) => <[u8; 4]>::try_from(b).ok().map(IpAddr::from),
+        (libc::AF_INET6, 16) => <[u8; 16]>::try_from(b).ok().map(IpAddr::from),
+        _ => None,
+    };
+    let (mut local, mut address) = (None, None);
+    for a in Attrs::new(attrs) {
+        let a = a?;
+        match a.kind() {
+            IFA_LOCAL => local = ip(a.payload()),
+            IFA_ADDRESS => address = ip(a.payload()),
+            _ => {}
+        }
+    }
+    Ok(local.or(address).map(|addr| IfAddr {
+        ifindex,
+        addr,
+        prefix_len: ifa[1],
+    }))
+}
+
+/// Every IPv4 and IPv6 address of every interface in `sock`'s namespace.
+pub fn get_addrs(sock: &mut NetlinkSocket) -> Result<Vec<IfAddr>, NetlinkError> {
+    // struct ifaddrmsg, AF_UNSPEC: all families.
+    let body = [0u8; IFADDRMSG_LEN];
+    let mut out = Vec::new();
+    for r in sock.dump(RTM_GETADDR, &body)? {
+        if r.kind != RTM_NEWADDR {
+            return Err(NetlinkError::Unexpected { kind: r.kind });
+        }
+        out.extend(parse_addr(&r.payload)?);
+    }
+    Ok(out)
+}
+
+/// The interface the kernel (in `sock`'s namespace) routes `dst` through,
+/// with the route.
+pub fn route_iface(
+    sock: &mut NetlinkSocket,
+    dst: IpAddr,
+) -> Result<(Route, LinkInfo), NetlinkError> {
+    let route = get_route(sock, dst)?;
+    let link = get_link(sock, LinkSelector::Index(route.oif))?;
+    Ok((route, link))
+}
+
+/// What [`iface_holding`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// The interface that has the address.
+    Found(LinkInfo),
+    /// No interface has it; these interfaces (up, not loopback) have
+    /// addresses of its family, with those addresses.
+    NotFound(Vec<(String, Vec<IpAddr>)>),
+}
+
+/// The interface that has the local address `addr`, or, for the
+/// unspecified address or one that no interface has, the interfaces that
+/// could be meant: up, not loopback, with an address of `addr`'s family.
+pub fn iface_holding(sock: &mut NetlinkSocket, addr: IpAddr) -> Result<Holder, NetlinkError> {
+    let addrs = get_addrs(sock)?;
+    if !addr.is_unspecified()
+        && let Some(a) = addrs.iter().find(|a| a.addr == addr)
+    {
+        return Ok(Holder::Found(get_link(
+            sock,
+            LinkSelector::Index(a.ifindex),
+        )?));
+    }
+    let mut candidates: Vec<(u32, String, Vec<IpAddr>)> = Vec::new();
+    for a in addrs.iter().filter(|a| a.addr.is_ipv4() == addr.is_ipv4()) {
+        if let Some(c) = candidates.iter_mut().find(|c| c.0 == a.ifindex) {
+            c.2.push(a.addr);
+            continue;
+        }
+        let link = match get_link(sock, LinkSelector::Index(a.ifindex)) {
+            Ok(l) => l,
+            // Gone since the dump.
+            Err(e) if e.errno() == Some(libc::ENODEV) => continue,
+            Err(e) => return Err(e),
+        };
+        if link.is_up() && !link.is_loopback() {
+            candidates.push((a.ifindex, link.name, vec![a.addr]));
+        }
+    }
+    Ok(Holder::NotFound(
+        candidates.into_iter().map(|(_, n, a)| (n, a)).collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `RTM_NEWADDR` payload as the kernel sends it for
+    /// `198.18.0.1/30 dev index 7`: ifaddrmsg, IFA_ADDRESS, IFA_LOCAL,
+    /// IFA_LABEL.
+    fn golden_v4() -> Vec<u8> {
+        let mut p = vec![libc::AF_INET as u8, 30, 0x80, 0];
+        p.extend_from_slice(&7u32.to_ne_bytes());
+        for (kind, data) in [
+            (IFA_ADDRESS, &[198u8, 18, 0, 1][..]),
+            (IFA_LOCAL, &[198, 18, 0, 1][..]),
+            (3, b"xa1\0".as_slice()),
+        ] {
+            p.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
+            p.extend_from_slice(&kind.to_ne_bytes());
+            p.extend_from_slice(data);
+            while p.len() % 4 != 0 {
+                p.push(0);
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn parses_an_ipv4_address() {
+        let a = parse_addr(&golden_v4()).unwrap().unwrap();
+        assert_eq!(
+            a,
+            IfAddr {
+                ifindex: 7,
+                addr: "198.18.0.1".parse().unwrap(),
+                prefix_len: 30
+            }
+        );
+    }
+
+    #[test]
+    fn local_wins_over_the_peer_address() {
+        let mut p = vec![libc::AF_INET as u8, 32, 0, 0];
+        p.extend_from_slice(&3u32.to_ne_bytes());
+        for (kind, ip) in [(IFA_ADDRESS, [10u8, 0, 0, 2]), (IFA_LOCAL, [10, 0, 0, 1])] {
+            p.extend_from_slice(&8u16.to_ne_bytes());
+            p.extend_from_slice(&kind.to_ne_bytes());
+            p.extend_from_slice(&ip);
+        }
+        let a = parse_addr(&p).unwrap().unwrap();
+        assert_eq!(a.addr, "10.0.0.1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn truncated_and_foreign_payloads_never_panic() {
+        let g = golden_v4();
+        for n in 0..g.len() {
+            let _ = parse_addr(&g[..n]);
+        }
+        assert!(parse_addr(&g[..4]).is_err());
+        let mut other = g.clone();
+        other[0] = 17; // AF_PACKET
+        assert_eq!(parse_addr(&other).unwrap(), None);
+    }
+}
