@@ -183,6 +183,13 @@ impl ClientSession {
         if self.is_finished() {
             return;
         }
+        // iperf3's server sends only `i_errno` after `SERVER_ERROR` when it
+        // refuses a login (IEAUTHTEST), then closes: the error is that.
+        if self.phase == Phase::ServerErrorCodes && self.input.len() >= 4 {
+            let i_errno = self.input.take_u32().unwrap_or(0) as i32;
+            self.fail(Error::ServerError { i_errno, errno: 0 });
+            return;
+        }
         self.fail(Error::ControlClosed {
             phase: self.phase.name(),
         });

@@ -1322,6 +1322,25 @@ fn client_server_refusals() {
         }
     );
 
+    // A refused login: iperf3's server writes SERVER_ERROR and IEAUTHTEST
+    // only (no errno), then closes.
+    let mut c = client(TestParams::default(), t0);
+    c.handle_control(t0, &[9, 0xfe, 0, 0, 0, 142]);
+    assert!(events_client(&mut c).is_empty());
+    c.handle_control_eof(t0);
+    let e = only_error(&events_client(&mut c)).clone();
+    assert_eq!(
+        e,
+        Error::ServerError {
+            i_errno: 142,
+            errno: 0
+        }
+    );
+    assert!(
+        e.to_string().ends_with(": test authorization failed"),
+        "{e}"
+    );
+
     let mut c = client(TestParams::default(), t0);
     c.handle_control(t0, &[9, 10, 1, 2, 11]);
     assert!(matches!(
