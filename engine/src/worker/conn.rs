@@ -604,3 +604,38 @@ pub(super) fn take_direct(
     *read += n as u64;
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A paced sender may commit what the rate allows since its first
+    /// byte, in pieces of at least `PACE_CHUNK`: over a second, the rate.
+    #[test]
+    fn pacing_allows_the_rate_in_whole_chunks() {
+        let (_tx, rx) = crossbeam_channel::bounded(1);
+        let mut a = AppConn::new(1, rx, None);
+        let t0 = Instant::now();
+        assert_eq!(a.pace_allowance(t0, 1 << 30), 1 << 30, "unpaced");
+        a.rate = Some(8_000_000); // 1 MB/s
+        let chunk = PACE_CHUNK;
+        assert_eq!(a.pace_allowance(t0, 1 << 30), chunk, "one chunk to start");
+        assert_eq!(a.pace_allowance(t0, 100), 100, "at most what is wanted");
+        a.committed = chunk as u64;
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        assert_eq!(a.pace_allowance(at(1), 1 << 30), 0, "less than a chunk due");
+        assert_eq!(a.pace_allowance(at(17), 1 << 30), 17_000, "17 ms at 1 MB/s");
+        // Committing all it is allowed, turn after turn: one second sends
+        // the rate, plus the first chunk.
+        let mut t = 0;
+        while t <= 1000 {
+            a.committed += a.pace_allowance(at(t), 1 << 30) as u64;
+            t += 1;
+        }
+        let sent = a.committed - chunk as u64;
+        assert!(
+            (1_000_000 - chunk as u64..=1_000_000).contains(&sent),
+            "{sent} bytes in 1 s at 1 MB/s"
+        );
+    }
+}
