@@ -478,9 +478,28 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    // -F sends the file once per stream: the test ends after it.
+    // -F sends the file once per stream: the test ends after it, and -n or
+    // -k may ask for less, not more (a stream has nothing after its end).
     let file_bytes = match (&send_file, a.bytes, a.blocks) {
         (Some((_, len)), None, None) => Some(len * u64::from(a.parallel)),
+        (Some((_, len)), n, k) => {
+            let whole = len * u64::from(a.parallel);
+            let asked = n.unwrap_or(0).max(
+                k.unwrap_or(0).saturating_mul(
+                    a.length
+                        .unwrap_or(u64::from(TestParams::default().block_len)),
+                ),
+            );
+            if asked > whole {
+                bail!(
+                    "-F {}: -n/-k ask for {asked} bytes, more than the file's {len} bytes × {} \
+                     streams ({whole}); give at most {whole}",
+                    a.file.as_deref().unwrap_or(Path::new("")).display(),
+                    a.parallel
+                );
+            }
+            None
+        }
         _ => None,
     };
     let bytes = a.bytes.or(file_bytes);

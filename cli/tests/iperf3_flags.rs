@@ -431,6 +431,27 @@ fn file_both_ways_byte_exact() {
     );
     assert_eq!(sha256(&dst), sha256(&src), "received file");
 
+    // More than the file holds: refused, naming both.
+    let out = client(
+        &net,
+        &[
+            "-c",
+            &net.b.ip4.to_string(),
+            "-n",
+            "1G",
+            "-F",
+            src.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("{} bytes", data.len())),
+        "{}",
+        stderr(&out)
+    );
+
     // A failed run (nobody listens): the old file stays, no temporary file.
     std::fs::write(&dst, b"old").unwrap();
     let b = net.b.ip4.to_string();
