@@ -91,7 +91,7 @@ pub struct AppConn {
     acked: u64,
     /// [`AppMode::Send`]: the pacing rate, bits per second.
     pub(super) rate: Option<u64>,
-    /// When the paced sender committed its first byte.
+    /// When the paced sender's test started (its order's `start`).
     rate_start: Option<Instant>,
     /// What [`AppMode::Send`] sends, and where in a repeated payload the
     /// next byte comes from.
@@ -159,7 +159,7 @@ impl AppConn {
     }
 
     /// Bytes a paced sender may commit now: what the rate allows since its
-    /// first byte (plus one [`PACE_CHUNK`] to start with) less what it
+    /// start (plus one [`PACE_CHUNK`] to start with) less what it
     /// committed, but nothing until a whole chunk is due, so that pacing
     /// does not cut the stream into small segments. Unpaced: `want`.
     fn pace_allowance(&mut self, now: Instant, want: usize) -> usize {
@@ -291,10 +291,12 @@ impl Slot {
                     limit,
                     rate,
                     payload,
+                    start,
                 } => {
                     a.mode = AppMode::Send;
                     a.send_left = limit.unwrap_or(u64::MAX);
                     a.rate = rate.filter(|&r| r > 0);
+                    a.rate_start = Some(start.min(now));
                     a.payload = payload;
                 }
                 AppOut::Congestion(algo) => c.set_congestion(algo),

@@ -214,9 +214,13 @@ pub enum AppOut {
     Send {
         /// Most bytes to send (iperf3's `-n`/`-k` split over the streams).
         limit: Option<u64>,
-        /// Pace to this many bits per second, averaged from the first byte
-        /// on (iperf3's `-b`, per stream); None: as fast as TCP goes.
+        /// Pace to this many bits per second, averaged from `start` on
+        /// (iperf3's `-b`, per stream); None: as fast as TCP goes.
         rate: Option<u64>,
+        /// When the test started for the pacer: the application's clock
+        /// when it gave the order, so that the time the order took to
+        /// arrive is caught up.
+        start: Instant,
         /// What to send.
         payload: Payload,
     },

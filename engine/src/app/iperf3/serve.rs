@@ -53,11 +53,12 @@ use crate::worker::{App, AppIn, AppOut, CpuTimes, Payload, process_times};
 
 /// The order that starts a sending stream: paced to the client's `-b`
 /// (iperf3's `bandwidth`, per stream), zeros.
-fn send_order(params: &TestParams, limit: Option<u64>) -> AppOut {
+fn send_order(params: &TestParams, limit: Option<u64>, start: Instant) -> AppOut {
     AppOut::Send {
         limit,
         rate: params.bandwidth.filter(|&r| r > 0),
         payload: Payload::Zeros,
+        start,
     }
 }
 
@@ -355,7 +356,7 @@ impl Iperf3Server {
                     t.meter
                         .start(now, &infos, Duration::from_secs(params.omit_secs.into()));
                     for id in senders {
-                        self.order(id, send_order(&params, limit));
+                        self.order(id, send_order(&params, limit, now));
                     }
                 }
                 Event::TestEnd => {
@@ -530,16 +531,15 @@ impl App for Iperf3Server {
                                     // A stream that arrives after the start (never
                                     // with iperf3) sends without a limit.
                                     Role::Send if running => {
-                                        let order = match self
-                                            .test
-                                            .as_ref()
-                                            .and_then(|t| t.session.params())
-                                        {
-                                            Some(p) => send_order(p, None),
+                                        let test = self.test.as_ref();
+                                        let start = test.and_then(|t| t.started).unwrap_or(now);
+                                        let order = match test.and_then(|t| t.session.params()) {
+                                            Some(p) => send_order(p, None, start),
                                             None => AppOut::Send {
                                                 limit: None,
                                                 rate: None,
                                                 payload: Payload::Zeros,
+                                                start,
                                             },
                                         };
                                         self.order(id, order)

@@ -642,7 +642,7 @@ impl ServerSession {
                                 Error::Refused {
                                     errno,
                                     reason: format!(
-                                        "-C {name}: xtcp has no such congestion control                                          (it has {})",
+                                        "-C {name}: xtcp has no such congestion control (it has {})",
                                         crate::tcp::CongestionAlgorithm::NAMES
                                     ),
                                 },
