@@ -6,8 +6,10 @@
 
 use std::cell::RefCell;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -15,8 +17,8 @@ use serde_json::json;
 use xtcp_engine::app::iperf3::{
     ClientConfig, ClientOutcome, Cookie, Interval, Iperf3Client, Role as StreamRole, TestParams,
 };
-use xtcp_engine::tcp::{CloseReason, ConnectionError};
-use xtcp_engine::worker::{Role, run_app};
+use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError};
+use xtcp_engine::worker::{Payload, Role, run_app};
 
 use crate::args::{EngineArgs, parse_size};
 use crate::bulk::{connect_timeout_message, interrupt_flag};
@@ -25,9 +27,16 @@ use crate::xdpstats::{EngineCounters, XdpSummary};
 /// Arguments of `xtcp client`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClientArgs {
-    /// The iperf3 server.
+    /// The iperf3 server: an address, or a name resolved (to the family
+    /// `-4`/`-6` ask for).
     #[arg(short = 'c', long = "client")]
-    pub host: std::net::IpAddr,
+    pub host: String,
+    /// Only IPv4: the host's IPv4 address (an IPv6 literal is refused).
+    #[arg(short = '4', long = "version4", conflicts_with = "version6")]
+    pub version4: bool,
+    /// Only IPv6: the host's IPv6 address (an IPv4 literal is refused).
+    #[arg(short = '6', long = "version6")]
+    pub version6: bool,
     /// Its port.
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
@@ -68,6 +77,59 @@ pub struct ClientArgs {
     /// run's XDP statistics: steered, dropped at the redirect, per queue).
     #[arg(short = 'J', long = "json", alias = "json-output")]
     pub json_output: bool,
+    /// Zero-copy sender: the send buffer's frames are filled with zeros
+    /// once and re-sent as they are, no per-byte work (without -Z the
+    /// streams send a block of pseudo-random bytes copied in over and over,
+    /// as iperf3 writes its buffer).
+    #[arg(short = 'Z', long = "zerocopy")]
+    pub zerocopy: bool,
+    /// Pin xtcp's worker to core N (one queue); `,M` asks the server to
+    /// run on core M (iperf3's `server_affinity`).
+    #[arg(short = 'A', long = "affinity", value_name = "N[,M]", value_parser = parse_affinity)]
+    pub affinity: Option<(usize, Option<u32>)>,
+    /// Congestion control of xtcp's connections, also asked of the server
+    /// for the streams it sends: cubic, reno or newreno (`reno` is xtcp's
+    /// NewReno, as Linux's `reno` is).
+    #[arg(short = 'C', long = "congestion", value_name = "ALGO", value_parser = parse_congestion)]
+    pub congestion: Option<CongestionAlgorithm>,
+    /// MSS of the data connections (announced, and the most xtcp sends;
+    /// also sent to the server, as iperf3's TCP_MAXSEG).
+    #[arg(short = 'M', long = "set-mss", value_name = "BYTES",
+          value_parser = clap::value_parser!(u16).range(536..=9216))]
+    pub set_mss: Option<u16>,
+    /// No delay: xtcp's sender never holds back small segments (it has no
+    /// Nagle delay unless asked; -N keeps it off and tells the server).
+    #[arg(short = 'N', long = "no-delay")]
+    pub no_delay: bool,
+    /// Target bit rate of each stream (iperf3's -b: per stream, K/M/G/T =
+    /// 10^3.. bits/s; 0: unlimited): the sender is paced to it.
+    #[arg(short = 'b', long = "bitrate", alias = "bandwidth", value_name = "RATE",
+          value_parser = parse_rate)]
+    pub bitrate: Option<u64>,
+    /// Prefix every output line with this string (`STR:  `).
+    #[arg(short = 'T', long = "title", value_name = "STR")]
+    pub title: Option<String>,
+    /// Send this file's bytes (the test ends after the file, unless -t, -n
+    /// or -k say otherwise); with -R, write what is received to it (the
+    /// file is replaced only when the test succeeds).
+    #[arg(short = 'F', long = "file", value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Source port of the data connections (consecutive ones with -P; the
+    /// control connection takes the port after them).
+    #[arg(long = "cport", value_name = "PORT",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub cport: Option<u16>,
+    /// Authenticate as this user to an iperf3 server that asks
+    /// (`--rsa-private-key-path`, `--authorized-users-path`): the password
+    /// comes from IPERF3_PASSWORD, else from the terminal.
+    #[arg(long, requires = "rsa_public_key_path")]
+    pub username: Option<String>,
+    /// The server's RSA public key (PEM), for --username.
+    #[arg(long, value_name = "PATH", requires = "username")]
+    pub rsa_public_key_path: Option<PathBuf>,
+    /// UDP: refused, xtcp speaks TCP only.
+    #[arg(short = 'u', long = "udp")]
+    pub udp: bool,
     /// Give up when the server does not answer the connection request
     /// within this many milliseconds (iperf3's flag).
     #[arg(long, value_name = "MS", default_value_t = 10_000,
@@ -75,6 +137,198 @@ pub struct ClientArgs {
     pub connect_timeout: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// `-A N[,M]`.
+fn parse_affinity(s: &str) -> Result<(usize, Option<u32>), String> {
+    let bad = || format!("`{s}`: give -A N or -A N,M with N and M core numbers (0, 1, ...)");
+    let (n, m) = match s.split_once(',') {
+        Some((n, m)) => (n, Some(m)),
+        None => (s, None),
+    };
+    let n = n.trim().parse().map_err(|_| bad())?;
+    let m = match m {
+        Some(m) => Some(m.trim().parse().map_err(|_| bad())?),
+        None => None,
+    };
+    Ok((n, m))
+}
+
+/// `-C NAME`: one of xtcp's.
+fn parse_congestion(s: &str) -> Result<CongestionAlgorithm, String> {
+    CongestionAlgorithm::from_name(s).ok_or_else(|| {
+        format!(
+            "`{s}`: xtcp has no such congestion control; it has {}",
+            CongestionAlgorithm::NAMES
+        )
+    })
+}
+
+/// `-b RATE`: bits per second as iperf3 reads them (K, M, G, T are powers
+/// of 1000); iperf3's `/burst` is refused.
+pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
+    if s.contains('/') {
+        return Err(format!(
+            "`{s}`: a burst count (RATE/N) is not supported; xtcp paces each stream evenly \
+             (give RATE alone, e.g. 200M)"
+        ));
+    }
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1e3,
+                'M' => 1e6,
+                'G' => 1e9,
+                'T' => 1e12,
+                _ => return Err(format!("`{s}`: unknown unit `{c}` (use K, M, G or T)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("`{s}` is not a rate like 100M, 2.5G or 0 (unlimited)"))?;
+    let bits = v * mul;
+    if bits > 1e15 {
+        return Err(format!("`{s}` is above 1000T bits/s"));
+    }
+    Ok(bits as u64)
+}
+
+/// The server's address: `host` as given, or resolved, in the family `-4`
+/// / `-6` ask for.
+fn resolve_host(a: &ClientArgs) -> anyhow::Result<IpAddr> {
+    let want = |ip: &IpAddr| (!a.version4 || ip.is_ipv4()) && (!a.version6 || ip.is_ipv6());
+    let flag = if a.version4 { "-4" } else { "-6" };
+    if let Ok(ip) = a.host.trim_matches(['[', ']']).parse::<IpAddr>() {
+        if !want(&ip) {
+            bail!(
+                "{flag}: {ip} is an {} address; give an {} address or drop {flag}",
+                if ip.is_ipv4() { "IPv4" } else { "IPv6" },
+                if a.version4 { "IPv4" } else { "IPv6" }
+            );
+        }
+        return Ok(ip);
+    }
+    let addrs: Vec<IpAddr> = (a.host.as_str(), a.port)
+        .to_socket_addrs()
+        .with_context(|| format!("-c {}: cannot resolve the host", a.host))?
+        .map(|s| s.ip())
+        .collect();
+    addrs.iter().copied().find(want).with_context(|| {
+        format!(
+            "-c {}: no {} address (it has {})",
+            a.host,
+            if a.version6 { "IPv6" } else { "IPv4" },
+            addrs
+                .iter()
+                .map(IpAddr::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// The password for `--username`: IPERF3_PASSWORD, else asked on the
+/// terminal (echo off), else an error.
+fn password() -> anyhow::Result<String> {
+    if let Ok(p) = std::env::var("IPERF3_PASSWORD") {
+        return Ok(p);
+    }
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        bail!("--username: no password (set IPERF3_PASSWORD; standard input is not a terminal)");
+    }
+    let tty = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .context("--username: opening /dev/tty to ask for the password")?;
+    let old = rustix::termios::tcgetattr(&tty).context("tcgetattr on /dev/tty")?;
+    let mut quiet = old.clone();
+    quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+    rustix::termios::tcsetattr(&tty, rustix::termios::OptionalActions::Flush, &quiet)
+        .context("tcsetattr on /dev/tty")?;
+    let _ = write!(&tty, "Password: ");
+    let mut line = String::new();
+    let read = std::io::BufRead::read_line(&mut std::io::BufReader::new(&tty), &mut line);
+    let _ = rustix::termios::tcsetattr(&tty, rustix::termios::OptionalActions::Flush, &old);
+    let _ = writeln!(&tty);
+    read.context("reading the password")?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
+}
+
+/// iperf3's buffer without `-Z`: `len` pseudo-random bytes (xorshift from
+/// fresh entropy), made once per test.
+fn random_block(len: usize) -> Arc<[u8]> {
+    let e = entropy();
+    let mut x = u64::from_le_bytes(e[..8].try_into().unwrap_or([1; 8])) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// `-F` with `-R`: the received bytes go to a temporary file next to
+/// `path`, renamed over it when the test succeeds (and removed otherwise),
+/// so that a failed run leaves an existing file as it was.
+struct ReceiveFile {
+    tmp: PathBuf,
+    path: PathBuf,
+    done: bool,
+}
+
+impl ReceiveFile {
+    fn create(path: &Path) -> anyhow::Result<(ReceiveFile, std::fs::File)> {
+        let name = path
+            .file_name()
+            .with_context(|| format!("-F {}: not a file name", path.display()))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".xtcp-{}", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let f = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .with_context(|| format!("-F {}: creating {}", path.display(), tmp.display()))?;
+        Ok((
+            ReceiveFile {
+                tmp,
+                path: path.to_owned(),
+                done: false,
+            },
+            f,
+        ))
+    }
+
+    fn commit(mut self) -> anyhow::Result<()> {
+        std::fs::rename(&self.tmp, &self.path).with_context(|| {
+            format!(
+                "-F: renaming {} to {}",
+                self.tmp.display(),
+                self.path.display()
+            )
+        })?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for ReceiveFile {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 fn entropy() -> [u8; 36] {
@@ -138,19 +392,125 @@ fn rows(o: &ClientOutcome) -> Vec<(u32, u64, u64, Option<u64>, bool)> {
 
 /// `xtcp client`.
 pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
-    let mut cfg = a.engine.config_to(a.host)?;
+    if a.udp {
+        clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "-u: xtcp speaks TCP only\n",
+        )
+        .exit();
+    }
+    let host = resolve_host(a)?;
+    let mut cfg = a.engine.config_to(host)?;
     let connect_timeout = Duration::from_millis(a.connect_timeout);
     cfg.tcp.connect_timeout = Some(connect_timeout);
     if a.parallel == 0 || a.parallel > 128 {
         bail!("-P must be between 1 and 128");
     }
+    if let Some(m) = a.set_mss {
+        cfg.mss = Some(m);
+    }
+    if let Some(c) = a.congestion {
+        cfg.tcp.congestion = c;
+    }
+    if a.no_delay {
+        cfg.tcp.nagle = false;
+    }
+    if let Some((core, _)) = a.affinity {
+        if cfg.queues != 1 {
+            bail!(
+                "-A {core}: pins the one worker of --queues 1; with --queues {} give --cores",
+                cfg.queues
+            );
+        }
+        xtcp_engine::worker::validate_cores("-A", &[core])?;
+        cfg.cores = Some(vec![core]);
+    }
+    // -F: the file to send, or (with -R) where what arrives goes.
+    let mut send_file = None;
+    let mut recv_file = None;
+    let mut sink = None;
+    if let Some(path) = &a.file {
+        if a.bidir {
+            bail!(
+                "-F {}: not with --bidir (one direction: send it, or -R to receive it)",
+                path.display()
+            );
+        }
+        if a.reverse {
+            if a.parallel != 1 {
+                bail!(
+                    "-F {} with -R: one stream only (-P 1), so that the file is the stream",
+                    path.display()
+                );
+            }
+            let (r, f) = ReceiveFile::create(path)?;
+            recv_file = Some(r);
+            sink = Some(Arc::new(f));
+        } else {
+            let f = std::fs::File::open(path)
+                .with_context(|| format!("-F {}: cannot open it", path.display()))?;
+            let len = f
+                .metadata()
+                .with_context(|| format!("-F {}", path.display()))?
+                .len();
+            if len == 0 {
+                bail!("-F {}: the file is empty", path.display());
+            }
+            send_file = Some((Arc::new(f), len));
+        }
+    }
+    let authtoken = match (&a.username, &a.rsa_public_key_path) {
+        (Some(user), Some(key)) => {
+            let pem = std::fs::read_to_string(key)
+                .with_context(|| format!("--rsa-public-key-path {}", key.display()))?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            Some(
+                xtcp_engine::app::iperf3::client_token(
+                    &pem,
+                    &key.display().to_string(),
+                    user,
+                    &password()?,
+                    now,
+                )
+                .map_err(anyhow::Error::msg)?,
+            )
+        }
+        _ => None,
+    };
+    // -F sends the file once per stream: the test ends after it, and -n or
+    // -k may ask for less, not more (a stream has nothing after its end).
+    let file_bytes = match (&send_file, a.bytes, a.blocks) {
+        (Some((_, len)), None, None) => Some(len * u64::from(a.parallel)),
+        (Some((_, len)), n, k) => {
+            let whole = len * u64::from(a.parallel);
+            let asked = n.unwrap_or(0).max(
+                k.unwrap_or(0).saturating_mul(
+                    a.length
+                        .unwrap_or(u64::from(TestParams::default().block_len)),
+                ),
+            );
+            if asked > whole {
+                bail!(
+                    "-F {}: -n/-k ask for {asked} bytes, more than the file's {len} bytes × {} \
+                     streams ({whole}); give at most {whole}",
+                    a.file.as_deref().unwrap_or(Path::new("")).display(),
+                    a.parallel
+                );
+            }
+            None
+        }
+        _ => None,
+    };
+    let bytes = a.bytes.or(file_bytes);
     let params = TestParams {
-        time_secs: if a.bytes.is_some() || a.blocks.is_some() {
+        time_secs: if bytes.is_some() || a.blocks.is_some() {
             0
         } else {
             a.time
         },
-        bytes: a.bytes.unwrap_or(0),
+        bytes: bytes.unwrap_or(0),
         blocks: a.blocks.unwrap_or(0),
         parallel: a.parallel,
         reverse: a.reverse,
@@ -175,18 +535,38 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             ),
             None => None,
         },
+        mss: a.set_mss.map(u32::from),
+        nodelay: a.no_delay,
+        bandwidth: a.bitrate.filter(|&b| b > 0),
+        title: a.title.clone(),
+        congestion: a.congestion.map(|c| c.name().to_owned()),
+        server_affinity: a.affinity.and_then(|(_, m)| m),
+        authtoken,
         ..TestParams::default()
+    };
+    let payload = match send_file {
+        Some((f, _)) => Payload::File(f),
+        None if a.zerocopy => Payload::Zeros,
+        None => Payload::Repeat(random_block(params.block_len as usize)),
     };
     let config = ClientConfig {
         params,
+        payload,
+        sink,
         ..ClientConfig::default()
     };
+    let tp = a
+        .title
+        .as_deref()
+        .map(|t| format!("{t}:  "))
+        .unwrap_or_default();
     let count = Iperf3Client::connections(&config);
     let json_out = a.json_output;
     let intervals = Rc::new(RefCell::new(Vec::<Interval>::new()));
     let iv_store = intervals.clone();
     let print_iv = !json_out;
     let bidir = a.bidir;
+    let iv_title = tp.clone();
     let mut app = Iperf3Client::new(
         config,
         Cookie::from_entropy(&entropy()),
@@ -195,19 +575,20 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             if print_iv {
                 let mut out = std::io::stdout().lock();
                 for line in interval_lines(iv, bidir) {
-                    let _ = writeln!(out, "{line}");
+                    let _ = writeln!(out, "{iv_title}{line}");
                 }
                 let _ = out.flush();
             }
             iv_store.borrow_mut().push(iv.clone());
         }),
     );
-    let remote = SocketAddr::new(a.host, a.port);
+    let remote = SocketAddr::new(host, a.port);
     let flag = interrupt_flag()?;
     let role = Role::ConnectApp {
         remote,
         local: None,
         count,
+        port: a.cport,
     };
     // The engine reports progress once it is set up: the banner only then,
     // never before an error.
@@ -220,10 +601,10 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             if !announced {
                 announced = true;
                 println!(
-                    "Connecting to host {}, port {} (xtcp on {})",
+                    "{tp}Connecting to host {}, port {} (xtcp on {})",
                     a.host, a.port, cfg.iface
                 );
-                println!("[ ID] Interval           Transfer     Bitrate         Retr  RTT");
+                println!("{tp}[ ID] Interval           Transfer     Bitrate         Retr  RTT");
             }
         },
         Some(&mut app),
@@ -309,7 +690,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         let (fwd_sent, fwd_recv, fwd_retr) = sums(true);
         let mut v = json!({
             "start": {
-                "connecting_to": { "host": a.host.to_string(), "port": a.port },
+                "connecting_to": { "host": a.host, "port": a.port },
                 "version": concat!("xtcp ", env!("CARGO_PKG_VERSION")),
                 "test_start": { "protocol": "TCP", "num_streams": a.parallel,
                                 "blksize": config_block(a), "omit": a.omit,
@@ -340,49 +721,75 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         v["xdp"] = serde_json::to_value(&xdp)?;
         // Not iperf3's: xtcp's own drops by reason and full turns.
         v["engine"] = serde_json::to_value(EngineCounters::of(&report))?;
+        if let Some(t) = &a.title {
+            v["title"] = json!(t);
+        }
+        // Not iperf3's: what the engine reports of each connection (the
+        // control connection first): its ports, congestion control, send
+        // MSS, pacing rate, and the send-buffer bytes written one by one
+        // (copied or zeroed; -Z leaves it at the first lap's frames).
+        let mut conns: Vec<_> = report.connections.iter().collect();
+        conns.sort_by_key(|r| r.id);
+        v["xtcp"] = json!({ "connections": conns.iter().map(|r| json!({
+            "id": r.id, "local_port": r.tuple.local.port(), "remote_port": r.tuple.remote.port(),
+            "congestion": r.congestion, "send_mss": r.send_mss,
+            "pacing_rate": r.pacing_rate, "bytes_sent": r.bytes_sent,
+            "bytes_received": r.bytes_received, "send_bytes_touched": r.send_bytes_touched,
+        })).collect::<Vec<_>>() });
         if let Err(e) = &o.result {
             v["error"] = json!(e.to_string());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
-        println!("[ ID] Interval           Transfer     Bitrate         Retr");
+        println!("{tp}- - - - - - - - - - - - - - - - - - - - - - - - -");
+        println!("{tp}[ ID] Interval           Transfer     Bitrate         Retr");
         for &(id, s, r, re, _) in &rows {
             println!(
-                "[{id:3}]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec  {:>5}  sender",
+                "{tp}[{id:3}]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec  {:>5}  sender",
                 human(s as f64),
                 rate(s, secs),
                 re.map_or_else(|| "-".to_owned(), |x| x.to_string())
             );
             println!(
-                "[{id:3}]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec         receiver",
+                "{tp}[{id:3}]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec         receiver",
                 human(r as f64),
                 rate(r, secs)
             );
         }
         if rows.len() > 1 {
             println!(
-                "[SUM]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec  {retr:>5}  sender",
+                "{tp}[SUM]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec  {retr:>5}  sender",
                 human(sum_sent as f64),
                 rate(sum_sent, secs)
             );
             println!(
-                "[SUM]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec         receiver",
+                "{tp}[SUM]   0.00-{secs:<6.2} sec  {:>12}  {:6.2} Gbits/sec         receiver",
                 human(sum_recv as f64),
                 rate(sum_recv, secs)
             );
         }
         println!(
-            "CPU Utilization: local {:.1}%, remote {:.1}%",
+            "{tp}CPU Utilization: local {:.1}%, remote {:.1}%",
             o.cpu_util.total, remote_cpu
         );
         for line in xdp.lines() {
-            println!("{line}");
+            println!("{tp}{line}");
         }
-        println!("\nxtcp client done.");
+        println!("{tp}");
+        println!("{tp}xtcp client done.");
     }
     if let Err(e) = o.result {
         bail!("the test failed: {e}");
+    }
+    if let Some(r) = report.connections.iter().find_map(|r| r.source_error) {
+        bail!(
+            "-F {}: {}",
+            a.file.as_deref().unwrap_or(Path::new("")).display(),
+            std::io::Error::from(r)
+        );
+    }
+    if let Some(r) = recv_file {
+        r.commit()?;
     }
     Ok(())
 }

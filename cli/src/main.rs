@@ -8,6 +8,7 @@ mod bench;
 mod bulk;
 mod client;
 mod config;
+mod daemon;
 mod limits;
 mod metrics;
 mod notify;

@@ -40,6 +40,22 @@ use xtcp_engine::tcp::ListenerStats;
 /// Arguments of `xtcp serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
+    /// Server mode (accepted so that `iperf3 -s` habits work; serve is
+    /// always a server).
+    #[arg(short = 's', long = "server")]
+    pub server: bool,
+    /// Run in the background as a daemon: detach before anything is set
+    /// up; standard output and error go to --logfile, else /dev/null.
+    #[arg(short = 'D', long = "daemon")]
+    pub daemon: bool,
+    /// Write the process id to this file once serving (after -D: the
+    /// daemon's), and remove it at exit; refused if it names a running
+    /// process.
+    #[arg(short = 'I', long = "pidfile", value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
+    /// Pin the serve worker to core N (one queue; --cores for more).
+    #[arg(short = 'A', long = "affinity", value_name = "N")]
+    pub affinity: Option<usize>,
     /// Address to serve on (default: the interface's IPv4 address).
     #[arg(short = 'B', long = "bind-address")]
     pub addr: Option<IpAddr>,
@@ -128,9 +144,15 @@ fn describe(o: &TestOutcome) -> String {
         (Err(e), Some(r)) => format!("refused ({}): {e}", r.as_str()),
         (Err(e), None) => format!("failed: {e}"),
     };
+    let congestion = o
+        .congestion
+        .map_or_else(String::new, |c| format!(", congestion {c}"));
+    let paced = o.pacing_rate.map_or_else(String::new, |r| {
+        format!(", paced to {r} bit/s per stream (-b)")
+    });
     format!(
         "xtcp serve: test from {}: {result}; {mode}, {} streams, {:.3} s, received {} bytes \
-         ({:.2} Gbit/s), sent {} bytes ({:.2} Gbit/s){window}",
+         ({:.2} Gbit/s), sent {} bytes ({:.2} Gbit/s){window}{congestion}{paced}",
         o.client.remote,
         o.streams,
         o.seconds,
@@ -227,6 +249,8 @@ fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value 
         "gbps_sent": gbps(o.sent),
         "retransmits": o.retransmits,
         "user": o.user,
+        "congestion": o.congestion,
+        "pacing_rate": o.pacing_rate,
         "result": result,
         "reason": reason,
     })
@@ -282,7 +306,17 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     // `--user`: looked up and checked before anything is set up, before
     // any thread exists; the drop comes with the first progress report.
     let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
-    let cfg = a.engine.config_at(a.addr)?;
+    let mut cfg = a.engine.config_at(a.addr)?;
+    if let Some(core) = a.affinity {
+        if cfg.queues != 1 {
+            bail!(
+                "-A {core}: pins the one worker of --queues 1; with --queues {} give --cores",
+                cfg.queues
+            );
+        }
+        xtcp_engine::worker::validate_cores("-A", &[core])?;
+        cfg.cores = Some(vec![core]);
+    }
     let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
     if a.addr.is_none() {
         // The engine would listen on the interface's IPv4 address: say how
@@ -300,6 +334,20 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         xtcp_engine::xsk::ifindex(&cfg.iface)?;
         println!("xtcp serve: {}: configuration OK", f.display());
         return Ok(());
+    }
+    // -I, -D: the pid file checked while errors reach the terminal, the
+    // fork while this process has one thread, the pid written after it.
+    let mut pidfile = a
+        .pidfile
+        .as_deref()
+        .map(crate::daemon::PidFile::check)
+        .transpose()?;
+    if a.daemon {
+        let log = a.logfile.as_deref().map(std::path::absolute).transpose()?;
+        crate::daemon::daemonize(log.as_deref())?;
+    }
+    if let Some(p) = pidfile.as_mut() {
+        p.write()?;
     }
     // Metrics: bound now (not for --check-config: a running service
     // holds the address), so that a bad address fails before anything is

@@ -27,6 +27,9 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     fn on_rto(&mut self, now: Instant, in_flight: usize);
     /// The sender MSS changed (at connection establishment).
     fn set_mss(&mut self, mss: usize);
+    /// The algorithm's name as Linux spells it (`TCP_CONGESTION`): what
+    /// iperf3 reports as `congestion_used`.
+    fn name(&self) -> &'static str;
 }
 
 /// Which controller a [`super::Config`] asks for.
@@ -39,6 +42,28 @@ pub enum CongestionAlgorithm {
 }
 
 impl CongestionAlgorithm {
+    /// The names [`CongestionAlgorithm::from_name`] takes.
+    pub const NAMES: &'static str = "cubic, reno, newreno";
+
+    /// The algorithm called `name` (ASCII case ignored): `cubic`, or `reno`
+    /// / `newreno` for [`NewReno`] (Linux's `reno` is NewReno too); None
+    /// for a name xtcp lacks.
+    pub fn from_name(name: &str) -> Option<CongestionAlgorithm> {
+        match name.to_ascii_lowercase().as_str() {
+            "cubic" => Some(CongestionAlgorithm::Cubic),
+            "reno" | "newreno" => Some(CongestionAlgorithm::NewReno),
+            _ => None,
+        }
+    }
+
+    /// Its name as Linux spells it: `cubic`, `reno`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CongestionAlgorithm::NewReno => "reno",
+            CongestionAlgorithm::Cubic => "cubic",
+        }
+    }
+
     /// A controller of this kind.
     pub fn build(self, mss: usize, initial_segments: usize) -> Box<dyn CongestionControl> {
         match self {
@@ -103,6 +128,9 @@ impl CongestionControl for NewReno {
         self.ssthresh = (in_flight / 2).max(2 * self.mss);
         self.cwnd = self.mss;
         self.acked_acc = 0;
+    }
+    fn name(&self) -> &'static str {
+        "reno"
     }
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;
@@ -229,6 +257,9 @@ impl CongestionControl for Cubic {
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
         self.reduce(in_flight);
         self.cwnd = self.mss;
+    }
+    fn name(&self) -> &'static str {
+        "cubic"
     }
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;

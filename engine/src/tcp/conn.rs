@@ -458,6 +458,30 @@ impl<M: SendMemory> Connection<M> {
 
     // ------------------------------------------------------------ mutators
 
+    /// The congestion controller's name (`cubic`, `reno`).
+    pub fn congestion_name(&self) -> &'static str {
+        self.cc.name()
+    }
+
+    /// Send-buffer bytes written one by one so far: copied in by `write`,
+    /// `fill`, `fill_vectored`, or zeroed by `fill_zeros` where a slot did
+    /// not hold zeros yet. A sender of zeros whose slots hold zeros adds
+    /// nothing.
+    pub fn send_bytes_touched(&self) -> u64 {
+        self.send.touched()
+    }
+
+    /// Replaces the congestion controller with one of `algo` (before data
+    /// flows: the window starts again at the initial window).
+    pub fn set_congestion(&mut self, algo: super::CongestionAlgorithm) {
+        let mss = if self.state.synchronized() {
+            self.send_mss
+        } else {
+            usize::from(self.cfg.mss)
+        };
+        self.cc = algo.build(mss, self.cfg.initial_cwnd_segments);
+    }
+
     /// Replaces the congestion controller (before the handshake completes:
     /// it is told the MSS then).
     pub fn set_congestion_control(&mut self, cc: Box<dyn CongestionControl>) {

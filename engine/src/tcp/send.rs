@@ -176,6 +176,9 @@ pub(crate) struct SendBuffer<M> {
     head: u64,
     /// Stream offset one past the last written byte.
     tail: u64,
+    /// Bytes written one by one (copied, or zeroed where a slot did not
+    /// hold zeros): see [`SendBuffer::touched`].
+    touched: u64,
 }
 
 impl<M: SendMemory> SendBuffer<M> {
@@ -190,7 +193,14 @@ impl<M: SendMemory> SendBuffer<M> {
             limit: frames.max(1),
             head: 0,
             tail: 0,
+            touched: 0,
         }
+    }
+
+    /// Bytes written one by one so far (copies, and zeros written into a
+    /// slot that did not hold zeros); zeros into a zeroed slot add nothing.
+    pub(crate) fn touched(&self) -> u64 {
+        self.touched
     }
 
     /// Sizes the slots (once, when the connection is established), each
@@ -319,6 +329,7 @@ impl<M: SendMemory> SendBuffer<M> {
             done += k;
             self.tail += k as u64;
         }
+        self.touched += done as u64;
         done
     }
 
@@ -341,6 +352,7 @@ impl<M: SendMemory> SendBuffer<M> {
                 break;
             }
         }
+        self.touched += done as u64;
         done
     }
 
@@ -388,6 +400,7 @@ impl<M: SendMemory> SendBuffer<M> {
             from = 0;
         }
         self.tail += n as u64;
+        self.touched += n as u64;
         n
     }
 
@@ -402,6 +415,7 @@ impl<M: SendMemory> SendBuffer<M> {
             let s = &mut self.sums[slot];
             if !s.zero {
                 dst[off..].fill(0);
+                self.touched += (dst.len() - off) as u64;
                 // The slot is all zeros if nothing before `off` is kept.
                 s.zero = off == 0;
             }
@@ -729,6 +743,7 @@ mod tests {
     fn zeros_into_a_zeroed_slot_do_not_touch_it() {
         let mut b = buf(4096, 2);
         assert_eq!(b.fill_zeros(8192), 8192);
+        assert_eq!(b.touched(), 8192, "fresh slots are zeroed once");
         b.ack(8192);
         // Plant a byte where the memory says slot 0 is: a slot known to be
         // zero is not rewritten, so the byte stays (the test's proof that no
@@ -741,10 +756,13 @@ mod tests {
         let mut out = [0u8; 1];
         b.copy_out(8192 + 100, &mut out);
         assert_eq!(out, [7], "not rewritten");
+        assert_eq!(b.touched(), 8192, "no per-byte work for the second lap");
         // A write of data clears the flag: zeros after it are written.
         b.ack(12288);
         assert_eq!(b.write(&[0xff; 10]), 10);
+        assert_eq!(b.touched(), 8192 + 10, "a copy is per-byte work");
         assert_eq!(b.fill_zeros(4086), 4086);
+        assert_eq!(b.touched(), 8192 + 4096, "zeros after data are written");
         let mut out = [1u8; 12];
         b.copy_out(12288 + 4, &mut out);
         assert_eq!(out, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0]);

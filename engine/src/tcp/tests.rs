@@ -1503,6 +1503,9 @@ impl CongestionControl for FixedWindow {
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;
     }
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::bulk::{Produced, Sink, Source};
-use super::msg::{AppIn, AppOut, Msg};
+use super::msg::{AppIn, AppOut, Msg, Payload};
 use super::port::HeaderCache;
 use super::registry::Key;
 use super::sendmem::UmemFrames;
@@ -89,6 +89,21 @@ pub struct AppConn {
     /// Of those, counted so far: acknowledged ones while sending, all of
     /// them once stopped.
     acked: u64,
+    /// [`AppMode::Send`]: the pacing rate, bits per second.
+    pub(super) rate: Option<u64>,
+    /// When the paced sender's test started (its order's `start`).
+    rate_start: Option<Instant>,
+    /// What [`AppMode::Send`] sends, and where in a repeated payload the
+    /// next byte comes from.
+    payload: Payload,
+    pay_off: usize,
+    /// [`Payload::File`]: the next file offset to send.
+    file_off: u64,
+    /// [`AppOut::CountInto`]: the file received bytes go to, the offset of
+    /// the next one, and the error that stopped the writes.
+    sink_file: Option<std::sync::Arc<std::fs::File>>,
+    sink_off: u64,
+    pub(super) io_error: Option<std::io::ErrorKind>,
 }
 
 impl AppConn {
@@ -117,7 +132,46 @@ impl AppConn {
             send_base: None,
             committed: 0,
             acked: 0,
+            rate: None,
+            rate_start: None,
+            payload: Payload::Zeros,
+            pay_off: 0,
+            file_off: 0,
+            sink_file: None,
+            sink_off: 0,
+            io_error: None,
         }
+    }
+
+    /// Counts `bytes` received, and writes them to the sink file if there
+    /// is one (once a write failed, nothing more is written).
+    fn take(&mut self, bytes: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        self.counted += bytes.len() as u64;
+        if let Some(f) = &self.sink_file {
+            if self.io_error.is_none() && !bytes.is_empty() {
+                match f.write_all_at(bytes, self.sink_off) {
+                    Ok(()) => self.sink_off += bytes.len() as u64,
+                    Err(e) => self.io_error = Some(e.kind()),
+                }
+            }
+        }
+    }
+
+    /// Bytes a paced sender may commit now: what the rate allows since its
+    /// start (plus one [`PACE_CHUNK`] to start with) less what it
+    /// committed, but nothing until a whole chunk is due, so that pacing
+    /// does not cut the stream into small segments. Unpaced: `want`.
+    fn pace_allowance(&mut self, now: Instant, want: usize) -> usize {
+        let Some(rate) = self.rate else { return want };
+        let start = *self.rate_start.get_or_insert(now);
+        let nanos = now.saturating_duration_since(start).as_nanos();
+        let due = (u128::from(rate) * nanos / 8_000_000_000) as u64 + PACE_CHUNK as u64;
+        let room = due.saturating_sub(self.committed);
+        if room < PACE_CHUNK as u64 {
+            return 0;
+        }
+        want.min(usize::try_from(room).unwrap_or(usize::MAX))
     }
 
     /// Reports the bytes and retransmissions since the last count.
@@ -138,6 +192,9 @@ impl AppConn {
         let _ = out.send(Msg::App(AppIn::Stopped { id: self.id }));
     }
 }
+
+/// A paced sender commits bytes in pieces of at least this many.
+pub(super) const PACE_CHUNK: usize = 16 * 1024;
 
 /// Counts are reported at least this often while data moves.
 const COUNT_INTERVAL: Duration = Duration::from_millis(5);
@@ -225,10 +282,24 @@ impl Slot {
                     a.mode = AppMode::Relay;
                 }
                 AppOut::Count => a.mode = AppMode::Count,
-                AppOut::Send { limit } => {
+                AppOut::CountInto(f) => {
+                    a.mode = AppMode::Count;
+                    a.sink_file = Some(f);
+                    a.sink_off = 0;
+                }
+                AppOut::Send {
+                    limit,
+                    rate,
+                    payload,
+                    start,
+                } => {
                     a.mode = AppMode::Send;
                     a.send_left = limit.unwrap_or(u64::MAX);
+                    a.rate = rate.filter(|&r| r > 0);
+                    a.rate_start = Some(start.min(now));
+                    a.payload = payload;
                 }
+                AppOut::Congestion(algo) => c.set_congestion(algo),
                 AppOut::Stop if a.mode == AppMode::Count => {
                     a.mode = AppMode::Draining;
                     a.drain = Some((now, now + DRAIN_MAX));
@@ -251,6 +322,10 @@ impl Slot {
                 }
             }
         }
+        if a.io_error.is_some() && matches!(c.state(), State::Established | State::CloseWait) {
+            // The file failed (read or write): reset, the report says why.
+            c.abort(now);
+        }
         let open = matches!(c.state(), State::Established | State::CloseWait);
         if open && !a.pending.is_empty() {
             let n = c.write(&a.pending).unwrap_or(0);
@@ -259,11 +334,58 @@ impl Slot {
         }
         if open && a.mode == AppMode::Send && a.pending.is_empty() && !a.close {
             a.send_base.get_or_insert(self.written);
-            // iperf3's payload is not looked at: zeros, which cost nothing
-            // once a slot holds them.
             if a.send_left > 0 {
                 let want = usize::try_from(a.send_left).unwrap_or(usize::MAX);
-                let n = c.fill_zeros(want).unwrap_or(0);
+                let want = a.pace_allowance(now, want);
+                let n = match &a.payload {
+                    // Zeros cost nothing once a slot holds them.
+                    Payload::Zeros if want > 0 => c.fill_zeros(want).unwrap_or(0),
+                    Payload::Zeros => 0,
+                    // A copy of the pattern, as iperf3 copies its buffer
+                    // into the socket.
+                    Payload::File(f) => {
+                        use std::os::unix::fs::FileExt;
+                        let (mut left, mut off, mut err) = (want, a.file_off, None);
+                        let n = c
+                            .fill(|piece| {
+                                let k = piece.len().min(left);
+                                if k == 0 {
+                                    return 0;
+                                }
+                                match f.read_at(&mut piece[..k], off) {
+                                    Ok(n) => {
+                                        off += n as u64;
+                                        left -= n;
+                                        n
+                                    }
+                                    Err(e) => {
+                                        err = Some(e.kind());
+                                        0
+                                    }
+                                }
+                            })
+                            .unwrap_or(0);
+                        a.file_off = off;
+                        if err.is_some() {
+                            a.io_error = err;
+                        }
+                        n
+                    }
+                    Payload::Repeat(p) => {
+                        let mut done = 0;
+                        while done < want && !p.is_empty() {
+                            let piece = &p[a.pay_off..];
+                            let k = piece.len().min(want - done);
+                            let n = c.write(&piece[..k]).unwrap_or(0);
+                            if n == 0 {
+                                break;
+                            }
+                            a.pay_off = (a.pay_off + n) % p.len();
+                            done += n;
+                        }
+                        done
+                    }
+                };
                 a.send_left -= n as u64;
                 a.committed += n as u64;
                 self.written += n as u64;
@@ -296,7 +418,8 @@ impl Slot {
             let n = match a.mode {
                 AppMode::Count | AppMode::Draining | AppMode::Stopped => {
                     if a.mode != AppMode::Stopped {
-                        a.counted += avail as u64;
+                        a.take(x);
+                        a.take(y);
                     }
                     if let Some((seen, _)) = a.drain.as_mut() {
                         *seen = now;
@@ -469,7 +592,7 @@ pub(super) fn take_direct(
         None => sink.consume((bytes, &[])),
         Some(a) => match a.mode {
             AppMode::Count | AppMode::Draining => {
-                a.counted += bytes.len() as u64;
+                a.take(bytes);
                 if let Some((seen, _)) = a.drain.as_mut() {
                     *seen = now;
                 }
@@ -482,4 +605,39 @@ pub(super) fn take_direct(
     };
     *read += n as u64;
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A paced sender may commit what the rate allows since its first
+    /// byte, in pieces of at least `PACE_CHUNK`: over a second, the rate.
+    #[test]
+    fn pacing_allows_the_rate_in_whole_chunks() {
+        let (_tx, rx) = crossbeam_channel::bounded(1);
+        let mut a = AppConn::new(1, rx, None);
+        let t0 = Instant::now();
+        assert_eq!(a.pace_allowance(t0, 1 << 30), 1 << 30, "unpaced");
+        a.rate = Some(8_000_000); // 1 MB/s
+        let chunk = PACE_CHUNK;
+        assert_eq!(a.pace_allowance(t0, 1 << 30), chunk, "one chunk to start");
+        assert_eq!(a.pace_allowance(t0, 100), 100, "at most what is wanted");
+        a.committed = chunk as u64;
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        assert_eq!(a.pace_allowance(at(1), 1 << 30), 0, "less than a chunk due");
+        assert_eq!(a.pace_allowance(at(17), 1 << 30), 17_000, "17 ms at 1 MB/s");
+        // Committing all it is allowed, turn after turn: one second sends
+        // the rate, plus the first chunk.
+        let mut t = 0;
+        while t <= 1000 {
+            a.committed += a.pace_allowance(at(t), 1 << 30) as u64;
+            t += 1;
+        }
+        let sent = a.committed - chunk as u64;
+        assert!(
+            (1_000_000 - chunk as u64..=1_000_000).contains(&sent),
+            "{sent} bytes in 1 s at 1 MB/s"
+        );
+    }
 }

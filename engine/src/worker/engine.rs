@@ -338,6 +338,10 @@ pub enum Role {
         local: Option<IpAddr>,
         /// Connections planned.
         count: usize,
+        /// Our ports (iperf3's `--cport`): connections 1.. from this port
+        /// on, connection 0 (the control connection) the port after them;
+        /// None: a free block of ephemeral ports.
+        port: Option<u16>,
     },
     /// Accept connections on `local`.
     Listen {
@@ -477,6 +481,31 @@ fn random_u64() -> u64 {
 }
 
 /// Reserves `n` consecutive ports on `ip`.
+/// `n` consecutive ports from `base` on (`--cport`), or an error that
+/// names the one taken.
+fn reserve_at(ip: IpAddr, base: u16, n: usize) -> Result<(u16, Vec<Reservation>), EngineError> {
+    if usize::from(base) + n > 65536 {
+        return Err(EngineError::Config(format!(
+            "port {base}: {n} consecutive ports from it go past 65535; give at most {}",
+            65536 - n
+        )));
+    }
+    let mut held = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = SocketAddr::new(ip, base + i as u16);
+        held.push(reserve(at).map_err(|e| EngineError::Reserve {
+            addr: at,
+            hint: if e.kind() == std::io::ErrorKind::AddrInUse {
+                " (the port is in use: choose another --cport)"
+            } else {
+                " (is the address configured on the interface?)"
+            },
+            source: e,
+        })?);
+    }
+    Ok((base, held))
+}
+
 fn reserve_block(ip: IpAddr, n: usize) -> Result<(u16, Vec<Reservation>), EngineError> {
     const LOW: u32 = 32768;
     const HIGH: u32 = 60999;
@@ -643,13 +672,16 @@ pub fn run_app(
     let mut next_hop_mac = [0u8; 6];
     let mut listen = None;
     let mut deferred = false;
+    let mut cport = None;
     let role = match role {
         Role::ConnectApp {
             remote,
             local,
             count,
+            port,
         } => {
             deferred = true;
+            cport = port;
             Role::Connect {
                 remote,
                 local,
@@ -711,12 +743,23 @@ pub fn run_app(
                     "local address {local} and peer {remote} are of different families"
                 )));
             }
-            let (base, held) = reserve_block(local, srcs.len())?;
+            let n = srcs.len();
+            let (base, held) = match cport {
+                Some(p) => reserve_at(local, p, n)?,
+                None => reserve_block(local, n)?,
+            };
             reservations = held;
             let n_workers = cfg.queues as usize;
             for (i, src) in srcs.into_iter().enumerate() {
+                let port = match cport {
+                    // The data connections from the port asked for, the
+                    // control connection after them.
+                    Some(_) if i == 0 => base + (n - 1) as u16,
+                    Some(_) => base + (i - 1) as u16,
+                    None => base + i as u16,
+                };
                 let tuple = FourTuple {
-                    local: SocketAddr::new(local, base + i as u16),
+                    local: SocketAddr::new(local, port),
                     remote,
                 };
                 let (tx, rx) = bounded(1);

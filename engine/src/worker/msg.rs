@@ -4,10 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use crossbeam_channel::Sender;
 
 use super::port::PortCounters;
-use crate::tcp::{CloseReason, FourTuple, ListenerStats, Stats};
+use crate::tcp::{CloseReason, CongestionAlgorithm, FourTuple, ListenerStats, Stats};
 use crate::xsk::XskStats;
 
 /// Per-worker counters, cache-line padded (each worker owns one; the control
@@ -94,6 +96,17 @@ pub struct ConnReport {
     pub established: Option<Instant>,
     /// When it ended (both FINs done, or the error).
     pub ended: Instant,
+    /// The congestion control it ran at the end (`cubic`, `reno`).
+    pub congestion: &'static str,
+    /// The rate its application sender was paced to, bits per second
+    /// ([`AppOut::Send`]'s `rate`; None: not paced).
+    pub pacing_rate: Option<u64>,
+    /// Send-buffer bytes written one by one (copied or zeroed): a sender
+    /// of zeros into zeroed frames adds nothing after the first lap
+    /// ([`crate::tcp::Connection::send_bytes_touched`]).
+    pub send_bytes_touched: u64,
+    /// The MSS it sent with (payload bytes of a full segment).
+    pub send_mss: usize,
 }
 
 /// What workers tell the control thread.
@@ -124,6 +137,9 @@ pub enum AppIn {
         tuple: FourTuple,
         /// Orders to this connection.
         out: Sender<AppOut>,
+        /// Its congestion control now (`cubic`, `reno`; the engine's
+        /// default until [`AppOut::Congestion`] changes it).
+        congestion: &'static str,
     },
     /// Bytes received (in [`AppOut::Relay`] mode, and the first
     /// `COOKIE_BUDGET` bytes before any mode is set).
@@ -164,6 +180,22 @@ pub enum AppIn {
     },
 }
 
+/// What an application sender sends ([`AppOut::Send`]).
+#[derive(Debug, Clone, Default)]
+pub enum Payload {
+    /// Zeros: the send buffer's frames hold them after the first lap, so
+    /// nothing is written per byte (iperf3's `-Z`).
+    #[default]
+    Zeros,
+    /// These bytes over and over, copied into the frames (iperf3's buffer
+    /// without `-Z`).
+    Repeat(Arc<[u8]>),
+    /// This file's bytes from its start (iperf3's `-F`), read straight into
+    /// the frames (`pread`); a stream that reaches the end of the file sends
+    /// nothing more.
+    File(Arc<std::fs::File>),
+}
+
 /// From the application to one of its connections. Applied in order.
 #[derive(Debug)]
 pub enum AppOut {
@@ -173,11 +205,28 @@ pub enum AppOut {
     Relay,
     /// Count received bytes and drop them ([`AppIn::Count`]).
     Count,
-    /// Send zeros until [`AppOut::Stop`] (or `limit` bytes), counting them.
+    /// Count received bytes and write them to this file, from its start
+    /// (iperf3's `-F` on the receiving side). A write that fails resets the
+    /// connection; its report says why ([`ConnReport::source_error`]).
+    CountInto(Arc<std::fs::File>),
+    /// Send `payload` until [`AppOut::Stop`] (or `limit` bytes), counting
+    /// it.
     Send {
         /// Most bytes to send (iperf3's `-n`/`-k` split over the streams).
         limit: Option<u64>,
+        /// Pace to this many bits per second, averaged from `start` on
+        /// (iperf3's `-b`, per stream); None: as fast as TCP goes.
+        rate: Option<u64>,
+        /// When the test started for the pacer: the application's clock
+        /// when it gave the order, so that the time the order took to
+        /// arrive is caught up.
+        start: Instant,
+        /// What to send.
+        payload: Payload,
     },
+    /// Run this congestion control from now on (before data flows: iperf3's
+    /// `-C`).
+    Congestion(CongestionAlgorithm),
     /// Stop sending and counting; report the last count and [`AppIn::Stopped`].
     Stop,
     /// Never offer a receive window above this many bytes (iperf3's `-w`;

@@ -751,6 +751,7 @@ impl Worker {
                                     && shared.registry.set(key, *index as u16) =>
                             {
                                 let tuple = conn.tuple();
+                                let congestion = conn.congestion_name();
                                 let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
                                 s.established = Some(now);
                                 if matches!(shared.sinks, SinkKind::App) {
@@ -759,8 +760,12 @@ impl Worker {
                                     // The control thread drains this channel
                                     // all the time; a connection is accepted
                                     // once, not per packet.
-                                    let _ =
-                                        out.send(Msg::App(AppIn::Opened { id, tuple, out: tx }));
+                                    let _ = out.send(Msg::App(AppIn::Opened {
+                                        id,
+                                        tuple,
+                                        out: tx,
+                                        congestion,
+                                    }));
                                 }
                                 // Cannot fail: not full (checked above).
                                 let _ = table.insert(s);
@@ -938,6 +943,7 @@ impl Worker {
                                     id: a.id,
                                     tuple: s.conn.tuple(),
                                     out: tx,
+                                    congestion: s.conn.congestion_name(),
                                 }));
                             }
                         }
@@ -968,9 +974,15 @@ impl Worker {
                             Sink::Verify { mismatch, .. } => mismatch,
                             _ => None,
                         },
-                        source_error: s.source_error,
+                        source_error: s
+                            .source_error
+                            .or(s.appconn.as_ref().and_then(|a| a.io_error)),
                         established: s.established,
                         ended: now,
+                        congestion: s.conn.congestion_name(),
+                        pacing_rate: s.appconn.as_ref().and_then(|a| a.rate),
+                        send_bytes_touched: s.conn.send_bytes_touched(),
+                        send_mss: s.conn.send_mss(),
                     };
                     let _ = out.send(Msg::Closed(Box::new(r)));
                 }

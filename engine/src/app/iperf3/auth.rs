@@ -28,6 +28,10 @@
 //! where clients that are not trusted can reach the port, also restrict it
 //! with the allow list.
 //!
+//! The client side ([`client_token`]) writes the same text and encrypts it
+//! with PKCS#1 v1.5 padding, which every iperf3 server (3.12's and 3.17+'s)
+//! decrypts.
+//!
 //! Contract: loading reads the two files once (a reload loads them again);
 //! [`Authenticator::check`] does no I/O and reads no clock: the caller
 //! passes the time.
@@ -95,6 +99,45 @@ pub enum AuthConfigError {
         "{path}: no users (one line `user,sha256hex` per user, the hex SHA-256 of `{{user}}password`)"
     )]
     NoUsers { path: String },
+}
+
+/// The `authtoken` a client sends (iperf3's `encode_auth_setting`): `user:
+/// U\npwd:  P\nts:   T` encrypted with the server's public key (PEM: SPKI
+/// `PUBLIC KEY` as `openssl rsa -pubout` writes it, or PKCS#1 `RSA PUBLIC
+/// KEY`) with PKCS#1 v1.5 padding, base64. `key_path` only names the file
+/// in errors, which are one line each.
+pub fn client_token(
+    public_pem: &str,
+    key_path: &str,
+    user: &str,
+    password: &str,
+    unix_now: i64,
+) -> Result<String, String> {
+    use rsa::pkcs1::DecodeRsaPublicKey;
+    use rsa::pkcs8::DecodePublicKey;
+    let err = |reason: String| format!("{key_path}: {reason}");
+    if user.is_empty() || user.contains(char::is_whitespace) {
+        return Err(format!(
+            "--username `{user}`: iperf3 reads the name up to the first white space; give a \
+             non-empty name without spaces"
+        ));
+    }
+    if password.is_empty() || password.contains(char::is_whitespace) {
+        return Err(
+            "the password is empty or holds white space, which iperf3's server cannot read".into(),
+        );
+    }
+    let key = if public_pem.contains("BEGIN RSA PUBLIC KEY") {
+        rsa::RsaPublicKey::from_pkcs1_pem(public_pem).map_err(|e| err(format!("PKCS#1: {e}")))?
+    } else {
+        rsa::RsaPublicKey::from_public_key_pem(public_pem)
+            .map_err(|e| err(format!("not an RSA public key in PEM (SPKI): {e}")))?
+    };
+    let text = format!("user: {user}\npwd:  {password}\nts:   {unix_now}");
+    let c = key
+        .encrypt(&mut rsa::rand_core::OsRng, Pkcs1v15Encrypt, text.as_bytes())
+        .map_err(|e| err(format!("encrypting the token: {e}")))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(c))
 }
 
 /// Why a token did not pass.
@@ -430,6 +473,27 @@ mod tests {
 
     fn auth(key: &str) -> Authenticator {
         Authenticator::from_text(key, "key.pem", &users(), "users.csv", DEFAULT_TIME_SKEW).unwrap()
+    }
+
+    #[test]
+    fn client_token_passes_the_server_check() {
+        use rsa::pkcs8::{EncodePublicKey, LineEnding};
+        let public = rsa::RsaPublicKey::from(super::testing::key());
+        let pem = public.to_public_key_pem(LineEnding::LF).unwrap();
+        let a = auth(&key_pkcs1_pem());
+        let t = client_token(&pem, "pub.pem", "alice", "s3cret", NOW).unwrap();
+        assert_eq!(a.check(Some(&t), NOW), Ok("alice".into()));
+        let t = client_token(&pem, "pub.pem", "alice", "wrong", NOW).unwrap();
+        assert!(matches!(
+            a.check(Some(&t), NOW),
+            Err(AuthError::BadPassword(_))
+        ));
+        assert!(
+            client_token("junk", "pub.pem", "alice", "x", 0)
+                .unwrap_err()
+                .starts_with("pub.pem: ")
+        );
+        assert!(client_token(&pem, "pub.pem", "a b", "x", 0).is_err());
     }
 
     #[test]

@@ -47,6 +47,13 @@ pub struct ClientConfig {
     pub handshake_timeout: Duration,
     /// Time without data progress after which a running test is abandoned.
     pub idle_timeout: Duration,
+    /// What the sending streams send: iperf3's pattern copied in (the
+    /// default, as iperf3 writes its buffer), or zeros that cost nothing per
+    /// byte (`-Z`).
+    pub payload: crate::worker::Payload,
+    /// Where receiving streams write what they get (iperf3's `-F` with
+    /// `-R`); None: counted and dropped.
+    pub sink: Option<std::sync::Arc<std::fs::File>>,
 }
 
 impl Default for ClientConfig {
@@ -56,6 +63,8 @@ impl Default for ClientConfig {
             max_json_len: 1024 * 1024,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            payload: crate::worker::Payload::Zeros,
+            sink: None,
         }
     }
 }
@@ -171,11 +180,19 @@ impl ClientSession {
 
     /// The control connection reached EOF (or failed).
     pub fn handle_control_eof(&mut self, _now: Instant) {
-        if !self.is_finished() {
-            self.fail(Error::ControlClosed {
-                phase: self.phase.name(),
-            });
+        if self.is_finished() {
+            return;
         }
+        // iperf3's server sends only `i_errno` after `SERVER_ERROR` when it
+        // refuses a login (IEAUTHTEST), then closes: the error is that.
+        if self.phase == Phase::ServerErrorCodes && self.input.len() >= 4 {
+            let i_errno = self.input.take_u32().unwrap_or(0) as i32;
+            self.fail(Error::ServerError { i_errno, errno: 0 });
+            return;
+        }
+        self.fail(Error::ControlClosed {
+            phase: self.phase.name(),
+        });
     }
 
     /// Call when `poll_timeout()` has passed (calling early is harmless).

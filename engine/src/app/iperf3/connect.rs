@@ -125,6 +125,18 @@ impl Iperf3Client {
         self.outcome.as_ref()
     }
 
+    /// The order that starts a sending stream: `-b` paces each stream to
+    /// the rate (iperf3's `bandwidth` is per stream), the payload is
+    /// [`ClientConfig::payload`].
+    fn send_order(&self, limit: Option<u64>, now: Instant) -> AppOut {
+        AppOut::Send {
+            limit,
+            rate: self.config.params.bandwidth,
+            payload: self.config.payload.clone(),
+            start: self.started.unwrap_or(now),
+        }
+    }
+
     fn order(&self, id: usize, o: AppOut) {
         if let Some(c) = self.conns.get(&id) {
             let _ = c.try_send(o);
@@ -223,7 +235,7 @@ impl Iperf3Client {
                     let limit = send_limit(&self.config.params, &self.streams);
                     for (i, info) in self.streams.iter().enumerate() {
                         if info.role == Role::Send {
-                            self.order(i + 1, AppOut::Send { limit });
+                            self.order(i + 1, self.send_order(limit, now));
                         }
                     }
                 }
@@ -285,9 +297,9 @@ impl App for Iperf3Client {
                     let _ = out.try_send(AppOut::Window(w as usize));
                 }
                 let _ = out.try_send(if info.role == Role::Send && self.running {
-                    AppOut::Send {
-                        limit: send_limit(&self.config.params, &self.streams),
-                    }
+                    self.send_order(send_limit(&self.config.params, &self.streams), now)
+                } else if let (Role::Receive, Some(f)) = (info.role, &self.config.sink) {
+                    AppOut::CountInto(f.clone())
                 } else {
                     AppOut::Count
                 });

@@ -72,7 +72,8 @@ use std::time::Duration;
 
 pub use access::{AccessList, Cidr, CidrError, parse_cidr_list};
 pub use auth::{
-    AuthConfigError, AuthError, Authenticator, Credentials, DEFAULT_TIME_SKEW, password_hash,
+    AuthConfigError, AuthError, Authenticator, Credentials, DEFAULT_TIME_SKEW, client_token,
+    password_hash,
 };
 pub use client::{ClientConfig, ClientSession};
 pub use connect::{ClientOutcome, Iperf3Client};
@@ -122,7 +123,8 @@ pub enum Error {
     PeerTerminated,
     #[error("the server refused the test (busy)")]
     AccessDenied,
-    #[error("the server reported error {i_errno} (errno {errno})")]
+    #[error("the server reported error {i_errno} (errno {errno}){}",
+            proto::ierrno::message(*i_errno).map_or_else(String::new, |m| format!(": {m}")))]
     ServerError { i_errno: i32, errno: i32 },
     #[error("not accepting data streams now")]
     NotAcceptingStreams,

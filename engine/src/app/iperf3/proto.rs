@@ -148,11 +148,39 @@ pub mod ierrno {
     pub const IERECVRESULTS: i32 = 117;
     /// The server is busy.
     pub const IEACCESSDENIED: i32 = 121;
+    /// The congestion control asked for (`-C`) is not one the server has
+    /// ("unable to set TCP_CONGESTION").
+    pub const IESETCONGESTION: i32 = 134;
     /// Authentication failed, "test authorization failed" (also sent to a
     /// client whose address the server's allow/deny lists refuse).
     pub const IEAUTHTEST: i32 = 142;
     /// Nothing received for too long.
     pub const IENOMSG: i32 = 144;
+
+    /// What iperf3's `iperf_strerror` says for `i_errno` (the ones a server
+    /// sends a client; None for others).
+    pub fn message(i_errno: i32) -> Option<&'static str> {
+        Some(match i_errno {
+            IEDURATION => "test duration too long (maximum = 86400 seconds)",
+            IENUMSTREAMS => "number of parallel streams too large (maximum = 128)",
+            IEBLOCKSIZE => "block size too large (maximum = 1048576 bytes)",
+            IEOMIT => "bogus value for --omit",
+            IEUNIMP => "an option you are trying to set is not implemented yet",
+            IEREVERSEBIDIR => "cannot be both reverse and bidirectional",
+            IETOTALRATE => "total required bandwidth is larger than server limit",
+            IEMAXSERVERTESTDURATIONEXCEEDED => {
+                "client's requested duration exceeds the server's maximum permitted limit"
+            }
+            IEACCESSDENIED => "the server is busy running a test. try again later",
+            IESETCONGESTION => {
+                "unable to set TCP_CONGESTION: Supplied congestion control algorithm not supported on this host"
+            }
+            IEAUTHTEST => "test authorization failed",
+            IENOMSG => "idle timeout for receiving data",
+            IERECVPARAMS => "unable to receive parameters from client",
+            _ => return None,
+        })
+    }
 }
 
 /// The 37-byte test identifier: 36 printable ASCII characters and a NUL.
@@ -335,6 +363,8 @@ pub struct TestParams {
     pub dont_fragment: bool,
     pub authtoken: Option<String>,
     pub client_version: Option<String>,
+    /// `-A n,m`: the core the server should run on (`server_affinity`).
+    pub server_affinity: Option<u32>,
 }
 
 impl Default for TestParams {
@@ -370,6 +400,7 @@ impl Default for TestParams {
             dont_fragment: false,
             authtoken: None,
             client_version: None,
+            server_affinity: None,
         }
     }
 }
@@ -435,6 +466,7 @@ impl TestParams {
             dont_fragment: field_flag(map, "dont_fragment"),
             authtoken: field_string(map, "authtoken")?,
             client_version: field_string(map, "client_version")?,
+            server_affinity: field_u32(map, "server_affinity")?,
         })
     }
 
@@ -521,6 +553,7 @@ impl TestParams {
             ("burst", self.burst),
             ("TOS", self.tos.map(u64::from)),
             ("flowlabel", self.flow_label.map(u64::from)),
+            ("server_affinity", self.server_affinity.map(u64::from)),
         ];
         for (k, v) in numbers {
             if let Some(v) = v {

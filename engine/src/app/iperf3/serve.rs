@@ -48,8 +48,19 @@ use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
-use crate::tcp::FourTuple;
-use crate::worker::{App, AppIn, AppOut, CpuTimes, process_times};
+use crate::tcp::{CongestionAlgorithm, FourTuple};
+use crate::worker::{App, AppIn, AppOut, CpuTimes, Payload, process_times};
+
+/// The order that starts a sending stream: paced to the client's `-b`
+/// (iperf3's `bandwidth`, per stream), zeros.
+fn send_order(params: &TestParams, limit: Option<u64>, start: Instant) -> AppOut {
+    AppOut::Send {
+        limit,
+        rate: params.bandwidth.filter(|&r| r > 0),
+        payload: Payload::Zeros,
+        start,
+    }
+}
 
 /// `errno` sent with the refusal of a denied address (`EACCES`).
 const DENIED_ERRNO: i32 = 13;
@@ -83,6 +94,12 @@ pub struct TestOutcome {
     pub seconds: f64,
     /// This process's CPU use over the test (what the client was sent).
     pub cpu: super::CpuUtil,
+    /// The congestion control of the test's sending streams (of its
+    /// receiving ones when it sent nothing), as the engine ran it.
+    pub congestion: Option<&'static str>,
+    /// The rate each sending stream was paced to (the client's `-b`), bits
+    /// per second.
+    pub pacing_rate: Option<u64>,
 }
 
 impl TestOutcome {
@@ -100,6 +117,8 @@ impl TestOutcome {
             retransmits: 0,
             seconds: 0.0,
             cpu: super::CpuUtil::default(),
+            congestion: None,
+            pacing_rate: None,
         }
     }
 
@@ -123,6 +142,8 @@ struct Conn {
     out: Sender<AppOut>,
     kind: Kind,
     tuple: FourTuple,
+    /// Its congestion control (the engine's, or the test's `congestion`).
+    congestion: &'static str,
 }
 
 #[derive(Debug)]
@@ -140,6 +161,9 @@ struct Test {
     result: Option<Result<(), Error>>,
     meter: Meter,
     cpu: super::CpuUtil,
+    /// The congestion control the test's streams ran (see
+    /// [`TestOutcome::congestion`]).
+    congestion: Option<&'static str>,
 }
 
 /// The iperf3 server application.
@@ -262,6 +286,19 @@ impl Iperf3Server {
             (self.on_interval)(&iv);
         }
         let data = std::mem::take(&mut t.data);
+        // The algorithm the sending streams ran (iperf3 reports the
+        // sender's), else the receiving ones'.
+        let of = |want: Role| {
+            data.iter().find_map(|id| match self.conns.get(id) {
+                Some(Conn {
+                    kind: Kind::Data(i),
+                    congestion,
+                    ..
+                }) if i.role == want => Some(*congestion),
+                _ => None,
+            })
+        };
+        t.congestion = of(Role::Send).or_else(|| of(Role::Receive));
         let text = format!(
             "xtcp serve: {} bytes received, {} sent\n",
             t.session.counted_bytes(Role::Receive),
@@ -269,7 +306,8 @@ impl Iperf3Server {
         );
         let cpu = cpu_util(t.cpu_start, t.started, now);
         t.cpu = cpu;
-        let report = EndReport::engine(cpu, Some(text));
+        let mut report = EndReport::engine(cpu, Some(text));
+        report.congestion_used = t.congestion.map(str::to_owned);
         if let Err(e) = t.session.end_test(now, report) {
             t.result.get_or_insert(Err(e));
         }
@@ -318,7 +356,7 @@ impl Iperf3Server {
                     t.meter
                         .start(now, &infos, Duration::from_secs(params.omit_secs.into()));
                     for id in senders {
-                        self.order(id, AppOut::Send { limit });
+                        self.order(id, send_order(&params, limit, now));
                     }
                 }
                 Event::TestEnd => {
@@ -375,6 +413,13 @@ impl Iperf3Server {
                 (None, _) => 0.0,
             },
             cpu: t.cpu,
+            congestion: t.congestion,
+            pacing_rate: t
+                .session
+                .params()
+                .filter(|p| p.reverse || p.bidirectional)
+                .and_then(|p| p.bandwidth)
+                .filter(|&r| r > 0),
         };
         (self.on_test)(&outcome);
     }
@@ -383,7 +428,12 @@ impl Iperf3Server {
 impl App for Iperf3Server {
     fn handle(&mut self, now: Instant, msg: AppIn) {
         match msg {
-            AppIn::Opened { id, tuple, out } => {
+            AppIn::Opened {
+                id,
+                tuple,
+                out,
+                congestion,
+            } => {
                 self.idle_since = Some(now);
                 let r = route(self.test.as_ref().map(|t| &t.session));
                 self.conns.insert(
@@ -392,6 +442,7 @@ impl App for Iperf3Server {
                         out,
                         kind: Kind::Cookie(Vec::with_capacity(COOKIE_LEN)),
                         tuple,
+                        congestion,
                     },
                 );
                 match r {
@@ -413,6 +464,7 @@ impl App for Iperf3Server {
                             result: None,
                             meter: Meter::new(self.interval),
                             cpu: super::CpuUtil::default(),
+                            congestion: None,
                         });
                         if let Some(c) = self.conns.get_mut(&id) {
                             c.kind = Kind::Control;
@@ -450,21 +502,47 @@ impl App for Iperf3Server {
                                 c.kind = Kind::Data(info);
                                 let running = self.test.as_ref().is_some_and(|t| t.running);
                                 let mut window = None;
+                                let mut congestion = None;
                                 if let Some(t) = self.test.as_mut() {
                                     t.data.push(id);
                                     window = t.session.params().and_then(|p| p.window);
+                                    congestion = t
+                                        .session
+                                        .params()
+                                        .and_then(|p| p.congestion.as_deref())
+                                        .and_then(CongestionAlgorithm::from_name);
                                 }
                                 // iperf3's `-w`: the receive window of every
                                 // data connection.
                                 if let Some(w) = window {
                                     self.order(id, AppOut::Window(w as usize));
                                 }
+                                // iperf3's `-C`: the test's congestion control
+                                // on every data connection (the session refused
+                                // a name xtcp lacks).
+                                if let Some(algo) = congestion {
+                                    self.order(id, AppOut::Congestion(algo));
+                                    if let Some(c) = self.conns.get_mut(&id) {
+                                        c.congestion = algo.name();
+                                    }
+                                }
                                 match info.role {
                                     Role::Receive => self.order(id, AppOut::Count),
                                     // A stream that arrives after the start (never
                                     // with iperf3) sends without a limit.
                                     Role::Send if running => {
-                                        self.order(id, AppOut::Send { limit: None })
+                                        let test = self.test.as_ref();
+                                        let start = test.and_then(|t| t.started).unwrap_or(now);
+                                        let order = match test.and_then(|t| t.session.params()) {
+                                            Some(p) => send_order(p, None, start),
+                                            None => AppOut::Send {
+                                                limit: None,
+                                                rate: None,
+                                                payload: Payload::Zeros,
+                                                start,
+                                            },
+                                        };
+                                        self.order(id, order)
                                     }
                                     // Sends from StartTest on.
                                     Role::Send => self.order(id, AppOut::Count),

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::auth::testing::{Padding, token};
 use super::*;
-use crate::tcp::{CloseReason, FourTuple};
+use crate::tcp::{CloseReason, CongestionAlgorithm, FourTuple};
 use crate::worker::{App, AppIn, AppOut};
 
 const COOKIE: &[u8; COOKIE_LEN] = b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
@@ -68,6 +68,10 @@ struct Orders {
     stop: bool,
     close: bool,
     abort: bool,
+    /// The rate of the `Send` order.
+    rate: Option<u64>,
+    /// The congestion control ordered.
+    congestion: Option<CongestionAlgorithm>,
 }
 
 struct Harness {
@@ -117,7 +121,12 @@ impl Harness {
             remote: SocketAddr::new(ip, 40000 + id as u16),
         };
         self.conns.insert(id, (rx, Orders::default()));
-        self.handle(AppIn::Opened { id, tuple, out: tx });
+        self.handle(AppIn::Opened {
+            id,
+            tuple,
+            out: tx,
+            congestion: "cubic",
+        });
         id
     }
 
@@ -145,9 +154,13 @@ impl Harness {
                 AppOut::Write(b) => o.written.extend(b),
                 AppOut::Relay => o.relay = true,
                 AppOut::Count => o.count = true,
-                AppOut::Send { .. } => o.send = true,
+                AppOut::Send { rate, .. } => {
+                    o.send = true;
+                    o.rate = rate;
+                }
+                AppOut::Congestion(a) => o.congestion = Some(a),
                 AppOut::Stop => o.stop = true,
-                AppOut::Window(_) => {}
+                AppOut::Window(_) | AppOut::CountInto(_) => {}
                 AppOut::Close => o.close = true,
                 AppOut::Abort => o.abort = true,
             }
@@ -324,6 +337,43 @@ fn busy_while_running_and_while_connecting_streams() {
 
 /// A refused test's parameters are reported with the reason, as a test
 /// that ended (iperf3 -s -1 exits on them).
+/// A reverse test's `-C` and `-b`: each sending stream runs the asked-for
+/// congestion control and is paced to the rate; the results name the
+/// algorithm; a name xtcp lacks is refused with IESETCONGESTION.
+#[test]
+fn congestion_and_rate_of_a_reverse_test() {
+    let mut h = Harness::new(ServerConfig::default());
+    let (ctrl, data) = h.start(
+        "198.18.0.2",
+        json!({"reverse": true, "parallel": 2, "congestion": "reno", "bandwidth": 100_000_000}),
+    );
+    for &d in &data {
+        let o = h.orders(d);
+        assert_eq!(o.congestion, Some(CongestionAlgorithm::NewReno));
+        assert!(o.send);
+        assert_eq!(o.rate, Some(100_000_000), "per stream, as iperf3");
+    }
+    let v = h.finish_with_results(ctrl, &data, &[1, 3]);
+    assert_eq!(v["congestion_used"], "reno");
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(out.congestion, Some("reno"));
+    assert_eq!(out.pacing_rate, Some(100_000_000));
+
+    let ctrl = h.open("198.18.0.2");
+    h.send(ctrl, COOKIE);
+    h.send(ctrl, &params(json!({"congestion": "bbr"})));
+    let mut want = vec![9];
+    want.extend(server_error(ierrno::IESETCONGESTION, 0));
+    assert_eq!(h.written(ctrl), want);
+    let out = h.outcomes().pop().unwrap();
+    assert!(
+        matches!(&out.result, Err(Error::Refused { errno, reason })
+            if *errno == ierrno::IESETCONGESTION && reason.contains("cubic, reno, newreno")),
+        "{:?}",
+        out.result
+    );
+}
+
 #[test]
 fn limits_checked_up_front_are_reported() {
     let mut h = Harness::new(ServerConfig {
@@ -607,6 +657,7 @@ fn client_retransmits_add_up_over_counts() {
             id: 0,
             tuple,
             out: tx0,
+            congestion: "cubic",
         },
     );
     c.handle(
@@ -630,6 +681,7 @@ fn client_retransmits_add_up_over_counts() {
             id: 1,
             tuple,
             out: tx1,
+            congestion: "cubic",
         },
     );
     c.handle(

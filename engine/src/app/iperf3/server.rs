@@ -632,6 +632,24 @@ impl ServerSession {
                             self.refusal = Some(refusal);
                             (Error::Refused { errno, reason }, Some(errno))
                         })?;
+                    // `-C NAME`: iperf3's server fails the test when its
+                    // kernel lacks the algorithm; xtcp when its engine does.
+                    if let Some(name) = params.congestion.as_deref() {
+                        if crate::tcp::CongestionAlgorithm::from_name(name).is_none() {
+                            self.refusal = Some(Refusal::Params);
+                            let errno = ierrno::IESETCONGESTION;
+                            return Err((
+                                Error::Refused {
+                                    errno,
+                                    reason: format!(
+                                        "-C {name}: xtcp has no such congestion control (it has {})",
+                                        crate::tcp::CongestionAlgorithm::NAMES
+                                    ),
+                                },
+                                Some(errno),
+                            ));
+                        }
+                    }
                     self.authenticate(&params, now).map_err(|e| {
                         self.refusal = Some(Refusal::Auth);
                         (Error::Auth(e), Some(ierrno::IEAUTHTEST))

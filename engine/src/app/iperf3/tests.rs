@@ -146,6 +146,10 @@ fn params_round_trip_and_iperf312_document() {
         title: Some("t".into()),
         client_version: Some("xtcp".into()),
         get_server_output: true,
+        server_affinity: Some(1),
+        congestion: Some("reno".into()),
+        bandwidth: Some(200_000_000),
+        mss: Some(1000),
         ..TestParams::default()
     };
     let Value::Object(m) = p.to_json() else {
@@ -153,6 +157,11 @@ fn params_round_trip_and_iperf312_document() {
     };
     assert_eq!(m["tcp"], json!(true));
     assert_eq!(m["num"], json!(10 << 20));
+    // iperf3's names for -A n,m, -C, -b, -M.
+    assert_eq!(m["server_affinity"], json!(1));
+    assert_eq!(m["congestion"], json!("reno"));
+    assert_eq!(m["bandwidth"], json!(200_000_000));
+    assert_eq!(m["MSS"], json!(1000));
     assert_eq!(TestParams::from_json(&m), Ok(p));
 
     let Value::Object(m) = params_312(json!({})) else {
@@ -1311,6 +1320,25 @@ fn client_server_refusals() {
             i_errno: 114,
             errno: 2
         }
+    );
+
+    // A refused login: iperf3's server writes SERVER_ERROR and IEAUTHTEST
+    // only (no errno), then closes.
+    let mut c = client(TestParams::default(), t0);
+    c.handle_control(t0, &[9, 0xfe, 0, 0, 0, 142]);
+    assert!(events_client(&mut c).is_empty());
+    c.handle_control_eof(t0);
+    let e = only_error(&events_client(&mut c)).clone();
+    assert_eq!(
+        e,
+        Error::ServerError {
+            i_errno: 142,
+            errno: 0
+        }
+    );
+    assert!(
+        e.to_string().ends_with(": test authorization failed"),
+        "{e}"
     );
 
     let mut c = client(TestParams::default(), t0);

@@ -1,0 +1,116 @@
+//! `xtcp serve -D` and `-I pidfile`, as `iperf3 -s -D -I FILE`: the server
+//! detaches from the terminal before anything is set up, and the pid file
+//! names the process that serves, for as long as it serves.
+//!
+//! Order (the caller's): [`PidFile::check`] while errors still reach the
+//! terminal, [`daemonize`] while the process has one thread (before the
+//! engine, the metrics server or any other thread starts), then
+//! [`PidFile::write`] with the daemon's pid; dropping the [`PidFile`] (serve
+//! returns, after SIGINT/SIGTERM too) removes the file.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+/// A pid file: checked, then written, removed on drop.
+#[derive(Debug)]
+pub(crate) struct PidFile {
+    path: PathBuf,
+    written: bool,
+}
+
+/// True if a process `pid` exists now.
+fn running(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+impl PidFile {
+    /// Refuses a file that names a running process (another serve, most
+    /// likely); a stale one (its process gone, or no pid in it) is
+    /// replaced. The path is made absolute, so that it still names the same
+    /// file if the working directory changes.
+    pub(crate) fn check(path: &Path) -> anyhow::Result<PidFile> {
+        let path = std::path::absolute(path)
+            .with_context(|| format!("-I {}: not a usable path", path.display()))?;
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if let Ok(pid) = text.trim().parse::<u32>() {
+                if pid != std::process::id() && running(pid) {
+                    bail!(
+                        "-I {}: it names pid {pid}, which is running (another xtcp serve?); \
+                         stop it or give another pid file",
+                        path.display()
+                    );
+                }
+            }
+        }
+        Ok(PidFile {
+            path,
+            written: false,
+        })
+    }
+
+    /// Writes this process's pid (after [`daemonize`]: the daemon's).
+    pub(crate) fn write(&mut self) -> anyhow::Result<()> {
+        std::fs::write(&self.path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("-I {}: cannot write it", self.path.display()))?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        if self.written {
+            // Only if it still names us (a later serve may have replaced it).
+            let ours = std::fs::read_to_string(&self.path)
+                .is_ok_and(|t| t.trim() == std::process::id().to_string());
+            if ours {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// Detaches as daemon(3) does, without changing directory: fork (the
+/// parent exits 0 at once), a new session, standard input from /dev/null,
+/// standard output and error to `log` (appended) or /dev/null. Call only
+/// while the process has a single thread.
+pub(crate) fn daemonize(log: Option<&Path>) -> anyhow::Result<()> {
+    let null = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .context("-D: opening /dev/null")?;
+    let out = match log {
+        Some(p) => std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(p)
+            .with_context(|| format!("-D: --logfile {}: cannot open it", p.display()))?,
+        None => null.try_clone().context("-D: duplicating /dev/null")?,
+    };
+    // SAFETY: fork(2) in a process with one thread (the caller's contract):
+    // the child is a full copy, no lock can be held by a thread that does
+    // not exist in it.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => bail!("-D: fork failed: {}", std::io::Error::last_os_error()),
+        0 => {}
+        _ => std::process::exit(0),
+    }
+    rustix::process::setsid().context("-D: setsid failed")?;
+    for (from, to) in [
+        (null.as_raw_fd(), libc::STDIN_FILENO),
+        (out.as_raw_fd(), libc::STDOUT_FILENO),
+        (out.as_raw_fd(), libc::STDERR_FILENO),
+    ] {
+        // SAFETY: dup2(2) on two descriptors this process holds open
+        // (`null`, `out`, and the standard ones); it only replaces what the
+        // standard descriptor refers to.
+        if unsafe { libc::dup2(from, to) } == -1 {
+            bail!("-D: dup2 failed: {}", std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,783 @@
+//! iperf3's behaviour flags on `xtcp client` and `xtcp serve` (issue 17,
+//! item 1 and the behaviour part of item 2), each checked by its effect
+//! against Debian's stock iperf3 on the other end: what the peer counted,
+//! its own JSON, the kernel's counters and sockets, the bytes on disk.
+//! Root needed; each test builds its own namespaces.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{ENGINE, Server, TempDir, XTCP, kill, need_iperf3, tcp_mib, testnet, wait_listening};
+use xtcp_engine::testnet::TestNet;
+
+/// A stock `iperf3 -s -1 -J <extra>` in side B's namespace (every
+/// address, both families): its JSON once its one test is over.
+struct StockServer(Option<Child>);
+
+impl StockServer {
+    fn start(net: &TestNet, extra: &[&str]) -> StockServer {
+        need_iperf3();
+        let mut child = net
+            .b
+            .ns
+            .command("iperf3")
+            .args(["-s", "-1", "-J"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_listening(&net.b.ns, 5201, Duration::from_secs(20), Some(&mut child));
+        StockServer(Some(child))
+    }
+
+    /// Its JSON document, once it exits (after its one test; bounded).
+    fn json(mut self) -> serde_json::Value {
+        let mut child = self.0.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "iperf3 -s -1 did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut text = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("iperf3 -s -J: {e}: {text}"))
+    }
+}
+
+impl Drop for StockServer {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs a command of xtcp's again while it fails because the queue it binds
+/// is still held by the AF_XDP socket of the run before it (the kernel
+/// tears a closed one down within about a second; longer on a loaded
+/// machine): bounded.
+trait RunXtcp {
+    fn run(&mut self) -> std::io::Result<Output>;
+}
+
+impl RunXtcp for Command {
+    fn run(&mut self) -> std::io::Result<Output> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = self.output()?;
+            let busy = String::from_utf8_lossy(&out.stderr)
+                .contains("is busy: another AF_XDP socket is bound to it");
+            if !busy || Instant::now() >= deadline {
+                return Ok(out);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// `xtcp client --iface A <engine options> <args>` in side A's namespace.
+fn client(net: &TestNet, args: &[&str]) -> Command {
+    let mut c = net.a.ns.command("timeout");
+    c.args(["60", XTCP, "client", "--iface", &net.a.iface])
+        .args(ENGINE)
+        .args(args);
+    c
+}
+
+/// Runs `xtcp client -c B -J <args>`; its JSON (it must succeed).
+fn client_json(net: &TestNet, args: &[&str]) -> serde_json::Value {
+    let b = net.b.ip4.to_string();
+    let out = client(net, &["-c", &b, "-J"]).args(args).run().unwrap();
+    assert!(
+        out.status.success(),
+        "xtcp client {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// xtcp's data connections (id ≥ 1) in its JSON `xtcp.connections`.
+fn data_conns(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["xtcp"]["connections"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no xtcp.connections in {v}"))
+        .iter()
+        .filter(|c| c["id"] != 0)
+        .cloned()
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `-Z` sends zeros from frames filled once: the stock server counts every
+/// byte, and the send buffer's per-byte counter stays at the first lap of
+/// frames; without `-Z` every byte is copied in (the counter is the
+/// stream).
+#[test]
+fn zerocopy_source_has_no_per_byte_work() {
+    let net = testnet(1);
+    let n: u64 = 256 << 20;
+    for zerocopy in [true, false] {
+        let server = StockServer::start(&net, &[]);
+        let mut args = vec!["-n", "256M"];
+        if zerocopy {
+            args.push("-Z");
+        }
+        let v = client_json(&net, &args);
+        let s = server.json();
+        assert_eq!(u(&s["end"]["sum_received"]["bytes"]), n, "{s}");
+        assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n);
+        let c = &data_conns(&v)[0];
+        let (sent, touched) = (u(&c["bytes_sent"]), u(&c["send_bytes_touched"]));
+        // The cookie (37 bytes) is written too.
+        assert_eq!(sent, n + 37, "{c}");
+        if zerocopy {
+            // At most the send buffer (4 MiB by default) zeroed once.
+            assert!(touched <= (4 << 20) + 4096 + 37, "-Z: {c}");
+        } else {
+            assert_eq!(touched, sent, "without -Z every byte is copied: {c}");
+        }
+    }
+}
+
+/// The affinity list of the worker thread (`xtcp-q0`) of process `pid`,
+/// once it exists (bounded wait).
+fn worker_cpus(pid: u32) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for t in tasks.flatten() {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                if comm.trim() == "xtcp-q0" {
+                    let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+                    return status
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                        .unwrap()
+                        .trim()
+                        .to_owned();
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no worker thread in {pid}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `-A 1,0`: xtcp's worker runs on core 1 only (the kernel's affinity list
+/// of the thread says so), whatever it was before; the test completes.
+/// Out-of-range cores are refused with the cores there are.
+#[test]
+fn affinity_pins_the_worker() {
+    let net = testnet(1);
+    let _server = StockServer::start(&net, &[]);
+    let b = net.b.ip4.to_string();
+    let mut child = client(&net, &["-c", &b, "-t", "3", "-A", "1,0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `timeout` runs `ip netns exec`, which execs xtcp: its child.
+    let xtcp_pid = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let kids = std::fs::read_to_string(format!(
+                "/proc/{}/task/{}/children",
+                child.id(),
+                child.id()
+            ))
+            .unwrap_or_default();
+            if let Some(p) = kids.split_whitespace().next() {
+                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                if comm.trim() == "xtcp" {
+                    break p.parse::<u32>().unwrap();
+                }
+            }
+            assert!(Instant::now() < deadline, "xtcp did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    assert_eq!(worker_cpus(xtcp_pid), "1");
+    let st = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(st.success(), "{err}");
+
+    let out = client(&net, &["-c", &b, "-t", "1", "-A", "999"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("999"), "{}", stderr(&out));
+}
+
+/// `-C reno`: xtcp's connections run NewReno (its report says `reno`) and
+/// the stock server is asked for it: with `-R` it sends with reno (its
+/// JSON's `sender_tcp_congestion`). A name xtcp lacks is refused with the
+/// ones it has.
+#[test]
+fn congestion_reno_is_used_both_ends() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-t", "2", "-R", "-C", "reno"]);
+    let s = server.json();
+    assert_eq!(s["end"]["sender_tcp_congestion"], "reno", "{}", s["end"]);
+    for c in v["xtcp"]["connections"].as_array().unwrap() {
+        assert_eq!(c["congestion"], "reno", "{c}");
+    }
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-t", "1", "-C", "cubic"]);
+    let s = server.json();
+    assert_eq!(s["end"]["receiver_tcp_congestion"], "cubic", "{}", s["end"]);
+    assert_eq!(data_conns(&v)[0]["congestion"], "cubic");
+
+    let b = net.b.ip4.to_string();
+    let out = client(&net, &["-c", &b, "-C", "bbr"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cubic, reno, newreno"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `-M 1000`: the stock server is told (its JSON's `tcp_mss`), and no
+/// segment it receives carries more than 1000 bytes of payload: its
+/// kernel's segment count times 1000 covers the bytes (without -M, 1448
+/// byte segments would not).
+#[test]
+fn mss_limits_the_segments() {
+    let net = testnet(1);
+    let run = |extra: &[&str]| {
+        let server = StockServer::start(&net, &[]);
+        let before = tcp_mib(&net.b.ns, "InSegs");
+        let mut args = vec!["-n", "32M", "-Z"];
+        args.extend_from_slice(extra);
+        let v = client_json(&net, &args);
+        let s = server.json();
+        let segs = tcp_mib(&net.b.ns, "InSegs") - before;
+        (v, s, segs)
+    };
+    let (v, s, segs) = run(&["-M", "1000"]);
+    assert_eq!(u(&s["start"]["tcp_mss"]), 1000, "{}", s["start"]);
+    let got = u(&s["end"]["sum_received"]["bytes"]);
+    assert_eq!(got, 32 << 20);
+    assert!(segs * 1000 >= got, "{segs} segments for {got} bytes");
+    assert!(u(&data_conns(&v)[0]["send_mss"]) <= 1000);
+    // The control: without -M the segments are larger.
+    let (_, s, segs) = run(&[]);
+    let got = u(&s["end"]["sum_received"]["bytes"]);
+    assert!(
+        segs * 1000 < got,
+        "{segs} segments for {got} bytes without -M"
+    );
+}
+
+/// What the stock server received, in total and per stream, in bits per
+/// second of the sender's test time (xtcp's `sum_sent.seconds`, the clock
+/// its pacing runs on). The server's own rate divides by its own test
+/// time, which also holds the control messages' trips through a loaded
+/// machine (TEST_RUNNING to xtcp before its first byte, TEST_END back after
+/// its last): they bound the test's start and stop, not the pacing.
+fn received_rates(s: &serde_json::Value, v: &serde_json::Value) -> (f64, Vec<f64>) {
+    let secs = f(&v["end"]["sum_sent"]["seconds"]);
+    let rate = |b: &serde_json::Value| u(b) as f64 * 8.0 / secs;
+    let total = rate(&s["end"]["sum_received"]["bytes"]);
+    let per = s["end"]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| rate(&st["receiver"]["bytes"]))
+        .collect();
+    (total, per)
+}
+
+fn within(got: f64, want: f64, what: &str) {
+    eprintln!("{what}: {got:.0} bit/s (target {want:.0})");
+    assert!(
+        (got - want).abs() <= 0.05 * want,
+        "{what}: {got:.0} bit/s, not within 5 % of {want:.0}"
+    );
+}
+
+/// `-b 200M`: the sender is paced, the stock server receives 200 Mbit/s
+/// of the sending time (within 5 %); `-P 2 -b 100M`: each stream at 100
+/// Mbit/s (iperf3's rate is per stream). Both well below what the veth
+/// carries.
+#[test]
+fn bitrate_paces_each_stream() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-t", "3", "-b", "200M"]);
+    let (total, _) = received_rates(&server.json(), &v);
+    within(total, 200e6, "-b 200M");
+    assert_eq!(data_conns(&v)[0]["pacing_rate"], 200_000_000);
+
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-t", "3", "-P", "2", "-b", "100M"]);
+    let (total, per) = received_rates(&server.json(), &v);
+    assert_eq!(per.len(), 2);
+    for r in per {
+        within(r, 100e6, "-P 2 -b 100M, a stream");
+    }
+    within(total, 200e6, "-P 2 -b 100M, the sum");
+
+    let b = net.b.ip4.to_string();
+    let out = client(&net, &["-c", &b, "-b", "100M/10"]).output().unwrap();
+    assert!(stderr(&out).contains("burst"), "{}", stderr(&out));
+}
+
+/// `-6` over the test network's IPv6 addresses: the stock server (every
+/// address) counts what xtcp sent; `-4` with an IPv6 literal is an error
+/// that says so.
+#[test]
+fn ipv6_only_and_family_mismatch() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let b6 = net.b.ip6.to_string();
+    let out = client(&net, &["-6", "-c", &b6, "-J", "-n", "16M"])
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = server.json();
+    assert_eq!(u(&s["end"]["sum_received"]["bytes"]), 16 << 20);
+    assert_eq!(
+        s["start"]["accepted_connection"]["host"],
+        net.a.ip6.to_string(),
+        "{}",
+        s["start"]
+    );
+
+    let out = client(&net, &["-4", "-c", &b6, "-n", "1M"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("-4") && err.contains("IPv6 address"), "{err}");
+}
+
+/// `-T t1`: every output line starts with `t1:  `, as iperf3's; with -J
+/// the title is the document's `title`.
+#[test]
+fn title_prefixes_every_line() {
+    let net = testnet(1);
+    let _server = StockServer::start(&net, &[]);
+    let b = net.b.ip4.to_string();
+    let out = client(&net, &["-c", &b, "-T", "t1", "-n", "8M"])
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().count() > 3, "{text}");
+    for l in text.lines() {
+        assert!(l.starts_with("t1:  "), "{l:?} in {text}");
+    }
+    let _server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-T", "t1", "-n", "1M"]);
+    assert_eq!(v["title"], "t1");
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// `-F`: a file sent arrives byte-exact in the stock server's `-F` file;
+/// with `-R` the file the stock server sends is written byte-exact; a run
+/// that fails leaves an existing file as it was, and no temporary file.
+#[test]
+fn file_both_ways_byte_exact() {
+    let net = testnet(1);
+    let dir = TempDir::new("flags-file");
+    let src = dir.0.join("src.bin");
+    // An odd size, not a multiple of any frame or block.
+    let data: Vec<u8> = (0..(3 << 19) + 12_345u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&src, &data).unwrap();
+    let got = dir.0.join("got.bin");
+    let server = StockServer::start(&net, &["-F", got.to_str().unwrap()]);
+    let v = client_json(&net, &["-F", src.to_str().unwrap()]);
+    let s = server.json();
+    assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), data.len() as u64);
+    assert_eq!(u(&s["end"]["sum_received"]["bytes"]), data.len() as u64);
+    assert_eq!(sha256(&got), sha256(&src), "sent file");
+
+    // -R: the stock server sends its -F file. iperf3 3.12's file sender
+    // loses its place in the file after a partial write (kernel to kernel
+    // too: the received file then differs from the 78 KiB on), so its
+    // writes are kept whole: paced (-b 20M) into a window (-w 2M) larger
+    // than the file.
+    let dst = dir.0.join("dst.bin");
+    let server = StockServer::start(&net, &["-F", src.to_str().unwrap()]);
+    client_json(
+        &net,
+        &[
+            "-R",
+            "-t",
+            "3",
+            "-b",
+            "20M",
+            "-w",
+            "2M",
+            "-F",
+            dst.to_str().unwrap(),
+        ],
+    );
+    let s = server.json();
+    assert_eq!(
+        u(&s["end"]["sum_sent"]["bytes"]),
+        data.len() as u64,
+        "{}",
+        s["end"]
+    );
+    assert_eq!(sha256(&dst), sha256(&src), "received file");
+
+    // More than the file holds: refused, naming both.
+    let out = client(
+        &net,
+        &[
+            "-c",
+            &net.b.ip4.to_string(),
+            "-n",
+            "1G",
+            "-F",
+            src.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("{} bytes", data.len())),
+        "{}",
+        stderr(&out)
+    );
+
+    // A failed run (nobody listens): the old file stays, no temporary file.
+    std::fs::write(&dst, b"old").unwrap();
+    let b = net.b.ip4.to_string();
+    let out = client(
+        &net,
+        &[
+            "-c",
+            &b,
+            "-R",
+            "-t",
+            "1",
+            "--connect-timeout",
+            "2000",
+            "-F",
+            dst.to_str().unwrap(),
+        ],
+    )
+    .run()
+    .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+    let names: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+}
+
+/// `--cport 40000 -P 2`: the stock server sees the data streams come from
+/// ports 40000 and 40001 (its JSON's `connected`), the control connection
+/// from 40002.
+#[test]
+fn cport_sets_the_source_ports() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    client_json(&net, &["-n", "8M", "-P", "2", "--cport", "40000"]);
+    let s = server.json();
+    let mut ports: Vec<u64> = s["start"]["connected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| u(&c["remote_port"]))
+        .collect();
+    ports.sort_unstable();
+    assert_eq!(ports, [40000, 40001], "{}", s["start"]);
+    assert_eq!(u(&s["start"]["accepted_connection"]["port"]), 40002);
+}
+
+fn sh(cmd: &str) -> String {
+    let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
+    assert!(out.status.success(), "{cmd}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `--username` / `--rsa-public-key-path` against a stock iperf3 server
+/// that authenticates: the right password (IPERF3_PASSWORD) runs the test,
+/// a wrong one is refused with iperf3's message, none at all (no terminal)
+/// is an error that says where the password comes from.
+#[test]
+fn authenticates_to_a_stock_server() {
+    let net = testnet(1);
+    let dir = TempDir::new("flags-auth");
+    let (key, public, users) = (
+        dir.path("key.pem"),
+        dir.path("public.pem"),
+        dir.path("users.csv"),
+    );
+    sh(&format!(
+        "openssl genrsa -out {key} 2048 2>/dev/null && \
+         openssl rsa -in {key} -pubout -out {public} 2>/dev/null"
+    ));
+    let hash = sh("printf '%s' '{alice}s3cret' | sha256sum | cut -d' ' -f1");
+    std::fs::write(&users, format!("alice,{}\n", hash.trim())).unwrap();
+    let auth = [
+        "--rsa-private-key-path",
+        &key,
+        "--authorized-users-path",
+        &users,
+    ];
+    let b = net.b.ip4.to_string();
+    let login = [
+        "-c",
+        &b,
+        "--username",
+        "alice",
+        "--rsa-public-key-path",
+        &public,
+    ];
+
+    let server = StockServer::start(&net, &auth);
+    let out = client(&net, &login)
+        .args(["-n", "8M", "-J"])
+        .env("IPERF3_PASSWORD", "s3cret")
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(u(&server.json()["end"]["sum_received"]["bytes"]), 8 << 20);
+
+    let _server = StockServer::start(&net, &auth);
+    let out = client(&net, &login)
+        .args(["-n", "8M"])
+        .env("IPERF3_PASSWORD", "wrong")
+        .run()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("test authorization failed"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = client(&net, &login)
+        .args(["-n", "8M"])
+        .env_remove("IPERF3_PASSWORD")
+        .stdin(Stdio::null())
+        .run()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("IPERF3_PASSWORD"), "{}", stderr(&out));
+}
+
+/// `-u` is refused (exit 2) with "xtcp speaks TCP only"; `-N -l 100 -k 3`
+/// (no delay, three 100-byte blocks): all 300 bytes are acknowledged by
+/// the peer, small writes leave without waiting for more.
+#[test]
+fn udp_refused_and_no_delay_small_blocks() {
+    let net = testnet(1);
+    let b = net.b.ip4.to_string();
+    let out = client(&net, &["-c", &b, "-u"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("xtcp speaks TCP only"),
+        "{}",
+        stderr(&out)
+    );
+
+    // xtcp counts bytes sent once the peer's kernel acknowledged them: all
+    // 300, each 100-byte block sent at once (the test would otherwise wait
+    // for more that never comes, until its idle timeout).
+    let _server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-N", "-l", "100", "-k", "3"]);
+    assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), 300);
+}
+
+// ---- serve ----------------------------------------------------------
+
+/// Runs stock `iperf3 -c A <extra> -J` from side B; its JSON (error or
+/// not).
+fn stock_client(net: &TestNet, extra: &[&str]) -> serde_json::Value {
+    let a = net.a.ip4.to_string();
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .args(["60", "iperf3", "-c", &a, "-J"])
+        .args(extra)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 -c {extra:?}: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The seconds of serve's line for a test (`…, 3.001 s, …`).
+fn line_seconds(line: &str) -> f64 {
+    line.split(", ")
+        .find_map(|w| w.strip_suffix(" s")?.parse().ok())
+        .unwrap_or_else(|| panic!("no seconds in {line}"))
+}
+
+/// A stock client's `-R -b 200M` (and `-P 2 -b 100M`) against xtcp serve:
+/// xtcp sends each stream paced to the rate; the stock client receives it
+/// within 5 % of serve's test time (the clock the pacing runs on; the
+/// client's own time also holds the control messages' trips, see
+/// [`received_rates`]); serve's line says it paced.
+#[test]
+fn serve_paces_a_reverse_test_to_the_clients_bitrate() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start(&net, 1);
+    let v = stock_client(&net, &["-R", "-t", "3", "-b", "200M"]);
+    assert!(v.get("error").is_none(), "{v}");
+    let line = server.outcome();
+    assert!(
+        line.contains("paced to 200000000 bit/s per stream"),
+        "{line}"
+    );
+    let secs = line_seconds(&line);
+    let got = u(&v["end"]["sum_received"]["bytes"]) as f64 * 8.0 / secs;
+    within(got, 200e6, "-R -b 200M");
+
+    let v = stock_client(&net, &["-R", "-t", "3", "-P", "2", "-b", "100M"]);
+    assert!(v.get("error").is_none(), "{v}");
+    let secs = line_seconds(&server.outcome());
+    for st in v["end"]["streams"].as_array().unwrap() {
+        let got = u(&st["receiver"]["bytes"]) as f64 * 8.0 / secs;
+        within(got, 100e6, "-R -P 2 -b 100M, a stream");
+    }
+}
+
+/// A stock client's `-R -C reno`: xtcp's sending streams run reno, the
+/// client's JSON says so (`sender_tcp_congestion`, from what serve
+/// returned), and so does serve's line; `-C bbr` (xtcp has none) is
+/// refused with iperf3's "unable to set TCP_CONGESTION".
+#[test]
+fn serve_runs_the_clients_congestion_control() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start(&net, 1);
+    let v = stock_client(&net, &["-R", "-t", "2", "-C", "reno"]);
+    assert!(v.get("error").is_none(), "{v}");
+    assert_eq!(v["end"]["sender_tcp_congestion"], "reno", "{}", v["end"]);
+    let line = server.outcome();
+    assert!(line.contains("congestion reno"), "{line}");
+
+    let v = stock_client(&net, &["-R", "-t", "2", "-C", "bbr"]);
+    let err = v["error"].as_str().unwrap_or_default();
+    assert!(err.contains("unable to set TCP_CONGESTION"), "{v}");
+    let line = server.outcome();
+    assert!(
+        line.contains("refused") && line.contains("-C bbr"),
+        "{line}"
+    );
+}
+
+/// `serve -s -D -I FILE -A 1 --logfile LOG`: the command returns at once;
+/// the pid file names the daemon, which serves a stock client's test, has
+/// its worker on core 1 and writes to the log; a second serve with the
+/// same pid file is refused; SIGTERM ends the daemon and removes the file.
+#[test]
+fn serve_daemon_with_pidfile() {
+    need_iperf3();
+    let net = testnet(1);
+    let dir = TempDir::new("flags-daemon");
+    let (pidfile, log) = (dir.path("serve.pid"), dir.path("serve.log"));
+    let serve = |extra: &[&str]| {
+        net.a
+            .ns
+            .command("timeout")
+            .args(["20", XTCP, "serve", "--iface", &net.a.iface])
+            .args(ENGINE)
+            .args(["-s", "-D", "-I", &pidfile, "--logfile", &log])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = serve(&["-A", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The daemon writes the pid file once detached; it serves once the
+    // engine is up (its banner in the log).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        if let Ok(p) = std::fs::read_to_string(&pidfile).map(|t| t.trim().parse::<u32>()) {
+            break p.unwrap();
+        }
+        assert!(Instant::now() < deadline, "no pid file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    wait_listening_xtcp(&log);
+    assert_eq!(worker_cpus(pid), "1");
+    let v = stock_client(&net, &["-n", "16M"]);
+    assert!(v.get("error").is_none(), "{v}");
+    assert_eq!(u(&v["end"]["sum_received"]["bytes"]), 16 << 20);
+
+    let again = serve(&[]);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains(&format!("names pid {pid}, which is running")),
+        "{}",
+        stderr(&again)
+    );
+
+    kill("-TERM", pid);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "the daemon did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!Path::new(&pidfile).exists(), "the pid file is removed");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("xtcp serve: test from"), "{text}");
+}
+
+/// Waits (bounded) until serve's log says it listens.
+fn wait_listening_xtcp(log: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("listening on")
+    {
+        assert!(Instant::now() < deadline, "serve did not say it listens");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
