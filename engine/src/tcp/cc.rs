@@ -27,6 +27,9 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     fn on_rto(&mut self, now: Instant, in_flight: usize);
     /// The sender MSS changed (at connection establishment).
     fn set_mss(&mut self, mss: usize);
+    /// The algorithm's name as Linux and iperf3 spell it (`tcpi` /
+    /// `TCP_CONGESTION`): "newreno", "cubic".
+    fn name(&self) -> &'static str;
 }
 
 /// Which controller a [`super::Config`] asks for.
@@ -74,6 +77,9 @@ impl NewReno {
 }
 
 impl CongestionControl for NewReno {
+    fn name(&self) -> &'static str {
+        "newreno"
+    }
     fn window(&self) -> usize {
         self.cwnd
     }
@@ -174,6 +180,9 @@ impl Cubic {
 }
 
 impl CongestionControl for Cubic {
+    fn name(&self) -> &'static str {
+        "cubic"
+    }
     fn window(&self) -> usize {
         self.cwnd
     }

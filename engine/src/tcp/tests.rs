@@ -1490,6 +1490,9 @@ struct FixedWindow {
 }
 
 impl CongestionControl for FixedWindow {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
     fn window(&self) -> usize {
         self.segments * self.mss
     }

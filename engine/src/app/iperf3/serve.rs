@@ -42,8 +42,10 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::connect::send_limit;
 use super::limits::Refusal;
-use super::meter::{Interval, Meter};
+use super::meter::{Interval, Meter, RttSummary, StreamTcp};
+use super::proto::Results;
 use super::proto::{Cookie, State, ierrno};
+use super::streams::StreamId;
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, cpu_util, route,
@@ -83,6 +85,54 @@ pub struct TestOutcome {
     pub seconds: f64,
     /// This process's CPU use over the test (what the client was sent).
     pub cpu: super::CpuUtil,
+    /// Per data stream, in stream order.
+    pub stream_outcomes: Vec<StreamOutcome>,
+    /// The client's results (its counts, CPU, congestion control), once
+    /// exchanged.
+    pub peer: Option<Results>,
+    /// The test's cookie, once the client sent it.
+    pub cookie: Option<Cookie>,
+}
+
+/// One data stream of a test as the server saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamOutcome {
+    /// iperf3's stream id.
+    pub id: StreamId,
+    /// The server's direction on it.
+    pub role: Role,
+    /// Its addresses.
+    pub tuple: FourTuple,
+    /// Bytes the server counted on it (omit period excluded).
+    pub bytes: u64,
+    /// Retransmitted segments (sending streams).
+    pub retransmits: u64,
+    /// RTT statistics (sending streams with samples).
+    pub rtt: Option<RttSummary>,
+    /// Its TCP over the test: largest windows, MSS, congestion control.
+    pub tcp: StreamTcp,
+}
+
+/// A test whose streams are all connected, as it starts (for output such
+/// as `iperf3 -s`'s "Accepted connection from …" lines).
+#[derive(Debug, Clone)]
+pub struct TestStart {
+    /// The client's control connection.
+    pub client: FourTuple,
+    /// The data streams: id, the server's direction, addresses.
+    pub streams: Vec<(StreamInfo, FourTuple)>,
+    /// The client's parameters.
+    pub params: TestParams,
+}
+
+/// What a server returns to a client that asked for its output
+/// (`--get-server-output`): its text, or with `-J` its JSON document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerOutput {
+    /// `server_output_text`.
+    Text(String),
+    /// `server_output_json`.
+    Json(serde_json::Value),
 }
 
 impl TestOutcome {
@@ -100,6 +150,9 @@ impl TestOutcome {
             retransmits: 0,
             seconds: 0.0,
             cpu: super::CpuUtil::default(),
+            stream_outcomes: Vec::new(),
+            peer: None,
+            cookie: None,
         }
     }
 
@@ -140,6 +193,9 @@ struct Test {
     result: Option<Result<(), Error>>,
     meter: Meter,
     cpu: super::CpuUtil,
+    peer: Option<Results>,
+    /// Data connections by connection id: stream id and addresses.
+    stream_tuples: HashMap<usize, (StreamId, FourTuple)>,
 }
 
 /// The iperf3 server application.
@@ -151,6 +207,8 @@ pub struct Iperf3Server {
     interval: Option<Duration>,
     on_interval: Box<dyn FnMut(&Interval)>,
     on_test: Box<dyn FnMut(&TestOutcome)>,
+    on_start: Option<Box<dyn FnMut(&TestStart)>>,
+    server_output: Option<Box<dyn FnMut(&TestOutcome) -> ServerOutput>>,
     /// Since when no connection arrived and no test ran.
     idle_since: Option<Instant>,
     /// `exit_when_idle` and idle for `idle_timeout`.
@@ -183,9 +241,25 @@ impl Iperf3Server {
             interval,
             on_interval,
             on_test,
+            on_start: None,
+            server_output: None,
             idle_since: None,
             idle_done: false,
         }
+    }
+
+    /// `f` is called when a test starts (all its streams connected).
+    pub fn set_on_start(&mut self, f: Box<dyn FnMut(&TestStart)>) {
+        self.on_start = Some(f);
+    }
+
+    /// `f` makes what a client that asked for the server's output
+    /// (`--get-server-output`) gets back: called once the data streams have
+    /// stopped, with the test as the server counted it (`result` Ok,
+    /// `peer` None: the client's results come after). Without it, a line
+    /// with the byte counts.
+    pub fn set_server_output(&mut self, f: Box<dyn FnMut(&TestOutcome) -> ServerOutput>) {
+        self.server_output = Some(f);
     }
 
     /// New configurations arrive on `rx` (a reload: limits, allow/deny,
@@ -262,14 +336,29 @@ impl Iperf3Server {
             (self.on_interval)(&iv);
         }
         let data = std::mem::take(&mut t.data);
-        let text = format!(
-            "xtcp serve: {} bytes received, {} sent\n",
-            t.session.counted_bytes(Role::Receive),
-            t.session.counted_bytes(Role::Send)
-        );
         let cpu = cpu_util(t.cpu_start, t.started, now);
         t.cpu = cpu;
-        let report = EndReport::engine(cpu, Some(text));
+        let wants_output = t.session.params().is_some_and(|p| p.get_server_output);
+        let mut report = EndReport::engine(cpu, None);
+        report.congestion_used = t
+            .meter
+            .congestion(Role::Send)
+            .or(t.meter.congestion(Role::Receive))
+            .map(str::to_owned);
+        if wants_output {
+            let snapshot = Self::outcome_of(t, now, Ok(()));
+            match self.server_output.as_mut().map(|f| f(&snapshot)) {
+                Some(ServerOutput::Json(v)) => report.server_output_json = Some(v),
+                Some(ServerOutput::Text(text)) => report.server_output_text = Some(text),
+                None => {
+                    report.server_output_text = Some(format!(
+                        "xtcp serve: {} bytes received, {} sent\n",
+                        snapshot.received, snapshot.sent
+                    ))
+                }
+            }
+        }
+        let t = self.test.as_mut().expect("the test is there");
         if let Err(e) = t.session.end_test(now, report) {
             t.result.get_or_insert(Err(e));
         }
@@ -292,7 +381,8 @@ impl Iperf3Server {
                 break;
             };
             match ev {
-                Event::CreateStreams { .. } | Event::PeerResults(_) => {}
+                Event::CreateStreams { .. } => {}
+                Event::PeerResults(r) => t.peer = Some(*r),
                 Event::StartTest { params } => {
                     t.running = true;
                     t.started = Some(now);
@@ -317,6 +407,28 @@ impl Iperf3Server {
                     let limit = send_limit(&params, &infos);
                     t.meter
                         .start(now, &infos, Duration::from_secs(params.omit_secs.into()));
+                    if let Some(f) = self.on_start.as_mut() {
+                        let mut streams: Vec<(StreamInfo, FourTuple)> = t
+                            .stream_tuples
+                            .values()
+                            .map(|&(sid, tu)| {
+                                let info = infos.iter().find(|i| i.id == sid).copied();
+                                (
+                                    info.unwrap_or(StreamInfo {
+                                        id: sid,
+                                        role: Role::Receive,
+                                    }),
+                                    tu,
+                                )
+                            })
+                            .collect();
+                        streams.sort_by_key(|(i, _)| i.id);
+                        f(&TestStart {
+                            client: t.client,
+                            streams,
+                            params: (*params).clone(),
+                        });
+                    }
                     for id in senders {
                         self.order(id, AppOut::Send { limit });
                     }
@@ -355,12 +467,34 @@ impl Iperf3Server {
         for id in &t.data {
             self.order(*id, AppOut::Abort);
         }
-        let outcome = TestOutcome {
+        let result = t
+            .result
+            .clone()
+            .unwrap_or(Err(Error::ControlClosed { phase: "ending" }));
+        let outcome = Self::outcome_of(&t, now, result);
+        (self.on_test)(&outcome);
+    }
+
+    /// The test as it stands at `now`, with `result`.
+    fn outcome_of(t: &Test, now: Instant, result: Result<(), Error>) -> TestOutcome {
+        let tuples: HashMap<StreamId, FourTuple> = t.stream_tuples.values().copied().collect();
+        let stream_outcomes = t
+            .session
+            .streams()
+            .iter()
+            .map(|s| StreamOutcome {
+                id: s.id,
+                role: s.role,
+                tuple: tuples.get(&s.id).copied().unwrap_or(t.client),
+                bytes: s.counted_bytes(),
+                retransmits: s.retransmits.unwrap_or(0),
+                rtt: t.meter.rtt(s.id),
+                tcp: t.meter.tcp(s.id).unwrap_or_default(),
+            })
+            .collect();
+        TestOutcome {
             client: t.client,
-            result: t
-                .result
-                .clone()
-                .unwrap_or(Err(Error::ControlClosed { phase: "ending" })),
+            result,
             refused: t.session.refusal(),
             user: t.session.user().map(str::to_owned),
             params: t.session.params().cloned(),
@@ -375,8 +509,10 @@ impl Iperf3Server {
                 (None, _) => 0.0,
             },
             cpu: t.cpu,
-        };
-        (self.on_test)(&outcome);
+            stream_outcomes,
+            peer: t.peer.clone(),
+            cookie: t.session.cookie().copied(),
+        }
     }
 }
 
@@ -413,6 +549,8 @@ impl App for Iperf3Server {
                             result: None,
                             meter: Meter::new(self.interval),
                             cpu: super::CpuUtil::default(),
+                            peer: None,
+                            stream_tuples: HashMap::new(),
                         });
                         if let Some(c) = self.conns.get_mut(&id) {
                             c.kind = Kind::Control;
@@ -452,6 +590,7 @@ impl App for Iperf3Server {
                                 let mut window = None;
                                 if let Some(t) = self.test.as_mut() {
                                     t.data.push(id);
+                                    t.stream_tuples.insert(id, (info.id, c.tuple));
                                     window = t.session.params().and_then(|p| p.window);
                                 }
                                 // iperf3's `-w`: the receive window of every
@@ -500,6 +639,7 @@ impl App for Iperf3Server {
                 bytes,
                 retransmits,
                 rtt,
+                tcp,
             } => {
                 if let (
                     Some(Conn {
@@ -517,6 +657,7 @@ impl App for Iperf3Server {
                             t.session.add_retransmits(info.id, retransmits);
                         }
                         t.meter.count(info.id, bytes, retransmits, rtt);
+                        t.meter.sample(info.id, &tcp);
                     }
                 }
             }

@@ -134,6 +134,7 @@ impl Harness {
             bytes,
             retransmits,
             rtt: None,
+            tcp: Default::default(),
         });
     }
 
@@ -647,6 +648,7 @@ fn client_retransmits_add_up_over_counts() {
                 bytes: 100,
                 retransmits: r,
                 rtt: None,
+                tcp: Default::default(),
             },
         );
     }
