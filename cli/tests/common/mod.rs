@@ -385,7 +385,8 @@ impl Server {
         loop {
             let l = self.line();
             assert!(!l.starts_with("xtcp serve: test"), "ended early: {l}");
-            if l.starts_with("[  1]") {
+            // An interval line (not the stream's "connected" line).
+            if l.starts_with("[  1]") && l.contains(" sec ") {
                 return;
             }
         }
