@@ -22,8 +22,8 @@ use std::rc::Rc;
 use anyhow::Context;
 use serde_json::{Value, json};
 use xtcp_engine::app::iperf3::{
-    ClientOutcome, Cookie, CpuUtil, Interval, Role, RttSummary, ServerOutput, StreamInfo,
-    StreamTcp, TestOutcome, TestParams, TestStart,
+    ClientOutcome, Cookie, CpuUtil, Interval, Role, RttSummary, ServerOutput, StreamTcp,
+    TestOutcome, TestParams, TestStart,
 };
 use xtcp_engine::tcp::FourTuple;
 
@@ -874,7 +874,7 @@ impl ClientRun {
     }
 
     /// For [`xtcp_engine::app::iperf3::Iperf3Client::set_on_start`].
-    pub(crate) fn on_start(&self) -> Box<dyn FnMut(&[(StreamInfo, FourTuple)])> {
+    pub(crate) fn on_start(&self) -> xtcp_engine::app::iperf3::OnStart {
         let me = self.shell();
         Box::new(move |streams| {
             me.state.borrow_mut().started = true;

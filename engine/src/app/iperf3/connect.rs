@@ -44,6 +44,10 @@ pub struct ClientOutcome {
     pub control: Option<FourTuple>,
 }
 
+/// Called when a client's test starts, with every data stream and its
+/// addresses.
+pub type OnStart = Box<dyn FnMut(&[(StreamInfo, FourTuple)])>;
+
 /// The iperf3 client application.
 pub struct Iperf3Client {
     config: ClientConfig,
@@ -63,7 +67,7 @@ pub struct Iperf3Client {
     on_interval: Box<dyn FnMut(&Interval)>,
     /// Addresses by connection id (0: control).
     tuples: HashMap<usize, FourTuple>,
-    on_start: Option<Box<dyn FnMut(&[(StreamInfo, FourTuple)])>>,
+    on_start: Option<OnStart>,
 }
 
 impl std::fmt::Debug for Iperf3Client {
@@ -125,7 +129,7 @@ impl Iperf3Client {
 
     /// `f` is called when the test starts, with every data stream and its
     /// addresses (all connected by then).
-    pub fn set_on_start(&mut self, f: Box<dyn FnMut(&[(StreamInfo, FourTuple)])>) {
+    pub fn set_on_start(&mut self, f: OnStart) {
         self.on_start = Some(f);
     }
 

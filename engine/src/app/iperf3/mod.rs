@@ -75,7 +75,7 @@ pub use auth::{
     AuthConfigError, AuthError, Authenticator, Credentials, DEFAULT_TIME_SKEW, password_hash,
 };
 pub use client::{ClientConfig, ClientSession};
-pub use connect::{ClientOutcome, Iperf3Client};
+pub use connect::{ClientOutcome, Iperf3Client, OnStart};
 pub use limits::{
     BITRATE_WINDOW_RANGE, BitrateLimit, BitrateLimitError, DEFAULT_BITRATE_WINDOW,
     RATE_SAMPLE_PERIOD, Refusal, parse_bitrate_limit,
@@ -85,7 +85,10 @@ pub use proto::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
     MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,
 };
-pub use serve::{Iperf3Server, ServerOutput, StreamOutcome, TestOutcome, TestStart};
+pub use serve::{
+    Iperf3Server, MakeServerOutput, OnTestStart, ServerOutput, StreamOutcome, TestOutcome,
+    TestStart,
+};
 pub use server::{Route, ServerConfig, ServerSession, route};
 pub use streams::{Role, StreamId, StreamInfo, StreamStats};
 

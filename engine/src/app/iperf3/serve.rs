@@ -198,6 +198,12 @@ struct Test {
     stream_tuples: HashMap<usize, (StreamId, FourTuple)>,
 }
 
+/// Called when a test starts (its streams all connected).
+pub type OnTestStart = Box<dyn FnMut(&TestStart)>;
+
+/// Makes what a client asking `--get-server-output` gets.
+pub type MakeServerOutput = Box<dyn FnMut(&TestOutcome) -> ServerOutput>;
+
 /// The iperf3 server application.
 pub struct Iperf3Server {
     config: ServerConfig,
@@ -207,8 +213,8 @@ pub struct Iperf3Server {
     interval: Option<Duration>,
     on_interval: Box<dyn FnMut(&Interval)>,
     on_test: Box<dyn FnMut(&TestOutcome)>,
-    on_start: Option<Box<dyn FnMut(&TestStart)>>,
-    server_output: Option<Box<dyn FnMut(&TestOutcome) -> ServerOutput>>,
+    on_start: Option<OnTestStart>,
+    server_output: Option<MakeServerOutput>,
     /// Since when no connection arrived and no test ran.
     idle_since: Option<Instant>,
     /// `exit_when_idle` and idle for `idle_timeout`.
@@ -249,7 +255,7 @@ impl Iperf3Server {
     }
 
     /// `f` is called when a test starts (all its streams connected).
-    pub fn set_on_start(&mut self, f: Box<dyn FnMut(&TestStart)>) {
+    pub fn set_on_start(&mut self, f: OnTestStart) {
         self.on_start = Some(f);
     }
 
@@ -258,7 +264,7 @@ impl Iperf3Server {
     /// stopped, with the test as the server counted it (`result` Ok,
     /// `peer` None: the client's results come after). Without it, a line
     /// with the byte counts.
-    pub fn set_server_output(&mut self, f: Box<dyn FnMut(&TestOutcome) -> ServerOutput>) {
+    pub fn set_server_output(&mut self, f: MakeServerOutput) {
         self.server_output = Some(f);
     }
 
