@@ -210,12 +210,22 @@ impl Output {
     /// `text` (one line or several) and a newline, each line prefixed
     /// with the time if `--timestamps`; flushed with `--forceflush`.
     pub(crate) fn line(&mut self, text: &str) {
-        let mut buf = String::with_capacity(text.len() + 32);
         let prefix = self
             .style
             .timestamps
             .as_deref()
             .map(|f| strftime(f, SystemTime::now(), true));
+        self.write(text, prefix);
+    }
+
+    /// A JSON text and a newline: as [`Output::line`], without the time
+    /// prefix (iperf3 writes its JSON as it is, `--timestamps` or not).
+    pub(crate) fn json(&mut self, text: &str) {
+        self.write(text, None);
+    }
+
+    fn write(&mut self, text: &str, prefix: Option<String>) {
+        let mut buf = String::with_capacity(text.len() + 32);
         for l in text.split('\n') {
             if let Some(p) = &prefix {
                 buf.push_str(p);
@@ -908,7 +918,7 @@ impl ClientRun {
                     let mss = iv.streams.iter().map(|s| s.mss).max().unwrap_or(0);
                     me.stream_start(mss, &[]);
                     let v = interval_json(iv, Side::Client, me.params.bidirectional, me.pmtu);
-                    me.out.borrow_mut().line(&json_stream_line("interval", v));
+                    me.out.borrow_mut().json(&json_stream_line("interval", v));
                 }
                 Mode::Json => {}
             }
@@ -925,7 +935,7 @@ impl ClientRun {
         let start = r.json()["start"].take();
         self.out
             .borrow_mut()
-            .line(&json_stream_line("start", start));
+            .json(&json_stream_line("start", start));
     }
 
     fn report_with<'a>(
@@ -1027,21 +1037,21 @@ impl ClientRun {
                 if let Some(j) = server_json {
                     v["server_output_json"] = j;
                 }
-                out.line(&serde_json::to_string_pretty(&v)?);
+                out.json(&serde_json::to_string_pretty(&v)?);
             }
             Mode::JsonStream => {
                 let mut v = r.json();
                 if let Some(e) = v.get("error").cloned() {
-                    out.line(&json_stream_line("error", e));
+                    out.json(&json_stream_line("error", e));
                 }
                 if let Some(j) = server_json {
-                    out.line(&json_stream_line("server_output_json", j));
+                    out.json(&json_stream_line("server_output_json", j));
                 }
                 if let Some(t) = server_text {
-                    out.line(&json_stream_line("server_output_text", json!(t)));
+                    out.json(&json_stream_line("server_output_text", json!(t)));
                 }
-                out.line(&json_stream_line("xdp", serde_json::to_value(xdp)?));
-                out.line(&json_stream_line("end", v["end"].take()));
+                out.json(&json_stream_line("xdp", serde_json::to_value(xdp)?));
+                out.json(&json_stream_line("end", v["end"].take()));
             }
         }
         out.flush();

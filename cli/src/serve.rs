@@ -262,13 +262,13 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             let mut out = test_run.out.borrow_mut();
             match test_run.mode {
                 ServeMode::Json => {
-                    out.line(
+                    out.json(
                         &serde_json::to_string_pretty(&doc.unwrap_or_default()).unwrap_or_default(),
                     );
                 }
                 ServeMode::JsonLines => {
                     let v = test_record(o, std::time::SystemTime::now());
-                    out.line(&v.to_string());
+                    out.json(&v.to_string());
                 }
                 ServeMode::Text => out.line(&describe(o)),
             }
@@ -372,7 +372,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         // and the listener's counters.
         output
             .borrow_mut()
-            .line(&serde_json::to_string_pretty(&json!({
+            .json(&serde_json::to_string_pretty(&json!({
                 "xdp": xdp,
                 "listener": listener,
                 "refused": refused,

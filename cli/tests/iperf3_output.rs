@@ -588,3 +588,75 @@ fn serve_prints_iperf3_s_lines() {
     );
     assert!(lines.last().unwrap().contains(" 1 stream,"), "{text}");
 }
+
+/// Serve's `--timestamps` with `--logfile`: every text line in the file
+/// starts with the time it was written (here `%s`, the epoch seconds);
+/// `-J`'s documents stay plain JSON, as iperf3's.
+#[test]
+fn serve_timestamps_every_line_of_its_log() {
+    need_iperf3();
+    let net = testnet(1);
+    let dir = TempDir::new("serve-timestamps");
+    let log = dir.path("serve.log");
+    let before = SystemTime::now() - Duration::from_secs(1);
+    let server = Server::start_with(&net, 1, &["--logfile", &log, "--timestamps=%s| "]);
+    let v = iperf3_json(&net, &["-t", "1"]);
+    let text = wait_for_line(&log, "xtcp serve: test");
+    let after = SystemTime::now() + Duration::from_secs(1);
+    drop(server);
+    assert!(text.lines().count() > 8, "{text}");
+    for l in text.lines() {
+        let (ts, rest) = l.split_once("| ").unwrap_or_else(|| panic!("{l:?}"));
+        let secs: u64 = ts.parse().unwrap_or_else(|_| panic!("{l:?}"));
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        assert!(before <= t && t <= after, "{l}");
+        assert!(
+            !rest.starts_with(char::is_numeric) || rest.contains("sec"),
+            "{l}"
+        );
+    }
+    let (bytes, ..) = summary(
+        &text
+            .lines()
+            .map(|l| l.split_once("| ").unwrap().1)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        "[  1]",
+        "receiver",
+    );
+    let got = v["end"]["sum_received"]["bytes"].as_f64().unwrap();
+    assert!((bytes - got).abs() <= got * 0.006, "{bytes} vs {got}");
+
+    let log = dir.path("serve.json");
+    let server = Server::start_with(&net, 1, &["-J", "--logfile", &log, "--timestamps"]);
+    iperf3_json(&net, &["-t", "1"]);
+    let text = wait_for_line(&log, "}");
+    drop(server);
+    assert!(
+        parse(&text)["end"]["sum_received"]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+/// The file's text once a line of it starts with `start` (a minute at
+/// most).
+fn wait_for_line(path: &str, start: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().any(|l| {
+            l.starts_with(start)
+                || l.split_once("| ")
+                    .is_some_and(|(_, r)| r.starts_with(start))
+        }) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {start:?} line in {path}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
