@@ -1,8 +1,9 @@
 //! `xtcp client`: an iperf3 client (against a stock `iperf3 -s`) whose
 //! control and data connections are carried by xtcp's own TCP on AF_XDP.
-//! Output like iperf3's: interval lines, then per-stream and summed
-//! sender / receiver lines with retransmits, and CPU utilisation; `-J`
-//! prints JSON with iperf3's field names.
+//! Output as iperf3's (`report`: its lines, `-V`, `-f`, `--logfile`,
+//! `--forceflush`, `--timestamps`; `-J`'s document with every key iperf3
+//! 3.12 writes, `--json-stream`'s events, `--get-server-output`), plus the
+//! run's XDP statistics.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,10 +2,13 @@
 //! control and data connections are carried by xtcp's own TCP on AF_XDP,
 //! built to run as a long-lived appliance.
 //!
-//! - Output: interval lines and a line per test; with `-J` a JSON document
-//!   per test shaped like `iperf3 -s -J`'s; with `--json-lines` one JSON
-//!   object per test served or refused. To standard output, or to
-//!   `--logfile`.
+//! - Output (`report`): `iperf3 -s`'s lines (banners, "Accepted
+//!   connection from …", the streams, header, intervals, summary) and a
+//!   line per test of xtcp's own; with `-J` a JSON document per test with
+//!   every key of `iperf3 -s -J`'s; with `--json-lines` one JSON object
+//!   per test served or refused. To standard output, or to `--logfile`;
+//!   `-f`, `--timestamps`. A client's `--get-server-output` gets the
+//!   test's text (or document) as serve printed it.
 //! - Settings: the flags, and a TOML file under them (`--config`, see
 //!   `config`); limits and authentication (`limits`); metrics over the
 //!   kernel's TCP (`metrics`).
