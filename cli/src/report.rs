@@ -362,10 +362,9 @@ pub(crate) fn interval_lines(iv: &Interval, side: Side, bidir: bool, fmt: char) 
             )
         })
         .collect();
-    if iv.streams.len() > 1 {
+    if grouped(iv.streams.iter().map(|s| s.role)) {
         for role in [Role::Send, Role::Receive] {
-            let n = iv.streams.iter().filter(|s| s.role == role).count();
-            if n == 0 || (bidir && n < 2) {
+            if iv.streams.iter().filter(|s| s.role == role).count() < 2 {
                 continue;
             }
             let retr = (role == Role::Send).then(|| {
@@ -390,6 +389,19 @@ pub(crate) fn interval_lines(iv: &Interval, side: Side, bidir: bool, fmt: char) 
         lines.push(SEPARATOR.to_owned());
     }
     lines
+}
+
+/// Whether iperf3 prints `[SUM]` lines and a separator per interval: with
+/// several streams in a direction (`-P 2` and more).
+fn grouped(roles: impl Iterator<Item = Role>) -> bool {
+    let (mut send, mut recv) = (0, 0);
+    for r in roles {
+        match r {
+            Role::Send => send += 1,
+            Role::Receive => recv += 1,
+        }
+    }
+    send > 1 || recv > 1
 }
 
 /// One stream at the end of a test, seen from the side writing.
@@ -597,7 +609,19 @@ impl TestReport<'_> {
     pub(crate) fn summary_lines(&self, fmt: char, verbose: bool) -> Vec<String> {
         let bidir = self.params.bidirectional;
         let secs = self.seconds;
-        let mut out = vec![SEPARATOR.to_owned()];
+        // After intervals of several streams, their separator is the one.
+        let roles = self.streams.iter().map(|s| {
+            if s.local_sends {
+                Role::Send
+            } else {
+                Role::Receive
+            }
+        });
+        let mut out = if grouped(roles) && !self.intervals.is_empty() {
+            Vec::new()
+        } else {
+            vec![SEPARATOR.to_owned()]
+        };
         if verbose {
             out.push("Test Complete. Summary Results:".to_owned());
         }
@@ -1542,6 +1566,46 @@ mod tests {
             l,
             "[  8][TX-S]   0.00-2.00   sec  1.71 GBytes   876 MBytes/sec  135             sender"
         );
+    }
+
+    /// `[SUM]` and the separator per interval only with several streams
+    /// in a direction, as iperf3 (not for `--bidir` with one each way).
+    #[test]
+    fn sums_and_separators_with_several_streams_in_a_direction() {
+        use xtcp_engine::app::iperf3::{StreamId, StreamInterval};
+        let st = |id, role| StreamInterval {
+            id: StreamId(id),
+            role,
+            bytes: 1 << 20,
+            retransmits: 1,
+            rtt: None,
+            rttvar: None,
+            snd_cwnd: 1 << 16,
+            snd_wnd: 1 << 16,
+            mss: 1448,
+        };
+        let iv = |streams| Interval {
+            start: 0.0,
+            end: 1.0,
+            omitted: false,
+            streams,
+        };
+        let one_each = iv(vec![st(1, Role::Send), st(3, Role::Receive)]);
+        let l = interval_lines(&one_each, Side::Client, true, 'a');
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert!(l[0].starts_with("[  1][TX-C]") && l[1].starts_with("[  3][RX-C]"));
+        assert!(
+            l[0].contains(" 64.0 KBytes") && !l[1].contains("KBytes"),
+            "{l:?}"
+        );
+        let two = iv(vec![st(1, Role::Receive), st(3, Role::Receive)]);
+        let l = interval_lines(&two, Side::Server, false, 'a');
+        assert_eq!(l.len(), 4, "{l:?}");
+        assert_eq!(
+            l[2],
+            "[SUM]   0.00-1.00   sec  2.00 MBytes  16.8 Mbits/sec                  "
+        );
+        assert_eq!(l[3], SEPARATOR);
     }
 
     #[test]
