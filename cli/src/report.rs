@@ -776,8 +776,8 @@ pub(crate) struct ClientOutputArgs {
     /// One JSON object per line and event, as iperf3 3.17's --json-stream:
     /// {"event":"start","data":…}, "interval", "end" (and
     /// "server_output_json" / "server_output_text", "error", and xtcp's
-    /// "xdp").
-    #[arg(long, conflicts_with = "json_output")]
+    /// "xdp"); implies -J, as iperf3's.
+    #[arg(long)]
     pub json_stream: bool,
     /// Ask the server for its output of the test and print it ("Server
     /// output:" and its text; with -J `server_output_json` or
