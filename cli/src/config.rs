@@ -216,8 +216,13 @@ fn arg_values(arg: &Arg, key: &str, value: &Value) -> Result<Vec<OsString>, Stri
                 .try_get_matches_from([OsStr::new(&long), OsStr::new(p)])
                 .map_err(|e| format!("`{key} = {value}`: {}", clap_message(&e)))?;
         }
-        out.push(long.clone().into());
-        out.push(item.into());
+        if arg.is_require_equals_set() {
+            // A flag whose value is optional (`--timestamps[=FORMAT]`).
+            out.push(format!("{long}={item}").into());
+        } else {
+            out.push(long.clone().into());
+            out.push(item.into());
+        }
     }
     Ok(out)
 }
@@ -458,5 +463,20 @@ mod tests {
         };
         assert_eq!(parse("xtcp serve").len(), 2);
         assert_eq!(parse("xtcp serve --allow 198.18.1.0/24").len(), 1);
+    }
+
+    /// A flag whose value is optional takes the file's value with `=`
+    /// (`timestamps = "%s "` is `--timestamps=%s `).
+    #[test]
+    fn an_optional_value_comes_with_an_equals_sign() {
+        use clap::FromArgMatches;
+        let f = file("iface = \"v0\"\ntimestamps = \"%s \"\nformat = \"M\"\n");
+        let got = expand_str("xtcp serve", &f.0).unwrap();
+        assert!(got.contains(&"--timestamps=%s ".to_owned()), "{got:?}");
+        let cmd = serve_cmd().args_override_self(true).no_binary_name(true);
+        let m = cmd.try_get_matches_from(&got[2..]).unwrap();
+        let a = crate::serve::ServeArgs::from_arg_matches(&m).unwrap();
+        assert_eq!(a.style.timestamps.as_deref(), Some("%s "));
+        assert_eq!(a.style.format, Some('M'));
     }
 }

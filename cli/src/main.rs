@@ -14,6 +14,7 @@ mod metrics;
 mod notify;
 mod privs;
 mod probe;
+mod report;
 mod serve;
 mod xdpstats;
 mod xsk_bench;

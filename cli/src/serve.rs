@@ -2,10 +2,13 @@
 //! control and data connections are carried by xtcp's own TCP on AF_XDP,
 //! built to run as a long-lived appliance.
 //!
-//! - Output: interval lines and a line per test; with `-J` a JSON document
-//!   per test shaped like `iperf3 -s -J`'s; with `--json-lines` one JSON
-//!   object per test served or refused. To standard output, or to
-//!   `--logfile`.
+//! - Output (`report`): `iperf3 -s`'s lines (banners, "Accepted
+//!   connection from …", the streams, header, intervals, summary) and a
+//!   line per test of xtcp's own; with `-J` a JSON document per test with
+//!   every key of `iperf3 -s -J`'s; with `--json-lines` one JSON object
+//!   per test served or refused. To standard output, or to `--logfile`;
+//!   `-f`, `--timestamps`. A client's `--get-server-output` gets the
+//!   test's text (or document) as serve printed it.
 //! - Settings: the flags, and a TOML file under them (`--config`, see
 //!   `config`); limits and authentication (`limits`); metrics over the
 //!   kernel's TCP (`metrics`).
@@ -16,9 +19,8 @@
 //!   everything.
 
 use std::cell::RefCell;
-use std::io::Write;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,14 +28,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use xtcp_engine::app::iperf3::{
-    Interval, Iperf3Server, Role as StreamRole, ServerConfig, TestOutcome,
-};
+use xtcp_engine::app::iperf3::{Interval, Iperf3Server, ServerConfig, TestOutcome, TestStart};
 use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::args::EngineArgs;
 use crate::bulk::interrupt_flag;
-use crate::client::{interval_json, interval_lines};
+use crate::report::{Output, ServeMode, ServeRun};
 use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::tcp::ListenerStats;
 
@@ -114,6 +114,10 @@ pub struct ServeArgs {
     /// anything is attached.
     #[arg(long, value_name = "ADDR:PORT", value_parser = crate::metrics::parse_addr)]
     pub metrics: Option<std::net::SocketAddr>,
+    /// -f, --forceflush, --timestamps (cli/src/report.rs). Serve writes
+    /// every line at once whatever --forceflush says.
+    #[command(flatten)]
+    pub style: crate::report::StyleArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Limits and authentication (cli/src/limits.rs).
@@ -151,57 +155,17 @@ fn describe(o: &TestOutcome) -> String {
         format!(", paced to {r} bit/s per stream (-b)")
     });
     format!(
-        "xtcp serve: test from {}: {result}; {mode}, {} streams, {:.3} s, received {} bytes \
+        "xtcp serve: test from {}: {result}; {mode}, {} stream{}, {:.3} s, received {} bytes \
          ({:.2} Gbit/s), sent {} bytes ({:.2} Gbit/s){window}{congestion}{paced}",
         o.client.remote,
         o.streams,
+        if o.streams == 1 { "" } else { "s" },
         o.seconds,
         o.received,
         gbps(o.received),
         o.sent,
         gbps(o.sent)
     )
-}
-
-/// Where serve writes its output: standard output, or `--logfile`.
-#[derive(Debug)]
-pub(crate) enum Output {
-    Stdout,
-    File(std::fs::File),
-}
-
-impl Output {
-    /// Standard output, or `path` opened for appending (created if missing).
-    pub(crate) fn open(path: Option<&Path>) -> anyhow::Result<Output> {
-        let Some(path) = path else {
-            return Ok(Output::Stdout);
-        };
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| {
-                format!("--logfile {}: cannot open it for appending", path.display())
-            })?;
-        Ok(Output::File(file))
-    }
-
-    /// `text` and a newline, written at once and flushed.
-    pub(crate) fn line(&mut self, text: &str) {
-        let mut buf = String::with_capacity(text.len() + 1);
-        buf.push_str(text);
-        buf.push('\n');
-        let r = match self {
-            Output::Stdout => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(buf.as_bytes()).and_then(|()| out.flush())
-            }
-            Output::File(file) => file.write_all(buf.as_bytes()),
-        };
-        if let Err(e) = r {
-            tracing::warn!("writing serve's output: {e}");
-        }
-    }
 }
 
 /// A test's result as the log and the metrics name it: "ok", "failed", or
@@ -254,51 +218,6 @@ fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value 
         "result": result,
         "reason": reason,
     })
-}
-
-/// A test as `iperf3 -s -J` writes it: how it started, its intervals, and
-/// at the end what xtcp received (`sum_received`) and sent (`sum_sent`, or
-/// with `--bidir` `sum_sent_bidir_reverse`), with xtcp's CPU use.
-fn outcome_json(o: &TestOutcome, intervals: &[Interval]) -> serde_json::Value {
-    let secs = o.seconds;
-    let side = |bytes: u64, sender: bool| {
-        json!({ "start": 0.0, "end": secs, "seconds": secs, "bytes": bytes,
-                "bits_per_second": if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 },
-                "sender": sender })
-    };
-    let mut v = json!({
-        "start": {
-            "accepted_connection": { "host": o.client.remote.ip().to_string(),
-                                     "port": o.client.remote.port() },
-            "version": concat!("xtcp ", env!("CARGO_PKG_VERSION")),
-        },
-        "intervals": intervals.iter().map(interval_json).collect::<Vec<_>>(),
-        "end": {
-            "cpu_utilization_percent": {
-                "host_total": o.cpu.total, "host_user": o.cpu.user, "host_system": o.cpu.system,
-            },
-        },
-    });
-    if let Some(p) = &o.params {
-        v["start"]["test_start"] = json!({
-            "protocol": "TCP", "num_streams": p.parallel, "blksize": p.block_len,
-            "omit": p.omit_secs, "duration": p.time_secs, "bytes": p.bytes, "blocks": p.blocks,
-            "reverse": u8::from(p.reverse), "bidir": u8::from(p.bidirectional),
-        });
-        let end = &mut v["end"];
-        if !p.reverse || p.bidirectional {
-            end["sum_received"] = side(o.received, false);
-        }
-        if p.bidirectional {
-            end["sum_sent_bidir_reverse"] = side(o.sent, true);
-        } else if p.reverse {
-            end["sum_sent"] = side(o.sent, true);
-        }
-    }
-    if let Err(e) = &o.result {
-        v["error"] = json!(e.to_string());
-    }
-    v
 }
 
 /// `xtcp serve`.
@@ -358,62 +277,65 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         .transpose()?;
     let metrics = metrics_server.as_ref().map(|s| s.metrics());
     let test_metrics = metrics.clone();
-    let output = Rc::new(RefCell::new(Output::open(a.logfile.as_deref())?));
+    let output = Rc::new(RefCell::new(Output::open(
+        a.logfile.as_deref(),
+        serve_style(a),
+    )?));
     let flag = interrupt_flag()?;
     // SIGHUP: read the configuration again (see `reload`).
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing the SIGHUP handler")?;
     let one_off = a.one_off;
-    let json_out = a.json;
-    let json_lines = a.json_lines;
     let stop = flag.clone();
     let failed = Arc::new(AtomicBool::new(false));
     let failed2 = failed.clone();
-    let intervals = Rc::new(RefCell::new(Vec::<Interval>::new()));
-    let iv_store = intervals.clone();
-    let iv_out = output.clone();
-    let test_out = output.clone();
+    let mode = if a.json {
+        ServeMode::Json
+    } else if a.json_lines {
+        ServeMode::JsonLines
+    } else {
+        ServeMode::Text
+    };
+    let run = ServeRun::new(output.clone(), mode, a.style.unit(), a.port, &cfg);
+    let (iv_run, test_run, start_run, gso_run) =
+        (run.clone(), run.clone(), run.clone(), run.clone());
     let mut server = Iperf3Server::new(
         server_config,
-        (a.interval > 0.0 && !json_lines)
+        (a.interval > 0.0 && mode != ServeMode::JsonLines)
             .then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
-        Box::new(move |iv: &Interval| {
-            if json_out {
-                iv_store.borrow_mut().push(iv.clone());
-                return;
-            }
-            // Tags per direction when the test has streams both ways.
-            let bidir = iv.streams.iter().any(|s| s.role == StreamRole::Send)
-                && iv.streams.iter().any(|s| s.role == StreamRole::Receive);
-            let mut out = iv_out.borrow_mut();
-            for line in interval_lines(iv, bidir) {
-                out.line(&line);
-            }
-        }),
+        Box::new(move |iv: &Interval| iv_run.interval(iv)),
         Box::new(move |o: &TestOutcome| {
             if let Some(m) = &test_metrics {
                 let (result, reason) = verdict(o);
                 m.test(result, reason, o.received, o.sent);
             }
-            let mut out = test_out.borrow_mut();
-            if json_out {
-                let ivs = std::mem::take(&mut *intervals.borrow_mut());
-                let v = outcome_json(o, &ivs);
-                out.line(&serde_json::to_string_pretty(&v).unwrap_or_default());
-            } else if json_lines {
-                let v = test_record(o, std::time::SystemTime::now());
-                out.line(&v.to_string());
-            } else {
-                out.line(&describe(o));
+            let doc = test_run.end(o);
+            let mut out = test_run.out.borrow_mut();
+            match test_run.mode {
+                ServeMode::Json => {
+                    out.json(
+                        &serde_json::to_string_pretty(&doc.unwrap_or_default()).unwrap_or_default(),
+                    );
+                }
+                ServeMode::JsonLines => {
+                    let v = test_record(o, std::time::SystemTime::now());
+                    out.json(&v.to_string());
+                }
+                ServeMode::Text => out.line(&describe(o)),
             }
+            drop(out);
             // A busy, denied or failed login does not use up `-1`'s test.
             if one_off && o.ends_one_off() {
                 failed2.store(o.result.is_err(), Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
+            } else if o.refused.is_none() {
+                test_run.banner();
             }
         }),
     );
+    server.set_on_start(Box::new(move |t: &TestStart| start_run.start(t)));
+    server.set_server_output(Box::new(move |o: &TestOutcome| gso_run.server_output(o)));
     // SIGHUP's new limits, allow/deny and users: for the next test.
     let (reload_tx, reload_rx) = crossbeam_channel::unbounded::<ServerConfig>();
     server.set_reload(reload_rx);
@@ -463,6 +385,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     .map_or_else(String::new, |t| format!(" as {}", t.name));
                 let status = format!("listening on {where_}:{} ({}){as_user}", a.port, cfg.iface);
                 eprintln!("xtcp serve: {status}, iperf3 clients welcome; Ctrl-C stops");
+                run.banner();
                 notify.ready(&status);
             }
             if flag.load(Ordering::Relaxed) {
@@ -496,12 +419,12 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         listener.established,
         refused
     );
-    if json_out {
+    if mode == ServeMode::Json {
         // After the tests' objects, one of the whole run's XDP statistics
         // and the listener's counters.
         output
             .borrow_mut()
-            .line(&serde_json::to_string_pretty(&json!({
+            .json(&serde_json::to_string_pretty(&json!({
                 "xdp": xdp,
                 "engine": EngineCounters::of(&report),
                 "listener": listener,
@@ -535,12 +458,12 @@ fn reload(
     let new = crate::serve_args_again()?;
     // Everything read and checked before anything changes.
     let config = new.limits.server_config(running.one_off)?;
-    let out = Output::open(new.logfile.as_deref())?;
+    let out = Output::open(new.logfile.as_deref(), serve_style(&new))?;
     // The server takes the newest of those it has not taken yet.
     server
         .send(config)
         .context("the server has stopped taking configurations")?;
-    *output.borrow_mut() = out;
+    output.borrow_mut().replace(out);
     let restart: Vec<&str> = [
         (
             "the engine settings",
@@ -573,6 +496,14 @@ fn reload(
             restart.join(", ")
         ))
     }
+}
+
+/// How serve writes lines: `--timestamps`; every line at once (a log
+/// read while serve runs, `--forceflush` or not).
+fn serve_style(a: &ServeArgs) -> crate::report::Style {
+    let mut style = a.style.style();
+    style.forceflush = true;
+    style
 }
 
 /// The listeners' counters summed over the queues.

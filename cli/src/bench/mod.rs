@@ -466,7 +466,8 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
 }
 
 /// The iperf3 client options of a point that both kinds of client take
-/// (`-t`, `-P`, `-l`), and for a kernel client its own (`-w`, `-N`, `-Z`).
+/// (`-t`, `-P`, `-l`), for an xtcp client `-Z`, and for a kernel client
+/// its own (`-w`, `-N`, and `-Z` with `--kernel-zerocopy on`).
 fn client_args(a: &BenchArgs, p: &Point, kernel: bool) -> Vec<String> {
     let mut v: Vec<String> = vec![
         "-t".into(),
@@ -477,6 +478,12 @@ fn client_args(a: &BenchArgs, p: &Point, kernel: bool) -> Vec<String> {
     ];
     if p.length != "default" {
         v.extend(["-l".into(), p.length.clone()]);
+    }
+    if !kernel {
+        // xtcp's zero source (frames filled once), as bench has always
+        // measured xtcp's sender; its copying source is `xtcp client`'s
+        // default, iperf3's habit.
+        v.push("-Z".into());
     }
     if kernel {
         if p.rcvbuf != "auto" {

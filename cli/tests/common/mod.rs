@@ -358,7 +358,9 @@ impl Server {
         self.outcome_and_intervals().0
     }
 
-    /// The next test report line, and the interval lines printed before it.
+    /// The next test report line, and the interval lines printed before it
+    /// (of iperf3's lines, those of an interval: not the banners, the
+    /// connection lines, the headers or the summary).
     pub fn outcome_and_intervals(&self) -> (String, Vec<String>) {
         let mut intervals = Vec::new();
         loop {
@@ -367,7 +369,14 @@ impl Server {
                 eprintln!("{l}");
                 return (l, intervals);
             }
-            intervals.push(l);
+            let end = l.trim_end();
+            if l.starts_with('[')
+                && l.contains(" sec ")
+                && !end.ends_with("sender")
+                && !end.ends_with("receiver")
+            {
+                intervals.push(l);
+            }
         }
     }
 
@@ -376,7 +385,8 @@ impl Server {
         loop {
             let l = self.line();
             assert!(!l.starts_with("xtcp serve: test"), "ended early: {l}");
-            if l.starts_with("[  1]") {
+            // An interval line (not the stream's "connected" line).
+            if l.starts_with("[  1]") && l.contains(" sec ") {
                 return;
             }
         }

@@ -373,6 +373,14 @@ impl<M: SendMemory> Connection<M> {
     pub fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt()
     }
+    /// RTT variation (RFC 6298 RTTVAR), once sampled.
+    pub fn rttvar(&self) -> Option<Duration> {
+        self.rtt.rttvar()
+    }
+    /// The congestion control algorithm this connection runs.
+    pub fn congestion_name(&self) -> &'static str {
+        self.cc.name()
+    }
     /// The peer's window, bytes (scaled).
     pub fn send_window(&self) -> usize {
         self.snd_wnd
@@ -457,11 +465,6 @@ impl<M: SendMemory> Connection<M> {
     }
 
     // ------------------------------------------------------------ mutators
-
-    /// The congestion controller's name (`cubic`, `reno`).
-    pub fn congestion_name(&self) -> &'static str {
-        self.cc.name()
-    }
 
     /// Send-buffer bytes written one by one so far: copied in by `write`,
     /// `fill`, `fill_vectored`, or zeroed by `fill_zeros` where a slot did

@@ -53,6 +53,11 @@ impl RttEstimator {
         }
     }
 
+    /// RTTVAR (RFC 6298), once sampled.
+    pub fn rttvar(&self) -> Option<Duration> {
+        self.srtt.map(|_| self.rttvar)
+    }
+
     /// The smoothed RTT, if sampled.
     pub fn srtt(&self) -> Option<Duration> {
         self.srtt
@@ -109,12 +114,15 @@ mod tests {
     fn rfc6298_formulas_and_bounds() {
         let mut e = RttEstimator::new(ms(1000), ms(200), ms(60_000));
         assert_eq!(e.rto(), ms(1000));
+        assert_eq!(e.rttvar(), None, "no sample yet");
         e.sample(ms(100));
         // SRTT = 100, RTTVAR = 50 → RTO = 300.
         assert_eq!(e.srtt(), Some(ms(100)));
+        assert_eq!(e.rttvar(), Some(ms(50)));
         assert_eq!(e.rto(), ms(300));
         e.sample(ms(100));
         // RTTVAR = 3/4·50 = 37.5 → 100 + 150 = 250.
+        assert_eq!(e.rttvar(), Some(Duration::from_micros(37_500)));
         assert_eq!(e.rto(), Duration::from_micros(250_000));
         for _ in 0..50 {
             e.sample(ms(10));

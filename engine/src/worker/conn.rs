@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::bulk::{Produced, Sink, Source};
-use super::msg::{AppIn, AppOut, Msg, Payload};
+use super::msg::{AppIn, AppOut, Msg, Payload, TcpSample};
 use super::port::HeaderCache;
 use super::registry::Key;
 use super::sendmem::UmemFrames;
@@ -182,6 +182,13 @@ impl AppConn {
             bytes: std::mem::take(&mut self.counted),
             retransmits: retrans - self.retransmits,
             rtt: c.srtt(),
+            tcp: TcpSample {
+                cwnd: c.cwnd() as u64,
+                snd_wnd: c.send_window() as u64,
+                rttvar: c.rttvar(),
+                mss: u32::try_from(c.send_mss()).unwrap_or(u32::MAX),
+                congestion: c.congestion_name(),
+            },
         }));
         self.retransmits = retrans;
     }

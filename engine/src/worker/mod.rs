@@ -37,7 +37,7 @@ pub use engine::{
     RxCsumPolicy, TX_HEADROOM, TxLayoutPolicy, process_cpu, process_times, run, run_app,
     validate_cores,
 };
-pub use msg::{ConnReport, Payload, WorkerCounters};
+pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
 pub use sendmem::UmemFrames;
 pub use thread::WaitStrategy;

@@ -165,6 +165,8 @@ pub enum AppIn {
         retransmits: u64,
         /// The smoothed RTT now (None before the first sample).
         rtt: Option<Duration>,
+        /// The connection's TCP state now (iperf3's `tcp_info` fields).
+        tcp: TcpSample,
     },
     /// [`AppOut::Stop`] done: no more counts follow.
     Stopped {
@@ -194,6 +196,23 @@ pub enum Payload {
     /// the frames (`pread`); a stream that reaches the end of the file sends
     /// nothing more.
     File(Arc<std::fs::File>),
+}
+
+/// A connection's TCP state at a count, as iperf3 reads it from the
+/// kernel's `tcp_info` each interval (`snd_cwnd`, `snd_wnd`, `rttvar`,
+/// the MSS, the congestion control): here from xtcp's own TCP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpSample {
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// The peer's receive window (scaled), bytes.
+    pub snd_wnd: u64,
+    /// RTT variation (RFC 6298 RTTVAR), None before the first RTT sample.
+    pub rttvar: Option<Duration>,
+    /// MSS the connection sends with, bytes.
+    pub mss: u32,
+    /// The congestion control algorithm the connection runs.
+    pub congestion: &'static str,
 }
 
 /// From the application to one of its connections. Applied in order.

@@ -11,11 +11,12 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 
 use super::CpuUtil;
-use super::meter::{Interval, Meter, RttSummary};
+use super::meter::{Interval, Meter, RttSummary, StreamTcp};
 use super::{
     ClientConfig, ClientSession, Cookie, EndReport, Error, Event, Results, Role, StreamInfo,
     StreamStats, cpu_util,
 };
+use crate::tcp::FourTuple;
 use crate::worker::{App, AppIn, AppOut, CpuTimes, Opener, process_times};
 
 /// How the test went.
@@ -34,7 +35,18 @@ pub struct ClientOutcome {
     /// RTT statistics per stream (same order as `streams`; None without
     /// samples, as for streams this side only received on).
     pub rtt: Vec<Option<RttSummary>>,
+    /// Per stream (same order): its TCP over the test (largest windows,
+    /// MSS, congestion control), as xtcp's TCP reported it.
+    pub tcp: Vec<StreamTcp>,
+    /// Per stream (same order): its addresses, once it was established.
+    pub connected: Vec<Option<FourTuple>>,
+    /// The control connection's addresses.
+    pub control: Option<FourTuple>,
 }
+
+/// Called when a client's test starts, with every data stream and its
+/// addresses.
+pub type OnStart = Box<dyn FnMut(&[(StreamInfo, FourTuple)])>;
 
 /// The iperf3 client application.
 pub struct Iperf3Client {
@@ -53,6 +65,9 @@ pub struct Iperf3Client {
     outcome: Option<ClientOutcome>,
     meter: Meter,
     on_interval: Box<dyn FnMut(&Interval)>,
+    /// Addresses by connection id (0: control).
+    tuples: HashMap<usize, FourTuple>,
+    on_start: Option<OnStart>,
 }
 
 impl std::fmt::Debug for Iperf3Client {
@@ -107,7 +122,15 @@ impl Iperf3Client {
             outcome: None,
             meter: Meter::new(interval),
             on_interval,
+            tuples: HashMap::new(),
+            on_start: None,
         }
+    }
+
+    /// `f` is called when the test starts, with every data stream and its
+    /// addresses (all connected by then).
+    pub fn set_on_start(&mut self, f: OnStart) {
+        self.on_start = Some(f);
     }
 
     /// Connections to plan: the control connection and every stream.
@@ -177,6 +200,13 @@ impl Iperf3Client {
             .map(|s| s.stream_stats().to_vec())
             .unwrap_or_default();
         let rtt = streams.iter().map(|s| self.meter.rtt(s.id)).collect();
+        let tcp = streams
+            .iter()
+            .map(|s| self.meter.tcp(s.id).unwrap_or_default())
+            .collect();
+        let connected = (1..=streams.len())
+            .map(|i| self.tuples.get(&i).copied())
+            .collect();
         self.outcome = Some(ClientOutcome {
             result,
             streams,
@@ -184,6 +214,9 @@ impl Iperf3Client {
             seconds,
             cpu_util: util,
             rtt,
+            tcp,
+            connected,
+            control: self.tuples.get(&0).copied(),
         });
     }
 
@@ -197,7 +230,14 @@ impl Iperf3Client {
         for iv in self.meter.finish(now) {
             (self.on_interval)(&iv);
         }
-        let report = EndReport::engine(cpu_util(self.cpu_start, self.started, now), None);
+        let mut report = EndReport::engine(cpu_util(self.cpu_start, self.started, now), None);
+        // What iperf3 sends as `congestion_used`: its own sockets' algorithm
+        // (the peer reports it as the sender's or receiver's).
+        report.congestion_used = self
+            .meter
+            .congestion(Role::Send)
+            .or(self.meter.congestion(Role::Receive))
+            .map(str::to_owned);
         if let Some(s) = self.session.as_mut() {
             if let Err(e) = s.end_test(now, report) {
                 self.finish(now, Err(e));
@@ -232,6 +272,15 @@ impl Iperf3Client {
                     self.cpu_start = process_times();
                     let omit = std::time::Duration::from_secs(self.config.params.omit_secs.into());
                     self.meter.start(now, &self.streams, omit);
+                    if let Some(f) = self.on_start.as_mut() {
+                        let with: Vec<(StreamInfo, FourTuple)> = self
+                            .streams
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, s)| self.tuples.get(&(i + 1)).map(|t| (*s, *t)))
+                            .collect();
+                        f(&with);
+                    }
                     let limit = send_limit(&self.config.params, &self.streams);
                     for (i, info) in self.streams.iter().enumerate() {
                         if info.role == Role::Send {
@@ -278,7 +327,10 @@ impl App for Iperf3Client {
 
     fn handle(&mut self, now: Instant, msg: AppIn) {
         match msg {
-            AppIn::Opened { id: 0, out, .. } => {
+            AppIn::Opened {
+                id: 0, out, tuple, ..
+            } => {
+                self.tuples.insert(0, tuple);
                 // The session queues the cookie itself on the control connection.
                 let _ = out.try_send(AppOut::Relay);
                 self.conns.insert(0, out);
@@ -287,11 +339,12 @@ impl App for Iperf3Client {
                     Err(e) => self.finish(now, Err(e)),
                 }
             }
-            AppIn::Opened { id, out, .. } => {
+            AppIn::Opened { id, out, tuple, .. } => {
                 let Some(info) = self.info(id) else {
                     let _ = out.try_send(AppOut::Abort);
                     return;
                 };
+                self.tuples.insert(id, tuple);
                 let _ = out.try_send(AppOut::Write(self.cookie.as_bytes().to_vec()));
                 if let Some(w) = self.config.params.window {
                     let _ = out.try_send(AppOut::Window(w as usize));
@@ -327,8 +380,10 @@ impl App for Iperf3Client {
                 bytes,
                 retransmits,
                 rtt,
+                tcp,
             } => {
                 if let (Some(info), Some(s)) = (self.info(id), self.session.as_mut()) {
+                    self.meter.sample(info.id, &tcp);
                     s.record_bytes(info.id, bytes);
                     if info.role == Role::Send {
                         // Counts carry the retransmits since the last.

@@ -17,6 +17,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Role, StreamId, StreamInfo};
+use crate::worker::TcpSample;
 
 /// One stream over one interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +32,29 @@ pub struct StreamInterval {
     pub retransmits: u64,
     /// Smoothed RTT at the last count of the interval.
     pub rtt: Option<Duration>,
+    /// RTT variation at the last count of the interval.
+    pub rttvar: Option<Duration>,
+    /// Congestion window at the last count of the interval, bytes.
+    pub snd_cwnd: u64,
+    /// The peer's receive window at the last count, bytes.
+    pub snd_wnd: u64,
+    /// The connection's MSS at the last count (0: none yet).
+    pub mss: u32,
+}
+
+/// A stream's TCP over the whole test, as iperf3's `end.streams[].sender`
+/// reports it from `tcp_info`: the largest congestion and send windows
+/// seen, and the MSS and congestion control of the connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamTcp {
+    /// Largest congestion window seen, bytes.
+    pub max_snd_cwnd: u64,
+    /// Largest peer window seen, bytes.
+    pub max_snd_wnd: u64,
+    /// MSS the connection sent with (0: never counted).
+    pub mss: u32,
+    /// Its congestion control ("" before the first count).
+    pub congestion: &'static str,
 }
 
 /// Every stream over one reporting interval.
@@ -125,6 +149,7 @@ pub(crate) struct Meter {
     /// The last closed interval, not handed out yet, and when it closed.
     held: Option<(Interval, Instant)>,
     rtt: Vec<RttSummary>,
+    tcp: Vec<StreamTcp>,
 }
 
 impl Meter {
@@ -140,6 +165,7 @@ impl Meter {
             current: Vec::new(),
             held: None,
             rtt: Vec::new(),
+            tcp: Vec::new(),
         }
     }
 
@@ -159,9 +185,14 @@ impl Meter {
                 bytes: 0,
                 retransmits: 0,
                 rtt: None,
+                rttvar: None,
+                snd_cwnd: 0,
+                snd_wnd: 0,
+                mss: 0,
             })
             .collect();
         self.rtt = vec![RttSummary::default(); streams.len()];
+        self.tcp = vec![StreamTcp::default(); streams.len()];
     }
 
     /// A count for stream `id`; unknown ids are ignored.
@@ -186,6 +217,40 @@ impl Meter {
                 self.rtt[i].add(r);
             }
         }
+    }
+
+    /// The TCP state of stream `id` at a count (with [`Meter::count`]);
+    /// unknown ids are ignored.
+    pub(crate) fn sample(&mut self, id: StreamId, t: &TcpSample) {
+        let Some(i) = self.current.iter().position(|s| s.id == id) else {
+            return;
+        };
+        let s = &mut self.current[i];
+        s.snd_cwnd = t.cwnd;
+        s.snd_wnd = t.snd_wnd;
+        s.rttvar = t.rttvar.or(s.rttvar);
+        s.mss = t.mss;
+        let m = &mut self.tcp[i];
+        m.max_snd_cwnd = m.max_snd_cwnd.max(t.cwnd);
+        m.max_snd_wnd = m.max_snd_wnd.max(t.snd_wnd);
+        m.mss = t.mss;
+        m.congestion = t.congestion;
+    }
+
+    /// The TCP of stream `id` over the test so far.
+    pub(crate) fn tcp(&self, id: StreamId) -> Option<StreamTcp> {
+        let i = self.current.iter().position(|s| s.id == id)?;
+        self.tcp.get(i).copied()
+    }
+
+    /// The congestion control of the streams with `role` (the first that
+    /// counted), None before any count.
+    pub(crate) fn congestion(&self, role: Role) -> Option<&'static str> {
+        self.current
+            .iter()
+            .zip(&self.tcp)
+            .find(|(s, t)| s.role == role && !t.congestion.is_empty())
+            .map(|(_, t)| t.congestion)
     }
 
     /// An interval to print now, if any: call while the test runs, until it
@@ -237,6 +302,11 @@ impl Meter {
                     a.bytes += b.bytes;
                     a.retransmits += b.retransmits;
                     a.rtt = b.rtt.or(a.rtt);
+                    a.rttvar = b.rttvar.or(a.rttvar);
+                    if b.snd_cwnd > 0 {
+                        a.snd_cwnd = b.snd_cwnd;
+                        a.snd_wnd = b.snd_wnd;
+                    }
                 }
                 out.push(last);
             }
@@ -375,6 +445,48 @@ mod tests {
         let mut m = Meter::new(Some(Duration::from_secs(1)));
         m.start(t, &streams(), Duration::ZERO);
         assert!(m.finish(ms(50)).is_empty());
+    }
+
+    /// The TCP state of a count shows in the interval it falls in (the
+    /// last one of the interval wins), and the stream keeps the largest
+    /// windows over the test, its MSS and its congestion control.
+    #[test]
+    fn tcp_samples_per_interval_and_maxima_per_stream() {
+        let t = Instant::now();
+        let ms = |n| t + Duration::from_millis(n);
+        let sample = |cwnd, wnd, var| TcpSample {
+            cwnd,
+            snd_wnd: wnd,
+            rttvar: Some(Duration::from_micros(var)),
+            mss: 1448,
+            congestion: "cubic",
+        };
+        let mut m = Meter::new(Some(Duration::from_secs(1)));
+        m.start(t, &streams(), Duration::ZERO);
+        assert_eq!(m.congestion(Role::Send), None);
+        m.count(StreamId(1), 10, 0, Some(Duration::from_micros(40)));
+        m.sample(StreamId(1), &sample(90_000, 500_000, 7));
+        m.sample(StreamId(1), &sample(60_000, 700_000, 9));
+        m.sample(StreamId(9), &sample(1, 1, 1));
+        assert!(m.poll(ms(1000)).is_none());
+        m.sample(StreamId(1), &sample(30_000, 200_000, 3));
+        let a = m.poll(ms(1100)).unwrap();
+        let s = &a.streams[0];
+        assert_eq!(
+            (s.snd_cwnd, s.snd_wnd, s.rttvar),
+            (60_000, 700_000, Some(Duration::from_micros(9)))
+        );
+        assert_eq!(a.streams[1].snd_cwnd, 0, "a receiving stream has none");
+        m.end_at(ms(1500));
+        let b = m.finish(ms(1600));
+        assert_eq!(b[0].streams[0].snd_cwnd, 30_000);
+        let tcp = m.tcp(StreamId(1)).unwrap();
+        assert_eq!(
+            (tcp.max_snd_cwnd, tcp.max_snd_wnd, tcp.mss, tcp.congestion),
+            (90_000, 700_000, 1448, "cubic")
+        );
+        assert_eq!(m.congestion(Role::Send), Some("cubic"));
+        assert_eq!(m.congestion(Role::Receive), None);
     }
 
     #[test]

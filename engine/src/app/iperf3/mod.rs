@@ -76,17 +76,20 @@ pub use auth::{
     password_hash,
 };
 pub use client::{ClientConfig, ClientSession};
-pub use connect::{ClientOutcome, Iperf3Client};
+pub use connect::{ClientOutcome, Iperf3Client, OnStart};
 pub use limits::{
     BITRATE_WINDOW_RANGE, BitrateLimit, BitrateLimitError, DEFAULT_BITRATE_WINDOW,
     RATE_SAMPLE_PERIOD, Refusal, parse_bitrate_limit,
 };
-pub use meter::{Interval, RttSummary, StreamInterval};
+pub use meter::{Interval, RttSummary, StreamInterval, StreamTcp};
 pub use proto::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, Cookie, DEFAULT_TCP_BLOCK_LEN, MAX_BLOCK_LEN, MAX_OMIT_SECS,
     MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,
 };
-pub use serve::{Iperf3Server, TestOutcome};
+pub use serve::{
+    Iperf3Server, MakeServerOutput, OnTestStart, ServerOutput, StreamOutcome, TestOutcome,
+    TestStart,
+};
 pub use server::{Route, ServerConfig, ServerSession, route};
 pub use streams::{Role, StreamId, StreamInfo, StreamStats};
 
@@ -204,6 +207,9 @@ pub struct EndReport {
     /// Server only: text to return when the client asked for the server's
     /// output (`--get-server-output`).
     pub server_output_text: Option<String>,
+    /// Server only: instead of the text, a JSON document (a server with
+    /// `-J`).
+    pub server_output_json: Option<serde_json::Value>,
 }
 
 /// CPU utilisation over a test, in percent of one core, split as iperf3
@@ -250,6 +256,7 @@ impl EndReport {
             sender_has_retransmits: true,
             congestion_used: None,
             server_output_text,
+            server_output_json: None,
         }
     }
 }

@@ -619,6 +619,8 @@ pub struct Results {
     pub streams: Vec<StreamResult>,
     /// `server_output_text`, when the server sends it.
     pub server_output_text: Option<String>,
+    /// `server_output_json` (a server with `-J`), when the server sends it.
+    pub server_output_json: Option<Value>,
 }
 
 impl Results {
@@ -679,6 +681,11 @@ impl Results {
             congestion_used: field_string(map, "congestion_used")?,
             streams,
             server_output_text: field_string(map, "server_output_text")?,
+            server_output_json: match map.get("server_output_json") {
+                None | Some(Value::Null) => None,
+                Some(v @ Value::Object(_)) => Some(v.clone()),
+                Some(_) => return Err("`server_output_json` is not an object".into()),
+            },
         })
     }
 
@@ -715,6 +722,9 @@ impl Results {
         }
         if let Some(t) = &self.server_output_text {
             m.insert("server_output_text".into(), json!(t));
+        }
+        if let Some(v) = &self.server_output_json {
+            m.insert("server_output_json".into(), v.clone());
         }
         m.insert("streams".into(), Value::Array(streams));
         Value::Object(m)

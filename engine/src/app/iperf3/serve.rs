@@ -42,8 +42,10 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::connect::send_limit;
 use super::limits::Refusal;
-use super::meter::{Interval, Meter};
+use super::meter::{Interval, Meter, RttSummary, StreamTcp};
+use super::proto::Results;
 use super::proto::{Cookie, State, ierrno};
+use super::streams::StreamId;
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, cpu_util, route,
@@ -100,6 +102,54 @@ pub struct TestOutcome {
     /// The rate each sending stream was paced to (the client's `-b`), bits
     /// per second.
     pub pacing_rate: Option<u64>,
+    /// Per data stream, in stream order.
+    pub stream_outcomes: Vec<StreamOutcome>,
+    /// The client's results (its counts, CPU, congestion control), once
+    /// exchanged.
+    pub peer: Option<Results>,
+    /// The test's cookie, once the client sent it.
+    pub cookie: Option<Cookie>,
+}
+
+/// One data stream of a test as the server saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamOutcome {
+    /// iperf3's stream id.
+    pub id: StreamId,
+    /// The server's direction on it.
+    pub role: Role,
+    /// Its addresses.
+    pub tuple: FourTuple,
+    /// Bytes the server counted on it (omit period excluded).
+    pub bytes: u64,
+    /// Retransmitted segments (sending streams).
+    pub retransmits: u64,
+    /// RTT statistics (sending streams with samples).
+    pub rtt: Option<RttSummary>,
+    /// Its TCP over the test: largest windows, MSS, congestion control.
+    pub tcp: StreamTcp,
+}
+
+/// A test whose streams are all connected, as it starts (for output such
+/// as `iperf3 -s`'s "Accepted connection from …" lines).
+#[derive(Debug, Clone)]
+pub struct TestStart {
+    /// The client's control connection.
+    pub client: FourTuple,
+    /// The data streams: id, the server's direction, addresses.
+    pub streams: Vec<(StreamInfo, FourTuple)>,
+    /// The client's parameters.
+    pub params: TestParams,
+}
+
+/// What a server returns to a client that asked for its output
+/// (`--get-server-output`): its text, or with `-J` its JSON document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerOutput {
+    /// `server_output_text`.
+    Text(String),
+    /// `server_output_json`.
+    Json(serde_json::Value),
 }
 
 impl TestOutcome {
@@ -119,6 +169,9 @@ impl TestOutcome {
             cpu: super::CpuUtil::default(),
             congestion: None,
             pacing_rate: None,
+            stream_outcomes: Vec::new(),
+            peer: None,
+            cookie: None,
         }
     }
 
@@ -164,7 +217,16 @@ struct Test {
     /// The congestion control the test's streams ran (see
     /// [`TestOutcome::congestion`]).
     congestion: Option<&'static str>,
+    peer: Option<Results>,
+    /// Data connections by connection id: stream id and addresses.
+    stream_tuples: HashMap<usize, (StreamId, FourTuple)>,
 }
+
+/// Called when a test starts (its streams all connected).
+pub type OnTestStart = Box<dyn FnMut(&TestStart)>;
+
+/// Makes what a client asking `--get-server-output` gets.
+pub type MakeServerOutput = Box<dyn FnMut(&TestOutcome) -> ServerOutput>;
 
 /// The iperf3 server application.
 pub struct Iperf3Server {
@@ -175,6 +237,8 @@ pub struct Iperf3Server {
     interval: Option<Duration>,
     on_interval: Box<dyn FnMut(&Interval)>,
     on_test: Box<dyn FnMut(&TestOutcome)>,
+    on_start: Option<OnTestStart>,
+    server_output: Option<MakeServerOutput>,
     /// Since when no connection arrived and no test ran.
     idle_since: Option<Instant>,
     /// `exit_when_idle` and idle for `idle_timeout`.
@@ -207,9 +271,25 @@ impl Iperf3Server {
             interval,
             on_interval,
             on_test,
+            on_start: None,
+            server_output: None,
             idle_since: None,
             idle_done: false,
         }
+    }
+
+    /// `f` is called when a test starts (all its streams connected).
+    pub fn set_on_start(&mut self, f: OnTestStart) {
+        self.on_start = Some(f);
+    }
+
+    /// `f` makes what a client that asked for the server's output
+    /// (`--get-server-output`) gets back: called once the data streams have
+    /// stopped, with the test as the server counted it (`result` Ok,
+    /// `peer` None: the client's results come after). Without it, a line
+    /// with the byte counts.
+    pub fn set_server_output(&mut self, f: MakeServerOutput) {
+        self.server_output = Some(f);
     }
 
     /// New configurations arrive on `rx` (a reload: limits, allow/deny,
@@ -299,15 +379,31 @@ impl Iperf3Server {
             })
         };
         t.congestion = of(Role::Send).or_else(|| of(Role::Receive));
-        let text = format!(
-            "xtcp serve: {} bytes received, {} sent\n",
-            t.session.counted_bytes(Role::Receive),
-            t.session.counted_bytes(Role::Send)
-        );
         let cpu = cpu_util(t.cpu_start, t.started, now);
         t.cpu = cpu;
-        let mut report = EndReport::engine(cpu, Some(text));
-        report.congestion_used = t.congestion.map(str::to_owned);
+        let wants_output = t.session.params().is_some_and(|p| p.get_server_output);
+        let mut report = EndReport::engine(cpu, None);
+        // The algorithm the streams ran as the engine reports it, else as
+        // their counts carried it.
+        report.congestion_used = t
+            .congestion
+            .or(t.meter.congestion(Role::Send))
+            .or(t.meter.congestion(Role::Receive))
+            .map(str::to_owned);
+        if wants_output {
+            let snapshot = Self::outcome_of(t, now, Ok(()));
+            match self.server_output.as_mut().map(|f| f(&snapshot)) {
+                Some(ServerOutput::Json(v)) => report.server_output_json = Some(v),
+                Some(ServerOutput::Text(text)) => report.server_output_text = Some(text),
+                None => {
+                    report.server_output_text = Some(format!(
+                        "xtcp serve: {} bytes received, {} sent\n",
+                        snapshot.received, snapshot.sent
+                    ))
+                }
+            }
+        }
+        let t = self.test.as_mut().expect("the test is there");
         if let Err(e) = t.session.end_test(now, report) {
             t.result.get_or_insert(Err(e));
         }
@@ -330,7 +426,8 @@ impl Iperf3Server {
                 break;
             };
             match ev {
-                Event::CreateStreams { .. } | Event::PeerResults(_) => {}
+                Event::CreateStreams { .. } => {}
+                Event::PeerResults(r) => t.peer = Some(*r),
                 Event::StartTest { params } => {
                     t.running = true;
                     t.started = Some(now);
@@ -355,6 +452,28 @@ impl Iperf3Server {
                     let limit = send_limit(&params, &infos);
                     t.meter
                         .start(now, &infos, Duration::from_secs(params.omit_secs.into()));
+                    if let Some(f) = self.on_start.as_mut() {
+                        let mut streams: Vec<(StreamInfo, FourTuple)> = t
+                            .stream_tuples
+                            .values()
+                            .map(|&(sid, tu)| {
+                                let info = infos.iter().find(|i| i.id == sid).copied();
+                                (
+                                    info.unwrap_or(StreamInfo {
+                                        id: sid,
+                                        role: Role::Receive,
+                                    }),
+                                    tu,
+                                )
+                            })
+                            .collect();
+                        streams.sort_by_key(|(i, _)| i.id);
+                        f(&TestStart {
+                            client: t.client,
+                            streams,
+                            params: (*params).clone(),
+                        });
+                    }
                     for id in senders {
                         self.order(id, send_order(&params, limit, now));
                     }
@@ -393,12 +512,34 @@ impl Iperf3Server {
         for id in &t.data {
             self.order(*id, AppOut::Abort);
         }
-        let outcome = TestOutcome {
+        let result = t
+            .result
+            .clone()
+            .unwrap_or(Err(Error::ControlClosed { phase: "ending" }));
+        let outcome = Self::outcome_of(&t, now, result);
+        (self.on_test)(&outcome);
+    }
+
+    /// The test as it stands at `now`, with `result`.
+    fn outcome_of(t: &Test, now: Instant, result: Result<(), Error>) -> TestOutcome {
+        let tuples: HashMap<StreamId, FourTuple> = t.stream_tuples.values().copied().collect();
+        let stream_outcomes = t
+            .session
+            .streams()
+            .iter()
+            .map(|s| StreamOutcome {
+                id: s.id,
+                role: s.role,
+                tuple: tuples.get(&s.id).copied().unwrap_or(t.client),
+                bytes: s.counted_bytes(),
+                retransmits: s.retransmits.unwrap_or(0),
+                rtt: t.meter.rtt(s.id),
+                tcp: t.meter.tcp(s.id).unwrap_or_default(),
+            })
+            .collect();
+        TestOutcome {
             client: t.client,
-            result: t
-                .result
-                .clone()
-                .unwrap_or(Err(Error::ControlClosed { phase: "ending" })),
+            result,
             refused: t.session.refusal(),
             user: t.session.user().map(str::to_owned),
             params: t.session.params().cloned(),
@@ -420,8 +561,10 @@ impl Iperf3Server {
                 .filter(|p| p.reverse || p.bidirectional)
                 .and_then(|p| p.bandwidth)
                 .filter(|&r| r > 0),
-        };
-        (self.on_test)(&outcome);
+            stream_outcomes,
+            peer: t.peer.clone(),
+            cookie: t.session.cookie().copied(),
+        }
     }
 }
 
@@ -465,6 +608,8 @@ impl App for Iperf3Server {
                             meter: Meter::new(self.interval),
                             cpu: super::CpuUtil::default(),
                             congestion: None,
+                            peer: None,
+                            stream_tuples: HashMap::new(),
                         });
                         if let Some(c) = self.conns.get_mut(&id) {
                             c.kind = Kind::Control;
@@ -505,6 +650,7 @@ impl App for Iperf3Server {
                                 let mut congestion = None;
                                 if let Some(t) = self.test.as_mut() {
                                     t.data.push(id);
+                                    t.stream_tuples.insert(id, (info.id, c.tuple));
                                     window = t.session.params().and_then(|p| p.window);
                                     congestion = t
                                         .session
@@ -578,6 +724,7 @@ impl App for Iperf3Server {
                 bytes,
                 retransmits,
                 rtt,
+                tcp,
             } => {
                 if let (
                     Some(Conn {
@@ -595,6 +742,7 @@ impl App for Iperf3Server {
                             t.session.add_retransmits(info.id, retransmits);
                         }
                         t.meter.count(info.id, bytes, retransmits, rtt);
+                        t.meter.sample(info.id, &tcp);
                     }
                 }
             }

@@ -143,6 +143,7 @@ impl Harness {
             bytes,
             retransmits,
             rtt: None,
+            tcp: Default::default(),
         });
     }
 
@@ -699,6 +700,7 @@ fn client_retransmits_add_up_over_counts() {
                 bytes: 100,
                 retransmits: r,
                 rtt: None,
+                tcp: Default::default(),
             },
         );
     }
@@ -726,4 +728,105 @@ fn client_retransmits_add_up_over_counts() {
     let at = at + 1;
     let v: Value = serde_json::from_slice(&out[at + 4..at + 4 + len(at)]).unwrap();
     assert_eq!(v["streams"][0]["retransmits"], json!(7), "{v}");
+}
+
+/// The start callback sees every stream with its addresses; a client that
+/// asks `get_server_output` gets what the server-output callback made
+/// (JSON here) in its results, made from the test as the server counted
+/// it; the outcome carries each stream's TCP (largest windows, MSS,
+/// congestion control), the client's results and the cookie; the
+/// congestion control goes to the client as `congestion_used`.
+#[test]
+fn start_and_server_output_callbacks_and_stream_outcomes() {
+    let mut h = Harness::new(ServerConfig::default());
+    let started = Rc::new(RefCell::new(Vec::new()));
+    let s = started.clone();
+    h.server.set_on_start(Box::new(move |t: &TestStart| {
+        s.borrow_mut()
+            .push((t.client, t.streams.clone(), t.params.reverse));
+    }));
+    let made = Rc::new(RefCell::new(Vec::new()));
+    let m = made.clone();
+    h.server.set_server_output(Box::new(move |o: &TestOutcome| {
+        m.borrow_mut().push(o.clone());
+        ServerOutput::Json(json!({ "received": o.received, "streams": o.stream_outcomes.len() }))
+    }));
+    let (ctrl, data) = h.start(
+        "198.18.0.2",
+        json!({"reverse": true, "get_server_output": 1}),
+    );
+    {
+        let st = started.borrow();
+        assert_eq!(st.len(), 1);
+        let (client, streams, reverse) = &st[0];
+        assert_eq!(client.remote.port(), 40000 + ctrl as u16);
+        assert!(reverse);
+        assert_eq!(streams.len(), 1);
+        assert_eq!(streams[0].0.id, StreamId(1));
+        assert_eq!(streams[0].0.role, Role::Send);
+        assert_eq!(streams[0].1.remote.port(), 40000 + data[0] as u16);
+    }
+    let sample = |cwnd, wnd| crate::worker::TcpSample {
+        cwnd,
+        snd_wnd: wnd,
+        rttvar: Some(Duration::from_micros(30)),
+        mss: 1448,
+        congestion: "cubic",
+    };
+    for (bytes, cwnd, wnd) in [(1000, 50_000, 70_000), (2000, 40_000, 90_000)] {
+        h.handle(AppIn::Count {
+            id: data[0],
+            bytes,
+            retransmits: 1,
+            rtt: Some(Duration::from_micros(100)),
+            tcp: sample(cwnd, wnd),
+        });
+    }
+    let v = h.finish_with_results(ctrl, &data, &[1]);
+    assert_eq!(
+        v["server_output_json"],
+        json!({ "received": 0, "streams": 1 }),
+        "{v}"
+    );
+    assert!(v.get("server_output_text").is_none(), "{v}");
+    assert_eq!(v["congestion_used"], "cubic", "{v}");
+    let snap = made.borrow()[0].clone();
+    assert_eq!((snap.sent, snap.result.clone()), (3000, Ok(())));
+    assert!(snap.peer.is_none(), "made before the client's results");
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(
+        out.cookie.map(|c| c.as_bytes().to_vec()),
+        Some(COOKIE.to_vec())
+    );
+    assert_eq!(out.peer.as_ref().map(|p| p.streams[0].bytes), Some(1000));
+    let s = &out.stream_outcomes[0];
+    assert_eq!(
+        (s.id, s.role, s.bytes, s.retransmits),
+        (StreamId(1), Role::Send, 3000, 2)
+    );
+    assert_eq!(s.tuple.remote.port(), 40000 + data[0] as u16);
+    assert_eq!(
+        (
+            s.tcp.max_snd_cwnd,
+            s.tcp.max_snd_wnd,
+            s.tcp.mss,
+            s.tcp.congestion
+        ),
+        (50_000, 90_000, 1448, "cubic")
+    );
+    assert_eq!(s.rtt.map(|r| r.max), Some(Duration::from_micros(100)));
+}
+
+/// Without a server-output callback, a client asking for the server's
+/// output gets the line with the byte counts.
+#[test]
+fn server_output_without_a_callback_is_the_counts() {
+    let mut h = Harness::new(ServerConfig::default());
+    let (ctrl, data) = h.start("198.18.0.2", json!({"get_server_output": 1}));
+    h.count(data[0], 1234, 0);
+    let v = h.finish_with_results(ctrl, &data, &[1]);
+    assert_eq!(
+        v["server_output_text"], "xtcp serve: 1234 bytes received, 0 sent\n",
+        "{v}"
+    );
 }

@@ -719,6 +719,7 @@ impl ServerSession {
                     let mut mine = self.table.results(&report, elapsed);
                     if self.params.as_ref().is_some_and(|p| p.get_server_output) {
                         mine.server_output_text = report.server_output_text.clone();
+                        mine.server_output_json = report.server_output_json.clone();
                     }
                     proto::encode_json(&mine.to_json(), &mut self.output);
                     self.send_state(State::DisplayResults);

@@ -190,6 +190,7 @@ impl StreamTable {
             congestion_used: report.congestion_used.clone(),
             streams,
             server_output_text: None,
+            server_output_json: None,
         }
     }
 

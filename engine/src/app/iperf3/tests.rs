@@ -269,6 +269,37 @@ fn params_validate_ranges() {
     }
 }
 
+/// A server's output travels in the results both ways: text, or a JSON
+/// object (`iperf3 -s -J`'s `server_output_json`); anything but an object
+/// there is refused.
+#[test]
+fn results_carry_the_servers_output_text_or_json() {
+    let mut v = client_results(&[1], 5);
+    v["server_output_json"] = json!({"end": {"sum_received": {"bytes": 5}}});
+    v["server_output_text"] = json!("Accepted connection from …\n");
+    let Value::Object(m) = v else { panic!() };
+    let r = Results::from_json(&m, 1).unwrap();
+    assert_eq!(
+        r.server_output_json,
+        Some(json!({"end": {"sum_received": {"bytes": 5}}}))
+    );
+    assert_eq!(
+        r.server_output_text.as_deref(),
+        Some("Accepted connection from …\n")
+    );
+    let Value::Object(again) = r.to_json() else {
+        panic!()
+    };
+    assert_eq!(Results::from_json(&again, 1).unwrap(), r);
+    let mut v = client_results(&[1], 5);
+    v["server_output_json"] = json!("not an object");
+    let Value::Object(m) = v else { panic!() };
+    assert!(matches!(
+        Results::from_json(&m, 1),
+        Err(Error::BadResults(_))
+    ));
+}
+
 #[test]
 fn results_parse_iperf312_and_reject_missing_fields() {
     let Value::Object(m) = client_results(&[1, 3], 2_500_000_000) else {

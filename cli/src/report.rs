@@ -1,0 +1,1644 @@
+//! iperf3's output, shared by `xtcp client` and `xtcp serve`: the units
+//! of `-f`, the text lines (`[ ID] Interval …` headers, interval and
+//! summary lines, `--timestamps` prefixes), where they go (standard
+//! output or `--logfile`, `--forceflush`), and the JSON document of a test
+//! as `iperf3 -J` 3.12 writes it (client and server alike), built from
+//! what xtcp's own TCP measured.
+//!
+//! The formats are iperf3's (`iperf_locale.c`, `units.c`); the document
+//! carries every key iperf3 3.12 writes for a TCP test, with the same JSON
+//! types, and xtcp's extras beside them (`test_start.bidir`, and what the
+//! callers add: `xdp`).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use xtcp_engine::app::iperf3::{
+    ClientOutcome, Cookie, CpuUtil, Interval, Role, RttSummary, ServerOutput, StreamTcp,
+    TestOutcome, TestParams, TestStart,
+};
+use xtcp_engine::tcp::FourTuple;
+
+/// The `version` xtcp reports: iperf3's shape ("iperf 3.12", the protocol
+/// version it speaks), saying that it is xtcp.
+pub(crate) const VERSION: &str = concat!("iperf 3.12 (xtcp ", env!("CARGO_PKG_VERSION"), ")");
+
+/// iperf3's separator line.
+pub(crate) const SEPARATOR: &str = "- - - - - - - - - - - - - - - - - - - - - - - - -";
+
+/// `-f`: iperf3's unit letters (lowercase bits, uppercase bytes); `a`
+/// (adaptive bits, iperf3's default) when the flag is absent.
+pub(crate) fn parse_format(s: &str) -> Result<char, String> {
+    match s {
+        "k" | "m" | "g" | "t" | "K" | "M" | "G" | "T" => Ok(s.chars().next().unwrap_or('a')),
+        _ => Err(format!(
+            "-f {s:?}: the format must be one of k, m, g, t (Kbits, Mbits, Gbits, Tbits) or \
+             K, M, G, T (KBytes, MBytes, GBytes, TBytes)"
+        )),
+    }
+}
+
+/// A number of bytes (`value`, as bytes) in the unit `fmt`, as iperf3's
+/// `unit_snprintf` writes it: lowercase letters are bits (powers of 1000),
+/// uppercase bytes (powers of 1024), `a`/`A` adaptive; four significant
+/// places, then the singular unit ("Gbit", "MByte": the caller appends
+/// "s" or "s/sec").
+pub(crate) fn unit(value: f64, fmt: char) -> String {
+    const BITS: [&str; 5] = ["bit", "Kbit", "Mbit", "Gbit", "Tbit"];
+    const BYTES: [&str; 5] = ["Byte", "KByte", "MByte", "GByte", "TByte"];
+    let bits = !fmt.is_ascii_uppercase();
+    let mut n = if bits { value * 8.0 } else { value };
+    let conv = match fmt.to_ascii_uppercase() {
+        'K' => 1,
+        'M' => 2,
+        'G' => 3,
+        'T' => 4,
+        _ => {
+            let step = if bits { 1000.0 } else { 1024.0 };
+            let (mut t, mut c) = (n, 0);
+            while t >= step && c < 4 {
+                t /= step;
+                c += 1;
+            }
+            c
+        }
+    };
+    let base: f64 = if bits { 1000.0 } else { 1024.0 };
+    n /= base.powi(conv);
+    let label = if bits {
+        BITS[conv as usize]
+    } else {
+        BYTES[conv as usize]
+    };
+    if n < 9.995 {
+        format!("{n:4.2} {label}")
+    } else if n < 99.95 {
+        format!("{n:4.1} {label}")
+    } else {
+        format!("{n:4.0} {label}")
+    }
+}
+
+/// `t` formatted by the C library's `strftime` (`--timestamps` formats are
+/// strftime's, as iperf3's), in local time or UTC.
+pub(crate) fn strftime(format: &str, t: SystemTime, local: bool) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as libc::time_t);
+    let Ok(fmt) = std::ffi::CString::new(format) else {
+        return String::new();
+    };
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
+    // SAFETY: `secs` and `tm` are valid for the call; localtime_r/gmtime_r
+    // write only into `tm` and return null on failure.
+    let ok = unsafe {
+        if local {
+            !libc::localtime_r(&secs, tm.as_mut_ptr()).is_null()
+        } else {
+            !libc::gmtime_r(&secs, tm.as_mut_ptr()).is_null()
+        }
+    };
+    if !ok {
+        return String::new();
+    }
+    let mut buf = vec![0u8; 256 + format.len() * 8];
+    // SAFETY: `buf` is writable for its length, `fmt` is NUL-terminated,
+    // and `tm` was filled in above; strftime writes at most `buf.len()`
+    // bytes and returns how many (0 if they did not fit).
+    let n = unsafe {
+        libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            fmt.as_ptr(),
+            tm.as_ptr(),
+        )
+    };
+    buf.truncate(n);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// `uname -snrvm`: what iperf3 reports as `system_info`.
+pub(crate) fn system_info() -> String {
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    format!(
+        "{} {} {} {} {}",
+        read("ostype"),
+        read("hostname"),
+        read("osrelease"),
+        read("version"),
+        std::env::consts::ARCH
+    )
+}
+
+/// How lines are written: `--forceflush`, `--timestamps[=FORMAT]`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Style {
+    /// Flush after every line.
+    pub forceflush: bool,
+    /// strftime format of the prefix of every line.
+    pub timestamps: Option<String>,
+    /// `-T`: every line starts with `TITLE:  ` (after the time).
+    pub title: Option<String>,
+}
+
+#[derive(Debug)]
+enum Dest {
+    Stdout,
+    File(BufWriter<File>),
+}
+
+/// Where output goes: standard output, or `--logfile` (appended, as
+/// iperf3's). Optionally keeps a copy of what it wrote (a server's text
+/// for `--get-server-output`).
+#[derive(Debug)]
+pub(crate) struct Output {
+    dest: Dest,
+    style: Style,
+    capture: Option<String>,
+}
+
+impl Output {
+    /// Standard output, or `path` opened for appending (created if
+    /// missing).
+    pub(crate) fn open(path: Option<&Path>, style: Style) -> anyhow::Result<Output> {
+        let dest = match path {
+            None => Dest::Stdout,
+            Some(path) => Dest::File(BufWriter::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| {
+                        format!("--logfile {}: cannot open it for appending", path.display())
+                    })?,
+            )),
+        };
+        Ok(Output {
+            dest,
+            style,
+            capture: None,
+        })
+    }
+
+    /// Writes from now on where `new` writes (a log file opened again
+    /// after rotation); the style and the capture stay.
+    pub(crate) fn replace(&mut self, mut new: Output) {
+        self.flush();
+        std::mem::swap(&mut self.dest, &mut new.dest);
+    }
+
+    /// Starts keeping a copy of every line from now on.
+    pub(crate) fn start_capture(&mut self) {
+        self.capture = Some(String::new());
+    }
+
+    /// The copy kept since [`Output::start_capture`]; keeping stops.
+    pub(crate) fn take_capture(&mut self) -> Option<String> {
+        self.capture.take()
+    }
+
+    /// `text` (one line or several) and a newline, each line prefixed
+    /// with the time if `--timestamps`; flushed with `--forceflush`.
+    pub(crate) fn line(&mut self, text: &str) {
+        let time = self
+            .style
+            .timestamps
+            .as_deref()
+            .map(|f| strftime(f, SystemTime::now(), true));
+        let prefix = match (time, &self.style.title) {
+            (None, None) => None,
+            (t, title) => Some(format!(
+                "{}{}",
+                t.unwrap_or_default(),
+                title
+                    .as_deref()
+                    .map_or_else(String::new, |t| format!("{t}:  "))
+            )),
+        };
+        self.write(text, prefix);
+    }
+
+    /// A JSON text and a newline: as [`Output::line`], without the time
+    /// prefix (iperf3 writes its JSON as it is, `--timestamps` or not).
+    pub(crate) fn json(&mut self, text: &str) {
+        self.write(text, None);
+    }
+
+    fn write(&mut self, text: &str, prefix: Option<String>) {
+        let mut buf = String::with_capacity(text.len() + 32);
+        for l in text.split('\n') {
+            if let Some(p) = &prefix {
+                buf.push_str(p);
+            }
+            buf.push_str(l);
+            buf.push('\n');
+        }
+        if let Some(c) = self.capture.as_mut() {
+            c.push_str(&buf);
+        }
+        let r = match &mut self.dest {
+            Dest::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(buf.as_bytes()).and_then(|()| {
+                    if self.style.forceflush {
+                        out.flush()
+                    } else {
+                        Ok(())
+                    }
+                })
+            }
+            Dest::File(f) => f.write_all(buf.as_bytes()).and_then(|()| {
+                if self.style.forceflush {
+                    f.flush()
+                } else {
+                    Ok(())
+                }
+            }),
+        };
+        if let Err(e) = r {
+            tracing::warn!("writing the output: {e}");
+        }
+    }
+
+    /// Writes out what is buffered.
+    pub(crate) fn flush(&mut self) {
+        let r = match &mut self.dest {
+            Dest::Stdout => std::io::stdout().flush(),
+            Dest::File(f) => f.flush(),
+        };
+        if let Err(e) = r {
+            tracing::warn!("writing the output: {e}");
+        }
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+fn rate(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs
+    } else {
+        0.0
+    }
+}
+
+/// Which side writes the document or the lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Client,
+    Server,
+}
+
+/// iperf3's role tag of a stream in a bidirectional test.
+fn tag(side: Side, bidir: bool, role: Role) -> &'static str {
+    match (bidir, side, role) {
+        (false, ..) => "",
+        (true, Side::Client, Role::Send) => "[TX-C]",
+        (true, Side::Client, Role::Receive) => "[RX-C]",
+        (true, Side::Server, Role::Send) => "[TX-S]",
+        (true, Side::Server, Role::Receive) => "[RX-S]",
+    }
+}
+
+/// The column header iperf3 prints above interval lines (`sends`: this
+/// side sends on some stream; `cwnd`: with the congestion window).
+pub(crate) fn header(bidir: bool, sends: bool, cwnd: bool) -> &'static str {
+    match (bidir, sends, cwnd) {
+        (false, false, _) => "[ ID] Interval           Transfer     Bitrate",
+        (false, true, false) => "[ ID] Interval           Transfer     Bitrate         Retr",
+        (false, true, true) => "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd",
+        (true, _, false) => "[ ID][Role] Interval           Transfer     Bitrate         Retr",
+        (true, _, true) => "[ ID][Role] Interval           Transfer     Bitrate         Retr  Cwnd",
+    }
+}
+
+/// One line of iperf3's report: `[id]tag start-end sec transfer bitrate`,
+/// then retransmits and the congestion window if given, then `tail`.
+#[expect(clippy::too_many_arguments, reason = "the columns of one line")]
+fn report_line(
+    id: &str,
+    tag: &str,
+    start: f64,
+    end: f64,
+    bytes: u64,
+    fmt: char,
+    retr: Option<u64>,
+    cwnd: Option<u64>,
+    tail: &str,
+) -> String {
+    let transfer = unit(bytes as f64, 'A');
+    let bitrate = unit(rate(bytes, end - start) / 8.0, fmt);
+    let cols = match (retr, cwnd) {
+        (Some(r), Some(c)) => format!("  {r:3}   {}s       ", unit(c as f64, 'A')),
+        (Some(r), None) => format!("  {r:3}             "),
+        _ => "                  ".to_owned(),
+    };
+    format!("[{id}]{tag} {start:6.2}-{end:<6.2} sec  {transfer}s  {bitrate}s/sec{cols}{tail}")
+}
+
+/// An interval as iperf3 prints it: a line per stream, and with several
+/// streams a `[SUM]` line (per direction with `--bidir`) and a separator.
+pub(crate) fn interval_lines(iv: &Interval, side: Side, bidir: bool, fmt: char) -> Vec<String> {
+    let omitted = if iv.omitted { "(omitted)" } else { "" };
+    let mut lines: Vec<String> = iv
+        .streams
+        .iter()
+        .map(|s| {
+            let sends = s.role == Role::Send;
+            report_line(
+                &format!("{:3}", s.id.0),
+                tag(side, bidir, s.role),
+                iv.start,
+                iv.end,
+                s.bytes,
+                fmt,
+                sends.then_some(s.retransmits),
+                sends.then_some(s.snd_cwnd),
+                omitted,
+            )
+        })
+        .collect();
+    if grouped(iv.streams.iter().map(|s| s.role)) {
+        for role in [Role::Send, Role::Receive] {
+            if iv.streams.iter().filter(|s| s.role == role).count() < 2 {
+                continue;
+            }
+            let retr = (role == Role::Send).then(|| {
+                iv.streams
+                    .iter()
+                    .filter(|s| s.role == role)
+                    .map(|s| s.retransmits)
+                    .sum()
+            });
+            lines.push(report_line(
+                "SUM",
+                tag(side, bidir, role),
+                iv.start,
+                iv.end,
+                iv.bytes(role),
+                fmt,
+                retr,
+                None,
+                omitted,
+            ));
+        }
+        lines.push(SEPARATOR.to_owned());
+    }
+    lines
+}
+
+/// Whether iperf3 prints `[SUM]` lines and a separator per interval: with
+/// several streams in a direction (`-P 2` and more).
+fn grouped(roles: impl Iterator<Item = Role>) -> bool {
+    let (mut send, mut recv) = (0, 0);
+    for r in roles {
+        match r {
+            Role::Send => send += 1,
+            Role::Receive => recv += 1,
+        }
+    }
+    send > 1 || recv > 1
+}
+
+/// One stream at the end of a test, seen from the side writing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamEnd {
+    /// iperf3's stream id (xtcp's `socket`).
+    pub id: u32,
+    /// This side sends on it.
+    pub local_sends: bool,
+    /// Bytes its sender sent (ours, or the peer's report).
+    pub sent: u64,
+    /// Bytes its receiver received.
+    pub received: u64,
+    /// Its sender's retransmits (None: unknown).
+    pub retransmits: Option<u64>,
+    /// RTT statistics (this side's, when it sends).
+    pub rtt: Option<RttSummary>,
+    /// This side's TCP on it.
+    pub tcp: StreamTcp,
+    /// Its addresses (local, remote), once connected.
+    pub addrs: Option<(SocketAddr, SocketAddr)>,
+}
+
+/// A test, as the `-J` document and the summary lines describe it.
+#[derive(Debug, Clone)]
+pub(crate) struct TestReport<'a> {
+    pub side: Side,
+    /// The other end of the control connection.
+    pub peer: SocketAddr,
+    pub cookie: String,
+    /// When the test began (`timestamp`).
+    pub at: SystemTime,
+    /// The MSS of xtcp's TCP on the test's connections.
+    pub mss: u32,
+    /// iperf3's `-w` (0: none).
+    pub sock_bufsize: u64,
+    /// xtcp's send and receive buffers per connection.
+    pub sndbuf: u64,
+    pub rcvbuf: u64,
+    /// The MTU of the path (the interface's, which xtcp's TCP keeps to).
+    pub pmtu: u32,
+    pub params: &'a TestParams,
+    pub intervals: &'a [Interval],
+    pub streams: Vec<StreamEnd>,
+    /// Seconds the test ran.
+    pub seconds: f64,
+    pub cpu: CpuUtil,
+    pub remote_cpu: CpuUtil,
+    /// Congestion control of the streams' senders and receivers, where
+    /// known (ours from xtcp's TCP, the peer's from its results).
+    pub sender_cc: Option<String>,
+    pub receiver_cc: Option<String>,
+    pub error: Option<String>,
+}
+
+impl TestReport<'_> {
+    /// Sums over the streams, (sent, received, retransmits); with
+    /// `--bidir` over those whose sender is the client (`forward`) or the
+    /// server.
+    fn sums(&self, forward: bool) -> (u64, u64, u64) {
+        let mut t = (0, 0, 0);
+        for s in self.streams.iter().filter(|s| self.in_group(s, forward)) {
+            t.0 += s.sent;
+            t.1 += s.received;
+            t.2 += s.retransmits.unwrap_or(0);
+        }
+        t
+    }
+
+    /// `s` counts in the sums of direction `forward` (without `--bidir`
+    /// every stream is in the forward sums).
+    fn in_group(&self, s: &StreamEnd, forward: bool) -> bool {
+        if self.params.bidirectional {
+            (s.local_sends == (self.side == Side::Client)) == forward
+        } else {
+            forward
+        }
+    }
+
+    /// This side sends in the direction `forward` (without `--bidir`: in
+    /// the test).
+    fn we_send(&self, forward: bool) -> bool {
+        if self.params.bidirectional {
+            forward == (self.side == Side::Client)
+        } else {
+            (self.side == Side::Client) != self.params.reverse
+        }
+    }
+
+    /// The document as `iperf3 -J` writes it.
+    pub(crate) fn json(&self) -> Value {
+        let p = self.params;
+        let secs = self.seconds;
+        let target = p.bandwidth.unwrap_or(0);
+        let connected: Vec<Value> = self
+            .streams
+            .iter()
+            .filter_map(|s| {
+                let (l, r) = s.addrs?;
+                Some(
+                    json!({ "socket": s.id, "local_host": l.ip().to_canonical().to_string(),
+                    "local_port": l.port(), "remote_host": r.ip().to_canonical().to_string(),
+                    "remote_port": r.port() }),
+                )
+            })
+            .collect();
+        let timesecs = self
+            .at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut start = json!({
+            "connected": connected,
+            "version": VERSION,
+            "system_info": system_info(),
+            "timestamp": { "time": strftime("%a, %d %b %Y %H:%M:%S GMT", self.at, false),
+                           "timesecs": timesecs },
+            "cookie": self.cookie,
+            "tcp_mss_default": self.mss,
+            "target_bitrate": target,
+            "sock_bufsize": self.sock_bufsize,
+            "sndbuf_actual": self.sndbuf,
+            "rcvbuf_actual": self.rcvbuf,
+            "test_start": { "protocol": "TCP", "num_streams": p.parallel, "blksize": p.block_len,
+                "omit": p.omit_secs, "duration": p.time_secs, "bytes": p.bytes,
+                "blocks": p.blocks, "reverse": u8::from(p.reverse), "tos": p.tos.unwrap_or(0),
+                "target_bitrate": target,
+                // Not iperf3 3.12's (3.13+ has it).
+                "bidir": u8::from(p.bidirectional) },
+        });
+        let peer = json!({ "host": self.peer.ip().to_canonical().to_string(),
+                           "port": self.peer.port() });
+        match self.side {
+            Side::Client => start["connecting_to"] = peer,
+            Side::Server => start["accepted_connection"] = peer,
+        }
+        let intervals: Vec<Value> = self.intervals.iter().map(|iv| self.interval(iv)).collect();
+        let side = |bytes: u64, retr: Option<u64>, sender: bool| {
+            let mut v = json!({ "start": 0.0, "end": secs, "seconds": secs, "bytes": bytes,
+                "bits_per_second": rate(bytes, secs), "sender": sender });
+            if let Some(r) = retr {
+                v["retransmits"] = json!(r);
+            }
+            v
+        };
+        let streams: Vec<Value> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let ours = s.local_sends;
+                let rtt = s.rtt.filter(|_| ours);
+                let us = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_micros() as u64);
+                json!({
+                    "sender": { "socket": s.id, "start": 0.0, "end": secs, "seconds": secs,
+                        "bytes": s.sent, "bits_per_second": rate(s.sent, secs),
+                        "retransmits": s.retransmits.unwrap_or(0),
+                        "max_snd_cwnd": if ours { s.tcp.max_snd_cwnd } else { 0 },
+                        "max_snd_wnd": if ours { s.tcp.max_snd_wnd } else { 0 },
+                        "max_rtt": us(rtt.map(|r| r.max)), "min_rtt": us(rtt.map(|r| r.min)),
+                        "mean_rtt": us(rtt.and_then(|r| r.mean())), "sender": ours },
+                    "receiver": { "socket": s.id, "start": 0.0, "end": secs, "seconds": secs,
+                        "bytes": s.received, "bits_per_second": rate(s.received, secs),
+                        "sender": ours },
+                })
+            })
+            .collect();
+        let (fs, fr, fre) = self.sums(true);
+        let mut end = json!({
+            "streams": streams,
+            "sum_sent": side(fs, Some(fre), self.we_send(true)),
+            "sum_received": side(fr, None, self.we_send(true)),
+            "cpu_utilization_percent": {
+                "host_total": self.cpu.total, "host_user": self.cpu.user,
+                "host_system": self.cpu.system, "remote_total": self.remote_cpu.total,
+                "remote_user": self.remote_cpu.user, "remote_system": self.remote_cpu.system,
+            },
+        });
+        if p.bidirectional {
+            let (rs, rr, rre) = self.sums(false);
+            end["sum_sent_bidir_reverse"] = side(rs, Some(rre), self.we_send(false));
+            end["sum_received_bidir_reverse"] = side(rr, None, self.we_send(false));
+        }
+        if let Some(c) = &self.sender_cc {
+            end["sender_tcp_congestion"] = json!(c);
+        }
+        if let Some(c) = &self.receiver_cc {
+            end["receiver_tcp_congestion"] = json!(c);
+        }
+        let mut v = json!({ "start": start, "intervals": intervals, "end": end });
+        if let Some(e) = &self.error {
+            v["error"] = json!(e);
+        }
+        v
+    }
+
+    /// An interval as iperf3's `-J` writes it: per stream (a sending one
+    /// with its TCP state: retransmits, cwnd, send window, RTT, RTT
+    /// variance, path MTU), and summed (with `--bidir`, per direction).
+    pub(crate) fn interval(&self, iv: &Interval) -> Value {
+        interval_json(iv, self.side, self.params.bidirectional, self.pmtu)
+    }
+
+    /// The summary lines as iperf3 prints them at the end (`verbose`:
+    /// with "Test Complete. Summary Results:", the CPU and congestion
+    /// control lines).
+    pub(crate) fn summary_lines(&self, fmt: char, verbose: bool) -> Vec<String> {
+        let bidir = self.params.bidirectional;
+        let secs = self.seconds;
+        // After intervals of several streams, their separator is the one.
+        let roles = self.streams.iter().map(|s| {
+            if s.local_sends {
+                Role::Send
+            } else {
+                Role::Receive
+            }
+        });
+        let mut out = if grouped(roles) && !self.intervals.is_empty() {
+            Vec::new()
+        } else {
+            vec![SEPARATOR.to_owned()]
+        };
+        if verbose {
+            out.push("Test Complete. Summary Results:".to_owned());
+        }
+        let any_retr = self.side == Side::Client || self.streams.iter().any(|s| s.local_sends);
+        out.push(header(bidir, any_retr, false).to_owned());
+        for s in &self.streams {
+            let t = tag(
+                self.side,
+                bidir,
+                if s.local_sends {
+                    Role::Send
+                } else {
+                    Role::Receive
+                },
+            );
+            let id = format!("{:3}", s.id);
+            // A server prints only its own side of each stream.
+            let (show_sender, show_receiver) = match self.side {
+                Side::Client => (true, true),
+                Side::Server => (s.local_sends, !s.local_sends),
+            };
+            if show_sender {
+                out.push(report_line(
+                    &id,
+                    t,
+                    0.0,
+                    secs,
+                    s.sent,
+                    fmt,
+                    Some(s.retransmits.unwrap_or(0)),
+                    None,
+                    "sender",
+                ));
+            }
+            if show_receiver {
+                out.push(report_line(
+                    &id, t, 0.0, secs, s.received, fmt, None, None, "receiver",
+                ));
+            }
+        }
+        for forward in [true, false] {
+            let n = self
+                .streams
+                .iter()
+                .filter(|s| self.in_group(s, forward))
+                .count();
+            if n < 2 {
+                continue;
+            }
+            let (sent, recv, retr) = self.sums(forward);
+            let role = if self.we_send(forward) {
+                Role::Send
+            } else {
+                Role::Receive
+            };
+            let t = tag(self.side, bidir, role);
+            let (show_sender, show_receiver) = match self.side {
+                Side::Client => (true, true),
+                Side::Server => (self.we_send(forward), !self.we_send(forward)),
+            };
+            if show_sender {
+                out.push(report_line(
+                    "SUM",
+                    t,
+                    0.0,
+                    secs,
+                    sent,
+                    fmt,
+                    Some(retr),
+                    None,
+                    "sender",
+                ));
+            }
+            if show_receiver {
+                out.push(report_line(
+                    "SUM", t, 0.0, secs, recv, fmt, None, None, "receiver",
+                ));
+            }
+        }
+        if verbose {
+            let (local, remote) = match (self.side, self.params.reverse) {
+                (Side::Client, false) | (Side::Server, true) => ("sender", "receiver"),
+                _ => ("receiver", "sender"),
+            };
+            out.push(format!(
+                "CPU Utilization: local/{local} {:.1}% ({:.1}%u/{:.1}%s), remote/{remote} {:.1}% \
+                 ({:.1}%u/{:.1}%s)",
+                self.cpu.total,
+                self.cpu.user,
+                self.cpu.system,
+                self.remote_cpu.total,
+                self.remote_cpu.user,
+                self.remote_cpu.system
+            ));
+            if let Some(c) = &self.sender_cc {
+                out.push(format!("snd_tcp_congestion {c}"));
+            }
+            if let Some(c) = &self.receiver_cc {
+                out.push(format!("rcv_tcp_congestion {c}"));
+            }
+        }
+        out
+    }
+}
+
+/// Output flags of `xtcp client` and `xtcp serve`: iperf3's `-f`,
+/// `--forceflush`, `--timestamps`.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+pub(crate) struct StyleArgs {
+    /// Unit of the bitrates (iperf3's -f): k, m, g, t for Kbits, Mbits,
+    /// Gbits, Tbits per second; K, M, G, T for KBytes … TBytes per second
+    /// (transfers stay adaptive, as iperf3's).
+    #[arg(short = 'f', long = "format", value_name = "UNIT", value_parser = parse_format)]
+    pub format: Option<char>,
+    /// Flush the output after every line (iperf3's --forceflush).
+    #[arg(long)]
+    pub forceflush: bool,
+    /// Prefix every output line with the local time, formatted by
+    /// strftime FORMAT (iperf3's --timestamps; default "%c ").
+    #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "%c ")]
+    pub timestamps: Option<String>,
+}
+
+impl StyleArgs {
+    /// The unit letter (`a`, adaptive bits, by default).
+    pub(crate) fn unit(&self) -> char {
+        self.format.unwrap_or('a')
+    }
+
+    /// How lines are written.
+    pub(crate) fn style(&self) -> Style {
+        Style {
+            forceflush: self.forceflush,
+            timestamps: self.timestamps.clone(),
+            title: None,
+        }
+    }
+}
+
+/// Output flags of `xtcp client` besides [`StyleArgs`].
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct ClientOutputArgs {
+    /// More detail, as iperf3's -V: the version, system, time, cookie and
+    /// test parameters at the start; "Test Complete. Summary Results:", the
+    /// CPU utilisation and the congestion control at the end.
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
+    /// Write all output to FILE (appended) instead of standard output, as
+    /// iperf3's --logfile.
+    #[arg(long, value_name = "FILE")]
+    pub logfile: Option<PathBuf>,
+    /// One JSON object per line and event, as iperf3 3.17's --json-stream:
+    /// {"event":"start","data":…}, "interval", "end" (and
+    /// "server_output_json" / "server_output_text", "error", and xtcp's
+    /// "xdp"); implies -J, as iperf3's.
+    #[arg(long)]
+    pub json_stream: bool,
+    /// Ask the server for its output of the test and print it ("Server
+    /// output:" and its text; with -J `server_output_json` or
+    /// `server_output_text`).
+    #[arg(long)]
+    pub get_server_output: bool,
+    #[command(flatten)]
+    pub style: StyleArgs,
+}
+
+/// How `xtcp client` prints: iperf3's text, `-J`'s document at the end,
+/// or `--json-stream`'s line per event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Text,
+    Json,
+    JsonStream,
+}
+
+#[derive(Debug, Default)]
+struct ClientState {
+    intervals: Vec<Interval>,
+    started: bool,
+    start_sent: bool,
+}
+
+/// `xtcp client`'s output over one test: shared by the engine's callbacks
+/// (intervals, the start) and the end.
+pub(crate) struct ClientRun {
+    out: Rc<RefCell<Output>>,
+    state: Rc<RefCell<ClientState>>,
+    mode: Mode,
+    verbose: bool,
+    unit: char,
+    params: TestParams,
+    /// The server's address, and its name as given.
+    host: std::net::IpAddr,
+    host_name: String,
+    port: u16,
+    cookie: String,
+    at: SystemTime,
+    pmtu: u32,
+    sndbuf: u64,
+    rcvbuf: u64,
+    get_server_output: bool,
+}
+
+impl ClientRun {
+    pub(crate) fn new(
+        a: &crate::client::ClientArgs,
+        cfg: &xtcp_engine::worker::EngineConfig,
+        params: &TestParams,
+        cookie: &Cookie,
+        host: std::net::IpAddr,
+    ) -> anyhow::Result<ClientRun> {
+        let o = &a.output;
+        let mode = if o.json_stream {
+            Mode::JsonStream
+        } else if a.json_output {
+            Mode::Json
+        } else {
+            Mode::Text
+        };
+        let mut style = o.style.style();
+        // One object per line, each written at once (iperf3 flushes them).
+        style.forceflush |= mode == Mode::JsonStream;
+        style.title = a.title.clone();
+        Ok(ClientRun {
+            out: Rc::new(RefCell::new(Output::open(o.logfile.as_deref(), style)?)),
+            state: Rc::default(),
+            mode,
+            verbose: o.verbose,
+            unit: o.style.unit(),
+            params: params.clone(),
+            host,
+            host_name: a.host.clone(),
+            port: a.port,
+            cookie: cookie.as_str().to_owned(),
+            at: SystemTime::now(),
+            pmtu: xtcp_engine::xsk::iface_mtu(&cfg.iface).unwrap_or(0),
+            sndbuf: (cfg.tcp.send_frames * cfg.tcp.frame_len) as u64,
+            rcvbuf: cfg.tcp.recv_buffer as u64,
+            get_server_output: o.get_server_output,
+        })
+    }
+
+    fn shell(&self) -> ClientRun {
+        ClientRun {
+            out: self.out.clone(),
+            state: self.state.clone(),
+            mode: self.mode,
+            verbose: self.verbose,
+            unit: self.unit,
+            params: self.params.clone(),
+            host: self.host,
+            host_name: self.host_name.clone(),
+            port: self.port,
+            cookie: self.cookie.clone(),
+            at: self.at,
+            pmtu: self.pmtu,
+            sndbuf: self.sndbuf,
+            rcvbuf: self.rcvbuf,
+            get_server_output: self.get_server_output,
+        }
+    }
+
+    /// The engine is up and connects: iperf3's first lines.
+    pub(crate) fn connecting(&self) {
+        if self.mode != Mode::Text {
+            return;
+        }
+        let mut out = self.out.borrow_mut();
+        if self.verbose {
+            out.line(VERSION);
+            out.line(&system_info());
+            out.line(&format!(
+                "Time: {}",
+                strftime("%a, %d %b %Y %H:%M:%S GMT", self.at, false)
+            ));
+        }
+        out.line(&format!(
+            "Connecting to host {}, port {}",
+            self.host_name, self.port
+        ));
+        if self.params.reverse {
+            out.line(&format!(
+                "Reverse mode, remote host {} is sending",
+                self.host_name
+            ));
+        }
+        if self.verbose {
+            out.line(&format!("      Cookie: {}", self.cookie));
+        }
+    }
+
+    /// For [`xtcp_engine::app::iperf3::Iperf3Client::set_on_start`].
+    pub(crate) fn on_start(&self) -> xtcp_engine::app::iperf3::OnStart {
+        let me = self.shell();
+        Box::new(move |streams| {
+            me.state.borrow_mut().started = true;
+            if me.mode != Mode::Text {
+                return;
+            }
+            let mut out = me.out.borrow_mut();
+            for (s, t) in streams {
+                out.line(&connected_line(s.id.0, t));
+            }
+            if me.verbose {
+                out.line(&starting_line(&me.params));
+            }
+            out.line(header(me.params.bidirectional, true, true));
+        })
+    }
+
+    /// For [`xtcp_engine::app::iperf3::Iperf3Client::new`]'s interval
+    /// callback.
+    pub(crate) fn on_interval(&self) -> Box<dyn FnMut(&Interval)> {
+        let me = self.shell();
+        Box::new(move |iv| {
+            match me.mode {
+                Mode::Text => {
+                    let mut out = me.out.borrow_mut();
+                    for l in interval_lines(iv, Side::Client, me.params.bidirectional, me.unit) {
+                        out.line(&l);
+                    }
+                }
+                Mode::JsonStream => {
+                    let mss = iv.streams.iter().map(|s| s.mss).max().unwrap_or(0);
+                    me.stream_start(mss, &[]);
+                    let v = interval_json(iv, Side::Client, me.params.bidirectional, me.pmtu);
+                    me.out.borrow_mut().json(&json_stream_line("interval", v));
+                }
+                Mode::Json => {}
+            }
+            me.state.borrow_mut().intervals.push(iv.clone());
+        })
+    }
+
+    /// `--json-stream`: the start event, once.
+    fn stream_start(&self, mss: u32, streams: &[StreamEnd]) {
+        if std::mem::replace(&mut self.state.borrow_mut().start_sent, true) {
+            return;
+        }
+        let r = self.report_with(mss, &[], streams.to_vec(), 0.0);
+        let start = r.json()["start"].take();
+        self.out
+            .borrow_mut()
+            .json(&json_stream_line("start", start));
+    }
+
+    fn report_with<'a>(
+        &'a self,
+        mss: u32,
+        intervals: &'a [Interval],
+        streams: Vec<StreamEnd>,
+        seconds: f64,
+    ) -> TestReport<'a> {
+        TestReport {
+            side: Side::Client,
+            peer: SocketAddr::new(self.host, self.port),
+            cookie: self.cookie.clone(),
+            at: self.at,
+            mss,
+            sock_bufsize: self.params.window.map_or(0, u64::from),
+            sndbuf: self.sndbuf,
+            rcvbuf: self.rcvbuf,
+            pmtu: self.pmtu,
+            params: &self.params,
+            intervals,
+            streams,
+            seconds,
+            cpu: CpuUtil::default(),
+            remote_cpu: CpuUtil::default(),
+            sender_cc: None,
+            receiver_cc: None,
+            error: None,
+        }
+    }
+
+    /// The test is over: the summary, the document or the last events.
+    pub(crate) fn finish(
+        &self,
+        o: &ClientOutcome,
+        xdp: &crate::xdpstats::XdpSummary,
+        extra: serde_json::Map<String, Value>,
+    ) -> anyhow::Result<()> {
+        let streams = client_streams(o);
+        let mss = o.tcp.iter().map(|t| t.mss).max().unwrap_or(0);
+        let state = self.state.borrow();
+        let intervals = state.intervals.clone();
+        drop(state);
+        let mut r = self.report_with(mss, &intervals, streams.clone(), o.seconds);
+        r.cpu = o.cpu_util;
+        if let Some(p) = &o.peer {
+            r.remote_cpu = CpuUtil {
+                total: p.cpu_util_total,
+                user: p.cpu_util_user,
+                system: p.cpu_util_system,
+            };
+        }
+        // Ours from xtcp's TCP, the server's from its results.
+        let local = o
+            .tcp
+            .iter()
+            .map(|t| t.congestion)
+            .find(|c| !c.is_empty())
+            .map(str::to_owned);
+        let remote = o.peer.as_ref().and_then(|p| p.congestion_used.clone());
+        (r.sender_cc, r.receiver_cc) = if self.params.reverse {
+            (remote, local)
+        } else {
+            (local, remote)
+        };
+        r.error = o.result.as_ref().err().map(ToString::to_string);
+        let server_text = o.peer.as_ref().and_then(|p| p.server_output_text.clone());
+        let server_json = o.peer.as_ref().and_then(|p| p.server_output_json.clone());
+        if self.mode == Mode::JsonStream {
+            self.stream_start(mss, &streams);
+        }
+        let mut out = self.out.borrow_mut();
+        match self.mode {
+            Mode::Text => {
+                for l in r.summary_lines(self.unit, self.verbose) {
+                    out.line(&l);
+                }
+                for l in xdp.lines() {
+                    out.line(&l);
+                }
+                if self.get_server_output {
+                    if let Some(t) = &server_text {
+                        out.line(&format!("\nServer output:\n{t}"));
+                    } else if let Some(v) = &server_json {
+                        out.line(&format!(
+                            "\nServer output:\n{}",
+                            serde_json::to_string_pretty(v)?
+                        ));
+                    }
+                }
+                out.line("\niperf Done.");
+            }
+            Mode::Json => {
+                let mut v = r.json();
+                // Not iperf3's: xtcp's own XDP statistics of the run, and
+                // what the caller adds (xtcp's counters, the title).
+                v["xdp"] = serde_json::to_value(xdp)?;
+                for (k, x) in extra {
+                    v[k] = x;
+                }
+                if let Some(t) = server_text {
+                    v["server_output_text"] = json!(t);
+                }
+                if let Some(j) = server_json {
+                    v["server_output_json"] = j;
+                }
+                out.json(&serde_json::to_string_pretty(&v)?);
+            }
+            Mode::JsonStream => {
+                let mut v = r.json();
+                if let Some(e) = v.get("error").cloned() {
+                    out.json(&json_stream_line("error", e));
+                }
+                if let Some(j) = server_json {
+                    out.json(&json_stream_line("server_output_json", j));
+                }
+                if let Some(t) = server_text {
+                    out.json(&json_stream_line("server_output_text", json!(t)));
+                }
+                out.json(&json_stream_line("xdp", serde_json::to_value(xdp)?));
+                out.json(&json_stream_line("end", v["end"].take()));
+            }
+        }
+        out.flush();
+        Ok(())
+    }
+}
+
+/// iperf3's line for a connected stream.
+pub(crate) fn connected_line(id: u32, t: &FourTuple) -> String {
+    format!(
+        "[{id:3}] local {} port {} connected to {} port {}",
+        t.local.ip().to_canonical(),
+        t.local.port(),
+        t.remote.ip().to_canonical(),
+        t.remote.port()
+    )
+}
+
+/// iperf3 -V's "Starting Test:" line.
+pub(crate) fn starting_line(p: &TestParams) -> String {
+    let what = if p.bytes > 0 {
+        format!("{} bytes to send", p.bytes)
+    } else if p.blocks > 0 {
+        format!("{} blocks to send", p.blocks)
+    } else {
+        format!("{} second test", p.time_secs)
+    };
+    format!(
+        "Starting Test: protocol: TCP, {} streams, {} byte blocks, omitting {} seconds, {what}, \
+         tos {}",
+        p.parallel,
+        p.block_len,
+        p.omit_secs,
+        p.tos.unwrap_or(0)
+    )
+}
+
+/// The client's streams at the end: its own counts where it sent or
+/// received, the server's results for the other end.
+fn client_streams(o: &ClientOutcome) -> Vec<StreamEnd> {
+    o.streams
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let peer = o
+                .peer
+                .as_ref()
+                .and_then(|p| p.streams.iter().find(|r| r.id == s.id.0));
+            let peer_bytes = peer.map_or(0, |r| r.bytes);
+            let local_sends = s.role == Role::Send;
+            let (sent, received, retransmits) = if local_sends {
+                (s.counted_bytes(), peer_bytes, s.retransmits)
+            } else {
+                (
+                    peer_bytes,
+                    s.counted_bytes(),
+                    peer.and_then(|r| u64::try_from(r.retransmits).ok()),
+                )
+            };
+            StreamEnd {
+                id: s.id.0,
+                local_sends,
+                sent,
+                received,
+                retransmits,
+                rtt: o.rtt.get(i).copied().flatten(),
+                tcp: o.tcp.get(i).copied().unwrap_or_default(),
+                addrs: o
+                    .connected
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map(|t| (t.local, t.remote)),
+            }
+        })
+        .collect()
+}
+
+/// How `xtcp serve` prints a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServeMode {
+    /// iperf3 -s's text (and xtcp's line per test).
+    Text,
+    /// iperf3 -s -J's document per test.
+    Json,
+    /// `--json-lines`: xtcp's own line per test.
+    JsonLines,
+}
+
+#[derive(Debug, Default)]
+struct ServeState {
+    tests: u64,
+    intervals: Vec<Interval>,
+    began: Option<SystemTime>,
+    bidir: bool,
+}
+
+/// `xtcp serve`'s iperf3-shaped output: the banners, a test's start,
+/// interval and summary lines, its `-J` document, and what a client that
+/// asked `--get-server-output` gets (the same text, or the same document).
+#[derive(Clone)]
+pub(crate) struct ServeRun {
+    pub out: Rc<RefCell<Output>>,
+    state: Rc<RefCell<ServeState>>,
+    pub mode: ServeMode,
+    unit: char,
+    port: u16,
+    pmtu: u32,
+    sndbuf: u64,
+    rcvbuf: u64,
+}
+
+impl ServeRun {
+    pub(crate) fn new(
+        out: Rc<RefCell<Output>>,
+        mode: ServeMode,
+        unit: char,
+        port: u16,
+        cfg: &xtcp_engine::worker::EngineConfig,
+    ) -> ServeRun {
+        ServeRun {
+            out,
+            state: Rc::default(),
+            mode,
+            unit,
+            port,
+            pmtu: xtcp_engine::xsk::iface_mtu(&cfg.iface).unwrap_or(0),
+            sndbuf: (cfg.tcp.send_frames * cfg.tcp.frame_len) as u64,
+            rcvbuf: cfg.tcp.recv_buffer as u64,
+        }
+    }
+
+    /// iperf3 -s's banner before each test.
+    pub(crate) fn banner(&self) {
+        if self.mode != ServeMode::Text {
+            return;
+        }
+        let n = {
+            let mut st = self.state.borrow_mut();
+            st.tests += 1;
+            st.tests
+        };
+        let rule = "-----------------------------------------------------------";
+        self.out.borrow_mut().line(&format!(
+            "{rule}\nServer listening on {} (test #{n})\n{rule}",
+            self.port
+        ));
+    }
+
+    /// A test starts: "Accepted connection from …", a line per stream, the
+    /// column header. With `--get-server-output` the text of the test is
+    /// kept from here on.
+    pub(crate) fn start(&self, t: &TestStart) {
+        {
+            let mut st = self.state.borrow_mut();
+            st.began = Some(SystemTime::now());
+            st.intervals.clear();
+            st.bidir = t.params.bidirectional;
+        }
+        if self.mode != ServeMode::Text {
+            return;
+        }
+        let mut out = self.out.borrow_mut();
+        if t.params.get_server_output {
+            out.start_capture();
+        }
+        out.line(&format!(
+            "Accepted connection from {}, port {}",
+            t.client.remote.ip().to_canonical(),
+            t.client.remote.port()
+        ));
+        for (s, tuple) in &t.streams {
+            out.line(&connected_line(s.id.0, tuple));
+        }
+        let sends = t.streams.iter().any(|(s, _)| s.role == Role::Send);
+        out.line(header(t.params.bidirectional, sends, sends));
+    }
+
+    /// An interval of the running test.
+    pub(crate) fn interval(&self, iv: &Interval) {
+        let bidir = {
+            let mut st = self.state.borrow_mut();
+            st.intervals.push(iv.clone());
+            st.bidir
+        };
+        if self.mode == ServeMode::Text {
+            let mut out = self.out.borrow_mut();
+            for l in interval_lines(iv, Side::Server, bidir, self.unit) {
+                out.line(&l);
+            }
+        }
+    }
+
+    /// What a client that asked for the server's output gets: with `-J`
+    /// the test's document, else the text printed for it so far and the
+    /// summary (as iperf3 -s sends it). The client's own results are not
+    /// in yet: the document's client-side counts are the server's.
+    pub(crate) fn server_output(&self, o: &TestOutcome) -> ServerOutput {
+        match self.mode {
+            ServeMode::Json => ServerOutput::Json(self.document(o)),
+            _ => {
+                let mut text = self.out.borrow_mut().take_capture().unwrap_or_default();
+                let st = self.state.borrow();
+                if let Some(r) = self.report(o, &st.intervals, st.began) {
+                    for l in r.summary_lines(self.unit, false) {
+                        text.push_str(&l);
+                        text.push('\n');
+                    }
+                }
+                ServerOutput::Text(text)
+            }
+        }
+    }
+
+    /// The test is over: the summary lines (text) or the document (`-J`).
+    /// Returns the document in `-J` mode for the caller to print.
+    pub(crate) fn end(&self, o: &TestOutcome) -> Option<Value> {
+        match self.mode {
+            ServeMode::Json => {
+                let v = self.document(o);
+                self.state.borrow_mut().intervals.clear();
+                Some(v)
+            }
+            ServeMode::Text => {
+                let _ = self.out.borrow_mut().take_capture();
+                let st = self.state.borrow();
+                if o.refused.is_none() {
+                    if let Some(r) = self.report(o, &st.intervals, st.began) {
+                        let mut out = self.out.borrow_mut();
+                        for l in r.summary_lines(self.unit, false) {
+                            out.line(&l);
+                        }
+                    }
+                }
+                None
+            }
+            ServeMode::JsonLines => None,
+        }
+    }
+
+    /// The test's `iperf3 -s -J` document (a refused or early-failed test:
+    /// what is known, and `error`).
+    pub(crate) fn document(&self, o: &TestOutcome) -> Value {
+        let st = self.state.borrow();
+        let default = TestParams::default();
+        let began = st.began;
+        let mut v = match self.report(o, &st.intervals, began) {
+            Some(r) => r.json(),
+            None => {
+                let mut r = self.report_of(o, &default, &[], began);
+                r.streams.clear();
+                r.json()
+            }
+        };
+        if o.params.is_none() {
+            // No test ran: no parameters to describe.
+            if let Some(s) = v["start"].as_object_mut() {
+                s.remove("test_start");
+            }
+        }
+        v
+    }
+
+    fn report<'a>(
+        &self,
+        o: &'a TestOutcome,
+        intervals: &'a [Interval],
+        began: Option<SystemTime>,
+    ) -> Option<TestReport<'a>> {
+        let p = o.params.as_ref()?;
+        Some(self.report_of(o, p, intervals, began))
+    }
+
+    fn report_of<'a>(
+        &self,
+        o: &'a TestOutcome,
+        p: &'a TestParams,
+        intervals: &'a [Interval],
+        began: Option<SystemTime>,
+    ) -> TestReport<'a> {
+        let peer_stream = |id: u32| {
+            o.peer
+                .as_ref()
+                .and_then(|r| r.streams.iter().find(|s| s.id == id))
+        };
+        let streams: Vec<StreamEnd> = o
+            .stream_outcomes
+            .iter()
+            .map(|s| {
+                let local_sends = s.role == Role::Send;
+                // The client's count of the other end, once exchanged.
+                let theirs = peer_stream(s.id.0).map_or(s.bytes, |r| r.bytes);
+                let (sent, received) = if local_sends {
+                    (s.bytes, theirs)
+                } else {
+                    (theirs, s.bytes)
+                };
+                let retransmits = if local_sends {
+                    Some(s.retransmits)
+                } else {
+                    peer_stream(s.id.0).and_then(|r| u64::try_from(r.retransmits).ok())
+                };
+                StreamEnd {
+                    id: s.id.0,
+                    local_sends,
+                    sent,
+                    received,
+                    retransmits,
+                    rtt: s.rtt,
+                    tcp: s.tcp,
+                    addrs: Some((s.tuple.local, s.tuple.remote)),
+                }
+            })
+            .collect();
+        let local = o
+            .stream_outcomes
+            .iter()
+            .map(|s| s.tcp.congestion)
+            .find(|c| !c.is_empty())
+            .map(str::to_owned);
+        let remote = o.peer.as_ref().and_then(|r| r.congestion_used.clone());
+        let (sender_cc, receiver_cc) = if p.reverse || p.bidirectional {
+            (local, remote)
+        } else {
+            (remote, local)
+        };
+        TestReport {
+            side: Side::Server,
+            peer: o.client.remote,
+            cookie: o.cookie.map(|c| c.as_str().to_owned()).unwrap_or_default(),
+            at: began.unwrap_or_else(SystemTime::now),
+            mss: o
+                .stream_outcomes
+                .iter()
+                .map(|s| s.tcp.mss)
+                .max()
+                .unwrap_or(0),
+            sock_bufsize: p.window.map_or(0, u64::from),
+            sndbuf: self.sndbuf,
+            rcvbuf: self.rcvbuf,
+            pmtu: self.pmtu,
+            params: p,
+            intervals,
+            streams,
+            seconds: o.seconds,
+            cpu: o.cpu,
+            remote_cpu: o.peer.as_ref().map_or_else(CpuUtil::default, |r| CpuUtil {
+                total: r.cpu_util_total,
+                user: r.cpu_util_user,
+                system: r.cpu_util_system,
+            }),
+            sender_cc,
+            receiver_cc,
+            error: o.result.as_ref().err().map(ToString::to_string),
+        }
+    }
+}
+
+/// See [`TestReport::interval`].
+pub(crate) fn interval_json(iv: &Interval, side: Side, bidir: bool, pmtu: u32) -> Value {
+    let secs = iv.seconds();
+    let streams: Vec<Value> = iv
+        .streams
+        .iter()
+        .map(|s| {
+            let mut v = json!({ "socket": s.id.0, "start": iv.start, "end": iv.end,
+                "seconds": secs, "bytes": s.bytes, "bits_per_second": rate(s.bytes, secs),
+                "omitted": iv.omitted, "sender": s.role == Role::Send });
+            if s.role == Role::Send {
+                let us = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_micros() as u64);
+                v["retransmits"] = json!(s.retransmits);
+                v["snd_cwnd"] = json!(s.snd_cwnd);
+                v["snd_wnd"] = json!(s.snd_wnd);
+                v["rtt"] = json!(us(s.rtt));
+                v["rttvar"] = json!(us(s.rttvar));
+                v["pmtu"] = json!(pmtu);
+            }
+            v
+        })
+        .collect();
+    // The client's sends are the forward direction.
+    let forward_role = match side {
+        Side::Client => Role::Send,
+        Side::Server => Role::Receive,
+    };
+    let sum = |roles: &[Role]| {
+        let b: u64 = roles.iter().map(|&r| iv.bytes(r)).sum();
+        let mut v = json!({ "start": iv.start, "end": iv.end, "seconds": secs, "bytes": b,
+            "bits_per_second": rate(b, secs), "omitted": iv.omitted,
+            "sender": roles.contains(&Role::Send) && (roles.len() == 1 || iv.sent() > 0) });
+        if roles.contains(&Role::Send) {
+            v["retransmits"] = json!(iv.retransmits());
+        }
+        v
+    };
+    if bidir {
+        let reverse_role = match forward_role {
+            Role::Send => Role::Receive,
+            Role::Receive => Role::Send,
+        };
+        json!({ "streams": streams, "sum": sum(&[forward_role]),
+                "sum_bidir_reverse": sum(&[reverse_role]) })
+    } else {
+        let roles: Vec<Role> = [Role::Send, Role::Receive]
+            .into_iter()
+            .filter(|&r| iv.streams.iter().any(|s| s.role == r))
+            .collect();
+        json!({ "streams": streams, "sum": sum(&roles) })
+    }
+}
+
+/// The `--json-stream` line of an event (iperf3 3.17): `{"event": NAME,
+/// "data": DATA}` on one line.
+pub(crate) fn json_stream_line(event: &str, data: Value) -> String {
+    json!({ "event": event, "data": data }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// iperf3's `unit_snprintf`, digits and units, on the numbers its
+    /// own output above shows.
+    #[test]
+    fn units_as_iperf3_prints_them() {
+        assert_eq!(unit(1.78 * 1073741824.0, 'A'), "1.78 GByte");
+        assert_eq!(unit(701.0 * 1048576.0, 'A'), " 701 MByte");
+        assert_eq!(unit(509.0 * 1024.0, 'A'), " 509 KByte");
+        assert_eq!(unit(0.0, 'A'), "0.00 Byte");
+        // Rates: bytes per second in, bits out (powers of 1000).
+        assert_eq!(unit(15.3e9 / 8.0, 'a'), "15.3 Gbit");
+        assert_eq!(unit(4.79e9 / 8.0, 'a'), "4.79 Gbit");
+        assert_eq!(unit(1753.0 * 1048576.0, 'M'), "1753 MByte");
+        assert_eq!(unit(1e6 / 8.0, 'k'), "1000 Kbit");
+        assert_eq!(unit(2.5e12 / 8.0, 'g'), "2500 Gbit");
+        assert_eq!(unit(2.5e12 / 8.0, 't'), "2.50 Tbit");
+        assert_eq!(unit(3.0 * 1099511627776.0, 'T'), "3.00 TByte");
+        assert_eq!(unit(5.0 * 1024.0, 'K'), "5.00 KByte");
+        assert_eq!(unit(8.0 * 1073741824.0, 'G'), "8.00 GByte");
+    }
+
+    #[test]
+    fn bad_format_names_the_value_and_the_letters() {
+        for ok in ["k", "m", "g", "t", "K", "M", "G", "T"] {
+            assert!(parse_format(ok).is_ok(), "{ok}");
+        }
+        let e = parse_format("x").unwrap_err();
+        assert!(e.contains("\"x\"") && e.contains("k, m, g, t"), "{e}");
+        assert!(parse_format("mm").is_err());
+    }
+
+    /// The lines iperf3 3.12 printed on the test veth (see the module
+    /// doc), column for column.
+    #[test]
+    fn lines_as_iperf3_prints_them() {
+        let l = report_line(
+            "  5",
+            "",
+            0.0,
+            1.0,
+            701 * 1048576,
+            'a',
+            Some(137),
+            Some(2_453_667),
+            "",
+        );
+        assert_eq!(
+            l,
+            "[  5]   0.00-1.00   sec   701 MBytes  5.88 Gbits/sec  137   2.34 MBytes       "
+        );
+        let l = report_line("  5", "", 0.0, 2.0, 1836098519, 'a', None, None, "receiver");
+        assert_eq!(
+            l,
+            "[  5]   0.00-2.00   sec  1.71 GBytes  7.34 Gbits/sec                  receiver"
+        );
+        let l = report_line(
+            "  8",
+            "[TX-S]",
+            0.0,
+            2.0,
+            1836098519,
+            'M',
+            Some(135),
+            None,
+            "sender",
+        );
+        assert_eq!(
+            l,
+            "[  8][TX-S]   0.00-2.00   sec  1.71 GBytes   876 MBytes/sec  135             sender"
+        );
+    }
+
+    /// `[SUM]` and the separator per interval only with several streams
+    /// in a direction, as iperf3 (not for `--bidir` with one each way).
+    #[test]
+    fn sums_and_separators_with_several_streams_in_a_direction() {
+        use xtcp_engine::app::iperf3::{StreamId, StreamInterval};
+        let st = |id, role| StreamInterval {
+            id: StreamId(id),
+            role,
+            bytes: 1 << 20,
+            retransmits: 1,
+            rtt: None,
+            rttvar: None,
+            snd_cwnd: 1 << 16,
+            snd_wnd: 1 << 16,
+            mss: 1448,
+        };
+        let iv = |streams| Interval {
+            start: 0.0,
+            end: 1.0,
+            omitted: false,
+            streams,
+        };
+        let one_each = iv(vec![st(1, Role::Send), st(3, Role::Receive)]);
+        let l = interval_lines(&one_each, Side::Client, true, 'a');
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert!(l[0].starts_with("[  1][TX-C]") && l[1].starts_with("[  3][RX-C]"));
+        assert!(
+            l[0].contains(" 64.0 KBytes") && !l[1].contains("KBytes"),
+            "{l:?}"
+        );
+        let two = iv(vec![st(1, Role::Receive), st(3, Role::Receive)]);
+        let l = interval_lines(&two, Side::Server, false, 'a');
+        assert_eq!(l.len(), 4, "{l:?}");
+        assert_eq!(
+            l[2],
+            "[SUM]   0.00-1.00   sec  2.00 MBytes  16.8 Mbits/sec                  "
+        );
+        assert_eq!(l[3], SEPARATOR);
+    }
+
+    #[test]
+    fn strftime_formats_as_the_c_library() {
+        let t = UNIX_EPOCH + std::time::Duration::from_secs(1_796_147_887);
+        assert_eq!(
+            strftime("%a, %d %b %Y %H:%M:%S GMT", t, false),
+            "Tue, 01 Dec 2026 17:58:07 GMT"
+        );
+        assert_eq!(strftime("%s", t, true), "1796147887");
+    }
+}
