@@ -929,13 +929,28 @@ impl ClientRun {
     /// For [`xtcp_engine::app::iperf3::Iperf3Client::set_on_start`].
     pub(crate) fn on_start(&self) -> xtcp_engine::app::iperf3::OnStart {
         let me = self.shell();
-        Box::new(move |streams| {
+        Box::new(move |start: &xtcp_engine::app::iperf3::ClientStart| {
             me.state.borrow_mut().started = true;
             if me.mode != Mode::Text {
                 return;
             }
             let mut out = me.out.borrow_mut();
-            for (s, t) in streams {
+            if me.verbose {
+                // iperf3 -V's MSS lines, once xtcp's handshakes settled
+                // them ("(default)" unless -M set it).
+                if let Some(m) = start.control_mss {
+                    out.line(&format!("Control connection MSS {m}"));
+                }
+                if let Some(m) = start.stream_mss {
+                    let default = if me.params.mss.is_some() {
+                        ""
+                    } else {
+                        " (default)"
+                    };
+                    out.line(&format!("      TCP MSS: {m}{default}"));
+                }
+            }
+            for (s, t) in &start.streams {
                 out.line(&connected_line(s.id.0, t));
             }
             if me.verbose {

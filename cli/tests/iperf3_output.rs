@@ -314,9 +314,10 @@ fn format_flag_prints_rates_in_that_unit() {
     );
 }
 
-/// `-V`: iperf3's verbose start and end, the congestion control of both
-/// ends (ours from the engine, the server's as it reported it); with
-/// `-J` nothing but the JSON document.
+/// `-V`: iperf3's verbose start and end, the MSS of the control and data
+/// connections (what the link's MTU gives with timestamps), the
+/// congestion control of both ends (ours from the engine, the server's as
+/// it reported it); with `-J` nothing but the JSON document.
 #[test]
 fn verbose_prints_iperf3s_details_and_adds_nothing_to_json() {
     let net = testnet(1);
@@ -336,6 +337,18 @@ fn verbose_prints_iperf3s_details_and_adds_nothing_to_json() {
         "iperf Done.",
     ] {
         assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+    // The MSS lines: xtcp's connections' MSS as their handshakes settled
+    // it. Both ends announce the link's MTU less the IPv4 and TCP headers
+    // (RFC 6691), and the kernel peer negotiates timestamps, 12 bytes of
+    // options in every segment: 1500 − 40 − 12.
+    let mtu = net.config.mtu as u64;
+    let mss = mtu - 40 - 12;
+    for needle in [
+        format!("Control connection MSS {mss}\n"),
+        format!("      TCP MSS: {mss} (default)\n"),
+    ] {
+        assert!(text.contains(&needle), "{needle:?} in {text}");
     }
     let rcv = theirs["end"]["receiver_tcp_congestion"].as_str().unwrap();
     assert!(

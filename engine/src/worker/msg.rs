@@ -140,6 +140,9 @@ pub enum AppIn {
         /// Its congestion control now (`cubic`, `reno`; the engine's
         /// default until [`AppOut::Congestion`] changes it).
         congestion: &'static str,
+        /// The most payload it sends per segment, as the handshake settled
+        /// it (what a kernel socket's `TCP_MAXSEG` says).
+        mss: u32,
     },
     /// Bytes received (in [`AppOut::Relay`] mode, and the first
     /// `COOKIE_BUDGET` bytes before any mode is set).

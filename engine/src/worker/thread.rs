@@ -752,6 +752,7 @@ impl Worker {
                             {
                                 let tuple = conn.tuple();
                                 let congestion = conn.congestion_name();
+                                let mss = conn.send_mss() as u32;
                                 let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
                                 s.established = Some(now);
                                 if matches!(shared.sinks, SinkKind::App) {
@@ -765,6 +766,7 @@ impl Worker {
                                         tuple,
                                         out: tx,
                                         congestion,
+                                        mss,
                                     }));
                                 }
                                 // Cannot fail: not full (checked above).
@@ -944,6 +946,7 @@ impl Worker {
                                     tuple: s.conn.tuple(),
                                     out: tx,
                                     congestion: s.conn.congestion_name(),
+                                    mss: s.conn.send_mss() as u32,
                                 }));
                             }
                         }

@@ -44,9 +44,19 @@ pub struct ClientOutcome {
     pub control: Option<FourTuple>,
 }
 
-/// Called when a client's test starts, with every data stream and its
-/// addresses.
-pub type OnStart = Box<dyn FnMut(&[(StreamInfo, FourTuple)])>;
+/// What a client knows as its test starts.
+#[derive(Debug, Clone)]
+pub struct ClientStart {
+    /// Every data stream and its addresses.
+    pub streams: Vec<(StreamInfo, FourTuple)>,
+    /// The control connection's MSS, as its handshake settled it.
+    pub control_mss: Option<u32>,
+    /// The data streams' MSS (the first stream's; they share a path).
+    pub stream_mss: Option<u32>,
+}
+
+/// Called when a client's test starts ([`ClientStart`]).
+pub type OnStart = Box<dyn FnMut(&ClientStart)>;
 
 /// The iperf3 client application.
 pub struct Iperf3Client {
@@ -67,6 +77,8 @@ pub struct Iperf3Client {
     on_interval: Box<dyn FnMut(&Interval)>,
     /// Addresses by connection id (0: control).
     tuples: HashMap<usize, FourTuple>,
+    /// Each connection's MSS once it is established.
+    mss: HashMap<usize, u32>,
     on_start: Option<OnStart>,
 }
 
@@ -123,6 +135,7 @@ impl Iperf3Client {
             meter: Meter::new(interval),
             on_interval,
             tuples: HashMap::new(),
+            mss: HashMap::new(),
             on_start: None,
         }
     }
@@ -273,13 +286,17 @@ impl Iperf3Client {
                     let omit = std::time::Duration::from_secs(self.config.params.omit_secs.into());
                     self.meter.start(now, &self.streams, omit);
                     if let Some(f) = self.on_start.as_mut() {
-                        let with: Vec<(StreamInfo, FourTuple)> = self
+                        let streams: Vec<(StreamInfo, FourTuple)> = self
                             .streams
                             .iter()
                             .enumerate()
                             .filter_map(|(i, s)| self.tuples.get(&(i + 1)).map(|t| (*s, *t)))
                             .collect();
-                        f(&with);
+                        f(&ClientStart {
+                            streams,
+                            control_mss: self.mss.get(&0).copied(),
+                            stream_mss: self.mss.get(&1).copied(),
+                        });
                     }
                     let limit = send_limit(&self.config.params, &self.streams);
                     for (i, info) in self.streams.iter().enumerate() {
@@ -328,9 +345,14 @@ impl App for Iperf3Client {
     fn handle(&mut self, now: Instant, msg: AppIn) {
         match msg {
             AppIn::Opened {
-                id: 0, out, tuple, ..
+                id: 0,
+                out,
+                tuple,
+                mss,
+                ..
             } => {
                 self.tuples.insert(0, tuple);
+                self.mss.insert(0, mss);
                 // The session queues the cookie itself on the control connection.
                 let _ = out.try_send(AppOut::Relay);
                 self.conns.insert(0, out);
@@ -339,12 +361,19 @@ impl App for Iperf3Client {
                     Err(e) => self.finish(now, Err(e)),
                 }
             }
-            AppIn::Opened { id, out, tuple, .. } => {
+            AppIn::Opened {
+                id,
+                out,
+                tuple,
+                mss,
+                ..
+            } => {
                 let Some(info) = self.info(id) else {
                     let _ = out.try_send(AppOut::Abort);
                     return;
                 };
                 self.tuples.insert(id, tuple);
+                self.mss.insert(id, mss);
                 let _ = out.try_send(AppOut::Write(self.cookie.as_bytes().to_vec()));
                 if let Some(w) = self.config.params.window {
                     let _ = out.try_send(AppOut::Window(w as usize));

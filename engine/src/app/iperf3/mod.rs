@@ -76,7 +76,7 @@ pub use auth::{
     password_hash,
 };
 pub use client::{ClientConfig, ClientSession};
-pub use connect::{ClientOutcome, Iperf3Client, OnStart};
+pub use connect::{ClientOutcome, ClientStart, Iperf3Client, OnStart};
 pub use limits::{
     BITRATE_WINDOW_RANGE, BitrateLimit, BitrateLimitError, DEFAULT_BITRATE_WINDOW,
     RATE_SAMPLE_PERIOD, Refusal, parse_bitrate_limit,

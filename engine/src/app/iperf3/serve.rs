@@ -576,6 +576,7 @@ impl App for Iperf3Server {
                 tuple,
                 out,
                 congestion,
+                ..
             } => {
                 self.idle_since = Some(now);
                 let r = route(self.test.as_ref().map(|t| &t.session));

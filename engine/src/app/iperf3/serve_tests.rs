@@ -126,6 +126,7 @@ impl Harness {
             tuple,
             out: tx,
             congestion: "cubic",
+            mss: 1448,
         });
         id
     }
@@ -659,6 +660,7 @@ fn client_retransmits_add_up_over_counts() {
             tuple,
             out: tx0,
             congestion: "cubic",
+            mss: 1448,
         },
     );
     c.handle(
@@ -683,6 +685,7 @@ fn client_retransmits_add_up_over_counts() {
             tuple,
             out: tx1,
             congestion: "cubic",
+            mss: 1448,
         },
     );
     c.handle(
