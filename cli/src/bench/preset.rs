@@ -220,10 +220,30 @@ fn axis_values(samples: &[&Sample], axis: usize) -> Vec<String> {
 pub fn ours(samples: &[&Sample], axis: usize, metric: Metric) -> (Vec<String>, Vec<Line>) {
     let xs = axis_values(samples, axis);
     let points: Vec<Point> = samples.iter().map(|s| s.point.clone()).collect();
-    let others: Vec<usize> = varying_dimensions(&points)
+    // The other axes that vary, less those the axis and the ones kept
+    // already decide (`--kernel-txqueue ring` follows the ring, `--sndbuf
+    // rcvbuf` the receive buffer): they would split every series into
+    // points of one value each.
+    let mut others: Vec<usize> = Vec::new();
+    for d in varying_dimensions(&points)
         .into_iter()
         .filter(|&d| d != axis)
-        .collect();
+    {
+        let key = |p: &Point| {
+            let mut k = vec![(DIMENSIONS[axis].2)(p)];
+            k.extend(others.iter().map(|&o| (DIMENSIONS[o].2)(p)));
+            k
+        };
+        let decided = points.iter().all(|p| {
+            points
+                .iter()
+                .filter(|q| key(q) == key(p))
+                .all(|q| (DIMENSIONS[d].2)(q) == (DIMENSIONS[d].2)(p))
+        });
+        if !decided {
+            others.push(d);
+        }
+    }
     let mut groups: Vec<(String, String)> = Vec::new();
     for s in samples {
         let g = (s.pair.clone(), s.point.label_of(&others));
@@ -397,6 +417,27 @@ mod tests {
                 .iter()
                 .all(|p| p.kernel_txqueue == p.ring.to_string())
         );
+    }
+
+    #[test]
+    fn a_series_is_not_split_by_an_axis_that_follows_another() {
+        // ring-queue: the kernel's queue follows the ring; the MTU does not.
+        let w = super::super::sweep(&Preset::RingQueue.args());
+        let samples: Vec<Sample> = super::super::points(&w)
+            .into_iter()
+            .map(|point| Sample {
+                point,
+                pair: PAIRS[0].into(),
+                gbps: 1.0,
+                ..Sample::default()
+            })
+            .collect();
+        let all: Vec<&Sample> = samples.iter().collect();
+        let (xs, series) = ours(&all, RING, |s| Some(s.gbps));
+        assert_eq!(xs.len(), 7);
+        let names: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names, ["kernel → kernel 1500", "kernel → kernel 9000"]);
+        assert!(series.iter().all(|s| s.1.iter().all(Option::is_some)));
     }
 
     #[test]
