@@ -20,6 +20,53 @@ fn esc(s: &str) -> String {
         .replace('→', "&#8594;")
 }
 
+/// One series: `values` at the x positions of their index, joined by a
+/// line (one per run of measured points when `split`, else across the
+/// gaps), a dot on each, dashed if asked.
+fn series_svg(
+    values: &[Option<f64>],
+    x_of: impl Fn(usize) -> f64,
+    y_of: impl Fn(f64) -> f64,
+    color: &str,
+    dashed: bool,
+    split: bool,
+) -> String {
+    let points: Vec<(usize, f64)> = values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.map(|v| (i, v)))
+        .collect();
+    let runs: Vec<&[(usize, f64)]> = if split {
+        points.chunk_by(|a, b| b.0 == a.0 + 1).collect()
+    } else {
+        vec![&points[..]]
+    };
+    let dash = if dashed {
+        " stroke-dasharray=\"6 4\""
+    } else {
+        ""
+    };
+    let mut svg = String::new();
+    for run in runs.into_iter().filter(|r| !r.is_empty()) {
+        let poly: Vec<String> = run
+            .iter()
+            .map(|&(i, v)| format!("{:.1},{:.1}", x_of(i), y_of(v)))
+            .collect();
+        svg += &format!(
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{dash} points=\"{}\"/>\n",
+            poly.join(" ")
+        );
+    }
+    for &(i, v) in &points {
+        svg += &format!(
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>\n",
+            x_of(i),
+            y_of(v)
+        );
+    }
+    svg
+}
+
 /// A line panel at (x0, y0) of size w × h: `series` (name, values at
 /// `xs`) against the categories `xs`, from 0 to `ymax`.
 #[allow(clippy::too_many_arguments)]
@@ -87,29 +134,8 @@ fn panel(
                 COLORS[(3 + published) % COLORS.len()]
             }
         };
-        let pts: Vec<String> = vals
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x_of(i), y_of(v))))
-            .collect();
-        svg += &format!(
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
-            if dashed {
-                " stroke-dasharray=\"6 4\""
-            } else {
-                ""
-            },
-            pts.join(" ")
-        );
-        for (i, v) in vals.iter().enumerate() {
-            if let Some(v) = v {
-                svg += &format!(
-                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>\n",
-                    x_of(i),
-                    y_of(*v)
-                );
-            }
-        }
+        // Published figures are few and far apart: joined across gaps.
+        svg += &series_svg(vals, x_of, y_of, color, dashed, false);
         svg += &format!(
             "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{color}\" font-size=\"11\">{}</text>\n",
             x0 + pad + 6.0,
@@ -312,37 +338,8 @@ fn sweep_panels(samples: &[Sample], y_start: f64) -> (String, f64) {
         }
         for (si, (name, color, pts, dashed)) in series.iter().enumerate() {
             let measured = pts.iter().any(Option::is_some);
-            // One polyline per run of consecutive measured points.
-            for run in pts
-                .iter()
-                .enumerate()
-                .collect::<Vec<_>>()
-                .split(|(_, v)| v.is_none())
-                .filter(|r| !r.is_empty())
-            {
-                let poly: Vec<String> = run
-                    .iter()
-                    .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x_of(*i), y_of(v))))
-                    .collect();
-                svg += &format!(
-                    "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
-                    if *dashed {
-                        " stroke-dasharray=\"6 4\""
-                    } else {
-                        ""
-                    },
-                    poly.join(" ")
-                );
-            }
-            for (i, v) in pts.iter().enumerate() {
-                if let Some(v) = v {
-                    svg += &format!(
-                        "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>\n",
-                        x_of(i),
-                        y_of(*v)
-                    );
-                }
-            }
+            // One line per run of consecutive measured points.
+            svg += &series_svg(pts, x_of, y_of, color, *dashed, true);
             svg += &format!(
                 "<text x=\"{}\" y=\"{}\" fill=\"{color}\">{name}{}</text>\n",
                 w - pad - 170.0,
