@@ -292,10 +292,9 @@ impl Point {
     fn label(&self) -> String {
         DIMENSIONS
             .iter()
-            .filter(|(_, _, f)| {
-                f(self) != f(&Point::default()) || std::ptr::eq(f, &DIMENSIONS[0].2)
-            })
-            .map(|(n, _, f)| format!("{n}={}", f(self)))
+            .enumerate()
+            .filter(|(i, (_, _, f))| *i == 0 || f(self) != f(&Point::default()))
+            .map(|(_, (n, _, f))| format!("{n}={}", f(self)))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -1484,6 +1483,16 @@ mod tests {
         assert!(err(&["--sndbuf", "1K"]).contains("--sndbuf 1K: takes auto, rcvbuf or a size"));
         assert!(err(&["--streams", "0"]).contains("-P (--parallel) takes 1..=128"));
         assert!(err(&["--bind", "magic"]).contains("--bind takes copy, zerocopy"));
+    }
+
+    #[test]
+    fn a_point_is_named_by_its_mtu_and_what_is_not_default() {
+        let p = Point {
+            rcvbuf: "8K".into(),
+            streams: 32,
+            ..Point::default()
+        };
+        assert_eq!(p.label(), "MTU=1500 rcvbuf=8K P=32");
     }
 
     #[test]
