@@ -62,21 +62,48 @@ pub fn wait_listening(ns: &Netns, port: u16, limit: Duration, child: Option<&mut
     wait_ss(ns, &["-lt", &filter], &what, limit, child);
 }
 
-/// Kills a child on drop (a failing test leaves nothing running).
+/// Kills a child and everything it started on drop (a failing test leaves
+/// nothing running, also when the child is a wrapper such as `timeout`,
+/// whose command would otherwise outlive a SIGKILL of the wrapper).
 pub struct Reap(pub Child);
 
 impl Drop for Reap {
     fn drop(&mut self) {
-        // A process a test stopped (SIGSTOP) is let go on first.
-        if self.0.try_wait().ok().flatten().is_none() {
+        if self.0.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        let mut pids = vec![self.0.id()];
+        let mut i = 0;
+        while i < pids.len() && pids.len() < 4096 {
+            pids.extend(children(pids[i]));
+            i += 1;
+        }
+        for sig in ["-CONT", "-KILL"] {
+            // A process a test stopped (SIGSTOP) is let go on first.
             let _ = Command::new("kill")
-                .args(["-CONT", &self.0.id().to_string()])
+                .arg(sig)
+                .args(pids.iter().map(|p| p.to_string()))
                 .stderr(Stdio::null())
                 .status();
         }
-        let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The children of every thread of `pid`, from `/proc`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }
 
 /// An xtcp whose standard error is collected as it comes, so that a test
