@@ -10,16 +10,24 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-cargo fmt --all --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo build --workspace --all-targets --locked
-cargo test --workspace --locked
+# Each phase says how long it took: the suite's budget is 20 minutes.
+phase() {
+    local t0=$SECONDS
+    "$@"
+    echo "xtcp: [$1 $2: $((SECONDS - t0)) s, $SECONDS s in all]" >&2
+}
+phase cargo fmt --all --check
+phase cargo clippy --workspace --all-targets --locked -- -D warnings
+phase cargo build --workspace --all-targets --locked
+phase cargo test --workspace --locked
 # The zero-copy path, for real: a virtio-net guest in QEMU, with the xtcp built above.
 # One zero-copy TX run in 17 once saw completions with nothing reaching the
 # host (cause not found, not reproduced in 16 runs since): a
 # failed VM check is retried once, and says so, before it fails the suite.
 vm() { XTCP_VM_BIN="${CARGO_TARGET_DIR:-target}/debug/xtcp" bash tests/vm/run.sh; }
+t_vm=$SECONDS
 if ! vm; then
     echo "xtcp: the VM check failed; retrying it once" >&2
     vm
 fi
+echo "xtcp: [VM check: $((SECONDS - t_vm)) s; the whole suite: $SECONDS s]" >&2

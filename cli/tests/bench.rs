@@ -214,7 +214,7 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     // conversion) are the bench's, or of other processes that hold them.
     let since = std::time::SystemTime::now() - Duration::from_secs(1);
     let (json, svg) = (temp("bench.json"), temp("bench.svg"));
-    let (out, pid) = run_bench(&[], &["--mtu", "1500,65535", "-t", "2"], &json, &svg);
+    let (out, pid) = run_bench(&[], &["--mtu", "1500,65535", "-t", "1"], &json, &svg);
     let text = assert_success(&out);
     // The table: a row per MTU and pair.
     for pair in PAIRS {
