@@ -327,10 +327,11 @@ pub struct EngineArgs {
     /// RX descriptors per loop turn.
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
-    /// Most TX frames one connection queues per loop turn (one per segment
-    /// at MTU 1500, payload ÷ frame size at large MTUs). A turn's burst
-    /// goes out ahead of the ACKs queued after it: larger bursts add
-    /// queueing delay, smaller ones cost turns.
+    /// Most TX frames one loop turn queues, for all its connections (a
+    /// few bursts per turn, round-robin; one frame per segment at MTU 1500,
+    /// payload ÷ frame size at large MTUs). A turn's frames go out before
+    /// the ACKs that arrive meanwhile are read: larger values add queueing
+    /// delay (RTT), smaller ones cost turns.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub tx_burst: u32,
     /// How segments are laid out for sending: `chained` (a header frame,

@@ -81,6 +81,9 @@ pub struct EngineCounters {
     pub tx_no_frame: u64,
     /// Loop turns that found the TX ring or the frame pool full.
     pub tx_full_turns: u64,
+    /// The most descriptors waiting on one TX ring at a kick (the largest
+    /// over the workers).
+    pub tx_queued_max: u64,
     /// Loop turns in all.
     pub turns: u64,
 }
@@ -100,6 +103,7 @@ impl EngineCounters {
             c.tx_ring_full += p.tx_ring_full;
             c.tx_no_frame += p.tx_no_frame;
             c.tx_full_turns += w.tx_full_turns;
+            c.tx_queued_max = c.tx_queued_max.max(w.tx_queued_max);
             c.turns += w.turns;
         }
         c

@@ -381,7 +381,8 @@ pub struct Sample {
     /// (`drop_malformed`, `drop_not_tcp`, `drop_fragment`,
     /// `drop_checksum`, `drop_not_ours`, `drop_oversize`), `tx_ring_full`,
     /// `tx_no_frame`, `tx_full_turns` (loop turns that found the TX ring or
-    /// the frame pool full) and `turns`.
+    /// the frame pool full), `tx_queued_max` (the most descriptors waiting
+    /// on a TX ring at a kick) and `turns`.
     pub engine_client: Option<serde_json::Value>,
     /// The same for the xtcp server end (`xtcp serve -J`'s closing
     /// document).

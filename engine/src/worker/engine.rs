@@ -141,11 +141,13 @@ pub struct EngineConfig {
     pub ring: u32,
     /// RX descriptors per turn.
     pub batch: u32,
-    /// Most TX frames (descriptors) one connection puts on the TX ring per
-    /// turn: segments at MTU 1500 (one frame each), about bytes ÷ frame
-    /// size at large MTUs; at least one segment goes. What one turn queues
-    /// goes out ahead of the ACKs and other connections' data queued after
-    /// it, so this bounds the queueing delay the engine adds (see
+    /// Most TX frames (descriptors) one loop turn puts on the TX ring, for
+    /// all its connections together (each takes at least a quarter, so a
+    /// few connections send a burst each per turn, round-robin over
+    /// turns): segments at MTU 1500 (one frame each), about bytes ÷ frame
+    /// size at large MTUs; a connection's turn sends at least one segment.
+    /// What one turn queues goes out before the ACKs that arrive meanwhile
+    /// are read, so this bounds the queueing delay the engine adds (see
     /// docs/BENCHMARKS.md).
     pub tx_burst: u32,
     /// How segments are laid out in UMEM for transmission.

@@ -32,6 +32,10 @@ pub struct WorkerCounters {
     pub sleeps: u64,
     /// Turns that found the TX ring or the frame pool full.
     pub tx_full_turns: u64,
+    /// The most descriptors waiting on the TX ring at a kick (what one
+    /// turn queued, plus what the kernel had not taken yet): the queue
+    /// that an ACK read after the kick waited behind.
+    pub tx_queued_max: u64,
     /// Connections that became established here.
     pub connections: u64,
     /// Connections this worker holds now, in any state (TIME-WAIT

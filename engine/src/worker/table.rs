@@ -233,6 +233,17 @@ impl<T: Keyed> Table<T> {
         }
     }
 
+    /// Puts the connections at `positions` at the head of the ready list,
+    /// in their order (a turn's TX budget ran out before their turn: they
+    /// go first next time).
+    pub fn mark_first(&mut self, positions: &[u32]) {
+        let before = self.ready.len();
+        for &p in positions {
+            self.mark(p as usize);
+        }
+        self.ready[..].rotate_left(before);
+    }
+
     /// Marks every connection (their shares changed, or the engine stops).
     pub fn mark_all(&mut self) {
         for p in 0..self.slots.len() {
@@ -370,6 +381,26 @@ mod tests {
             }
         }
         assert_eq!(t.len(), held.len());
+    }
+
+    /// Connections put first go ahead of those marked before, in their
+    /// order, and once.
+    #[test]
+    fn mark_first_puts_the_passed_over_ahead() {
+        let now = Instant::now();
+        let r = Registry::new(64);
+        let mut t: Table = Table::new(8);
+        let p: Vec<usize> = (1..=4)
+            .map(|i| t.insert(slot(&r, i, now)).ok().unwrap())
+            .collect();
+        let mut turn = Vec::new();
+        t.take_ready(&mut turn);
+        t.mark(p[0]);
+        t.mark(p[1]);
+        t.mark_first(&[p[2] as u32, p[3] as u32, p[2] as u32]);
+        t.take_ready(&mut turn);
+        let want: Vec<u32> = [2, 3, 0, 1].iter().map(|&i| p[i] as u32).collect();
+        assert_eq!(turn, want);
     }
 
     /// A connection is on the ready list once however often it is marked,

@@ -16,10 +16,13 @@
 //! send buffer holds at most its share of frames, and the receive windows
 //! together offer no more than the RX ring absorbs, so a burst from every
 //! peer at once waits in the peers instead of being dropped at the redirect.
-//! On TX, a connection queues at most its fair share of the ring, at most
-//! `tx_burst` descriptors, and about a millisecond of its rate (like Linux's
-//! TCP Small Queues), so an ACK or a handshake never waits behind a ring
-//! full of another connection's data.
+//! On TX, a turn queues at most `tx_burst` descriptors in all, shared by
+//! the turn's connections (a few bursts a turn, round-robin over turns),
+//! and a connection at most about a millisecond of its rate (like Linux's
+//! TCP Small Queues): what a turn queues goes out before the ACKs that
+//! arrive meanwhile are read, so a short turn keeps every connection's RTT
+//! short, and an ACK or a handshake waits behind a burst, not a ring full of
+//! other connections' data.
 //!
 //! Nothing here allocates per packet: the connection table, the reset queue
 //! and the MAC table have fixed capacity from the start; a connection's
@@ -86,6 +89,10 @@ const RX_HEADROOM: usize = 256;
 /// What one connection queues for transmission at once is about this much
 /// time at its rate ([`small_queue`]).
 const SMALL_QUEUE: Duration = Duration::from_millis(1);
+/// A connection's part of a turn's TX budget is at least `tx_burst /
+/// TURN_SHARERS` descriptors: at most this many connections send data in
+/// one turn, the others in the turns after.
+const TURN_SHARERS: usize = 4;
 /// Segments a SYN-ACK's window offers at most: 32 clients connecting at
 /// once then fit a veth's 256-packet queue before their shares apply.
 const FIRST_WINDOW_SEGMENTS: usize = 4;
@@ -428,6 +435,8 @@ impl Worker {
             self.table.due(now);
             self.service(now);
             self.send_resets();
+            let queued = u64::from(self.port.xsk().tx.in_flight());
+            self.counters.tx_queued_max = self.counters.tx_queued_max.max(queued);
             self.port.flush();
             let busy = moved
                 || self.port.counters().rx_segments != rx_before
@@ -858,9 +867,21 @@ impl Worker {
         // The connections that have work, in the order it came; one that
         // still has work after its turn goes to the back of the next turn's
         // list, so connections take turns at the TX ring.
-        let conns = table.len().max(1);
         table.take_ready(turn);
-        for &pos in turn.iter() {
+        // The turn's TX budget, `tx_burst` descriptors shared by its
+        // connections: what a turn queues goes out (in copy mode, inside
+        // the kick) before the ACKs that arrive meanwhile are read, so the
+        // turn's length is queueing delay for every connection (with a
+        // budget per connection instead, 32 streams queued 2,048 packets a
+        // turn and their RTT was 2–3 ms against the kernel's 70 µs). The
+        // connections reached after it ran out go first next turn, in
+        // their order: round-robin over turns.
+        let mut turn_budget = shared.tx_burst;
+        for (i, &pos) in turn.iter().enumerate() {
+            if turn_budget == 0 {
+                table.mark_first(&turn[i..]);
+                break;
+            }
             let pos = pos as usize;
             let Some(s) = table.get_mut(pos) else {
                 continue;
@@ -888,16 +909,18 @@ impl Worker {
                 None => s.app(now),
             }
             let mut full = false;
-            // A fair share of the TX ring per connection and turn, so that
-            // a bulk sender does not starve the ACKs of its neighbours, and
-            // at most `tx_burst` frames: what one turn queues goes out ahead
-            // of everything queued after it (the ACKs of the other direction
-            // too), so an unbounded burst is queueing delay. Counting frames
+            // This connection's part of the turn's budget: an even share
+            // among the turn's connections, but at least a
+            // `TURN_SHARERS`th (a burst per connection is what the peer's
+            // stack handles best; bursts of a segment or two cost every
+            // connection a turn per segment). Counting frames
             // (descriptors) bounds packets at small MTUs and bytes at large
-            // ones; a turn sends at least one segment.
-            let mut budget = (port.xsk().tx.size() as usize / conns)
-                .max(8)
-                .min(shared.tx_burst);
+            // ones; a connection's turn sends at least one segment.
+            let mut budget = (shared.tx_burst / turn.len())
+                .max(shared.tx_burst / TURN_SHARERS)
+                .max(2)
+                .min(turn_budget);
+            let budget_at_start = budget;
             // And, like Linux's TCP Small Queues, about a millisecond of the
             // connection's rate at once (at least two segments), so that
             // many streams do not each queue a full burst ahead of the ACKs.
@@ -928,6 +951,7 @@ impl Worker {
                     &mut s.hdr,
                 );
             }
+            turn_budget -= budget_at_start - budget;
             if full {
                 counters.tx_full_turns += 1;
             }
