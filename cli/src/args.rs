@@ -317,9 +317,11 @@ pub struct EngineArgs {
     /// UMEM frame size (2048 or 4096).
     #[arg(long, default_value = "4096", value_parser = parse_frame_size)]
     pub frame_size: FrameSize,
-    /// UMEM frames per queue.
-    #[arg(long, default_value_t = 16384)]
-    pub frames: u32,
+    /// UMEM frames per queue: what the rings hold (fill 2 × ring, RX and
+    /// TX one ring each) and the send buffers' frames, at least a ring's
+    /// worth [default: 4 × ring + 8192].
+    #[arg(long)]
+    pub frames: Option<u32>,
     /// RX/TX ring entries, a power of two in 64..=16384 (fill/completion
     /// rings get twice).
     #[arg(long, default_value = "2048", value_parser = parse_ring)]
@@ -375,6 +377,14 @@ pub struct EngineArgs {
     pub max_conns: u32,
 }
 
+/// UMEM frames per queue for the send buffers when `--frames` is left
+/// out: 32 MiB of 4 KiB frames (with the default rings, 16,384 frames in
+/// all). A fixed count would leave less to the send buffers the larger the
+/// rings: 16,384 frames with 4096-entry rings left none, and every
+/// connection sent from two segments' worth (`xtcp bench --ring 4096` ran
+/// at a quarter of the rate).
+pub const SEND_FRAMES: u32 = 8192;
+
 impl EngineArgs {
     /// The engine's configuration for a command that connects to `peer`
     /// (client, send): on `--iface`, or else on the interface the kernel
@@ -401,6 +411,12 @@ impl EngineArgs {
     }
 
     /// Everything but the interface, checked.
+    /// UMEM frames per queue: `--frames`, or the rings' and
+    /// [`SEND_FRAMES`] for the send buffers.
+    fn frames(&self) -> u32 {
+        self.frames.unwrap_or(4 * self.ring + SEND_FRAMES)
+    }
+
     fn config(&self) -> anyhow::Result<EngineConfig> {
         let mut c = EngineConfig {
             queues: self.queues,
@@ -414,7 +430,7 @@ impl EngineArgs {
                 Wakeup::Kick => bail!("--wakeup kick is xsk-bench's: use spin, poll or adaptive"),
             },
             frame_size: self.frame_size,
-            frames: self.frames,
+            frames: self.frames(),
             ring: self.ring,
             batch: self.batch,
             tx_burst: self.tx_burst,
@@ -434,11 +450,16 @@ impl EngineArgs {
             max_conns: self.max_conns as usize,
             ..EngineConfig::default()
         };
-        if self.frames < self.ring * 4 {
+        if let Some(f) = self.frames
+            && f < self.ring * 5
+        {
             bail!(
-                "--frames {} is too few for --ring {}: give at least 4 × ring",
-                self.frames,
-                self.ring
+                "--frames {f} is too few for --ring {r}: the rings hold up to {} (fill 2 × ring, \
+                 RX and TX one ring each), and the send buffers need at least a ring's worth \
+                 more: give at least {} (5 × ring), or leave --frames out (4 × ring + {SEND_FRAMES})",
+                4 * self.ring,
+                5 * self.ring,
+                r = self.ring
             );
         }
         let fs = self.frame_size.bytes() as u64;
@@ -566,6 +587,40 @@ mod tests {
             .unwrap_or_else(|| panic!("no command {cmd}"))
             .render_long_help()
             .to_string()
+    }
+
+    /// The UMEM leaves the send buffers 8192 frames whatever the rings
+    /// (a fixed 16,384 left none at `--ring 4096`), and a `--frames` that
+    /// leaves less than a ring is refused with the numbers.
+    #[test]
+    fn frames_leave_the_send_buffers_their_part_at_every_ring() {
+        let engine = |extra: &[&str]| {
+            let args = [
+                &["send", "--iface", "x0", "-c", "198.18.0.2", "--zeros"],
+                extra,
+            ]
+            .concat();
+            match parse(&args).cmd {
+                crate::Cmd::Send(a) => a.engine,
+                c => panic!("{c:?}"),
+            }
+        };
+        for ring in [64u32, 2048, 4096, 16384] {
+            let e = engine(&["--ring", &ring.to_string()]);
+            assert_eq!(e.config().unwrap().frames, 4 * ring + SEND_FRAMES);
+        }
+        assert_eq!(engine(&[]).config().unwrap().frames, 16384);
+        let e = engine(&["--ring", "4096", "--frames", "20480"]);
+        assert_eq!(e.config().unwrap().frames, 20480);
+        let err = engine(&["--ring", "4096", "--frames", "16384"])
+            .config()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--frames 16384 is too few for --ring 4096")
+                && err.contains("at least 20480"),
+            "{err}"
+        );
     }
 
     /// Each earlier spelling parses to exactly what its new spelling does.

@@ -167,7 +167,7 @@ fn engine_args(net: &TestNet, clip: bool) -> Vec<String> {
         "--mss-clip",
         if clip { "on" } else { "off" },
         "--frames",
-        "8192",
+        "10240",
     ]
     .iter()
     .map(|s| s.to_string())

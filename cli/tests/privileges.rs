@@ -138,7 +138,7 @@ fn documented_capabilities_complete_a_transfer() {
             65530,
             DOCUMENTED.to_owned(),
             Some(2 << 20),
-            &["--frames", "512", "--ring", "128"],
+            &["--frames", "512", "--ring", "64"],
         ),
     ];
     for (i, (uid, caps, memlock, extra)) in ways.iter().enumerate() {

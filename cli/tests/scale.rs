@@ -98,7 +98,7 @@ fn collect_stdout(x: &mut Watched) -> std::thread::JoinHandle<String> {
     })
 }
 
-/// What xtcp may use for `conns` connections: its UMEM (8192 frames of 4
+/// What xtcp may use for `conns` connections: its UMEM (10,240 frames of 4
 /// KiB, the tests' `--frames`), a fixed part (code, rings, tables, the
 /// runtime; measured at about 40 MiB with one connection) and per
 /// connection its send-buffer bookkeeping and the receive-buffer pages it
@@ -107,7 +107,7 @@ fn collect_stdout(x: &mut Watched) -> std::thread::JoinHandle<String> {
 /// beyond it: 256 MiB moved; and so would 4 MiB receive buffers cleared at
 /// allocation (measured before the fix: 394 MiB).
 fn memory_bound(conns: usize) -> u64 {
-    8192 * 4096 + (96 << 20) + conns as u64 * (128 << 10)
+    10240 * 4096 + (96 << 20) + conns as u64 * (128 << 10)
 }
 
 /// 1,000 connections from `xtcp send` into one kernel listener at once,

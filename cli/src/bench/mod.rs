@@ -403,8 +403,6 @@ fn parse_iface_pair(s: &str) -> Result<(String, String), String> {
 
 /// xtcp's default ring size, used when `--ring` is not given.
 const DEFAULT_RING: u32 = 2048;
-/// xtcp's default UMEM frames per queue.
-const DEFAULT_FRAMES: u32 = 16384;
 
 struct Reap(Child);
 
@@ -430,8 +428,6 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
     let ring = p.ring.to_string();
     let frame_size = p.frame_size.to_string();
     let tx_burst = p.tx_burst.to_string();
-    // The engine wants at least four frames per ring entry.
-    let frames = DEFAULT_FRAMES.max(4 * p.ring).to_string();
     let mut v: Vec<String> = [
         "--iface",
         iface,
@@ -443,8 +439,6 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
         &p.rcvbuf,
         "--ring",
         &ring,
-        "--frames",
-        &frames,
         "--frame-size",
         &frame_size,
         "--tx-burst",

@@ -17,7 +17,7 @@ pub const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
 /// Engine options of every xtcp end on the test network: copy mode (veth
 /// has no zero-copy), verified checksums (offloads are off), and fewer
 /// UMEM frames than the default.
-pub const ENGINE: [&str; 6] = ["--bind", "copy", "--rx-csum", "verify", "--frames", "8192"];
+pub const ENGINE: [&str; 6] = ["--bind", "copy", "--rx-csum", "verify", "--frames", "10240"];
 
 /// A test network with MTU 1500 and `queues` queues per side.
 pub fn testnet(queues: u32) -> TestNet {
