@@ -410,13 +410,13 @@ impl EngineArgs {
         Ok(c)
     }
 
-    /// Everything but the interface, checked.
     /// UMEM frames per queue: `--frames`, or the rings' and
     /// [`SEND_FRAMES`] for the send buffers.
     fn frames(&self) -> u32 {
         self.frames.unwrap_or(4 * self.ring + SEND_FRAMES)
     }
 
+    /// Everything but the interface, checked.
     fn config(&self) -> anyhow::Result<EngineConfig> {
         let mut c = EngineConfig {
             queues: self.queues,

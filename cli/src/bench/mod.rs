@@ -91,8 +91,9 @@ pub struct BenchArgs {
     /// no frames and run the same at every size [default: 4096].
     #[arg(long, value_delimiter = ',')]
     pub frame_size: Vec<u32>,
-    /// xtcp's TX bursts to sweep (`--tx-burst`: TX frames one connection
-    /// queues per loop turn, ahead of the ACKs queued after them). The
+    /// xtcp's TX bursts to sweep (`--tx-burst`: TX frames one loop turn
+    /// queues for all its connections, sent before the ACKs that arrive
+    /// meanwhile are read). The
     /// kernel pairs run the same at every value [default: 64].
     #[arg(long, value_delimiter = ',')]
     pub tx_burst: Vec<u32>,
