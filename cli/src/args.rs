@@ -22,7 +22,9 @@ use xtcp_engine::frame::FrameSize;
 use xtcp_engine::netlink::NetlinkSocket;
 use xtcp_engine::netlink::addr::{Holder, iface_holding, route_iface};
 use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
-use xtcp_engine::worker::{EngineConfig, RxCsumPolicy, TxLayoutPolicy, WaitStrategy};
+use xtcp_engine::worker::{
+    EngineConfig, RxCsumPolicy, TxLayoutPolicy, WaitStrategy, default_frames,
+};
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
 
@@ -377,14 +379,6 @@ pub struct EngineArgs {
     pub max_conns: u32,
 }
 
-/// UMEM frames per queue for the send buffers when `--frames` is left
-/// out: 32 MiB of 4 KiB frames (with the default rings, 16,384 frames in
-/// all). A fixed count would leave less to the send buffers the larger the
-/// rings: 16,384 frames with 4096-entry rings left none, and every
-/// connection sent from two segments' worth (`xtcp bench --ring 4096` ran
-/// at a quarter of the rate).
-pub const SEND_FRAMES: u32 = 8192;
-
 impl EngineArgs {
     /// The engine's configuration for a command that connects to `peer`
     /// (client, send): on `--iface`, or else on the interface the kernel
@@ -410,12 +404,6 @@ impl EngineArgs {
         Ok(c)
     }
 
-    /// UMEM frames per queue: `--frames`, or the rings' and
-    /// [`SEND_FRAMES`] for the send buffers.
-    fn frames(&self) -> u32 {
-        self.frames.unwrap_or(4 * self.ring + SEND_FRAMES)
-    }
-
     /// Everything but the interface, checked.
     fn config(&self) -> anyhow::Result<EngineConfig> {
         let mut c = EngineConfig {
@@ -430,7 +418,7 @@ impl EngineArgs {
                 Wakeup::Kick => bail!("--wakeup kick is xsk-bench's: use spin, poll or adaptive"),
             },
             frame_size: self.frame_size,
-            frames: self.frames(),
+            frames: self.frames.unwrap_or(default_frames(self.ring)),
             ring: self.ring,
             batch: self.batch,
             tx_burst: self.tx_burst,
@@ -450,18 +438,6 @@ impl EngineArgs {
             max_conns: self.max_conns as usize,
             ..EngineConfig::default()
         };
-        if let Some(f) = self.frames
-            && f < self.ring * 5
-        {
-            bail!(
-                "--frames {f} is too few for --ring {r}: the rings hold up to {} (fill 2 × ring, \
-                 RX and TX one ring each), and the send buffers need at least a ring's worth \
-                 more: give at least {} (5 × ring), or leave --frames out (4 × ring + {SEND_FRAMES})",
-                4 * self.ring,
-                5 * self.ring,
-                r = self.ring
-            );
-        }
         let fs = self.frame_size.bytes() as u64;
         if self.sndbuf < 4 * fs || self.sndbuf > 1 << 30 {
             bail!("--sndbuf must be between {} and 1G", 4 * fs);
@@ -607,13 +583,18 @@ mod tests {
         };
         for ring in [64u32, 2048, 4096, 16384] {
             let e = engine(&["--ring", &ring.to_string()]);
-            assert_eq!(e.config().unwrap().frames, 4 * ring + SEND_FRAMES);
+            assert_eq!(
+                e.config().unwrap().frames,
+                4 * ring + xtcp_engine::worker::SEND_FRAMES
+            );
         }
         assert_eq!(engine(&[]).config().unwrap().frames, 16384);
         let e = engine(&["--ring", "4096", "--frames", "20480"]);
         assert_eq!(e.config().unwrap().frames, 20480);
         let err = engine(&["--ring", "4096", "--frames", "16384"])
             .config()
+            .unwrap()
+            .validate()
             .unwrap_err()
             .to_string();
         assert!(

@@ -34,8 +34,8 @@ pub mod thread;
 pub use conn::SinkKind;
 pub use engine::{
     App, AppIn, AppOut, CpuTimes, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
-    RxCsumPolicy, TX_HEADROOM, TxLayoutPolicy, process_cpu, process_times, run, run_app,
-    validate_cores,
+    RxCsumPolicy, SEND_FRAMES, TX_HEADROOM, TxLayoutPolicy, default_frames, process_cpu,
+    process_times, run, run_app, validate_cores,
 };
 pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
