@@ -475,10 +475,12 @@ fn a_prometheus_server_scrapes_it_and_answers_queries() {
         if let Some(s) = server.0.try_wait().unwrap() {
             panic!("prometheus exited: {s}");
         }
+        // Listening is not ready: until its storage is up, Prometheus
+        // answers 503 (`/-/ready` says when).
         let ready = {
             let _g = net.a.ns.enter().unwrap();
             TcpStream::connect_timeout(&prom, Duration::from_secs(1)).is_ok()
-        };
+        } && get(&net.a.ns, prom, "/-/ready").0 == 200;
         if ready {
             let up = prom_query(&net.a.ns, prom, r#"up{job="xtcp"}"#);
             let ok = prom_query(&net.a.ns, prom, r#"xtcp_tests_total{result="ok"}"#);
@@ -498,7 +500,7 @@ fn a_prometheus_server_scrapes_it_and_answers_queries() {
                 "prometheus answers up {up:?}, tests ok {ok:?}"
             );
         } else {
-            assert!(Instant::now() < deadline, "prometheus never listened");
+            assert!(Instant::now() < deadline, "prometheus never became ready");
         }
         std::thread::sleep(Duration::from_millis(200));
     }
