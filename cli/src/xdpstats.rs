@@ -33,6 +33,10 @@ pub struct XdpSummary {
     /// Packets the steering program redirected to xtcp's sockets, all
     /// queues (`None` if its counters could not be read).
     pub steered: Option<u64>,
+    /// Packets of xtcp's flows that arrived on a queue without an xtcp
+    /// socket, which the steering program dropped (a queue xtcp does not
+    /// serve, or one whose worker had already exited); `None` as `steered`.
+    pub no_socket: Option<u64>,
     /// Packets lost at the redirect: the driver's count where it has one
     /// (`drops_source` "driver"), else the sockets' `rx_ring_full +
     /// rx_dropped` ("sockets").
@@ -140,12 +144,14 @@ impl XdpSummary {
             })
             .collect();
         let steered = r.steer.map(|s| s.steered);
+        let no_socket = r.steer.map(|s| s.no_socket);
         let (dropped_at_redirect, drops_source) = match d.total {
             Some(t) => (t, "driver"),
             None => (sum.rx_ring_full + sum.rx_dropped, "sockets"),
         };
         XdpSummary {
             steered,
+            no_socket,
             dropped_at_redirect,
             drops_source,
             drop_percent: steered
@@ -175,7 +181,7 @@ impl XdpSummary {
         let mut v = vec![format!(
             "XDP: steered {}, dropped at redirect {} ({pct}, {source}): rx ring full {}, \
              fill ring empty {}, rx dropped {}, rx invalid descs {}, tx invalid descs {}, \
-             tx ring empty {}",
+             tx ring empty {}; no socket {}",
             self.steered
                 .map_or_else(|| "unknown".to_owned(), |n| n.to_string()),
             self.dropped_at_redirect,
@@ -185,6 +191,8 @@ impl XdpSummary {
             s.rx_invalid_descs,
             s.tx_invalid_descs,
             s.tx_ring_empty_descs,
+            self.no_socket
+                .map_or_else(|| "unknown".to_owned(), |n| n.to_string()),
         )];
         let dropped =
             |q: &QueueXdp| q.driver_drops.unwrap_or(0) + q.xsk.rx_ring_full + q.xsk.rx_dropped > 0;
@@ -220,6 +228,7 @@ mod tests {
         }
         XdpSummary {
             steered: Some(1000),
+            no_socket: Some(0),
             dropped_at_redirect: driver.unwrap_or(sum.rx_ring_full + sum.rx_dropped),
             drops_source: if driver.is_some() {
                 "driver"
@@ -267,6 +276,7 @@ mod tests {
             "{}",
             l[0]
         );
+        assert!(l[0].ends_with("tx ring empty 0; no socket 0"), "{}", l[0]);
         let s = summary(vec![q(0, 0, Some(0)), q(1, 0, Some(0))], Some(0));
         assert_eq!(s.lines().len(), 1, "no drop: no per-queue detail");
         let s = summary(vec![q(0, 0, Some(0)), q(1, 3, Some(3))], Some(3));

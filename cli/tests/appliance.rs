@@ -282,7 +282,14 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
         .unwrap();
     let mut client = common::Reap(client);
     // Control and data connection up: the test runs.
-    wait_established(&net, 5330, 2);
+    let err = server.err.clone();
+    wait_established(
+        &net,
+        5330,
+        2,
+        &mut [&mut client.0, &mut server.child.0],
+        &|| format!("serve: {}", err.lock().unwrap()),
+    );
     std::fs::write(&conf, format!("{text}deny = [\"{}\"]\n", net.b.ip4)).unwrap();
     server.signal("-HUP");
     server.wait_for("reloaded");

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 mod common;
 
 use common::{
-    ENGINE, Reap, XTCP, ethtool_stat, link_stat, tcp_out_segs, testnet, wait_established,
+    ENGINE, Reap, XTCP, ethtool_stat, link_stat, tcp_mib, tcp_out_segs, testnet, wait_established,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -370,6 +370,8 @@ fn as_nobody_every_thread_holds_nothing_while_serving_and_sigterm_detaches_every
     let since = SystemTime::now();
     let segs0 = segments_reaching_a(&net);
     let drops0 = redirect_drops(&net, 2);
+    let b_mib = |k: &str| tcp_mib(&net.b.ns, k);
+    let (rtx0, rst0) = (b_mib("RetransSegs"), b_mib("OutRsts"));
     let mut s = Serve::spawn(
         &net,
         &["setpriv", "--groups=4,27"],
@@ -380,8 +382,11 @@ fn as_nobody_every_thread_holds_nothing_while_serving_and_sigterm_detaches_every
     assert!(s.err().contains("as nobody"), "{}", s.err());
     assert!(xdp_attached(&net), "attached while serving");
 
-    let client = iperf3_start(&net, &["-t", "3", "-P", "2"]);
-    wait_established(&net, PORT, 3);
+    let mut client = iperf3_start(&net, &["-t", "3", "-P", "2"]);
+    let err = s.err.clone();
+    wait_established(&net, PORT, 3, &mut [&mut client.0, &mut s.child.0], &|| {
+        format!("serve: {}", err.lock().unwrap())
+    });
     let names = assert_dropped(s.pid(), uid, gid);
     for w in ["xtcp-q0", "xtcp-q1"] {
         assert!(names.iter().any(|n| n == w), "worker {w}: {names:?}");
@@ -406,9 +411,18 @@ fn as_nobody_every_thread_holds_nothing_while_serving_and_sigterm_detaches_every
     );
     let xdp = &docs[1]["xdp"];
     assert_eq!(
+        xdp["no_socket"].as_u64(),
+        Some(0),
+        "nothing arrived on a queue without a socket (a worker that exits first \
+         closes its socket while the other's connections still close): {xdp}"
+    );
+    assert_eq!(
         xdp["steered"].as_u64(),
         Some(segments_reaching_a(&net) - segs0),
-        "steered (the BPF map, read as nobody) is what B's stack sent: {xdp}"
+        "steered (the BPF map, read as nobody) is what B's stack sent ({} of them \
+         retransmitted, {} resets): {xdp}\n{err}",
+        b_mib("RetransSegs") - rtx0,
+        b_mib("OutRsts") - rst0,
     );
     assert_eq!(
         xdp["driver_drops"].as_u64(),
@@ -426,8 +440,11 @@ fn sigkill_as_nobody_leaves_nothing_behind() {
     let since = SystemTime::now();
     let mut s = Serve::spawn(&net, &[], &serve_args("nobody", &[]), &[]);
     s.wait_for("listening on");
-    let _client = iperf3_start(&net, &["-t", "30"]);
-    wait_established(&net, PORT, 2);
+    let mut client = iperf3_start(&net, &["-t", "30"]);
+    let err = s.err.clone();
+    wait_established(&net, PORT, 2, &mut [&mut client.0, &mut s.child.0], &|| {
+        format!("serve: {}", err.lock().unwrap())
+    });
     assert!(xdp_attached(&net), "attached while serving");
     s.signal("-KILL");
     let (status, _, err) = s.wait_exit();

@@ -51,6 +51,8 @@ struct Printed {
     ring_full: u64,
     fill_empty: u64,
     rx_dropped: u64,
+    /// Arrived on a queue without an xtcp socket (dropped by the program).
+    no_socket: u64,
     /// The driver's count; the human line names its source instead.
     driver: Option<u64>,
 }
@@ -83,6 +85,7 @@ fn printed(v: &serde_json::Value, err: &str) -> Printed {
             ring_full: after(line, "rx ring full "),
             fill_empty: after(line, "fill ring empty "),
             rx_dropped: after(line, "rx dropped "),
+            no_socket: after(line, "no socket "),
             driver: None,
         };
     }
@@ -100,6 +103,7 @@ fn printed(v: &serde_json::Value, err: &str) -> Printed {
         ring_full: u(x, "rx_ring_full"),
         fill_empty: u(x, "rx_fill_ring_empty_descs"),
         rx_dropped: u(x, "rx_dropped"),
+        no_socket: u(x, "no_socket"),
         driver: Some(u(x, "driver_drops")),
     }
 }
@@ -169,6 +173,7 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
                 ring_full: 0,
                 fill_empty: 0,
                 rx_dropped: 0,
+                no_socket: 0,
                 driver: json.then_some(0),
             },
             "{v} {err}"
@@ -309,6 +314,7 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
                 ring_full: drops,
                 fill_empty: 0,
                 rx_dropped: 0,
+                no_socket: 0,
                 driver: json.then_some(drops),
             },
             "{v} {err}"
@@ -382,7 +388,7 @@ fn serve_prints_the_xdp_line_when_it_stops() {
             "xtcp serve: XDP: steered {steered}, dropped at redirect 0 (0.00 %, driver veth \
              rx_queue_N_drops): rx ring full 0, fill ring empty 0, rx dropped 0, rx invalid \
              descs 0, tx invalid descs 0, tx ring empty "
-        )),
+        )) && line.ends_with("; no socket 0"),
         "{line}"
     );
 }

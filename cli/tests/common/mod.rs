@@ -1,7 +1,7 @@
 //! Helpers shared by the CLI tests.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -524,8 +524,17 @@ pub fn kill(sig: &str, pid: u32) {
 }
 
 /// Waits (bounded) until side B has at least `n` established connections
-/// to A's `port` (iperf3's control connection and its streams).
-pub fn wait_established(net: &TestNet, port: u16, n: usize) {
+/// to A's `port` (iperf3's control connection and its streams). None of
+/// `watch` (the client, the server) may exit meanwhile: if one does, the
+/// panic says which, and what it printed; every panic adds `context()`
+/// (what a server printed, collected elsewhere).
+pub fn wait_established(
+    net: &TestNet,
+    port: u16,
+    n: usize,
+    watch: &mut [&mut Child],
+    context: &dyn Fn() -> String,
+) {
     let filter = format!("dst {}:{port}", net.a.ip4);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -540,9 +549,26 @@ pub fn wait_established(net: &TestNet, port: u16, n: usize) {
         if got >= n {
             return;
         }
+        for (i, c) in watch.iter_mut().enumerate() {
+            if let Some(st) = c.try_wait().unwrap() {
+                let mut printed = String::new();
+                if let Some(mut o) = c.stdout.take() {
+                    let _ = o.read_to_string(&mut printed);
+                }
+                if let Some(mut e) = c.stderr.take() {
+                    let _ = e.read_to_string(&mut printed);
+                }
+                panic!(
+                    "process {i} of those watched ({st}) exited with {got} of {n} connections to \
+                     port {port} up: {printed}\n{}",
+                    context()
+                );
+            }
+        }
         assert!(
             Instant::now() < deadline,
-            "{got} connections to port {port}, not {n}"
+            "{got} connections to port {port}, not {n}: {}",
+            context()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -1014,6 +1014,8 @@ pub fn run_app(
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         grace: cfg.grace,
+        done: AtomicUsize::new(0),
+        workers: ports.len(),
         tcp: tcp_cfg,
         isn,
         registry: Registry::new(plan.len() + cfg.max_conns * cfg.queues as usize),

@@ -81,6 +81,9 @@ const MAX_SLEEP_MS: i32 = 1;
 const MAX_PENDING_RST: usize = 64;
 /// Entries of the source-MAC table used for handshake replies.
 const MAC_TABLE: usize = 256;
+/// How long past the grace period a worker whose connections are done
+/// waits for the others before it exits anyway.
+const STOP_WAIT: Duration = Duration::from_secs(1);
 /// A hand-over request is not repeated sooner than this.
 const WANT_AGAIN: Duration = Duration::from_millis(1);
 /// Bytes in front of a received packet in its frame (the kernel's
@@ -150,6 +153,14 @@ pub struct Shared {
     pub stop: AtomicBool,
     /// Grace period between FIN and RST on stop.
     pub grace: Duration,
+    /// Workers stopping whose connections are done (closed, or quiet in
+    /// TIME-WAIT). A worker exits only once all of them are: its socket
+    /// goes with it, and a peer's last packets of another worker's
+    /// connection may still arrive on its queue (the steering program drops
+    /// what arrives on a queue without a socket).
+    pub done: AtomicUsize,
+    /// Workers in all.
+    pub workers: usize,
     /// TCP parameters of every connection.
     pub tcp: Config,
     /// ISN generator (one key for all workers).
@@ -415,11 +426,14 @@ impl Worker {
         let mut next_report = start;
         let mut idle_turns = 0u32;
         let mut stopping = false;
+        let mut counted_done = false;
+        let mut stop_began = start;
         loop {
             let now = Instant::now();
             self.counters.turns += 1;
             if !stopping && self.shared.stop.load(Ordering::Relaxed) {
                 stopping = true;
+                stop_began = now;
                 self.begin_stop(now);
             }
             if !self.to_open.is_empty() {
@@ -448,12 +462,27 @@ impl Worker {
             // Stopping: done once no connection is left but those quiet in
             // TIME-WAIT (both FINs acknowledged, our last ACK on the wire):
             // TIME-WAIT does not outlive the process (see `super::engine`).
-            if stopping
-                && (self.table.is_empty()
+            // Exit once every worker is done: until then this queue may
+            // still receive (and forward) another worker's packets.
+            if stopping {
+                let done = self.table.is_empty()
                     || (self.port.xsk().tx.in_flight() == 0
-                        && self.table.iter().all(|s| s.conn.is_time_wait_quiet())))
-            {
-                break;
+                        && self.table.iter().all(|s| s.conn.is_time_wait_quiet()));
+                if done != counted_done {
+                    counted_done = done;
+                    if done {
+                        self.shared.done.fetch_add(1, Ordering::AcqRel);
+                    } else {
+                        self.shared.done.fetch_sub(1, Ordering::AcqRel);
+                    }
+                }
+                // (Bounded: a worker that died never counts itself.)
+                if done
+                    && (self.shared.done.load(Ordering::Acquire) >= self.shared.workers
+                        || now > stop_began + self.shared.grace + STOP_WAIT)
+                {
+                    break;
+                }
             }
             if busy {
                 idle_turns = 0;
