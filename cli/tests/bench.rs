@@ -643,11 +643,12 @@ fn every_preset_runs_one_short_point_and_prints_the_published_table() {
     }
 }
 
-/// A record of an earlier version (a bare list of samples, the repository's
-/// own docs/bench-2026-12-01.json) is read back: its table, nothing run.
+/// A record of an earlier version (a bare list of samples: the bench's
+/// record of 2026-12-01, kept in tests/data) is read back: its table,
+/// nothing run.
 #[test]
 fn from_reads_a_record_of_an_earlier_version() {
-    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench-2026-12-01.json");
+    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bench-record-v1.json");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&old).unwrap()).unwrap();
     let points: BTreeSet<(u64, String)> = v
         .as_array()
