@@ -1015,7 +1015,6 @@ pub fn run_app(
         stop: AtomicBool::new(false),
         grace: cfg.grace,
         done: AtomicUsize::new(0),
-        workers: ports.len(),
         tcp: tcp_cfg,
         isn,
         registry: Registry::new(plan.len() + cfg.max_conns * cfg.queues as usize),

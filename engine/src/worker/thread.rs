@@ -159,8 +159,6 @@ pub struct Shared {
     /// connection may still arrive on its queue (the steering program drops
     /// what arrives on a queue without a socket).
     pub done: AtomicUsize,
-    /// Workers in all.
-    pub workers: usize,
     /// TCP parameters of every connection.
     pub tcp: Config,
     /// ISN generator (one key for all workers).
@@ -225,6 +223,7 @@ pub struct Worker {
     gone: Stats,
     max_seg_frames: usize,
     inbox: Receiver<Ctl>,
+    /// Every worker's inbox, this one's included: one per queue.
     peers: Vec<Sender<Ctl>>,
     /// Hand-over requests sent recently (not repeated within a millisecond).
     wanted: Vec<(Key, Instant)>,
@@ -478,7 +477,7 @@ impl Worker {
                 }
                 // (Bounded: a worker that died never counts itself.)
                 if done
-                    && (self.shared.done.load(Ordering::Acquire) >= self.shared.workers
+                    && (self.shared.done.load(Ordering::Acquire) >= self.peers.len()
                         || now > stop_began + self.shared.grace + STOP_WAIT)
                 {
                     break;
