@@ -50,10 +50,20 @@ impl PidFile {
         })
     }
 
-    /// Writes this process's pid (after [`daemonize`]: the daemon's).
+    /// Writes this process's pid (after [`daemonize`]: the daemon's), to a
+    /// file beside it that is then renamed over it: a reader (a supervisor,
+    /// a second serve's check) sees the old file or the whole new one,
+    /// never an empty or half-written one.
     pub(crate) fn write(&mut self) -> anyhow::Result<()> {
-        std::fs::write(&self.path, format!("{}\n", std::process::id()))
-            .with_context(|| format!("-I {}: cannot write it", self.path.display()))?;
+        let what = || format!("-I {}: cannot write it", self.path.display());
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        std::fs::write(&tmp, format!("{}\n", std::process::id())).with_context(what)?;
+        if let Err(e) = std::fs::rename(&tmp, &self.path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(what);
+        }
         self.written = true;
         Ok(())
     }
