@@ -553,7 +553,7 @@ impl Collector for Exposition {
         per_queue(
             &mut enc,
             "listener_syns_dropped",
-            "SYNs the listener dropped: its half-open table was full.",
+            "SYNs the listener dropped: its half-open table was full, or another queue's listener holds the flow.",
             None,
             counter,
             w,

@@ -411,8 +411,8 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let listener = listener_totals(&report);
     let refused: u64 = report.workers.iter().map(|w| w.refused).sum();
     eprintln!(
-        "xtcp serve: listener: {} SYNs taken, {} dropped (half-open table full), at most {} \
-         half-open at once; {} handshakes completed, {} connections refused (--max-conns)",
+        "xtcp serve: listener: {} SYNs taken, {} dropped (half-open table full, or another queue's \
+         flow), at most {} half-open at once; {} handshakes completed, {} connections refused (--max-conns)",
         listener.syns_accepted,
         listener.syns_dropped,
         listener.half_open_peak,
@@ -437,6 +437,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     "refused": w.refused,
                     "migrated_in": w.migrated_in,
                     "migrated_out": w.migrated_out,
+                    "forwarded": w.forwarded,
                 })).collect::<Vec<_>>(),
             }))?);
     }

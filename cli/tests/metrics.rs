@@ -315,19 +315,26 @@ fn promtool_passes_the_scrape_and_other_paths_are_404() {
         "promtool is not installed (scripts/deps.sh installs Debian's prometheus)"
     );
     let net = testnet(2);
-    let _x = serve(&net, 2, &[]);
+    let mut x = serve(&net, 2, &[]);
     // While a test runs: the connections xtcp holds, over both queues, are
     // the ones B's kernel has established with it (control and two
-    // streams).
+    // streams). The client is stopped once they are up, so that the test
+    // cannot end before the count is scraped, and let go on after.
     let mut client = Reap(
         net.b
             .ns
             .command("iperf3")
             .args(["-c", &net.a.ip4.to_string(), "-t", "4", "-P", "2"])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
+    let err = x.err.clone();
+    common::wait_established(&net, 5201, 3, &mut [&mut client.0, &mut x.child.0], &|| {
+        format!("xtcp serve: {}", err.lock().unwrap())
+    });
+    common::kill("-STOP", client.0.id());
     scrape_until(&net, "the live connections counted", |t| {
         let ss = net
             .b
@@ -344,8 +351,17 @@ fn promtool_passes_the_scrape_and_other_paths_are_404() {
             .then_some(())
             .ok_or(format!("B has {b} established, xtcp holds {held}"))
     });
+    common::kill("-CONT", client.0.id());
+    // (What it prints in 4 s fits the pipes.)
     let st = client.0.wait().unwrap();
-    assert!(st.success(), "iperf3 -c: {st}");
+    let mut printed = String::new();
+    if let Some(mut o) = client.0.stdout.take() {
+        o.read_to_string(&mut printed).unwrap();
+    }
+    if let Some(mut e) = client.0.stderr.take() {
+        e.read_to_string(&mut printed).unwrap();
+    }
+    assert!(st.success(), "iperf3 -c: {st}: {printed}");
     let text = scrape_until(&net, "the test counted", |t| {
         (value(t, r#"xtcp_tests_total{result="ok"}"#) == Some(1))
             .then_some(())

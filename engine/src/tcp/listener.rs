@@ -7,6 +7,12 @@
 //! established connections with [`Listener::accept`] (from then on the caller
 //! routes their segments to them directly).
 //!
+//! Several listeners on one port (one per queue, each in its own worker):
+//! a handshake's segments may come in on another queue than its SYN, so the
+//! owner of each half-open connection is published through a
+//! [`HalfOpenIndex`] (the workers' registry), which lets the others route
+//! them to it instead of answering them with a reset.
+//!
 //! Memory: a half-open connection holds no buffers (they are allocated when
 //! the handshake completes), at most `max_half_open` of them exist, and at most
 //! `backlog` established connections wait in the accept queue; further SYNs are
@@ -28,7 +34,8 @@ const MAX_PENDING_RST: usize = 16;
 pub struct ListenerStats {
     /// SYNs that created a half-open connection.
     pub syns_accepted: u64,
-    /// SYNs dropped because the half-open table was full.
+    /// SYNs dropped: the half-open table was full, or the [`HalfOpenIndex`]
+    /// refused the flow (another listener took its SYN first).
     pub syns_dropped: u64,
     /// Handshakes completed.
     pub established: u64,
@@ -60,6 +67,17 @@ impl ListenerStats {
     }
 }
 
+/// Where the listeners of one port publish their half-open connections.
+pub trait HalfOpenIndex: std::fmt::Debug + Send {
+    /// A SYN is about to make a half-open connection of `tuple`: true if
+    /// this listener may take it (the flow is not another's).
+    fn claim(&mut self, tuple: &FourTuple) -> bool;
+    /// The half-open connection of `tuple` ended without being established
+    /// (timed out, reset, or dropped from a full accept queue). One that
+    /// is established stays claimed: its new owner takes the claim over.
+    fn forget(&mut self, tuple: &FourTuple);
+}
+
 /// A listening port. Its connections keep their send buffers in `M` (see
 /// [`Connection`]); each starts as `M::default()`.
 #[derive(Debug)]
@@ -76,6 +94,8 @@ pub struct Listener<M = HeapFrames> {
     /// Receive-window cap of new connections
     /// ([`Connection::set_recv_share`]).
     share: usize,
+    /// Where the half-open connections are published, if anywhere.
+    index: Option<Box<dyn HalfOpenIndex>>,
 }
 
 impl Listener<HeapFrames> {
@@ -111,7 +131,18 @@ impl<M: SendMemory + Default> Listener<M> {
             rst: VecDeque::with_capacity(MAX_PENDING_RST),
             stats: ListenerStats::default(),
             share: usize::MAX,
+            index: None,
         }
+    }
+
+    /// Publishes the half-open connections in `index` from now on.
+    pub fn set_index(&mut self, index: Box<dyn HalfOpenIndex>) {
+        self.index = Some(index);
+    }
+
+    /// Whether a half-open connection of `tuple` is held here.
+    pub fn holds(&self, tuple: &FourTuple) -> bool {
+        self.half_open.iter().any(|c| c.tuple() == *tuple)
     }
 
     /// Counters.
@@ -182,20 +213,26 @@ impl<M: SendMemory + Default> Listener<M> {
             self.queue_rst(tuple, seg, payload_len);
             return;
         }
-        if self.half_open.len() >= self.max_half_open {
+        if self.half_open.len() >= self.max_half_open
+            || self.index.as_mut().is_some_and(|x| !x.claim(&tuple))
+        {
             self.stats.syns_dropped += 1;
             return;
         }
-        if let Some(mut c) =
+        let Some(mut c) =
             Connection::accept_in(self.cfg.clone(), tuple, &self.isn, now, seg, M::default())
-        {
-            if self.share != usize::MAX {
-                c.set_recv_share(self.share);
+        else {
+            if let Some(x) = self.index.as_mut() {
+                x.forget(&tuple);
             }
-            self.stats.syns_accepted += 1;
-            self.half_open.push(c);
-            self.stats.half_open_peak = self.stats.half_open_peak.max(self.half_open.len() as u64);
+            return;
+        };
+        if self.share != usize::MAX {
+            c.set_recv_share(self.share);
         }
+        self.stats.syns_accepted += 1;
+        self.half_open.push(c);
+        self.stats.half_open_peak = self.stats.half_open_peak.max(self.half_open.len() as u64);
     }
 
     fn queue_rst(&mut self, tuple: FourTuple, seg: &TcpRepr, payload_len: usize) {
@@ -219,14 +256,20 @@ impl<M: SendMemory + Default> Listener<M> {
             // Nobody else will read a failed half-open connection's events.
             while self.half_open[i].poll_event().is_some() {}
             if self.half_open[i].is_drained() {
-                self.half_open.swap_remove(i);
+                let c = self.half_open.swap_remove(i);
                 self.stats.half_open_expired += 1;
+                if let Some(x) = self.index.as_mut() {
+                    x.forget(&c.tuple());
+                }
             }
             return;
         }
         let c = self.half_open.swap_remove(i);
         if self.ready.len() >= self.backlog {
             self.stats.backlog_dropped += 1;
+            if let Some(x) = self.index.as_mut() {
+                x.forget(&c.tuple());
+            }
             let mut c = c;
             c.abort(now);
             if let Some(seg) = c.poll_transmit(now) {

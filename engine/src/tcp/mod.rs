@@ -103,7 +103,7 @@ mod tests;
 pub use cc::{CongestionAlgorithm, CongestionControl, Cubic, NewReno};
 pub use conn::{Connection, Segment, State, reset_for};
 pub use isn::IsnGenerator;
-pub use listener::{Listener, ListenerStats};
+pub use listener::{HalfOpenIndex, Listener, ListenerStats};
 pub use recv::RecvWindow;
 pub use send::{HeapFrames, MAX_PIECES, MAX_VECTORED, Piece, SendMemory};
 

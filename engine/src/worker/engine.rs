@@ -1011,13 +1011,15 @@ pub fn run_app(
     steering.set_rules(&[rule])?;
 
     let n_conns = plan.len();
+    // Every queue's listener publishes its half-open connections there too.
+    let max_half_open = 1024;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         grace: cfg.grace,
         done: AtomicUsize::new(0),
         tcp: tcp_cfg,
         isn,
-        registry: Registry::new(plan.len() + cfg.max_conns * cfg.queues as usize),
+        registry: Registry::new(plan.len() + (cfg.max_conns + max_half_open) * cfg.queues as usize),
         deferred,
         plan,
         next_hop_mac,
@@ -1025,7 +1027,7 @@ pub fn run_app(
         sinks,
         accepted: AtomicUsize::new(0),
         max_conns: cfg.max_conns,
-        max_half_open: 1024,
+        max_half_open,
         report_interval: cfg.report_interval,
         wait: cfg.wait,
         batch: cfg.batch,

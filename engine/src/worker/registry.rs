@@ -88,6 +88,42 @@ impl Registry {
         false
     }
 
+    /// Records `owner` for `k` unless `k` is registered already: true if
+    /// `k` is `owner`'s now (or was), false if another's or the table is
+    /// too full around `k`. Of two workers claiming one key at once, one
+    /// wins.
+    pub fn claim(&self, k: Key, owner: u16) -> bool {
+        let entry = (k.0 << 16) | u64::from(owner);
+        let s = self.start(k);
+        // A second look if another key took the free slot meanwhile.
+        for _ in 0..2 {
+            let mut free = None;
+            for i in 0..PROBES {
+                let at = (s + i) & self.mask;
+                let e = self.slots[at].load(Ordering::Acquire);
+                if e > TOMBSTONE && e >> 16 == k.0 {
+                    return e == entry;
+                }
+                if e <= TOMBSTONE {
+                    free.get_or_insert((at, e));
+                }
+                if e == EMPTY {
+                    break;
+                }
+            }
+            let Some((at, e)) = free else {
+                return false;
+            };
+            match self.slots[at].compare_exchange(e, entry, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                // The other claimant of `k` won.
+                Err(now) if now > TOMBSTONE && now >> 16 == k.0 => return now == entry,
+                Err(_) => {}
+            }
+        }
+        false
+    }
+
     /// The owner of `k`, if registered.
     pub fn get(&self, k: Key) -> Option<u16> {
         let s = self.start(k);
@@ -163,6 +199,42 @@ mod tests {
             }
         }
         assert_eq!(r.get(keys[99]), Some(0));
+    }
+
+    #[test]
+    fn a_claim_keeps_the_first_owner() {
+        let r = Registry::new(64);
+        let (a, b) = (r.key(&t(1)), r.key(&t(2)));
+        assert!(r.claim(a, 1));
+        assert!(r.claim(a, 1), "again by the owner");
+        assert!(!r.claim(a, 0), "another's");
+        assert_eq!(r.get(a), Some(1));
+        // A tombstone in front of a claimed key is not taken for its place.
+        assert!(r.claim(b, 0));
+        r.remove(a);
+        assert!(r.claim(b, 0));
+        assert!(!r.claim(b, 1));
+        assert!(r.claim(a, 0), "free again once removed");
+        // Two workers claiming the same keys at once: each key has one owner,
+        // and exactly the claims that said so won.
+        let r = std::sync::Arc::new(Registry::new(4096));
+        let hs: Vec<_> = (0..2u16)
+            .map(|w| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    (0..2000u16)
+                        .filter(|p| r.claim(r.key(&t(*p)), w))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let won: Vec<Vec<u16>> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(won[0].len() + won[1].len(), 2000);
+        for (w, ps) in won.iter().enumerate() {
+            for p in ps {
+                assert_eq!(r.get(r.key(&t(*p))), Some(w as u16));
+            }
+        }
     }
 
     #[test]

@@ -55,8 +55,8 @@ use super::registry::{Key, Registry};
 use super::sendmem::UmemFrames;
 use super::table::Table;
 use crate::tcp::{
-    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, SeqNumber, State,
-    Stats, TcpRepr, reset_for,
+    CloseReason, Config, Connection, Event, FourTuple, HalfOpenIndex, IsnGenerator, Listener,
+    SeqNumber, State, Stats, TcpRepr, reset_for,
 };
 use crate::tcp::{MAX_PIECES, Piece};
 use crate::xsk::Umem;
@@ -143,6 +143,8 @@ pub enum Ctl {
         tuple: FourTuple,
         /// The segment.
         repr: TcpRepr,
+        /// Its source MAC.
+        mac: [u8; 6],
     },
 }
 
@@ -290,6 +292,120 @@ fn mac_slot(ip: &IpAddr) -> usize {
     (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % MAC_TABLE
 }
 
+/// The workers' registry as a listener's [`HalfOpenIndex`]: a half-open
+/// connection is registered to the worker whose listener took its SYN, so
+/// that its handshake's last ACK (or a repeated SYN) that comes in on
+/// another queue is forwarded there instead of reset.
+#[derive(Debug)]
+struct HalfOpen {
+    shared: Arc<Shared>,
+    index: u16,
+}
+
+impl HalfOpenIndex for HalfOpen {
+    fn claim(&mut self, tuple: &FourTuple) -> bool {
+        let r = &self.shared.registry;
+        r.claim(r.key(tuple), self.index)
+    }
+
+    fn forget(&mut self, tuple: &FourTuple) {
+        let r = &self.shared.registry;
+        r.remove(r.key(tuple));
+    }
+}
+
+/// What taking the connections a listener established needs of its worker.
+struct Admit<'a> {
+    table: &'a mut Table,
+    shared: &'a Shared,
+    umem: &'a Arc<Umem>,
+    out: &'a Sender<Msg>,
+    counters: &'a mut WorkerCounters,
+    rst: &'a mut Vec<(SocketAddr, SocketAddr, [u8; 6], TcpRepr)>,
+}
+
+impl Admit<'_> {
+    /// Takes the connections `l` has established (after a segment from the
+    /// peer whose MAC is `mac`: `repr`, with `payload_len` bytes, which
+    /// a refused connection's reset answers).
+    fn accept(
+        &mut self,
+        l: &mut Listener<UmemFrames>,
+        now: Instant,
+        mac: [u8; 6],
+        repr: &TcpRepr,
+        payload_len: usize,
+    ) {
+        let Admit {
+            table,
+            shared,
+            umem,
+            out,
+            counters,
+            rst,
+        } = self;
+        while let Some(mut conn) = l.accept() {
+            conn.send_memory_mut()
+                .attach((*umem).clone(), shared.tx_headroom);
+            let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
+            let sink = match &shared.sinks {
+                SinkKind::Discard => Some(Sink::Discard),
+                SinkKind::Verify(seed) => Some(Sink::Verify {
+                    seed: *seed,
+                    offset: 0,
+                    mismatch: None,
+                }),
+                // The one sink goes only to a connection that will be kept.
+                SinkKind::Single(rx) if table.len() < shared.max_conns => rx.try_recv().ok(),
+                SinkKind::Single(_) => None,
+                SinkKind::App => Some(Sink::Discard),
+            };
+            let tuple = conn.tuple();
+            // Registered to this worker since its SYN ([`HalfOpen`]).
+            let key = shared.registry.key(&tuple);
+            match sink {
+                Some(sink) if table.len() < shared.max_conns && !table.is_full() => {
+                    let congestion = conn.congestion_name();
+                    let mss = conn.send_mss() as u32;
+                    let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
+                    s.established = Some(now);
+                    if matches!(shared.sinks, SinkKind::App) {
+                        let (tx, rx) = crossbeam_channel::bounded(1024);
+                        s.appconn = Some(Box::new(AppConn::new(id, rx, None)));
+                        // The control thread drains this channel all the
+                        // time; a connection is accepted once, not per
+                        // packet.
+                        let _ = out.send(Msg::App(AppIn::Opened {
+                            id,
+                            tuple,
+                            out: tx,
+                            congestion,
+                            mss,
+                        }));
+                    }
+                    // Cannot fail: not full (checked above).
+                    let _ = table.insert(s);
+                    counters.connections += 1;
+                }
+                _ => {
+                    // Refused (`max_conns` reached, or the one output
+                    // taken): reset, as the segment that completed the
+                    // handshake gets it; the connections held go on
+                    // undisturbed.
+                    shared.registry.remove(key);
+                    counters.refused += 1;
+                    match reset_for(repr, payload_len) {
+                        Some(r) if rst.len() < MAX_PENDING_RST => {
+                            rst.push((tuple.local, tuple.remote, mac, r));
+                        }
+                        _ => counters.rst_dropped += 1,
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Worker {
     /// A worker for `port`; `index` is its place among the workers.
     pub fn new(
@@ -301,13 +417,18 @@ impl Worker {
         peers: Vec<Sender<Ctl>>,
     ) -> Worker {
         let listener = shared.listen.map(|local| {
-            Listener::with_memory(
+            let mut l = Listener::with_memory(
                 shared.tcp.clone(),
                 local,
                 shared.isn.clone(),
                 shared.max_half_open,
                 shared.max_conns,
-            )
+            );
+            l.set_index(Box::new(HalfOpen {
+                shared: shared.clone(),
+                index: index as u16,
+            }));
+            l
         });
         let ip_hl = if shared.listen.map_or_else(
             || shared.plan.first().is_some_and(|p| p.tuple.local.is_ipv4()),
@@ -629,12 +750,29 @@ impl Worker {
                         self.counters.migrated_out += 1;
                     }
                 }
-                Ctl::Segment { key, tuple, repr } => {
+                Ctl::Segment {
+                    key,
+                    tuple,
+                    repr,
+                    mac,
+                } => {
                     if let Some(i) = self.table.find_tuple(&tuple) {
                         if let Some(s) = self.table.get_mut(i) {
                             s.conn.handle_segment(now, &repr, &[]);
                         }
                         self.table.mark(i);
+                    } else if let Some(l) = self.listener.as_mut().filter(|l| l.holds(&tuple)) {
+                        // Our handshake, finished on another queue.
+                        l.handle_segment(now, tuple.remote, &repr, &[]);
+                        let mut a = Admit {
+                            table: &mut self.table,
+                            shared: &self.shared,
+                            umem: &self.umem,
+                            out: &self.out,
+                            counters: &mut self.counters,
+                            rst: &mut self.rst,
+                        };
+                        a.accept(l, now, mac, &repr, 0);
                     } else if self.held.len() < MAX_HELD {
                         self.held.push((key, repr));
                     }
@@ -716,6 +854,22 @@ impl Worker {
                 let key = shared.registry.key(&tuple);
                 if let Some(owner) = shared.registry.get(key) {
                     let owner = owner as usize;
+                    // A handshake our listener holds (its SYN came in here).
+                    if owner == *index {
+                        if let Some(l) = listener.as_mut().filter(|l| l.holds(&tuple)) {
+                            l.handle_segment_parts(now, src, repr, parts);
+                            let mut a = Admit {
+                                table,
+                                shared,
+                                umem,
+                                out,
+                                counters,
+                                rst,
+                            };
+                            a.accept(l, now, mac, repr, payload_len);
+                            return;
+                        }
+                    }
                     if owner != *index && payload_len == 0 {
                         // A pure ACK (or SYN-ACK, FIN): forward it, cheaply.
                         if peers[owner]
@@ -723,6 +877,7 @@ impl Worker {
                                 key,
                                 tuple,
                                 repr: *repr,
+                                mac,
                             })
                             .is_ok()
                         {
@@ -761,70 +916,15 @@ impl Worker {
                 if let Some(l) = listener.as_mut().filter(|l| l.local() == dst) {
                     macs[mac_slot(&src.ip())] = (src.ip(), mac);
                     l.handle_segment_parts(now, src, repr, parts);
-                    while let Some(mut conn) = l.accept() {
-                        conn.send_memory_mut()
-                            .attach(umem.clone(), shared.tx_headroom);
-                        let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
-                        let sink = match &shared.sinks {
-                            SinkKind::Discard => Some(Sink::Discard),
-                            SinkKind::Verify(seed) => Some(Sink::Verify {
-                                seed: *seed,
-                                offset: 0,
-                                mismatch: None,
-                            }),
-                            // The one sink goes only to a connection that
-                            // will be kept.
-                            SinkKind::Single(rx) if table.len() < shared.max_conns => {
-                                rx.try_recv().ok()
-                            }
-                            SinkKind::Single(_) => None,
-                            SinkKind::App => Some(Sink::Discard),
-                        };
-                        let key = shared.registry.key(&conn.tuple());
-                        match sink {
-                            Some(sink)
-                                if table.len() < shared.max_conns
-                                    && !table.is_full()
-                                    && shared.registry.set(key, *index as u16) =>
-                            {
-                                let tuple = conn.tuple();
-                                let congestion = conn.congestion_name();
-                                let mss = conn.send_mss() as u32;
-                                let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
-                                s.established = Some(now);
-                                if matches!(shared.sinks, SinkKind::App) {
-                                    let (tx, rx) = crossbeam_channel::bounded(1024);
-                                    s.appconn = Some(Box::new(AppConn::new(id, rx, None)));
-                                    // The control thread drains this channel
-                                    // all the time; a connection is accepted
-                                    // once, not per packet.
-                                    let _ = out.send(Msg::App(AppIn::Opened {
-                                        id,
-                                        tuple,
-                                        out: tx,
-                                        congestion,
-                                        mss,
-                                    }));
-                                }
-                                // Cannot fail: not full (checked above).
-                                let _ = table.insert(s);
-                                counters.connections += 1;
-                            }
-                            _ => {
-                                // Refused (`max_conns` reached, or the one
-                                // output taken): reset, as the segment that
-                                // completed the handshake gets it; the
-                                // connections held go on undisturbed.
-                                counters.refused += 1;
-                                match reset_for(repr, payload_len) {
-                                    Some(r) if rst.len() < MAX_PENDING_RST => {
-                                        rst.push((dst, src, mac, r));
-                                    }
-                                    _ => counters.rst_dropped += 1,
-                                }
-                            }
-                        }
-                    }
+                    let mut a = Admit {
+                        table,
+                        shared,
+                        umem,
+                        out,
+                        counters,
+                        rst,
+                    };
+                    a.accept(l, now, mac, repr, payload_len);
                     return;
                 }
                 counters.no_connection += 1;
