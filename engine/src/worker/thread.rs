@@ -240,6 +240,9 @@ pub struct Worker {
     balanced_for: usize,
     /// The shares for that count.
     shares: Shares,
+    /// Stopping: when the connections are reset (the end of the grace
+    /// period), for those handed over to it after the stop began too.
+    stop_deadline: Option<Instant>,
 }
 
 /// What each connection gets of a worker's [`Budget`] now.
@@ -290,6 +293,18 @@ fn mac_slot(ip: &IpAddr) -> usize {
         }
     };
     (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % MAC_TABLE
+}
+
+/// Stops one connection: FIN now, reset at `deadline`.
+fn stop_slot(s: &mut Slot, now: Instant, deadline: Instant, out: &Sender<Msg>) {
+    s.deadline = Some(deadline);
+    // An application's last orders go first: what it wrote before it
+    // finished (iperf3's IPERF_DONE) is sent ahead of the FIN.
+    if let Some(mut a) = s.appconn.take() {
+        s.app_conn(now, &mut a, out);
+        s.appconn = Some(a);
+    }
+    s.conn.close(now);
 }
 
 /// The workers' registry as a listener's [`HalfOpenIndex`]: a half-open
@@ -498,6 +513,7 @@ impl Worker {
             budget,
             balanced_for: usize::MAX,
             shares: Shares::default(),
+            stop_deadline: None,
         }
     }
 
@@ -640,15 +656,9 @@ impl Worker {
             self.counters.listener = *l.stats();
         }
         let deadline = now + self.shared.grace;
+        self.stop_deadline = Some(deadline);
         for s in self.table.iter_mut() {
-            s.deadline = Some(deadline);
-            // An application's last orders go first: what it wrote before
-            // it finished (iperf3's IPERF_DONE) is sent ahead of the FIN.
-            if let Some(mut a) = s.appconn.take() {
-                s.app_conn(now, &mut a, &self.out);
-                s.appconn = Some(a);
-            }
-            s.conn.close(now);
+            stop_slot(s, now, deadline, &self.out);
         }
         self.table.mark_all();
     }
@@ -784,6 +794,11 @@ impl Worker {
                     // It held the other worker's shares: ours apply at its
                     // first turn here.
                     slot.shares_epoch = u64::MAX;
+                    // Sent before its worker stopped, taken after we did:
+                    // it stops here (else it would hold this worker up).
+                    if let (Some(d), None) = (self.stop_deadline, slot.deadline) {
+                        stop_slot(&mut slot, now, d, &self.out);
+                    }
                     self.held.retain(|(k, repr)| {
                         if *k == key {
                             slot.conn.handle_segment(now, repr, &[]);
