@@ -38,7 +38,10 @@
 //! over a channel; a data segment makes it ask for the connection, which is
 //! handed over whole (the peer retransmits the data dropped meanwhile). A
 //! flow that stays on one queue never moves; a sender whose ACKs come in on
-//! another queue stays where it is.
+//! another queue stays where it is. A passive open is registered from its
+//! SYN on, to the worker whose listener took it ([`HalfOpen`]): the
+//! handshake's last ACK, or a repeated SYN, may come in on another queue,
+//! and is forwarded to that listener like any pure ACK.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
