@@ -179,6 +179,9 @@ pub(crate) struct SendBuffer<M> {
     /// Bytes written one by one (copied, or zeroed where a slot did not
     /// hold zeros): see [`SendBuffer::touched`].
     touched: u64,
+    /// (stream offset, slot, offset in it) where the last
+    /// [`SendBuffer::pieces`] ended: the next segment usually starts there.
+    cursor: (u64, usize, usize),
 }
 
 impl<M: SendMemory> SendBuffer<M> {
@@ -194,6 +197,7 @@ impl<M: SendMemory> SendBuffer<M> {
             head: 0,
             tail: 0,
             touched: 0,
+            cursor: (u64::MAX, 0, 0),
         }
     }
 
@@ -463,13 +467,20 @@ impl<M: SendMemory> SendBuffer<M> {
             return Some(0);
         }
         debug_assert!(offset >= self.head && offset + len as u64 <= self.tail);
-        let fl = self.frame_len as u64;
-        let frames = self.frames as u64;
-        let (end, mut at, mut n) = (offset + len as u64, offset, 0);
+        let fl = self.frame_len;
+        // Where `offset` is: from the cursor when the segment follows the
+        // last one (the common case; no division), else computed.
+        let (mut slot, mut in_frame) = match self.cursor {
+            (at, slot, in_frame) if at == offset => (slot, in_frame),
+            _ => (
+                ((offset / fl as u64) % self.frames as u64) as usize,
+                (offset % fl as u64) as usize,
+            ),
+        };
+        let end = offset + len as u64;
+        let (mut at, mut n) = (offset, 0);
         while at < end {
-            let in_frame = (at % fl) as usize;
-            let k = ((fl - in_frame as u64).min(end - at)) as usize;
-            let slot = ((at / fl) % frames) as usize;
+            let k = (fl - in_frame).min((end - at) as usize);
             *out.get_mut(n)? = Piece {
                 slot,
                 offset: in_frame,
@@ -479,7 +490,13 @@ impl<M: SendMemory> SendBuffer<M> {
             };
             n += 1;
             at += k as u64;
+            in_frame += k;
+            if in_frame == fl {
+                in_frame = 0;
+                slot = if slot + 1 == self.frames { 0 } else { slot + 1 };
+            }
         }
+        self.cursor = (end, slot, in_frame);
         let mut at = offset;
         for p in &mut out[..n] {
             p.sum = self.piece_sum(at, p.slot, p.offset, p.len);
@@ -492,6 +509,11 @@ impl<M: SendMemory> SendBuffer<M> {
     /// it is made of whole blocks, else from the cache of pieces summed
     /// before (a retransmission), else by reading its partial blocks.
     fn piece_sum(&mut self, at: u64, slot: usize, off: usize, len: usize) -> u16 {
+        // Zeros sum to zero: no byte of such a slot is read (the zeros
+        // source does no per-byte work, at any MSS).
+        if self.sums[slot].zero {
+            return 0;
+        }
         let end = off + len;
         let blocks = &self.sums[slot].blocks;
         // A slot's last block may be short: it ends where the slot does.
@@ -753,6 +775,10 @@ mod tests {
         assert_eq!(b.fill_zeros(4096), 4096);
         assert_eq!(b.pieces(8192, 4096, &mut p), Some(1));
         assert_eq!(p[0].sum, 0, "from the cached sums");
+        // Nor is it read for a piece that starts and ends inside blocks
+        // (the planted byte would show in a sum read from memory).
+        assert_eq!(b.pieces(8192 + 50, 200, &mut p), Some(1));
+        assert_eq!(p[0].sum, 0, "a slot of zeros sums to zero, unread");
         let mut out = [0u8; 1];
         b.copy_out(8192 + 100, &mut out);
         assert_eq!(out, [7], "not rewritten");
