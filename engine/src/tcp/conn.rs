@@ -750,8 +750,8 @@ impl<M: SendMemory> Connection<M> {
             self.ack_now = false;
             return None;
         }
-        let r = self.header(TcpFlags::ACK, self.seq_of(self.max));
-        let r = self.finish_header(r, now);
+        let mut r = self.header(TcpFlags::ACK, self.seq_of(self.max));
+        self.finish_header(&mut r, now);
         self.stats.acks_sent += 1;
         Some(self.count_out(r, 0, 0))
     }
@@ -1663,8 +1663,8 @@ impl<M: SendMemory> Connection<M> {
         fin: bool,
         retx: bool,
     ) -> Segment {
-        let r = self.header(TcpFlags::ACK, self.seq_of(off));
-        let mut r = self.finish_header(r, now);
+        let mut r = self.header(TcpFlags::ACK, self.seq_of(off));
+        self.finish_header(&mut r, now);
         // The MSS counts payload plus options (RFC 9293 §3.7.1): SACK blocks
         // shorten this segment.
         let mut len = len.min(self.mss_limit.saturating_sub(r.options.len()).max(1));
@@ -1714,7 +1714,7 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// Fills ACK, window and options into a header; clears ACK state.
-    fn finish_header(&mut self, mut r: TcpRepr, now: Instant) -> TcpRepr {
+    fn finish_header(&mut self, r: &mut TcpRepr, now: Instant) {
         // Receiver SWS avoidance (RFC 9293 §3.8.6.2.2): move the right edge
         // only by a meaningful amount.
         let nxt = self.recv.nxt();
@@ -1769,7 +1769,6 @@ impl<M: SendMemory> Connection<M> {
         self.ack_now = false;
         self.unacked_bytes = 0;
         self.set(Timer::DelayedAck, None);
-        r
     }
 
     // ------------------------------------------------------------ helpers
