@@ -3,12 +3,13 @@
 //! tests back to back, `-w`, the server's interval lines, and garbage or
 //! killed clients that must not stop the server; many streams: 32 into one
 //! queue lose nothing at the redirect and retransmit no more than into the
-//! kernel (a CPU hog running), 32 spread over two queues, a SYN flood
-//! during a test counted and bounded.
+//! kernel (a CPU hog running), 32 spread over two queues, handshakes that
+//! end on another queue than their SYN, a SYN flood during a test counted
+//! and bounded.
 //! Root needed (CI runs as root); each test builds its own namespaces.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -562,8 +563,8 @@ fn a_syn_flood_during_a_test_is_counted_and_bounded() {
 
 /// Every handshake ends on another queue than the one its SYN came in on,
 /// and its data comes in on the SYN's: the listener that took the SYN
-/// completes the handshake all the same and the tests complete byte-exact.
-/// (A peer's queue for a flow can change: a kernel peer on veth picks its
+/// completes the handshake all the same and the tests complete byte-exact,
+/// over IPv4 and IPv6. (A peer's queue for a flow can change: a kernel peer on veth picks its
 /// TX queue by the CPU it sends from, or by a hash it re-rolls after a
 /// timeout; a NIC's RSS may put the SYN elsewhere than the rest.) How: side
 /// B sends on queue q from CPU q (the test network's XPS); its client runs
@@ -574,44 +575,46 @@ fn a_syn_flood_during_a_test_is_counted_and_bounded() {
 fn handshakes_that_end_on_another_queue_complete() {
     need_iperf3();
     let net = testnet(2);
-    let server = Server::start_with(&net, 2, &["-J", "--cores", "1,0"]);
-    for cpu in ["0", "1"] {
-        let out = net
-            .b
-            .ns
-            .command("timeout")
-            .args(["60", "taskset", "-c", cpu, "iperf3", "-c"])
-            .arg(net.a.ip4.to_string())
-            .args(["-J", "-t", "1", "-P", "4"])
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "iperf3 on CPU {cpu}: no JSON ({e}): {} {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        assert!(
-            out.status.success() && v.get("error").is_none(),
-            "iperf3 on CPU {cpu}: {v}"
-        );
-        let test = server.json();
-        assert_eq!(
-            test["end"]["sum_received"]["bytes"], v["end"]["sum_received"]["bytes"],
-            "client on CPU {cpu}: {test}"
-        );
+    for addr in [IpAddr::from(net.a.ip4), IpAddr::from(net.a.ip6)] {
+        let a = addr.to_string();
+        let server = Server::start_with(&net, 2, &["-J", "--cores", "1,0", "-B", &a]);
+        for cpu in ["0", "1"] {
+            let out = net
+                .b
+                .ns
+                .command("timeout")
+                .args(["60", "taskset", "-c", cpu, "iperf3", "-c", &a])
+                .args(["-J", "-t", "1", "-P", "4"])
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!(
+                    "iperf3 -c {a} on CPU {cpu}: no JSON ({e}): {} {}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            });
+            assert!(
+                out.status.success() && v.get("error").is_none(),
+                "iperf3 -c {a} on CPU {cpu}: {v}"
+            );
+            let test = server.json();
+            assert_eq!(
+                test["end"]["sum_received"]["bytes"], v["end"]["sum_received"]["bytes"],
+                "{a}, client on CPU {cpu}: {test}"
+            );
+        }
+        common::kill("-INT", server.child.0.id());
+        let fin = server.json();
+        // The handshakes' last ACKs did come in on the other queue:
+        // forwarded from there to the listener's worker.
+        let forwarded: u64 = fin["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["forwarded"].as_u64().unwrap())
+            .sum();
+        assert!(forwarded >= 10, "{a}: 2 x 5 handshakes: {fin}");
+        assert_eq!(fin["listener"]["rst_sent"], 0, "{a}: {fin}");
     }
-    common::kill("-INT", server.child.0.id());
-    let fin = server.json();
-    // The handshakes' last ACKs did come in on the other queue: forwarded
-    // from there to the listener's worker.
-    let forwarded: u64 = fin["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|q| q["forwarded"].as_u64().unwrap())
-        .sum();
-    assert!(forwarded >= 10, "2 x 5 handshakes: {fin}");
-    assert_eq!(fin["listener"]["rst_sent"], 0, "{fin}");
 }
