@@ -343,17 +343,19 @@ struct Admit<'a> {
 }
 
 impl Admit<'_> {
-    /// Takes the connections `l` has established (after a segment from the
-    /// peer whose MAC is `mac`: `repr`, with `payload_len` bytes, which
-    /// a refused connection's reset answers).
-    fn accept(
+    /// Hands `l` a segment from `src` (whose MAC is `mac`) and takes the
+    /// connections it established; a refused one's reset answers `repr`.
+    fn segment(
         &mut self,
         l: &mut Listener<UmemFrames>,
         now: Instant,
+        src: SocketAddr,
         mac: [u8; 6],
         repr: &TcpRepr,
-        payload_len: usize,
+        parts: &[&[u8]],
     ) {
+        l.handle_segment_parts(now, src, repr, parts);
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         let Admit {
             table,
             shared,
@@ -776,7 +778,6 @@ impl Worker {
                         self.table.mark(i);
                     } else if let Some(l) = self.listener.as_mut().filter(|l| l.holds(&tuple)) {
                         // Our handshake, finished on another queue.
-                        l.handle_segment(now, tuple.remote, &repr, &[]);
                         let mut a = Admit {
                             table: &mut self.table,
                             shared: &self.shared,
@@ -785,7 +786,7 @@ impl Worker {
                             counters: &mut self.counters,
                             rst: &mut self.rst,
                         };
-                        a.accept(l, now, mac, &repr, 0);
+                        a.segment(l, now, tuple.remote, mac, &repr, &[]);
                     } else if self.held.len() < MAX_HELD {
                         self.held.push((key, repr));
                     }
@@ -870,24 +871,30 @@ impl Worker {
                     remote: src,
                 };
                 let key = shared.registry.key(&tuple);
-                if let Some(owner) = shared.registry.get(key) {
-                    let owner = owner as usize;
-                    // A handshake our listener holds (its SYN came in here).
-                    if owner == *index {
-                        if let Some(l) = listener.as_mut().filter(|l| l.holds(&tuple)) {
-                            l.handle_segment_parts(now, src, repr, parts);
-                            let mut a = Admit {
-                                table,
-                                shared,
-                                umem,
-                                out,
-                                counters,
-                                rst,
-                            };
-                            a.accept(l, now, mac, repr, payload_len);
-                            return;
-                        }
+                let owner = shared.registry.get(key).map(usize::from);
+                // The listener's: a handshake it holds (its SYN came in
+                // here), or a segment of no connection at all (a SYN, or
+                // one it resets).
+                let to_listener = match owner {
+                    Some(o) => o == *index && listener.as_ref().is_some_and(|l| l.holds(&tuple)),
+                    None => listener.as_ref().is_some_and(|l| l.local() == dst),
+                };
+                if let (true, Some(l)) = (to_listener, listener.as_mut()) {
+                    if owner.is_none() {
+                        macs[mac_slot(&src.ip())] = (src.ip(), mac);
                     }
+                    let mut a = Admit {
+                        table,
+                        shared,
+                        umem,
+                        out,
+                        counters,
+                        rst,
+                    };
+                    a.segment(l, now, src, mac, repr, parts);
+                    return;
+                }
+                if let Some(owner) = owner {
                     if owner != *index && payload_len == 0 {
                         // A pure ACK (or SYN-ACK, FIN): forward it, cheaply.
                         if peers[owner]
@@ -929,20 +936,6 @@ impl Worker {
                     if owner == *index && payload_len == 0 && held.len() < MAX_HELD {
                         held.push((key, *repr));
                     }
-                    return;
-                }
-                if let Some(l) = listener.as_mut().filter(|l| l.local() == dst) {
-                    macs[mac_slot(&src.ip())] = (src.ip(), mac);
-                    l.handle_segment_parts(now, src, repr, parts);
-                    let mut a = Admit {
-                        table,
-                        shared,
-                        umem,
-                        out,
-                        counters,
-                        rst,
-                    };
-                    a.accept(l, now, mac, repr, payload_len);
                     return;
                 }
                 counters.no_connection += 1;
