@@ -579,25 +579,8 @@ fn handshakes_that_end_on_another_queue_complete() {
         let a = addr.to_string();
         let server = Server::start_with(&net, 2, &["-J", "--cores", "1,0", "-B", &a]);
         for cpu in ["0", "1"] {
-            let out = net
-                .b
-                .ns
-                .command("timeout")
-                .args(["60", "taskset", "-c", cpu, "iperf3", "-c", &a])
-                .args(["-J", "-t", "1", "-P", "4"])
-                .output()
-                .unwrap();
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-                panic!(
-                    "iperf3 -c {a} on CPU {cpu}: no JSON ({e}): {} {}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            });
-            assert!(
-                out.status.success() && v.get("error").is_none(),
-                "iperf3 -c {a} on CPU {cpu}: {v}"
-            );
+            let v =
+                common::iperf3_json_to(&net, &["taskset", "-c", cpu], &a, &["-t", "1", "-P", "4"]);
             let test = server.json();
             assert_eq!(
                 test["end"]["sum_received"]["bytes"], v["end"]["sum_received"]["bytes"],

@@ -431,13 +431,25 @@ pub fn need_iperf3() {
 /// Runs `iperf3 -c <A's IPv4> -J <extra>` from side B; returns its JSON,
 /// which must report no error.
 pub fn iperf3_json(net: &TestNet, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["-c".to_string(), net.a.ip4.to_string(), "-J".into()];
+    iperf3_json_to(net, &[], &net.a.ip4.to_string(), extra)
+}
+
+/// Like [`iperf3_json`], to `addr`, the client started by `prefix`
+/// (`taskset -c 1`, …).
+pub fn iperf3_json_to(
+    net: &TestNet,
+    prefix: &[&str],
+    addr: &str,
+    extra: &[&str],
+) -> serde_json::Value {
+    let mut args = vec!["-c".to_string(), addr.to_string(), "-J".into()];
     args.extend(extra.iter().map(|s| s.to_string()));
     let out = net
         .b
         .ns
         .command("timeout")
         .arg("60")
+        .args(prefix)
         .arg("iperf3")
         .args(&args)
         .output()
