@@ -27,8 +27,9 @@
 //! into a slot known to hold zeros cost nothing at all. A segment's payload
 //! sum ([`crate::tcp::Connection::payload_pieces`]) then comes from the cached block sums, reading
 //! at most the partial blocks at its two ends (none when it covers whole
-//! frames, as with MSS clipping); the sums of the last segments sent are
-//! cached, so a retransmission with the same boundaries reads nothing.
+//! frames, as with MSS clipping, nor in a slot known to hold zeros); the
+//! sums of the last segments sent are cached, so a retransmission with the
+//! same boundaries reads nothing.
 
 use std::fmt;
 
