@@ -209,12 +209,27 @@ mod tests {
         assert!(r.claim(a, 1), "again by the owner");
         assert!(!r.claim(a, 0), "another's");
         assert_eq!(r.get(a), Some(1));
-        // A tombstone in front of a claimed key is not taken for its place.
         assert!(r.claim(b, 0));
         r.remove(a);
-        assert!(r.claim(b, 0));
         assert!(!r.claim(b, 1));
         assert!(r.claim(a, 0), "free again once removed");
+        // A tombstone in front of a claimed key is not taken for its place:
+        // in a crowded table many keys sit behind removed ones.
+        let r = Registry::new(64);
+        let keys: Vec<Key> = (0..100).map(|p| r.key(&t(p))).collect();
+        for k in &keys {
+            assert!(r.claim(*k, 1));
+        }
+        for k in &keys[..50] {
+            r.remove(*k);
+        }
+        for k in &keys[50..] {
+            assert!(!r.claim(*k, 0), "still 1's");
+            assert_eq!(r.get(*k), Some(1));
+        }
+        for k in &keys[..50] {
+            assert!(r.claim(*k, 0), "free again once removed");
+        }
         // Two workers claiming the same keys at once: each key has one owner,
         // and exactly the claims that said so won.
         let r = std::sync::Arc::new(Registry::new(4096));
