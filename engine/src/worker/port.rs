@@ -243,6 +243,11 @@ pub struct XskPort {
     counters: PortCounters,
     /// Frames given at creation.
     frames: usize,
+    /// A chained segment's pieces and descriptors, filled afresh for each
+    /// (only the first ones it uses are read): kept here, so that a segment
+    /// does not clear a kilobyte of stack for them.
+    seg_frames: [StreamFrame; MAX_PIECES],
+    seg_descs: [Desc; MAX_PIECES + 1],
 }
 
 impl std::fmt::Debug for XskPort {
@@ -291,6 +296,8 @@ impl XskPort {
             ip_id: 1,
             counters: PortCounters::default(),
             frames,
+            seg_frames: [StreamFrame::default(); MAX_PIECES],
+            seg_descs: [Desc::default(); MAX_PIECES + 1],
         }
     }
 
@@ -432,7 +439,7 @@ impl XskPort {
         if self.cfg.layout == TxLayout::Single {
             return self.send_single(repr, pieces, plen, mem, tpl);
         }
-        let mut frames = [StreamFrame::default(); MAX_PIECES];
+        let (frames, descs) = (&mut self.seg_frames, &mut self.seg_descs);
         for (f, p) in frames.iter_mut().zip(pieces) {
             *f = StreamFrame {
                 addr: p.addr,
@@ -444,7 +451,6 @@ impl XskPort {
             return false;
         };
         let hdr_addr = hdr.addr();
-        let mut descs = [Desc::default(); MAX_PIECES + 1];
         self.ip_id = self.ip_id.wrapping_add(1);
         // Every piece is a whole StreamFrame with its sum: `seg` reads no
         // payload (an empty memory proves it: a read would fail).
@@ -457,7 +463,7 @@ impl XskPort {
                     &NO_MEMORY,
                     buf,
                     hdr_addr,
-                    &mut descs,
+                    descs,
                 )
                 .unwrap_or(Err(SegError::ShortStream))
             });
