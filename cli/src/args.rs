@@ -23,7 +23,8 @@ use xtcp_engine::netlink::NetlinkSocket;
 use xtcp_engine::netlink::addr::{Holder, iface_holding, route_iface};
 use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
 use xtcp_engine::worker::{
-    EngineConfig, RxCsumPolicy, TxLayoutPolicy, WaitStrategy, default_frames,
+    DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig, RxCsumPolicy, TxLayoutPolicy,
+    WaitStrategy, default_frames,
 };
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
@@ -83,21 +84,21 @@ pub fn parse_frame_size(s: &str) -> Result<FrameSize, String> {
         .ok_or_else(|| format!("frame size must be 2048 or 4096, not `{s}`"))
 }
 
-/// `--rcvbuf`: auto-tuned or fixed.
+/// `--rcvbuf`, `--sndbuf`: auto-tuned or fixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RcvBuf {
-    /// Window auto-tuned up to the default buffer.
+pub enum BufSize {
+    /// Auto-tuned up to the default buffer (4M).
     Auto,
-    /// Fixed buffer and window, bytes.
+    /// Fixed, bytes.
     Fixed(u64),
 }
 
-/// `--rcvbuf`: `auto` or a size.
-pub fn parse_rcvbuf(s: &str) -> Result<RcvBuf, String> {
+/// `--rcvbuf`, `--sndbuf`: `auto` or a size.
+pub fn parse_bufsize(s: &str) -> Result<BufSize, String> {
     if s == "auto" {
-        Ok(RcvBuf::Auto)
+        Ok(BufSize::Auto)
     } else {
-        parse_size(s).map(RcvBuf::Fixed)
+        parse_size(s).map(BufSize::Fixed)
     }
 }
 
@@ -360,11 +361,13 @@ pub struct EngineArgs {
     #[arg(long, value_enum, default_value = "on")]
     pub mss_clip: OnOff,
     /// Receive buffer: `auto` (window auto-tuned up to 4M) or a fixed size (e.g. 64K).
-    #[arg(long, default_value = "auto", value_parser = parse_rcvbuf)]
-    pub rcvbuf: RcvBuf,
-    /// Send buffer per connection.
-    #[arg(long, default_value = "4M", value_parser = parse_size)]
-    pub sndbuf: u64,
+    #[arg(long, default_value = "auto", value_parser = parse_bufsize)]
+    pub rcvbuf: BufSize,
+    /// Send buffer per connection: `auto` (starts at 256K and doubles, up
+    /// to 4M, whenever the bytes in flight pass half of it) or a fixed size
+    /// (e.g. 1M).
+    #[arg(long, default_value = "auto", value_parser = parse_bufsize)]
+    pub sndbuf: BufSize,
     /// Congestion control.
     #[arg(long, value_enum, default_value = "cubic")]
     pub cc: CcArg,
@@ -439,22 +442,29 @@ impl EngineArgs {
             ..EngineConfig::default()
         };
         let fs = self.frame_size.bytes() as u64;
-        if self.sndbuf < 4 * fs || self.sndbuf > 1 << 30 {
-            bail!("--sndbuf must be between {} and 1G", 4 * fs);
+        match self.sndbuf {
+            BufSize::Auto => {
+                c.tcp.send_frames = DEFAULT_SEND_BUFFER / fs as usize;
+                c.tcp.send_initial = Some(DEFAULT_SEND_INITIAL / fs as usize);
+            }
+            BufSize::Fixed(n) if (4 * fs..=1 << 30).contains(&n) => {
+                c.tcp.send_frames = n.div_ceil(fs) as usize;
+                c.tcp.send_initial = None;
+            }
+            BufSize::Fixed(_) => bail!("--sndbuf must be `auto` or between {} and 1G", 4 * fs),
         }
-        c.tcp.send_frames = self.sndbuf.div_ceil(fs) as usize;
         c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
         c.tcp.congestion = match self.cc {
             CcArg::Newreno => CongestionAlgorithm::NewReno,
             CcArg::Cubic => CongestionAlgorithm::Cubic,
         };
         match self.rcvbuf {
-            RcvBuf::Auto => {}
-            RcvBuf::Fixed(n) if (1024..=1 << 30).contains(&n) => {
+            BufSize::Auto => {}
+            BufSize::Fixed(n) if (1024..=1 << 30).contains(&n) => {
                 c.tcp.recv_buffer = n as usize;
                 c.tcp.recv_window = RecvWindow::Fixed(n as usize);
             }
-            RcvBuf::Fixed(_) => bail!("--rcvbuf must be `auto` or between 1K and 1G"),
+            BufSize::Fixed(_) => bail!("--rcvbuf must be `auto` or between 1K and 1G"),
         }
         Ok(c)
     }

@@ -190,6 +190,9 @@ struct ConnSummary {
     bytes_sent: u64,
     bytes_received: u64,
     retransmits: u64,
+    /// The send buffer's limit at the end, bytes of frames (auto-tuned, or
+    /// `--sndbuf`).
+    send_buffer: usize,
     seconds: f64,
 }
 
@@ -257,6 +260,7 @@ fn summarise<'a>(
                 bytes_sent: r.bytes_sent,
                 bytes_received: r.bytes_received,
                 retransmits: r.stats.retransmits,
+                send_buffer: r.send_buffer,
                 seconds: r
                     .established
                     .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64()),

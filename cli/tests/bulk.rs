@@ -779,3 +779,65 @@ fn a_silent_peer_ends_at_the_connect_timeout_with_a_message() {
     assert!(err.contains(&want), "{want:?} in {err}");
     assert_detached(&net);
 }
+
+/// `--sndbuf auto` (the default) starts each send buffer at 256K and
+/// doubles it as the path needs, within 4M; `--sndbuf SIZE` fixes it;
+/// `--json` reports the buffer each connection ended with.
+#[test]
+fn the_send_buffer_is_autotuned_unless_fixed() {
+    let net = testnet(1500);
+    let b: IpAddr = net.b.ip4.into();
+    let send = |extra: &[&str]| -> u64 {
+        let _socat = Reap(
+            net.b
+                .ns
+                .command("socat")
+                .args(["-u", &socat_listen(b, 5201), "OPEN:/dev/null"])
+                .spawn()
+                .expect("socat (apt install socat)"),
+        );
+        wait_listening(&net.b.ns, 5201, WAIT, None);
+        let mut args = vec!["send".to_string()];
+        args.extend(engine_args(&net, true));
+        args.extend(["--connect", "198.18.0.2:5201", "--zeros", "--json"].map(String::from));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
+        ok(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let c = &v["connections"][0];
+        assert_eq!(c["result"], "ok", "{v}");
+        c["send_buffer"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no send_buffer: {v}"))
+    };
+    const K: u64 = 1024;
+    // Too short to grow: the starting size.
+    assert_eq!(send(&["--bytes", "1000"]), 256 * K);
+    // A longer run may double it, never past 4M.
+    let grown = send(&["--bytes", "256M"]);
+    assert!(
+        (256 * K..=4096 * K).contains(&grown)
+            && grown % (256 * K) == 0
+            && (grown / (256 * K)).is_power_of_two(),
+        "auto-tuned to {grown}"
+    );
+    // Fixed: what was asked, however long the run.
+    assert_eq!(send(&["--bytes", "256M", "--sndbuf", "1M"]), 1024 * K);
+    let out = net
+        .a
+        .ns
+        .command(XTCP)
+        .args([
+            "send",
+            "--iface",
+            &net.a.iface,
+            "--connect",
+            "198.18.0.2:5201",
+        ])
+        .args(["--zeros", "--bytes", "1M", "--sndbuf", "1K"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--sndbuf must be `auto` or between"), "{err}");
+}

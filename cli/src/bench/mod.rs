@@ -55,7 +55,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub rcvbuf: Vec<String>,
     /// Send buffers to sweep (`auto`, sizes like 128K, or `rcvbuf`: the
-    /// point's receive buffer): xtcp's `--sndbuf` (auto: its 4M), and for
+    /// point's receive buffer): xtcp's `--sndbuf` (auto: its auto-tuning, 256K up to 4M), and for
     /// the kernel ends `net.ipv4.tcp_wmem` = "4096 N N" in both namespaces
     /// (auto: the kernel's autotuning) [default: auto].
     #[arg(long, value_delimiter = ',')]

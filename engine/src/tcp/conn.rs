@@ -133,6 +133,16 @@ pub struct Connection<M = HeapFrames> {
     /// min(peer MSS, our MSS): payload + options per segment.
     mss_limit: usize,
     send: SendBuffer<M>,
+    /// The send buffer's limit, slots, as the worker shares its frames
+    /// ([`Connection::set_send_limit`]).
+    send_share: usize,
+    /// Under auto-tuning ([`Config::send_initial`]), the slots the buffer
+    /// has grown to; the limit in force is the smaller of the two.
+    send_auto: Option<usize>,
+    /// Auto-tuning's estimate of the bandwidth-delay product, bytes.
+    bdp: usize,
+    /// Where its current interval began: (time, SND.UNA).
+    delivery: Option<(Instant, u64)>,
     fin_queued: bool,
     fin_acked: bool,
     cc: Box<dyn CongestionControl>,
@@ -273,7 +283,7 @@ impl<M: SendMemory> Connection<M> {
         let send = SendBuffer::new(cfg.frame_len, cfg.send_frames, mem);
         let recv = RecvBuffer::new(cfg.recv_buffer, cfg.recv_window, cfg.max_ooo_ranges);
         let sacked = RangeSet::new(cfg.max_ooo_ranges.max(4));
-        Connection {
+        let mut c = Connection {
             tuple,
             state,
             epoch: now,
@@ -291,6 +301,10 @@ impl<M: SendMemory> Connection<M> {
             send_mss: 536,
             mss_limit: 536,
             send,
+            send_share: cfg.send_frames,
+            send_auto: cfg.send_initial,
+            bdp: 0,
+            delivery: None,
             fin_queued: false,
             fin_acked: false,
             cc,
@@ -336,7 +350,9 @@ impl<M: SendMemory> Connection<M> {
             closed_reported: false,
             stats: Stats::default(),
             cfg,
-        }
+        };
+        c.apply_send_limit();
+        c
     }
 
     // ------------------------------------------------------------ getters
@@ -420,12 +436,70 @@ impl<M: SendMemory> Connection<M> {
     /// shares its frames among its connections. A smaller limit applies as
     /// the bytes beyond it are acknowledged; nothing written is lost.
     pub fn set_send_limit(&mut self, slots: usize) {
-        self.send.set_limit(slots);
+        self.send_share = slots;
+        self.apply_send_limit();
     }
     /// The limit in force, slots.
     pub fn send_limit(&self) -> usize {
         self.send.limit()
     }
+    /// The send buffer's limit in force, bytes (its slots × their length).
+    pub fn send_limit_bytes(&self) -> usize {
+        self.send.limit() * self.send.frame_len()
+    }
+
+    /// Sets the buffer's limit: the worker's share, or less while
+    /// auto-tuning has not grown it that far.
+    fn apply_send_limit(&mut self) {
+        let auto = self.send_auto.unwrap_or(usize::MAX);
+        self.send.set_limit(self.send_share.min(auto));
+    }
+
+    /// Auto-tuning: doubles the buffer while it holds less than twice the
+    /// path's bandwidth-delay product ([`Connection::measure_bdp`]) and
+    /// its limit is below the worker's share. A buffer that bounds the
+    /// sender keeps the path's RTT at its smallest, so the estimate is the
+    /// buffer itself and it doubles; once the path is the bound, the bytes
+    /// beyond its BDP only queue (at a bottleneck, or in a receiver slow to
+    /// acknowledge), the estimate stays, and so does the buffer, which then
+    /// spreads the sender over no more memory than it needs.
+    #[inline]
+    fn grow_send_buffer(&mut self) {
+        if let Some(slots) = self.send_auto
+            && 2 * self.bdp > self.send_limit_bytes()
+            && self.send.limit() < self.send_share.min(self.send.frames())
+        {
+            self.send_auto = Some((2 * slots).min(self.cfg.send_frames));
+            self.apply_send_limit();
+        }
+    }
+
+    /// The path's bandwidth-delay product for send-buffer auto-tuning,
+    /// from an ACK that advanced SND.UNA: the bytes acknowledged over an
+    /// interval of at least one smoothed RTT, scaled to the smallest RTT
+    /// (the delivery rate × the propagation delay; over a whole RTT, so
+    /// that ACKs arriving in bunches average out). The largest sample is
+    /// kept: the buffer never shrinks.
+    fn measure_bdp(&mut self, now: Instant) {
+        if self.send_auto.is_none() {
+            return;
+        }
+        let (Some(min), Some(srtt)) = (self.rtt.min_rtt(), self.rtt.srtt()) else {
+            return;
+        };
+        let Some((t, from)) = self.delivery else {
+            self.delivery = Some((now, self.una));
+            return;
+        };
+        let dt = now.saturating_duration_since(t);
+        if dt >= srtt.max(min) && !dt.is_zero() {
+            let acked = u128::from(self.una.saturating_sub(from));
+            let sample = acked * min.as_nanos() / dt.as_nanos();
+            self.bdp = self.bdp.max(usize::try_from(sample).unwrap_or(usize::MAX));
+            self.delivery = Some((now, self.una));
+        }
+    }
+
     /// The receive buffer: the largest window this connection can offer.
     pub fn recv_buffer(&self) -> usize {
         self.recv.capacity()
@@ -961,6 +1035,8 @@ impl<M: SendMemory> Connection<M> {
                 .segment_per_frame
                 .then(|| self.send_mss.min(self.cfg.frame_len)),
         );
+        // The slots' length is known now: the limit in slots follows it.
+        self.apply_send_limit();
         self.recv.allocate();
         self.rcv_adv = self.window_edge();
         self.events |= EV_CONNECTED | EV_WRITABLE;
@@ -1188,6 +1264,7 @@ impl<M: SendMemory> Connection<M> {
                 }
             }
             self.una = ack_off;
+            self.measure_bdp(now);
             if self.nxt < self.una {
                 self.nxt = self.una;
             }
@@ -1595,6 +1672,7 @@ impl<M: SendMemory> Connection<M> {
                 let retx = self.nxt < self.max;
                 let seg = self.data_segment(now, self.nxt, len, fin, retx);
                 self.pace(now, seg.len);
+                self.grow_send_buffer();
                 return Some(seg);
             }
         }

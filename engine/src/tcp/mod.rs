@@ -36,8 +36,12 @@
 //! sans-IO use. A slot is rewritten only once all its bytes are cumulatively
 //! acknowledged (and, the memory's rule, once no transmission still reads
 //! it). The Internet sums of every 256-byte block are computed as bytes are
-//! written, so a segment's checksum costs no pass over its payload. The
-//! receive buffer is a ring too; out-of-order data is stored at its place in
+//! written, so a segment's checksum costs no pass over its payload. Under
+//! auto-tuning ([`Config::send_initial`]) the send buffer uses only some of
+//! its slots at first and doubles them while it holds less than twice the
+//! path's bandwidth-delay product (the rate bytes are acknowledged at, times
+//! the smallest RTT), so that a sender on a short path keeps rotating the
+//! same few frames, warm in the caches. The receive buffer is a ring too; out-of-order data is stored at its place in
 //! the ring and tracked in a bounded range set.
 
 //! # TIME-WAIT
@@ -131,6 +135,13 @@ pub struct Config {
     pub frame_len: usize,
     /// Number of send-buffer frames.
     pub send_frames: usize,
+    /// Send-buffer auto-tuning: the buffer starts with this many of its
+    /// `send_frames` slots and doubles, up to all of them, while it holds
+    /// less than twice the path's bandwidth-delay product (see
+    /// `Connection::send_limit`). A sender on a short path so rotates
+    /// through few frames, which stay in the CPU's caches, instead of
+    /// touching the whole buffer's worth. `None`: all slots from the start.
+    pub send_initial: Option<usize>,
     /// Receive buffer (the largest window we can ever advertise), bytes.
     pub recv_buffer: usize,
     /// Receive window policy.
@@ -190,6 +201,7 @@ impl Default for Config {
             mss: 1460,
             frame_len: 4096,
             send_frames: 64,
+            send_initial: None,
             recv_buffer: 256 * 1024,
             recv_window: RecvWindow::AutoTune { initial: 64 * 1024 },
             clip_mss_to_frames: true,

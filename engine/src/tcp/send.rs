@@ -8,7 +8,8 @@
 //! rewritten.
 //!
 //! A buffer may use fewer slots at once than it has ([`SendBuffer::set_limit`]:
-//! the worker shares its frames among its connections): bytes then span at
+//! the worker shares its frames among its connections, and the connection's
+//! auto-tuning grows its limit from a few slots as the path needs): bytes then span at
 //! most `limit` consecutive slots from the oldest unacknowledged one, and
 //! the memory of a slot that is released moves `limit` slots ahead
 //! ([`SendMemory::recycle`]), to the next slot that will be written, with
@@ -273,6 +274,11 @@ impl<M: SendMemory> SendBuffer<M> {
     /// Slots in use at most.
     pub(crate) fn limit(&self) -> usize {
         self.limit
+    }
+
+    /// Slots it has (the most `limit` can be).
+    pub(crate) fn frames(&self) -> usize {
+        self.frames
     }
 
     /// Bytes the application can write now (whole released slots).

@@ -1000,6 +1000,61 @@ fn goodput_reaches_90_percent_of_the_link_without_loss() {
     );
 }
 
+/// Send-buffer auto-tuning (`Config::send_initial`) on a 1 Gbit/s path
+/// of `rtt_ms` (jumbo frames, a 4 MiB buffer that starts at 64 KiB):
+/// (goodput, the client's buffer limit at the end, bytes).
+fn autotuned_send(rtt_ms: u64) -> (f64, usize) {
+    let conn = Config {
+        mss: 8960,
+        send_frames: 1024,
+        // 64 KiB.
+        send_initial: Some(16),
+        recv_buffer: 8 << 20,
+        ..Config::default()
+    };
+    let link = LinkConfig {
+        mtu: 9000,
+        delay: Duration::from_micros(rtt_ms * 500),
+        ..fast_link(0)
+    };
+    let cfg = SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: link.clone(),
+        s2c: link,
+        client_bytes: 24 << 20,
+        server_bytes: 0,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    assert_eq!(sim.client.stats().retransmits, 0);
+    (goodput(&sim), sim.client.send_limit_bytes())
+}
+
+#[test]
+fn an_autotuned_send_buffer_grows_to_twice_the_path_and_no_further() {
+    // 2 ms at 1 Gbit/s: a bandwidth-delay product of 250 kB, four times
+    // the buffer it starts with.
+    let (g, limit) = autotuned_send(2);
+    let bdp = 1e9 / 8.0 * 0.002;
+    assert!(g >= 0.9e9, "goodput {g}");
+    assert!(limit as f64 >= 2.0 * bdp, "limit {limit}");
+    // The path's queue (2,000 packets) lets the window grow far beyond the
+    // BDP; the buffer does not follow it.
+    assert!((limit as f64) < 8.0 * bdp, "limit {limit}");
+}
+
+#[test]
+fn an_autotuned_send_buffer_stays_small_on_a_short_path() {
+    // No propagation delay: the product is a few segments, and the 64 KiB
+    // buffer it starts with is enough for the whole link.
+    let (g, limit) = autotuned_send(0);
+    assert!(g >= 0.9e9, "goodput {g}");
+    assert_eq!(limit, 16 * 4096);
+}
+
 #[test]
 fn window_limited_throughput_is_window_over_rtt() {
     let window = 16 * 1024;

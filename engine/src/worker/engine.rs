@@ -298,6 +298,13 @@ fn core_ranges(cores: &[usize]) -> String {
 /// (`xtcp bench --ring 4096` ran at a quarter of the rate).
 pub const SEND_FRAMES: u32 = 8192;
 
+/// A connection's send buffer by default, bytes of frames: at most
+/// [`DEFAULT_SEND_BUFFER`], auto-tuned from [`DEFAULT_SEND_INITIAL`]
+/// (`tcp::Config::send_initial`).
+pub const DEFAULT_SEND_BUFFER: usize = 4 << 20;
+/// Where an auto-tuned send buffer starts, bytes of frames.
+pub const DEFAULT_SEND_INITIAL: usize = 256 << 10;
+
 /// The default UMEM frames per queue for `ring`-entry rings: the rings'
 /// 4 × ring and [`SEND_FRAMES`].
 pub fn default_frames(ring: u32) -> u32 {
@@ -323,7 +330,8 @@ impl Default for EngineConfig {
             rx_csum: RxCsumPolicy::Auto,
             mss: None,
             tcp: tcp::Config {
-                send_frames: 1024,
+                send_frames: DEFAULT_SEND_BUFFER / 4096,
+                send_initial: Some(DEFAULT_SEND_INITIAL / 4096),
                 recv_buffer: 4 << 20,
                 ..tcp::Config::default()
             },

@@ -33,9 +33,9 @@ pub mod thread;
 
 pub use conn::SinkKind;
 pub use engine::{
-    App, AppIn, AppOut, CpuTimes, EngineConfig, EngineError, EngineReport, Opener, Progress, Role,
-    RxCsumPolicy, SEND_FRAMES, TX_HEADROOM, TxLayoutPolicy, default_frames, process_cpu,
-    process_times, run, run_app, validate_cores,
+    App, AppIn, AppOut, CpuTimes, DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig,
+    EngineError, EngineReport, Opener, Progress, Role, RxCsumPolicy, SEND_FRAMES, TX_HEADROOM,
+    TxLayoutPolicy, default_frames, process_cpu, process_times, run, run_app, validate_cores,
 };
 pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};

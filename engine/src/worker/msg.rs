@@ -111,6 +111,10 @@ pub struct ConnReport {
     pub send_bytes_touched: u64,
     /// The MSS it sent with (payload bytes of a full segment).
     pub send_mss: usize,
+    /// Its send buffer's limit at the end, bytes of UMEM frames (slots ×
+    /// frame size): what auto-tuning grew it to within the worker's share
+    /// ([`crate::tcp::Config::send_initial`]), or the fixed `--sndbuf`.
+    pub send_buffer: usize,
 }
 
 /// What workers tell the control thread.

@@ -988,6 +988,7 @@ impl Worker {
             shares,
             ..
         } = self;
+        let frame_bytes = port.xsk().umem().frame_size().bytes();
         if let Some(l) = listener.as_mut() {
             if l.poll_timeout().is_some_and(|t| t <= now) {
                 l.handle_timeout(now);
@@ -1149,6 +1150,7 @@ impl Worker {
                         pacing_rate: s.appconn.as_ref().and_then(|a| a.rate),
                         send_bytes_touched: s.conn.send_bytes_touched(),
                         send_mss: s.conn.send_mss(),
+                        send_buffer: s.conn.send_limit() * frame_bytes,
                     };
                     let _ = out.send(Msg::Closed(Box::new(r)));
                 }
