@@ -459,6 +459,18 @@ impl Collector for Exposition {
                 sample(&mut e, &[("queue", &q)], n.saturating_sub(*b), counter)?;
             }
         }
+        if let (Some(Ok(now)), Some(Ok(base))) = (&drops.peer_tx_dropped, &m.drops0.peer_tx_dropped)
+        {
+            let mut e = enc.encode_descriptor(
+                "xdp_before_xdp_drops",
+                "veth only: packets the veth's peer could not hand to this end since xtcp \
+                 serve started (the peer's tx_dropped: the queue in front of XDP full, or a \
+                 packet over this end's MTU), lost before the XDP program saw them.",
+                None,
+                counter,
+            )?;
+            sample(&mut e, &[], now.saturating_sub(*base), counter)?;
+        }
         if let Some(st) = s.steer {
             for (name, help, v) in [
                 (
@@ -767,6 +779,7 @@ mod tests {
         // interface: no such series rather than a made-up zero.
         assert!(!t.contains("xtcp_xdp_steered"), "{t}");
         assert!(!t.contains("xtcp_xdp_redirect_drops"), "{t}");
+        assert!(!t.contains("xtcp_xdp_before_xdp_drops"), "{t}");
         let steer = SteerCounters {
             steered: 5,
             passed: 6,

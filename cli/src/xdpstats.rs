@@ -9,6 +9,12 @@
 //! (`rx_ring_full`, or `rx_dropped` with `rx_fill_ring_empty_descs`), and
 //! so does a driver that keeps its own count. Drops ÷ steered is the share
 //! of xtcp's packets lost before xtcp saw them.
+//!
+//! A veth also loses packets before XDP runs: what its peer sends while
+//! the 256-packet queue in front of the XDP program is full (or larger than
+//! this end's MTU) is dropped by the peer and counted in the peer's
+//! `tx_dropped`, which xtcp reads at start and end too, in whichever
+//! namespace the peer is (`dropped_before_xdp`).
 
 use serde::Serialize;
 use xtcp_engine::worker::EngineReport;
@@ -57,6 +63,15 @@ pub struct XdpSummary {
     pub driver_drops: Option<u64>,
     /// Why there is no driver count ("not reported by driver mlx5_core").
     pub driver_note: Option<String>,
+    /// veth only: packets the veth's peer could not hand to this end over
+    /// the run (the peer's `tx_dropped`: the 256-packet queue in front of
+    /// this end's XDP program was full, or a packet was over this end's
+    /// MTU), lost before XDP saw them, of any flow; not in `steered` nor in
+    /// `dropped_at_redirect`. `None` for other drivers, or with
+    /// `before_xdp_note`.
+    pub dropped_before_xdp: Option<u64>,
+    /// Why a veth's `dropped_before_xdp` could not be read.
+    pub before_xdp_note: Option<String>,
     /// Per queue.
     pub queues: Vec<QueueXdp>,
 }
@@ -162,6 +177,8 @@ impl XdpSummary {
             driver_counter: d.counter,
             driver_drops: d.total,
             driver_note: d.note.clone(),
+            dropped_before_xdp: d.peer_tx_dropped,
+            before_xdp_note: d.peer_note.clone(),
             queues,
         }
     }
@@ -178,10 +195,15 @@ impl XdpSummary {
             (_, Some(n)) => format!("sockets' count; driver count {n}"),
             (None, None) => "sockets' count".to_owned(),
         };
+        let before = match (self.dropped_before_xdp, &self.before_xdp_note) {
+            (Some(n), _) => format!("; before XDP {n} (veth peer's tx_dropped)"),
+            (None, Some(note)) => format!("; before XDP unknown ({note})"),
+            (None, None) => String::new(),
+        };
         let mut v = vec![format!(
             "XDP: steered {}, dropped at redirect {} ({pct}, {source}): rx ring full {}, \
              fill ring empty {}, rx dropped {}, rx invalid descs {}, tx invalid descs {}, \
-             tx ring empty {}; no socket {}",
+             tx ring empty {}; no socket {}{before}",
             self.steered
                 .map_or_else(|| "unknown".to_owned(), |n| n.to_string()),
             self.dropped_at_redirect,
@@ -248,6 +270,8 @@ mod tests {
             driver_note: driver
                 .is_none()
                 .then(|| "not reported by driver mlx5_core".to_owned()),
+            dropped_before_xdp: None,
+            before_xdp_note: None,
             queues,
         }
     }
@@ -286,6 +310,25 @@ mod tests {
             l[2].starts_with("XDP queue 1: driver drops 3, rx ring full 3"),
             "{}",
             l[2]
+        );
+    }
+
+    #[test]
+    fn a_veths_drops_before_xdp_end_the_line() {
+        let mut s = summary(vec![q(0, 0, Some(0))], Some(0));
+        s.dropped_before_xdp = Some(12);
+        let l = s.lines();
+        assert!(
+            l[0].ends_with("; no socket 0; before XDP 12 (veth peer's tx_dropped)"),
+            "{}",
+            l[0]
+        );
+        s.dropped_before_xdp = None;
+        s.before_xdp_note = Some("reading xtv0: no such device".into());
+        assert!(
+            s.lines()[0].ends_with("; before XDP unknown (reading xtv0: no such device)"),
+            "{}",
+            s.lines()[0]
         );
     }
 

@@ -257,18 +257,20 @@ fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
             })
             .sum();
         let redirect = must(t, r#"xtcp_xdp_redirect_drops_total{queue="0"}"#);
+        let before = must(t, "xtcp_xdp_before_xdp_drops_total");
         let tx = must(t, r#"xtcp_tx_packets_total{queue="0"}"#);
         let live = must(t, r#"xtcp_connections{queue="0"}"#);
-        let got = (rx + dropped + redirect, tx, redirect, live);
+        let got = (rx + dropped + redirect, tx, redirect, before, live);
         let want = (
             k.b_out - k.b_tx_dropped,
             k.b_in + k.a_tx_dropped,
             k.a_redirect_drops,
+            k.b_tx_dropped,
             0,
         );
         (got == want).then_some(()).ok_or(format!(
-            "(rx + dropped + at redirect, tx, at redirect, connections) {got:?}, from the \
-             kernel {want:?}: {k:?}"
+            "(rx + dropped + at redirect, tx, at redirect, before XDP, connections) {got:?}, \
+             from the kernel {want:?}: {k:?}"
         ))
     });
     eprintln!("kernel: {kernel:?}");

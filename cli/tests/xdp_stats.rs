@@ -55,6 +55,8 @@ struct Printed {
     no_socket: u64,
     /// The driver's count; the human line names its source instead.
     driver: Option<u64>,
+    /// What the veth's peer could not hand over (its `tx_dropped`).
+    before_xdp: u64,
 }
 
 /// The number after `key` in `line`.
@@ -87,6 +89,7 @@ fn printed(v: &serde_json::Value, err: &str) -> Printed {
             rx_dropped: after(line, "rx dropped "),
             no_socket: after(line, "no socket "),
             driver: None,
+            before_xdp: after(line, "before XDP "),
         };
     }
     let x = &v["xdp"];
@@ -105,6 +108,7 @@ fn printed(v: &serde_json::Value, err: &str) -> Printed {
         rx_dropped: u(x, "rx_dropped"),
         no_socket: u(x, "no_socket"),
         driver: Some(u(x, "driver_drops")),
+        before_xdp: u(x, "dropped_before_xdp"),
     }
 }
 
@@ -175,6 +179,7 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
                 rx_dropped: 0,
                 no_socket: 0,
                 driver: json.then_some(0),
+                before_xdp: 0,
             },
             "{v} {err}"
         );
@@ -316,9 +321,86 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
                 rx_dropped: 0,
                 no_socket: 0,
                 driver: json.then_some(drops),
+                before_xdp: lost,
             },
             "{v} {err}"
         );
+    }
+}
+
+/// Frames side B's veth cannot hand to side A are lost before A's XDP
+/// program runs, and B counts them (`tx_dropped`). Made to happen: B's MTU
+/// is raised to 9000 while A's stays 1500, and B pings A with 3000-byte
+/// packets, which veth refuses to forward (over A's MTU). xtcp reports, as
+/// dropped before XDP, exactly what B counted over the run; a TCP stream
+/// (MSS from A's SYN-ACK: 1460) still arrives whole.
+#[test]
+fn what_the_veth_peer_could_not_hand_over_is_counted_before_xdp() {
+    const PINGS: u64 = 20;
+    let net = common::testnet(1);
+    let st = net
+        .b
+        .ns
+        .command("ip")
+        .args(["link", "set", "dev", &net.b.iface, "mtu", "9000"])
+        .status()
+        .unwrap();
+    assert!(st.success(), "setting B's MTU");
+    for json in [true, false] {
+        let lost0 = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
+        let x = spawn_recv(&net, json, &[]);
+        // Every one is dropped: ping fails, as it should.
+        let _ = net
+            .b
+            .ns
+            .command("ping")
+            .args([
+                "-q",
+                "-n",
+                "-c",
+                &PINGS.to_string(),
+                "-i",
+                "0.01",
+                "-W",
+                "1",
+            ])
+            .args(["-s", "3000", "-M", "do", &net.a.ip4.to_string()])
+            .output()
+            .expect("ping (apt install iputils-ping)");
+        let deadline = Instant::now() + WAIT;
+        while link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") < lost0 + PINGS {
+            assert!(Instant::now() < deadline, "B's veth dropped no ping");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let st = net
+            .b
+            .ns
+            .command("sh")
+            .args([
+                "-c",
+                &format!(
+                    "head -c 100000 /dev/zero | socat -u STDIN TCP4:{}:{PORT}",
+                    net.a.ip4
+                ),
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success(), "socat could not send");
+        let (v, err) = finish(x);
+        let lost = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0;
+        assert!(lost >= PINGS, "{lost}");
+        assert!(
+            err.contains("received 100000 bytes") || u(&v, "bytes") == 100_000,
+            "{err}"
+        );
+        let p = printed(&v, &err);
+        assert_eq!(p.before_xdp, lost, "{v} {err}");
+        if !json {
+            assert!(
+                xdp_line(&err).contains(&format!("before XDP {lost} (veth peer's tx_dropped)")),
+                "{err}"
+            );
+        }
     }
 }
 
@@ -372,9 +454,8 @@ fn serve_prints_the_xdp_line_when_it_stops() {
         String::from_utf8_lossy(&out.stdout)
     );
     let (_, err) = wait_ok(x);
-    let steered = tcp_out_segs(&net.b.ns)
-        - segs0
-        - (link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0);
+    let lost = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0;
+    let steered = tcp_out_segs(&net.b.ns) - segs0 - lost;
     assert_eq!(
         ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops"),
         drops0
@@ -388,7 +469,9 @@ fn serve_prints_the_xdp_line_when_it_stops() {
             "xtcp serve: XDP: steered {steered}, dropped at redirect 0 (0.00 %, driver veth \
              rx_queue_N_drops): rx ring full 0, fill ring empty 0, rx dropped 0, rx invalid \
              descs 0, tx invalid descs 0, tx ring empty "
-        )) && line.ends_with("; no socket 0"),
+        )) && line.ends_with(&format!(
+            "; no socket 0; before XDP {lost} (veth peer's tx_dropped)"
+        )),
         "{line}"
     );
 }

@@ -573,6 +573,11 @@ pub struct DriverDropSnapshot {
     pub counter: Option<&'static str>,
     /// Its value for queues 0.., if the driver has it; otherwise why not.
     pub values: Result<Vec<u64>, String>,
+    /// veth only (`None` for other drivers): the peer's `tx_dropped`, the
+    /// packets it could not hand to this end — the 256-packet queue in
+    /// front of this end's XDP program full (or a packet over this end's
+    /// MTU) — which XDP never saw; or why it could not be read.
+    pub peer_tx_dropped: Option<Result<u64, String>>,
 }
 
 /// Reads the driver's redirect-drop counter (`ethtool -S`, e.g. veth's
@@ -587,6 +592,7 @@ pub fn driver_redirect_drops(iface: &str, queues: u32) -> DriverDropSnapshot {
                 driver: "unknown".into(),
                 counter: None,
                 values: Err(e.to_string()),
+                peer_tx_dropped: None,
             };
         }
     };
@@ -598,6 +604,7 @@ pub fn driver_redirect_drops(iface: &str, queues: u32) -> DriverDropSnapshot {
             values: Err(format!("not reported by driver {driver}")),
             driver,
             counter: None,
+            peer_tx_dropped: None,
         };
     };
     let stats = match sys::ethtool_stats(sock.as_fd(), iface) {
@@ -622,6 +629,7 @@ pub fn driver_redirect_drops(iface: &str, queues: u32) -> DriverDropSnapshot {
         })
         .collect();
     DriverDropSnapshot {
+        peer_tx_dropped: (driver == "veth").then(|| veth_peer_tx_dropped(iface)),
         driver,
         counter: Some(counter),
         values,
@@ -633,9 +641,25 @@ fn failed(driver: String, counter: &'static str, e: io::Error) -> DriverDropSnap
         values: Err(format!(
             "reading the driver statistics (ioctl SIOCETHTOOL, ETHTOOL_GSTATS) failed: {e}"
         )),
+        peer_tx_dropped: (driver == "veth").then(|| Err("not read".to_owned())),
         driver,
         counter: Some(counter),
     }
+}
+
+/// The `tx_dropped` of veth `iface`'s peer, in whichever namespace it is
+/// (rtnetlink: `IFLA_LINK` and `IFLA_LINK_NETNSID` of `iface`, then the
+/// peer's statistics through `IFLA_TARGET_NETNSID`).
+fn veth_peer_tx_dropped(iface: &str) -> Result<u64, String> {
+    use crate::netlink::route::{LinkSelector, get_link, get_tx_dropped};
+    let mut sock = crate::netlink::NetlinkSocket::route().map_err(|e| format!("rtnetlink: {e}"))?;
+    let link = get_link(&mut sock, LinkSelector::Name(iface))
+        .map_err(|e| format!("reading {iface}: {e}"))?;
+    let peer = link
+        .link
+        .ok_or_else(|| format!("{iface} names no peer (IFLA_LINK)"))?;
+    get_tx_dropped(&mut sock, peer, link.link_netnsid)
+        .map_err(|e| format!("reading the statistics of {iface}'s peer: {e}"))
 }
 
 /// What the driver's redirect-drop counter rose by over a run.
@@ -653,6 +677,13 @@ pub struct DriverDrops {
     pub total: Option<u64>,
     /// Why there are no numbers, e.g. "not reported by driver mlx5_core".
     pub note: Option<String>,
+    /// veth only: the increase of the peer's `tx_dropped`, packets lost
+    /// before this end's XDP program saw them
+    /// ([`DriverDropSnapshot::peer_tx_dropped`]); `None` for other drivers
+    /// or when it could not be read (then `peer_note` says why).
+    pub peer_tx_dropped: Option<u64>,
+    /// Why a veth's peer count is missing.
+    pub peer_note: Option<String>,
 }
 
 impl DriverDrops {
@@ -671,12 +702,19 @@ impl DriverDrops {
             Ok(v) => (Some(v), None),
             Err(e) => (None, Some(e)),
         };
+        let (peer_tx_dropped, peer_note) = match (&start.peer_tx_dropped, &end.peer_tx_dropped) {
+            (Some(Ok(a)), Some(Ok(b))) => (Some(b.saturating_sub(*a)), None),
+            (Some(Err(e)), _) | (_, Some(Err(e))) => (None, Some(e.clone())),
+            _ => (None, None),
+        };
         DriverDrops {
             driver: end.driver.clone(),
             counter: end.counter,
             total: per_queue.as_ref().map(|v| v.iter().sum()),
             per_queue,
             note,
+            peer_tx_dropped,
+            peer_note,
         }
     }
 }
@@ -1050,11 +1088,26 @@ mod tests {
             driver: "veth".into(),
             counter: Some("rx_queue_N_drops"),
             values: v,
+            peer_tx_dropped: Some(Ok(10)),
         };
         let d = DriverDrops::between(&snap(Ok(vec![5, 7])), &snap(Ok(vec![9, 7])));
         assert_eq!(d.per_queue, Some(vec![4, 0]));
         assert_eq!(d.total, Some(4));
         assert_eq!(d.note, None);
+        assert_eq!((d.peer_tx_dropped, d.peer_note), (Some(0), None));
+        let mut later = snap(Ok(vec![5, 7]));
+        later.peer_tx_dropped = Some(Ok(13));
+        assert_eq!(
+            DriverDrops::between(&snap(Ok(vec![5, 7])), &later).peer_tx_dropped,
+            Some(3)
+        );
+        later.peer_tx_dropped = Some(Err("reading the statistics failed".into()));
+        let d = DriverDrops::between(&snap(Ok(vec![5, 7])), &later);
+        assert_eq!(d.peer_tx_dropped, None);
+        assert_eq!(
+            d.peer_note.as_deref(),
+            Some("reading the statistics failed")
+        );
         let d = DriverDrops::between(&snap(Ok(vec![5])), &snap(Ok(vec![9, 7])));
         assert_eq!(d.total, None);
         assert!(d.note.unwrap().contains("queue count changed"));
@@ -1062,6 +1115,7 @@ mod tests {
             driver: "mlx5_core".into(),
             counter: None,
             values: Err("not reported by driver mlx5_core".into()),
+            peer_tx_dropped: None,
         };
         let d = DriverDrops::between(&none, &none);
         assert_eq!(d.per_queue, None);

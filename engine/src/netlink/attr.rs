@@ -63,6 +63,12 @@ pub enum ParseError {
         /// The expected type, e.g. "u32".
         expected: &'static str,
     },
+    /// An attribute the message must carry is not there.
+    #[error("no {what} in the message")]
+    Missing {
+        /// The attribute.
+        what: &'static str,
+    },
 }
 
 /// One attribute borrowed from a buffer.

@@ -18,13 +18,17 @@ pub const IFINFOMSG_LEN: usize = 16;
 
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
+const IFLA_LINK: u16 = 5;
 const IFLA_TXQLEN: u16 = 13;
+const IFLA_STATS64: u16 = 23;
 const IFLA_OPERSTATE: u16 = 16;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_EXT_MASK: u16 = 29;
 const IFLA_NUM_TX_QUEUES: u16 = 31;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
+const IFLA_LINK_NETNSID: u16 = 37;
 const IFLA_XDP: u16 = 43;
+const IFLA_TARGET_NETNSID: u16 = 46;
 const IFLA_MIN_MTU: u16 = 50;
 const IFLA_MAX_MTU: u16 = 51;
 const IFLA_ALT_IFNAME: u16 = 53;
@@ -140,6 +144,12 @@ pub struct LinkInfo {
     pub operstate: Option<u8>,
     /// The `IFLA_XDP` nest (default: nothing attached, when absent).
     pub xdp: XdpAttachment,
+    /// The link this one is tied to (`IFLA_LINK`): a veth's peer, a VLAN's
+    /// parent; its index in the namespace `link_netnsid` names.
+    pub link: Option<u32>,
+    /// The namespace of `link`, as this namespace numbers it
+    /// (`IFLA_LINK_NETNSID`); absent when it is this one.
+    pub link_netnsid: Option<i32>,
 }
 
 impl LinkInfo {
@@ -218,10 +228,72 @@ pub fn parse_link(payload: &[u8]) -> Result<LinkInfo, ParseError> {
                 }
             }
             IFLA_XDP => link.xdp = parse_xdp(a.nested())?,
+            IFLA_LINK => link.link = Some(a.u32()?),
+            IFLA_LINK_NETNSID => link.link_netnsid = Some(a.u32()? as i32),
             _ => {}
         }
     }
     Ok(link)
+}
+
+/// `struct rtnl_link_stats64`: the byte offset of `tx_dropped` (the eighth
+/// `__u64`, after rx/tx packets, bytes, errors and rx_dropped).
+const STATS64_TX_DROPPED: usize = 7 * 8;
+
+/// The body of an `RTM_GETLINK` request for link `index` of the namespace
+/// this one numbers `netnsid` (`None`: this one), statistics included.
+pub fn get_link_stats_body(index: u32, netnsid: Option<i32>) -> Vec<u8> {
+    let mut body = vec![0u8; IFINFOMSG_LEN];
+    body[4..8].copy_from_slice(&index.to_ne_bytes());
+    if let Some(id) = netnsid {
+        body.put_attr(IFLA_TARGET_NETNSID, &id.to_ne_bytes());
+    }
+    body
+}
+
+/// The `tx_dropped` of an `RTM_NEWLINK` payload's `IFLA_STATS64`.
+pub fn parse_tx_dropped(payload: &[u8]) -> Result<u64, ParseError> {
+    let attrs = payload.get(IFINFOMSG_LEN..).ok_or(ParseError::Truncated {
+        what: "struct ifinfomsg",
+        need: IFINFOMSG_LEN,
+        have: payload.len(),
+    })?;
+    for a in Attrs::new(attrs) {
+        let a = a?;
+        if a.kind() == IFLA_STATS64 {
+            let p = a.payload();
+            let b =
+                p.get(STATS64_TX_DROPPED..STATS64_TX_DROPPED + 8)
+                    .ok_or(ParseError::Truncated {
+                        what: "struct rtnl_link_stats64",
+                        need: STATS64_TX_DROPPED + 8,
+                        have: p.len(),
+                    })?;
+            let mut v = [0u8; 8];
+            v.copy_from_slice(b);
+            return Ok(u64::from_ne_bytes(v));
+        }
+    }
+    Err(ParseError::Missing {
+        what: "IFLA_STATS64",
+    })
+}
+
+/// The `tx_dropped` counter of link `index` in the namespace `sock`'s
+/// numbers `netnsid` (`None`: `sock`'s own), as `ip -s link` shows it. A
+/// veth counts there the packets it could not hand to its peer (the queue
+/// in front of the peer's XDP program full, the peer down, or a packet
+/// larger than the peer's MTU).
+pub fn get_tx_dropped(
+    sock: &mut NetlinkSocket,
+    index: u32,
+    netnsid: Option<i32>,
+) -> Result<u64, NetlinkError> {
+    let reply = sock.request(RTM_GETLINK, 0, &get_link_stats_body(index, netnsid))?;
+    if reply.kind != RTM_NEWLINK {
+        return Err(NetlinkError::Unexpected { kind: reply.kind });
+    }
+    Ok(parse_tx_dropped(&reply.payload)?)
 }
 
 fn parse_xdp(attrs: Attrs<'_>) -> Result<XdpAttachment, ParseError> {
@@ -313,10 +385,53 @@ mod tests {
                     generic_prog_id: None,
                     offload_prog_id: None,
                 },
+                link: None,
+                link_netnsid: None,
             }
         );
         assert!(link.is_up());
         assert_eq!(link.operstate_name(), Some("up"));
+    }
+
+    #[test]
+    fn a_veth_names_its_peer_and_the_peer_its_tx_drops() {
+        // The peer's index and namespace (another one: id 3).
+        let mut p = golden_veth();
+        p.put_u32(IFLA_LINK, 9);
+        p.put_attr(IFLA_LINK_NETNSID, &3i32.to_ne_bytes());
+        let link = parse_link(&p).unwrap();
+        assert_eq!((link.link, link.link_netnsid), (Some(9), Some(3)));
+        // The request for the peer's statistics: its index, the namespace.
+        let body = get_link_stats_body(9, Some(3));
+        assert_eq!(&body[4..8], &9u32.to_ne_bytes());
+        let a: Vec<_> = Attrs::new(&body[IFINFOMSG_LEN..])
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(a.len(), 1);
+        assert_eq!(
+            (a[0].kind(), a[0].payload()),
+            (IFLA_TARGET_NETNSID, &3i32.to_ne_bytes()[..])
+        );
+        assert_eq!(get_link_stats_body(9, None).len(), IFINFOMSG_LEN);
+        // Its reply: tx_dropped is the eighth counter of IFLA_STATS64.
+        let mut stats = vec![0u8; 24 * 8];
+        for (i, c) in stats.chunks_exact_mut(8).enumerate() {
+            c.copy_from_slice(&(i as u64 * 100).to_ne_bytes());
+        }
+        let mut r = golden_veth();
+        r.put_attr(IFLA_STATS64, &stats);
+        assert_eq!(parse_tx_dropped(&r), Ok(700));
+        // Without the statistics, or with them cut short: an error.
+        assert!(matches!(
+            parse_tx_dropped(&golden_veth()),
+            Err(ParseError::Missing { .. })
+        ));
+        let mut r = golden_veth();
+        r.put_attr(IFLA_STATS64, &stats[..60]);
+        assert!(matches!(
+            parse_tx_dropped(&r),
+            Err(ParseError::Truncated { .. })
+        ));
     }
 
     #[test]
