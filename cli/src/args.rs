@@ -364,8 +364,8 @@ pub struct EngineArgs {
     #[arg(long, default_value = "auto", value_parser = parse_bufsize)]
     pub rcvbuf: BufSize,
     /// Send buffer per connection: `auto` (starts at 256K and doubles, up
-    /// to 4M, whenever the bytes in flight pass half of it) or a fixed size
-    /// (e.g. 1M).
+    /// to 4M, while it holds less than twice the path's bandwidth-delay
+    /// product) or a fixed size (e.g. 1M).
     #[arg(long, default_value = "auto", value_parser = parse_bufsize)]
     pub sndbuf: BufSize,
     /// Congestion control.

@@ -41,6 +41,24 @@ fn finish(x: Watched) -> (serde_json::Value, String) {
     (v, err)
 }
 
+/// Side B's kernel sends 100 kB to xtcp's port (socat), and closes.
+fn send_100k(net: &TestNet) {
+    let st = net
+        .b
+        .ns
+        .command("sh")
+        .args([
+            "-c",
+            &format!(
+                "head -c 100000 /dev/zero | socat -u STDIN TCP4:{}:{PORT}",
+                net.a.ip4
+            ),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "socat could not send");
+}
+
 /// What a run's output says, from the JSON or the human `XDP:` line.
 #[derive(Debug, PartialEq)]
 struct Printed {
@@ -138,20 +156,7 @@ fn a_run_without_drops_prints_zero_and_steers_every_segment_the_peer_sent() {
         let lost0 = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
         let drops0 = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops");
         let x = spawn_recv(&net, json, &[]);
-        let st = net
-            .b
-            .ns
-            .command("sh")
-            .args([
-                "-c",
-                &format!(
-                    "head -c 100000 /dev/zero | socat -u STDIN TCP4:{}:{PORT}",
-                    net.a.ip4
-                ),
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success(), "socat could not send");
+        send_100k(&net);
         let (v, err) = finish(x);
         let segs = tcp_out_segs(&net.b.ns) - segs0;
         let drops = ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops") - drops0;
@@ -372,20 +377,7 @@ fn what_the_veth_peer_could_not_hand_over_is_counted_before_xdp() {
             assert!(Instant::now() < deadline, "B's veth dropped no ping");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let st = net
-            .b
-            .ns
-            .command("sh")
-            .args([
-                "-c",
-                &format!(
-                    "head -c 100000 /dev/zero | socat -u STDIN TCP4:{}:{PORT}",
-                    net.a.ip4
-                ),
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success(), "socat could not send");
+        send_100k(&net);
         let (v, err) = finish(x);
         let lost = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped") - lost0;
         assert!(lost >= PINGS, "{lost}");

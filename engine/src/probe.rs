@@ -613,10 +613,10 @@ pub fn driver_redirect_drops(iface: &str, queues: u32) -> DriverDropSnapshot {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
             match sys::ethtool_stats(sock.as_fd(), iface) {
                 Ok(s) => s,
-                Err(e) => return failed(driver, counter, e),
+                Err(e) => return failed(iface, driver, counter, e),
             }
         }
-        Err(e) => return failed(driver, counter, e),
+        Err(e) => return failed(iface, driver, counter, e),
     };
     let values = (0..queues)
         .map(|q| {
@@ -636,12 +636,12 @@ pub fn driver_redirect_drops(iface: &str, queues: u32) -> DriverDropSnapshot {
     }
 }
 
-fn failed(driver: String, counter: &'static str, e: io::Error) -> DriverDropSnapshot {
+fn failed(iface: &str, driver: String, counter: &'static str, e: io::Error) -> DriverDropSnapshot {
     DriverDropSnapshot {
         values: Err(format!(
             "reading the driver statistics (ioctl SIOCETHTOOL, ETHTOOL_GSTATS) failed: {e}"
         )),
-        peer_tx_dropped: (driver == "veth").then(|| Err("not read".to_owned())),
+        peer_tx_dropped: (driver == "veth").then(|| veth_peer_tx_dropped(iface)),
         driver,
         counter: Some(counter),
     }

@@ -1,4 +1,6 @@
-//! rtnetlink `RTM_GETLINK` for one interface, by index or by name.
+//! rtnetlink `RTM_GETLINK` for one interface, by index or by name; and
+//! for one link's `tx_dropped` counter, in this namespace or, by the id
+//! this one gives it, in another (a veth's peer).
 //!
 //! The reply (`RTM_NEWLINK`: `struct ifinfomsg` + `IFLA_*` attributes) is
 //! parsed into [`LinkInfo`]. Attributes that are absent (older kernels) are
@@ -20,9 +22,9 @@ const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
 const IFLA_LINK: u16 = 5;
 const IFLA_TXQLEN: u16 = 13;
-const IFLA_STATS64: u16 = 23;
 const IFLA_OPERSTATE: u16 = 16;
 const IFLA_LINKINFO: u16 = 18;
+const IFLA_STATS64: u16 = 23;
 const IFLA_EXT_MASK: u16 = 29;
 const IFLA_NUM_TX_QUEUES: u16 = 31;
 const IFLA_NUM_RX_QUEUES: u16 = 32;

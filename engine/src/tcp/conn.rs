@@ -492,7 +492,7 @@ impl<M: SendMemory> Connection<M> {
             return;
         };
         let dt = now.saturating_duration_since(t);
-        if dt >= srtt.max(min) && !dt.is_zero() {
+        if dt >= srtt && !dt.is_zero() {
             let acked = u128::from(self.una.saturating_sub(from));
             let sample = acked * min.as_nanos() / dt.as_nanos();
             self.bdp = self.bdp.max(usize::try_from(sample).unwrap_or(usize::MAX));

@@ -41,8 +41,9 @@
 //! its slots at first and doubles them while it holds less than twice the
 //! path's bandwidth-delay product (the rate bytes are acknowledged at, times
 //! the smallest RTT), so that a sender on a short path keeps rotating the
-//! same few frames, warm in the caches. The receive buffer is a ring too; out-of-order data is stored at its place in
-//! the ring and tracked in a bounded range set.
+//! same few frames, warm in the caches. The receive buffer is a ring too;
+//! out-of-order data is stored at its place in the ring and tracked in a
+//! bounded range set.
 
 //! # TIME-WAIT
 //!
@@ -137,8 +138,9 @@ pub struct Config {
     pub send_frames: usize,
     /// Send-buffer auto-tuning: the buffer starts with this many of its
     /// `send_frames` slots and doubles, up to all of them, while it holds
-    /// less than twice the path's bandwidth-delay product (see
-    /// `Connection::send_limit`). A sender on a short path so rotates
+    /// less than twice the path's bandwidth-delay product (the rate its
+    /// bytes are acknowledged at × the smallest RTT, measured over whole
+    /// RTTs; the module doc, Memory). A sender on a short path so rotates
     /// through few frames, which stay in the CPU's caches, instead of
     /// touching the whole buffer's worth. `None`: all slots from the start.
     pub send_initial: Option<usize>,

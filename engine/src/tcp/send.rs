@@ -9,8 +9,9 @@
 //!
 //! A buffer may use fewer slots at once than it has ([`SendBuffer::set_limit`]:
 //! the worker shares its frames among its connections, and the connection's
-//! auto-tuning grows its limit from a few slots as the path needs): bytes then span at
-//! most `limit` consecutive slots from the oldest unacknowledged one, and
+//! auto-tuning grows its limit from a few slots as the path needs): bytes
+//! then span at most `limit` consecutive slots from the oldest
+//! unacknowledged one, and
 //! the memory of a slot that is released moves `limit` slots ahead
 //! ([`SendMemory::recycle`]), to the next slot that will be written, with
 //! its contents and their sums. A bulk sender so rotates its `limit` frames
