@@ -132,21 +132,44 @@ fn stderr(o: &Output) -> String {
 
 /// `-Z` sends zeros from frames filled once: the stock server counts every
 /// byte, and the send buffer's per-byte counter stays at the first lap of
-/// frames; without `-Z` every byte is copied in (the counter is the
-/// stream).
+/// frames. Without `-Z` the bytes are iperf3's, its block over and over (the
+/// stock server's `-F` file shows it), and a frame that comes round holding
+/// the bytes it must send is not written again: with the default 128 KiB
+/// block in page-sized slots (the chained layout; the single layout at MTU
+/// 1500 has slots of one MSS, 1448 bytes), once the buffer's lap is a
+/// multiple of the block, little is copied; with a block that no lap is a
+/// multiple of (`-l 1000`), every byte is.
 #[test]
 fn zerocopy_source_has_no_per_byte_work() {
     let net = testnet(1);
-    let n: u64 = 256 << 20;
-    for zerocopy in [true, false] {
-        let server = StockServer::start(&net, &[]);
-        let mut args = vec!["-n", "256M"];
+    let dir = TempDir::new("flags-pattern");
+    let got = dir.path("got.bin");
+    for (zerocopy, n, len) in [
+        (true, 256u64 << 20, 131_072usize),
+        (false, 256 << 20, 131_072),
+        (false, 8_000_000, 1000),
+    ] {
+        let server = if zerocopy {
+            StockServer::start(&net, &[])
+        } else {
+            StockServer::start(&net, &["-F", &got])
+        };
+        let (n_arg, l_arg) = (n.to_string(), len.to_string());
+        let mut args = vec!["-n", &n_arg, "-l", &l_arg, "--tx-layout", "chained"];
         if zerocopy {
             args.push("-Z");
         }
         let v = client_json(&net, &args);
         let s = server.json();
-        assert_eq!(u(&s["end"]["sum_received"]["bytes"]), n, "{s}");
+        let received = u(&s["end"]["sum_received"]["bytes"]);
+        if len == 1000 {
+            // iperf3 counts what it read before the test's end, and it
+            // reads 1000 bytes a call: the last bytes acknowledged may be
+            // left unread (kernel to kernel too).
+            assert!(received <= n && received > n / 2, "{s}");
+        } else {
+            assert_eq!(received, n, "{s}");
+        }
         assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n);
         let c = &data_conns(&v)[0];
         let (sent, touched) = (u(&c["bytes_sent"]), u(&c["send_bytes_touched"]));
@@ -155,8 +178,25 @@ fn zerocopy_source_has_no_per_byte_work() {
         if zerocopy {
             // At most the send buffer (4 MiB by default) zeroed once.
             assert!(touched <= (4 << 20) + 4096 + 37, "-Z: {c}");
+            continue;
+        }
+        if len == 1000 {
+            assert_eq!(touched, sent, "-l 1000: every byte is copied: {c}");
         } else {
-            assert_eq!(touched, sent, "without -Z every byte is copied: {c}");
+            assert!(
+                touched < sent / 8,
+                "-l 128K: most frames are sent as they are: {c}"
+            );
+        }
+        let data = std::fs::read(&got).unwrap();
+        assert_eq!(data.len() as u64, received, "the stock server's -F file");
+        let block = &data[..len];
+        assert!(block.iter().any(|&b| b != block[0]), "a block of one byte");
+        for (k, chunk) in data.chunks(len).enumerate() {
+            assert!(
+                chunk == &block[..chunk.len()],
+                "-l {len}: block {k} differs"
+            );
         }
     }
 }

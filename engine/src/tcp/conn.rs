@@ -601,6 +601,19 @@ impl<M: SendMemory> Connection<M> {
         Ok(self.send.fill_vectored(fill))
     }
 
+    /// Appends up to `n` bytes of `pattern` over and over, from its byte
+    /// `phase` on (a slot that already holds the same bytes is not written
+    /// again); returns the count.
+    pub fn write_repeat(
+        &mut self,
+        pattern: &std::sync::Arc<[u8]>,
+        phase: usize,
+        n: usize,
+    ) -> Result<usize, WriteError> {
+        self.check_writable()?;
+        Ok(self.send.write_repeat(pattern, phase, n))
+    }
+
     /// Appends up to `n` zero bytes (a slot that already holds zeros is not
     /// written again); returns the count.
     pub fn fill_zeros(&mut self, n: usize) -> Result<usize, WriteError> {

@@ -26,7 +26,9 @@
 //!
 //! Checksums once: every write updates the Internet sums of the 256-byte
 //! blocks it touched ([`BlockSums`]), summing while it copies; zeros written
-//! into a slot known to hold zeros cost nothing at all. A segment's payload
+//! into a slot known to hold zeros cost nothing at all, and nor does a
+//! repeated pattern (iperf3's buffer, [`SendBuffer::write_repeat`]) written
+//! whole into a slot that already holds the same bytes. A segment's payload
 //! sum ([`crate::tcp::Connection::payload_pieces`]) then comes from the cached block sums, reading
 //! at most the partial blocks at its two ends (none when it covers whole
 //! frames, as with MSS clipping, nor in a slot known to hold zeros); the
@@ -34,6 +36,7 @@
 //! same boundaries reads nothing.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::frame::FrameAddr;
 use crate::seg::BlockSums;
@@ -157,6 +160,9 @@ struct SlotSums {
     blocks: BlockSums,
     /// Every byte of the slot is zero.
     zero: bool,
+    /// The whole slot holds the repeated pattern of this generation (see
+    /// [`SendBuffer::write_repeat`]) from this byte of it on.
+    repeat: Option<(u32, usize)>,
 }
 
 /// Sums of recently sent pieces that did not end on block boundaries, by
@@ -185,6 +191,11 @@ pub(crate) struct SendBuffer<M> {
     /// (stream offset, slot, offset in it) where the last
     /// [`SendBuffer::pieces`] ended: the next segment usually starts there.
     cursor: (u64, usize, usize),
+    /// The pattern [`SendBuffer::write_repeat`] last wrote, and its
+    /// generation (a new pattern, a new generation: slots tagged with an
+    /// older one are written again). Held, so that its address is not reused
+    /// while it is compared.
+    pattern: Option<(Arc<[u8]>, u32)>,
 }
 
 impl<M: SendMemory> SendBuffer<M> {
@@ -201,6 +212,7 @@ impl<M: SendMemory> SendBuffer<M> {
             tail: 0,
             touched: 0,
             cursor: (u64::MAX, 0, 0),
+            pattern: None,
         }
     }
 
@@ -416,6 +428,54 @@ impl<M: SendMemory> SendBuffer<M> {
         n
     }
 
+    /// Appends up to `n` bytes of `pattern` repeated, from its byte `phase`
+    /// on (iperf3's buffer, sent over and over). A slot written whole that
+    /// already holds the same bytes — this pattern, from the same byte of
+    /// it, as when the ring's laps are a multiple of the pattern's length —
+    /// is not written again and keeps its sums: no per-byte work in the
+    /// steady state. Other slots are copied into and summed, as by
+    /// [`SendBuffer::write`]. Returns the count.
+    pub(crate) fn write_repeat(&mut self, pattern: &Arc<[u8]>, phase: usize, n: usize) -> usize {
+        let p = pattern.len();
+        if p == 0 {
+            return 0;
+        }
+        let generation = match &self.pattern {
+            Some((q, g)) if Arc::ptr_eq(q, pattern) => *g,
+            other => {
+                let g = other.as_ref().map_or(0, |(_, g)| g.wrapping_add(1));
+                self.pattern = Some((Arc::clone(pattern), g));
+                g
+            }
+        };
+        let fl = self.frame_len;
+        let (mut done, mut ph) = (0, phase % p);
+        while let Some((slot, off, k)) = self.next_free(n - done) {
+            let Some(dst) = Self::slot_of(&mut self.mem, slot) else {
+                break;
+            };
+            let s = &mut self.sums[slot];
+            let whole = off == 0 && k == fl;
+            if !(whole && s.repeat == Some((generation, ph))) {
+                let (mut at, mut q) = (off, ph);
+                while at < off + k {
+                    let m = (p - q).min(off + k - at);
+                    copy_summed(&mut dst[at..at + m], &pattern[q..q + m], at, s);
+                    at += m;
+                    q = if q + m == p { 0 } else { q + m };
+                }
+                self.touched += k as u64;
+                if whole {
+                    s.repeat = Some((generation, ph));
+                }
+            }
+            ph = (ph + k) % p;
+            self.tail += k as u64;
+            done += k;
+        }
+        done
+    }
+
     /// Appends up to `n` zero bytes; a slot that already holds zeros is not
     /// touched (no per-byte work in the steady state). Returns the count.
     pub(crate) fn fill_zeros(&mut self, n: usize) -> usize {
@@ -425,6 +485,7 @@ impl<M: SendMemory> SendBuffer<M> {
                 break;
             };
             let s = &mut self.sums[slot];
+            s.repeat = None;
             if !s.zero {
                 dst[off..].fill(0);
                 self.touched += (dst.len() - off) as u64;
@@ -588,6 +649,7 @@ fn sum_blocks(
 /// updates the slot's block sums.
 fn copy_summed(dst: &mut [u8], src: &[u8], off: usize, s: &mut SlotSums) {
     s.zero = false;
+    s.repeat = None;
     sum_blocks(off, off + src.len(), s, |a, b| {
         checksum::copy_and_sum(&mut dst[a - off..b - off], &src[a - off..b - off])
     });
@@ -597,6 +659,7 @@ fn copy_summed(dst: &mut [u8], src: &[u8], off: usize, s: &mut SlotSums) {
 /// place (read once, just written, so in cache).
 fn sum_written(slot: &[u8], from: usize, to: usize, s: &mut SlotSums) {
     s.zero = false;
+    s.repeat = None;
     sum_blocks(from, to, s, |a, b| checksum::sum(&slot[a..b]));
 }
 
@@ -684,8 +747,27 @@ mod tests {
             let mut b = buf_slots(fl, 8, slot);
             let mut stream = Vec::new();
             let mut sent = 0u64;
+            // Patterns whose length divides the ring's lap (slots written
+            // whole come round holding the same bytes) and one that does not.
+            let patterns: Vec<Arc<[u8]>> = [8 * fl, 2 * fl, 1000]
+                .iter()
+                .map(|&n| (0..n).map(|_| next() as u8).collect())
+                .collect();
+            let mut phase = 0usize;
             for _ in 0..400 {
-                match next() % 4 {
+                match next() % 5 {
+                    4 => {
+                        let pat = &patterns[(next() % 3) as usize];
+                        if next() % 4 == 0 {
+                            phase = (next() as usize) % pat.len();
+                        }
+                        let n = (next() % 20_000) as usize;
+                        let k = b.write_repeat(pat, phase, n);
+                        for i in 0..k {
+                            stream.push(pat[(phase + i) % pat.len()]);
+                        }
+                        phase = (phase + k) % pat.len();
+                    }
                     0 => {
                         let n = (next() % 5000) as usize;
                         let data: Vec<u8> = (0..n).map(|_| next() as u8).collect();
@@ -767,6 +849,79 @@ mod tests {
                 assert_eq!(copy, stream[b.head as usize..], "fl {fl}");
             }
         }
+    }
+
+    #[test]
+    fn a_pattern_into_a_slot_holding_it_does_not_touch_it() {
+        let mut b = buf(4096, 4);
+        let pat: Arc<[u8]> = (0..8192u32).map(|i| (i * 7 + i / 256) as u8).collect();
+        assert_eq!(b.write_repeat(&pat, 0, 16384), 16384);
+        assert_eq!(b.touched(), 16384, "the first lap is copied");
+        b.ack(16384);
+        // Plant a byte in slot 0: a slot that holds the pattern from the
+        // same byte is not rewritten, so the byte stays.
+        SendBuffer::slot_of(b.memory_mut(), 0).unwrap()[100] = !pat[100];
+        assert_eq!(b.write_repeat(&pat, 0, 4096), 4096);
+        assert_eq!(b.touched(), 16384, "no per-byte work for the second lap");
+        let mut out = [0u8; 1];
+        b.copy_out(16384 + 100, &mut out);
+        assert_eq!(out, [!pat[100]], "not rewritten");
+        let mut p = [Piece::default(); 4];
+        assert_eq!(b.pieces(16384, 4096, &mut p), Some(1));
+        assert_eq!(p[0].sum, checksum::sum(&pat[..4096]), "the cached sums");
+        // The same slot from another byte of the pattern: copied.
+        b.ack(20480);
+        assert_eq!(b.write_repeat(&pat, 4096 + 100, 4096), 4096);
+        assert_eq!(b.touched(), 16384 + 4096);
+        let mut out = vec![0u8; 4096];
+        b.copy_out(20480, &mut out);
+        assert_eq!(
+            out[..],
+            pat[4196..]
+                .iter()
+                .chain(&pat[..100])
+                .copied()
+                .collect::<Vec<_>>()[..]
+        );
+        // The same bytes in another pattern: copied (a pattern is known by
+        // the allocation it was given in).
+        b.ack(24576);
+        let twin: Arc<[u8]> = pat.iter().copied().collect();
+        assert_eq!(b.write_repeat(&twin, 0, 4096), 4096);
+        assert_eq!(b.touched(), 16384 + 8192);
+        // A slot written in two parts is not known to hold the pattern: it
+        // is copied on the next lap too.
+        b.ack(28672);
+        assert_eq!(b.write_repeat(&pat, 0, 100), 100);
+        assert_eq!(b.write_repeat(&pat, 100, 3996), 3996);
+        b.ack(32768);
+        assert_eq!(b.touched(), 16384 + 12288);
+        // Other writes into a slot make it unknown again: a one-slot ring
+        // with a pattern of one slot's length, written over by a copy and
+        // by zeros in between.
+        let mut b = buf(4096, 1);
+        let pat: Arc<[u8]> = pat[..4096].into();
+        let lap = |b: &mut SendBuffer<HeapFrames>, touched: u64| {
+            assert_eq!(b.write_repeat(&pat, 0, 4096), 4096);
+            assert_eq!(b.touched(), touched);
+            let mut out = vec![0u8; 4096];
+            b.copy_out(b.tail() - 4096, &mut out);
+            assert_eq!(out[..], pat[..]);
+            let mut p = [Piece::default(); 1];
+            assert_eq!(b.pieces(b.tail() - 4096, 4096, &mut p), Some(1));
+            assert_eq!(p[0].sum, checksum::sum(&pat));
+            b.ack(b.tail());
+        };
+        lap(&mut b, 4096);
+        lap(&mut b, 4096);
+        assert_eq!(b.write(&[1; 4096]), 4096);
+        b.ack(b.tail());
+        lap(&mut b, 3 * 4096);
+        lap(&mut b, 3 * 4096);
+        assert_eq!(b.fill_zeros(4096), 4096);
+        b.ack(b.tail());
+        lap(&mut b, 5 * 4096);
+        lap(&mut b, 5 * 4096);
     }
 
     #[test]

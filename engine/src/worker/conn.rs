@@ -348,8 +348,7 @@ impl Slot {
                     // Zeros cost nothing once a slot holds them.
                     Payload::Zeros if want > 0 => c.fill_zeros(want).unwrap_or(0),
                     Payload::Zeros => 0,
-                    // A copy of the pattern, as iperf3 copies its buffer
-                    // into the socket.
+                    // The file's bytes, read straight into the frames.
                     Payload::File(f) => {
                         use std::os::unix::fs::FileExt;
                         let (mut left, mut off, mut err) = (want, a.file_off, None);
@@ -378,20 +377,15 @@ impl Slot {
                         }
                         n
                     }
-                    Payload::Repeat(p) => {
-                        let mut done = 0;
-                        while done < want && !p.is_empty() {
-                            let piece = &p[a.pay_off..];
-                            let k = piece.len().min(want - done);
-                            let n = c.write(&piece[..k]).unwrap_or(0);
-                            if n == 0 {
-                                break;
-                            }
-                            a.pay_off = (a.pay_off + n) % p.len();
-                            done += n;
-                        }
-                        done
+                    // The pattern, as iperf3 writes its buffer: copied
+                    // into a slot only where the slot does not hold those
+                    // bytes already from an earlier lap.
+                    Payload::Repeat(p) if !p.is_empty() => {
+                        let n = c.write_repeat(p, a.pay_off, want).unwrap_or(0);
+                        a.pay_off = (a.pay_off + n) % p.len();
+                        n
                     }
+                    Payload::Repeat(_) => 0,
                 };
                 a.send_left -= n as u64;
                 a.committed += n as u64;

@@ -200,8 +200,10 @@ pub enum Payload {
     /// nothing is written per byte (iperf3's `-Z`).
     #[default]
     Zeros,
-    /// These bytes over and over, copied into the frames (iperf3's buffer
-    /// without `-Z`).
+    /// These bytes over and over (iperf3's buffer without `-Z`): copied
+    /// into a frame the first time; a frame that comes round again holding
+    /// the same bytes (the ring's lap a multiple of their length) is sent
+    /// as it is.
     Repeat(Arc<[u8]>),
     /// This file's bytes from its start (iperf3's `-F`), read straight into
     /// the frames (`pread`); a stream that reaches the end of the file sends

@@ -359,6 +359,48 @@ mod tests {
         check_bytes(&mut b, at, 8 * FL, 0);
     }
 
+    /// A repeated pattern under a limit: its sums travel with the rotating
+    /// frames, a frame that comes round holding the bytes it must send is
+    /// not rewritten (the lap a multiple of the pattern), and one that does
+    /// not is; the bytes and sums stay right through changes of the limit.
+    #[test]
+    fn a_rotating_pattern_is_written_once_and_stays_right() {
+        let (mut b, mut pool) = sixteen_slots();
+        let pat: Arc<[u8]> = (0..4 * FL as u32).map(|i| (i % 251) as u8).collect();
+        let (mut at, mut phase) = (0u64, 0usize);
+        for (limit, laps, copied) in [(4usize, 30u64, false), (3, 20, true), (8, 20, false)] {
+            b.set_limit(limit);
+            for lap in 0..laps {
+                provision(&mut b, &mut pool);
+                let before = b.touched();
+                let n = b.write_repeat(&pat, phase, limit * FL);
+                assert_eq!(n, limit * FL, "limit {limit} lap {lap}");
+                if lap > 1 {
+                    let per_byte = b.touched() - before;
+                    assert_eq!(per_byte > 0, copied, "limit {limit} lap {lap}: {per_byte}");
+                }
+                let mut out = vec![0u8; n];
+                b.copy_out(at, &mut out);
+                for (i, &x) in out.iter().enumerate() {
+                    assert_eq!(
+                        x,
+                        pat[(phase + i) % pat.len()],
+                        "limit {limit} lap {lap} byte {i}"
+                    );
+                }
+                let mut p = [Piece::default(); MAX_PIECES];
+                for s in (0..n).step_by(FL) {
+                    let k = b.pieces(at + s as u64, FL, &mut p).unwrap();
+                    assert_eq!(k, 1);
+                    assert_eq!(p[0].sum, checksum::sum(&out[s..s + FL]));
+                }
+                at += n as u64;
+                phase = (phase + n) % pat.len();
+                b.ack(at);
+            }
+        }
+    }
+
     /// A limit that shrinks while frames sit in released slots ahead of
     /// the new window gives those back at once, so the buffer can take
     /// frames for the slots it must write next (else it would wait for
