@@ -76,8 +76,9 @@ pub struct ClientArgs {
     pub json_output: bool,
     /// Zero-copy sender: the send buffer's frames are filled with zeros
     /// once and re-sent as they are, no per-byte work (without -Z the
-    /// streams send a block of pseudo-random bytes copied in over and over,
-    /// as iperf3 writes its buffer).
+    /// streams send a block of `-l` pseudo-random bytes over and over, as
+    /// iperf3 writes its buffer: copied into a frame unless the frame holds
+    /// those bytes already from the buffer's last lap).
     #[arg(short = 'Z', long = "zerocopy")]
     pub zerocopy: bool,
     /// Pin xtcp's worker to core N (one queue); `,M` asks the server to

@@ -541,9 +541,10 @@ impl<M: SendMemory> Connection<M> {
     // ------------------------------------------------------------ mutators
 
     /// Send-buffer bytes written one by one so far: copied in by `write`,
+    /// `write_repeat` (where a slot did not hold the pattern's bytes yet),
     /// `fill`, `fill_vectored`, or zeroed by `fill_zeros` where a slot did
     /// not hold zeros yet. A sender of zeros whose slots hold zeros adds
-    /// nothing.
+    /// nothing, nor does a repeated pattern whose slots hold it.
     pub fn send_bytes_touched(&self) -> u64 {
         self.send.touched()
     }

@@ -13,7 +13,8 @@
 //!    from `poll_timeout` has passed (calling it early is harmless).
 //! 2. Let the application act: [`Connection::write`] (or, in place,
 //!    [`Connection::fill`], [`Connection::fill_vectored`],
-//!    [`Connection::fill_zeros`]) / [`Connection::read`] (or, by reference,
+//!    [`Connection::fill_zeros`], [`Connection::write_repeat`]) /
+//!    [`Connection::read`] (or, by reference,
 //!    [`Connection::read_slices`] + [`Connection::consume`]) /
 //!    [`Connection::close`] / [`Connection::abort`].
 //! 3. Drain outputs: [`Connection::poll_transmit`] until it returns `None`

@@ -47,9 +47,9 @@ pub struct ClientConfig {
     pub handshake_timeout: Duration,
     /// Time without data progress after which a running test is abandoned.
     pub idle_timeout: Duration,
-    /// What the sending streams send: iperf3's pattern copied in (the
-    /// default, as iperf3 writes its buffer), or zeros that cost nothing per
-    /// byte (`-Z`).
+    /// What the sending streams send: iperf3's pattern over and over (the
+    /// default, as iperf3 writes its buffer; a frame already holding the
+    /// bytes is not rewritten), or zeros that cost nothing per byte (`-Z`).
     pub payload: crate::worker::Payload,
     /// Where receiving streams write what they get (iperf3's `-F` with
     /// `-R`); None: counted and dropped.
