@@ -160,10 +160,14 @@ struct SlotSums {
     blocks: BlockSums,
     /// Every byte of the slot is zero.
     zero: bool,
-    /// The whole slot holds the repeated pattern of this generation (see
-    /// [`SendBuffer::write_repeat`]) from this byte of it on.
-    repeat: Option<(u32, usize)>,
+    /// (generation, byte): the whole slot holds the repeated pattern of
+    /// this generation (see [`SendBuffer::write_repeat`]) from this byte of
+    /// it on; generation 0: it does not.
+    repeat: (u32, u32),
 }
+
+/// [`SlotSums::repeat`] of a slot not known to hold a repeated pattern.
+const NOT_REPEAT: (u32, u32) = (0, 0);
 
 /// Sums of recently sent pieces that did not end on block boundaries, by
 /// stream offset (direct-mapped): stream bytes never change once written,
@@ -443,11 +447,20 @@ impl<M: SendMemory> SendBuffer<M> {
         let generation = match &self.pattern {
             Some((q, g)) if Arc::ptr_eq(q, pattern) => *g,
             other => {
-                let g = other.as_ref().map_or(0, |(_, g)| g.wrapping_add(1));
+                let mut g = other.as_ref().map_or(1, |(_, g)| g.wrapping_add(1));
+                if g == 0 {
+                    // Generations came round: no slot may keep an old one.
+                    for s in &mut self.sums {
+                        s.repeat = NOT_REPEAT;
+                    }
+                    g = 1;
+                }
                 self.pattern = Some((Arc::clone(pattern), g));
                 g
             }
         };
+        // A phase is kept in 32 bits: a longer pattern is always copied.
+        let taggable = u32::try_from(p).is_ok();
         let fl = self.frame_len;
         let (mut done, mut ph) = (0, phase % p);
         while let Some((slot, off, k)) = self.next_free(n - done) {
@@ -456,7 +469,8 @@ impl<M: SendMemory> SendBuffer<M> {
             };
             let s = &mut self.sums[slot];
             let whole = off == 0 && k == fl;
-            if !(whole && s.repeat == Some((generation, ph))) {
+            let tag = (generation, ph as u32);
+            if !(taggable && whole && s.repeat == tag) {
                 let (mut at, mut q) = (off, ph);
                 while at < off + k {
                     let m = (p - q).min(off + k - at);
@@ -465,8 +479,8 @@ impl<M: SendMemory> SendBuffer<M> {
                     q = if q + m == p { 0 } else { q + m };
                 }
                 self.touched += k as u64;
-                if whole {
-                    s.repeat = Some((generation, ph));
+                if taggable && whole {
+                    s.repeat = tag;
                 }
             }
             ph = (ph + k) % p;
@@ -485,7 +499,7 @@ impl<M: SendMemory> SendBuffer<M> {
                 break;
             };
             let s = &mut self.sums[slot];
-            s.repeat = None;
+            s.repeat = NOT_REPEAT;
             if !s.zero {
                 dst[off..].fill(0);
                 self.touched += (dst.len() - off) as u64;
@@ -649,7 +663,7 @@ fn sum_blocks(
 /// updates the slot's block sums.
 fn copy_summed(dst: &mut [u8], src: &[u8], off: usize, s: &mut SlotSums) {
     s.zero = false;
-    s.repeat = None;
+    s.repeat = NOT_REPEAT;
     sum_blocks(off, off + src.len(), s, |a, b| {
         checksum::copy_and_sum(&mut dst[a - off..b - off], &src[a - off..b - off])
     });
@@ -659,7 +673,7 @@ fn copy_summed(dst: &mut [u8], src: &[u8], off: usize, s: &mut SlotSums) {
 /// place (read once, just written, so in cache).
 fn sum_written(slot: &[u8], from: usize, to: usize, s: &mut SlotSums) {
     s.zero = false;
-    s.repeat = None;
+    s.repeat = NOT_REPEAT;
     sum_blocks(from, to, s, |a, b| checksum::sum(&slot[a..b]));
 }
 

@@ -866,7 +866,7 @@ fn listener_resets_strays_and_completes_handshakes() {
     assert_eq!(c.state(), State::Established);
     let data = Config::default().send_buffer() + Config::default().recv_buffer;
     assert!(
-        // The send buffer's sum tables: 34 bytes a slot, 4 KiB of piece sums.
+        // The send buffer's sum tables: 44 bytes a slot, 4 KiB of piece sums.
         c.heap_bytes() >= data && c.heap_bytes() < data + 8 * 1024,
         "buffers allocated at establishment: {}",
         c.heap_bytes()
