@@ -29,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 PORT = 5301
@@ -73,11 +74,40 @@ class Net:
     def run(self, ns, *args, **kw):
         return subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
 
+    def wait_listening(self, ns, proc, timeout=30.0):
+        """Until a kernel socket listens on PORT in `ns` (socat is ready)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                sys.exit(f"the listener in {ns} exited ({proc.returncode}) before listening")
+            out = sh("ip", "netns", "exec", ns, "ss", "-Htln", f"sport = :{PORT}",
+                     stdout=subprocess.PIPE, text=True).stdout
+            if out.strip():
+                return
+            time.sleep(0.01)
+        sys.exit(f"nothing listened on port {PORT} in {ns} within {timeout:.0f} s")
+
+
+def wait_for_line(proc, text, timeout=30.0):
+    """Until `proc` writes a line holding `text` on its stderr (a pipe);
+    the rest of its stderr is drained in the background."""
+    seen = threading.Event()
+
+    def drain():
+        for line in proc.stderr:
+            if text in line:
+                seen.set()
+        seen.set()  # end of stream: stop waiting either way
+
+    threading.Thread(target=drain, daemon=True).start()
+    if not seen.wait(timeout) or proc.poll() is not None:
+        sys.exit(f"{proc.args[3:5]} did not say {text!r} within {timeout:.0f} s")
+
 
 def kernel_to_kernel(net, nbytes):
     rx = net.run(net.b, "socat", "-b", "262144", "-u",
                  f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
-    time.sleep(0.3)
+    net.wait_listening(net.b, rx)
     c0, t0 = busy_ticks(), time.time()
     sh("ip", "netns", "exec", net.a, "socat", "-b", "262144", "-u",
        f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP4:198.18.0.2:{PORT}")
@@ -100,14 +130,15 @@ def xtcp_to_kernel(net, nbytes, xtcp, extra):
 def kernel_to_xtcp(net, nbytes, xtcp, extra):
     rx = net.run(net.a, xtcp, "recv", "--iface", net.ia, "-B", "198.18.0.1", "-p", str(PORT),
                  "--discard", "--bind", "copy", "--json", *extra,
-                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    # Setup (XDP attach, UMEM) takes well under a second; a probe connection
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ready once it says so (XDP attached, UMEM set up); a probe connection
     # would be taken for the transfer.
-    time.sleep(1.0)
+    wait_for_line(rx, "listening on")
     c0 = busy_ticks()
     sh("ip", "netns", "exec", net.b, "socat", "-b", "262144", "-u",
        f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP4:198.18.0.1:{PORT}")
-    out, _ = rx.communicate(timeout=120)
+    out = rx.stdout.read()  # (its stderr: the drain thread's)
+    rx.wait(timeout=120)
     cpu = ticks_to_s(busy_ticks() - c0)
     r = json.loads(out)
     return {"gbps": r["gbps"], "cpu_s_per_gib": cpu / (nbytes / 2**30),
@@ -119,7 +150,7 @@ def xtcp_send(net, nbytes, xtcp, source, extra):
     """`xtcp send SOURCE` from A to socat in B (into /dev/null); its report."""
     rx = net.run(net.b, "socat", "-b", "262144", "-u",
                  f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
-    time.sleep(0.3)
+    net.wait_listening(net.b, rx)
     out = sh("ip", "netns", "exec", net.a, xtcp, "send", "--iface", net.ia,
              "-c", "198.18.0.2", "-p", str(PORT), *source,
              "--bind", "copy", "--json", *extra, stdout=subprocess.PIPE,
