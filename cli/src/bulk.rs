@@ -36,6 +36,8 @@ pub struct SendArgs {
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
+    // The doc comment is clap's help text: its brackets are syntax, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// The earlier spelling of `-c HOST -p PORT`: ADDR:PORT, [IPV6]:PORT.
     #[arg(long, hide = true, value_name = "ADDR:PORT", conflicts_with_all = ["host", "port"])]
     pub connect: Option<SocketAddr>,
@@ -111,6 +113,8 @@ pub struct RecvArgs {
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
+    // The doc comment is clap's help text: its brackets are syntax, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// The earlier spelling of `[-B ADDR] -p PORT`: [ADDR:]PORT.
     #[arg(long, hide = true, value_name = "[ADDR:]PORT", value_parser = parse_listen,
           conflicts_with_all = ["addr", "port"])]

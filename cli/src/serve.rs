@@ -109,6 +109,8 @@ pub struct ServeArgs {
     /// (`NOTIFY_SOCKET`), READY=1 follows the drop.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+    // The doc comment is clap's help text: its brackets are syntax, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics over the
     /// kernel's TCP (e.g. 127.0.0.1:9100, [::1]:9100); bound before
     /// anything is attached.

@@ -152,6 +152,8 @@ pub struct XskBenchArgs {
     /// resolved with ARP if needed).
     #[arg(long)]
     pub dst_mac: Option<Mac>,
+    // The doc comment is clap's help text: its brackets are syntax, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Pin the worker to this CPU core; with --testnet, CORE_A[,CORE_B]:
     /// side A's worker, and side B's (default: the second and first cores).
     #[arg(long, alias = "core", value_parser = parse_cores)]

@@ -181,7 +181,7 @@ impl RecvBuffer {
         self.accept_with(off, payload, edge, &mut |_| 0)
     }
 
-    /// Like [`RecvBuffer::accept`], but when the payload is the next in-order
+    /// Like [`Self::accept`], but when the payload is the next in-order
     /// data and nothing is buffered before it, it is first offered to
     /// `deliver`, which returns how many leading bytes it took; only the rest
     /// is copied into the buffer.

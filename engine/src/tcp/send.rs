@@ -7,7 +7,7 @@
 //! segment references (in flight, or to be retransmitted) are never
 //! rewritten.
 //!
-//! A buffer may use fewer slots at once than it has ([`SendBuffer::set_limit`]:
+//! A buffer may use fewer slots at once than it has (`SendBuffer::set_limit`:
 //! the worker shares its frames among its connections, and the connection's
 //! auto-tuning grows its limit from a few slots as the path needs): bytes
 //! then span at most `limit` consecutive slots from the oldest
@@ -27,7 +27,7 @@
 //! Checksums once: every write updates the Internet sums of the 256-byte
 //! blocks it touched ([`BlockSums`]), summing while it copies; zeros written
 //! into a slot known to hold zeros cost nothing at all, and nor does a
-//! repeated pattern (iperf3's buffer, [`SendBuffer::write_repeat`]) written
+//! repeated pattern (iperf3's buffer, `SendBuffer::write_repeat`) written
 //! whole into a slot that already holds the same bytes. A segment's payload
 //! sum ([`crate::tcp::Connection::payload_pieces`]) then comes from the cached block sums, reading
 //! at most the partial blocks at its two ends (none when it covers whole

@@ -6,9 +6,9 @@
 //! thread (the iperf3 server and client).
 //!
 //! The worker's loop ([`super::thread`]) gives each connection its turn:
-//! [`Slot::app`] or [`Slot::app_conn`] fill the send buffer and drain the
-//! receive buffer; [`take_direct`] hands in-order payload to the sink
-//! straight from the receive frame; [`Slot::close_sink`] ends the stream
+//! `Slot::app` or `Slot::app_conn` fill the send buffer and drain the
+//! receive buffer; `take_direct` hands in-order payload to the sink
+//! straight from the receive frame; `Slot::close_sink` ends the stream
 //! when the connection ends. None of it allocates per packet: application
 //! data moves in chunks over bounded channels.
 

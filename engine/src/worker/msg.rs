@@ -130,7 +130,7 @@ pub enum Msg {
     Closed(Box<ConnReport>),
     /// The worker stopped (after its last `Counters`).
     Exited(usize),
-    /// For the application of [`SinkKind::App`].
+    /// For the application of [`crate::worker::SinkKind::App`].
     App(AppIn),
 }
 

@@ -12,7 +12,7 @@
 //! can go on) is served again the next turn, after the others.
 //!
 //! Sharing: the worker's frames and its RX ring are shared evenly among its
-//! connections ([`Worker::rebalance`], when their number changes): each
+//! connections (`Worker::rebalance`, when their number changes): each
 //! send buffer holds at most its share of frames, and the receive windows
 //! together offer no more than the RX ring absorbs, so a burst from every
 //! peer at once waits in the peers instead of being dropped at the redirect.
@@ -39,7 +39,7 @@
 //! handed over whole (the peer retransmits the data dropped meanwhile). A
 //! flow that stays on one queue never moves; a sender whose ACKs come in on
 //! another queue stays where it is. A passive open is registered from its
-//! SYN on, to the worker whose listener took it ([`HalfOpen`]): the
+//! SYN on, to the worker whose listener took it (`HalfOpen`): the
 //! handshake's last ACK, or a repeated SYN, may come in on another queue,
 //! and is forwarded to that listener like any pure ACK.
 

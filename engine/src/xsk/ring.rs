@@ -8,7 +8,7 @@
 //! libxdp's `xsk.h` verbs: producers `reserve`/`submit`, consumers
 //! `peek`/`release`.
 //!
-//! [`RingMem`] is the memory (a kernel mmap, or a heap block in tests, see
+//! `RingMem` is the memory (a kernel mmap, or a heap block in tests, see
 //! [`FakeRing`]); [`ProdRing`] and [`ConsRing`] are the two roles. Both keep
 //! their memory alive through an `Arc`, so a ring can never outlive it.
 
