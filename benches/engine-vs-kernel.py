@@ -91,16 +91,17 @@ class Net:
 def wait_for_line(proc, text, timeout=30.0):
     """Until `proc` writes a line holding `text` on its stderr (a pipe);
     the rest of its stderr is drained in the background."""
-    seen = threading.Event()
+    seen, found = threading.Event(), []
 
     def drain():
         for line in proc.stderr:
             if text in line:
+                found.append(line)
                 seen.set()
         seen.set()  # end of stream: stop waiting either way
 
     threading.Thread(target=drain, daemon=True).start()
-    if not seen.wait(timeout) or proc.poll() is not None:
+    if not seen.wait(timeout) or not found:
         sys.exit(f"{proc.args[3:5]} did not say {text!r} within {timeout:.0f} s")
 
 
