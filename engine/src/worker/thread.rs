@@ -97,8 +97,12 @@ const RX_HEADROOM: usize = 256;
 const SMALL_QUEUE: Duration = Duration::from_millis(1);
 /// A connection's part of a turn's TX budget is at least `tx_burst /
 /// TURN_SHARERS` descriptors: at most this many connections send data in
-/// one turn, the others in the turns after.
-const TURN_SHARERS: usize = 4;
+/// one turn, the others in the turns after. Two, not four: with 32 and 128
+/// streams into a kernel receiver, bursts of twice the size cost its
+/// reader fewer wakeups (each polls every socket) and gave 1.12–1.22× the
+/// rate at the same or a lower RTT; with 8 streams it made no difference
+/// (docs/BENCHMARKS.md, "Many streams on one queue").
+const TURN_SHARERS: usize = 2;
 /// Segments a SYN-ACK's window offers at most: 32 clients connecting at
 /// once then fit a veth's 256-packet queue before their shares apply.
 const FIRST_WINDOW_SEGMENTS: usize = 4;
