@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Two or more xtcp builds against each other, interleaved: `BIN client -Z
+# -P STREAMS -t 3` from namespace A into `iperf3 -s` in namespace B (or
+# into `SERVER serve`, one fixed build, with SERVER=path), each build in
+# turn, ROUNDS times per MTU, on a veth pair of its own (offloads off,
+# 198.18.0.1/2). On a host whose rate swings by ±30 % from minute to
+# minute, only runs taken next to each other compare. Prints one line per
+# run: MTU, round, build, Gbit/s received, the streams' mean RTT (µs).
+# Run as root:
+#   benches/ab-streams.sh "9000 1500" 4 32 /tmp/xtcp-old target/release/xtcp
+#   SERVER=/tmp/xtcp-old benches/ab-streams.sh 9000 4 32 /tmp/xtcp-old target/release/xtcp
+set -euo pipefail
+[ $# -ge 4 ] || { sed -n 2,11p "$0" >&2; exit 2; }
+mtus=$1 rounds=$2 streams=$3
+shift 3
+tag=$$
+a=xab-a$tag b=xab-b$tag ia=xaba$tag ib=xabb$tag
+out=$(mktemp -d)
+sp=
+cleanup() {
+    [ -n "$sp" ] && kill "$sp" 2>/dev/null
+    ip netns del "$a" 2>/dev/null || true
+    ip netns del "$b" 2>/dev/null || true
+    rm -rf "$out"
+}
+trap cleanup EXIT
+ip netns add "$a"
+ip netns add "$b"
+ip link add "$ia" netns "$a" type veth peer name "$ib" netns "$b"
+for x in "$a $ia 198.18.0.1" "$b $ib 198.18.0.2"; do
+    read -r ns ifc addr <<< "$x"
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set "$ifc" up
+    ip -n "$ns" addr add "$addr/24" dev "$ifc"
+    ip netns exec "$ns" ethtool -K "$ifc" tso off gso off gro off tx off >/dev/null
+done
+# The server's readiness: its listening socket (iperf3) or its own line (xtcp).
+ready() {
+    local i
+    for i in $(seq 600); do
+        if [ -n "${SERVER:-}" ]; then
+            grep -q "listening on" "$out/server.err" 2>/dev/null && return 0
+        else
+            ip netns exec "$b" ss -Htln 'sport = :5201' | grep -q . && return 0
+        fi
+        kill -0 "$sp" 2>/dev/null || { echo "the server exited:" >&2; cat "$out/server.err" >&2; exit 1; }
+        sleep 0.05
+    done
+    echo "the server did not get ready within 30 s" >&2
+    exit 1
+}
+for mtu in $mtus; do
+    ip -n "$a" link set "$ia" mtu "$mtu"
+    ip -n "$b" link set "$ib" mtu "$mtu"
+    for r in $(seq "$rounds"); do
+        for bin in "$@"; do
+            : > "$out/server.err"
+            if [ -n "${SERVER:-}" ]; then
+                # Two workers pinned apart: a spinning worker on each core.
+                ip netns exec "$b" "$SERVER" serve -1 -J --iface "$ib" --bind copy --cores 1 \
+                    > "$out/server.json" 2> "$out/server.err" &
+                pin=(--cores 0)
+            else
+                ip netns exec "$b" iperf3 -s -1 -J > "$out/server.json" 2> "$out/server.err" &
+                pin=()
+            fi
+            sp=$!
+            ready
+            ip netns exec "$a" "$bin" client -c 198.18.0.2 -t 3 -Z -J --iface "$ia" --bind copy \
+                "${pin[@]}" -P "$streams" > "$out/client.json" 2> "$out/client.err" \
+                || { cat "$out/client.err" >&2; exit 1; }
+            wait "$sp" || true
+            sp=
+            python3 - "$out/client.json" "$mtu" "$r" "$bin" <<'PY'
+import json, sys
+path, mtu, r, build = sys.argv[1:]
+end = json.load(open(path))["end"]
+rtt = [s["sender"]["mean_rtt"] for s in end["streams"]]
+print(mtu, r, build, "%.2f" % (end["sum_received"]["bits_per_second"] / 1e9),
+      "%.0f" % (sum(rtt) / len(rtt)))
+PY
+        done
+    done
+done
