@@ -24,6 +24,7 @@ cleanup() {
     rm -rf "$out"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 ip netns add "$a"
 ip netns add "$b"
 ip link add "$ia" netns "$a" type veth peer name "$ib" netns "$b"
