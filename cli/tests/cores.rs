@@ -1,7 +1,10 @@
 //! `--cores` naming a core this process may not run on is refused with one
 //! line naming the value and the cores available, before anything is set
 //! up (no XDP program attached, nothing listening), in every command that
-//! runs the engine.
+//! runs the engine; a core another xtcp process's worker holds is named at
+//! start.
+
+mod common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -79,4 +82,76 @@ fn a_core_outside_the_affinity_mask_is_refused_before_setup() {
             "nothing attached"
         );
     }
+}
+
+/// The thread of process `pid` named `name` is allowed on `core` alone.
+fn pinned(pid: u32, name: &str, core: usize) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        comm.trim_end() == name
+            && status.lines().any(|l| {
+                l.strip_prefix("Cpus_allowed_list:").map(str::trim) == Some(&core.to_string())
+            })
+    })
+}
+
+/// `xtcp client` pinned to the core of a running `xtcp serve`'s worker
+/// says so at start, naming the core, the server's process and its
+/// command line; pinned to another core, it names no such neighbour. The
+/// transfer completes either way.
+#[test]
+fn a_core_another_xtcp_worker_holds_is_named_at_start() {
+    let net = common::testnet(1);
+    let server = common::Server::start_with(&net, 1, &["--cores", "0"]);
+    let serve_pid = server.child.0.id();
+    // The worker pins itself as it starts: wait for that, not for a time.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pinned(serve_pid, "xtcp-q0", 0) {
+        assert!(
+            Instant::now() < deadline,
+            "xtcp serve's worker xtcp-q0 not pinned to core 0 within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = |core: usize| {
+        let out = net
+            .b
+            .ns
+            .command("timeout")
+            .args(["60", XTCP, "client", "-c", &net.a.ip4.to_string()])
+            .args(["--iface", &net.b.iface, "-n", "1M", "--cores"])
+            .arg(core.to_string())
+            .args(common::ENGINE)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "xtcp client --cores {core}: {err}");
+        err
+    };
+    let err = client(0);
+    eprintln!("xtcp client --cores 0:\n{err}");
+    let expected = format!(
+        "core 0 (worker 0's) is already taken by xtcp worker xtcp-q0 of process {serve_pid} \
+         ({XTCP} serve --iface {}",
+        net.a.iface
+    );
+    assert!(err.contains(&expected), "wanted {expected:?} in: {err}");
+    assert!(err.contains("another core with --cores"), "{err}");
+
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 {
+        println!("one core only: the client cannot be pinned elsewhere, second half skipped");
+        return;
+    }
+    let err = client(1);
+    assert!(
+        !err.contains(&format!("of process {serve_pid} ")),
+        "core 1 is not serve's, yet: {err}"
+    );
 }

@@ -60,6 +60,7 @@ use crossbeam_channel::{RecvTimeoutError, bounded};
 use super::bulk::Source;
 pub use super::conn::COOKIE_BUDGET;
 use super::conn::SinkKind;
+use super::cores::{neighbour_warning, others_on, validate_cores, worker_cores};
 pub use super::msg::{AppIn, AppOut};
 use super::msg::{ConnReport, Msg, WorkerCounters};
 use super::port::{PortConfig, RxCsum, TxLayout, XskPort};
@@ -125,7 +126,8 @@ pub struct EngineConfig {
     pub iface: String,
     /// Queues 0..queues, one worker each.
     pub queues: u32,
-    /// Core of each worker (default: worker i on core i, wrapping).
+    /// Core of each worker (default: worker i on the i-th core of this
+    /// process's affinity mask, wrapping; see [`super::cores::worker_cores`]).
     pub cores: Option<Vec<usize>>,
     /// Native, generic or auto XDP.
     pub xdp_mode: AttachMode,
@@ -234,60 +236,6 @@ impl EngineConfig {
     fn bad(m: String) -> Result<(), EngineError> {
         Err(EngineError::Config(m))
     }
-}
-
-/// Refuses (naming `flag`, the value and the cores available) a core that
-/// does not exist or is not in this process's CPU affinity mask.
-pub fn validate_cores(flag: &str, cores: &[usize]) -> Result<(), EngineError> {
-    let allowed: Vec<usize> = core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    check_cores(flag, cores, &allowed)
-}
-
-/// Every core in `cores` is one of `allowed` (this process's affinity
-/// mask; empty when it could not be read, and then nothing is refused).
-fn check_cores(flag: &str, cores: &[usize], allowed: &[usize]) -> Result<(), EngineError> {
-    if allowed.is_empty() {
-        return Ok(());
-    }
-    match cores.iter().find(|c| !allowed.contains(c)) {
-        None => Ok(()),
-        Some(bad) => Err(EngineError::Config(format!(
-            "{flag} {}: core {bad} does not exist or is not in this process's CPU affinity \
-             mask; the cores available are {}",
-            cores
-                .iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-            core_ranges(allowed)
-        ))),
-    }
-}
-
-/// `[0, 1, 2, 5]` as `"0-2,5"`.
-fn core_ranges(cores: &[usize]) -> String {
-    let mut sorted = cores.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let mut j = i;
-        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            sorted[i].to_string()
-        } else {
-            format!("{}-{}", sorted[i], sorted[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 /// UMEM frames per queue for the send buffers, beyond what the rings hold,
@@ -1052,14 +1000,19 @@ pub fn run_app(
         });
     }
     let (tx, rx) = bounded::<Msg>(1024);
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = worker_cores(cfg.cores.as_deref(), ports.len());
+    for n in others_on(&cores) {
+        for (i, _) in cores.iter().enumerate().filter(|(_, c)| **c == n.core) {
+            tracing::warn!("{}", neighbour_warning(i, &n));
+        }
+    }
     let mut handles = Vec::new();
     let (peers, mut inboxes): (Vec<_>, Vec<_>) =
         (0..ports.len()).map(|_| bounded::<Ctl>(4096)).unzip();
     inboxes.reverse();
     let cpu0 = process_times();
     for (i, port) in ports.into_iter().enumerate() {
-        let core = cfg.cores.as_ref().map_or(i % ncpu, |c| c[i]);
+        let core = cores[i];
         let inbox = inboxes.pop().expect("one inbox per port");
         let w = Worker::new(i, port, shared.clone(), tx.clone(), inbox, peers.clone());
         let h = std::thread::Builder::new()
@@ -1211,20 +1164,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cores_outside_the_affinity_mask_are_refused_with_the_ones_available() {
-        assert!(check_cores("--cores", &[0, 1], &[0, 1]).is_ok());
-        assert!(
-            check_cores("--cores", &[99], &[]).is_ok(),
-            "mask unknown: no refusal"
-        );
-        let e = check_cores("--cores", &[1, 99], &[0, 1])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--cores 1,99: core 99"), "{e}");
-        assert!(e.ends_with("the cores available are 0-1"), "{e}");
-        assert_eq!(core_ranges(&[5, 0, 1, 2, 7, 8]), "0-2,5,7-8");
-        assert_eq!(core_ranges(&[3]), "3");
-
+    fn bad_core_lists_are_refused() {
         let cfg = EngineConfig {
             queues: 1,
             cores: Some(vec![usize::MAX]),

@@ -15,6 +15,8 @@
 //!   (counters, connection reports, application messages);
 //! - [`bulk`]: the sources and sinks of `xtcp send` / `recv` (pattern,
 //!   zeros, files read in place, pipes to I/O threads);
+//! - [`cores`]: which cores the workers run on, and other xtcp workers
+//!   already pinned there;
 //! - [`registry`]: which worker owns which connection (lock-free), for
 //!   segments that arrive on another worker's queue;
 //! - [`engine`]: setup (addresses, port reservation, steering, sockets),
@@ -23,6 +25,7 @@
 
 pub mod bulk;
 pub mod conn;
+pub mod cores;
 pub mod engine;
 pub mod msg;
 pub mod port;
@@ -32,10 +35,11 @@ pub mod table;
 pub mod thread;
 
 pub use conn::SinkKind;
+pub use cores::validate_cores;
 pub use engine::{
     App, AppIn, AppOut, CpuTimes, DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig,
     EngineError, EngineReport, Opener, Progress, Role, RxCsumPolicy, SEND_FRAMES, TX_HEADROOM,
-    TxLayoutPolicy, default_frames, process_cpu, process_times, run, run_app, validate_cores,
+    TxLayoutPolicy, default_frames, process_cpu, process_times, run, run_app,
 };
 pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
