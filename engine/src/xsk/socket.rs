@@ -250,6 +250,12 @@ impl RxQueue {
         let size = self.umem.frame_size();
         let id = self.umem.id();
         let (start, n) = self.ring.peek(max);
+        // The headers of all that arrived start loading at once: each is a
+        // cache miss (the kernel wrote it), and `f` parses them in turn.
+        for i in 0..n {
+            self.umem
+                .prefetch(self.ring.read(start.wrapping_add(i)).addr);
+        }
         let guard = Release(&mut self.ring, n);
         for i in 0..n {
             let d = guard.0.read(start.wrapping_add(i));
