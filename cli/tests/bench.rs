@@ -546,26 +546,42 @@ fn new_axes_take_effect_at_one_short_point() {
 }
 
 /// veth has no AF_XDP zero-copy: asked for, bench says so and why, and
-/// leaves nothing behind.
+/// leaves nothing behind. Run on one core (`taskset -c 0`), bench first
+/// says that its two xtcp ends will share it; on two, it does not.
 #[test]
 fn zero_copy_on_veth_is_refused_with_the_reason() {
     let _serial = serial();
-    let child = Command::new(XTCP)
-        .args(["bench", "--mtu", "1500", "--bind", "zerocopy", "-t", "1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("--bind zerocopy:") && err.contains("(driver veth) has no AF_XDP zero-copy"),
-        "{err}"
-    );
-    assert_no_bench_namespaces(pid);
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    for one_core in [true, false] {
+        if !one_core && !two {
+            println!("one core only: the two-core half is skipped");
+            continue;
+        }
+        let mut cmd = Command::new(if one_core { "taskset" } else { XTCP });
+        if one_core {
+            cmd.args(["-c", "0", XTCP]);
+        }
+        let child = cmd
+            .args(["bench", "--mtu", "1500", "--bind", "zerocopy", "-t", "1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // taskset execs xtcp: the same process.
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("--bind zerocopy:")
+                && err.contains("(driver veth) has no AF_XDP zero-copy"),
+            "{err}"
+        );
+        let note = "this process may run on core 0 only: the two ends of xtcp → xtcp share it";
+        assert_eq!(err.contains(note), one_core, "one core {one_core}: {err}");
+        assert_no_bench_namespaces(pid);
+    }
 }
 
 /// Each preset runs (its first point, one second per pair), prints the

@@ -421,11 +421,11 @@ const PAIRS: [&str; 4] = [
     "xtcp → xtcp",
 ];
 
-/// Options of an xtcp end; `core` pins its worker (the two ends of
-/// xtcp → xtcp must not share a core).
+/// Options of an xtcp end; its worker goes on the `core`-th core bench may
+/// run on (round-robin; the two ends of xtcp → xtcp must not share a
+/// core, and `taskset -c 2,3 xtcp bench` puts them on 2 and 3).
 fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let core = (core % ncpu).to_string();
+    let core = xtcp_engine::worker::cores::worker_cores(None, core + 1)[core].to_string();
     let ring = p.ring.to_string();
     let frame_size = p.frame_size.to_string();
     let tx_burst = p.tx_burst.to_string();
@@ -1244,6 +1244,15 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     }
     let w = sweep(a);
     check_args(a, &w)?;
+    let ends = xtcp_engine::worker::cores::worker_cores(None, 2);
+    if ends[0] == ends[1] {
+        eprintln!(
+            "xtcp bench: this process may run on core {} only: the two ends of xtcp → xtcp \
+             share it, each busy-polling, and that pair runs at a fraction of its rate; give \
+             bench two cores (taskset -c A,B)",
+            ends[0]
+        );
+    }
     let mut points = points(&w);
     let before = record::Meta::start(a);
     // Ctrl-C ends the runs (iperf3 gets it too) and unwinds, so that the
