@@ -155,3 +155,26 @@ fn a_core_another_xtcp_worker_holds_is_named_at_start() {
         "core 1 is not serve's, yet: {err}"
     );
 }
+
+/// Two queues on one core (`--cores 0,0`) are named at start: the
+/// process's own workers would share it.
+#[test]
+fn two_workers_on_one_core_are_named_at_start() {
+    let net = common::testnet(2);
+    let mut args: Vec<String> = ["recv", "--iface", &net.a.iface, "--listen", "5201"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--discard", "--queues", "2", "--cores", "0,0"].map(String::from));
+    args.extend(common::ENGINE.map(String::from));
+    let mut recv = common::Watched::spawn(&net, &args, Stdio::null());
+    recv.wait_for("workers 0 and 1 are both on core 0: each busy-polls its queue");
+    recv.wait_for("listening on");
+    recv.signal("-INT");
+    let (status, err) = recv.wait_exit("xtcp recv did not stop on SIGINT");
+    // Nothing was sent: it says so, and fails.
+    assert!(
+        !status.success() && err.contains("no connection arrived"),
+        "{err}"
+    );
+}

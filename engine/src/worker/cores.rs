@@ -7,8 +7,8 @@
 //! the default cores ran at a quarter of their rate with milliseconds of
 //! RTT, and nothing said why. [`others_on`] finds such a neighbour from
 //! `/proc` (threads named `xtcp-q<N>`, as [`super::engine`] names its
-//! workers, allowed on a single core), so the engine can say so when it
-//! starts.
+//! workers, allowed on a single core), and [`shared_within`] the engine's
+//! own workers put on one core, so the engine can say so when it starts.
 
 use std::fs;
 use std::path::Path;
@@ -223,6 +223,26 @@ pub fn neighbour_warning(worker: usize, n: &CoreNeighbour) -> String {
     )
 }
 
+/// What to tell the user about workers of this process that `cores` puts
+/// on one core (more queues than allowed cores, or a `--cores` list that
+/// names one twice): one line per worker that shares an earlier one's.
+pub fn shared_within(cores: &[usize]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, c) in cores.iter().enumerate() {
+        if let Some(j) = cores[..i].iter().position(|d| d == c) {
+            lines.push(format!(
+                "workers {j} and {i} are both on core {c}: each busy-polls its queue and wants \
+                 a core of its own; give --cores a core per queue{}",
+                match allowed_cores() {
+                    a if a.is_empty() => String::new(),
+                    a => format!(" (this process may use cores {})", core_ranges(&a)),
+                }
+            ));
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +270,21 @@ mod tests {
         assert_eq!(default_cores(&[5], 1), [5]);
         assert_eq!(default_cores(&[], 2), [0, 1], "mask unknown");
         assert_eq!(worker_cores(Some(&[7, 1]), 2), [7, 1], "given wins");
+    }
+
+    #[test]
+    fn workers_sharing_a_core_are_named() {
+        assert!(shared_within(&[0, 1]).is_empty());
+        let lines = shared_within(&[0, 1, 0, 0]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with("workers 0 and 2 are both on core 0:"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].starts_with("workers 0 and 3 are both on core 0:"),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -60,7 +60,7 @@ use crossbeam_channel::{RecvTimeoutError, bounded};
 use super::bulk::Source;
 pub use super::conn::COOKIE_BUDGET;
 use super::conn::SinkKind;
-use super::cores::{neighbour_warning, others_on, validate_cores, worker_cores};
+use super::cores::{neighbour_warning, others_on, shared_within, validate_cores, worker_cores};
 pub use super::msg::{AppIn, AppOut};
 use super::msg::{ConnReport, Msg, WorkerCounters};
 use super::port::{PortConfig, RxCsum, TxLayout, XskPort};
@@ -1005,6 +1005,9 @@ pub fn run_app(
         for (i, _) in cores.iter().enumerate().filter(|(_, c)| **c == n.core) {
             tracing::warn!("{}", neighbour_warning(i, &n));
         }
+    }
+    for line in shared_within(&cores) {
+        tracing::warn!("{line}");
     }
     let mut handles = Vec::new();
     let (peers, mut inboxes): (Vec<_>, Vec<_>) =
