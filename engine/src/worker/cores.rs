@@ -4,8 +4,8 @@
 //!
 //! A worker busy-polls its queue, so two of them on one core each get a
 //! fraction of it: `xtcp serve` and `xtcp client` started on one host with
-//! the default cores ran at a quarter of their rate with milliseconds of
-//! RTT, and nothing said why. [`others_on`] finds such a neighbour from
+//! the default cores, both on core 0, ran at 1.58 Gbit/s with 7.5 ms of
+//! RTT on the 2-core development VM, and nothing said why. [`others_on`] finds such a neighbour from
 //! `/proc` (threads named `xtcp-q<N>`, as [`super::engine`] names its
 //! workers, allowed on a single core), and [`shared_within`] the engine's
 //! own workers put on one core, so the engine can say so when it starts.
