@@ -9,7 +9,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{ENGINE, XTCP, testnet, wait_listening};
+use common::{ENGINE, Reap, XTCP, testnet, wait_listening};
 use xtcp_engine::testnet::TestNet;
 
 /// A stock `iperf3 -s` in side B's namespace, killed on drop.
@@ -50,8 +50,18 @@ fn iperf3_server_with(net: &TestNet, extra: &[&str], stdout: Stdio) -> Iperf3Ser
 /// Runs `xtcp client ... --json` (the long form of `-J`) in side A's
 /// namespace; returns the JSON.
 fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value {
-    let out = net
-        .a
+    let out = xtcp_client_output(net, queues, extra);
+    assert!(
+        out.status.success(),
+        "xtcp client {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+/// Runs `xtcp client ... --json` in side A's namespace; returns how it ended.
+fn xtcp_client_output(net: &TestNet, queues: u32, extra: &[&str]) -> std::process::Output {
+    net.a
         .ns
         .command("timeout")
         .args(["60", XTCP])
@@ -59,13 +69,7 @@ fn xtcp_client(net: &TestNet, queues: u32, extra: &[&str]) -> serde_json::Value 
         .args(["--queues", &queues.to_string(), "--json"])
         .args(extra)
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "xtcp client {extra:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+        .unwrap()
 }
 
 fn bytes(v: &serde_json::Value, path: &[&str]) -> u64 {
@@ -319,6 +323,54 @@ fn no_server_is_a_clear_error() {
     assert!(err.contains("connection refused"), "{err}");
 }
 
+/// A server on side B that reads the client's cookie from the control
+/// connection and then ends it: with a FIN (`close`) or an RST (`reset`).
+const ENDING_SERVER: &str = r#"
+import socket, struct, sys
+ip, how = sys.argv[1], sys.argv[2]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((ip, 5201))
+s.listen(1)
+c, _ = s.accept()
+got = b""
+while len(got) < 37:
+    b = c.recv(37 - len(got))
+    if not b:
+        break
+    got += b
+if how == "reset":
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+c.close()
+"#;
+
+#[test]
+fn how_the_server_ended_the_control_connection_is_said() {
+    let net = testnet(1);
+    for (how, said) in [
+        ("reset", "(reset by the peer)"),
+        ("close", "(the peer closed it)"),
+    ] {
+        let mut server = net
+            .b
+            .ns
+            .command("python3")
+            .args(["-c", ENDING_SERVER, &net.b.ip4.to_string(), how])
+            .spawn()
+            .unwrap();
+        wait_listening(&net.b.ns, 5201, Duration::from_secs(20), Some(&mut server));
+        let server = Reap(server);
+        let out = client_command(&net).args(["-t", "1"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{how}: {err}");
+        assert!(
+            err.contains("control connection closed while") && err.contains(said),
+            "{how}: {err}"
+        );
+        drop(server);
+    }
+}
+
 /// Runs `iperf3 -s -1 -J` in side B and `xtcp client -J <extra>` against
 /// it; returns (xtcp's JSON, the server's JSON).
 fn with_json_server(net: &TestNet, extra: &[&str]) -> (serde_json::Value, serde_json::Value) {
@@ -497,12 +549,24 @@ fn persistent_stock_server_sees_every_test_end_cleanly() {
         &["-t", "1"],
         &["-t", "1", "-R"],
     ];
+    let mut text = String::new();
     for extra in runs {
-        xtcp_client(&net, 1, extra);
+        let out = xtcp_client_output(&net, 1, extra);
+        if !out.status.success() {
+            // What the server said about it, for the failure message: its
+            // lines until it has been quiet for a while.
+            while let Ok(l) = lines.recv_timeout(Duration::from_secs(5)) {
+                text.push_str(&l);
+                text.push('\n');
+            }
+            panic!(
+                "xtcp client {extra:?} failed: {}\nthe server's output:\n{text}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
     // iperf3 -s says "Server listening" at its start and once each test is
     // over (after any complaint about how it ended).
-    let mut text = String::new();
     while text.matches("Server listening").count() <= runs.len() {
         let l = lines
             .recv_timeout(Duration::from_secs(30))

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use xtcp_engine::app::iperf3::{
-    ACCESS_DENIED_BYTE, COOKIE_LEN, ClientConfig, ClientSession, Cookie, EndReport, Error, Event,
-    Results, Role, Route, ServerConfig, ServerSession, StreamInfo, StreamStats, TestParams, route,
+    ACCESS_DENIED_BYTE, COOKIE_LEN, ClientConfig, ClientSession, ControlEnd, Cookie, EndReport,
+    Error, Event, Results, Role, Route, ServerConfig, ServerSession, StreamInfo, StreamStats,
+    TestParams, route,
 };
 
 pub const IPERF3: &str = "/usr/bin/iperf3";
@@ -92,17 +93,27 @@ fn write_all_nb(sock: &mut TcpStream, mut bytes: &[u8], limit: Duration) -> std:
 enum ReadOutcome {
     Data(usize),
     WouldBlock,
-    Closed,
+    Closed(ControlEnd),
+}
+
+/// How a kernel socket's error ended the connection.
+fn control_end(e: &std::io::Error) -> ControlEnd {
+    match e.kind() {
+        ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => ControlEnd::Reset,
+        ErrorKind::TimedOut => ControlEnd::TimedOut,
+        ErrorKind::ConnectionRefused => ControlEnd::Refused,
+        _ => ControlEnd::Aborted,
+    }
 }
 
 fn read_nb(sock: &mut TcpStream, buf: &mut [u8]) -> ReadOutcome {
     match sock.read(buf) {
-        Ok(0) => ReadOutcome::Closed,
+        Ok(0) => ReadOutcome::Closed(ControlEnd::Closed),
         Ok(n) => ReadOutcome::Data(n),
         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
             ReadOutcome::WouldBlock
         }
-        Err(_) => ReadOutcome::Closed,
+        Err(e) => ReadOutcome::Closed(control_end(&e)),
     }
 }
 
@@ -155,7 +166,7 @@ fn drain(conns: &mut [DataConn], buf: &mut [u8], quiet: Duration, limit: Duratio
                     got[i] += n as u64;
                     any = true;
                 }
-                ReadOutcome::Closed => c.closed = true,
+                ReadOutcome::Closed(_) => c.closed = true,
                 ReadOutcome::WouldBlock => {}
             }
         }
@@ -359,7 +370,7 @@ fn server_loop(
                     got.extend_from_slice(&cookie[..n]);
                     got.len() == COOKIE_LEN
                 }
-                ReadOutcome::Closed => true,
+                ReadOutcome::Closed(_) => true,
                 ReadOutcome::WouldBlock => since.elapsed() > Duration::from_secs(5),
             };
             if done {
@@ -387,7 +398,7 @@ fn server_loop(
                 busy = true;
                 t.session.handle_control(now, &buf[..n]);
             }
-            ReadOutcome::Closed => t.session.handle_control_eof(now),
+            ReadOutcome::Closed(how) => t.session.handle_control_eof(now, how),
             ReadOutcome::WouldBlock => {}
         }
 
@@ -403,7 +414,7 @@ fn server_loop(
                                     t.session.record_bytes(c.info.id, n as u64);
                                     received.fetch_add(n as u64, Ordering::Relaxed);
                                 }
-                                ReadOutcome::Closed => {
+                                ReadOutcome::Closed(_) => {
                                     c.closed = true;
                                     break;
                                 }
@@ -429,8 +440,9 @@ fn server_loop(
         for _ in 0..8 {
             if let Some(out) = t.session.poll_transmit() {
                 busy = true;
-                if write_all_nb(&mut t.ctrl, &out, Duration::from_secs(5)).is_err() {
-                    t.session.handle_control_eof(Instant::now());
+                if let Err(e) = write_all_nb(&mut t.ctrl, &out, Duration::from_secs(5)) {
+                    t.session
+                        .handle_control_eof(Instant::now(), control_end(&e));
                 }
             }
             let Some(ev) = t.session.poll_event() else {
@@ -487,6 +499,7 @@ fn server_loop(
             }
             let result = t.result.take().unwrap_or(Err(Error::ControlClosed {
                 phase: "terminated",
+                how: ControlEnd::Closed,
             }));
             outcomes.lock().unwrap().push(ServerOutcome {
                 result,
@@ -728,7 +741,7 @@ pub fn run_client(port: u16, params: TestParams, limit: Duration) -> Result<Clie
                 busy = true;
                 session.handle_control(now, &buf[..n]);
             }
-            ReadOutcome::Closed => session.handle_control_eof(now),
+            ReadOutcome::Closed(how) => session.handle_control_eof(now, how),
             ReadOutcome::WouldBlock => {}
         }
         for c in data.iter_mut().filter(|c| !c.closed) {
@@ -740,7 +753,7 @@ pub fn run_client(port: u16, params: TestParams, limit: Duration) -> Result<Clie
                                 busy = true;
                                 session.record_bytes(c.info.id, n as u64);
                             }
-                            ReadOutcome::Closed => {
+                            ReadOutcome::Closed(_) => {
                                 c.closed = true;
                                 break;
                             }
@@ -763,8 +776,8 @@ pub fn run_client(port: u16, params: TestParams, limit: Duration) -> Result<Clie
         for _ in 0..8 {
             if let Some(out) = session.poll_transmit() {
                 busy = true;
-                if write_all_nb(&mut ctrl, &out, Duration::from_secs(5)).is_err() {
-                    session.handle_control_eof(Instant::now());
+                if let Err(e) = write_all_nb(&mut ctrl, &out, Duration::from_secs(5)) {
+                    session.handle_control_eof(Instant::now(), control_end(&e));
                 }
             }
             let Some(ev) = session.poll_event() else {

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use super::proto::{self, Cookie, Results, State, TestParams};
 use super::streams::{StreamId, StreamInfo, StreamStats, StreamTable};
 use super::{
-    ControlIn, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, EndReport, Error, Event, Role,
-    decode_state,
+    ControlEnd, ControlIn, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, EndReport, Error,
+    Event, Role, decode_state,
 };
 
 /// Client parameters, limits and timeouts.
@@ -178,8 +178,8 @@ impl ClientSession {
         }
     }
 
-    /// The control connection reached EOF (or failed).
-    pub fn handle_control_eof(&mut self, _now: Instant) {
+    /// The control connection reached EOF (or failed, as `how` says).
+    pub fn handle_control_eof(&mut self, _now: Instant, how: ControlEnd) {
         if self.is_finished() {
             return;
         }
@@ -192,6 +192,7 @@ impl ClientSession {
         }
         self.fail(Error::ControlClosed {
             phase: self.phase.name(),
+            how,
         });
     }
 

@@ -13,8 +13,8 @@ use crossbeam_channel::Sender;
 use super::CpuUtil;
 use super::meter::{Interval, Meter, RttSummary, StreamTcp};
 use super::{
-    ClientConfig, ClientSession, Cookie, EndReport, Error, Event, Results, Role, StreamInfo,
-    StreamStats, cpu_util,
+    ClientConfig, ClientSession, ControlEnd, Cookie, EndReport, Error, Event, Results, Role,
+    StreamInfo, StreamStats, cpu_util,
 };
 use crate::tcp::FourTuple;
 use crate::worker::{App, AppIn, AppOut, CpuTimes, Opener, process_times};
@@ -400,7 +400,7 @@ impl App for Iperf3Client {
             AppIn::Data { .. } => {}
             AppIn::Eof { id: 0 } => {
                 if let Some(s) = self.session.as_mut() {
-                    s.handle_control_eof(now);
+                    s.handle_control_eof(now, ControlEnd::Closed);
                 }
             }
             AppIn::Eof { .. } => {}
@@ -431,19 +431,16 @@ impl App for Iperf3Client {
                 self.conns.remove(&id);
                 if id == 0 {
                     if let Some(s) = self.session.as_mut() {
-                        s.handle_control_eof(now);
+                        s.handle_control_eof(now, reason.into());
                     } else {
-                        use crate::tcp::{CloseReason, ConnectionError};
-                        let phase = match reason {
-                            CloseReason::Error(ConnectionError::Refused) => {
-                                "connecting (connection refused: is `iperf3 -s` running there?)"
-                            }
-                            CloseReason::Error(ConnectionError::TimedOut) => {
-                                "connecting (no answer: timed out)"
-                            }
-                            _ => "connecting",
-                        };
-                        self.finish(now, Err(Error::ControlClosed { phase }));
+                        let how = reason.into();
+                        self.finish(
+                            now,
+                            Err(Error::ControlClosed {
+                                phase: "connecting",
+                                how,
+                            }),
+                        );
                     }
                 } else if let Some(s) = self.stopping.as_mut() {
                     s.retain(|&x| x != id);

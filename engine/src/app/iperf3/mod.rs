@@ -17,7 +17,8 @@
 //!    the control connection is established).
 //! 2. Loop until [`ServerSession::is_finished`] / [`ClientSession::is_finished`]:
 //!    - inputs: `handle_control(now, bytes)` for every read from the control
-//!      connection, `handle_control_eof(now)` when it reads EOF or fails,
+//!      connection, `handle_control_eof(now, how)` when it reads EOF or fails
+//!      ([`ControlEnd`] says which),
 //!      `handle_timeout(now)` once `poll_timeout()` has passed;
 //!    - outputs, after every input: write everything `poll_transmit()`
 //!      returns, in order, then act on every `poll_event()`;
@@ -118,8 +119,11 @@ pub enum Error {
     BadResults(String),
     #[error("results name stream {0}, which this test does not have")]
     UnknownStream(u32),
-    #[error("control connection closed while {phase}")]
-    ControlClosed { phase: &'static str },
+    #[error("control connection closed while {phase} ({how})")]
+    ControlClosed {
+        phase: &'static str,
+        how: ControlEnd,
+    },
     #[error("timed out while {phase}")]
     Timeout { phase: &'static str },
     #[error("the peer terminated the test")]
@@ -155,6 +159,46 @@ pub enum Error {
     },
     #[error("ended by the idle timeout: no data or control progress for {} s", .idle.as_secs_f64())]
     IdleTimeout { idle: Duration },
+}
+
+/// How the control connection ended, as the caller's transport saw it:
+/// part of [`Error::ControlClosed`], so that a user reads whether the peer
+/// closed it, reset it or stopped answering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControlEnd {
+    /// The peer closed it in order (a FIN).
+    #[error("the peer closed it")]
+    Closed,
+    /// The peer reset it (an RST).
+    #[error("reset by the peer")]
+    Reset,
+    /// Retransmissions went unacknowledged until the transport gave up.
+    #[error("timed out: the peer stopped acknowledging")]
+    TimedOut,
+    /// The connection request was answered with an RST.
+    #[error("connection refused: is an iperf3 server listening there?")]
+    Refused,
+    /// The connection request went unanswered.
+    #[error("no answer to the connection request")]
+    NoAnswer,
+    /// This side aborted it.
+    #[error("aborted by this side")]
+    Aborted,
+}
+
+impl From<crate::tcp::CloseReason> for ControlEnd {
+    /// How the engine's TCP reports the end of a connection.
+    fn from(r: crate::tcp::CloseReason) -> Self {
+        use crate::tcp::{CloseReason, ConnectionError};
+        match r {
+            CloseReason::Normal => ControlEnd::Closed,
+            CloseReason::Aborted => ControlEnd::Aborted,
+            CloseReason::Error(ConnectionError::Reset) => ControlEnd::Reset,
+            CloseReason::Error(ConnectionError::TimedOut) => ControlEnd::TimedOut,
+            CloseReason::Error(ConnectionError::Refused) => ControlEnd::Refused,
+            CloseReason::Error(ConnectionError::ConnectTimeout) => ControlEnd::NoAnswer,
+        }
+    }
 }
 
 /// What the session asks of its caller.

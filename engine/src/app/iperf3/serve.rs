@@ -47,7 +47,7 @@ use super::proto::Results;
 use super::proto::{Cookie, State, ierrno};
 use super::streams::StreamId;
 use super::{
-    ACCESS_DENIED_BYTE, COOKIE_LEN, EndReport, Error, Event, Role, Route, ServerConfig,
+    ACCESS_DENIED_BYTE, COOKIE_LEN, ControlEnd, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
 use crate::tcp::{CongestionAlgorithm, FourTuple};
@@ -512,10 +512,12 @@ impl Iperf3Server {
         for id in &t.data {
             self.order(*id, AppOut::Abort);
         }
-        let result = t
-            .result
-            .clone()
-            .unwrap_or(Err(Error::ControlClosed { phase: "ending" }));
+        // A finished session has always sent `Done` or `Error`, so the
+        // default is not reached; it says what the session last saw.
+        let result = t.result.clone().unwrap_or(Err(Error::ControlClosed {
+            phase: "ending",
+            how: ControlEnd::Closed,
+        }));
         let outcome = Self::outcome_of(&t, now, result);
         (self.on_test)(&outcome);
     }
@@ -717,7 +719,7 @@ impl App for Iperf3Server {
             }
             AppIn::Eof { id } => {
                 if let Some(t) = self.test.as_mut().filter(|t| t.ctrl == id) {
-                    t.session.handle_control_eof(now);
+                    t.session.handle_control_eof(now, ControlEnd::Closed);
                 }
             }
             AppIn::Count {
@@ -753,11 +755,11 @@ impl App for Iperf3Server {
                 }
                 self.finish_end(now);
             }
-            AppIn::Closed { id, .. } => {
+            AppIn::Closed { id, reason } => {
                 self.conns.remove(&id);
                 if let Some(t) = self.test.as_mut() {
                     if t.ctrl == id && !t.session.is_finished() {
-                        t.session.handle_control_eof(now);
+                        t.session.handle_control_eof(now, reason.into());
                     }
                     if let Some(s) = t.stopping.as_mut() {
                         s.retain(|&x| x != id);

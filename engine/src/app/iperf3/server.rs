@@ -34,8 +34,8 @@ use super::limits::{BitrateLimit, RateWindow, Refusal};
 use super::proto::{self, Cookie, State, TestParams, ierrno};
 use super::streams::{StreamId, StreamInfo, StreamStats, StreamTable};
 use super::{
-    ControlIn, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_JSON_LEN, EndReport,
-    Error, Event, Role, decode_state,
+    ControlEnd, ControlIn, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_JSON_LEN,
+    EndReport, Error, Event, Role, decode_state,
 };
 
 /// What to do with a connection just accepted on the iperf3 port.
@@ -287,8 +287,8 @@ impl ServerSession {
         }
     }
 
-    /// The control connection reached EOF (or failed).
-    pub fn handle_control_eof(&mut self, _now: Instant) {
+    /// The control connection reached EOF (or failed, as `how` says).
+    pub fn handle_control_eof(&mut self, _now: Instant, how: ControlEnd) {
         match self.phase {
             Phase::Done | Phase::Failed => {}
             // The client has every result once DISPLAY_RESULTS is out;
@@ -297,7 +297,13 @@ impl ServerSession {
                 self.phase = Phase::Done;
                 self.events.push_back(Event::Done);
             }
-            p => self.fail(Error::ControlClosed { phase: p.name() }, None),
+            p => self.fail(
+                Error::ControlClosed {
+                    phase: p.name(),
+                    how,
+                },
+                None,
+            ),
         }
     }
 

@@ -629,11 +629,19 @@ fn server_truncated_input_then_eof() {
         let mut s = ServerSession::new(ServerConfig::default(), t0);
         s.handle_control(t0, &script[..cut]);
         assert!(events_server(&mut s).is_empty(), "cut {cut}");
-        s.handle_control_eof(t0);
-        assert!(matches!(
-            only_error(&events_server(&mut s)),
-            Error::ControlClosed { .. }
-        ));
+        s.handle_control_eof(t0, ControlEnd::Reset);
+        let e = only_error(&events_server(&mut s)).clone();
+        assert!(
+            matches!(
+                e,
+                Error::ControlClosed {
+                    how: ControlEnd::Reset,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().ends_with("(reset by the peer)"), "{e}");
     }
 }
 
@@ -799,7 +807,7 @@ fn server_eof_after_display_results_is_done() {
     s.end_test(t0, EndReport::default()).unwrap();
     s.handle_control(t0, &frame(&client_results(&[1], 1)));
     events_server(&mut s);
-    s.handle_control_eof(t0);
+    s.handle_control_eof(t0, ControlEnd::Closed);
     assert_eq!(events_server(&mut s), [Event::Done]);
 }
 
@@ -1358,7 +1366,7 @@ fn client_server_refusals() {
     let mut c = client(TestParams::default(), t0);
     c.handle_control(t0, &[9, 0xfe, 0, 0, 0, 142]);
     assert!(events_client(&mut c).is_empty());
-    c.handle_control_eof(t0);
+    c.handle_control_eof(t0, ControlEnd::Closed);
     let e = only_error(&events_client(&mut c)).clone();
     assert_eq!(
         e,
@@ -1428,11 +1436,13 @@ fn client_handshake_timeout_and_eof() {
     ));
     let mut c = client(TestParams::default(), t0);
     c.handle_control(t0, &[9]);
-    c.handle_control_eof(t0);
-    assert!(matches!(
-        only_error(&events_client(&mut c)),
-        Error::ControlClosed { .. }
-    ));
+    c.handle_control_eof(t0, ControlEnd::TimedOut);
+    let e = only_error(&events_client(&mut c)).clone();
+    assert_eq!(
+        e.to_string(),
+        "control connection closed while waiting for CREATE_STREAMS \
+         (timed out: the peer stopped acknowledging)"
+    );
 }
 
 #[test]
