@@ -38,6 +38,7 @@ use xtcp_engine::netlink::neigh::{get_route, resolve};
 use xtcp_engine::probe::NetdevFeatures;
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::wire::checksum;
+use xtcp_engine::worker::cores::{neighbour_warning, others_on};
 use xtcp_engine::xdp::{AttachMode, Rule, SteerCounters, Steering};
 use xtcp_engine::xsk::{
     self, BindInfo, BindMode, Frame, RxDesc, TxDesc, Umem, UmemConfig, Xsk, XskConfig, XskStats,
@@ -46,6 +47,7 @@ use xtcp_engine::xsk::{
 use crate::args::{
     BindArg, CoreList, Wakeup, XdpModeArg, parse_cores, parse_frame_size, parse_ring, xsk_wakeup,
 };
+use crate::bulk::interrupt_flag;
 
 /// What the socket does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -122,7 +124,8 @@ pub struct XskBenchArgs {
     /// above one frame it is sent as a multi-buffer chain.
     #[arg(long, default_value_t = 64)]
     pub size: usize,
-    /// How long to run, in seconds.
+    /// How long to run, in seconds; Ctrl-C (SIGINT or SIGTERM) ends the run
+    /// early with its report (and --testnet's network removed).
     #[arg(short = 't', long = "time", alias = "duration", value_name = "SECS",
           default_value = "10", value_parser = parse_secs)]
     pub duration: Duration,
@@ -298,12 +301,12 @@ pub fn run(args: &XskBenchArgs) -> anyhow::Result<()> {
     let iface = args.iface.clone().context("--iface is required")?;
     let s = spec(side_name(args.mode), iface, args.mode);
     let (tx, rx) = mpsc::channel();
-    let stop = AtomicBool::new(false);
+    let stop = interrupt_flag()?;
     let json = args.json;
     let report = std::thread::scope(|sc| {
-        let stop = &stop;
+        let stop = &*stop;
         let s = &s;
-        let h = sc.spawn(move || worker(s, stop, &tx, None));
+        let h = named(s.queue).spawn_scoped(sc, move || worker(s, stop, &tx, None))?;
         for msg in rx {
             if !json {
                 print_msg(&msg);
@@ -533,6 +536,13 @@ fn build_packet(spec: &WorkerSpec) -> anyhow::Result<Vec<u8>> {
     Ok(pkt)
 }
 
+/// A thread for the worker of `queue`, named as the engine names its
+/// workers (`xtcp-q0`), so that other xtcp processes see it when they
+/// look for workers on the cores they are about to use.
+fn named(queue: u32) -> std::thread::Builder {
+    std::thread::Builder::new().name(format!("xtcp-q{queue}"))
+}
+
 /// Runs one side. `ready` is dropped once the socket is bound and its fill
 /// ring full (or on an error before that): whoever waits on its receiver
 /// then knows it may start sending.
@@ -550,6 +560,12 @@ fn worker(
             .with_context(|| format!("--cores {core}: no such CPU core"))?;
         if !core_affinity::set_for_current(id) {
             bail!("cannot pin the worker to core {core}");
+        }
+        for n in others_on(&[core]) {
+            tracing::warn!(
+                "{}",
+                neighbour_warning(&format!("the {} worker", spec.side), &n)
+            );
         }
     }
     let fs = spec.frame_size.bytes();
@@ -1166,13 +1182,13 @@ fn run_testnet(
         );
     }
     let (txc, rxc) = mpsc::channel();
-    let stop = AtomicBool::new(false);
+    let stop = interrupt_flag()?;
     let json = args.json;
     let (ra, rb) = std::thread::scope(|sc| -> anyhow::Result<_> {
         let txc_a = txc.clone();
         let (ready_tx, ready_rx) = mpsc::channel::<()>();
-        let stop = &stop;
-        let ha = sc.spawn(move || {
+        let stop = &*stop;
+        let ha = named(a.queue).spawn_scoped(sc, move || {
             let _g = net.a.ns.enter()?;
             let r = worker(&a, stop, &txc_a, Some(ready_tx));
             if r.is_err() {
@@ -1180,7 +1196,7 @@ fn run_testnet(
             }
             drop(txc_a);
             r
-        });
+        })?;
         // Wait until A is bound and its fill ring full before B sends; if A
         // failed instead, B never starts.
         let _ = ready_rx.recv_timeout(Duration::from_secs(10));
@@ -1192,18 +1208,20 @@ fn run_testnet(
                 .unwrap_or_else(|| anyhow::anyhow!("side A ended before B started")));
         }
         let txc_b = txc.clone();
-        let hb = sc.spawn(move || {
-            let r = net
-                .b
-                .ns
-                .enter()
-                .map_err(anyhow::Error::from)
-                .and_then(|_g| worker(&b, stop, &txc_b, None));
-            // Done or failed: either way A stops (after draining).
-            stop.store(true, Ordering::Relaxed);
-            drop(txc_b);
-            r
-        });
+        let hb = named(b.queue)
+            .spawn_scoped(sc, move || {
+                let r = net
+                    .b
+                    .ns
+                    .enter()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|_g| worker(&b, stop, &txc_b, None));
+                // Done or failed: either way A stops (after draining).
+                stop.store(true, Ordering::Relaxed);
+                drop(txc_b);
+                r
+            })
+            .inspect_err(|_| stop.store(true, Ordering::Relaxed))?;
         drop(txc);
         for msg in rxc {
             if !json {

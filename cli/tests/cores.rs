@@ -1,8 +1,8 @@
 //! `--cores` naming a core this process may not run on is refused with one
 //! line naming the value and the cores available, before anything is set
 //! up (no XDP program attached, nothing listening), in every command that
-//! runs the engine; a core another xtcp process's worker holds is named at
-//! start.
+//! runs the engine; a core another xtcp process's worker (or `xsk-bench`'s)
+//! holds is named at start.
 
 mod common;
 
@@ -149,11 +149,54 @@ fn a_core_another_xtcp_worker_holds_is_named_at_start() {
         println!("one core only: the client cannot be pinned elsewhere, second half skipped");
         return;
     }
+    // `xsk-bench` checks too, and its threads are named as workers are:
+    // its sender on serve's core 0 names serve; its receiver, on core 1,
+    // is named by a client pinned there.
+    let args: Vec<String> = [
+        "xsk-bench",
+        "--testnet",
+        "--duration",
+        "120",
+        "--size",
+        "64",
+        "--cores",
+        "1,0",
+    ]
+    .map(String::from)
+    .into();
+    let mut bench = common::Watched::spawn(&net, &args, Stdio::null());
+    bench.wait_for(&format!(
+        "core 0 (the tx worker's) is already taken by xtcp worker xtcp-q0 of process {serve_pid} "
+    ));
+    let bench_pid = bench.child.0.id();
+    // Its receiver started (and pinned itself) before its sender did.
+    assert!(
+        pinned(bench_pid, "xtcp-q0", 1),
+        "xsk-bench's receiver on core 1"
+    );
     let err = client(1);
+    // Ctrl-C ends it with its report, its test network removed.
+    bench.signal("-INT");
+    let (status, bench_err) = bench.wait_exit("xtcp xsk-bench did not stop on SIGINT");
+    assert!(status.success(), "{bench_err}");
+    let left = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        !left.contains(&format!("{bench_pid}x")),
+        "xsk-bench left its namespaces: {left}"
+    );
     assert!(
         !err.contains(&format!("of process {serve_pid} ")),
         "core 1 is not serve's, yet: {err}"
     );
+    let expected = format!(
+        "core 1 (worker 0's) is already taken by xtcp worker xtcp-q0 of process {bench_pid} \
+         ({XTCP} xsk-bench --testnet"
+    );
+    assert!(err.contains(&expected), "wanted {expected:?} in: {err}");
 }
 
 /// Two queues on one core (`--cores 0,0`) are named at start: the

@@ -197,13 +197,12 @@ fn scan(proc: &Path, own_pid: u32, cores: &[usize]) -> Vec<CoreNeighbour> {
     found
 }
 
-/// What to tell the user about `n`, a neighbour on the core this engine's
-/// worker `worker` is about to be pinned to, with the cores this process
-/// may choose from.
-pub fn neighbour_warning(worker: usize, n: &CoreNeighbour) -> String {
-    let allowed = allowed_cores();
+/// What to tell the user about `n`, a neighbour on the core that `whose`
+/// (`worker 0`, `side A's worker`) is about to be pinned to, with the cores
+/// this process may choose from.
+pub fn neighbour_warning(whose: &str, n: &CoreNeighbour) -> String {
     format!(
-        "core {core} (worker {worker}'s) is already taken by xtcp worker {thread} of process \
+        "core {core} ({whose}'s) is already taken by xtcp worker {thread} of process \
          {pid} ({command}); two busy-polling workers on one core each get a fraction of it, \
          with slower transfers and longer RTTs: give this one or that one another core with \
          --cores (or -A){avail}",
@@ -215,11 +214,7 @@ pub fn neighbour_warning(worker: usize, n: &CoreNeighbour) -> String {
         } else {
             &n.command
         },
-        avail = if allowed.is_empty() {
-            String::new()
-        } else {
-            format!("; this process may use cores {}", core_ranges(&allowed))
-        }
+        avail = may_use().map_or_else(String::new, |m| format!("; {m}"))
     )
 }
 
@@ -233,14 +228,18 @@ pub fn shared_within(cores: &[usize]) -> Vec<String> {
             lines.push(format!(
                 "workers {j} and {i} are both on core {c}: each busy-polls its queue and wants \
                  a core of its own; give --cores a core per queue{}",
-                match allowed_cores() {
-                    a if a.is_empty() => String::new(),
-                    a => format!(" (this process may use cores {})", core_ranges(&a)),
-                }
+                may_use().map_or_else(String::new, |m| format!(" ({m})"))
             ));
         }
     }
     lines
+}
+
+/// "this process may use cores 0-3", from its affinity mask; `None` when
+/// the mask cannot be read.
+fn may_use() -> Option<String> {
+    let allowed = allowed_cores();
+    (!allowed.is_empty()).then(|| format!("this process may use cores {}", core_ranges(&allowed)))
 }
 
 #[cfg(test)]
@@ -359,7 +358,7 @@ mod tests {
         assert!(scan(root, 200, &[5]).is_empty());
         assert!(scan(&root.join("absent"), 200, &[0]).is_empty());
 
-        let w = neighbour_warning(0, &found[0]);
+        let w = neighbour_warning("worker 0", &found[0]);
         assert!(
             w.starts_with("core 0 (worker 0's) is already taken by xtcp worker xtcp-q0 of process 100 (xtcp serve --iface veth0)"),
             "{w}"

@@ -1003,7 +1003,7 @@ pub fn run_app(
     let cores = worker_cores(cfg.cores.as_deref(), ports.len());
     for n in others_on(&cores) {
         for (i, _) in cores.iter().enumerate().filter(|(_, c)| **c == n.core) {
-            tracing::warn!("{}", neighbour_warning(i, &n));
+            tracing::warn!("{}", neighbour_warning(&format!("worker {i}"), &n));
         }
     }
     for line in shared_within(&cores) {
