@@ -305,9 +305,10 @@ pub struct EngineArgs {
     /// Queues to serve (0..N), one pinned worker each.
     #[arg(long, default_value_t = 1)]
     pub queues: u32,
-    /// Cores for the workers, one per queue (default: worker i on the i-th
-    /// core this process may run on, so `taskset -c 2,3 xtcp …` uses 2 and
-    /// 3). A core that another xtcp worker is already pinned to is named
+    /// Cores for the workers, one per queue (default: the cores this
+    /// process may run on, so `taskset -c 2,3 xtcp …` uses 2 and 3, those
+    /// that no other xtcp worker is pinned to first). A core given here
+    /// (or left as the only choice) that another xtcp worker holds is named
     /// on standard error at start: two workers on one core share it.
     #[arg(long, value_parser = parse_cores)]
     pub cores: Option<CoreList>,

@@ -102,7 +102,8 @@ fn pinned(pid: u32, name: &str, core: usize) -> bool {
 /// `xtcp client` pinned to the core of a running `xtcp serve`'s worker
 /// says so at start, naming the core, the server's process and its
 /// command line; pinned to another core, it names no such neighbour. The
-/// transfer completes either way.
+/// transfer completes either way. Left without `--cores`, `xtcp recv`
+/// takes the other core.
 #[test]
 fn a_core_another_xtcp_worker_holds_is_named_at_start() {
     let net = common::testnet(1);
@@ -149,6 +150,58 @@ fn a_core_another_xtcp_worker_holds_is_named_at_start() {
         println!("one core only: the client cannot be pinned elsewhere, second half skipped");
         return;
     }
+    // Left without --cores, a worker takes a core no other xtcp worker
+    // holds: `xtcp recv` on side B goes to core 1, and names no neighbour.
+    let mut recv = net
+        .b
+        .ns
+        .command(XTCP)
+        .args([
+            "recv",
+            "--iface",
+            &net.b.iface,
+            "--listen",
+            "5201",
+            "--discard",
+        ])
+        .args(common::ENGINE)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let recv_pid = recv.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pinned(recv_pid, "xtcp-q0", 1) {
+        assert!(
+            !pinned(recv_pid, "xtcp-q0", 0),
+            "xtcp recv without --cores took serve's core 0"
+        );
+        assert!(
+            recv.try_wait().unwrap().is_none() && Instant::now() < deadline,
+            "xtcp recv's worker not pinned to core 1 within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &recv_pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while recv.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = recv.kill();
+            let _ = recv.wait();
+            panic!("xtcp recv did not stop on SIGINT within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut recv.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!err.contains("is already taken"), "{err}");
+
     // `xsk-bench` checks too, and its threads are named as workers are:
     // its sender on serve's core 0 names serve; its receiver, on core 1,
     // is named by a client pinned there.

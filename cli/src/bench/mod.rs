@@ -425,7 +425,7 @@ const PAIRS: [&str; 4] = [
 /// run on (round-robin; the two ends of xtcp → xtcp must not share a
 /// core, and `taskset -c 2,3 xtcp bench` puts them on 2 and 3).
 fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
-    let core = xtcp_engine::worker::cores::worker_cores(None, core + 1)[core].to_string();
+    let core = xtcp_engine::worker::cores::mask_cores(core + 1)[core].to_string();
     let ring = p.ring.to_string();
     let frame_size = p.frame_size.to_string();
     let tx_burst = p.tx_burst.to_string();
@@ -1244,7 +1244,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     }
     let w = sweep(a);
     check_args(a, &w)?;
-    let ends = xtcp_engine::worker::cores::worker_cores(None, 2);
+    let ends = xtcp_engine::worker::cores::mask_cores(2);
     if ends[0] == ends[1] {
         eprintln!(
             "xtcp bench: this process may run on core {} only: the two ends of xtcp → xtcp \

@@ -5,10 +5,15 @@
 //! A worker busy-polls its queue, so two of them on one core each get a
 //! fraction of it: `xtcp serve` and `xtcp client` started on one host with
 //! the default cores, both on core 0, ran at 1.58 Gbit/s with 7.5 ms of
-//! RTT on the 2-core development VM, and nothing said why. [`others_on`] finds such a neighbour from
-//! `/proc` (threads named `xtcp-q<N>`, as [`super::engine`] names its
-//! workers, allowed on a single core), and [`shared_within`] the engine's
-//! own workers put on one core, so the engine can say so when it starts.
+//! RTT on the 2-core development VM, and nothing said why. [`others_on`]
+//! finds such a neighbour from `/proc` (threads named `xtcp-q<N>`, as
+//! [`super::engine`] and `xsk-bench` name their workers, allowed on a
+//! single core). Without `--cores` the workers take the cores no such
+//! neighbour holds first ([`worker_cores`]); a neighbour on a core they
+//! are given or cannot avoid, and the engine's own workers put on one core
+//! ([`shared_within`]), are named when the engine starts. Two processes
+//! that start at the same moment can still pick the same core (neither
+//! has pinned its worker yet when the other looks); they are named too.
 
 use std::fs;
 use std::path::Path;
@@ -34,21 +39,35 @@ fn allowed_cores() -> Vec<usize> {
 }
 
 /// The cores of `n` workers: `given` (`--cores`, already validated), else
-/// worker i on the i-th core of this process's affinity mask (so `taskset
-/// -c 2,3 xtcp …` puts its workers on 2 and 3), round-robin when there are
-/// more workers than cores; worker i on core i when the mask is unknown.
+/// the cores of this process's affinity mask (so `taskset -c 2,3 xtcp …`
+/// puts its workers on 2 and 3), those no other xtcp worker is pinned to
+/// first ([`others_on`]: `xtcp serve` on the first core, an `xtcp client`
+/// started next takes the second), round-robin when there are more
+/// workers than cores; worker i on core i when the mask is unknown.
 pub fn worker_cores(given: Option<&[usize]>, n: usize) -> Vec<usize> {
     if let Some(g) = given {
         return g.to_vec();
     }
-    default_cores(&allowed_cores(), n)
+    let allowed = allowed_cores();
+    let taken: Vec<usize> = others_on(&allowed).iter().map(|o| o.core).collect();
+    free_first(&allowed, &taken, n)
 }
 
-fn default_cores(allowed: &[usize], n: usize) -> Vec<usize> {
+/// `n` cores of this process's affinity mask in its order, round-robin
+/// (whoever else holds them): how `xtcp bench` places its own two ends.
+pub fn mask_cores(n: usize) -> Vec<usize> {
+    free_first(&allowed_cores(), &[], n)
+}
+
+/// `n` cores from `allowed`, the ones not in `taken` first, each group in
+/// `allowed`'s order, round-robin; `0..n` when `allowed` is empty.
+fn free_first(allowed: &[usize], taken: &[usize], n: usize) -> Vec<usize> {
     if allowed.is_empty() {
         return (0..n).collect();
     }
-    (0..n).map(|i| allowed[i % allowed.len()]).collect()
+    let (free, held): (Vec<usize>, Vec<usize>) = allowed.iter().partition(|c| !taken.contains(c));
+    let order: Vec<usize> = free.into_iter().chain(held).collect();
+    (0..n).map(|i| order[i % order.len()]).collect()
 }
 
 /// Every core in `cores` is one of `allowed` (this process's affinity
@@ -263,11 +282,16 @@ mod tests {
     }
 
     #[test]
-    fn default_cores_follow_the_affinity_mask() {
-        assert_eq!(default_cores(&[2, 3], 2), [2, 3]);
-        assert_eq!(default_cores(&[2, 3], 3), [2, 3, 2], "round-robin");
-        assert_eq!(default_cores(&[5], 1), [5]);
-        assert_eq!(default_cores(&[], 2), [0, 1], "mask unknown");
+    fn default_cores_follow_the_affinity_mask_free_ones_first() {
+        assert_eq!(free_first(&[2, 3], &[], 2), [2, 3]);
+        assert_eq!(free_first(&[2, 3], &[], 3), [2, 3, 2], "round-robin");
+        assert_eq!(free_first(&[5], &[], 1), [5]);
+        assert_eq!(free_first(&[], &[], 2), [0, 1], "mask unknown");
+        assert_eq!(free_first(&[0, 1], &[0], 1), [1], "core 0 is held");
+        assert_eq!(free_first(&[0, 1], &[0], 2), [1, 0], "free, then held");
+        assert_eq!(free_first(&[0, 1, 2], &[1], 3), [0, 2, 1]);
+        assert_eq!(free_first(&[0, 1], &[0, 1], 1), [0], "all held");
+        assert_eq!(free_first(&[3], &[7], 1), [3], "held outside the mask");
         assert_eq!(worker_cores(Some(&[7, 1]), 2), [7, 1], "given wins");
     }
 

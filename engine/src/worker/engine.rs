@@ -126,8 +126,9 @@ pub struct EngineConfig {
     pub iface: String,
     /// Queues 0..queues, one worker each.
     pub queues: u32,
-    /// Core of each worker (default: worker i on the i-th core of this
-    /// process's affinity mask, wrapping; see [`super::cores::worker_cores`]).
+    /// Core of each worker (default: the cores of this process's affinity
+    /// mask, those no other xtcp worker holds first, wrapping; see
+    /// [`super::cores::worker_cores`]).
     pub cores: Option<Vec<usize>>,
     /// Native, generic or auto XDP.
     pub xdp_mode: AttachMode,
