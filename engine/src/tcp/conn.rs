@@ -99,6 +99,14 @@ enum Timer {
     Connect = 6,
 }
 const TIMERS: usize = 7;
+/// A timer not armed.
+const NO_TIMER: u64 = u64::MAX;
+
+/// The timers' deadlines, as nanoseconds since the connection's epoch
+/// ([`NO_TIMER`]: not armed): 8 bytes each instead of an `Option<Instant>`'s
+/// 16, all of them one cache line.
+#[derive(Debug, Clone, Copy)]
+struct Timers([u64; TIMERS]);
 
 const EV_CONNECTED: u8 = 1;
 const EV_READABLE: u8 = 2;
@@ -108,94 +116,102 @@ const EV_WRITABLE: u8 = 4;
 ///
 /// `M` is where the send buffer's bytes live ([`SendMemory`]): UMEM frames
 /// in the engine, [`HeapFrames`] for sans-IO use.
+// The fields in the order they lie in memory (`repr(C)`): those a data
+// segment or its acknowledgement reads or writes on either end come first,
+// packed, so that a segment touches few cache lines of a connection; its
+// sub-structures begin with their own hot fields; configuration, statistics
+// beyond the hot counters and what only setup, loss or closing needs come
+// last. With hundreds of connections a worker finds most of their state out
+// of its caches, and each line a segment touches is a miss
+// (`benches/conns-cachesim.sh` counts them; docs/BENCHMARKS.md, "Many
+// streams on one queue").
 #[derive(Debug)]
+#[repr(C)]
 pub struct Connection<M = HeapFrames> {
-    cfg: Config,
+    // ----- hot: every segment or ACK, either direction
+    /// Addresses and ports (a worker finds a segment's connection by them).
     tuple: FourTuple,
-    state: State,
-    epoch: Instant,
-
-    // ----- send side
-    iss: SeqNumber,
-    syn_acked: bool,
-    /// Offsets: oldest unacknowledged, next to send, highest sent (exclusive;
-    /// the FIN occupies offset `send.tail()`).
+    /// Send offsets: oldest unacknowledged, next to send, highest sent
+    /// (exclusive; the FIN occupies offset `send.tail()`).
     una: u64,
     nxt: u64,
     max: u64,
     snd_wnd: usize,
     max_snd_wnd: usize,
-    snd_wl1: SeqNumber,
-    snd_wl2: SeqNumber,
-    snd_wscale: u8,
-    ws_ok: bool,
     send_mss: usize,
     /// min(peer MSS, our MSS): payload + options per segment.
     mss_limit: usize,
-    send: SendBuffer<M>,
-    /// The send buffer's limit, slots, as the worker shares its frames
-    /// ([`Connection::set_send_limit`]).
-    send_share: usize,
+    /// Right edge of the window we advertised (receive offset).
+    rcv_adv: u64,
+    unacked_bytes: usize,
+    largest_seg: usize,
+    last_ack_sent: u64,
+    /// Highest offset retransmitted in this recovery (RFC 6675 HighRxt).
+    high_rxt: u64,
+    iss: SeqNumber,
+    irs: SeqNumber,
+    snd_wl1: SeqNumber,
+    snd_wl2: SeqNumber,
+    ts_recent: u32,
+    retries: u32,
+    dupacks: u32,
+    state: State,
+    snd_wscale: u8,
+    rcv_wscale: u8,
+    events: u8,
+    syn_acked: bool,
+    ws_ok: bool,
+    fin_queued: bool,
+    fin_acked: bool,
+    fin_received: bool,
+    ack_now: bool,
+    sack_ok: bool,
+    ts_ok: bool,
+    force_retransmit: bool,
+    probe_pending: bool,
+    /// The rescue timer fired: the rescue retransmission may go.
+    rescue_due: bool,
+    send_syn: bool,
+    closed_reported: bool,
+    /// An RST to send: flags, sequence and acknowledgement numbers.
+    pending_rst: Option<(TcpFlags, SeqNumber, SeqNumber)>,
+    epoch: Instant,
+    cc: Box<dyn CongestionControl>,
+    /// Loss recovery in progress until `una` reaches this offset.
+    recover: Option<u64>,
     /// Under auto-tuning ([`Config::send_initial`]), the slots the buffer
     /// has grown to; the limit in force is the smaller of the two.
     send_auto: Option<usize>,
+    /// A FIN seen beyond a hole, at this receive offset.
+    ooo_fin: Option<u64>,
+    /// Pacing: earliest departure of the next new-data segment.
+    pace_next: Option<Instant>,
+    /// Timed segment: send offset whose acknowledgement gives a sample.
+    rtt_timing: Option<(u64, Instant)>,
+    /// SACK scoreboard (send offsets, truncated to 32 bits).
+    sacked: RangeSet,
+    timers: Timers,
+    rtt: RttEstimator,
+    send: SendBuffer<M>,
+    recv: RecvBuffer,
+    stats: Stats,
+    cfg: Config,
+
+    // ----- cold: setup, loss recovery, tuning, closing
+    /// The send buffer's limit, slots, as the worker shares its frames
+    /// ([`Connection::set_send_limit`]).
+    send_share: usize,
     /// Auto-tuning's estimate of the bandwidth-delay product, bytes.
     bdp: usize,
     /// Where its current interval began: (time, SND.UNA).
     delivery: Option<(Instant, u64)>,
-    fin_queued: bool,
-    fin_acked: bool,
-    cc: Box<dyn CongestionControl>,
-    rtt: RttEstimator,
-    /// Timed segment: send offset whose acknowledgement gives a sample.
-    rtt_timing: Option<(u64, Instant)>,
-    retries: u32,
-    dupacks: u32,
-    /// Loss recovery in progress until `una` reaches this offset.
-    recover: Option<u64>,
-    /// Highest offset retransmitted in this recovery (RFC 6675 HighRxt).
-    high_rxt: u64,
     /// Recovery point of the last rescue retransmission (RFC 6675
     /// RescueRxt): one rescue per recovery.
     rescue_rxt: Option<u64>,
-    /// The rescue timer fired: the rescue retransmission may go.
-    rescue_due: bool,
-    /// SACK scoreboard (send offsets, truncated to 32 bits).
-    sacked: RangeSet,
-    force_retransmit: bool,
-    probe_pending: bool,
-    /// Pacing: earliest departure of the next new-data segment.
-    pace_next: Option<Instant>,
-    send_syn: bool,
-
-    // ----- receive side
-    irs: SeqNumber,
-    recv: RecvBuffer,
-    fin_received: bool,
-    /// A FIN seen beyond a hole, at this receive offset.
-    ooo_fin: Option<u64>,
-    /// Right edge of the window we advertised (receive offset).
-    rcv_adv: u64,
-    rcv_wscale: u8,
-    ack_now: bool,
-    unacked_bytes: usize,
-    largest_seg: usize,
     last_ooo: Option<u64>,
-
-    // ----- options
-    sack_ok: bool,
-    ts_ok: bool,
-    ts_recent: u32,
-    last_ack_sent: u64,
-
-    timers: [Option<Instant>; TIMERS],
-    pending_rst: Option<TcpRepr>,
     challenge_window: (Option<Instant>, u32),
-    events: u8,
     error: Option<ConnectionError>,
     closed: Option<CloseReason>,
-    closed_reported: bool,
-    stats: Stats,
 }
 
 fn key(off: u64) -> SeqNumber {
@@ -336,9 +352,12 @@ impl<M: SendMemory> Connection<M> {
             ts_recent: 0,
             last_ack_sent: 0,
             timers: {
-                let mut t = [None; TIMERS];
-                if state == State::SynSent {
-                    t[Timer::Connect as usize] = cfg.connect_timeout.map(|d| now + d);
+                let mut t = Timers([NO_TIMER; TIMERS]);
+                if state == State::SynSent
+                    && let Some(d) = cfg.connect_timeout
+                {
+                    t.0[Timer::Connect as usize] =
+                        u64::try_from(d.as_nanos()).unwrap_or(NO_TIMER - 1);
                 }
                 t
             },
@@ -703,10 +722,11 @@ impl<M: SendMemory> Connection<M> {
             return;
         }
         if self.state != State::SynSent {
-            let mut r = self.header(TcpFlags::RST | TcpFlags::ACK, self.seq_of(self.max));
-            r.window = 0;
-            r.options = TcpOptions::NONE;
-            self.pending_rst = Some(r);
+            self.pending_rst = Some((
+                TcpFlags::RST | TcpFlags::ACK,
+                self.seq_of(self.max),
+                self.rcv_nxt(),
+            ));
         }
         self.finish(CloseReason::Aborted);
     }
@@ -741,7 +761,8 @@ impl<M: SendMemory> Connection<M> {
 
     /// The earliest deadline at which `handle_timeout` must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.iter().flatten().min().copied()
+        let next = *self.timers.0.iter().min()?;
+        (next != NO_TIMER).then(|| self.epoch + Duration::from_nanos(next))
     }
 
     /// True once closed and every output (RST, events) has been drained.
@@ -774,8 +795,11 @@ impl<M: SendMemory> Connection<M> {
 
     /// The next segment to send, if any. Call until `None`.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Segment> {
-        if let Some(r) = self.pending_rst.take() {
+        if let Some((flags, seq, ack)) = self.pending_rst.take() {
             self.stats.rst_sent += 1;
+            // No window, no options.
+            let mut r = self.header(flags, seq);
+            r.ack = ack;
             return Some(self.count_out(r, 0, 0));
         }
         match self.state {
@@ -1404,7 +1428,9 @@ impl<M: SendMemory> Connection<M> {
                 self.stats.bytes_delivered_direct += a.delivered as u64;
                 self.recv.tune(now, self.rtt.srtt().or(self.rtt.min_rtt()));
             }
-            self.stats.duplicate_bytes += a.duplicate as u64;
+            if a.duplicate > 0 {
+                self.stats.duplicate_bytes += a.duplicate as u64;
+            }
             if a.dropped {
                 self.stats.ooo_dropped += 1;
                 self.ack_now = true;
@@ -1463,7 +1489,7 @@ impl<M: SendMemory> Connection<M> {
         }
         if !self.ack_now
             && self.unacked_bytes > 0
-            && self.timers[Timer::DelayedAck as usize].is_none()
+            && self.timers.0[Timer::DelayedAck as usize] == NO_TIMER
         {
             self.stats.delayed_acks += 1;
             self.set(Timer::DelayedAck, Some(now + self.cfg.delayed_ack));
@@ -1620,12 +1646,13 @@ impl<M: SendMemory> Connection<M> {
                 }
             }
         }
-        let cwnd = self.cc.window();
+        // (The congestion window is read only where it is needed: a
+        // connection that only receives never touches its controller.)
         // 2. SACK recovery: lost holes first (RFC 6675 NextSeg rule 1).
         if self.recover.is_some()
             && self.sack_ok
             && let Some((off, len)) = self.next_lost()
-            && self.pipe() + len <= cwnd
+            && self.pipe() + len <= self.cc.window()
         {
             self.stats.sack_retransmits += 1;
             let seg = self.data_segment(now, off, len, false, true);
@@ -1675,7 +1702,7 @@ impl<M: SendMemory> Connection<M> {
                 || (len == avail && (!self.cfg.nagle || self.nxt == self.una))
                 || len >= self.max_snd_wnd / 2
                 || self.nxt < self.max;
-            let cwnd_ok = pipe + len <= cwnd || self.nxt == self.una;
+            let cwnd_ok = pipe + len <= self.cc.window() || self.nxt == self.una;
             if sws_ok && cwnd_ok {
                 if let Some(t) = self.pace_next
                     && t > now
@@ -1696,7 +1723,7 @@ impl<M: SendMemory> Connection<M> {
         // lost tail is repaired without waiting for the RTO.
         if self.recover.is_some() && self.sack_ok {
             if let Some((off, len)) = self.next_unsacked_hole()
-                && self.pipe() + len <= cwnd
+                && self.pipe() + len <= self.cc.window()
             {
                 self.stats.sack_retransmits += 1;
                 let seg = self.data_segment(now, off, len, false, true);
@@ -1704,7 +1731,7 @@ impl<M: SendMemory> Connection<M> {
                 return Some(seg);
             }
             if let Some((off, len, fin)) = self.rescue_segment()
-                && self.pipe() + len <= cwnd
+                && self.pipe() + len <= self.cc.window()
             {
                 if self.rescue_due {
                     self.rescue_due = false;
@@ -1713,7 +1740,7 @@ impl<M: SendMemory> Connection<M> {
                     // HighRxt stays (RFC 6675 step C.1).
                     return Some(self.data_segment(now, off, len, fin, true));
                 }
-                if self.timers[Timer::Rescue as usize].is_none() {
+                if self.timers.0[Timer::Rescue as usize] == NO_TIMER {
                     let wait = self.rtt.srtt().map_or(self.rtt.rto(), |s| 2 * s);
                     self.set(Timer::Rescue, Some(now + wait));
                 }
@@ -1723,8 +1750,8 @@ impl<M: SendMemory> Connection<M> {
         // the window is closed or too small; probe (or override) later.
         if self.nxt == self.una
             && (tail > self.nxt || (fin_q && self.max <= tail))
-            && self.timers[Timer::Retransmit as usize].is_none()
-            && self.timers[Timer::Persist as usize].is_none()
+            && self.timers.0[Timer::Retransmit as usize] == NO_TIMER
+            && self.timers.0[Timer::Persist as usize] == NO_TIMER
         {
             self.set(Timer::Persist, Some(now + self.rtt.rto()));
         }
@@ -1895,23 +1922,28 @@ impl<M: SendMemory> Connection<M> {
 
     /// Queues an RST for an unacceptable ACK (RFC 9293: `<SEQ=SEG.ACK><CTL=RST>`).
     fn reset_reply(&mut self, seq: SeqNumber) {
-        let mut r = self.header(TcpFlags::RST, seq);
-        r.ack = SeqNumber(0);
-        self.pending_rst = Some(r);
+        self.pending_rst = Some((TcpFlags::RST, seq, SeqNumber(0)));
     }
 
     fn set(&mut self, t: Timer, at: Option<Instant>) {
-        self.timers[t as usize] = at;
+        self.timers.0[t as usize] = at.map_or(NO_TIMER, |at| self.since_epoch(at));
     }
 
     fn arm_if_unset(&mut self, t: Timer, now: Instant) {
-        if self.timers[t as usize].is_none() {
-            self.timers[t as usize] = Some(now + self.rtt.rto());
+        if self.timers.0[t as usize] == NO_TIMER {
+            self.timers.0[t as usize] = self.since_epoch(now + self.rtt.rto());
         }
     }
 
+    /// `at` as nanoseconds since the connection's epoch (for a timer).
+    fn since_epoch(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.epoch).as_nanos();
+        u64::try_from(d).unwrap_or(NO_TIMER - 1).min(NO_TIMER - 1)
+    }
+
     fn expired(&self, t: Timer, now: Instant) -> bool {
-        self.timers[t as usize].is_some_and(|d| d <= now)
+        let at = self.timers.0[t as usize];
+        at != NO_TIMER && at <= self.since_epoch(now)
     }
 
     fn fail(&mut self, e: ConnectionError) {
@@ -1921,7 +1953,7 @@ impl<M: SendMemory> Connection<M> {
 
     fn finish(&mut self, reason: CloseReason) {
         self.state = State::Closed;
-        self.timers = [None; TIMERS];
+        self.timers = Timers([NO_TIMER; TIMERS]);
         if self.closed.is_none() {
             self.closed = Some(reason);
         }
@@ -1954,4 +1986,84 @@ pub fn reset_for(seg: &TcpRepr, payload_len: usize) -> Option<TcpRepr> {
         r.flags = TcpFlags::RST | TcpFlags::ACK;
     }
     Some(r)
+}
+
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    const LINE: usize = 64;
+
+    /// The layout note on `Connection` holds: what a data segment or its
+    /// ACK touches lies in its first lines, and the timers, the RTT
+    /// estimator and the hot counters and settings each fit one line. (The
+    /// cache misses it saves are counted by `benches/conns-cachesim.sh`.)
+    #[test]
+    fn hot_state_is_packed() {
+        type C = Connection<HeapFrames>;
+        // The scalars and small state before the timers: six lines.
+        assert!(
+            offset_of!(C, timers) <= 6 * LINE,
+            "{}",
+            offset_of!(C, timers)
+        );
+        assert!(offset_of!(C, tuple) < offset_of!(C, una));
+        assert!(size_of::<Timers>() <= LINE);
+        assert!(size_of::<RttEstimator>() <= LINE);
+        // The sub-structures follow in this order, the cold fields after.
+        assert!(offset_of!(C, timers) < offset_of!(C, rtt));
+        assert!(offset_of!(C, rtt) < offset_of!(C, send));
+        assert!(offset_of!(C, send) < offset_of!(C, recv));
+        assert!(offset_of!(C, recv) < offset_of!(C, stats));
+        assert!(offset_of!(C, stats) < offset_of!(C, cfg));
+        assert!(offset_of!(C, cfg) < offset_of!(C, send_share));
+        // Counters a segment moves: Stats' first line.
+        for off in [
+            offset_of!(Stats, segments_sent),
+            offset_of!(Stats, segments_received),
+            offset_of!(Stats, bytes_sent),
+            offset_of!(Stats, bytes_received),
+            offset_of!(Stats, bytes_delivered_direct),
+            offset_of!(Stats, acks_sent),
+            offset_of!(Stats, delayed_acks),
+            offset_of!(Stats, rtt_samples),
+        ] {
+            assert!(off + 8 <= LINE, "{off}");
+        }
+        assert_eq!(offset_of!(C, stats) % LINE, 0);
+        // Settings a segment reads: Config's first line.
+        assert!(offset_of!(Config, delayed_ack) + size_of::<Duration>() <= LINE);
+        for off in [
+            offset_of!(Config, mss),
+            offset_of!(Config, segment_per_frame),
+            offset_of!(Config, pacing),
+            offset_of!(Config, nagle),
+        ] {
+            assert!(off < LINE, "{off}");
+        }
+    }
+
+    /// A timer is kept to the nanosecond: set, read back, expired.
+    #[test]
+    fn timers_round_trip() {
+        let now = Instant::now();
+        let isn = IsnGenerator::new(1, now);
+        let t = FourTuple {
+            local: "198.18.0.1:1000".parse().expect("address"),
+            remote: "198.18.0.2:2000".parse().expect("address"),
+        };
+        let mut c = Connection::connect(Config::default(), t, &isn, now);
+        // The connect timeout is armed from the start.
+        let connect = now + Config::default().connect_timeout.expect("a default");
+        assert_eq!(c.poll_timeout(), Some(connect));
+        let at = now + Duration::from_nanos(1_234_567_891);
+        c.set(Timer::Persist, Some(at));
+        assert_eq!(c.poll_timeout(), Some(at));
+        assert!(!c.expired(Timer::Persist, at - Duration::from_nanos(1)));
+        assert!(c.expired(Timer::Persist, at));
+        c.set(Timer::Persist, None);
+        assert_eq!(c.poll_timeout(), Some(connect));
+        assert!(!c.expired(Timer::Persist, connect));
+    }
 }

@@ -128,10 +128,26 @@ pub struct FourTuple {
 }
 
 /// Connection parameters. All durations are virtual: the caller's clock.
+// `repr(C)`, the fields every segment reads first: they share one cache
+// line (see the layout note on `Connection`).
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct Config {
     /// MSS we announce (the largest payload we accept): MTU − IP − TCP header.
     pub mss: u16,
+    /// One segment per send-buffer slot (the single-descriptor layout,
+    /// where a segment's headers go into its slot's headroom): a slot holds
+    /// `min(frame_len, send MSS)` bytes, so that every full segment is one
+    /// whole slot, and no segment crosses a slot boundary.
+    pub segment_per_frame: bool,
+    /// Pace new data at 2 × (slow start) or 1.2 × (after) cwnd / SRTT instead
+    /// of sending each window as a burst.
+    pub pacing: bool,
+    /// Nagle's algorithm (off by default: bulk transfer, small writes go out at once).
+    pub nagle: bool,
+    /// Delayed-ACK timer (RFC 9293: < 0.5 s; an ACK is also sent for every
+    /// second full-size segment and at once for out-of-order data).
+    pub delayed_ack: Duration,
     /// Bytes of one send-buffer frame (page size). The send buffer is
     /// `send_frames` × `frame_len` bytes.
     pub frame_len: usize,
@@ -153,11 +169,6 @@ pub struct Config {
     /// at least one (`seg::clip_mss`: 8948 → 8192 with 4096-byte frames), so
     /// each full segment's payload is whole send-buffer frames.
     pub clip_mss_to_frames: bool,
-    /// One segment per send-buffer slot (the single-descriptor layout,
-    /// where a segment's headers go into its slot's headroom): a slot holds
-    /// `min(frame_len, send MSS)` bytes, so that every full segment is one
-    /// whole slot, and no segment crosses a slot boundary.
-    pub segment_per_frame: bool,
     /// Offer window scaling (shift computed from `recv_buffer`).
     pub window_scaling: bool,
     /// Offer SACK.
@@ -168,11 +179,6 @@ pub struct Config {
     pub congestion: CongestionAlgorithm,
     /// Initial congestion window, in segments (RFC 6928: 10).
     pub initial_cwnd_segments: usize,
-    /// Pace new data at 2 × (slow start) or 1.2 × (after) cwnd / SRTT instead
-    /// of sending each window as a burst.
-    pub pacing: bool,
-    /// Nagle's algorithm (off by default: bulk transfer, small writes go out at once).
-    pub nagle: bool,
     /// RTO before the first RTT sample (RFC 6298: 1 s).
     pub rto_initial: Duration,
     /// Lower bound of the RTO (RFC 6298 says 1 s; Linux uses 200 ms).
@@ -186,9 +192,6 @@ pub struct Config {
     pub connect_timeout: Option<Duration>,
     /// Consecutive RTO expiries (or unanswered window probes) before giving up.
     pub max_retries: u32,
-    /// Delayed-ACK timer (RFC 9293: < 0.5 s; an ACK is also sent for every
-    /// second full-size segment and at once for out-of-order data).
-    pub delayed_ack: Duration,
     /// TIME-WAIT duration (see the module doc).
     pub time_wait: Duration,
     /// Largest number of discontiguous out-of-order ranges held (beyond it,
@@ -301,7 +304,10 @@ pub enum WriteError {
 }
 
 /// Counters, all monotonically increasing.
+// `repr(C)`, the counters a data segment or its ACK moves first: they fill
+// one cache line (see the layout note on `Connection`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C, align(64))]
 pub struct Stats {
     /// Segments produced by `poll_transmit`.
     pub segments_sent: u64,
@@ -309,6 +315,18 @@ pub struct Stats {
     pub segments_received: u64,
     /// Payload bytes sent, retransmissions included.
     pub bytes_sent: u64,
+    /// Payload bytes received in order (delivered or buffered).
+    pub bytes_received: u64,
+    /// Of those, handed to the application straight from the received
+    /// segment ([`Connection::handle_segment_with`]), never copied into the
+    /// receive buffer.
+    pub bytes_delivered_direct: u64,
+    /// Pure ACKs sent.
+    pub acks_sent: u64,
+    /// ACKs whose sending was postponed by the delayed-ACK rule.
+    pub delayed_acks: u64,
+    /// RTT samples taken.
+    pub rtt_samples: u64,
     /// Payload bytes retransmitted.
     pub bytes_retransmitted: u64,
     /// Segments retransmitted (any cause).
@@ -332,10 +350,6 @@ pub struct Stats {
     pub dup_acks: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
-    /// Pure ACKs sent.
-    pub acks_sent: u64,
-    /// ACKs whose sending was postponed by the delayed-ACK rule.
-    pub delayed_acks: u64,
     /// Challenge ACKs sent (RFC 5961).
     pub challenge_acks: u64,
     /// Segments dropped by PAWS (RFC 7323).
@@ -352,14 +366,6 @@ pub struct Stats {
     pub rst_sent: u64,
     /// RSTs received and accepted.
     pub rst_received: u64,
-    /// RTT samples taken.
-    pub rtt_samples: u64,
     /// Of those, from timestamp echoes after a retransmission (RTTM).
     pub ts_rtt_samples: u64,
-    /// Payload bytes received in order (delivered or buffered).
-    pub bytes_received: u64,
-    /// Of those, handed to the application straight from the received
-    /// segment ([`Connection::handle_segment_with`]), never copied into the
-    /// receive buffer.
-    pub bytes_delivered_direct: u64,
 }

@@ -27,18 +27,21 @@ pub enum RecvWindow {
 }
 
 #[derive(Debug)]
+// `repr(C)`, what an in-order segment reads or moves first (see the layout
+// note on `Connection`).
+#[repr(C)]
 pub(crate) struct RecvBuffer {
-    data: Vec<u8>,
-    cap: usize,
-    /// Stream offset of the next byte the application reads.
-    read: u64,
     /// Stream offset of the next in-order byte expected (RCV.NXT).
     nxt: u64,
-    ooo: RangeSet,
+    /// Stream offset of the next byte the application reads.
+    read: u64,
     limit: usize,
     /// Cap on the window, whatever the limit (the worker's share of its RX
     /// ring).
     share: usize,
+    ooo: RangeSet,
+    data: Vec<u8>,
+    cap: usize,
     policy: RecvWindow,
     /// Autotuning: start of the measurement period and `read` then.
     tune_start: Option<(Instant, u64)>,

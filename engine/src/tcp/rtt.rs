@@ -8,16 +8,28 @@
 
 use std::time::Duration;
 
-/// SRTT / RTTVAR / RTO state.
+/// Not sampled yet (in `srtt` and `min_rtt`).
+const NONE: u64 = u64::MAX;
+
+/// `d` in nanoseconds (saturating short of [`NONE`]).
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos())
+        .unwrap_or(NONE - 1)
+        .min(NONE - 1)
+}
+
+/// SRTT / RTTVAR / RTO state. Kept in nanoseconds (`u64`, 8 bytes, where
+/// an `Option<Duration>` takes 16): the estimator a connection consults on
+/// every acknowledgement is one cache line. The arithmetic is
+/// `Duration`'s, which is exact in nanoseconds.
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    min_rtt: Option<Duration>,
-    latest: Option<Duration>,
-    initial: Duration,
-    min: Duration,
-    max: Duration,
+    srtt: u64,
+    rttvar: u64,
+    min_rtt: u64,
+    initial: u64,
+    min: u64,
+    max: u64,
     backoff_shift: u32,
 }
 
@@ -25,65 +37,69 @@ impl RttEstimator {
     /// An estimator with the RTO bounds and the RTO before the first sample.
     pub fn new(initial: Duration, min: Duration, max: Duration) -> RttEstimator {
         RttEstimator {
-            srtt: None,
-            rttvar: Duration::ZERO,
-            min_rtt: None,
-            latest: None,
-            initial,
-            min,
-            max,
+            srtt: NONE,
+            rttvar: 0,
+            min_rtt: NONE,
+            initial: ns(initial),
+            min: ns(min),
+            max: ns(max),
             backoff_shift: 0,
         }
     }
 
     /// Adds one measurement (RFC 6298 §2.2, §2.3 with α = 1/8, β = 1/4).
     pub fn sample(&mut self, r: Duration) {
-        self.latest = Some(r);
-        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
-        match self.srtt {
-            None => {
-                self.srtt = Some(r);
-                self.rttvar = r / 2;
-            }
-            Some(srtt) => {
-                let diff = srtt.abs_diff(r);
-                self.rttvar = (self.rttvar * 3 + diff) / 4;
-                self.srtt = Some((srtt * 7 + r) / 8);
-            }
+        let r = ns(r);
+        self.min_rtt = self.min_rtt.min(r);
+        if self.srtt == NONE {
+            self.srtt = r;
+            self.rttvar = r / 2;
+        } else {
+            let diff = self.srtt.abs_diff(r);
+            self.rttvar = self.rttvar.saturating_mul(3).saturating_add(diff) / 4;
+            self.srtt = self.srtt.saturating_mul(7).saturating_add(r) / 8;
         }
     }
 
     /// RTTVAR (RFC 6298), once sampled.
     pub fn rttvar(&self) -> Option<Duration> {
-        self.srtt.map(|_| self.rttvar)
+        (self.srtt != NONE).then(|| Duration::from_nanos(self.rttvar))
     }
 
     /// The smoothed RTT, if sampled.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        (self.srtt != NONE).then(|| Duration::from_nanos(self.srtt))
     }
 
     /// The smallest sample seen.
     pub fn min_rtt(&self) -> Option<Duration> {
-        self.min_rtt
+        (self.min_rtt != NONE).then(|| Duration::from_nanos(self.min_rtt))
     }
 
     /// The RTO without backoff: `SRTT + max(G, 4·RTTVAR)` within the bounds.
     pub fn base_rto(&self) -> Duration {
-        let r = match self.srtt {
-            None => self.initial,
+        Duration::from_nanos(self.base_rto_ns())
+    }
+
+    fn base_rto_ns(&self) -> u64 {
+        let r = if self.srtt == NONE {
+            self.initial
+        } else {
             // Clock granularity G: 1 ms (timestamps tick in milliseconds).
-            Some(s) => s + (self.rttvar * 4).max(Duration::from_millis(1)),
+            self.srtt
+                .saturating_add(self.rttvar.saturating_mul(4).max(1_000_000))
         };
         r.clamp(self.min, self.max)
     }
 
     /// The current RTO, backoff included, at most the maximum.
     pub fn rto(&self) -> Duration {
-        let b = self.base_rto();
-        b.checked_mul(1u32 << self.backoff_shift.min(16))
-            .unwrap_or(self.max)
-            .min(self.max)
+        let b = self.base_rto_ns();
+        Duration::from_nanos(
+            b.checked_mul(1u64 << self.backoff_shift.min(16))
+                .unwrap_or(self.max)
+                .min(self.max),
+        )
     }
 
     /// Doubles the RTO (RFC 6298 §5.5).

@@ -175,26 +175,29 @@ const NOT_REPEAT: (u32, u32) = (0, 0);
 const SEG_SUMS: usize = 256;
 
 #[derive(Debug)]
+// `repr(C)`, what a segment sent or acknowledged reads or moves first (see
+// the layout note on `Connection`).
+#[repr(C)]
 pub(crate) struct SendBuffer<M> {
-    mem: M,
-    sums: Vec<SlotSums>,
-    /// (stream offset, len, sum) of pieces summed, for retransmissions.
-    seg_sums: Vec<(u64, u32, u16)>,
-    allocated: bool,
-    frame_len: usize,
-    frames: usize,
-    /// Slots in use at most (`1..=frames`).
-    limit: usize,
     /// Stream offset of the oldest unacknowledged byte.
     head: u64,
     /// Stream offset one past the last written byte.
     tail: u64,
-    /// Bytes written one by one (copied, or zeroed where a slot did not
-    /// hold zeros): see [`SendBuffer::touched`].
-    touched: u64,
     /// (stream offset, slot, offset in it) where the last
     /// [`SendBuffer::pieces`] ended: the next segment usually starts there.
     cursor: (u64, usize, usize),
+    frame_len: usize,
+    frames: usize,
+    /// Slots in use at most (`1..=frames`).
+    limit: usize,
+    /// Bytes written one by one (copied, or zeroed where a slot did not
+    /// hold zeros): see [`SendBuffer::touched`].
+    touched: u64,
+    sums: Vec<SlotSums>,
+    allocated: bool,
+    mem: M,
+    /// (stream offset, len, sum) of pieces summed, for retransmissions.
+    seg_sums: Vec<(u64, u32, u16)>,
     /// The pattern [`SendBuffer::write_repeat`] last wrote, and its
     /// generation (a new pattern, a new generation: slots tagged with an
     /// older one are written again). Held, so that its address is not reused

@@ -33,19 +33,22 @@ use crate::xsk::{Frame, Umem};
 pub const SPARE_FRAMES: usize = 16;
 
 /// A connection's send-buffer frames (see the module doc).
+// `repr(C)`, what sending a segment reads first (see the layout note on
+// `tcp::Connection`, which holds this).
 #[derive(Default)]
+#[repr(C)]
 pub struct UmemFrames {
+    slots: Vec<Option<Frame>>,
     umem: Option<Arc<Umem>>,
     headroom: usize,
     frame_len: usize,
-    slots: Vec<Option<Frame>>,
+    spare: Vec<Frame>,
     /// Slots that have no frame yet.
     empty: usize,
-    spare: Vec<Frame>,
-    /// Frames given up, for the worker's pool.
-    surplus: Vec<Frame>,
     /// Frames it may hold (the send buffer's limit, in slots).
     limit: usize,
+    /// Frames given up, for the worker's pool.
+    surplus: Vec<Frame>,
 }
 
 impl std::fmt::Debug for UmemFrames {
