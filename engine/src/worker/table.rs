@@ -10,11 +10,16 @@
 //!   multiply-xorshift of the tuple (the seed is random per worker, so a
 //!   peer cannot choose ports that collide); removal shifts the entries
 //!   after it back (no tombstones, so probes stay short under churn).
-//! - [`Table::mark`] puts a connection on the ready list for the next
-//!   [`Table::take_ready`] (once, however often it is marked); the worker
-//!   marks a connection when a segment or a hand-over arrives for it, when
-//!   its timer fires, and when its turn ended with work left (a TX budget
-//!   used up, a source or sink that could not go on).
+//! - [`Table::mark`] puts a connection at the back of the ready queue
+//!   (once, however often it is marked); the worker marks a connection when
+//!   a segment or a hand-over arrives for it, when its timer fires, and
+//!   when its turn ended with work left (a TX budget used up, a source or
+//!   sink that could not go on). A turn takes connections from the front
+//!   with [`Table::pop_ready`], as many as it has budget for and at most
+//!   those queued when it began ([`Table::ready_len`]); the ones it did not
+//!   reach stay at the front, untouched, for the next turn. So a turn
+//!   costs what it serves, however many connections wait: with 1,000
+//!   ready and a budget for two, it reads two.
 //! - [`Table::arm`] keeps a min-heap of timer deadlines: an entry is pushed
 //!   only when a connection's deadline moves earlier than the one it has
 //!   armed; entries left behind by a later re-arm are dropped when they
@@ -25,7 +30,7 @@
 //! [`Table::new`].
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
@@ -65,14 +70,14 @@ pub struct Table<T: Keyed = Slot> {
     index: Box<[u32]>,
     mask: usize,
     seed: u64,
-    ready: Vec<u32>,
+    ready: VecDeque<u32>,
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
 }
 
 /// Per-position bookkeeping of the table.
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
-    /// On the ready list.
+    /// In the ready queue.
     queued: bool,
     /// The deadline it has an entry in the heap for.
     armed: Option<Instant>,
@@ -104,7 +109,7 @@ impl<T: Keyed> Table<T> {
             index: vec![EMPTY; n].into_boxed_slice(),
             mask: n - 1,
             seed: std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u64) | 1,
-            ready: Vec::with_capacity(capacity),
+            ready: VecDeque::with_capacity(capacity),
             timers: BinaryHeap::with_capacity(capacity * 4),
         }
     }
@@ -166,7 +171,14 @@ impl<T: Keyed> Table<T> {
             i = (i + 1) & self.mask;
         }
         self.index[i] = p;
-        self.entries[p as usize] = Entry::default();
+        // A position still in the ready queue from the connection removed
+        // from it stays there, now for this one: the queue holds each
+        // position once, so it never outgrows its capacity.
+        let queued = self.entries[p as usize].queued;
+        self.entries[p as usize] = Entry {
+            queued,
+            armed: None,
+        };
         self.slots[p as usize] = Some(slot);
         self.len += 1;
         self.mark(p as usize);
@@ -224,24 +236,15 @@ impl<T: Keyed> Table<T> {
         self.slots.iter_mut().flatten()
     }
 
-    /// Puts the connection at `pos` on the ready list (once).
+    /// Puts the connection at `pos` at the back of the ready queue (once).
     #[inline]
     pub fn mark(&mut self, pos: usize) {
         if self.slots.get(pos).is_some_and(Option::is_some) && !self.entries[pos].queued {
             self.entries[pos].queued = true;
-            self.ready.push(pos as u32);
+            // Within the capacity reserved at `new`: each position is in
+            // the queue at most once.
+            self.ready.push_back(pos as u32);
         }
-    }
-
-    /// Puts the connections at `positions` at the head of the ready list,
-    /// in their order (a turn's TX budget ran out before their turn: they
-    /// go first next time).
-    pub fn mark_first(&mut self, positions: &[u32]) {
-        let before = self.ready.len();
-        for &p in positions {
-            self.mark(p as usize);
-        }
-        self.ready[..].rotate_left(before);
     }
 
     /// Marks every connection (their shares changed, or the engine stops).
@@ -251,15 +254,20 @@ impl<T: Keyed> Table<T> {
         }
     }
 
-    /// Moves the ready list into `into` (emptied first) and clears it: the
-    /// connections to serve this turn; what is marked meanwhile waits for
-    /// the next one.
-    pub fn take_ready(&mut self, into: &mut Vec<u32>) {
-        into.clear();
-        std::mem::swap(into, &mut self.ready);
-        for &p in into.iter() {
-            self.entries[p as usize].queued = false;
-        }
+    /// Connections in the ready queue: a turn serves at most these, so
+    /// that one marked during the turn waits for the next.
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// The position at the front of the ready queue, taken off it (its
+    /// connection may have been removed since it was marked: then
+    /// [`Table::get_mut`] finds none there).
+    #[inline]
+    pub fn pop_ready(&mut self) -> Option<usize> {
+        let p = self.ready.pop_front()? as usize;
+        self.entries[p].queued = false;
+        Some(p)
     }
 
     /// Records that the connection at `pos` needs a turn at `at`.
@@ -383,24 +391,57 @@ mod tests {
         assert_eq!(t.len(), held.len());
     }
 
-    /// Connections put first go ahead of those marked before, in their
-    /// order, and once.
+    /// Everything waiting in the ready queue, taken off it.
+    fn drain(t: &mut Table) -> Vec<usize> {
+        (0..t.ready_len()).filter_map(|_| t.pop_ready()).collect()
+    }
+
+    /// A turn that stops early leaves the rest at the front, in their
+    /// order, ahead of those marked after; a connection served and marked
+    /// again goes to the back; the queue holds each position once.
     #[test]
-    fn mark_first_puts_the_passed_over_ahead() {
+    fn a_turn_cut_short_leaves_the_rest_first() {
         let now = Instant::now();
         let r = Registry::new(64);
         let mut t: Table = Table::new(8);
         let p: Vec<usize> = (1..=4)
             .map(|i| t.insert(slot(&r, i, now)).ok().unwrap())
             .collect();
-        let mut turn = Vec::new();
-        t.take_ready(&mut turn);
+        assert_eq!(t.ready_len(), 4, "inserted ones are ready");
+        // A turn serves two, then its budget runs out; the first of them
+        // still has work.
+        assert_eq!(t.pop_ready(), Some(p[0]));
+        assert_eq!(t.pop_ready(), Some(p[1]));
         t.mark(p[0]);
-        t.mark(p[1]);
-        t.mark_first(&[p[2] as u32, p[3] as u32, p[2] as u32]);
-        t.take_ready(&mut turn);
-        let want: Vec<u32> = [2, 3, 0, 1].iter().map(|&i| p[i] as u32).collect();
-        assert_eq!(turn, want);
+        t.mark(p[3]);
+        t.mark(p[0]);
+        assert_eq!(t.ready_len(), 3);
+        assert_eq!(drain(&mut t), [p[2], p[3], p[0]]);
+        assert_eq!(t.pop_ready(), None);
+    }
+
+    /// A connection removed while it waits leaves an empty position in the
+    /// queue; one inserted there takes that place in line instead of
+    /// queueing twice.
+    #[test]
+    fn a_removed_connection_leaves_its_place() {
+        let now = Instant::now();
+        let r = Registry::new(64);
+        let mut t: Table = Table::new(2);
+        let a = t.insert(slot(&r, 1, now)).ok().unwrap();
+        let b = t.insert(slot(&r, 2, now)).ok().unwrap();
+        t.remove(a);
+        assert_eq!(t.pop_ready(), Some(a));
+        assert!(t.get_mut(a).is_none(), "nothing there now");
+        t.mark(b);
+        let c = t.insert(slot(&r, 3, now)).ok().unwrap();
+        assert_eq!(c, a);
+        t.remove(b);
+        let d = t.insert(slot(&r, 4, now)).ok().unwrap();
+        assert_eq!(d, b);
+        // b's place in line is d's; c queued behind it; nothing twice.
+        assert_eq!(t.ready_len(), 2);
+        assert_eq!(drain(&mut t), [d, c]);
     }
 
     /// A connection is on the ready list once however often it is marked,
@@ -415,11 +456,8 @@ mod tests {
         let b = t.insert(slot(&r, 2, now)).ok().unwrap();
         t.mark(a);
         t.mark(a);
-        let mut turn = Vec::new();
-        t.take_ready(&mut turn);
-        assert_eq!(turn, [a as u32, b as u32], "inserted ones are ready, once");
-        t.take_ready(&mut turn);
-        assert!(turn.is_empty());
+        assert_eq!(drain(&mut t), [a, b], "inserted ones are ready, once");
+        assert!(drain(&mut t).is_empty());
         let ms = |n| now + Duration::from_millis(n);
         t.arm(a, Some(ms(10)));
         t.arm(a, Some(ms(20)));
@@ -427,19 +465,17 @@ mod tests {
         t.arm(b, Some(ms(5)));
         assert_eq!(t.next_deadline(), Some(ms(5)));
         t.due(ms(6));
-        t.take_ready(&mut turn);
-        assert_eq!(turn, [b as u32], "b re-armed earlier");
+        assert_eq!(drain(&mut t), [b], "b re-armed earlier");
         t.due(ms(15));
-        t.take_ready(&mut turn);
-        assert_eq!(turn, [a as u32], "a's first deadline stands");
+        assert_eq!(drain(&mut t), [a], "a's first deadline stands");
         // b's deadline of 30 was left behind (it fired at 5, not re-armed);
         // a is removed and its slot taken by c, which armed nothing.
         t.remove(a);
         let c = t.insert(slot(&r, 3, now)).ok().unwrap();
         assert_eq!(c, a, "the position is reused");
-        t.take_ready(&mut turn);
+        drain(&mut t);
         t.due(ms(40));
-        t.take_ready(&mut turn);
+        let turn = drain(&mut t);
         assert!(turn.is_empty(), "{turn:?}");
         assert_eq!(t.next_deadline(), None);
     }

@@ -215,8 +215,6 @@ pub struct Worker {
     out: Sender<Msg>,
     /// The connections.
     table: Table,
-    /// The connections served this turn (taken from the ready list).
-    turn: Vec<u32>,
     listener: Option<Listener<UmemFrames>>,
     /// Header template of resets and the listener's segments.
     ctl_hdr: HeaderCache,
@@ -501,7 +499,6 @@ impl Worker {
         Worker {
             index,
             table: Table::new(capacity),
-            turn: Vec::with_capacity(capacity),
             listener,
             rst: Vec::with_capacity(MAX_PENDING_RST),
             macs: vec![(IpAddr::from([0u8; 4]), [0u8; 6]); MAC_TABLE].into_boxed_slice(),
@@ -978,7 +975,6 @@ impl Worker {
         let Worker {
             port,
             table,
-            turn,
             listener,
             macs,
             counters,
@@ -1008,25 +1004,29 @@ impl Worker {
                 }
             }
         }
-        // The connections that have work, in the order it came; one that
-        // still has work after its turn goes to the back of the next turn's
-        // list, so connections take turns at the TX ring.
-        table.take_ready(turn);
+        // The connections that have work, in the order it came (the ready
+        // queue); one that still has work after its turn goes to the back,
+        // so connections take turns at the TX ring. A turn serves at most
+        // those waiting when it began.
+        let waiting = table.ready_len();
         // The turn's TX budget, `tx_burst` descriptors shared by its
         // connections: what a turn queues goes out (in copy mode, inside
         // the kick) before the ACKs that arrive meanwhile are read, so the
         // turn's length is queueing delay for every connection (with a
         // budget per connection instead, 32 streams queued 2,048 packets a
         // turn and their RTT was 2–3 ms against the kernel's 70 µs). The
-        // connections reached after it ran out go first next turn, in
-        // their order: round-robin over turns.
+        // connections not reached when it ran out stay at the front of the
+        // queue, untouched, and go first next turn: round-robin over turns,
+        // at a cost per turn of the connections served, not of those
+        // waiting.
         let mut turn_budget = shared.tx_burst;
-        for (i, &pos) in turn.iter().enumerate() {
+        for _ in 0..waiting {
             if turn_budget == 0 {
-                table.mark_first(&turn[i..]);
                 break;
             }
-            let pos = pos as usize;
+            let Some(pos) = table.pop_ready() else {
+                break;
+            };
             let Some(s) = table.get_mut(pos) else {
                 continue;
             };
@@ -1060,7 +1060,7 @@ impl Worker {
             // connection a turn per segment). Counting frames
             // (descriptors) bounds packets at small MTUs and bytes at large
             // ones; a connection's turn sends at least one segment.
-            let mut budget = (shared.tx_burst / turn.len())
+            let mut budget = (shared.tx_burst / waiting)
                 .max(shared.tx_burst / TURN_SHARERS)
                 .max(2)
                 .min(turn_budget);
