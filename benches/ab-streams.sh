@@ -13,28 +13,8 @@ set -euo pipefail
 [ $# -ge 4 ] || { sed -n 2,11p "$0" >&2; exit 2; }
 mtus=$1 rounds=$2 streams=$3
 shift 3
-tag=$$
-a=xab-a$tag b=xab-b$tag ia=xaba$tag ib=xabb$tag
-out=$(mktemp -d)
-sp=
-cleanup() {
-    [ -n "$sp" ] && kill "$sp" 2>/dev/null
-    ip netns del "$a" 2>/dev/null || true
-    ip netns del "$b" 2>/dev/null || true
-    rm -rf "$out"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$a"
-ip netns add "$b"
-ip link add "$ia" netns "$a" type veth peer name "$ib" netns "$b"
-for x in "$a $ia 198.18.0.1" "$b $ib 198.18.0.2"; do
-    read -r ns ifc addr <<< "$x"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set "$ifc" up
-    ip -n "$ns" addr add "$addr/24" dev "$ifc"
-    ip netns exec "$ns" ethtool -K "$ifc" tso off gso off gro off tx off >/dev/null
-done
+source "$(dirname "$0")/testnet.sh"
+testnet_up xab
 # The server's readiness: its listening socket (iperf3) or its own line (xtcp).
 ready() {
     local i
@@ -51,8 +31,7 @@ ready() {
     exit 1
 }
 for mtu in $mtus; do
-    ip -n "$a" link set "$ia" mtu "$mtu"
-    ip -n "$b" link set "$ib" mtu "$mtu"
+    testnet_mtu "$mtu"
     for r in $(seq "$rounds"); do
         for bin in "$@"; do
             : > "$out/server.err"

@@ -15,28 +15,9 @@ set -euo pipefail
 mtu=$1 total=$2 rounds=$3 ps=$4
 shift 4
 bytes=$(numfmt --from=iec "$total")
-tag=$$
-a=xce-a$tag b=xce-b$tag ia=xcea$tag ib=xceb$tag
-out=$(mktemp -d)
-sp=
-cleanup() {
-    [ -n "$sp" ] && kill "$sp" 2>/dev/null
-    ip netns del "$a" 2>/dev/null || true
-    ip netns del "$b" 2>/dev/null || true
-    rm -rf "$out"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$a"
-ip netns add "$b"
-ip link add "$ia" netns "$a" type veth peer name "$ib" netns "$b"
-for x in "$a $ia 198.18.0.1" "$b $ib 198.18.0.2"; do
-    read -r ns ifc addr <<< "$x"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set "$ifc" mtu "$mtu" up
-    ip -n "$ns" addr add "$addr/24" dev "$ifc"
-    ip netns exec "$ns" ethtool -K "$ifc" tso off gso off gro off tx off >/dev/null
-done
+source "$(dirname "$0")/testnet.sh"
+testnet_up xce
+testnet_mtu "$mtu"
 # The sink: every connection read to its end and discarded, on core 1
 # (xtcp's worker is on core 0).
 ip netns exec "$b" taskset -c 1 python3 -c '

@@ -1,0 +1,35 @@
+# Sourced by the bench scripts: a test network of their own, two network
+# namespaces A and B joined by a veth pair (198.18.0.1 in A, 198.18.0.2 in
+# B), offloads off, as `xtcp bench` sets it; removed on exit, also on
+# Ctrl-C and TERM, with the server process `$sp` and the folder `$out`.
+#   testnet_up PREFIX   sets a, b (namespaces), ia, ib (their interfaces)
+#   testnet_mtu MTU     sets both ends' MTU
+# Names carry PREFIX and the script's PID, so runs side by side do not meet.
+sp=
+out=$(mktemp -d)
+testnet_cleanup() {
+    [ -n "$sp" ] && kill "$sp" 2>/dev/null
+    ip netns del "$a" 2>/dev/null || true
+    ip netns del "$b" 2>/dev/null || true
+    rm -rf "$out"
+}
+testnet_up() {
+    a=$1-a$$ b=$1-b$$ ia=${1}a$$ ib=${1}b$$
+    trap testnet_cleanup EXIT
+    trap 'exit 130' INT TERM
+    ip netns add "$a"
+    ip netns add "$b"
+    ip link add "$ia" netns "$a" type veth peer name "$ib" netns "$b"
+    local x ns ifc addr
+    for x in "$a $ia 198.18.0.1" "$b $ib 198.18.0.2"; do
+        read -r ns ifc addr <<< "$x"
+        ip -n "$ns" link set lo up
+        ip -n "$ns" link set "$ifc" up
+        ip -n "$ns" addr add "$addr/24" dev "$ifc"
+        ip netns exec "$ns" ethtool -K "$ifc" tso off gso off gro off tx off >/dev/null
+    done
+}
+testnet_mtu() {
+    ip -n "$a" link set "$ia" mtu "$1"
+    ip -n "$b" link set "$ib" mtu "$1"
+}
