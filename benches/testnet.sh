@@ -2,11 +2,11 @@
 # namespaces A and B joined by a veth pair (198.18.0.1 in A, 198.18.0.2 in
 # B), offloads off, as `xtcp bench` sets it; removed on exit, also on
 # Ctrl-C and TERM, with the server process `$sp` and the folder `$out`.
-#   testnet_up PREFIX   sets a, b (namespaces), ia, ib (their interfaces)
+#   testnet_up PREFIX   sets a, b (namespaces), ia, ib (their interfaces),
+#                       out (a scratch folder)
 #   testnet_mtu MTU     sets both ends' MTU
 # Names carry PREFIX and the script's PID, so runs side by side do not meet.
 sp=
-out=$(mktemp -d)
 testnet_cleanup() {
     [ -n "$sp" ] && kill "$sp" 2>/dev/null
     ip netns del "$a" 2>/dev/null || true
@@ -15,6 +15,7 @@ testnet_cleanup() {
 }
 testnet_up() {
     a=$1-a$$ b=$1-b$$ ia=${1}a$$ ib=${1}b$$
+    out=$(mktemp -d)
     trap testnet_cleanup EXIT
     trap 'exit 130' INT TERM
     ip netns add "$a"

@@ -32,7 +32,7 @@ use super::cc::CongestionControl;
 use super::isn::IsnGenerator;
 use super::ranges::RangeSet;
 use super::recv::{Accepted, RecvBuffer, RecvWindow};
-use super::rtt::RttEstimator;
+use super::rtt::{RttEstimator, nanos};
 use super::send::{HeapFrames, Piece, SendBuffer, SendMemory};
 use super::{CloseReason, Config, ConnectionError, Event, FourTuple, Stats, WriteError};
 use crate::seg::clip_mss;
@@ -107,6 +107,15 @@ const NO_TIMER: u64 = u64::MAX;
 /// 16, all of them one cache line.
 #[derive(Debug, Clone, Copy)]
 struct Timers([u64; TIMERS]);
+
+impl Timers {
+    /// None armed.
+    const NONE: Timers = Timers([NO_TIMER; TIMERS]);
+
+    fn armed(&self, t: Timer) -> bool {
+        self.0[t as usize] != NO_TIMER
+    }
+}
 
 const EV_CONNECTED: u8 = 1;
 const EV_READABLE: u8 = 2;
@@ -352,12 +361,12 @@ impl<M: SendMemory> Connection<M> {
             ts_recent: 0,
             last_ack_sent: 0,
             timers: {
-                let mut t = Timers([NO_TIMER; TIMERS]);
+                let mut t = Timers::NONE;
                 if state == State::SynSent
                     && let Some(d) = cfg.connect_timeout
                 {
-                    t.0[Timer::Connect as usize] =
-                        u64::try_from(d.as_nanos()).unwrap_or(NO_TIMER - 1);
+                    // `now` is the epoch.
+                    t.0[Timer::Connect as usize] = nanos(d);
                 }
                 t
             },
@@ -1428,6 +1437,7 @@ impl<M: SendMemory> Connection<M> {
                 self.stats.bytes_delivered_direct += a.delivered as u64;
                 self.recv.tune(now, self.rtt.srtt().or(self.rtt.min_rtt()));
             }
+            // Only when there are some: the counter's line is cold.
             if a.duplicate > 0 {
                 self.stats.duplicate_bytes += a.duplicate as u64;
             }
@@ -1487,10 +1497,7 @@ impl<M: SendMemory> Connection<M> {
                 _ => {}
             }
         }
-        if !self.ack_now
-            && self.unacked_bytes > 0
-            && self.timers.0[Timer::DelayedAck as usize] == NO_TIMER
-        {
+        if !self.ack_now && self.unacked_bytes > 0 && !self.timers.armed(Timer::DelayedAck) {
             self.stats.delayed_acks += 1;
             self.set(Timer::DelayedAck, Some(now + self.cfg.delayed_ack));
         }
@@ -1740,7 +1747,7 @@ impl<M: SendMemory> Connection<M> {
                     // HighRxt stays (RFC 6675 step C.1).
                     return Some(self.data_segment(now, off, len, fin, true));
                 }
-                if self.timers.0[Timer::Rescue as usize] == NO_TIMER {
+                if !self.timers.armed(Timer::Rescue) {
                     let wait = self.rtt.srtt().map_or(self.rtt.rto(), |s| 2 * s);
                     self.set(Timer::Rescue, Some(now + wait));
                 }
@@ -1750,8 +1757,8 @@ impl<M: SendMemory> Connection<M> {
         // the window is closed or too small; probe (or override) later.
         if self.nxt == self.una
             && (tail > self.nxt || (fin_q && self.max <= tail))
-            && self.timers.0[Timer::Retransmit as usize] == NO_TIMER
-            && self.timers.0[Timer::Persist as usize] == NO_TIMER
+            && !self.timers.armed(Timer::Retransmit)
+            && !self.timers.armed(Timer::Persist)
         {
             self.set(Timer::Persist, Some(now + self.rtt.rto()));
         }
@@ -1930,20 +1937,18 @@ impl<M: SendMemory> Connection<M> {
     }
 
     fn arm_if_unset(&mut self, t: Timer, now: Instant) {
-        if self.timers.0[t as usize] == NO_TIMER {
+        if !self.timers.armed(t) {
             self.timers.0[t as usize] = self.since_epoch(now + self.rtt.rto());
         }
     }
 
     /// `at` as nanoseconds since the connection's epoch (for a timer).
     fn since_epoch(&self, at: Instant) -> u64 {
-        let d = at.saturating_duration_since(self.epoch).as_nanos();
-        u64::try_from(d).unwrap_or(NO_TIMER - 1).min(NO_TIMER - 1)
+        nanos(at.saturating_duration_since(self.epoch))
     }
 
     fn expired(&self, t: Timer, now: Instant) -> bool {
-        let at = self.timers.0[t as usize];
-        at != NO_TIMER && at <= self.since_epoch(now)
+        self.timers.armed(t) && self.timers.0[t as usize] <= self.since_epoch(now)
     }
 
     fn fail(&mut self, e: ConnectionError) {
@@ -1953,7 +1958,7 @@ impl<M: SendMemory> Connection<M> {
 
     fn finish(&mut self, reason: CloseReason) {
         self.state = State::Closed;
-        self.timers = Timers([NO_TIMER; TIMERS]);
+        self.timers = Timers::NONE;
         if self.closed.is_none() {
             self.closed = Some(reason);
         }

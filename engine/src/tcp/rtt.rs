@@ -11,8 +11,9 @@ use std::time::Duration;
 /// Not sampled yet (in `srtt` and `min_rtt`).
 const NONE: u64 = u64::MAX;
 
-/// `d` in nanoseconds (saturating short of [`NONE`]).
-fn ns(d: Duration) -> u64 {
+/// `d` in nanoseconds, saturating short of `u64::MAX` (which the
+/// estimator and the connection's timers keep for "none").
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos())
         .unwrap_or(NONE - 1)
         .min(NONE - 1)
@@ -40,16 +41,16 @@ impl RttEstimator {
             srtt: NONE,
             rttvar: 0,
             min_rtt: NONE,
-            initial: ns(initial),
-            min: ns(min),
-            max: ns(max),
+            initial: nanos(initial),
+            min: nanos(min),
+            max: nanos(max),
             backoff_shift: 0,
         }
     }
 
     /// Adds one measurement (RFC 6298 §2.2, §2.3 with α = 1/8, β = 1/4).
     pub fn sample(&mut self, r: Duration) {
-        let r = ns(r);
+        let r = nanos(r);
         self.min_rtt = self.min_rtt.min(r);
         if self.srtt == NONE {
             self.srtt = r;
