@@ -2,15 +2,16 @@
 # Two or more xtcp builds against each other, interleaved: `BIN client -Z
 # -P STREAMS -t 3` from namespace A into `iperf3 -s` in namespace B (or
 # into `SERVER serve`, one fixed build, with SERVER=path), each build in
-# turn, ROUNDS times per MTU, on a veth pair of its own (offloads off,
-# 198.18.0.1/2). On a host whose rate swings by ±30 % from minute to
-# minute, only runs taken next to each other compare. Prints one line per
-# run: MTU, round, build, Gbit/s received, the streams' mean RTT (µs).
+# turn (the order reversed every other round), ROUNDS times per MTU, on a
+# veth pair of its own (offloads off, 198.18.0.1/2). On a host whose rate
+# swings by ±30 % from minute to minute, only runs taken next to each
+# other compare. Prints one line per run: MTU, round, build, Gbit/s
+# received, the streams' mean RTT (µs).
 # Run as root:
 #   benches/ab-streams.sh "9000 1500" 4 32 /tmp/xtcp-old target/release/xtcp
 #   SERVER=/tmp/xtcp-old benches/ab-streams.sh 9000 4 32 /tmp/xtcp-old target/release/xtcp
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n 2,11p "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n 2,12p "$0" >&2; exit 2; }
 mtus=$1 rounds=$2 streams=$3
 shift 3
 source "$(dirname "$0")/testnet.sh"
@@ -33,7 +34,8 @@ ready() {
 for mtu in $mtus; do
     testnet_mtu "$mtu"
     for r in $(seq "$rounds"); do
-        for bin in "$@"; do
+        testnet_order "$r" "$@"
+        for bin in "${order[@]}"; do
             : > "$out/server.err"
             if [ -n "${SERVER:-}" ]; then
                 # Two workers pinned apart: a spinning worker on each core.

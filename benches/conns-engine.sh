@@ -4,14 +4,15 @@
 # `xtcp send -P N --zeros` with BYTES in all (BYTES / N each) from namespace
 # A into a Python asyncio sink in namespace B (the kernel's TCP, reading and
 # discarding), on a veth pair of its own (offloads off, 198.18.0.1/2, one
-# queue), for each N and each build in turn, ROUNDS times. `--wakeup poll`,
+# queue), for each N and each build in turn (the builds' order reversed
+# every other round), ROUNDS times. `--wakeup poll`,
 # so that a worker with nothing to do sleeps in the kernel instead of
 # spinning in user space. Prints one line per run: N, build, segments sent,
 # the process's user CPU (from its --json report) in ns per segment, Gbit/s.
 # Run as root:
 #   benches/conns-engine.sh 1500 1G 3 "1 10 100 1000" target/release/xtcp [/tmp/xtcp-old]
 set -euo pipefail
-[ $# -ge 5 ] || { sed -n 2,12p "$0" >&2; exit 2; }
+[ $# -ge 5 ] || { sed -n 2,13p "$0" >&2; exit 2; }
 mtu=$1 total=$2 rounds=$3 ps=$4
 shift 4
 bytes=$(numfmt --from=iec "$total")
@@ -38,8 +39,9 @@ for i in $(seq 600); do
     sleep 0.05
 done
 for r in $(seq "$rounds"); do
+    testnet_order "$r" "$@"
     for p in $ps; do
-        for bin in "$@"; do
+        for bin in "${order[@]}"; do
             ip netns exec "$a" "$bin" send --iface "$ia" -c 198.18.0.2 -p 5201 --zeros \
                 -n $((bytes / p)) -P "$p" --max-conns $((p + 16)) --bind copy --cores 0 \
                 --wakeup poll --json > "$out/send.json" 2> "$out/send.err" \

@@ -5,6 +5,13 @@
 #   testnet_up PREFIX   sets a, b (namespaces), ia, ib (their interfaces),
 #                       out (a scratch folder)
 #   testnet_mtu MTU     sets both ends' MTU
+#   testnet_order R B.. sets the array `order` to the builds B.. in the
+#                       order of round R: as given in odd rounds, reversed
+#                       in even ones. Runs in a fixed order are not
+#                       comparable: on the development VM a run was faster
+#                       second than first by up to a fifth with the same
+#                       binary both times (benches/conns-engine.sh at 1,000
+#                       connections, 2026-12-04: 0.84, 5 rounds of 6).
 # Names carry PREFIX and the script's PID, so runs side by side do not meet.
 sp=
 testnet_cleanup() {
@@ -33,4 +40,13 @@ testnet_up() {
 testnet_mtu() {
     ip -n "$a" link set "$ia" mtu "$1"
     ip -n "$b" link set "$ib" mtu "$1"
+}
+testnet_order() {
+    local r=$1 i
+    shift
+    order=("$@")
+    if [ $((r % 2)) -eq 0 ]; then
+        order=()
+        for ((i = $#; i >= 1; i--)); do order+=("${!i}"); done
+    fi
 }
