@@ -352,7 +352,11 @@ pub struct EngineArgs {
     /// else chained). xtcp copies no payload either way.
     #[arg(long, value_enum, default_value = "auto")]
     pub tx_layout: TxLayoutArg,
-    /// Back the UMEM with huge pages.
+    /// Back the UMEM with reserved 2 MB hugepages (reserve them first:
+    /// `echo N > /proc/sys/vm/nr_hugepages`). Without it the UMEM is
+    /// offered to the kernel's transparent huge pages, which it gets where
+    /// /sys/kernel/mm/transparent_hugepage/enabled is `always` or
+    /// `madvise`; the report says how much of it they back.
     #[arg(long)]
     pub hugepages: bool,
     /// Receive-checksum policy.

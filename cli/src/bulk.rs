@@ -15,7 +15,9 @@ use xtcp_engine::tcp::{CloseReason, ConnectionError};
 use xtcp_engine::worker::bulk::{
     FileSource, NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer,
 };
-use xtcp_engine::worker::{ConnReport, EngineConfig, EngineReport, Progress, Role, SinkKind};
+use xtcp_engine::worker::{
+    ConnReport, EngineConfig, EngineReport, Progress, Role, SinkKind, UmemReport,
+};
 
 use crate::args::{EngineArgs, parse_size};
 use crate::xdpstats::XdpSummary;
@@ -351,6 +353,24 @@ fn summarise<'a>(
     }
 }
 
+/// "UMEM 64 MiB, 62 MiB of it on huge pages (transparent)".
+fn umem_line(u: &UmemReport) -> String {
+    let mib = |b: u64| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
+    let huge = match u.huge_bytes {
+        Some(h) => format!(
+            "{} of it on huge pages ({})",
+            mib(h),
+            if u.reserved_hugepages {
+                "reserved"
+            } else {
+                "transparent"
+            }
+        ),
+        None => "huge pages unknown".to_owned(),
+    };
+    format!("UMEM {}, {huge}", mib(u.bytes))
+}
+
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
     if json {
         let mut out = std::io::stdout().lock();
@@ -379,7 +399,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     );
     let copied: u64 = e.workers.iter().map(|w| w.port.tx_copied).sum();
     eprintln!(
-        "xtcp: {} MTU {} MSS {}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout {:?}{}",
+        "xtcp: {} MTU {} MSS {}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout {:?}, {}{}",
         e.iface,
         e.mtu,
         e.mss,
@@ -387,6 +407,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         binds.join("/"),
         e.rx_csum,
         e.tx_layout,
+        umem_line(&e.umem),
         if copied > 0 {
             format!(" ({copied} segments copied: not at the start of a send-buffer frame)")
         } else {

@@ -231,7 +231,19 @@ pub fn render(r: &ProbeReport) -> String {
     let h = &r.hugepages;
     row(
         "hugepages 2MB",
-        format!("total {}, free {}", opt(h.total), opt(h.free)),
+        format!(
+            "total {}, free {} (reserved, for --hugepages)",
+            opt(h.total),
+            opt(h.free)
+        ),
+    );
+    row(
+        "transparent hugepages",
+        match h.transparent.as_deref() {
+            Some("never") => "never (the UMEM gets base pages)".to_owned(),
+            Some(m) => format!("{m} (the UMEM asks for them)"),
+            None => "unknown".to_owned(),
+        },
     );
     for n in &r.notes {
         row("note", n.clone());

@@ -161,7 +161,8 @@ pub struct XskBenchArgs {
     /// side A's worker, and side B's (default: the second and first cores).
     #[arg(long, alias = "core", value_parser = parse_cores)]
     pub cores: Option<CoreList>,
-    /// Back the UMEM with 2 MB hugepages.
+    /// Back the UMEM with reserved 2 MB hugepages (without: transparent
+    /// huge pages where the system grants them).
     #[arg(long)]
     pub hugepages: bool,
     /// Build a test network (two namespaces, one veth pair) and run txonly on

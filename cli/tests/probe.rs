@@ -69,6 +69,15 @@ fn json_for_loopback_parses_and_has_every_section() {
         v["privileges"]["memlock_soft"].is_u64() || v["privileges"]["memlock_soft"] == "unlimited"
     );
     assert_eq!(v["hugepages"]["page_size_kib"], 2048);
+    // The mode in force, as sysfs marks it.
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .ok()
+        .and_then(|m| {
+            m.split_whitespace()
+                .find(|w| w.starts_with('['))
+                .map(|w| w.trim_matches(['[', ']']).to_owned())
+        });
+    assert_eq!(v["hugepages"]["transparent"].as_str(), thp.as_deref());
     assert!(v["notes"].is_array());
 }
 
@@ -93,6 +102,7 @@ fn text_report_is_aligned_key_value_lines() {
         "kernel:",
         "capabilities:",
         "hugepages 2MB:",
+        "transparent hugepages:",
     ] {
         assert!(
             lines.iter().any(|l| l.starts_with(key)),

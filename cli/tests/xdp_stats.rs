@@ -2,7 +2,9 @@
 //! against independent sources: the veth's own `ethtool -S`
 //! `rx_queue_0_drops`, read by the test before xtcp starts and after it
 //! exits, and the kernel sender's `Tcp: OutSegs` (its namespace's
-//! `/proc/net/snmp`). Root needed; each test builds its own namespaces.
+//! `/proc/net/snmp`). And the UMEM line (`UMEM … MiB, … of it on huge
+//! pages`) against the process's mappings, read by the test from outside.
+//! Root needed; each test builds its own namespaces.
 
 use std::io::Write;
 use std::process::Stdio;
@@ -506,4 +508,74 @@ fn client_json_carries_the_xdp_statistics() {
     assert_eq!(u(x, "rx_ring_full"), 0, "{x}");
     assert_eq!(x["drop_percent"].as_f64(), Some(0.0), "{x}");
     assert_eq!(x["queues"][0]["queue"], 0, "{x}");
+}
+
+/// Size and `AnonHugePages` (bytes) of each readable-writable mapping in
+/// `smaps` text.
+fn rw_mappings(smaps: &str) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut cur: Option<u64> = None;
+    for l in smaps.lines() {
+        let mut w = l.split_whitespace();
+        let (Some(first), Some(second)) = (w.next(), w.next()) else {
+            continue;
+        };
+        if let Some((a, b)) = first.split_once('-')
+            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+        {
+            cur = second.starts_with("rw").then_some(b - a);
+        } else if first == "AnonHugePages:"
+            && let Some(size) = cur
+        {
+            out.push((size, second.parse::<u64>().unwrap() * 1024));
+        }
+    }
+    out
+}
+
+/// The UMEM the report describes (`engine.umem` in the JSON, the `UMEM`
+/// part of the summary) is a mapping of the process, as the test reads
+/// `/proc/PID/smaps` from outside while it runs: one of exactly that
+/// size with exactly that much on huge pages. The engine offers the area
+/// to transparent huge pages; whether the kernel grants them is the
+/// system's business, so the count is checked, not a minimum.
+#[test]
+fn the_umem_report_matches_the_process_mapping() {
+    let net = common::testnet(1);
+    for json in [true, false] {
+        let x = spawn_recv(&net, json, &[]);
+        let pid = x.child.0.id();
+        let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+        let maps = rw_mappings(&smaps);
+        send_100k(&net);
+        let (v, err) = finish(x);
+        if json {
+            let m = &v["engine"]["umem"];
+            let (bytes, huge) = (u(m, "bytes"), u(m, "huge_bytes"));
+            assert_eq!(m["reserved_hugepages"], false, "{m}");
+            assert!(bytes > 0 && huge <= bytes, "{m}");
+            assert!(
+                maps.contains(&(bytes, huge)),
+                "no mapping of {bytes} bytes with {huge} on huge pages: {maps:?}"
+            );
+        } else {
+            let line = err
+                .lines()
+                .find(|l| l.contains(" UMEM "))
+                .unwrap_or_else(|| panic!("no UMEM in the summary: {err}"));
+            let (mib, huge_mib) = (after(line, "UMEM "), after(line, "MiB, "));
+            assert!(line.contains("of it on huge pages (transparent)"), "{line}");
+            // As the summary rounds (`{:.0}` of MiB).
+            let round = |b: u64| -> u64 {
+                format!("{:.0}", b as f64 / f64::from(1 << 20))
+                    .parse()
+                    .unwrap()
+            };
+            assert!(
+                maps.iter()
+                    .any(|&(b, h)| round(b) == mib && round(h) == huge_mib),
+                "no mapping of {mib} MiB with {huge_mib} MiB on huge pages: {maps:?}"
+            );
+        }
+    }
 }

@@ -361,6 +361,11 @@ pub struct Hugepages {
     pub total: Option<u64>,
     /// Pages free in the pool, if known.
     pub free: Option<u64>,
+    /// The system's transparent huge page mode (`always`, `madvise` or
+    /// `never`, from `/sys/kernel/mm/transparent_hugepage/enabled`), if
+    /// known: the UMEM asks for them (`MADV_HUGEPAGE`), so it gets them
+    /// unless this is `never`.
+    pub transparent: Option<String>,
 }
 
 /// `probe` failed.
@@ -1071,16 +1076,44 @@ fn hugepages(notes: &mut Vec<String>) -> Hugepages {
             Err(e) => notes.push(format!("hugepages unknown: reading /proc/meminfo: {e}")),
         }
     }
+    let transparent = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .ok()
+        .and_then(|m| thp_mode(&m));
+    if transparent.is_none() {
+        notes.push("transparent huge pages unknown: the kernel has none, or no sysfs".into());
+    }
     Hugepages {
         page_size_kib: 2048,
         total,
         free,
+        transparent,
     }
+}
+
+/// The selected word (in brackets) of a sysfs choice: "always [madvise]
+/// never" → "madvise".
+fn thp_mode(s: &str) -> Option<String> {
+    s.split_whitespace()
+        .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
+        .map(str::to_owned)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_selected_thp_mode_is_the_bracketed_word() {
+        assert_eq!(
+            thp_mode("always [madvise] never\n").as_deref(),
+            Some("madvise")
+        );
+        assert_eq!(
+            thp_mode("[always] madvise never").as_deref(),
+            Some("always")
+        );
+        assert_eq!(thp_mode("always madvise never"), None);
+    }
 
     #[test]
     fn driver_drops_are_the_increase_or_say_why_not() {

@@ -384,6 +384,8 @@ pub struct EngineReport {
     pub xdp_mode: AttachMode,
     /// How each queue's socket is bound.
     pub bind: Vec<BindInfo>,
+    /// The UMEM the queues share.
+    pub umem: UmemReport,
     /// Receive-checksum policy in force.
     pub rx_csum: RxCsum,
     /// Transmit layout in force.
@@ -410,6 +412,20 @@ pub struct EngineReport {
     pub cpu: CpuTimes,
     /// Stopped by the interrupt flag.
     pub interrupted: bool,
+}
+
+/// The UMEM a run used: its size and how much of it is on huge pages.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct UmemReport {
+    /// Bytes.
+    pub bytes: u64,
+    /// Of those, on 2 MiB pages once the sockets were bound (`None`: not
+    /// known, `/proc/self/smaps` unreadable). Reserved hugepages
+    /// (`--hugepages`) are all of it; otherwise the kernel's transparent
+    /// huge pages gave what it could.
+    pub huge_bytes: Option<u64>,
+    /// On reserved hugepages (`--hugepages`) rather than transparent ones.
+    pub reserved_hugepages: bool,
 }
 
 /// Live totals for progress displays, and for metrics the latest counters
@@ -963,6 +979,11 @@ pub fn run_app(
         ));
     }
     let bind: Vec<BindInfo> = ports.iter().map(|p| p.xsk().info().clone()).collect();
+    let umem_report = UmemReport {
+        bytes: umem.bytes(),
+        huge_bytes: umem.huge_bytes(),
+        reserved_hugepages: cfg.hugepages,
+    };
     // The driver's redirect-drop counter, before anything is steered.
     let drops0 = crate::probe::driver_redirect_drops(iface, cfg.queues);
     steering.set_rules(&[rule])?;
@@ -1148,6 +1169,7 @@ pub fn run_app(
         iface: iface.to_owned(),
         xdp_mode,
         bind,
+        umem: umem_report,
         rx_csum,
         tx_layout: layout,
         mtu,

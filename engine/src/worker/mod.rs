@@ -39,7 +39,7 @@ pub use cores::validate_cores;
 pub use engine::{
     App, AppIn, AppOut, CpuTimes, DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig,
     EngineError, EngineReport, Opener, Progress, Role, RxCsumPolicy, SEND_FRAMES, TX_HEADROOM,
-    TxLayoutPolicy, default_frames, process_cpu, process_times, run, run_app,
+    TxLayoutPolicy, UmemReport, default_frames, process_cpu, process_times, run, run_app,
 };
 pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};

@@ -20,7 +20,8 @@ pub struct UmemConfig {
     /// own XDP headroom) for headers a TX path wants to prepend.
     pub headroom: u32,
     /// Back the area with 2 MB hugepages (must be reserved beforehand:
-    /// `/proc/sys/vm/nr_hugepages`).
+    /// `/proc/sys/vm/nr_hugepages`). Without, the area is offered to the
+    /// kernel's transparent huge pages (see [`Umem::huge_bytes`]).
     pub hugepages: bool,
 }
 
@@ -163,6 +164,22 @@ impl Umem {
             sockets: Mutex::new(Registration::default()),
             lent: (0..config.frame_count).map(|_| AtomicU32::new(0)).collect(),
         })
+    }
+
+    /// Bytes of the area.
+    pub fn bytes(&self) -> u64 {
+        self.area.len() as u64
+    }
+
+    /// Bytes of the area on 2 MiB pages now: all with reserved hugepages;
+    /// else those the kernel's transparent huge pages backed it with (the
+    /// system's `/sys/kernel/mm/transparent_hugepage/enabled` decides,
+    /// and memory that is fragmented gets fewer). Huge pages spare the
+    /// worker a TLB miss for most frames it writes headers into: with
+    /// base pages, each of a UMEM's thousands of frames is a page of its
+    /// own. `None` where `/proc/self/smaps` cannot be read.
+    pub fn huge_bytes(&self) -> Option<u64> {
+        self.area.huge_bytes(self.config.hugepages)
     }
 
     /// The configuration this UMEM was built with.
