@@ -49,7 +49,7 @@ impl Mmap {
         let whole_len = len
             .checked_add(HUGE_PAGE + 2 * PAGE)
             .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let whole = Mmap::map(whole_len, libc::PROT_NONE, flags | libc::MAP_NORESERVE)?;
+        let whole = Mmap::map(whole_len, libc::PROT_NONE, flags)?;
         let base = whole.ptr.as_ptr() as usize;
         let skew = (base + PAGE).next_multiple_of(HUGE_PAGE) - base;
         // The area owns the whole mapping from here on: its drop, on the

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, Weak};
 
 use super::XskError;
-use super::mmap::Mmap;
+use super::mmap::{HUGE_PAGE, Mmap};
 use crate::frame::{FrameAddr, FrameSize};
 
 /// How to build a UMEM.
@@ -138,7 +138,7 @@ impl Umem {
         }
         let len = config.frame_count as usize * config.frame_size.bytes();
         let len = if config.hugepages {
-            len.next_multiple_of(2 << 20)
+            len.next_multiple_of(HUGE_PAGE)
         } else {
             len
         };
