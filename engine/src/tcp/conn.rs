@@ -8,7 +8,8 @@
 //!   buffer on the heap; [`Connection::connect_in`] / [`Connection::accept_in`]
 //!   with it in a [`SendMemory`] of the caller's (the engine's UMEM frames);
 //! - inputs: [`Connection::handle_segment`], [`Connection::handle_timeout`];
-//! - outputs: [`Connection::poll_transmit`] (+ [`Connection::payload_pieces`],
+//! - outputs: [`Connection::poll_transmit`] (or in bursts
+//!   [`Connection::poll_transmit_gso`]; + [`Connection::payload_pieces`],
 //!   the payload by reference with its sums; [`Connection::copy_payload`]),
 //!   [`Connection::poll_event`], [`Connection::poll_timeout`];
 //! - mutators: [`Connection::set_congestion_control`];
@@ -72,6 +73,12 @@ impl State {
 
 /// A segment to send: the header, and the payload as a range of the send
 /// stream (where it lies: [`Connection::payload_pieces`]).
+///
+/// From [`Connection::poll_transmit_gso`] it may stand for a burst of
+/// segments (segmentation offload inside the engine, as a kernel's TSO
+/// super-packet does): `len` is then several times `seg_len`, and
+/// [`Segment::part`] gives the segments that go on the wire, each with
+/// this header but its own sequence number, PSH and FIN on the last only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     /// Header fields and options (checksum is the caller's).
@@ -80,6 +87,46 @@ pub struct Segment {
     pub offset: u64,
     /// Payload bytes.
     pub len: usize,
+    /// Payload bytes per segment on the wire (`len` for one segment).
+    pub seg_len: usize,
+}
+
+impl Segment {
+    /// A single segment.
+    pub(crate) fn single(repr: TcpRepr, offset: u64, len: usize) -> Segment {
+        Segment {
+            repr,
+            offset,
+            len,
+            seg_len: len,
+        }
+    }
+
+    /// How many segments go on the wire.
+    pub fn count(&self) -> usize {
+        if self.len <= self.seg_len {
+            1
+        } else {
+            self.len.div_ceil(self.seg_len)
+        }
+    }
+
+    /// The `i`th of the [`Segment::count`] segments on the wire: its share
+    /// of the payload, the sequence number advanced to it, and PSH and FIN
+    /// only if it is the last.
+    pub fn part(&self, i: usize) -> Segment {
+        if self.len <= self.seg_len {
+            return *self;
+        }
+        let start = i * self.seg_len;
+        let len = self.seg_len.min(self.len - start);
+        let mut repr = self.repr;
+        repr.seq += start;
+        if start + len < self.len {
+            repr.flags = repr.flags.without(TcpFlags::PSH | TcpFlags::FIN);
+        }
+        Segment::single(repr, self.offset + start as u64, len)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -804,6 +851,18 @@ impl<M: SendMemory> Connection<M> {
 
     /// The next segment to send, if any. Call until `None`.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Segment> {
+        self.poll_transmit_gso(now, 1)
+    }
+
+    /// Like [`Connection::poll_transmit`], but new data that the windows
+    /// let go at once comes as a burst of up to `max_segs` full segments
+    /// in one [`Segment`] (cut by [`Segment::part`]): the TCP work of a
+    /// segment (the header, the windows, the timers, the counters) is done
+    /// once a burst. The segments are those that as many calls of
+    /// `poll_transmit` would return, but for the timestamp, which is the
+    /// burst's for all of them. Retransmissions, probes and control
+    /// segments come one at a time.
+    pub fn poll_transmit_gso(&mut self, now: Instant, max_segs: usize) -> Option<Segment> {
         if let Some((flags, seq, ack)) = self.pending_rst.take() {
             self.stats.rst_sent += 1;
             // No window, no options.
@@ -856,7 +915,7 @@ impl<M: SendMemory> Connection<M> {
             }
             _ => {}
         }
-        if let Some(seg) = self.poll_data(now) {
+        if let Some(seg) = self.poll_data(now, max_segs) {
             return Some(seg);
         }
         self.poll_ack(now)
@@ -1634,7 +1693,7 @@ impl<M: SendMemory> Connection<M> {
         (len > 0 || fin).then_some((start, len, fin))
     }
 
-    fn poll_data(&mut self, now: Instant) -> Option<Segment> {
+    fn poll_data(&mut self, now: Instant, max_segs: usize) -> Option<Segment> {
         if matches!(self.state, State::FinWait2 | State::TimeWait) {
             return None;
         }
@@ -1647,7 +1706,7 @@ impl<M: SendMemory> Connection<M> {
                 let len = (self.max.min(tail).saturating_sub(self.una) as usize).min(self.send_mss);
                 let fin = fin_q && self.una + len as u64 == tail && self.max > tail;
                 if len > 0 || fin {
-                    let seg = self.data_segment(now, self.una, len, fin, true);
+                    let seg = self.data_segment(now, self.una, len, fin, true, 1);
                     self.high_rxt = self.high_rxt.max(self.una + seg.len as u64);
                     return Some(seg);
                 }
@@ -1662,7 +1721,7 @@ impl<M: SendMemory> Connection<M> {
             && self.pipe() + len <= self.cc.window()
         {
             self.stats.sack_retransmits += 1;
-            let seg = self.data_segment(now, off, len, false, true);
+            let seg = self.data_segment(now, off, len, false, true, 1);
             self.high_rxt = off + seg.len as u64;
             return Some(seg);
         }
@@ -1676,7 +1735,7 @@ impl<M: SendMemory> Connection<M> {
                 let fin = len == 0 && fin_q && self.una == tail;
                 if len > 0 || fin {
                     self.stats.window_probes += 1;
-                    let seg = self.data_segment(now, self.una, len, fin, false);
+                    let seg = self.data_segment(now, self.una, len, fin, false, 1);
                     self.set(Timer::Retransmit, None);
                     self.set(Timer::Persist, Some(now + self.rtt.rto()));
                     return Some(seg);
@@ -1688,7 +1747,7 @@ impl<M: SendMemory> Connection<M> {
                     .min(self.send_mss);
                 if len > 0 {
                     let fin = fin_q && self.nxt + len as u64 == tail;
-                    return Some(self.data_segment(now, self.nxt, len, fin, false));
+                    return Some(self.data_segment(now, self.nxt, len, fin, false, 1));
                 }
             }
         }
@@ -1701,7 +1760,7 @@ impl<M: SendMemory> Connection<M> {
         if len == 0 && fin {
             // A bare FIN (it needs no window).
             let retx = self.nxt < self.max;
-            return Some(self.data_segment(now, tail, 0, true, retx));
+            return Some(self.data_segment(now, tail, 0, true, retx, 1));
         }
         if len > 0 {
             let pipe = self.pipe();
@@ -1718,7 +1777,17 @@ impl<M: SendMemory> Connection<M> {
                     return None;
                 }
                 let retx = self.nxt < self.max;
-                let seg = self.data_segment(now, self.nxt, len, fin, retx);
+                // Whole segments behind this one, as far as both windows and
+                // `max_segs` allow (the tail that is not a whole segment
+                // waits for the next call, where the rules above decide).
+                let segs = if max_segs > 1 && !retx && len == self.send_mss {
+                    let cwnd_room = self.cc.window().saturating_sub(pipe);
+                    (avail.min(wnd_room).min(cwnd_room) / len).clamp(1, max_segs)
+                } else {
+                    1
+                };
+                let fin = fin_q && self.nxt + (segs * len) as u64 == tail;
+                let seg = self.data_segment(now, self.nxt, segs * len, fin, retx, segs);
                 self.pace(now, seg.len);
                 self.grow_send_buffer();
                 return Some(seg);
@@ -1733,7 +1802,7 @@ impl<M: SendMemory> Connection<M> {
                 && self.pipe() + len <= self.cc.window()
             {
                 self.stats.sack_retransmits += 1;
-                let seg = self.data_segment(now, off, len, false, true);
+                let seg = self.data_segment(now, off, len, false, true, 1);
                 self.high_rxt = off + seg.len as u64;
                 return Some(seg);
             }
@@ -1745,7 +1814,7 @@ impl<M: SendMemory> Connection<M> {
                     self.stats.rescue_retransmits += 1;
                     self.rescue_rxt = self.recover;
                     // HighRxt stays (RFC 6675 step C.1).
-                    return Some(self.data_segment(now, off, len, fin, true));
+                    return Some(self.data_segment(now, off, len, fin, true, 1));
                 }
                 if !self.timers.armed(Timer::Rescue) {
                     let wait = self.rtt.srtt().map_or(self.rtt.rto(), |s| 2 * s);
@@ -1781,6 +1850,9 @@ impl<M: SendMemory> Connection<M> {
         self.pace_next = Some(from + gap);
     }
 
+    /// A segment of `len` bytes at `off` (shortened to what one segment
+    /// may carry), or with `segs` > 1 a burst of `segs` segments of
+    /// `len / segs` bytes each (one segment if they would not fit whole).
     fn data_segment(
         &mut self,
         now: Instant,
@@ -1788,15 +1860,27 @@ impl<M: SendMemory> Connection<M> {
         len: usize,
         fin: bool,
         retx: bool,
+        segs: usize,
     ) -> Segment {
         let mut r = self.header(TcpFlags::ACK, self.seq_of(off));
         self.finish_header(&mut r, now);
         // The MSS counts payload plus options (RFC 9293 §3.7.1): SACK blocks
         // shorten this segment.
-        let mut len = len.min(self.mss_limit.saturating_sub(r.options.len()).max(1));
-        if self.cfg.segment_per_frame && len > 0 {
+        let max_one = self.mss_limit.saturating_sub(r.options.len()).max(1);
+        let fl = self.send.frame_len() as u64;
+        let each = len / segs.max(1);
+        // A burst's segments are whole: each within what one segment may
+        // carry, and, one segment per frame, each a whole slot.
+        let whole = each <= max_one
+            && (!self.cfg.segment_per_frame || (each as u64 == fl && off.is_multiple_of(fl)));
+        let (mut len, seg_len) = if segs > 1 && whole {
+            (each * segs, each)
+        } else {
+            let one = len.min(max_one);
+            (one, one)
+        };
+        if self.cfg.segment_per_frame && len > 0 && seg_len == len {
             // Within one slot, so that its headers fit the slot's headroom.
-            let fl = self.send.frame_len() as u64;
             len = len.min((fl - off % fl) as usize);
         }
         let fin = fin && off + len as u64 == self.send.tail();
@@ -1829,7 +1913,12 @@ impl<M: SendMemory> Connection<M> {
             self.set(Timer::Persist, None);
         }
         self.stats.bytes_sent += len as u64;
-        self.count_out(r, off, len)
+        let mut seg = self.count_out(r, off, len);
+        if seg_len < len {
+            seg.seg_len = seg_len;
+            self.stats.segments_sent += (seg.count() - 1) as u64;
+        }
+        seg
     }
 
     // ------------------------------------------------------------ receiver
@@ -1918,7 +2007,7 @@ impl<M: SendMemory> Connection<M> {
 
     fn count_out(&mut self, repr: TcpRepr, offset: u64, len: usize) -> Segment {
         self.stats.segments_sent += 1;
-        Segment { repr, offset, len }
+        Segment::single(repr, offset, len)
     }
 
     fn ts_now(&self, now: Instant) -> u32 {

@@ -324,14 +324,7 @@ impl<M: SendMemory + Default> Listener<M> {
     pub fn poll_transmit(&mut self, now: Instant) -> Option<(FourTuple, Segment)> {
         if let Some((t, r)) = self.rst.pop_front() {
             self.stats.rst_sent += 1;
-            return Some((
-                t,
-                Segment {
-                    repr: r,
-                    offset: 0,
-                    len: 0,
-                },
-            ));
+            return Some((t, Segment::single(r, 0, 0)));
         }
         for c in &mut self.half_open {
             if let Some(s) = c.poll_transmit(now) {

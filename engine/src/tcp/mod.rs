@@ -19,7 +19,10 @@
 //!    [`Connection::close`] / [`Connection::abort`].
 //! 3. Drain outputs: [`Connection::poll_transmit`] until it returns `None`
 //!    (the payload by reference, with its Internet sums, through
-//!    [`Connection::payload_pieces`]), then [`Connection::poll_event`] until
+//!    [`Connection::payload_pieces`]), or [`Connection::poll_transmit_gso`],
+//!    which hands out new data in bursts of whole segments that the caller
+//!    cuts with [`Segment::part`] (the engine does; the TCP work is then
+//!    done once a burst instead of once a segment), then [`Connection::poll_event`] until
 //!    `None`, then [`Connection::poll_timeout`] for the next deadline.
 //!
 //! Every input may make new output available: after any input, repeat step 3.

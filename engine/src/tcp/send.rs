@@ -498,22 +498,28 @@ impl<M: SendMemory> SendBuffer<M> {
     pub(crate) fn fill_zeros(&mut self, n: usize) -> usize {
         let mut done = 0;
         while let Some((slot, off, k)) = self.next_free(n - done) {
-            let Some(dst) = Self::slot_of(&mut self.mem, slot) else {
-                break;
-            };
-            let s = &mut self.sums[slot];
-            s.repeat = NOT_REPEAT;
-            if !s.zero {
+            if self.sums[slot].zero {
+                // Zeros already, and its sums zero: nothing to write or
+                // sum. (A slot whose frame leaves has its sums reset, so
+                // `zero` means this slot's frame holds zeros; its headroom
+                // may still be in flight, which the sender checks.)
+                self.sums[slot].repeat = NOT_REPEAT;
+            } else {
+                let Some(dst) = Self::slot_of(&mut self.mem, slot) else {
+                    break;
+                };
                 dst[off..].fill(0);
                 self.touched += (dst.len() - off) as u64;
+                let s = &mut self.sums[slot];
+                s.repeat = NOT_REPEAT;
                 // The slot is all zeros if nothing before `off` is kept.
                 s.zero = off == 0;
+                // A partial first block keeps the sum of its bytes before
+                // `off` (zeros add nothing).
+                for b in off.div_ceil(SUM_BLOCK)..SUM_BLOCKS {
+                    s.blocks.0[b] = 0;
+                }
             }
-            for b in off.div_ceil(SUM_BLOCK)..SUM_BLOCKS {
-                s.blocks.0[b] = 0;
-            }
-            // A partial first block keeps the sum of its bytes before `off`
-            // (zeros add nothing).
             self.tail += k as u64;
             done += k;
         }

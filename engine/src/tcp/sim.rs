@@ -287,6 +287,9 @@ pub struct SimConfig {
     pub close: bool,
     /// Half-open connections the listener holds.
     pub max_half_open: usize,
+    /// Segments a connection may hand out at once
+    /// ([`Connection::poll_transmit_gso`]; 1: one at a time).
+    pub gso: usize,
 }
 
 impl Default for SimConfig {
@@ -301,6 +304,7 @@ impl Default for SimConfig {
             server_bytes: 100_000,
             close: true,
             max_half_open: 16,
+            gso: 1,
         }
     }
 }
@@ -324,6 +328,7 @@ pub struct Sim {
     s2c: Link,
     scratch: Vec<u8>,
     steps: u64,
+    gso: usize,
     /// Segments dropped at a receiver for a bad checksum.
     pub checksum_drops: u64,
 }
@@ -385,6 +390,7 @@ impl Sim {
             s2c: Link::new(cfg.s2c, seeds.next_u64()),
             scratch: vec![0; 256 * 1024],
             steps: 0,
+            gso: cfg.gso.max(1),
             checksum_drops: 0,
         }
     }
@@ -628,30 +634,37 @@ impl Sim {
                 run_app(s, &mut self.server_app, now, elapsed, &mut self.scratch);
             }
             let mut any = false;
-            while let Some(seg) = self.client.poll_transmit(now) {
+            let gso = self.gso;
+            while let Some(burst) = self.client.poll_transmit_gso(now, gso) {
                 any = true;
-                let slot = self.c2s.slot();
-                let len = serialize(
-                    &mut self.c2s.slots[slot],
-                    self.client_addr,
-                    self.server_addr,
-                    &seg.repr,
-                    self.client.payload(&seg),
-                );
-                self.c2s.send(now, slot, len + IP_HEADER);
+                for i in 0..burst.count() {
+                    let seg = burst.part(i);
+                    let slot = self.c2s.slot();
+                    let len = serialize(
+                        &mut self.c2s.slots[slot],
+                        self.client_addr,
+                        self.server_addr,
+                        &seg.repr,
+                        self.client.payload(&seg),
+                    );
+                    self.c2s.send(now, slot, len + IP_HEADER);
+                }
             }
             if let Some(s) = &mut self.server {
-                while let Some(seg) = s.poll_transmit(now) {
+                while let Some(burst) = s.poll_transmit_gso(now, gso) {
                     any = true;
-                    let slot = self.s2c.slot();
-                    let len = serialize(
-                        &mut self.s2c.slots[slot],
-                        self.server_addr,
-                        self.client_addr,
-                        &seg.repr,
-                        s.payload(&seg),
-                    );
-                    self.s2c.send(now, slot, len + IP_HEADER);
+                    for i in 0..burst.count() {
+                        let seg = burst.part(i);
+                        let slot = self.s2c.slot();
+                        let len = serialize(
+                            &mut self.s2c.slots[slot],
+                            self.server_addr,
+                            self.client_addr,
+                            &seg.repr,
+                            s.payload(&seg),
+                        );
+                        self.s2c.send(now, slot, len + IP_HEADER);
+                    }
                 }
             }
             while let Some((t, seg)) = self.listener.poll_transmit(now) {

@@ -86,6 +86,12 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         server_bytes: r.below(150_000),
         ..SimConfig::default()
     };
+    // Drawn last, so that each seed keeps the link and settings it had
+    // before bursts were drawn too.
+    let cfg = SimConfig {
+        gso: [1, 1, 4, 64][r.below(4) as usize],
+        ..cfg
+    };
     let mut sim = Sim::new(cfg.clone());
     let settled = sim.drive_bounded(Duration::from_secs(600));
     assert!(settled, "seed {seed}: did not settle");
@@ -733,6 +739,98 @@ fn abort_sends_rst_and_closes() {
     assert_eq!(events(&mut c), vec![Event::Closed(CloseReason::Aborted)]);
     assert!(c.is_drained());
     assert!(c.write(b"x").is_err());
+}
+
+/// A burst of `poll_transmit_gso` expanded into the segments on the wire.
+fn out_gso(c: &mut Connection, now: Instant, max_segs: usize) -> (Vec<Segment>, usize) {
+    let (mut segs, mut bursts) = (Vec::new(), 0);
+    while let Some(b) = c.poll_transmit_gso(now, max_segs) {
+        assert!(b.count() <= max_segs.max(1));
+        bursts += usize::from(b.count() > 1);
+        segs.extend((0..b.count()).map(|i| b.part(i)));
+    }
+    (segs, bursts)
+}
+
+/// What `poll_transmit_gso` sends in bursts is, segment for segment and
+/// byte for byte, what as many calls of `poll_transmit` send: through the
+/// congestion window's limit, a tail shorter than a segment, the FIN, an
+/// ACK and the next flight; with slots of one segment each, too.
+#[test]
+fn gso_bursts_are_the_segments_poll_transmit_sends() {
+    for (per_frame, tail) in [(false, 0), (false, 700), (true, 0), (true, 700)] {
+        let mut cfg = Config::default();
+        if per_frame {
+            cfg.segment_per_frame = true;
+            cfg.frame_len = 1448;
+        }
+        let (mut one, iss) = client_with(cfg.clone(), all_options(1, 0));
+        let (mut gso, iss2) = client_with(cfg, all_options(1, 0));
+        assert_eq!(iss, iss2, "twins");
+        let data: Vec<u8> = (0..16 * 1448 + tail).map(|i| (i * 7) as u8).collect();
+        assert_eq!(one.write(&data).unwrap(), data.len());
+        assert_eq!(gso.write(&data).unwrap(), data.len());
+        one.close(ms(20));
+        gso.close(ms(20));
+        let mut total_bursts = 0;
+        for round in 0..4 {
+            let now = ms(20 + 10 * round);
+            let a = out(&mut one, now);
+            let (b, bursts) = out_gso(&mut gso, now, 64);
+            total_bursts += bursts;
+            assert_eq!(a, b, "round {round}, per_frame {per_frame}, tail {tail}");
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!(one.payload(x), gso.payload(y));
+                assert!(x.len <= 1448);
+            }
+            assert_eq!(one.stats().segments_sent, gso.stats().segments_sent);
+            let Some(last) = a.last() else { break };
+            // The peer acknowledges everything sent.
+            let end =
+                last.repr.seq + last.len + usize::from(last.repr.flags.contains(TcpFlags::FIN));
+            let mut ack = seg(TcpFlags::ACK, PEER_ISS + 1, end, 65535);
+            ack.options.timestamp = Some(TcpTimestamp { tsval: 2, tsecr: 1 });
+            one.handle_segment(now + Duration::from_millis(5), &ack, &[]);
+            gso.handle_segment(now + Duration::from_millis(5), &ack, &[]);
+        }
+        assert!(total_bursts >= 2, "bursts were sent ({total_bursts})");
+        assert_eq!(one.stats().bytes_sent, data.len() as u64);
+        assert_eq!(gso.stats().bytes_sent, data.len() as u64);
+        assert_eq!(one.state(), gso.state());
+    }
+}
+
+#[test]
+fn a_bursts_parts_advance_the_sequence_and_only_the_last_has_psh_and_fin() {
+    let repr = seg(
+        TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN,
+        SeqNumber(u32::MAX - 1000),
+        SeqNumber(5),
+        100,
+    );
+    let s = Segment {
+        repr,
+        offset: 10_000,
+        len: 3 * 1448 + 100,
+        seg_len: 1448,
+    };
+    assert_eq!(s.count(), 4);
+    let parts: Vec<Segment> = (0..4).map(|i| s.part(i)).collect();
+    for (i, p) in parts.iter().enumerate() {
+        assert_eq!(p.offset, 10_000 + (i * 1448) as u64);
+        assert_eq!(p.repr.seq, repr.seq + i * 1448, "wraps");
+        assert_eq!(p.len, if i == 3 { 100 } else { 1448 });
+        assert_eq!(p.count(), 1);
+        assert_eq!(p.repr.ack, repr.ack);
+        let last = i == 3;
+        assert_eq!(p.repr.flags.contains(TcpFlags::PSH), last);
+        assert_eq!(p.repr.flags.contains(TcpFlags::FIN), last);
+        assert!(p.repr.flags.contains(TcpFlags::ACK));
+    }
+    let one = Segment::single(repr, 0, 500);
+    assert_eq!((one.count(), one.part(0)), (1, one));
+    let empty = Segment::single(repr, 0, 0);
+    assert_eq!((empty.count(), empty.part(0)), (1, empty));
 }
 
 /// Passes segments between two connections (no loss) until both are quiet.

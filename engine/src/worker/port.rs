@@ -36,7 +36,9 @@
 //!
 //! Call order per loop turn: [`XskPort::recv`], then the TCP core, then
 //! [`XskPort::provision`] (frames for send buffers) and the application,
-//! then [`XskPort::send_segment`] for each segment it produced, then
+//! then [`XskPort::send_segment`] for each segment it produced (for the
+//! second and later segments of a burst, [`XskPort::send_next_part`], which
+//! keeps the first one's header template), then
 //! [`XskPort::flush`] (kicks TX, takes back completed frames, refills the
 //! fill ring).
 
@@ -407,8 +409,43 @@ impl XskPort {
         mem: &mut UmemFrames,
         cache: &mut HeaderCache,
     ) -> bool {
+        let local_mac = self.cfg.local_mac;
+        let Some(tpl) = cache.template(local_mac, mac, src, dst, repr) else {
+            self.counters.tx_too_long += 1;
+            return false;
+        };
+        self.emit(repr, pieces, mem, tpl)
+    }
+
+    /// Frames and queues the next segment of a burst whose first segment
+    /// went through [`XskPort::send_segment`] with the same `cache`: its
+    /// header differs only in the sequence number and the flags, so the
+    /// template is used as it is.
+    pub fn send_next_part(
+        &mut self,
+        repr: &TcpRepr,
+        pieces: &[Piece],
+        mem: &mut UmemFrames,
+        cache: &mut HeaderCache,
+    ) -> bool {
+        let Some((tpl, ..)) = cache.built.as_mut() else {
+            self.counters.tx_too_long += 1;
+            return false;
+        };
+        tpl.set_flags(repr.flags);
+        self.emit(repr, pieces, mem, tpl)
+    }
+
+    /// One segment with the template `tpl`.
+    fn emit(
+        &mut self,
+        repr: &TcpRepr,
+        pieces: &[Piece],
+        mem: &mut UmemFrames,
+        tpl: &HeaderTemplate,
+    ) -> bool {
         let plen: usize = pieces.iter().map(|p| p.len).sum();
-        let ip_hl = if src.is_ipv4() { 20 } else { 40 };
+        let ip_hl = if tpl.is_ipv6() { 40 } else { 20 };
         if ip_hl + repr.header_len() + plen > self.cfg.mtu || pieces.len() > MAX_PIECES {
             self.counters.tx_too_long += 1;
             return false;
@@ -431,11 +468,6 @@ impl XskPort {
             self.counters.tx_no_frame += 1;
             return false;
         }
-        let local_mac = self.cfg.local_mac;
-        let Some(tpl) = cache.template(local_mac, mac, src, dst, repr) else {
-            self.counters.tx_too_long += 1;
-            return false;
-        };
         if self.cfg.layout == TxLayout::Single {
             return self.send_single(repr, pieces, plen, mem, tpl);
         }
@@ -624,6 +656,17 @@ impl XskPort {
         }
         let ring_free = self.xsk.tx.size() - self.xsk.tx.in_flight();
         !self.pool.is_empty() && ring_free as usize >= descs
+    }
+
+    /// How many segments of up to `descs` descriptors each can be queued
+    /// now (each a header frame and its descriptors), reaping completions
+    /// first if needed.
+    pub fn room_for(&mut self, descs: usize) -> usize {
+        if self.pool.is_empty() {
+            self.reap();
+        }
+        let ring_free = (self.xsk.tx.size() - self.xsk.tx.in_flight()) as usize;
+        (ring_free / descs.max(1)).min(self.pool.len())
     }
 
     /// Takes back the frames `mem` gave up (its limit shrank), then gives

@@ -5,8 +5,9 @@
 //! its 4-tuple (O(1), [`super::table`]) → TCP (`handle_segment`), which
 //! puts it on the ready list → due timers put theirs on it too → each ready
 //! connection's turn: timers, the application (sources fill send buffers,
-//! sinks drain receive buffers), `poll_transmit` within its TX budget →
-//! TX kick, completions, fill-ring refill → counters → wait (per
+//! sinks drain receive buffers), `poll_transmit_gso` within its TX budget
+//! (new data in bursts of whole segments, the TCP work done once a burst,
+//! the port framing each segment of it) → TX kick, completions, fill-ring refill → counters → wait (per
 //! [`WaitStrategy`]). A turn touches only the connections that have work;
 //! one that still has work after its turn (its budget ran out, its source
 //! can go on) is served again the next turn, after the others.
@@ -1074,29 +1075,55 @@ impl Worker {
             // many streams do not each queue a full burst ahead of the ACKs.
             let mut bytes_left = small_queue(&s.conn);
             let mut cut = true;
+            // A whole segment's descriptors (its payload frame-aligned).
+            let mss = s.conn.send_mss().max(1);
+            let seg_descs = XskPort::descs_for(mss.div_ceil(shared.tcp.frame_len.max(1)));
             while budget > 0 && bytes_left > 0 {
-                if !port.has_room(*max_seg_frames) {
+                // New data goes in bursts (`poll_transmit_gso`): as many
+                // whole segments as the budgets and the ring's room take.
+                let room = port.room_for(*max_seg_frames);
+                if room == 0 {
                     full = true;
                     break;
                 }
-                let Some(seg) = s.conn.poll_transmit(now) else {
+                let segs = (budget / seg_descs)
+                    .min(bytes_left.div_ceil(mss))
+                    .min(room)
+                    .max(1);
+                let Some(seg) = s.conn.poll_transmit_gso(now, segs) else {
                     cut = false;
                     break;
                 };
                 let t = s.conn.tuple();
-                let n = s.conn.payload_pieces(&seg, &mut pieces).unwrap_or(0);
-                budget = budget.saturating_sub(XskPort::descs_for(n));
-                bytes_left = bytes_left.saturating_sub(pieces[..n].iter().map(|p| p.len).sum());
-                // Refused sends (MTU) are counted by the port; TCP retransmits.
-                port.send_segment(
-                    s.mac,
-                    t.local,
-                    t.remote,
-                    &seg.repr,
-                    &pieces[..n],
-                    s.conn.send_memory_mut(),
-                    &mut s.hdr,
-                );
+                // The later segments of a burst keep the header template
+                // the first one built (if it went out; else each builds).
+                let mut templated = false;
+                for i in 0..seg.count() {
+                    let part = seg.part(i);
+                    let n = s.conn.payload_pieces(&part, &mut pieces).unwrap_or(0);
+                    budget = budget.saturating_sub(XskPort::descs_for(n));
+                    bytes_left = bytes_left.saturating_sub(part.len);
+                    // Refused sends (MTU) are counted by the port; TCP
+                    // retransmits.
+                    if !templated {
+                        templated = port.send_segment(
+                            s.mac,
+                            t.local,
+                            t.remote,
+                            &part.repr,
+                            &pieces[..n],
+                            s.conn.send_memory_mut(),
+                            &mut s.hdr,
+                        );
+                    } else {
+                        port.send_next_part(
+                            &part.repr,
+                            &pieces[..n],
+                            s.conn.send_memory_mut(),
+                            &mut s.hdr,
+                        );
+                    }
+                }
             }
             turn_budget -= budget_at_start - budget;
             if full {
