@@ -7,8 +7,8 @@
 //! connection's turn: timers, the application (sources fill send buffers,
 //! sinks drain receive buffers), `poll_transmit_gso` within its TX budget
 //! (new data in bursts of whole segments, the TCP work done once a burst,
-//! the port framing each segment of it) → TX kick, completions, fill-ring refill → counters → wait (per
-//! [`WaitStrategy`]). A turn touches only the connections that have work;
+//! the port framing each segment of it) → TX kick, completions, fill-ring
+//! refill → counters → wait (per [`WaitStrategy`]). A turn touches only the connections that have work;
 //! one that still has work after its turn (its budget ran out, its source
 //! can go on) is served again the next turn, after the others.
 //!
