@@ -214,9 +214,28 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool, len: u64
             len.to_string(),
         ]);
     }
+    args.push("--json".into());
     let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
-    let err = ok(&out);
-    assert!(err.contains(&format!("sent {len} bytes")), "{err}");
+    ok(&out);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
+    // New data went out in bursts; in the single-descriptor layout (MTU
+    // 1500 here) whole bursts through one `seg` cursor each (a burst whose
+    // frames are still being transmitted goes segment by segment).
+    let port = |k: &str| -> u64 {
+        j["engine"]["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["port"][k].as_u64().unwrap())
+            .sum()
+    };
+    if j["engine"]["tx_layout"] == "single" {
+        assert!(port("tx_bursts") > 0, "{}", j["engine"]["workers"]);
+        assert!(port("tx_bursts") <= port("tx_packets"));
+    } else {
+        assert_eq!(port("tx_bursts"), 0);
+    }
     // socat exits once it has the whole stream.
     let mut socat = socat;
     let start = Instant::now();

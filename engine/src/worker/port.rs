@@ -26,7 +26,10 @@
 //!   the payload's own frame and one descriptor carries both. A payload that
 //!   does not start its slot, or whose frame is still being transmitted, is
 //!   copied behind the headers into a pool frame instead, and counted
-//!   ([`PortCounters::tx_copied`]).
+//!   ([`PortCounters::tx_copied`]). A burst of whole slots
+//!   ([`XskPort::send_burst`]) is cut by one `seg` cursor, each segment's
+//!   headers into its own frame's headroom, and counted
+//!   ([`PortCounters::tx_bursts`]).
 //!
 //! A packet longer than the MTU is refused and counted: veth, for one,
 //! "completes" such a frame and drops it silently.
@@ -36,9 +39,11 @@
 //!
 //! Call order per loop turn: [`XskPort::recv`], then the TCP core, then
 //! [`XskPort::provision`] (frames for send buffers) and the application,
-//! then [`XskPort::send_segment`] for each segment it produced (for the
-//! second and later segments of a burst, [`XskPort::send_next_part`], which
-//! keeps the first one's header template), then
+//! then [`XskPort::send_burst`] for a burst of whole slots in the
+//! single-descriptor layout (one `seg` cursor cuts it, the ring reserved
+//! once), else [`XskPort::send_segment`] for each segment it produced (for
+//! the second and later segments of a burst, [`XskPort::send_next_part`],
+//! which keeps the first one's header template), then
 //! [`XskPort::flush`] (kicks TX, takes back completed frames, refills the
 //! fill ring).
 
@@ -48,7 +53,7 @@ use std::sync::Arc;
 use super::sendmem::UmemFrames;
 use crate::frame::Desc;
 use crate::seg::{FrameMemory, FrameMemoryMut, HeaderTemplate, SegCursor, SegError, StreamFrame};
-use crate::tcp::{MAX_PIECES, Piece, SendMemory};
+use crate::tcp::{MAX_PIECES, Piece, Segment, SendMemory};
 use crate::wire::checksum::Accumulator;
 use crate::wire::{
     Error as WireError, EtherType, EthernetAddress, EthernetRepr, IpProtocol, IpRepr, Ipv4Repr,
@@ -225,6 +230,9 @@ pub struct PortCounters {
     /// a header into a frame of its own, because it did not start its
     /// send-buffer slot or that slot's frame was still being transmitted.
     pub tx_copied: u64,
+    /// Single-descriptor layout: segments queued as parts of a whole burst
+    /// through one `seg` cursor ([`XskPort::send_burst`]).
+    pub tx_bursts: u64,
 }
 
 /// One AF_XDP socket carrying TCP segments.
@@ -434,6 +442,105 @@ impl XskPort {
         };
         tpl.set_flags(repr.flags);
         self.emit(repr, pieces, mem, tpl)
+    }
+
+    /// Frames and queues a whole burst (`seg` from
+    /// [`crate::tcp::Connection::poll_transmit_gso`], `pieces` its payload,
+    /// one piece a segment) in the single-descriptor layout with one `seg`
+    /// cursor: each segment's headers go into the headroom of its slot's
+    /// frame, the sequence numbers, IPv4 ids and flags (PSH and FIN on the
+    /// last only) advanced by the cursor, the ring reserved once. Returns
+    /// `None`, having queued nothing, where the burst does not take this
+    /// path (another layout; a piece that is not the start of its slot or
+    /// not one segment; a frame still being transmitted; no room): the
+    /// caller then sends it segment by segment. Else how many segments
+    /// went out (all, but for a failure, counted, after which TCP
+    /// retransmits the rest).
+    #[expect(clippy::too_many_arguments, reason = "one burst's every part")]
+    pub fn send_burst(
+        &mut self,
+        mac: [u8; 6],
+        src: SocketAddr,
+        dst: SocketAddr,
+        seg: &Segment,
+        pieces: &[Piece],
+        mem: &mut UmemFrames,
+        cache: &mut HeaderCache,
+    ) -> Option<usize> {
+        let k = seg.count();
+        if self.cfg.layout != TxLayout::Single || k < 2 || pieces.len() != k || k > MAX_PIECES {
+            return None;
+        }
+        let whole = pieces.iter().enumerate().all(|(i, p)| {
+            p.offset == 0
+                && (p.len == seg.seg_len || (i + 1 == k && p.len <= seg.seg_len))
+                && mem.token(p.slot).is_some_and(|f| !self.umem.is_lent(f))
+        });
+        let ip_hl = if src.is_ipv4() { 20 } else { 40 };
+        if !whole
+            || ip_hl + seg.repr.header_len() + seg.seg_len > self.cfg.mtu
+            || (self.xsk.tx.size() - self.xsk.tx.in_flight()) < k as u32
+        {
+            return None;
+        }
+        let local_mac = self.cfg.local_mac;
+        let tpl = cache.template(local_mac, mac, src, dst, &seg.repr)?;
+        let hl = tpl.header_len();
+        if mem.headroom() < hl {
+            return None;
+        }
+        let frames = &mut self.seg_frames;
+        for (f, p) in frames.iter_mut().zip(pieces) {
+            *f = StreamFrame {
+                addr: p.addr,
+                len: p.len as u32,
+                sum: p.sum,
+            };
+        }
+        let mut cursor = SegCursor::new(
+            0,
+            seg.len,
+            seg.repr.seq,
+            self.ip_id.wrapping_add(1),
+            seg.seg_len,
+        )
+        .ok()?;
+        let mut batch = self.xsk.tx.batch(k as u32);
+        let mut sent = 0;
+        for p in pieces {
+            let Some(frame) = mem.token_mut(p.slot) else {
+                break;
+            };
+            let base = frame.addr();
+            let Some(bytes) = self.umem.try_frame_mut(frame) else {
+                break;
+            };
+            let mut view = OneFrame { base, bytes };
+            let mut desc = Desc::default();
+            match cursor.next_in_headroom(tpl, &frames[..k], &mut view, &mut desc) {
+                Some(Ok(_)) => {}
+                _ => {
+                    self.counters.tx_too_long += 1;
+                    break;
+                }
+            }
+            if !batch.lend(frame, (desc.addr.0 - base.0) as u32, desc.len, false) {
+                break;
+            }
+            sent += 1;
+            self.counters.tx_bytes += u64::from(desc.len);
+        }
+        drop(batch);
+        self.ip_id = self.ip_id.wrapping_add(sent as u16);
+        self.counters.tx_packets += sent as u64;
+        self.counters.tx_bursts += sent as u64;
+        Some(sent)
+    }
+
+    /// Whether whole bursts can go through [`XskPort::send_burst`] (the
+    /// single-descriptor layout).
+    pub fn sends_bursts(&self) -> bool {
+        self.cfg.layout == TxLayout::Single
     }
 
     /// One segment with the template `tpl`.

@@ -1095,6 +1095,30 @@ impl Worker {
                     break;
                 };
                 let t = s.conn.tuple();
+                // A burst of whole slots goes out with one `seg` cursor
+                // (single-descriptor layout); else segment by segment.
+                let whole = if seg.count() > 1 && port.sends_bursts() {
+                    match s.conn.payload_pieces(&seg, &mut pieces) {
+                        Some(n) => port.send_burst(
+                            s.mac,
+                            t.local,
+                            t.remote,
+                            &seg,
+                            &pieces[..n],
+                            s.conn.send_memory_mut(),
+                            &mut s.hdr,
+                        ),
+                        None => None,
+                    }
+                } else {
+                    None
+                };
+                if whole.is_some() {
+                    // What did not go out (counted) TCP retransmits.
+                    budget = budget.saturating_sub(seg.count() * XskPort::descs_for(1));
+                    bytes_left = bytes_left.saturating_sub(seg.len);
+                    continue;
+                }
                 // The later segments of a burst keep the header template
                 // the first one built (if it went out; else each builds).
                 let mut templated = false;
