@@ -26,10 +26,14 @@
 //!   the payload's own frame and one descriptor carries both. A payload that
 //!   does not start its slot, or whose frame is still being transmitted, is
 //!   copied behind the headers into a pool frame instead, and counted
-//!   ([`PortCounters::tx_copied`]). A burst of whole slots
-//!   ([`XskPort::send_burst`]) is cut by one `seg` cursor, each segment's
-//!   headers into its own frame's headroom, and counted
-//!   ([`PortCounters::tx_bursts`]).
+//!   ([`PortCounters::tx_copied`]).
+//!
+//! A burst of segments of whole frames ([`XskPort::send_burst`]) is cut by
+//! one `seg` cursor, the ring reserved once: in the single-descriptor
+//! layout each segment's headers go into its own frame's headroom, in the
+//! chained layout into a pool frame followed by its frames' descriptors;
+//! counted ([`PortCounters::tx_bursts`]). Other bursts go segment by
+//! segment.
 //!
 //! A packet longer than the MTU is refused and counted: veth, for one,
 //! "completes" such a frame and drops it silently.
@@ -39,9 +43,9 @@
 //!
 //! Call order per loop turn: [`XskPort::recv`], then the TCP core, then
 //! [`XskPort::provision`] (frames for send buffers) and the application,
-//! then [`XskPort::send_burst`] for a burst of whole slots in the
-//! single-descriptor layout (one `seg` cursor cuts it, the ring reserved
-//! once), else [`XskPort::send_segment`] for each segment it produced (for
+//! then [`XskPort::send_burst`] for a burst of segments of whole frames
+//! (one `seg` cursor cuts it, the ring reserved once), else
+//! [`XskPort::send_segment`] for each segment it produced (for
 //! the second and later segments of a burst, [`XskPort::send_next_part`],
 //! which keeps the first one's header template), then
 //! [`XskPort::flush`] (kicks TX, takes back completed frames, refills the
@@ -230,8 +234,8 @@ pub struct PortCounters {
     /// a header into a frame of its own, because it did not start its
     /// send-buffer slot or that slot's frame was still being transmitted.
     pub tx_copied: u64,
-    /// Single-descriptor layout: segments queued as parts of a whole burst
-    /// through one `seg` cursor ([`XskPort::send_burst`]).
+    /// Segments queued as parts of a whole burst through one `seg` cursor
+    /// ([`XskPort::send_burst`]).
     pub tx_bursts: u64,
 }
 
@@ -445,15 +449,16 @@ impl XskPort {
     }
 
     /// Frames and queues a whole burst (`seg` from
-    /// [`crate::tcp::Connection::poll_transmit_gso`], `pieces` its payload,
-    /// one piece a segment) in the single-descriptor layout with one `seg`
-    /// cursor: each segment's headers go into the headroom of its slot's
-    /// frame, the sequence numbers, IPv4 ids and flags (PSH and FIN on the
-    /// last only) advanced by the cursor, the ring reserved once. Returns
-    /// `None`, having queued nothing, where the burst does not take this
-    /// path (another layout; a piece that is not the start of its slot or
-    /// not one segment; a frame still being transmitted; no room): the
-    /// caller then sends it segment by segment. Else how many segments
+    /// [`crate::tcp::Connection::poll_transmit_gso`], `pieces` its payload)
+    /// with one `seg` cursor, which advances the sequence numbers, IPv4 ids
+    /// and flags (PSH and FIN on the last only), the ring reserved once.
+    /// Single-descriptor layout: one piece a segment, its headers into the
+    /// headroom of its slot's frame; chained layout: see
+    /// `send_burst_chained`. Returns `None`, having queued
+    /// nothing, where the burst does not take this path (a piece that is
+    /// not the start of its frame, or segments that are not whole frames; a
+    /// frame still being transmitted; no room): the caller then sends it
+    /// segment by segment. Else how many segments
     /// went out (all, but for a failure, counted, after which TCP
     /// retransmits the rest).
     #[expect(clippy::too_many_arguments, reason = "one burst's every part")]
@@ -468,7 +473,13 @@ impl XskPort {
         cache: &mut HeaderCache,
     ) -> Option<usize> {
         let k = seg.count();
-        if self.cfg.layout != TxLayout::Single || k < 2 || pieces.len() != k || k > MAX_PIECES {
+        if k < 2 || pieces.len() > MAX_PIECES {
+            return None;
+        }
+        if self.cfg.layout == TxLayout::Chained {
+            return self.send_burst_chained(mac, src, dst, seg, pieces, mem, cache);
+        }
+        if pieces.len() != k {
             return None;
         }
         let whole = pieces.iter().enumerate().all(|(i, p)| {
@@ -537,10 +548,99 @@ impl XskPort {
         Some(sent)
     }
 
-    /// Whether whole bursts can go through [`XskPort::send_burst`] (the
-    /// single-descriptor layout).
-    pub fn sends_bursts(&self) -> bool {
-        self.cfg.layout == TxLayout::Single
+    /// [`XskPort::send_burst`] in the chained layout: each segment's
+    /// headers in a frame from the pool, its payload the descriptors of the
+    /// whole send-buffer frames it takes (segments of whole frames, as MSS
+    /// clipping makes them: their sums are the frames' own, so no payload
+    /// byte is read).
+    #[expect(clippy::too_many_arguments, reason = "one burst's every part")]
+    fn send_burst_chained(
+        &mut self,
+        mac: [u8; 6],
+        src: SocketAddr,
+        dst: SocketAddr,
+        seg: &Segment,
+        pieces: &[Piece],
+        mem: &mut UmemFrames,
+        cache: &mut HeaderCache,
+    ) -> Option<usize> {
+        let k = seg.count();
+        let np = pieces.len();
+        let fs = self.umem.frame_size().bytes();
+        let whole = seg.seg_len.is_multiple_of(fs)
+            && pieces.iter().enumerate().all(|(i, p)| {
+                p.offset == 0 && (p.len == fs || i + 1 == np) && mem.token(p.slot).is_some()
+            });
+        let ip_hl = if src.is_ipv4() { 20 } else { 40 };
+        if !whole
+            || ip_hl + seg.repr.header_len() + seg.seg_len > self.cfg.mtu
+            || ((self.xsk.tx.size() - self.xsk.tx.in_flight()) as usize) < k + np
+            || self.pool.len() < k
+        {
+            return None;
+        }
+        let local_mac = self.cfg.local_mac;
+        let tpl = cache.template(local_mac, mac, src, dst, &seg.repr)?;
+        let (frames, descs) = (&mut self.seg_frames, &mut self.seg_descs);
+        for (f, p) in frames.iter_mut().zip(pieces) {
+            *f = StreamFrame {
+                addr: p.addr,
+                len: p.len as u32,
+                sum: p.sum,
+            };
+        }
+        let mut cursor = SegCursor::new(
+            0,
+            seg.len,
+            seg.repr.seq,
+            self.ip_id.wrapping_add(1),
+            seg.seg_len,
+        )
+        .ok()?;
+        let mut batch = self.xsk.tx.batch((k + np) as u32);
+        let (mut sent, mut at) = (0, 0);
+        for _ in 0..k {
+            let Some(mut hdr) = self.pool.pop() else {
+                break;
+            };
+            let hdr_addr = hdr.addr();
+            let buf = self.umem.frame_mut(&mut hdr);
+            // Every piece is a whole frame with its sum: `seg` reads no
+            // payload (an empty memory proves it: a read would fail).
+            let info = match cursor.next(tpl, &frames[..np], &NO_MEMORY, buf, hdr_addr, descs) {
+                Some(Ok(info)) => info,
+                _ => {
+                    self.pool.push(hdr);
+                    self.counters.tx_too_long += 1;
+                    break;
+                }
+            };
+            let n = info.desc_count;
+            if let Err(d) = batch.push(TxDesc {
+                frame: hdr,
+                offset: 0,
+                len: info.header_len as u32,
+                contd: n > 1,
+            }) {
+                self.pool.push(d.frame);
+                break;
+            }
+            for (j, d) in descs[1..n].iter().enumerate() {
+                let Some(frame) = pieces.get(at + j).and_then(|p| mem.token(p.slot)) else {
+                    continue;
+                };
+                let off = (d.addr.0 - frame.addr().0) as u32;
+                batch.lend(frame, off, d.len, j + 2 < n);
+            }
+            at += n - 1;
+            sent += 1;
+            self.counters.tx_bytes += (info.header_len + info.payload_len) as u64;
+        }
+        drop(batch);
+        self.ip_id = self.ip_id.wrapping_add(sent as u16);
+        self.counters.tx_packets += sent as u64;
+        self.counters.tx_bursts += sent as u64;
+        Some(sent)
     }
 
     /// One segment with the template `tpl`.

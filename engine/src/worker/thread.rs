@@ -1086,20 +1086,23 @@ impl Worker {
                     full = true;
                     break;
                 }
+                // (And no more than one `seg` cursor takes at once.)
                 let segs = (budget / seg_descs)
                     .min(bytes_left.div_ceil(mss))
                     .min(room)
+                    .min(MAX_PIECES / (seg_descs - 1))
                     .max(1);
                 let Some(seg) = s.conn.poll_transmit_gso(now, segs) else {
                     cut = false;
                     break;
                 };
                 let t = s.conn.tuple();
-                // A burst of whole slots goes out with one `seg` cursor
-                // (single-descriptor layout); else segment by segment.
-                let whole = if seg.count() > 1 && port.sends_bursts() {
-                    match s.conn.payload_pieces(&seg, &mut pieces) {
-                        Some(n) => port.send_burst(
+                // A burst of whole frames goes out with one `seg` cursor;
+                // else segment by segment.
+                if seg.count() > 1
+                    && let Some(n) = s.conn.payload_pieces(&seg, &mut pieces)
+                    && port
+                        .send_burst(
                             s.mac,
                             t.local,
                             t.remote,
@@ -1107,15 +1110,11 @@ impl Worker {
                             &pieces[..n],
                             s.conn.send_memory_mut(),
                             &mut s.hdr,
-                        ),
-                        None => None,
-                    }
-                } else {
-                    None
-                };
-                if whole.is_some() {
+                        )
+                        .is_some()
+                {
                     // What did not go out (counted) TCP retransmits.
-                    budget = budget.saturating_sub(seg.count() * XskPort::descs_for(1));
+                    budget = budget.saturating_sub(seg.count() + n);
                     bytes_left = bytes_left.saturating_sub(seg.len);
                     continue;
                 }
