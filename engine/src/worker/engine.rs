@@ -26,9 +26,10 @@
 //! collects counters and connection reports over a channel and decides when
 //! the run is over. Stop (the interrupt flag — SIGINT/SIGTERM in the CLI —
 //! or the transfer done): workers send FINs, reset what is not closed after
-//! the grace period, and exit; then the sockets close and the steering
-//! program detaches (it is held by a BPF link, so even a crash leaves
-//! nothing attached).
+//! the grace period, and exit; then the steering program detaches (it is
+//! held by a BPF link, so even a crash leaves nothing attached) and only
+//! then the sockets close, so that a packet of xtcp's never meets a queue
+//! without a socket (`no_socket` in the XDP summary counts any that does).
 //!
 //! TIME-WAIT at exit: a worker that is stopping leaves as soon as every
 //! connection it holds is closed or in TIME-WAIT with the ACK of the peer's
@@ -1046,7 +1047,7 @@ pub fn run_app(
                 if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                     tracing::warn!("could not pin worker {i} to core {core}");
                 }
-                w.run();
+                w.run()
             })
             .map_err(|e| EngineError::Worker(e.to_string()))?;
         handles.push(h);
@@ -1141,9 +1142,17 @@ pub fn run_app(
             break;
         }
     }
+    // The workers' sockets stay open until the steering program is
+    // detached: a peer's late packets of a closed connection (the ones
+    // TIME-WAIT would have taken, or a retransmitted FIN) then still meet
+    // a socket, unread, instead of a queue without one.
+    let mut ports = Vec::with_capacity(n);
     for (i, h) in handles.into_iter().enumerate() {
-        if h.is_finished() && h.join().is_err() {
-            died = Some(format!("worker {i} panicked"));
+        if h.is_finished() {
+            match h.join() {
+                Ok(port) => ports.push(port),
+                Err(_) => died = Some(format!("worker {i} panicked")),
+            }
         }
     }
     let cpu = process_times().since(cpu0);
@@ -1155,6 +1164,7 @@ pub fn run_app(
     );
     let xdp_mode = steering.mode();
     drop(steering);
+    drop(ports);
     drop(reservations);
     if let Some(d) = died {
         return Err(EngineError::Worker(d));

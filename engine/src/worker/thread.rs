@@ -164,10 +164,11 @@ pub struct Shared {
     /// Grace period between FIN and RST on stop.
     pub grace: Duration,
     /// Workers stopping whose connections are done (closed, or quiet in
-    /// TIME-WAIT). A worker exits only once all of them are: its socket
-    /// goes with it, and a peer's last packets of another worker's
-    /// connection may still arrive on its queue (the steering program drops
-    /// what arrives on a queue without a socket).
+    /// TIME-WAIT). A worker exits only once all of them are: until then a
+    /// peer's last packets of another worker's connection may still arrive
+    /// on its queue, and it forwards them. (Its socket outlives it: the
+    /// engine closes the sockets only after the steering program is gone,
+    /// so no packet of xtcp's meets a queue without one.)
     pub done: AtomicUsize,
     /// TCP parameters of every connection.
     pub tcp: Config,
@@ -558,7 +559,9 @@ impl Worker {
     }
 
     /// Runs until stopped; returns after the last report.
-    pub fn run(mut self) {
+    /// The loop, until stopped; returns the worker's port, whose socket
+    /// the engine closes once the steering program is detached.
+    pub fn run(mut self) -> XskPort {
         let start = Instant::now();
         for (i, p) in self.shared.plan.iter().enumerate() {
             if p.opener == self.index {
@@ -650,6 +653,7 @@ impl Worker {
         }
         self.report();
         let _ = self.out.send(Msg::Exited(self.index));
+        self.port
     }
 
     fn next_deadline(&self) -> Option<Instant> {
