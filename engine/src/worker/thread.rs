@@ -558,9 +558,9 @@ impl Worker {
         };
     }
 
-    /// Runs until stopped; returns after the last report.
-    /// The loop, until stopped; returns the worker's port, whose socket
-    /// the engine closes once the steering program is detached.
+    /// Runs until stopped; returns after the last report, with the
+    /// worker's port, whose socket the engine closes once the steering
+    /// program is detached.
     pub fn run(mut self) -> XskPort {
         let start = Instant::now();
         for (i, p) in self.shared.plan.iter().enumerate() {
