@@ -90,6 +90,15 @@ impl FrameMemoryMut for OneFrame<'_> {
     }
 }
 
+/// A payload piece as `seg` takes it: where it lies, how long, its sum.
+fn stream_frame(p: &Piece) -> StreamFrame {
+    StreamFrame {
+        addr: p.addr,
+        len: p.len as u32,
+        sum: p.sum,
+    }
+}
+
 /// A connection's header template and what it was built for: rebuilt when
 /// anything but the sequence number and flags (which `seg` fixes up per
 /// segment) differs.
@@ -500,22 +509,8 @@ impl XskPort {
         if mem.headroom() < hl {
             return None;
         }
-        let frames = &mut self.seg_frames;
-        for (f, p) in frames.iter_mut().zip(pieces) {
-            *f = StreamFrame {
-                addr: p.addr,
-                len: p.len as u32,
-                sum: p.sum,
-            };
-        }
-        let mut cursor = SegCursor::new(
-            0,
-            seg.len,
-            seg.repr.seq,
-            self.ip_id.wrapping_add(1),
-            seg.seg_len,
-        )
-        .ok()?;
+        let mut cursor = self.burst_cursor(seg, pieces)?;
+        let frames = &self.seg_frames;
         let mut batch = self.xsk.tx.batch(k as u32);
         let mut sent = 0;
         for p in pieces {
@@ -546,6 +541,22 @@ impl XskPort {
         self.counters.tx_packets += sent as u64;
         self.counters.tx_bursts += sent as u64;
         Some(sent)
+    }
+
+    /// The `seg` cursor over a burst, its pieces in `seg_frames`; the IPv4
+    /// ids go on from the last one sent.
+    fn burst_cursor(&mut self, seg: &Segment, pieces: &[Piece]) -> Option<SegCursor> {
+        for (f, p) in self.seg_frames.iter_mut().zip(pieces) {
+            *f = stream_frame(p);
+        }
+        SegCursor::new(
+            0,
+            seg.len,
+            seg.repr.seq,
+            self.ip_id.wrapping_add(1),
+            seg.seg_len,
+        )
+        .ok()
     }
 
     /// [`XskPort::send_burst`] in the chained layout: each segment's
@@ -581,22 +592,8 @@ impl XskPort {
         }
         let local_mac = self.cfg.local_mac;
         let tpl = cache.template(local_mac, mac, src, dst, &seg.repr)?;
-        let (frames, descs) = (&mut self.seg_frames, &mut self.seg_descs);
-        for (f, p) in frames.iter_mut().zip(pieces) {
-            *f = StreamFrame {
-                addr: p.addr,
-                len: p.len as u32,
-                sum: p.sum,
-            };
-        }
-        let mut cursor = SegCursor::new(
-            0,
-            seg.len,
-            seg.repr.seq,
-            self.ip_id.wrapping_add(1),
-            seg.seg_len,
-        )
-        .ok()?;
+        let mut cursor = self.burst_cursor(seg, pieces)?;
+        let (frames, descs) = (&self.seg_frames, &mut self.seg_descs);
         let mut batch = self.xsk.tx.batch((k + np) as u32);
         let (mut sent, mut at) = (0, 0);
         for _ in 0..k {
@@ -680,11 +677,7 @@ impl XskPort {
         }
         let (frames, descs) = (&mut self.seg_frames, &mut self.seg_descs);
         for (f, p) in frames.iter_mut().zip(pieces) {
-            *f = StreamFrame {
-                addr: p.addr,
-                len: p.len as u32,
-                sum: p.sum,
-            };
+            *f = stream_frame(p);
         }
         let Some(mut hdr) = self.pool.pop() else {
             return false;
@@ -764,11 +757,7 @@ impl XskPort {
             let base = frame.addr();
             let emitted = self.umem.try_frame_mut(frame).map(|bytes| {
                 let mut view = OneFrame { base, bytes };
-                let sf = [StreamFrame {
-                    addr: p.addr,
-                    len: p.len as u32,
-                    sum: p.sum,
-                }];
+                let sf = [stream_frame(p)];
                 let mut desc = Desc::default();
                 SegCursor::new(0, p.len, repr.seq, self.ip_id, p.len)
                     .and_then(|mut c| {
@@ -1116,11 +1105,7 @@ mod tests {
         let tpl = cache.template([2; 6], [3; 6], src, dst, repr).unwrap();
         let mut frames = [StreamFrame::default(); MAX_PIECES];
         for (f, p) in frames.iter_mut().zip(&pieces[..n]) {
-            *f = StreamFrame {
-                addr: p.addr,
-                len: p.len as u32,
-                sum: p.sum,
-            };
+            *f = stream_frame(p);
         }
         let mut hdr = [0u8; crate::seg::MAX_HEADER_LEN];
         let mut descs = [Desc::default(); MAX_PIECES + 1];
