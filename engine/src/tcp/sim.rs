@@ -633,39 +633,23 @@ impl Sim {
             if let Some(s) = &mut self.server {
                 run_app(s, &mut self.server_app, now, elapsed, &mut self.scratch);
             }
-            let mut any = false;
-            let gso = self.gso;
-            while let Some(burst) = self.client.poll_transmit_gso(now, gso) {
-                any = true;
-                for i in 0..burst.count() {
-                    let seg = burst.part(i);
-                    let slot = self.c2s.slot();
-                    let len = serialize(
-                        &mut self.c2s.slots[slot],
-                        self.client_addr,
-                        self.server_addr,
-                        &seg.repr,
-                        self.client.payload(&seg),
-                    );
-                    self.c2s.send(now, slot, len + IP_HEADER);
-                }
-            }
+            let mut any = flush(
+                &mut self.client,
+                &mut self.c2s,
+                self.gso,
+                now,
+                self.client_addr,
+                self.server_addr,
+            );
             if let Some(s) = &mut self.server {
-                while let Some(burst) = s.poll_transmit_gso(now, gso) {
-                    any = true;
-                    for i in 0..burst.count() {
-                        let seg = burst.part(i);
-                        let slot = self.s2c.slot();
-                        let len = serialize(
-                            &mut self.s2c.slots[slot],
-                            self.server_addr,
-                            self.client_addr,
-                            &seg.repr,
-                            s.payload(&seg),
-                        );
-                        self.s2c.send(now, slot, len + IP_HEADER);
-                    }
-                }
+                any |= flush(
+                    s,
+                    &mut self.s2c,
+                    self.gso,
+                    now,
+                    self.server_addr,
+                    self.client_addr,
+                );
             }
             while let Some((t, seg)) = self.listener.poll_transmit(now) {
                 any = true;
@@ -685,6 +669,29 @@ impl Sim {
             }
         }
     }
+}
+
+/// Puts what `c` has to send on `link` (bursts of up to `gso` segments, cut
+/// into segments); whether anything went.
+fn flush(
+    c: &mut Connection,
+    link: &mut Link,
+    gso: usize,
+    now: Instant,
+    from: SocketAddr,
+    to: SocketAddr,
+) -> bool {
+    let mut any = false;
+    while let Some(burst) = c.poll_transmit_gso(now, gso) {
+        any = true;
+        for i in 0..burst.count() {
+            let seg = burst.part(i);
+            let slot = link.slot();
+            let len = serialize(&mut link.slots[slot], from, to, &seg.repr, c.payload(&seg));
+            link.send(now, slot, len + IP_HEADER);
+        }
+    }
+    any
 }
 
 fn run_app(c: &mut Connection, app: &mut App, now: Instant, elapsed: Duration, scratch: &mut [u8]) {

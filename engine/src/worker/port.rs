@@ -457,19 +457,29 @@ impl XskPort {
         self.emit(repr, pieces, mem, tpl)
     }
 
+    /// Whether a burst of segments of `seg_len` payload bytes can go
+    /// through [`XskPort::send_burst`]: always in the single-descriptor
+    /// layout, in the chained one when each segment is whole frames (as
+    /// MSS clipping makes them).
+    pub fn takes_bursts_of(&self, seg_len: usize) -> bool {
+        self.cfg.layout == TxLayout::Single
+            || seg_len.is_multiple_of(self.umem.frame_size().bytes())
+    }
+
     /// Frames and queues a whole burst (`seg` from
     /// [`crate::tcp::Connection::poll_transmit_gso`], `pieces` its payload)
     /// with one `seg` cursor, which advances the sequence numbers, IPv4 ids
     /// and flags (PSH and FIN on the last only), the ring reserved once.
     /// Single-descriptor layout: one piece a segment, its headers into the
-    /// headroom of its slot's frame; chained layout: see
-    /// `send_burst_chained`. Returns `None`, having queued
-    /// nothing, where the burst does not take this path (a piece that is
-    /// not the start of its frame, or segments that are not whole frames; a
-    /// frame still being transmitted; no room): the caller then sends it
-    /// segment by segment. Else how many segments
-    /// went out (all, but for a failure, counted, after which TCP
-    /// retransmits the rest).
+    /// headroom of its slot's frame. Chained layout: each segment's headers
+    /// in a frame from the pool, then the descriptors of the whole
+    /// send-buffer frames it takes (their sums are the frames' own, so no
+    /// payload byte is read). Returns `None`, having queued nothing, where
+    /// the burst does not take this path (a piece that is not the start of
+    /// its frame, or segments that are not whole frames; a frame still
+    /// being transmitted; no room): the caller then sends it segment by
+    /// segment. Else how many segments went out (all, but for a failure,
+    /// counted, after which TCP retransmits the rest).
     #[expect(clippy::too_many_arguments, reason = "one burst's every part")]
     pub fn send_burst(
         &mut self,
@@ -481,37 +491,74 @@ impl XskPort {
         mem: &mut UmemFrames,
         cache: &mut HeaderCache,
     ) -> Option<usize> {
-        let k = seg.count();
-        if k < 2 || pieces.len() > MAX_PIECES {
-            return None;
-        }
-        if self.cfg.layout == TxLayout::Chained {
-            return self.send_burst_chained(mac, src, dst, seg, pieces, mem, cache);
-        }
-        if pieces.len() != k {
-            return None;
-        }
-        let whole = pieces.iter().enumerate().all(|(i, p)| {
-            p.offset == 0
-                && (p.len == seg.seg_len || (i + 1 == k && p.len <= seg.seg_len))
-                && mem.token(p.slot).is_some_and(|f| !self.umem.is_lent(f))
-        });
+        let (k, np) = (seg.count(), pieces.len());
         let ip_hl = if src.is_ipv4() { 20 } else { 40 };
-        if !whole
+        if k < 2
+            || np > MAX_PIECES
+            || !self.takes_bursts_of(seg.seg_len)
             || ip_hl + seg.repr.header_len() + seg.seg_len > self.cfg.mtu
-            || (self.xsk.tx.size() - self.xsk.tx.in_flight()) < k as u32
         {
+            return None;
+        }
+        let single = self.cfg.layout == TxLayout::Single;
+        let fs = self.umem.frame_size().bytes();
+        let whole = if single {
+            np == k
+                && pieces.iter().enumerate().all(|(i, p)| {
+                    p.offset == 0
+                        && (p.len == seg.seg_len || (i + 1 == k && p.len <= seg.seg_len))
+                        && mem.token(p.slot).is_some_and(|f| !self.umem.is_lent(f))
+                })
+        } else {
+            pieces.iter().enumerate().all(|(i, p)| {
+                p.offset == 0 && (p.len == fs || i + 1 == np) && mem.token(p.slot).is_some()
+            })
+        };
+        // Descriptors: one a segment, or a header each and the frames;
+        // header frames from the pool for the chained layout.
+        let (descs, headers) = if single { (k, 0) } else { (k + np, k) };
+        let ring_free = (self.xsk.tx.size() - self.xsk.tx.in_flight()) as usize;
+        if !whole || ring_free < descs || self.pool.len() < headers {
             return None;
         }
         let local_mac = self.cfg.local_mac;
         let tpl = cache.template(local_mac, mac, src, dst, &seg.repr)?;
-        let hl = tpl.header_len();
-        if mem.headroom() < hl {
+        if single && mem.headroom() < tpl.header_len() {
             return None;
         }
-        let mut cursor = self.burst_cursor(seg, pieces)?;
-        let frames = &self.seg_frames;
-        let mut batch = self.xsk.tx.batch(k as u32);
+        for (f, p) in self.seg_frames.iter_mut().zip(pieces) {
+            *f = stream_frame(p);
+        }
+        let cursor = SegCursor::new(
+            0,
+            seg.len,
+            seg.repr.seq,
+            self.ip_id.wrapping_add(1),
+            seg.seg_len,
+        )
+        .ok()?;
+        let sent = if single {
+            self.burst_in_headroom(cursor, tpl, pieces, mem)
+        } else {
+            self.burst_chained(cursor, tpl, pieces, mem, k)
+        };
+        self.ip_id = self.ip_id.wrapping_add(sent as u16);
+        self.counters.tx_packets += sent as u64;
+        self.counters.tx_bursts += sent as u64;
+        Some(sent)
+    }
+
+    /// [`XskPort::send_burst`]'s single-descriptor layout: each segment's
+    /// headers into its own frame's headroom. Returns the segments queued.
+    fn burst_in_headroom(
+        &mut self,
+        mut cursor: SegCursor,
+        tpl: &HeaderTemplate,
+        pieces: &[Piece],
+        mem: &mut UmemFrames,
+    ) -> usize {
+        let frames = &self.seg_frames[..pieces.len()];
+        let mut batch = self.xsk.tx.batch(pieces.len() as u32);
         let mut sent = 0;
         for p in pieces {
             let Some(frame) = mem.token_mut(p.slot) else {
@@ -523,12 +570,12 @@ impl XskPort {
             };
             let mut view = OneFrame { base, bytes };
             let mut desc = Desc::default();
-            match cursor.next_in_headroom(tpl, &frames[..k], &mut view, &mut desc) {
-                Some(Ok(_)) => {}
-                _ => {
-                    self.counters.tx_too_long += 1;
-                    break;
-                }
+            if !matches!(
+                cursor.next_in_headroom(tpl, frames, &mut view, &mut desc),
+                Some(Ok(_))
+            ) {
+                self.counters.tx_too_long += 1;
+                break;
             }
             if !batch.lend(frame, (desc.addr.0 - base.0) as u32, desc.len, false) {
                 break;
@@ -536,64 +583,22 @@ impl XskPort {
             sent += 1;
             self.counters.tx_bytes += u64::from(desc.len);
         }
-        drop(batch);
-        self.ip_id = self.ip_id.wrapping_add(sent as u16);
-        self.counters.tx_packets += sent as u64;
-        self.counters.tx_bursts += sent as u64;
-        Some(sent)
+        sent
     }
 
-    /// The `seg` cursor over a burst, its pieces in `seg_frames`; the IPv4
-    /// ids go on from the last one sent.
-    fn burst_cursor(&mut self, seg: &Segment, pieces: &[Piece]) -> Option<SegCursor> {
-        for (f, p) in self.seg_frames.iter_mut().zip(pieces) {
-            *f = stream_frame(p);
-        }
-        SegCursor::new(
-            0,
-            seg.len,
-            seg.repr.seq,
-            self.ip_id.wrapping_add(1),
-            seg.seg_len,
-        )
-        .ok()
-    }
-
-    /// [`XskPort::send_burst`] in the chained layout: each segment's
-    /// headers in a frame from the pool, its payload the descriptors of the
-    /// whole send-buffer frames it takes (segments of whole frames, as MSS
-    /// clipping makes them: their sums are the frames' own, so no payload
-    /// byte is read).
-    #[expect(clippy::too_many_arguments, reason = "one burst's every part")]
-    fn send_burst_chained(
+    /// [`XskPort::send_burst`]'s chained layout: each of the `k` segments'
+    /// headers in a frame from the pool, then its frames' descriptors.
+    /// Returns the segments queued.
+    fn burst_chained(
         &mut self,
-        mac: [u8; 6],
-        src: SocketAddr,
-        dst: SocketAddr,
-        seg: &Segment,
+        mut cursor: SegCursor,
+        tpl: &HeaderTemplate,
         pieces: &[Piece],
         mem: &mut UmemFrames,
-        cache: &mut HeaderCache,
-    ) -> Option<usize> {
-        let k = seg.count();
+        k: usize,
+    ) -> usize {
         let np = pieces.len();
-        let fs = self.umem.frame_size().bytes();
-        let whole = seg.seg_len.is_multiple_of(fs)
-            && pieces.iter().enumerate().all(|(i, p)| {
-                p.offset == 0 && (p.len == fs || i + 1 == np) && mem.token(p.slot).is_some()
-            });
-        let ip_hl = if src.is_ipv4() { 20 } else { 40 };
-        if !whole
-            || ip_hl + seg.repr.header_len() + seg.seg_len > self.cfg.mtu
-            || ((self.xsk.tx.size() - self.xsk.tx.in_flight()) as usize) < k + np
-            || self.pool.len() < k
-        {
-            return None;
-        }
-        let local_mac = self.cfg.local_mac;
-        let tpl = cache.template(local_mac, mac, src, dst, &seg.repr)?;
-        let mut cursor = self.burst_cursor(seg, pieces)?;
-        let (frames, descs) = (&self.seg_frames, &mut self.seg_descs);
+        let (frames, descs) = (&self.seg_frames[..np], &mut self.seg_descs);
         let mut batch = self.xsk.tx.batch((k + np) as u32);
         let (mut sent, mut at) = (0, 0);
         for _ in 0..k {
@@ -604,7 +609,7 @@ impl XskPort {
             let buf = self.umem.frame_mut(&mut hdr);
             // Every piece is a whole frame with its sum: `seg` reads no
             // payload (an empty memory proves it: a read would fail).
-            let info = match cursor.next(tpl, &frames[..np], &NO_MEMORY, buf, hdr_addr, descs) {
+            let info = match cursor.next(tpl, frames, &NO_MEMORY, buf, hdr_addr, descs) {
                 Some(Ok(info)) => info,
                 _ => {
                     self.pool.push(hdr);
@@ -633,11 +638,7 @@ impl XskPort {
             sent += 1;
             self.counters.tx_bytes += (info.header_len + info.payload_len) as u64;
         }
-        drop(batch);
-        self.ip_id = self.ip_id.wrapping_add(sent as u16);
-        self.counters.tx_packets += sent as u64;
-        self.counters.tx_bursts += sent as u64;
-        Some(sent)
+        sent
     }
 
     /// One segment with the template `tpl`.
@@ -847,11 +848,7 @@ impl XskPort {
     /// Whether a segment of `descs` descriptors can be queued now (a header
     /// frame and TX ring room), reaping completions first if needed.
     pub fn has_room(&mut self, descs: usize) -> bool {
-        if self.pool.is_empty() {
-            self.reap();
-        }
-        let ring_free = self.xsk.tx.size() - self.xsk.tx.in_flight();
-        !self.pool.is_empty() && ring_free as usize >= descs
+        self.room_for(descs) > 0
     }
 
     /// How many segments of up to `descs` descriptors each can be queued

@@ -8,9 +8,10 @@
 //! sinks drain receive buffers), `poll_transmit_gso` within its TX budget
 //! (new data in bursts of whole segments, the TCP work done once a burst,
 //! the port framing each segment of it) → TX kick, completions, fill-ring
-//! refill → counters → wait (per [`WaitStrategy`]). A turn touches only the connections that have work;
-//! one that still has work after its turn (its budget ran out, its source
-//! can go on) is served again the next turn, after the others.
+//! refill → counters → wait (per [`WaitStrategy`]). A turn touches only the
+//! connections that have work; one that still has work after its turn (its
+//! budget ran out, its source can go on) is served again the next turn,
+//! after the others.
 //!
 //! Sharing: the worker's frames and its RX ring are shared evenly among its
 //! connections (`Worker::rebalance`, when their number changes): each
@@ -1104,6 +1105,7 @@ impl Worker {
                 // A burst of whole frames goes out with one `seg` cursor;
                 // else segment by segment.
                 if seg.count() > 1
+                    && port.takes_bursts_of(seg.seg_len)
                     && let Some(n) = s.conn.payload_pieces(&seg, &mut pieces)
                     && port
                         .send_burst(
