@@ -63,7 +63,7 @@ use crate::wire::{
     Error as WireError, EtherType, EthernetAddress, EthernetRepr, IpProtocol, IpRepr, Ipv4Repr,
     Ipv6Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, locate_tcp,
 };
-use crate::xsk::{Frame, RxDesc, TxDesc, Umem, Xsk};
+use crate::xsk::{Frame, RxDesc, TxBatch, TxDesc, Umem, Xsk};
 
 /// No memory at all: what `seg` is given to read payload from, since every
 /// payload piece comes with its sum (a read would fail and refuse the send).
@@ -97,6 +97,37 @@ fn stream_frame(p: &Piece) -> StreamFrame {
         len: p.len as u32,
         sum: p.sum,
     }
+}
+
+/// Queues one chained segment: its header frame `hdr` (`header_len` bytes),
+/// then `descs[1..]`, which point into the frames of `pieces` in order,
+/// lent. Gives the header frame back if the batch has no room.
+fn queue_chained(
+    batch: &mut TxBatch<'_>,
+    hdr: Frame,
+    header_len: usize,
+    descs: &[Desc],
+    pieces: &[Piece],
+    mem: &UmemFrames,
+) -> Result<(), Frame> {
+    let n = descs.len();
+    batch
+        .push(TxDesc {
+            frame: hdr,
+            offset: 0,
+            len: header_len as u32,
+            contd: n > 1,
+        })
+        .map_err(|d| d.frame)?;
+    for (i, (p, d)) in pieces.iter().zip(&descs[1..]).enumerate() {
+        // Every piece's frame was checked before its descriptors were made.
+        let Some(frame) = mem.token(p.slot) else {
+            continue;
+        };
+        let off = (d.addr.0 - frame.addr().0) as u32;
+        batch.lend(frame, off, d.len, i + 2 < n);
+    }
+    Ok(())
 }
 
 /// A connection's header template and what it was built for: rebuilt when
@@ -618,21 +649,12 @@ impl XskPort {
                 }
             };
             let n = info.desc_count;
-            if let Err(d) = batch.push(TxDesc {
-                frame: hdr,
-                offset: 0,
-                len: info.header_len as u32,
-                contd: n > 1,
-            }) {
-                self.pool.push(d.frame);
+            let rest = pieces.get(at..).unwrap_or_default();
+            if let Err(hdr) =
+                queue_chained(&mut batch, hdr, info.header_len, &descs[..n], rest, mem)
+            {
+                self.pool.push(hdr);
                 break;
-            }
-            for (j, d) in descs[1..n].iter().enumerate() {
-                let Some(frame) = pieces.get(at + j).and_then(|p| mem.token(p.slot)) else {
-                    continue;
-                };
-                let off = (d.addr.0 - frame.addr().0) as u32;
-                batch.lend(frame, off, d.len, j + 2 < n);
             }
             at += n - 1;
             sent += 1;
@@ -709,22 +731,11 @@ impl XskPort {
             }
         };
         let mut batch = self.xsk.tx.batch(n as u32);
-        if let Err(d) = batch.push(TxDesc {
-            frame: hdr,
-            offset: 0,
-            len: info.header_len as u32,
-            contd: n > 1,
-        }) {
+        if let Err(hdr) = queue_chained(&mut batch, hdr, info.header_len, &descs[..n], pieces, mem)
+        {
             // Cannot happen: room for n was checked. Keep the frame.
-            self.pool.push(d.frame);
+            self.pool.push(hdr);
             return false;
-        }
-        for (i, (p, d)) in pieces.iter().zip(&descs[1..n]).enumerate() {
-            let Some(frame) = mem.token(p.slot) else {
-                continue;
-            };
-            let off = (d.addr.0 - frame.addr().0) as u32;
-            batch.lend(frame, off, d.len, i + 2 < n);
         }
         drop(batch);
         let total = info.header_len + plen;
