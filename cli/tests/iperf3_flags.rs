@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Server, TempDir, XTCP, kill, need_iperf3, tcp_mib, testnet, wait_listening};
+use common::{
+    ENGINE, Server, TempDir, XTCP, kill, need_iperf3, tcp_ext, tcp_mib, testnet, wait_listening,
+};
 use xtcp_engine::testnet::TestNet;
 
 /// A stock `iperf3 -s -1 -J <extra>` in side B's namespace (every
@@ -105,6 +107,32 @@ fn client_json(net: &TestNet, args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+/// Linux's count in side B of connections closed with bytes unread
+/// (`TCPAbortOnClose`).
+fn closed_unread(net: &TestNet) -> u64 {
+    tcp_ext(&net.b.ns, "TCPAbortOnClose")
+}
+
+/// What a stock server's JSON `s` says it received of the `n` bytes xtcp
+/// sent: all of them, or fewer only where the server closed a data
+/// connection with bytes still unread (`closed_before`: the count of such
+/// closes before the test). iperf3's server closes its data sockets at
+/// `TEST_END` without reading what they hold, so it counts only what it
+/// read by then; xtcp writes `TEST_END` once the server's TCP acknowledged
+/// every byte, but cannot know what the server read (iperf3 3.12's own
+/// client, which writes it once the bytes are in its send buffer, lost the
+/// tail of a 1.5 MB `-F` transfer in 3 of 8 runs, kernel to kernel). Linux
+/// counts such a close as `TCPAbortOnClose`: the shortfall is the server's.
+fn stock_server_received(net: &TestNet, s: &serde_json::Value, n: u64, closed_before: u64) -> u64 {
+    let got = u(&s["end"]["sum_received"]["bytes"]);
+    let closed = closed_unread(net) - closed_before;
+    assert!(
+        got == n || (got < n && closed > 0),
+        "the stock server received {got} of {n} bytes; connections it closed unread: {closed}"
+    );
+    got
 }
 
 fn u(v: &serde_json::Value) -> u64 {
@@ -400,12 +428,13 @@ fn ipv6_only_and_family_mismatch() {
     let net = testnet(1);
     let server = StockServer::start(&net, &[]);
     let b6 = net.b.ip6.to_string();
+    let closed_before = closed_unread(&net);
     let out = client(&net, &["-6", "-c", &b6, "-J", "-n", "16M"])
         .run()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let s = server.json();
-    assert_eq!(u(&s["end"]["sum_received"]["bytes"]), 16 << 20);
+    stock_server_received(&net, &s, 16 << 20, closed_before);
     assert_eq!(
         s["start"]["accepted_connection"]["host"],
         net.a.ip6.to_string(),
@@ -466,11 +495,20 @@ fn file_both_ways_byte_exact() {
     std::fs::write(&src, &data).unwrap();
     let got = dir.0.join("got.bin");
     let server = StockServer::start(&net, &["-F", got.to_str().unwrap()]);
+    let closed_before = closed_unread(&net);
     let v = client_json(&net, &["-F", src.to_str().unwrap()]);
     let s = server.json();
     assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), data.len() as u64);
-    assert_eq!(u(&s["end"]["sum_received"]["bytes"]), data.len() as u64);
-    assert_eq!(sha256(&got), sha256(&src), "sent file");
+    // The server writes what it read: the file's bytes, in order, all of
+    // them unless it closed the stream unread at TEST_END (a server slowed
+    // by its disk writes lags; it happened in CI).
+    let n = stock_server_received(&net, &s, data.len() as u64, closed_before) as usize;
+    let written = std::fs::read(&got).unwrap();
+    assert_eq!(written.len(), n, "the server's file holds what it counted");
+    assert!(
+        written[..] == data[..n],
+        "sent file: the bytes of the file, in order"
+    );
 
     // -R: the stock server sends its -F file. iperf3 3.12's file sender
     // loses its place in the file after a partial write (kernel to kernel
@@ -613,13 +651,14 @@ fn authenticates_to_a_stock_server() {
     ];
 
     let server = StockServer::start(&net, &auth);
+    let closed_before = closed_unread(&net);
     let out = client(&net, &login)
         .args(["-n", "8M", "-J"])
         .env("IPERF3_PASSWORD", "s3cret")
         .run()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(u(&server.json()["end"]["sum_received"]["bytes"]), 8 << 20);
+    stock_server_received(&net, &server.json(), 8 << 20, closed_before);
 
     let _server = StockServer::start(&net, &auth);
     let out = client(&net, &login)

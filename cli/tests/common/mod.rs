@@ -599,6 +599,19 @@ pub fn tcp_mib(ns: &Netns, field: &str) -> u64 {
     values.split_whitespace().nth(i).unwrap().parse().unwrap()
 }
 
+/// `field` of the `TcpExt:` lines of `/proc/net/netstat` in `ns`.
+pub fn tcp_ext(ns: &Netns, field: &str) -> u64 {
+    let out = ns.command("cat").arg("/proc/net/netstat").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ext = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (ext.next().unwrap(), ext.next().unwrap());
+    let i = names
+        .split_whitespace()
+        .position(|w| w == field)
+        .unwrap_or_else(|| panic!("no {field}: {names}"));
+    values.split_whitespace().nth(i).unwrap().parse().unwrap()
+}
+
 /// `Tcp: OutSegs + RetransSegs` of the namespace: every TCP segment its
 /// stack sent (Linux leaves retransmissions out of `OutSegs` and counts
 /// them in `RetransSegs`).
