@@ -294,8 +294,30 @@ impl TcpOptions {
 
     /// Parses an options area. A later duplicate replaces an earlier one;
     /// parsing stops at EOL; unknown options are skipped.
-    pub fn parse(mut b: &[u8]) -> Result<TcpOptions> {
-        let mut o = TcpOptions::NONE;
+    pub fn parse(b: &[u8]) -> Result<TcpOptions> {
+        // What nearly every segment of a connection with timestamps begins
+        // with (RFC 7323 Appendix A's layout, as Linux and xtcp send it):
+        // NOP, NOP, the timestamp; taken in one step, the rest one by one.
+        match b.split_first_chunk::<12>() {
+            Some((head, rest)) if head[..4] == [kind::NOP, kind::NOP, kind::TIMESTAMP, 10] => {
+                let ts = TcpTimestamp {
+                    tsval: be32(head, 4),
+                    tsecr: be32(head, 8),
+                };
+                Self::parse_each(
+                    rest,
+                    TcpOptions {
+                        timestamp: Some(ts),
+                        ..TcpOptions::NONE
+                    },
+                )
+            }
+            _ => Self::parse_each(b, TcpOptions::NONE),
+        }
+    }
+
+    /// Parses options one by one into `o`.
+    pub(crate) fn parse_each(mut b: &[u8], mut o: TcpOptions) -> Result<TcpOptions> {
         while !b.is_empty() {
             let (opt, rest) = TcpOption::parse(b)?;
             match opt {

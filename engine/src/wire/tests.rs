@@ -710,6 +710,37 @@ proptest! {
         prop_assert_eq!(EthernetRepr::parse(&f).unwrap(), r);
     }
 
+    /// The one-step parse of a leading NOP, NOP, timestamp gives what
+    /// parsing option by option gives, whatever follows (SACK blocks,
+    /// another timestamp, garbage) and whatever the lead's bytes are.
+    #[test]
+    fn options_lead_fast_path_equals_option_by_option(
+        lead in prop_oneof![
+            Just(vec![1u8, 1, 8, 10]),
+            Just(vec![1u8, 1, 8, 9]),
+            Just(vec![1u8, 8, 10, 1]),
+            Just(vec![]),
+        ],
+        ts in any::<[u8; 8]>(),
+        tail in proptest::collection::vec(any::<u8>(), 0..28),
+        sack in proptest::option::of(proptest::collection::vec(any::<u8>(), 1..4usize)),
+    ) {
+        let mut b = lead.clone();
+        if !lead.is_empty() {
+            b.extend_from_slice(&ts);
+        }
+        if let Some(blocks) = sack {
+            // A well-formed SACK option after the lead: NOP, NOP, kind 5.
+            b.extend_from_slice(&[1, 1, 5, 2 + 8 * blocks.len() as u8]);
+            for (i, k) in blocks.iter().enumerate() {
+                b.extend_from_slice(&[*k, i as u8, 0, 1, *k, i as u8, 0, 9]);
+            }
+        }
+        b.extend_from_slice(&tail);
+        b.truncate(40);
+        prop_assert_eq!(TcpOptions::parse(&b), TcpOptions::parse_each(&b, TcpOptions::NONE));
+    }
+
     #[test]
     fn arp_roundtrip(op in any::<u16>(), sh in arb_mac(), th in arb_mac(), si in any::<[u8; 4]>(), ti in any::<[u8; 4]>()) {
         let r = ArpRepr { operation: ArpOperation(op), source_hw: sh, source_ip: si.into(), target_hw: th, target_ip: ti.into() };
