@@ -538,15 +538,18 @@ impl<M: SendMemory> SendBuffer<M> {
         self.head = to;
         if self.limit < self.frames {
             // Each released slot's memory goes to the slot `limit` ahead,
-            // the next one to be written once this one is free.
-            let frames = self.frames as u64;
-            for abs in first..last {
-                let from = (abs % frames) as usize;
-                let dst = ((abs + self.limit as u64) % frames) as usize;
+            // the next one to be written once this one is free. (The slot
+            // numbers wrap by a comparison, not by a division a slot.)
+            let frames = self.frames;
+            let next = |i: usize| if i + 1 == frames { 0 } else { i + 1 };
+            let mut from = (first % frames as u64) as usize;
+            let mut dst = ((first + self.limit as u64) % frames as u64) as usize;
+            for _ in first..last {
                 let sums = std::mem::take(&mut self.sums[from]);
                 if self.mem.recycle(from, dst) {
                     self.sums[dst] = sums;
                 }
+                (from, dst) = (next(from), next(dst));
             }
         }
         first != last
