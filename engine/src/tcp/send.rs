@@ -183,6 +183,11 @@ pub(crate) struct SendBuffer<M> {
     head: u64,
     /// Stream offset one past the last written byte.
     tail: u64,
+    /// Where `tail` is: its slot and the offset in it (kept as it moves,
+    /// so that writing asks for no division a slot).
+    tail_at: (usize, usize),
+    /// Stream offset where `head`'s slot starts.
+    head_base: u64,
     /// (stream offset, slot, offset in it) where the last
     /// [`SendBuffer::pieces`] ended: the next segment usually starts there.
     cursor: (u64, usize, usize),
@@ -217,6 +222,8 @@ impl<M: SendMemory> SendBuffer<M> {
             limit: frames.max(1),
             head: 0,
             tail: 0,
+            tail_at: (0, 0),
+            head_base: 0,
             touched: 0,
             cursor: (u64::MAX, 0, 0),
             pattern: None,
@@ -306,8 +313,7 @@ impl<M: SendMemory> SendBuffer<M> {
         if !self.allocated {
             return 0;
         }
-        let first_frame_start = self.head - self.head % self.frame_len as u64;
-        (first_frame_start + self.capacity()).saturating_sub(self.tail) as usize
+        (self.head_base + self.capacity()).saturating_sub(self.tail) as usize
     }
 
     /// Bytes written and not yet acknowledged.
@@ -331,10 +337,29 @@ impl<M: SendMemory> SendBuffer<M> {
         if n == 0 {
             return None;
         }
-        let fl = self.frame_len as u64;
-        let slot = ((self.tail / fl) % self.frames as u64) as usize;
-        let off = (self.tail % fl) as usize;
+        let (slot, off) = self.tail_at;
+        debug_assert_eq!(self.tail_at, self.position(self.tail));
         Some((slot, off, n.min(self.frame_len - off)))
+    }
+
+    /// The slot and the offset in it of stream offset `at`.
+    fn position(&self, at: u64) -> (usize, usize) {
+        let fl = self.frame_len as u64;
+        (
+            ((at / fl) % self.frames as u64) as usize,
+            (at % fl) as usize,
+        )
+    }
+
+    /// `k` bytes were written at the tail, within its slot (a piece from
+    /// [`SendBuffer::next_free`]).
+    fn advance(&mut self, k: usize) {
+        self.tail += k as u64;
+        self.tail_at.1 += k;
+        if self.tail_at.1 == self.frame_len {
+            let next = self.tail_at.0 + 1;
+            self.tail_at = (if next == self.frames { 0 } else { next }, 0);
+        }
     }
 
     /// One slot's bytes, writable (see [`SendMemory::slots_mut`]).
@@ -358,7 +383,7 @@ impl<M: SendMemory> SendBuffer<M> {
             let s = &mut self.sums[slot];
             copy_summed(&mut dst[off..off + k], &buf[done..done + k], off, s);
             done += k;
-            self.tail += k as u64;
+            self.advance(k);
         }
         self.touched += done as u64;
         done
@@ -376,7 +401,7 @@ impl<M: SendMemory> SendBuffer<M> {
             let n = f(&mut dst[off..off + k]).min(k);
             if n > 0 {
                 sum_written(dst, off, off + n, &mut self.sums[slot]);
-                self.tail += n as u64;
+                self.advance(n);
                 done += n;
             }
             if n < k {
@@ -397,8 +422,7 @@ impl<M: SendMemory> SendBuffer<M> {
             return 0;
         }
         let fl = self.frame_len;
-        let first = ((self.tail / fl as u64) % self.frames as u64) as usize;
-        let off = (self.tail % fl as u64) as usize;
+        let (first, off) = self.tail_at;
         let want = (off + free)
             .div_ceil(fl)
             .min(MAX_VECTORED)
@@ -431,6 +455,7 @@ impl<M: SendMemory> SendBuffer<M> {
             from = 0;
         }
         self.tail += n as u64;
+        self.tail_at = self.position(self.tail);
         self.touched += n as u64;
         n
     }
@@ -487,7 +512,7 @@ impl<M: SendMemory> SendBuffer<M> {
                 }
             }
             ph = (ph + k) % p;
-            self.tail += k as u64;
+            self.advance(k);
             done += k;
         }
         done
@@ -520,7 +545,7 @@ impl<M: SendMemory> SendBuffer<M> {
                     s.blocks.0[b] = 0;
                 }
             }
-            self.tail += k as u64;
+            self.advance(k);
             done += k;
         }
         done
@@ -536,6 +561,7 @@ impl<M: SendMemory> SendBuffer<M> {
         let fl = self.frame_len as u64;
         let (first, last) = (self.head / fl, to / fl);
         self.head = to;
+        self.head_base = last * fl;
         if self.limit < self.frames {
             // Each released slot's memory goes to the slot `limit` ahead,
             // the next one to be written once this one is free. (The slot
