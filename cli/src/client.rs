@@ -516,6 +516,10 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         sink,
         ..ClientConfig::default()
     };
+    // A byte or block budget ends once the server's TCP acknowledged every
+    // byte: what xtcp counts sent then is what the server had.
+    let acked_budget =
+        (config.params.bytes > 0 || config.params.blocks > 0) && config.params.omit_secs == 0;
     let count = Iperf3Client::connections(&config);
     let cookie = Cookie::from_entropy(&entropy());
     let run = crate::report::ClientRun::new(a, &cfg, &config.params, &cookie, host)?;
@@ -598,6 +602,16 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         extra.insert("title".into(), json!(t));
     }
     run.finish(&o, &XdpSummary::of(&report), extra)?;
+    if o.result.is_ok()
+        && acked_budget
+        && let Some((read, sent)) = crate::report::server_read_short(&o)
+    {
+        eprintln!(
+            "xtcp: the server read {read} of the {sent} bytes its TCP acknowledged: iperf3's server \
+             closes its data connections at TEST_END with what they hold unread (Linux there \
+             counts each such close in TcpExtTCPAbortOnClose)"
+        );
+    }
     if let Err(e) = o.result {
         bail!("the test failed: {e}");
     }

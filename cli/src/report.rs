@@ -1152,6 +1152,19 @@ pub(crate) fn starting_line(p: &TestParams) -> String {
     )
 }
 
+/// Where the server read fewer bytes than this client's sending streams
+/// counted: (read, sent), summed over those streams. (A stock iperf3
+/// server closes its data connections at `TEST_END` without reading what
+/// they still hold.)
+pub(crate) fn server_read_short(o: &ClientOutcome) -> Option<(u64, u64)> {
+    o.peer.as_ref()?;
+    let (read, sent) = client_streams(o)
+        .iter()
+        .filter(|s| s.local_sends)
+        .fold((0, 0), |(r, t), s| (r + s.received, t + s.sent));
+    (read < sent).then_some((read, sent))
+}
+
 /// The client's streams at the end: its own counts where it sent or
 /// received, the server's results for the other end.
 fn client_streams(o: &ClientOutcome) -> Vec<StreamEnd> {

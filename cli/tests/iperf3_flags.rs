@@ -570,6 +570,106 @@ fn file_both_ways_byte_exact() {
     assert_eq!(names.len(), 3, "{names:?}");
 }
 
+/// The established connections of the stock server in side B (port
+/// 5201): (Recv-Q, bytes received) each, from `ss -ti`.
+fn server_sockets(net: &TestNet) -> Vec<(u64, u64)> {
+    let out = net
+        .b
+        .ns
+        .command("ss")
+        .args(["-Htin", "state", "established", "( sport = :5201 )"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut socks: Vec<(u64, u64)> = Vec::new();
+    for l in text.lines() {
+        if !l.starts_with(char::is_whitespace) {
+            let q = l.split_whitespace().next().and_then(|q| q.parse().ok());
+            socks.push((q.unwrap_or(0), 0));
+        } else if let Some(last) = socks.last_mut() {
+            let rx = l
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("bytes_received:"))
+                .and_then(|v| v.parse().ok());
+            last.1 = rx.unwrap_or(0);
+        }
+    }
+    socks
+}
+
+/// Waits (bounded) until the stock server's connections satisfy `ok`.
+fn wait_server_sockets(net: &TestNet, what: &str, ok: impl Fn(&[(u64, u64)]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = server_sockets(net);
+        if ok(&s) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {s:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A server that lags: stopped (SIGSTOP) while a paced `-n 64K` runs, and
+/// let go only once xtcp's `TEST_END` waits unread in its control
+/// connection. iperf3 then handles the control connection first and closes
+/// the data connection with what arrived meanwhile unread: its count is
+/// short, Linux counts the close, and xtcp says so with both numbers. A
+/// server that keeps up gets no such word.
+#[test]
+fn a_server_that_stops_reading_at_test_end_is_said_to_be_short() {
+    let net = testnet(1);
+    let b = net.b.ip4.to_string();
+    let n: u64 = 64 << 10;
+    let server = StockServer::start(&net, &[]);
+    let pid = server.0.as_ref().unwrap().id();
+    let closed_before = closed_unread(&net);
+    // 16 KiB at once, then 16 KiB a second.
+    let child = client(&net, &["-c", &b, "-J", "-n", "64K", "-b", "128K"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Data arrives: a connection has more than a cookie and parameters.
+    wait_server_sockets(&net, "data arriving", |s| {
+        s.iter().any(|&(_, rx)| rx > 8 << 10)
+    });
+    kill("-STOP", pid);
+    // The rest arrives, is acknowledged, and TEST_END waits unread in the
+    // control connection (the one that received least).
+    wait_server_sockets(&net, "TEST_END waiting", |s| {
+        s.len() == 2 && s.iter().min_by_key(|x| x.1).is_some_and(|c| c.0 > 0)
+    });
+    kill("-CONT", pid);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n);
+    let s = server.json();
+    let got = u(&s["end"]["sum_received"]["bytes"]);
+    assert!(got < n, "the server read everything: {s}");
+    stock_server_received(&net, got, n, closed_before);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "the server read {got} of the {n} bytes its TCP acknowledged"
+        )),
+        "{err}"
+    );
+
+    // Not stopped: the word only where the server's count is short.
+    let server = StockServer::start(&net, &[]);
+    let out = client(&net, &["-c", &b, "-J", "-n", "1M"]).run().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got = u(&server.json()["end"]["sum_received"]["bytes"]);
+    assert_eq!(
+        stderr(&out).contains("the server read"),
+        got < 1 << 20,
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// `--cport 40000 -P 2`: the stock server sees the data streams come from
 /// ports 40000 and 40001 (its JSON's `connected`), the control connection
 /// from 40002.
