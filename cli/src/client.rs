@@ -516,10 +516,17 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         sink,
         ..ClientConfig::default()
     };
-    // A byte or block budget ends once the server's TCP acknowledged every
-    // byte: what xtcp counts sent then is what the server had.
-    let acked_budget =
-        (config.params.bytes > 0 || config.params.blocks > 0) && config.params.omit_secs == 0;
+    // A byte or block budget that this side's sending streams split
+    // exactly ends once the server's TCP acknowledged every byte of it
+    // (not so with --bidir, where the received bytes may end it first,
+    // nor with -O): then xtcp's count of them is what the server had.
+    let p = &config.params;
+    let acked_budget = match (p.bytes, p.blocks) {
+        _ if p.bidirectional || p.reverse || p.omit_secs > 0 => None,
+        (0, 0) => None,
+        (0, k) => Some(k.saturating_mul(u64::from(p.block_len))),
+        (n, _) => Some(n),
+    };
     let count = Iperf3Client::connections(&config);
     let cookie = Cookie::from_entropy(&entropy());
     let run = crate::report::ClientRun::new(a, &cfg, &config.params, &cookie, host)?;
@@ -603,8 +610,8 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     }
     run.finish(&o, &XdpSummary::of(&report), extra)?;
     if o.result.is_ok()
-        && acked_budget
         && let Some((read, sent)) = crate::report::server_read_short(&o)
+        && Some(sent) == acked_budget
     {
         eprintln!(
             "xtcp: the server read {read} of the {sent} bytes its TCP acknowledged: iperf3's server \

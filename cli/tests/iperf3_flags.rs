@@ -610,38 +610,72 @@ fn wait_server_sockets(net: &TestNet, what: &str, ok: impl Fn(&[(u64, u64)]) -> 
     }
 }
 
-/// A server that lags: stopped (SIGSTOP) while a paced `-n 64K` runs, and
-/// let go only once xtcp's `TEST_END` waits unread in its control
-/// connection. iperf3 then handles the control connection first and closes
-/// the data connection with what arrived meanwhile unread: its count is
-/// short, Linux counts the close, and xtcp says so with both numbers. A
-/// server that keeps up gets no such word.
+/// A server that lags: stopped (SIGSTOP) while a paced `-n 64K` runs, idle
+/// between two chunks, and let go only once xtcp's `TEST_END` waits unread
+/// in its control connection. iperf3 3.12 (one thread; 3.16 reads each
+/// stream in a thread of its own) then handles the control connection
+/// first and closes the data connection with what arrived meanwhile
+/// unread: its count is short, Linux counts the close, and xtcp says so
+/// with both numbers. A server that keeps up gets no such word.
 #[test]
 fn a_server_that_stops_reading_at_test_end_is_said_to_be_short() {
     let net = testnet(1);
     let b = net.b.ip4.to_string();
     let n: u64 = 64 << 10;
-    let server = StockServer::start(&net, &[]);
-    let pid = server.0.as_ref().unwrap().id();
-    let closed_before = closed_unread(&net);
-    // 16 KiB at once, then 16 KiB a second.
-    let child = client(&net, &["-c", &b, "-J", "-n", "64K", "-b", "128K"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Data arrives: a connection has more than a cookie and parameters.
-    wait_server_sockets(&net, "data arriving", |s| {
-        s.iter().any(|&(_, rx)| rx > 8 << 10)
-    });
-    kill("-STOP", pid);
-    // The rest arrives, is acknowledged, and TEST_END waits unread in the
-    // control connection (the one that received least).
-    wait_server_sockets(&net, "TEST_END waiting", |s| {
-        s.len() == 2 && s.iter().min_by_key(|x| x.1).is_some_and(|c| c.0 > 0)
-    });
-    kill("-CONT", pid);
-    let out = child.wait_with_output().unwrap();
+    // The data connection (the one that received most) as the stock server
+    // has it: (Recv-Q, bytes received), the cookie's 37 bytes included.
+    let data = |s: &[(u64, u64)]| {
+        s.iter()
+            .copied()
+            .max_by_key(|x| x.1)
+            .filter(|_| s.len() == 2)
+    };
+    // Idle between chunks: the first chunk (the paced sender's 16 KiB at
+    // once; the next comes a second later) received and read, the rest not
+    // yet received.
+    let idle =
+        |s: &[(u64, u64)]| data(s).is_some_and(|(q, rx)| q == 0 && rx > 16 << 10 && rx < n + 37);
+    let mut attempts = 0;
+    let (server, out, closed_before) = loop {
+        attempts += 1;
+        let server = StockServer::start(&net, &[]);
+        let pid = server.0.as_ref().unwrap().id();
+        let closed_before = closed_unread(&net);
+        let mut child = client(&net, &["-c", &b, "-J", "-n", "64K", "-b", "128K"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Idle, or past it (everything received, or the test over).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = server_sockets(&net);
+            let past = data(&s).is_some_and(|(_, rx)| rx >= n + 37);
+            if idle(&s) || past || child.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no data arrived: {s:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill("-STOP", pid);
+        // Stopped while idle (else, on a machine that held this thread for
+        // a second, try again).
+        let stopped_idle = idle(&server_sockets(&net));
+        if stopped_idle {
+            // The rest arrives, is acknowledged, and TEST_END waits unread
+            // in the control connection (the one that received least).
+            wait_server_sockets(&net, "TEST_END waiting", |s| {
+                s.len() == 2 && s.iter().min_by_key(|x| x.1).is_some_and(|c| c.0 > 0)
+            });
+        }
+        kill("-CONT", pid);
+        let out = child.wait_with_output().unwrap();
+        if stopped_idle || attempts == 3 {
+            assert!(stopped_idle, "the server was never stopped idle");
+            break (server, out, closed_before);
+        }
+        drop(server);
+    };
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n);

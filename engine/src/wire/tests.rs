@@ -712,7 +712,8 @@ proptest! {
 
     /// The one-step parse of a leading NOP, NOP, timestamp gives what
     /// parsing option by option gives, whatever follows (SACK blocks,
-    /// another timestamp, garbage) and whatever the lead's bytes are.
+    /// another timestamp, garbage), and near misses of the lead go the
+    /// long way to the same result.
     #[test]
     fn options_lead_fast_path_equals_option_by_option(
         lead in prop_oneof![
