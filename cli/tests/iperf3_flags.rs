@@ -167,8 +167,7 @@ fn zerocopy_source_has_no_per_byte_work() {
         let s = server.json();
         // iperf3 counts what it read before the test's end (with -l 1000
         // it reads 1000 bytes a call, and lags the more).
-        let received = u(&s["end"]["sum_received"]["bytes"]);
-        stock_server_received(&net, received, n, closed_before);
+        let received = stock_server_received(&net, &s, n, closed_before);
         assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n);
         let c = &data_conns(&v)[0];
         let (sent, touched) = (u(&c["bytes_sent"]), u(&c["send_bytes_touched"]));
@@ -405,12 +404,7 @@ fn ipv6_only_and_family_mismatch() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let s = server.json();
-    stock_server_received(
-        &net,
-        u(&s["end"]["sum_received"]["bytes"]),
-        16 << 20,
-        closed_before,
-    );
+    stock_server_received(&net, &s, 16 << 20, closed_before);
     assert_eq!(
         s["start"]["accepted_connection"]["host"],
         net.a.ip6.to_string(),
@@ -478,12 +472,7 @@ fn file_both_ways_byte_exact() {
     // The server writes what it read: the file's bytes, in order, all of
     // them unless it closed the stream unread at TEST_END (a server slowed
     // by its disk writes lags; it happened in CI).
-    let n = stock_server_received(
-        &net,
-        u(&s["end"]["sum_received"]["bytes"]),
-        data.len() as u64,
-        closed_before,
-    ) as usize;
+    let n = stock_server_received(&net, &s, data.len() as u64, closed_before) as usize;
     let written = std::fs::read(&got).unwrap();
     assert_eq!(written.len(), n, "the server's file holds what it counted");
     assert!(
@@ -680,9 +669,8 @@ fn a_server_that_stops_reading_at_test_end_is_said_to_be_short() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n);
     let s = server.json();
-    let got = u(&s["end"]["sum_received"]["bytes"]);
+    let got = stock_server_received(&net, &s, n, closed_before);
     assert!(got < n, "the server read everything: {s}");
-    stock_server_received(&net, got, n, closed_before);
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
@@ -774,12 +762,7 @@ fn authenticates_to_a_stock_server() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let s = server.json();
-    stock_server_received(
-        &net,
-        u(&s["end"]["sum_received"]["bytes"]),
-        8 << 20,
-        closed_before,
-    );
+    stock_server_received(&net, &s, 8 << 20, closed_before);
 
     let _server = StockServer::start(&net, &auth);
     let out = client(&net, &login)

@@ -616,8 +616,10 @@ pub fn closed_unread(net: &TestNet) -> u64 {
     tcp_ext(&net.b.ns, "TCPAbortOnClose")
 }
 
-/// Checks what a stock iperf3 server in side B says it received (`got`)
-/// of the `n` bytes xtcp sent on one data connection: all of them, or
+/// Checks what a stock iperf3 server in side B says it received
+/// (`end.sum_received.bytes` of `doc`: its own JSON, or xtcp client's,
+/// which carries the server's count) of the `n` bytes xtcp sent on one
+/// data connection: all of them, or
 /// fewer only where the server closed a connection with bytes still
 /// unread (`closed_before`: [`closed_unread`] before the test), and then
 /// short by no more than one receive buffer of side B can hold
@@ -628,8 +630,16 @@ pub fn closed_unread(net: &TestNet) -> u64 {
 /// (iperf3 3.12's own client, which writes `TEST_END` once the bytes are
 /// in its send buffer, lost the tail of a 1.5 MB `-F` transfer in 3 of 8
 /// runs, kernel to kernel). Linux counts such a close as
-/// `TCPAbortOnClose`: the shortfall is the server's. Returns `got`.
-pub fn stock_server_received(net: &TestNet, got: u64, n: u64, closed_before: u64) -> u64 {
+/// `TCPAbortOnClose`: the shortfall is the server's. Returns the count.
+pub fn stock_server_received(
+    net: &TestNet,
+    doc: &serde_json::Value,
+    n: u64,
+    closed_before: u64,
+) -> u64 {
+    let got = doc["end"]["sum_received"]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no end.sum_received.bytes: {doc}"));
     let closed = closed_unread(net) - closed_before;
     let out = net
         .b
