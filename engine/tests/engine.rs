@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::{raw_ip_sender, send_ip, testnet};
 use xtcp_engine::tcp::CloseReason;
 use xtcp_engine::testnet::{Side, TestNet};
-use xtcp_engine::worker::bulk::{Source, pattern_check, pattern_fill};
+use xtcp_engine::worker::bulk::{FileSource, Source, pattern_check, pattern_fill};
 use xtcp_engine::worker::{
     EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, run,
 };
@@ -262,7 +262,34 @@ fn kernel_clients_spread_over_two_queues_all_complete() {
     }
 }
 
-fn lossy(send: bool) {
+/// A file of `len` bytes of the pattern, removed when dropped.
+struct PatternFile(std::path::PathBuf);
+
+impl PatternFile {
+    fn new(len: u64) -> PatternFile {
+        let p = std::env::temp_dir().join(format!("xtcp-engine-file-{}.bin", std::process::id()));
+        let mut f = std::fs::File::create(&p).unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0;
+        while off < len {
+            let k = (len - off).min(buf.len() as u64) as usize;
+            pattern_fill(SEED, off, &mut buf[..k]);
+            f.write_all(&buf[..k]).unwrap();
+            off += k as u64;
+        }
+        PatternFile(p)
+    }
+}
+
+impl Drop for PatternFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// 1 % loss each way; xtcp sends the pattern (`from_file`: read from a
+/// file into its send buffer) or receives it from the kernel.
+fn lossy(send: bool, from_file: bool) {
     let net = testnet(1500, 1);
     let cfg = ImpairConfig::loss(1.0);
     let (ingress, egress) = {
@@ -276,10 +303,18 @@ fn lossy(send: bool) {
     let stop = Arc::new(AtomicBool::new(false));
     let report = if send {
         let rx = kernel_receivers(kernel_listener(&net, 5201), 1);
+        let file = from_file.then(|| PatternFile::new(LEN));
+        let srcs = match &file {
+            Some(f) => {
+                let file = std::fs::File::open(&f.0).unwrap();
+                vec![Source::File(FileSource::new(file))]
+            }
+            None => sources(1, LEN),
+        };
         let role = Role::Connect {
             remote: SocketAddr::new(net.b.ip4.into(), 5201),
             local: None,
-            sources: sources(1, LEN),
+            sources: srcs,
         };
         let r = engine(&net, config(&net, 1), role, stop).join().unwrap();
         assert_eq!(rx.join().unwrap(), vec![LEN]);
@@ -301,6 +336,12 @@ fn lossy(send: bool) {
     assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
     assert_eq!(c.mismatch, None);
     assert_eq!(if send { c.bytes_sent } else { c.bytes_received }, LEN);
+    if from_file {
+        // Each byte of the file was read into the send buffer once: the
+        // retransmissions re-sent the frames, with their sums, and read
+        // nothing again.
+        assert_eq!(c.send_bytes_touched, LEN, "{c:?}");
+    }
     let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
     assert!(i.dropped > 0 && e.dropped > 0, "loss injected: {i:?} {e:?}");
     if send {
@@ -311,12 +352,19 @@ fn lossy(send: bool) {
 
 #[test]
 fn one_percent_loss_each_way_xtcp_sending() {
-    lossy(true);
+    lossy(true, false);
+}
+
+/// A file read into the send buffer's frames, under loss: retransmissions
+/// re-send the frames (with their sums) and nothing is read twice.
+#[test]
+fn one_percent_loss_each_way_xtcp_sending_a_file() {
+    lossy(true, true);
 }
 
 #[test]
 fn one_percent_loss_each_way_xtcp_receiving() {
-    lossy(false);
+    lossy(false, false);
 }
 
 /// Raw IPv4 + TCP packet from B to A's port, built by hand so that it can
