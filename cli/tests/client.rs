@@ -236,6 +236,37 @@ fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
     wnd
 }
 
+/// The congestion window xtcp reports for a sending stream (iperf3's Cwnd
+/// column: every interval's `snd_cwnd`, the end's `max_snd_cwnd`) stays
+/// within what the path let it send: behind a stock server told `-w 128K`,
+/// whose kernel then holds a receive buffer of 256 KiB (it doubles
+/// `SO_RCVBUF`) and so never offers more window than that, it is at most
+/// twice that buffer and a few segments (slow start doubles what was in
+/// flight). It used to grow by every byte acknowledged, to gigabytes.
+#[test]
+fn the_cwnd_it_reports_stays_within_what_the_servers_window_lets_it_send() {
+    let net = testnet(1);
+    let _server = iperf3_server(&net);
+    let v = xtcp_client(&net, 1, &["-n", "256M", "-w", "128K"]);
+    let rcvbuf = 2 * (128 << 10);
+    let bound = 2 * rcvbuf + 4 * 1448;
+    let mut seen = 0;
+    for i in v["intervals"].as_array().unwrap() {
+        for s in i["streams"].as_array().unwrap() {
+            let cwnd = s["snd_cwnd"].as_u64().unwrap();
+            assert!(cwnd > 0 && cwnd <= bound, "interval cwnd {cwnd}: {s}");
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no interval: {v}");
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let tx = &s["sender"];
+        let (cwnd, wnd) = (bytes(tx, &["max_snd_cwnd"]), bytes(tx, &["max_snd_wnd"]));
+        assert!(wnd > 0 && wnd <= rcvbuf, "the server's window {wnd}: {tx}");
+        assert!(cwnd > 0 && cwnd <= bound, "max_snd_cwnd {cwnd}: {tx}");
+    }
+}
+
 #[test]
 fn against_stock_iperf3_server_four_streams_over_two_queues() {
     let net = testnet(2);

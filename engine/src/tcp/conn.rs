@@ -204,6 +204,11 @@ pub struct Connection<M = HeapFrames> {
     last_ack_sent: u64,
     /// Highest offset retransmitted in this recovery (RFC 6675 HighRxt).
     high_rxt: u64,
+    /// Congestion window validation (RFC 7661, as Linux does it): the most
+    /// bytes in flight in the current window of sent data (`max_flight`),
+    /// and where that window ends (a send offset); see
+    /// [`Connection::cwnd_validate`].
+    cwnd_usage_end: u64,
     iss: SeqNumber,
     irs: SeqNumber,
     snd_wl1: SeqNumber,
@@ -211,6 +216,7 @@ pub struct Connection<M = HeapFrames> {
     ts_recent: u32,
     retries: u32,
     dupacks: u32,
+    max_flight: u32,
     state: State,
     snd_wscale: u8,
     rcv_wscale: u8,
@@ -224,6 +230,9 @@ pub struct Connection<M = HeapFrames> {
     sack_ok: bool,
     ts_ok: bool,
     force_retransmit: bool,
+    /// The congestion window limited sending in the current window of
+    /// sent data (it may grow on an ACK only then, or in slow start).
+    cwnd_limited: bool,
     probe_pending: bool,
     /// The rescue timer fired: the rescue retransmission may go.
     rescue_due: bool,
@@ -238,8 +247,8 @@ pub struct Connection<M = HeapFrames> {
     /// Under auto-tuning ([`Config::send_initial`]), the slots the buffer
     /// has grown to; the limit in force is the smaller of the two.
     send_auto: Option<usize>,
-    /// A FIN seen beyond a hole, at this receive offset.
-    ooo_fin: Option<u64>,
+    /// A FIN seen beyond a hole, at this receive offset ([`NO_FIN`]: none).
+    ooo_fin: u64,
     /// Pacing: earliest departure of the next new-data segment.
     pace_next: Option<Instant>,
     /// Timed segment: send offset whose acknowledgement gives a sample.
@@ -269,6 +278,9 @@ pub struct Connection<M = HeapFrames> {
     error: Option<ConnectionError>,
     closed: Option<CloseReason>,
 }
+
+/// [`Connection`]'s `ooo_fin` when no FIN waits beyond a hole.
+const NO_FIN: u64 = u64::MAX;
 
 fn key(off: u64) -> SeqNumber {
     SeqNumber(off as u32)
@@ -386,6 +398,9 @@ impl<M: SendMemory> Connection<M> {
             dupacks: 0,
             recover: None,
             high_rxt: 0,
+            max_flight: 0,
+            cwnd_usage_end: 0,
+            cwnd_limited: false,
             rescue_rxt: None,
             rescue_due: false,
             sacked,
@@ -396,7 +411,7 @@ impl<M: SendMemory> Connection<M> {
             irs: SeqNumber(0),
             recv,
             fin_received: false,
-            ooo_fin: None,
+            ooo_fin: NO_FIN,
             rcv_adv: 0,
             rcv_wscale: 0,
             ack_now: false,
@@ -1394,7 +1409,15 @@ impl<M: SendMemory> Connection<M> {
                         self.force_retransmit = true;
                     }
                 }
-                None => self.cc.on_ack(now, acked, self.rtt.srtt()),
+                None => {
+                    // The window grows only while it is what limits
+                    // sending (else it would grow without bound behind a
+                    // receive window or a slow application, and then
+                    // allow a burst that nothing has probed).
+                    if self.is_cwnd_limited() {
+                        self.cc.on_ack(now, acked, self.rtt.srtt());
+                    }
+                }
             }
             if self.una >= self.max {
                 self.set(Timer::Retransmit, None);
@@ -1532,14 +1555,11 @@ impl<M: SendMemory> Connection<M> {
         if seg.flags.contains(TcpFlags::FIN) {
             let fin_off = off + payload_len as u64;
             if fin_off <= edge {
-                self.ooo_fin = Some(fin_off);
+                self.ooo_fin = fin_off;
             }
         }
-        if let Some(fo) = self.ooo_fin
-            && fo == self.recv.nxt()
-            && !self.fin_received
-        {
-            self.ooo_fin = None;
+        if self.ooo_fin == self.recv.nxt() && !self.fin_received {
+            self.ooo_fin = NO_FIN;
             self.fin_received = true;
             self.events |= EV_READABLE;
             self.ack_now = true;
@@ -1768,7 +1788,12 @@ impl<M: SendMemory> Connection<M> {
                 || (len == avail && (!self.cfg.nagle || self.nxt == self.una))
                 || len >= self.max_snd_wnd / 2
                 || self.nxt < self.max;
-            let cwnd_ok = pipe + len <= self.cc.window() || self.nxt == self.una;
+            let cwnd = self.cc.window();
+            let cwnd_ok = pipe + len <= cwnd || self.nxt == self.una;
+            if sws_ok && !cwnd_ok {
+                // Data and receive window wait for the congestion window.
+                self.cwnd_validate(pipe, true);
+            }
             if sws_ok && cwnd_ok {
                 if let Some(t) = self.pace_next
                     && t > now
@@ -1781,13 +1806,18 @@ impl<M: SendMemory> Connection<M> {
                 // `max_segs` allow (the tail that is not a whole segment
                 // waits for the next call, where the rules above decide).
                 let segs = if max_segs > 1 && !retx && len == self.send_mss {
-                    let cwnd_room = self.cc.window().saturating_sub(pipe);
+                    let cwnd_room = cwnd.saturating_sub(pipe);
                     (avail.min(wnd_room).min(cwnd_room) / len).clamp(1, max_segs)
                 } else {
                     1
                 };
                 let fin = fin_q && self.nxt + (segs * len) as u64 == tail;
                 let seg = self.data_segment(now, self.nxt, segs * len, fin, retx, segs);
+                // Limited by the congestion window if it leaves no room
+                // for another segment of what data and window would allow.
+                let flight = pipe + seg.len;
+                let more = avail.min(wnd_room) > seg.len;
+                self.cwnd_validate(flight, more && flight + self.send_mss > cwnd);
                 self.pace(now, seg.len);
                 self.grow_send_buffer();
                 return Some(seg);
@@ -1832,6 +1862,37 @@ impl<M: SendMemory> Connection<M> {
             self.set(Timer::Persist, Some(now + self.rtt.rto()));
         }
         None
+    }
+
+    /// Congestion window validation (RFC 7661 §4.3's "cwnd-limited", as
+    /// Linux's `tcp_cwnd_validate` keeps it): after sending, with `flight`
+    /// bytes in flight, and `limited` if the congestion window is what
+    /// stopped more going. Within one window of sent data (until `una`
+    /// passes what was sent when it began) a limited send marks the window
+    /// limited and the largest flight is kept; the next window starts
+    /// afresh.
+    fn cwnd_validate(&mut self, flight: usize, limited: bool) {
+        let flight = u32::try_from(flight).unwrap_or(u32::MAX);
+        if self.una >= self.cwnd_usage_end
+            || limited
+            || (!self.cwnd_limited && flight > self.max_flight)
+        {
+            self.cwnd_limited = limited;
+            self.max_flight = flight;
+            self.cwnd_usage_end = self.max.max(self.nxt);
+        }
+    }
+
+    /// The congestion window may grow: it limited sending in this window
+    /// of data, or (slow start) it is less than twice the largest flight,
+    /// so that slow start can double what was sent (Linux's
+    /// `tcp_is_cwnd_limited`).
+    fn is_cwnd_limited(&self) -> bool {
+        if self.cwnd_limited {
+            return true;
+        }
+        let cwnd = self.cc.window();
+        cwnd < self.cc.ssthresh() && cwnd < 2 * self.max_flight as usize
     }
 
     /// Spaces new-data segments at `gain × cwnd / SRTT` (gain 2 in slow start,

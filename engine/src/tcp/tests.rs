@@ -1153,6 +1153,54 @@ fn an_autotuned_send_buffer_stays_small_on_a_short_path() {
     assert_eq!(limit, 16 * 4096);
 }
 
+/// Congestion window validation (RFC 7661; Linux's `tcp_is_cwnd_limited`):
+/// a sender held back by the receiver's window, with no loss, keeps its
+/// congestion window within twice what it had in flight, instead of growing
+/// it by every byte acknowledged (to gigabytes: what `xtcp client` showed
+/// in its Cwnd column before); one held back by its congestion window
+/// grows it as before.
+#[test]
+fn the_congestion_window_grows_only_while_it_limits_sending() {
+    let run = |window: usize, bytes: u64| {
+        let server = Config {
+            recv_buffer: 4 << 20,
+            recv_window: RecvWindow::Fixed(window),
+            ..Config::default()
+        };
+        let client = Config {
+            send_frames: 1024,
+            ..Config::default()
+        };
+        let cfg = SimConfig {
+            client,
+            server,
+            c2s: fast_link(10),
+            s2c: fast_link(10),
+            client_bytes: bytes,
+            server_bytes: 0,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        let mut most = 0;
+        sim.drive_while(Duration::from_secs(120), |sim| {
+            most = most.max(sim.client.cwnd());
+            true
+        });
+        clean_close(&sim, &cfg);
+        most
+    };
+    // 64 KiB of window, 8 MiB sent: 128 windows' worth of ACKs.
+    let window = 64 << 10;
+    let most = run(window, 8 << 20);
+    assert!(
+        most <= 2 * window + 2 * 1448,
+        "cwnd reached {most} behind a {window}-byte window"
+    );
+    // With room in the receiver's window, slow start goes on.
+    let most = run(4 << 20, 8 << 20);
+    assert!(most > 2 * window + 2 * 1448, "cwnd only reached {most}");
+}
+
 #[test]
 fn window_limited_throughput_is_window_over_rtt() {
     let window = 16 * 1024;
