@@ -1,4 +1,4 @@
-//! Sans-IO TCP (RFC 9293 with RFC 7323, 2018, 6298, 5681, 6675, 9438, 5961, 6528).
+//! Sans-IO TCP (RFC 9293 with RFC 7323, 2018, 6298, 5681, 6675, 9438, 7661, 5961, 6528).
 //!
 //! The core consumes parsed segments ([`TcpRepr`] + payload bytes) and the
 //! current time, and produces segments to send and the next deadline. It never
@@ -69,9 +69,19 @@
 //! window. Three duplicate ACKs (fewer with under four segments outstanding and
 //! nothing unsent: RFC 5827 early retransmit), or (with SACK) more than 2·MSS
 //! SACKed above `SND.UNA`, start a recovery: one window reduction, the first segment
-//! retransmitted at once, then RFC 6675 NextSeg rule 1 (lost holes) and new
-//! data as the pipe allows; without SACK, NewReno partial ACKs retransmit the
-//! next hole. Congestion control is a [`CongestionControl`] trait object.
+//! retransmitted at once, then RFC 6675 NextSeg rule 1 (lost holes), new
+//! data as the pipe allows, and rules 3–4 (an unSACKed hole; once a
+//! recovery, the rescue retransmission of the highest unSACKed segment);
+//! without SACK, NewReno partial ACKs retransmit the next hole.
+//!
+//! Congestion control is a [`CongestionControl`] trait object; it sees an
+//! ACK's growth only while the congestion window is what limits sending
+//! (RFC 7661's cwnd-limited test, as Linux applies it: in slow start while
+//! the window is below twice the largest flight of the current window of
+//! data, in congestion avoidance only where it stopped a send), so that a
+//! sender held back by the peer's window or its source keeps a window it
+//! has used.
+//!
 //! A closed (or too small) send window arms the persist timer: a one-byte probe
 //! (or the bytes that fit), backed off like the RTO.
 //!
@@ -80,8 +90,10 @@
 //! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
 //! echoes are used only after a retransmission, where Karn's rule leaves no
 //! timed segment), the PAWS 24-day idle rule,
-//! RFC 6675 rules 3–4 (rescue retransmission), D-SACK, RACK/TLP, F-RTO and
-//! undo of spurious retransmissions, HyStart, ECN, urgent data, keep-alive.
+//! D-SACK, RACK/TLP, F-RTO and undo of spurious retransmissions, HyStart,
+//! ECN, urgent data, keep-alive, RFC 7661's reduction of an unused window
+//! after an idle or application-limited period (the window only stops
+//! growing).
 //!
 //! # Tests
 //!
