@@ -107,7 +107,7 @@ impl CongestionControl for NewReno {
     }
     fn on_ack(&mut self, _now: Instant, acked: usize, _rtt: Option<Duration>) {
         if self.cwnd < self.ssthresh {
-            self.cwnd += acked.min(2 * self.mss);
+            self.cwnd = slow_start(self.cwnd, self.ssthresh, acked);
         } else {
             self.acked_acc += acked;
             if self.acked_acc >= self.cwnd {
@@ -136,6 +136,15 @@ impl CongestionControl for NewReno {
         self.mss = mss;
         self.cwnd = mss * self.initial_segments;
     }
+}
+
+/// Slow start: the window grows by every byte an ACK acknowledges, up to
+/// `ssthresh`, as Linux's `tcp_slow_start` does. Not RFC 3465's limit of
+/// two segments an ACK: a receiver that acknowledges a dozen segments at a
+/// time (a stretch ACK, from a peer whose application is busy, or one that
+/// coalesces) would hold slow start to a sixth of its pace.
+fn slow_start(cwnd: usize, ssthresh: usize, acked: usize) -> usize {
+    cwnd.saturating_add(acked).min(ssthresh.max(cwnd))
 }
 
 /// CUBIC (RFC 9438): `W(t) = C·(t − K)³ + W_max` in segments, C = 0.4,
@@ -210,7 +219,7 @@ impl CongestionControl for Cubic {
     }
     fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>) {
         if self.cwnd < self.ssthresh {
-            self.cwnd += acked.min(2 * self.mss);
+            self.cwnd = slow_start(self.cwnd, self.ssthresh, acked);
             return;
         }
         let mss = self.mss as f64;
@@ -287,6 +296,31 @@ mod tests {
         assert_eq!(c.window(), 11_000);
         c.on_rto(now, 11_000);
         assert_eq!((c.window(), c.ssthresh()), (1000, 5500));
+    }
+
+    /// Slow start counts every byte a stretch ACK acknowledges (a peer
+    /// that acknowledges 18 segments at once: 18 segments more, not two),
+    /// up to `ssthresh`, in both controllers.
+    #[test]
+    fn slow_start_grows_by_what_a_stretch_ack_acknowledges() {
+        let now = Instant::now();
+        let mut ccs: [Box<dyn CongestionControl>; 2] = [
+            Box::new(NewReno::new(1000, 10)),
+            Box::new(Cubic::new(1000, 10)),
+        ];
+        for c in &mut ccs {
+            c.on_ack(now, 18_000, None);
+            assert_eq!(c.window(), 28_000, "{}", c.name());
+            c.on_congestion_event(now, 100_000);
+            c.on_rto(now, 100_000);
+            // ssthresh 50,000 (NewReno) or 70,000 (CUBIC); from one segment.
+            let ss = c.ssthresh();
+            for _ in 0..20 {
+                c.on_ack(now, 18_000, None);
+            }
+            assert!(c.window() >= ss, "{}", c.name());
+            assert!(c.window() <= ss + 18_000, "{}: {}", c.name(), c.window());
+        }
     }
 
     #[test]
