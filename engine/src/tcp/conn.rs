@@ -270,6 +270,17 @@ pub struct Connection<M = HeapFrames> {
     bdp: usize,
     /// Where its current interval began: (time, SND.UNA).
     delivery: Option<(Instant, u64)>,
+    /// A send buffer doubled beyond the smallest-RTT estimate, on trial
+    /// ([`Connection::probe_send_buffer`]).
+    send_probe: Option<SendProbe>,
+    /// Delivery intervals to wait before the next trial, and the wait
+    /// after the next failed one (doubling from [`PROBE_BACKOFF`]).
+    send_probe_wait: (u32, u32),
+    /// The send buffer was full and all of it sent since the last delivery
+    /// interval ended (nothing more could go until an ACK).
+    send_buf_limited: bool,
+    /// The delivery rate of the last interval, bytes a second.
+    last_rate: u64,
     /// Recovery point of the last rescue retransmission (RFC 6675
     /// RescueRxt): one rescue per recovery.
     rescue_rxt: Option<u64>,
@@ -278,6 +289,28 @@ pub struct Connection<M = HeapFrames> {
     error: Option<ConnectionError>,
     closed: Option<CloseReason>,
 }
+
+/// A send-buffer size on trial ([`Connection::probe_send_buffer`]).
+#[derive(Debug, Clone, Copy)]
+struct SendProbe {
+    /// Slots before the trial.
+    from: usize,
+    /// Delivery rate before it, bytes a second.
+    rate: u64,
+    /// Best delivery rate since.
+    best: u64,
+    /// Delivery intervals since.
+    intervals: u32,
+}
+
+/// Delivery intervals (each at least a smoothed RTT) a larger send buffer
+/// has to raise the delivery rate by a quarter.
+const PROBE_INTERVALS: u32 = 4;
+/// Delivery intervals before another trial after one that did not pay;
+/// doubled with each such trial in a row, up to [`PROBE_BACKOFF_MAX`].
+const PROBE_BACKOFF: u32 = 8;
+/// The longest wait between trials, delivery intervals.
+const PROBE_BACKOFF_MAX: u32 = 1024;
 
 /// [`Connection`]'s `ooo_fin` when no FIN waits beyond a hole.
 const NO_FIN: u64 = u64::MAX;
@@ -389,6 +422,10 @@ impl<M: SendMemory> Connection<M> {
             send_auto: cfg.send_initial,
             bdp: 0,
             delivery: None,
+            send_probe: None,
+            send_probe_wait: (0, PROBE_BACKOFF),
+            send_buf_limited: false,
+            last_rate: 0,
             fin_queued: false,
             fin_acked: false,
             cc,
@@ -587,6 +624,79 @@ impl<M: SendMemory> Connection<M> {
             let sample = acked * min.as_nanos() / dt.as_nanos();
             self.bdp = self.bdp.max(usize::try_from(sample).unwrap_or(usize::MAX));
             self.delivery = Some((now, self.una));
+            let rate = u64::try_from(acked * 1_000_000_000 / dt.as_nanos()).unwrap_or(u64::MAX);
+            let in_rtt = acked * srtt.as_nanos() / dt.as_nanos();
+            self.probe_send_buffer(rate, usize::try_from(in_rtt).unwrap_or(usize::MAX));
+            self.send_buf_limited = false;
+        }
+    }
+
+    /// Auto-tuning beyond the smallest-RTT estimate, by trial. Where the
+    /// peer acknowledges late — a receiver whose application is busy (both
+    /// directions of `--bidir` on one thread) answers every dozen segments
+    /// or when it reads — a sender needs the bytes of a smoothed RTT in
+    /// flight, not of the smallest, and a buffer sized by the smallest RTT
+    /// holds it to a fraction of the path. But a smoothed RTT also grows
+    /// with the sender's own queue (at a bottleneck, or its own TX path),
+    /// where a larger buffer only adds delay and cache misses. So: when the
+    /// buffer bounded the sender in an interval (full and all of it sent,
+    /// the congestion window not the bound), the rate is steady (not more
+    /// than an eighth above the last interval's) and the buffer holds less
+    /// than twice what was acknowledged in a smoothed RTT (`in_rtt`), it
+    /// doubles on trial;
+    /// if over the next [`PROBE_INTERVALS`] intervals the delivery rate
+    /// rises by a quarter over `rate`, the size stays (and a later trial
+    /// may double it again), else it goes back, and the next trial waits
+    /// ([`PROBE_BACKOFF`] intervals, twice as long after each trial in a
+    /// row that did not pay): what the peer does may change.
+    fn probe_send_buffer(&mut self, rate: u64, in_rtt: usize) {
+        let Some(slots) = self.send_auto else {
+            return;
+        };
+        if let Some(p) = &mut self.send_probe {
+            self.last_rate = rate;
+            p.best = p.best.max(rate);
+            p.intervals += 1;
+            if p.best >= p.rate + p.rate / 4 {
+                self.send_probe = None;
+                self.stats.send_buffer_trials_kept += 1;
+                self.send_probe_wait = (0, PROBE_BACKOFF);
+            } else if p.intervals >= PROBE_INTERVALS {
+                let from = p.from;
+                self.send_probe = None;
+                let next = self.send_probe_wait.1;
+                self.send_probe_wait = (next, (2 * next).min(PROBE_BACKOFF_MAX));
+                // Unless the smallest-RTT rule holds it there by now.
+                if 2 * self.bdp <= from * self.send.frame_len() {
+                    self.send_auto = Some(from);
+                    self.apply_send_limit();
+                }
+            }
+            return;
+        }
+        // A rate still rising (slow start) would pass any trial.
+        let steady = rate <= self.last_rate + self.last_rate / 8;
+        self.last_rate = rate;
+        if self.send_probe_wait.0 > 0 {
+            self.send_probe_wait.0 -= 1;
+            return;
+        }
+        if self.send_buf_limited
+            && steady
+            && !self.cwnd_limited
+            && 2 * in_rtt > self.send_limit_bytes()
+            && slots < self.cfg.send_frames
+            && self.send.limit() < self.send_share.min(self.send.frames())
+        {
+            self.stats.send_buffer_trials += 1;
+            self.send_probe = Some(SendProbe {
+                from: slots,
+                rate,
+                best: 0,
+                intervals: 0,
+            });
+            self.send_auto = Some((2 * slots).min(self.cfg.send_frames));
+            self.apply_send_limit();
         }
     }
 
@@ -1818,6 +1928,11 @@ impl<M: SendMemory> Connection<M> {
                 let flight = pipe + seg.len;
                 let more = avail.min(wnd_room) > seg.len;
                 self.cwnd_validate(flight, more && flight + self.send_mss > cwnd);
+                if avail == seg.len && self.send.free() < self.send.frame_len() {
+                    // All the buffer holds is sent and it has no room for
+                    // more: it bounds the sender now.
+                    self.send_buf_limited = true;
+                }
                 self.pace(now, seg.len);
                 self.grow_send_buffer();
                 return Some(seg);

@@ -174,7 +174,11 @@ pub struct Config {
     /// bytes are acknowledged at × the smallest RTT, measured over whole
     /// RTTs; the module doc, Memory). A sender on a short path so rotates
     /// through few frames, which stay in the CPU's caches, instead of
-    /// touching the whole buffer's worth. `None`: all slots from the start.
+    /// touching the whole buffer's worth. Where the buffer bounds a sender
+    /// whose ACKs come late (a peer slow to acknowledge: the smoothed RTT
+    /// far above the smallest), it also doubles on trial, and keeps the
+    /// size only if the delivery rate rises by a quarter
+    /// ([`Stats::send_buffer_trials`]). `None`: all slots from the start.
     pub send_initial: Option<usize>,
     /// Receive buffer (the largest window we can ever advertise), bytes.
     pub recv_buffer: usize,
@@ -383,4 +387,10 @@ pub struct Stats {
     pub rst_received: u64,
     /// Of those, from timestamp echoes after a retransmission (RTTM).
     pub ts_rtt_samples: u64,
+    /// Send-buffer sizes tried beyond the smallest-RTT estimate (the
+    /// buffer bounded a sender whose ACKs came late; see
+    /// [`Config::send_initial`]).
+    pub send_buffer_trials: u64,
+    /// Of those, kept: the delivery rate rose by a quarter.
+    pub send_buffer_trials_kept: u64,
 }

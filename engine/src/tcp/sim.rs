@@ -51,6 +51,12 @@ pub struct LinkConfig {
     pub corrupt: f64,
     /// Largest IP packet (20-byte IPv4 header included).
     pub mtu: usize,
+    /// Packets are delivered only at multiples of this (from the first
+    /// send), in bunches, as a peer that acknowledges late does (zero:
+    /// when they arrive) ...
+    pub batch: Duration,
+    /// ... once this long has passed since the first send.
+    pub batch_from: Duration,
 }
 
 impl Default for LinkConfig {
@@ -65,6 +71,8 @@ impl Default for LinkConfig {
             duplicate: 0.0,
             corrupt: 0.0,
             mtu: 1500,
+            batch: Duration::ZERO,
+            batch_from: Duration::ZERO,
         }
     }
 }
@@ -106,6 +114,8 @@ struct Link {
     cfg: LinkConfig,
     rng: XorShift,
     free_at: Option<Instant>,
+    /// When the first packet was offered (`LinkConfig::batch` counts from it).
+    epoch: Option<Instant>,
     departures: VecDeque<Instant>,
     heap: BinaryHeap<Reverse<InFlight>>,
     slots: Vec<Vec<u8>>,
@@ -122,6 +132,7 @@ impl Link {
             cfg,
             rng: XorShift::new(seed),
             free_at: None,
+            epoch: None,
             departures: VecDeque::new(),
             heap: BinaryHeap::new(),
             slots: Vec::new(),
@@ -176,6 +187,15 @@ impl Link {
             return;
         }
         let mut at = depart + self.cfg.delay;
+        let epoch = *self.epoch.get_or_insert(now);
+        let batch = self.cfg.batch.as_nanos();
+        if batch > 0 && at >= epoch + self.cfg.batch_from {
+            let since = at.saturating_duration_since(epoch).as_nanos();
+            at = epoch
+                + Duration::from_nanos(
+                    u64::try_from(since.div_ceil(batch) * batch).unwrap_or(u64::MAX),
+                );
+        }
         if self.rng.chance(self.cfg.reorder) {
             self.stats.reordered += 1;
             let extra = self.rng.below(self.cfg.reorder_delay.as_nanos() as u64 + 1);

@@ -51,6 +51,8 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         duplicate,
         corrupt,
         mtu: 1500,
+        batch: Duration::ZERO,
+        batch_from: Duration::ZERO,
     };
     let mut conn = Config {
         recv_buffer: window,
@@ -1127,8 +1129,63 @@ fn autotuned_send(rtt_ms: u64) -> (f64, usize) {
     let mut sim = Sim::new(cfg.clone());
     assert!(sim.drive_bounded(Duration::from_secs(30)));
     clean_close(&sim, &cfg);
-    assert_eq!(sim.client.stats().retransmits, 0);
+    let st = sim.client.stats();
+    assert_eq!(st.retransmits, 0);
+    // Where the RTT grows with the sender's own queue, a larger buffer
+    // never raises the rate: a trial, if any, is undone.
+    assert_eq!(st.send_buffer_trials_kept, 0, "{st:?}");
     (goodput(&sim), sim.client.send_limit_bytes())
+}
+
+/// A peer that starts to acknowledge late — here, after 100 ms, its ACKs
+/// leave in bunches every 5 ms, on a 1 ms, 1 Gbit/s path — leaves the
+/// smallest RTT far below the smoothed one. Sized by the smallest RTT
+/// alone, the buffer would stay at what the first 100 ms called for and
+/// hold the sender to part of the link; tried doubled, it pays, and grows
+/// until the link is the bound.
+#[test]
+fn a_send_buffer_that_bounds_a_sender_whose_acks_come_late_grows_by_trial() {
+    let conn = Config {
+        mss: 8960,
+        send_frames: 1024,
+        send_initial: Some(16),
+        recv_buffer: 8 << 20,
+        // The receiver's window is not the bound.
+        recv_window: RecvWindow::Fixed(8 << 20),
+        ..Config::default()
+    };
+    let data = LinkConfig {
+        mtu: 9000,
+        delay: Duration::from_micros(500),
+        ..fast_link(0)
+    };
+    let acks = LinkConfig {
+        batch: Duration::from_millis(5),
+        // From 100 ms on: the RTT seen before stays the smallest.
+        batch_from: Duration::from_millis(100),
+        ..data.clone()
+    };
+    let cfg = SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: data,
+        s2c: acks,
+        client_bytes: 96 << 20,
+        server_bytes: 0,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    let (g, limit) = (goodput(&sim), sim.client.send_limit_bytes());
+    eprintln!("goodput {g:.3e}, buffer {limit}, {st:?}");
+    // 256 KiB when the ACKs begin to come late (what the first 100 ms
+    // called for); doubled twice since, each time for more rate; at
+    // 0.45 Gbit/s where it stays at 256 KiB.
+    assert!(st.send_buffer_trials_kept >= 2, "{st:?}");
+    assert!(limit >= 1 << 20, "limit {limit}");
+    assert!(g >= 0.7e9, "goodput {g}");
 }
 
 #[test]
