@@ -373,7 +373,8 @@ pub struct EngineArgs {
     pub rcvbuf: BufSize,
     /// Send buffer per connection: `auto` (starts at 256K and doubles, up
     /// to 4M, while it holds less than twice the path's bandwidth-delay
-    /// product) or a fixed size (e.g. 1M).
+    /// product, or, tried doubled where the peer acknowledges late, while
+    /// that raises the rate) or a fixed size (e.g. 1M).
     #[arg(long, default_value = "auto", value_parser = parse_bufsize)]
     pub sndbuf: BufSize,
     /// Congestion control.

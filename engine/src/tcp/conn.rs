@@ -587,9 +587,11 @@ impl<M: SendMemory> Connection<M> {
     /// its limit is below the worker's share. A buffer that bounds the
     /// sender keeps the path's RTT at its smallest, so the estimate is the
     /// buffer itself and it doubles; once the path is the bound, the bytes
-    /// beyond its BDP only queue (at a bottleneck, or in a receiver slow to
-    /// acknowledge), the estimate stays, and so does the buffer, which then
-    /// spreads the sender over no more memory than it needs.
+    /// beyond its BDP only queue (at a bottleneck), the estimate stays, and
+    /// so does the buffer, which then spreads the sender over no more
+    /// memory than it needs. (A receiver slow to acknowledge also keeps
+    /// the smallest RTT far below the smoothed one; there the buffer grows
+    /// by trial instead: [`Connection::probe_send_buffer`].)
     #[inline]
     fn grow_send_buffer(&mut self) {
         if let Some(slots) = self.send_auto

@@ -45,7 +45,10 @@
 //! its slots at first and doubles them while it holds less than twice the
 //! path's bandwidth-delay product (the rate bytes are acknowledged at, times
 //! the smallest RTT), so that a sender on a short path keeps rotating the
-//! same few frames, warm in the caches. The receive buffer is a ring too;
+//! same few frames, warm in the caches; where the buffer bounds a sender
+//! whose ACKs come late (a busy peer that acknowledges a dozen segments at
+//! a time), it doubles on trial and keeps the size only if the delivery
+//! rate rises by a quarter. The receive buffer is a ring too;
 //! out-of-order data is stored at its place in the ring and tracked in a
 //! bounded range set.
 
