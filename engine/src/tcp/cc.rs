@@ -313,7 +313,7 @@ mod tests {
             assert_eq!(c.window(), 28_000, "{}", c.name());
             c.on_congestion_event(now, 100_000);
             c.on_rto(now, 100_000);
-            // ssthresh 50,000 (NewReno) or 70,000 (CUBIC); from one segment.
+            // From one segment up to the ssthresh the loss set.
             let ss = c.ssthresh();
             for _ in 0..20 {
                 c.on_ack(now, 18_000, None);

@@ -645,12 +645,11 @@ impl<M: SendMemory> Connection<M> {
     /// the congestion window not the bound), the rate is steady (not more
     /// than an eighth above the last interval's) and the buffer holds less
     /// than twice what was acknowledged in a smoothed RTT (`in_rtt`), it
-    /// doubles on trial;
-    /// if over the next [`PROBE_INTERVALS`] intervals the delivery rate
-    /// rises by a quarter over `rate`, the size stays (and a later trial
-    /// may double it again), else it goes back, and the next trial waits
-    /// ([`PROBE_BACKOFF`] intervals, twice as long after each trial in a
-    /// row that did not pay): what the peer does may change.
+    /// doubles on trial. If over the next [`PROBE_INTERVALS`] intervals
+    /// the delivery rate rises by a quarter over `rate`, the size stays (and
+    /// a later trial may double it again); else it goes back, and the next
+    /// trial waits ([`PROBE_BACKOFF`] intervals, twice as long after each
+    /// trial in a row that did not pay): what the peer does may change.
     fn probe_send_buffer(&mut self, rate: u64, in_rtt: usize) {
         let Some(slots) = self.send_auto else {
             return;

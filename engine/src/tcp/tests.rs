@@ -1132,7 +1132,9 @@ fn autotuned_send(rtt_ms: u64) -> (f64, usize) {
     let st = sim.client.stats();
     assert_eq!(st.retransmits, 0);
     // Where the RTT grows with the sender's own queue, a larger buffer
-    // never raises the rate: a trial, if any, is undone.
+    // never raises the rate: trials are made (the buffer bounds the sender
+    // and the smoothed RTT is above the smallest) and undone.
+    assert!(st.send_buffer_trials > 0, "{st:?}");
     assert_eq!(st.send_buffer_trials_kept, 0, "{st:?}");
     (goodput(&sim), sim.client.send_limit_bytes())
 }
