@@ -247,6 +247,28 @@ fn bind_modes_on_veth() {
     assert!(matches!(e, XskError::QueueBusy { queue: 0, .. }), "{e:?}");
     assert!(e.to_string().contains("busy"));
 
+    // Binding with a wait: busy for as long as the socket is held, then
+    // bound once it is closed (the kernel releases it some time later).
+    let t0 = std::time::Instant::now();
+    let e = Xsk::bind_waiting(
+        &umem3,
+        &net.a.iface,
+        0,
+        &cfg_copy,
+        Duration::from_millis(300),
+    )
+    .unwrap_err();
+    assert!(matches!(e, XskError::QueueBusy { queue: 0, .. }), "{e:?}");
+    assert!(t0.elapsed() >= Duration::from_millis(300), "it waited");
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(_held);
+    });
+    let x = Xsk::bind_waiting(&umem3, &net.a.iface, 0, &cfg_copy, Duration::from_secs(30))
+        .expect("bound once the other socket was closed and released");
+    closer.join().unwrap();
+    drop(x);
+
     // A queue beyond the queue count.
     let e = Xsk::bind(&umem3, &net.a.iface, 5, &cfg_copy).unwrap_err();
     assert!(e.to_string().contains("queue 5 may not exist"), "{e}");

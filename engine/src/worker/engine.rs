@@ -80,6 +80,11 @@ use crate::xsk::{
 
 /// XDP headroom the kernel keeps in front of a received packet.
 const XDP_HEADROOM: usize = 256;
+/// How long binding a queue waits for the socket of a run that ended
+/// moments before to be released ([`Xsk::bind_waiting`]): back-to-back
+/// runs on one interface then just work; a queue another program holds is
+/// reported busy after this.
+const BUSY_QUEUE_WAIT: Duration = Duration::from_secs(5);
 /// Descriptors per packet that copy mode takes (`MAX_SKB_FRAGS` + 1).
 const COPY_MAX_DESCS: usize = 18;
 
@@ -964,7 +969,7 @@ pub fn run_app(
     let mut ports = Vec::new();
     for q in 0..cfg.queues {
         let frames = all_frames.split_off(all_frames.len().saturating_sub(cfg.frames as usize));
-        let xsk = Xsk::bind(&umem, iface, q, &xsk_cfg)?;
+        let xsk = Xsk::bind_waiting(&umem, iface, q, &xsk_cfg, BUSY_QUEUE_WAIT)?;
         steering.register(q, &xsk)?;
         ports.push(XskPort::new(
             xsk,

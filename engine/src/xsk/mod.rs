@@ -67,8 +67,9 @@ pub enum XskError {
     },
     /// Another socket holds the queue.
     #[error(
-        "queue {queue} of {iface} is busy: another AF_XDP socket is bound to it (or one \
-         closed less than a second ago is still being torn down: retry shortly)"
+        "queue {queue} of {iface} is busy: another AF_XDP socket is bound to it (another \
+         xtcp, or another AF_XDP program; a socket closed moments ago is released within \
+         seconds)"
     )]
     QueueBusy {
         /// Interface.

@@ -590,6 +590,40 @@ fn map_ring<T: Copy>(
 }
 
 impl Xsk {
+    /// [`Xsk::bind`], waiting up to `wait` while the queue is busy: a
+    /// socket closed moments before (the previous run's, say) holds its
+    /// queue until the kernel releases it in deferred work, about a second
+    /// later on an idle machine and more on a loaded one, and nothing but a
+    /// bind shows when that is done. A queue that stays busy (another
+    /// program's socket) is [`XskError::QueueBusy`] once `wait` is over.
+    pub fn bind_waiting(
+        umem: &Arc<Umem>,
+        iface: &str,
+        queue: u32,
+        config: &XskConfig,
+        wait: std::time::Duration,
+    ) -> Result<Xsk, XskError> {
+        let deadline = std::time::Instant::now() + wait;
+        let mut said = false;
+        loop {
+            match Xsk::bind(umem, iface, queue, config) {
+                Err(XskError::QueueBusy { .. }) if std::time::Instant::now() < deadline => {
+                    if !said {
+                        said = true;
+                        tracing::info!(
+                            iface,
+                            queue,
+                            "queue busy: waiting up to {wait:?} for a socket closed moments ago \
+                             to be released"
+                        );
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Creates an AF_XDP socket on `iface` queue `queue` using `umem` and
     /// binds it as `config` says. The first socket bound on a UMEM
     /// registers it; later ones share it (`XDP_SHARED_UMEM`) with their own
