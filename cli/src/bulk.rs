@@ -243,7 +243,8 @@ fn summarise<'a>(
     writer: Option<anyhow::Result<u64>>,
     expected: usize,
 ) -> Summary<'a> {
-    let mut error = None;
+    // The cause of everything else that failed, so said first.
+    let mut error = report.iface_gone.then(|| iface_gone(&report.iface));
     let conns: Vec<ConnSummary> = report
         .connections
         .iter()
@@ -629,6 +630,14 @@ fn check_writable(p: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// `xtcp recv`.
+/// What a command says when its interface went away during the run.
+pub fn iface_gone(iface: &str) -> String {
+    format!(
+        "the interface {iface} went away during the run (deleted, or its network namespace with \
+         it): xtcp stopped"
+    )
+}
+
 pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let (addr, port) = a.at();
     let cfg = a.engine.config_at(addr)?;

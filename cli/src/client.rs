@@ -561,6 +561,9 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         Some(&mut app),
     )
     .with_context(|| format!("xtcp client on {}", cfg.iface))?;
+    if report.iface_gone {
+        bail!("{}", crate::bulk::iface_gone(&report.iface));
+    }
     if let Some(r) = report
         .connections
         .iter()

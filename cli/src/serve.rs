@@ -399,6 +399,9 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     dropped?;
     notify.stopping();
     let report = run.with_context(|| format!("xtcp serve on {}", cfg.iface))?;
+    if report.iface_gone {
+        bail!("{}", crate::bulk::iface_gone(&report.iface));
+    }
     eprintln!(
         "xtcp serve: stopped; {} connections, CPU {:.2} s (user {:.2} s, system {:.2} s)",
         report.workers.iter().map(|w| w.connections).sum::<u64>(),

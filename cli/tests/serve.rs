@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Reap, Server, XTCP, count, iperf3_json, link_stat, need_iperf3, syn_flood, testnet,
-    wait_listening, wait_ss,
+    ENGINE, Reap, Server, Watched, XTCP, count, iperf3_json, link_stat, need_iperf3, syn_flood,
+    testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -600,4 +600,36 @@ fn handshakes_that_end_on_another_queue_complete() {
         assert!(forwarded >= 10, "{a}: 2 x 5 handshakes: {fin}");
         assert_eq!(fin["listener"]["rst_sent"], 0, "{a}: {fin}");
     }
+}
+
+/// An interface that goes away under a running `xtcp serve` (deleted, as
+/// it is with its network namespace) ends the server with an error that
+/// says so, instead of leaving it busy-polling a queue that no longer
+/// exists.
+#[test]
+fn serve_ends_with_an_error_when_its_interface_goes_away() {
+    let net = testnet(1);
+    let mut args: Vec<String> = vec!["serve".into(), "--iface".into(), net.a.iface.clone()];
+    args.extend(ENGINE.iter().map(|s| s.to_string()));
+    let mut server = Watched::spawn(&net, &args, Stdio::null());
+    server.wait_for("listening on");
+    let out = net
+        .a
+        .ns
+        .command("ip")
+        .args(["link", "del", &net.a.iface])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ip link del: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, err) = server.wait_exit("xtcp serve did not end once its interface went away");
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!("the interface {} went away", net.a.iface)),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
 }

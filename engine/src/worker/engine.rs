@@ -418,6 +418,9 @@ pub struct EngineReport {
     pub cpu: CpuTimes,
     /// Stopped by the interrupt flag.
     pub interrupted: bool,
+    /// Stopped because the interface went away (deleted, or its network
+    /// namespace with it): its sockets can neither send nor receive.
+    pub iface_gone: bool,
 }
 
 /// The UMEM a run used: its size and how much of it is on huge pages.
@@ -1065,6 +1068,7 @@ pub fn run_app(
     let mut connections: Vec<ConnReport> = Vec::new();
     let mut exited = 0;
     let mut interrupted = false;
+    let mut iface_gone = false;
     let mut stop_at: Option<Instant> = None;
     let mut died = None;
     // The steering program's counters, for progress: a map read (four
@@ -1127,6 +1131,16 @@ pub fn run_app(
         if steer_read.is_none_or(|t| t.elapsed() >= cfg.report_interval) {
             steer_read = Some(Instant::now());
             steer = steering.counters().ok();
+            // An interface that went away (deleted, or its namespace with
+            // it) does not come back: a device of that name later is
+            // another one, which these sockets are not bound to. (A link
+            // that is only down comes back; the workers wait for it.)
+            if stop_at.is_none() && ifindex(iface).ok() != Some(index) {
+                tracing::warn!(iface, "the interface went away: stopping");
+                iface_gone = true;
+                shared.stop.store(true, Ordering::Relaxed);
+                stop_at = Some(Instant::now());
+            }
         }
         let mut p = Progress {
             workers: &workers,
@@ -1197,6 +1211,7 @@ pub fn run_app(
         cpu_seconds,
         cpu,
         interrupted,
+        iface_gone,
     })
 }
 
