@@ -610,8 +610,9 @@ fn reported_bytes(err: &str) -> u64 {
         .unwrap_or_else(|| panic!("no byte count in {err}"))
 }
 
-/// However `xtcp recv` ends (SIGINT, SIGTERM, the peer's RST), every byte
-/// it acknowledged is in its output, and its report says so.
+/// However `xtcp recv` ends (SIGINT, SIGTERM, the peer's RST, its
+/// interface going away), every byte it acknowledged is in its output, and
+/// its report says so.
 #[test]
 fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
     let net = testnet(1500);
@@ -626,6 +627,8 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
         // The peer falls silent, then SIGINT: the FIN goes unanswered and
         // the connection is reset when --grace runs out.
         ("silent", 1_000_000, false),
+        // The interface goes away (last: the test network goes with it).
+        ("gone", 1_000_000, false),
     ];
     for (k, (how, len, stdout)) in cases.into_iter().enumerate() {
         let port = 5210 + k as u16;
@@ -666,9 +669,25 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
                 drop(_g);
                 xtcp.signal("-INT");
             }
+            "gone" => {
+                let del = net
+                    .a
+                    .ns
+                    .command("ip")
+                    .args(["link", "del", &net.a.iface])
+                    .output()
+                    .unwrap();
+                assert!(del.status.success(), "{del:?}");
+            }
             sig => xtcp.signal(sig),
         }
         let (status, err) = xtcp.wait_exit("xtcp recv did not end");
+        if how == "gone" {
+            assert!(
+                err.contains(&format!("the interface {} went away", net.a.iface)),
+                "{err}"
+            );
+        }
         assert!(
             !status.success(),
             "{how}: an interrupted or reset stream fails: {err}"
@@ -677,7 +696,9 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
         assert_eq!(reported_bytes(&err), len as u64, "{how} {len}: {err}");
         assert_pattern_file(&out, len, &err);
         let _ = std::fs::remove_file(&out);
-        assert_detached(&net);
+        if how != "gone" {
+            assert_detached(&net);
+        }
         drop(silence);
     }
 }
