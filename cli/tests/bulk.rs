@@ -670,14 +670,7 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
                 xtcp.signal("-INT");
             }
             "gone" => {
-                let del = net
-                    .a
-                    .ns
-                    .command("ip")
-                    .args(["link", "del", &net.a.iface])
-                    .output()
-                    .unwrap();
-                assert!(del.status.success(), "{del:?}");
+                net.a.ns.ip(&["link", "del", &net.a.iface]).unwrap();
             }
             sig => xtcp.signal(sig),
         }

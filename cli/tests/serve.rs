@@ -613,18 +613,7 @@ fn serve_ends_with_an_error_when_its_interface_goes_away() {
     args.extend(ENGINE.iter().map(|s| s.to_string()));
     let mut server = Watched::spawn(&net, &args, Stdio::null());
     server.wait_for("listening on");
-    let out = net
-        .a
-        .ns
-        .command("ip")
-        .args(["link", "del", &net.a.iface])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ip link del: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    net.a.ns.ip(&["link", "del", &net.a.iface]).unwrap();
     let (status, err) = server.wait_exit("xtcp serve did not end once its interface went away");
     assert!(!status.success(), "{err}");
     assert!(

@@ -1100,32 +1100,55 @@ fn goodput_reaches_90_percent_of_the_link_without_loss() {
     );
 }
 
-/// Send-buffer auto-tuning (`Config::send_initial`) on a 1 Gbit/s path
-/// of `rtt_ms` (jumbo frames, a 4 MiB buffer that starts at 64 KiB):
-/// (goodput, the client's buffer limit at the end, bytes).
-fn autotuned_send(rtt_ms: u64) -> (f64, usize) {
+/// A 1 Gbit/s jumbo-frame link with `one_way_us` of delay.
+fn jumbo_link(one_way_us: u64) -> LinkConfig {
+    LinkConfig {
+        mtu: 9000,
+        delay: Duration::from_micros(one_way_us),
+        ..fast_link(0)
+    }
+}
+
+/// The client sends `bytes` with MSS 8960 through an auto-tuned 4 MiB
+/// send buffer that starts at 64 KiB; data on `data`, ACKs on `acks`, the
+/// server's window `recv_window` (of 8 MiB at most).
+fn jumbo_autotuned(
+    recv_window: RecvWindow,
+    data: LinkConfig,
+    acks: LinkConfig,
+    bytes: u64,
+) -> SimConfig {
     let conn = Config {
         mss: 8960,
         send_frames: 1024,
         // 64 KiB.
         send_initial: Some(16),
         recv_buffer: 8 << 20,
+        recv_window,
         ..Config::default()
     };
-    let link = LinkConfig {
-        mtu: 9000,
-        delay: Duration::from_micros(rtt_ms * 500),
-        ..fast_link(0)
-    };
-    let cfg = SimConfig {
+    SimConfig {
         client: conn.clone(),
         server: conn,
-        c2s: link.clone(),
-        s2c: link,
-        client_bytes: 24 << 20,
+        c2s: data,
+        s2c: acks,
+        client_bytes: bytes,
         server_bytes: 0,
         ..SimConfig::default()
-    };
+    }
+}
+
+/// Send-buffer auto-tuning (`Config::send_initial`) on a 1 Gbit/s path
+/// of `rtt_ms` (jumbo frames, a 4 MiB buffer that starts at 64 KiB):
+/// (goodput, the client's buffer limit at the end, bytes).
+fn autotuned_send(rtt_ms: u64) -> (f64, usize) {
+    let link = jumbo_link(rtt_ms * 500);
+    let cfg = jumbo_autotuned(
+        RecvWindow::AutoTune { initial: 64 * 1024 },
+        link.clone(),
+        link,
+        24 << 20,
+    );
     let mut sim = Sim::new(cfg.clone());
     assert!(sim.drive_bounded(Duration::from_secs(30)));
     clean_close(&sim, &cfg);
@@ -1147,41 +1170,20 @@ fn autotuned_send(rtt_ms: u64) -> (f64, usize) {
 /// until the link is the bound.
 #[test]
 fn a_send_buffer_that_bounds_a_sender_whose_acks_come_late_grows_by_trial() {
-    let conn = Config {
-        mss: 8960,
-        send_frames: 1024,
-        send_initial: Some(16),
-        recv_buffer: 8 << 20,
-        // The receiver's window is not the bound.
-        recv_window: RecvWindow::Fixed(8 << 20),
-        ..Config::default()
-    };
-    let data = LinkConfig {
-        mtu: 9000,
-        delay: Duration::from_micros(500),
-        ..fast_link(0)
-    };
+    let data = jumbo_link(500);
     let acks = LinkConfig {
         batch: Duration::from_millis(5),
         // From 100 ms on: the RTT seen before stays the smallest.
         batch_from: Duration::from_millis(100),
         ..data.clone()
     };
-    let cfg = SimConfig {
-        client: conn.clone(),
-        server: conn,
-        c2s: data,
-        s2c: acks,
-        client_bytes: 96 << 20,
-        server_bytes: 0,
-        ..SimConfig::default()
-    };
+    // The receiver's window is not the bound.
+    let cfg = jumbo_autotuned(RecvWindow::Fixed(8 << 20), data, acks, 96 << 20);
     let mut sim = Sim::new(cfg.clone());
     assert!(sim.drive_bounded(Duration::from_secs(60)));
     clean_close(&sim, &cfg);
     let st = sim.client.stats();
     let (g, limit) = (goodput(&sim), sim.client.send_limit_bytes());
-    eprintln!("goodput {g:.3e}, buffer {limit}, {st:?}");
     // 256 KiB when the ACKs begin to come late (what the first 100 ms
     // called for); doubled twice since, each time for more rate; at
     // 0.45 Gbit/s where it stays at 256 KiB.
@@ -1212,6 +1214,29 @@ fn an_autotuned_send_buffer_stays_small_on_a_short_path() {
     assert_eq!(limit, 16 * 4096);
 }
 
+/// The client sends `bytes` over 10 ms each way at 1 Gbit/s into a server
+/// whose window is `recv_window` (of a 4 MiB buffer).
+fn window_limited(recv_window: RecvWindow, bytes: u64) -> SimConfig {
+    let server = Config {
+        recv_buffer: 4 << 20,
+        recv_window,
+        ..Config::default()
+    };
+    let client = Config {
+        send_frames: 1024,
+        ..Config::default()
+    };
+    SimConfig {
+        client,
+        server,
+        c2s: fast_link(10),
+        s2c: fast_link(10),
+        client_bytes: bytes,
+        server_bytes: 0,
+        ..SimConfig::default()
+    }
+}
+
 /// Congestion window validation (RFC 7661; Linux's `tcp_is_cwnd_limited`):
 /// a sender held back by the receiver's window, with no loss, keeps its
 /// congestion window within twice what it had in flight, instead of growing
@@ -1221,24 +1246,7 @@ fn an_autotuned_send_buffer_stays_small_on_a_short_path() {
 #[test]
 fn the_congestion_window_grows_only_while_it_limits_sending() {
     let run = |window: usize, bytes: u64| {
-        let server = Config {
-            recv_buffer: 4 << 20,
-            recv_window: RecvWindow::Fixed(window),
-            ..Config::default()
-        };
-        let client = Config {
-            send_frames: 1024,
-            ..Config::default()
-        };
-        let cfg = SimConfig {
-            client,
-            server,
-            c2s: fast_link(10),
-            s2c: fast_link(10),
-            client_bytes: bytes,
-            server_bytes: 0,
-            ..SimConfig::default()
-        };
+        let cfg = window_limited(RecvWindow::Fixed(window), bytes);
         let mut sim = Sim::new(cfg.clone());
         let mut most = 0;
         sim.drive_while(Duration::from_secs(120), |sim| {
@@ -1264,24 +1272,7 @@ fn the_congestion_window_grows_only_while_it_limits_sending() {
 fn window_limited_throughput_is_window_over_rtt() {
     let window = 16 * 1024;
     let run = |recv_window: RecvWindow| {
-        let server = Config {
-            recv_buffer: 4 << 20,
-            recv_window,
-            ..Config::default()
-        };
-        let client = Config {
-            send_frames: 1024,
-            ..Config::default()
-        };
-        let cfg = SimConfig {
-            client,
-            server,
-            c2s: fast_link(10),
-            s2c: fast_link(10),
-            client_bytes: 3 << 20,
-            server_bytes: 0,
-            ..SimConfig::default()
-        };
+        let cfg = window_limited(recv_window, 3 << 20);
         let mut sim = Sim::new(cfg.clone());
         assert!(sim.drive_bounded(Duration::from_secs(60)));
         clean_close(&sim, &cfg);
