@@ -105,6 +105,12 @@ pub struct EngineCounters {
     pub tx_queued_max: u64,
     /// Loop turns in all.
     pub turns: u64,
+    /// Payload bytes the receive windows may offer in sum (over the
+    /// workers): what their RX rings can absorb.
+    pub rx_window_budget: u64,
+    /// Light connections (a few segments' window) whose peer used it up
+    /// and that got their share of that budget back.
+    pub light_promoted: u64,
 }
 
 impl EngineCounters {
@@ -124,6 +130,8 @@ impl EngineCounters {
             c.tx_full_turns += w.tx_full_turns;
             c.tx_queued_max = c.tx_queued_max.max(w.tx_queued_max);
             c.turns += w.turns;
+            c.rx_window_budget += w.rx_window_budget;
+            c.light_promoted += w.light_promoted;
         }
         c
     }

@@ -877,3 +877,87 @@ fn the_send_buffer_is_autotuned_unless_fixed() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("--sndbuf must be `auto` or between"), "{err}");
 }
+
+/// A connection that idles long enough to be taken for a light one (one
+/// that receives little: its receive window cut to a few segments, so that
+/// the worker's receive budget goes to the busy ones) gets its share back
+/// as soon as its peer uses up the window it had. A kernel sender that
+/// waits two seconds after connecting, then sends 64 MiB: xtcp counts the
+/// promotion, and the window the sender sees at the end (`ss`) is nearly
+/// the whole budget (`--rcvbuf 1M` is above it), never more.
+#[test]
+fn an_idle_connection_that_starts_sending_gets_its_window_back() {
+    let net = testnet(1500);
+    let a: IpAddr = net.a.ip4.into();
+    let to = SocketAddr::new(a, 5203);
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend(
+        [
+            "--listen",
+            &to.to_string(),
+            "--discard",
+            "--rcvbuf",
+            "1M",
+            "--json",
+        ]
+        .map(String::from),
+    );
+    let mut xtcp = Reap(
+        net.a
+            .ns
+            .command(XTCP)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // The socket is side B's: made there, used from here.
+    let mut s = {
+        let _in_b = net.b.ns.enter().unwrap();
+        let start = Instant::now();
+        loop {
+            // Refused until xtcp has started.
+            match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)) {
+                Ok(s) => break s,
+                Err(e) => assert!(start.elapsed() < WAIT, "cannot connect to xtcp recv: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // Twenty sweeps of the shares long.
+    std::thread::sleep(Duration::from_secs(2));
+    let block = vec![0u8; 1 << 20];
+    for _ in 0..64 {
+        s.write_all(&block).unwrap();
+    }
+    let ss = net
+        .b
+        .ns
+        .command("ss")
+        .args(["-Htin", "dst", &to.to_string()])
+        .output()
+        .unwrap();
+    let ss = String::from_utf8_lossy(&ss.stdout).into_owned();
+    let wnd: u64 = ss
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("snd_wnd:"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no snd_wnd in {ss}"));
+    drop(s);
+    let (status, err) = wait_exit(&mut xtcp, 60, "xtcp recv did not exit");
+    assert!(status.success(), "{err}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut xtcp.0.stdout.take().unwrap(), &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["bytes"], 64 << 20, "{v}");
+    let w = &v["engine"]["workers"][0];
+    let budget = w["rx_window_budget"].as_u64().unwrap();
+    assert!(w["light_promoted"].as_u64().unwrap() >= 1, "{w}");
+    assert!(wnd <= budget + (1 << 14), "window {wnd}, budget {budget}");
+    assert!(
+        wnd * 10 >= budget * 9,
+        "window {wnd}: less than 90 % of the budget {budget}"
+    );
+}

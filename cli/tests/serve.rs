@@ -622,3 +622,50 @@ fn serve_ends_with_an_error_when_its_interface_goes_away() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A connection that receives little leaves the receive budget to the ones
+/// that receive. With iperf3's control connection idle, the one stream's
+/// window (`-w 1M`, more than the budget) is all of the budget but a light
+/// window, where an even split gave it half; the window the kernel sender
+/// sees never exceeds the budget, and nothing is dropped at the redirect.
+/// Seen by the kernel sender: `snd_wnd` from its `TCP_INFO`, in the
+/// client's `-J` intervals.
+#[test]
+fn one_stream_gets_the_receive_budget_its_idle_control_connection_does_not_use() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["-1", "-J"]);
+    let x = iperf3_json(&net, &["-t", "4", "-w", "1M"]);
+    let test = server.json();
+    let fin = server.json();
+    assert_eq!(
+        test["end"]["sum_received"]["bytes"], x["end"]["sum_received"]["bytes"],
+        "xtcp's count is the client's"
+    );
+    let budget = fin["engine"]["rx_window_budget"].as_u64().unwrap();
+    let wnd: Vec<u64> = x["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["streams"][0]["snd_wnd"].as_u64().unwrap())
+        .collect();
+    let most = *wnd.iter().max().unwrap();
+    // The scaled window is a multiple of 2^14 bytes at most: no rounding
+    // goes beyond that.
+    assert!(
+        most <= budget + (1 << 14),
+        "windows {wnd:?}, budget {budget}"
+    );
+    assert!(
+        most * 10 >= budget * 9,
+        "windows {wnd:?}: less than 90 % of the budget {budget}"
+    );
+    let xdp = &fin["xdp"];
+    let steered = xdp["steered"].as_u64().unwrap();
+    let dropped = xdp["dropped_at_redirect"].as_u64().unwrap();
+    assert!(steered > 0, "{fin}");
+    assert!(
+        dropped * 1000 <= steered,
+        "dropped {dropped} of {steered} at the redirect: {xdp}"
+    );
+}

@@ -1657,6 +1657,7 @@ impl<M: SendMemory> Connection<M> {
                 // the sender is stalled until it hears from us, so a delayed
                 // ACK would only idle the connection.
                 if (self.rcv_adv.saturating_sub(self.recv.nxt()) as usize) < self.largest_seg {
+                    self.stats.window_full += 1;
                     self.ack_now = true;
                 }
             } else if a.duplicate > 0 {

@@ -390,6 +390,10 @@ pub struct Stats {
     pub rst_received: u64,
     /// Of those, from timestamp echoes after a retransmission (RTTM).
     pub ts_rtt_samples: u64,
+    /// In-order segments that left less than a full segment of the window
+    /// offered: the peer had sent all it was allowed and waited on this
+    /// side (the receiver's view of `ss`' `rwnd_limited`).
+    pub window_full: u64,
     /// Send-buffer sizes tried beyond the smallest-RTT estimate (the
     /// buffer bounded a sender whose ACKs came late; see
     /// [`Config::send_initial`]).

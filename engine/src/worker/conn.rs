@@ -228,6 +228,13 @@ pub struct Slot {
     pub(super) deadline: Option<Instant>,
     /// The worker's shares it applied last (their epoch).
     pub(super) shares_epoch: u64,
+    /// It received little in the worker's last sweep of the shares, and
+    /// never had to be waited on: a small receive window is all it gets
+    /// (see `Worker::sweep_shares`).
+    pub(super) light: bool,
+    /// Its `bytes_received` and `window_full` at the last sweep (`None`:
+    /// none yet since it came to this worker).
+    pub(super) swept: Option<(u64, u64)>,
     /// An application connection (instead of source and sink).
     pub(super) appconn: Option<Box<AppConn>>,
 }
@@ -258,6 +265,8 @@ impl Slot {
             reported: false,
             deadline: None,
             shares_epoch: 0,
+            light: false,
+            swept: None,
             appconn: None,
         }
     }

@@ -36,6 +36,14 @@ pub struct WorkerCounters {
     /// turn queued, plus what the kernel had not taken yet): the queue
     /// that an ACK read after the kick waited behind.
     pub tx_queued_max: u64,
+    /// Payload bytes the receive windows of this worker's connections may
+    /// offer in sum: full segments that fit the part of its RX ring set
+    /// aside for data (and of the driver's queue, where that is smaller).
+    pub rx_window_budget: u64,
+    /// Light connections (receiving little: their receive window a few
+    /// segments) whose peer used up that window, and that got their share
+    /// back at once.
+    pub light_promoted: u64,
     /// Connections that became established here.
     pub connections: u64,
     /// Connections this worker holds now, in any state (TIME-WAIT

@@ -13,11 +13,16 @@
 //! budget ran out, its source can go on) is served again the next turn,
 //! after the others.
 //!
-//! Sharing: the worker's frames and its RX ring are shared evenly among its
+//! Sharing: the worker's frames and its RX ring are shared among its
 //! connections (`Worker::rebalance`, when their number changes): each
-//! send buffer holds at most its share of frames, and the receive windows
-//! together offer no more than the RX ring absorbs, so a burst from every
-//! peer at once waits in the peers instead of being dropped at the redirect.
+//! send buffer holds at most an even share of frames, and the receive
+//! windows together offer no more than the RX ring absorbs, so a burst from
+//! every peer at once waits in the peers instead of being dropped at the
+//! redirect. A connection that receives little (an iperf3 control
+//! connection, a stream that only sends) gets a few segments' window, and
+//! the busy ones split the rest (`Worker::sweep_shares`, ten times a
+//! second; a light one whose peer uses up its window gets its share back
+//! at its next turn).
 //! On TX, a turn queues at most `tx_burst` descriptors in all, shared by
 //! the turn's connections (a few bursts a turn, round-robin over turns),
 //! and a connection at most about a millisecond of its rate (like Linux's
@@ -46,6 +51,7 @@
 //! and is forwarded to that listener like any pure ACK.
 
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -246,6 +252,8 @@ pub struct Worker {
     budget: Budget,
     /// The connection count the shares were computed for.
     balanced_for: usize,
+    /// Connections marked light (`Slot::light`) now.
+    light: usize,
     /// The shares for that count.
     shares: Shares,
     /// Stopping: when the connections are reset (the end of the grace
@@ -262,7 +270,13 @@ struct Shares {
     send_slots: usize,
     /// Receive-window bytes.
     recv_bytes: usize,
+    /// Receive-window bytes of a light connection (`Slot::light`).
+    recv_light: usize,
 }
+
+/// How often a worker looks at what its connections received, to give
+/// the receive budget to those that use it (see `Worker::sweep_shares`).
+const SHARE_SWEEP: Duration = Duration::from_millis(100);
 
 /// What a worker's connections share.
 #[derive(Debug, Clone, Copy)]
@@ -276,6 +290,22 @@ struct Budget {
     rx_bytes: usize,
     /// The window a passive open offers in its SYN-ACK, at most.
     first_window: usize,
+}
+
+/// The receive-window shares of `n` connections of which `light` are
+/// light: (each other one's, each light one's). A light one gets a
+/// SYN-ACK's window, no more than an even share; the others split the
+/// rest evenly, so they never get less than an even share, and the shares
+/// never add up to more than `rx_bytes`.
+fn recv_shares(b: &Budget, n: NonZeroUsize, light: usize) -> (usize, usize) {
+    let even = b.rx_bytes / n;
+    let light = light.min(n.get());
+    let recv_light = even.min(b.first_window);
+    let recv_bytes = match n.get() - light {
+        0 => even,
+        busy => (b.rx_bytes - light * recv_light) / busy,
+    };
+    (recv_bytes, recv_light)
 }
 
 /// Segments held per worker for connections in transit.
@@ -473,10 +503,6 @@ impl Worker {
         // received frames go back to the pool, and from it to the fill
         // ring, in the same turn.
         let reserve = port.xsk().tx.size() as usize;
-        let counters = WorkerCounters {
-            queue: port.xsk().info().queue,
-            ..WorkerCounters::default()
-        };
         let x = port.xsk();
         let rings = (x.fill.size() + x.rx.size() + x.tx.size()) as usize;
         let fl = shared.tcp.frame_len.max(1);
@@ -494,6 +520,11 @@ impl Worker {
                 / RX_WINDOW_SHARE.1
                 * mss,
             first_window: FIRST_WINDOW_SEGMENTS * mss,
+        };
+        let counters = WorkerCounters {
+            queue: port.xsk().info().queue,
+            rx_window_budget: budget.rx_bytes as u64,
+            ..WorkerCounters::default()
         };
         // Room for the connections it may accept, those it opens, and those
         // handed over to it.
@@ -521,19 +552,24 @@ impl Worker {
             to_open: Vec::new(),
             budget,
             balanced_for: usize::MAX,
+            light: 0,
             shares: Shares::default(),
             stop_deadline: None,
         }
     }
 
-    /// Shares the worker's memory among its connections, evenly: each send
-    /// buffer may hold `send_frames / n` frames (at least two segments'
-    /// worth, at most its own size), and each receive window is capped at
-    /// `rx_bytes / n`, so that everything all peers may send at once fits
-    /// the RX ring; excess waits in the senders, whose congestion control
-    /// deals with it, instead of being dropped at the redirect into a full
-    /// ring. Run when the number of connections changed (not per packet);
-    /// each connection applies the shares at its next turn.
+    /// Shares the worker's memory among its connections: each send buffer
+    /// may hold `send_frames / n` frames (at least two segments' worth, at
+    /// most its own size), and the receive windows are capped so that
+    /// everything all peers may send at once fits the RX ring (`rx_bytes`
+    /// in sum); excess waits in the senders, whose congestion control deals
+    /// with it, instead of being dropped at the redirect into a full ring.
+    /// A light connection (`Slot::light`: an iperf3 control connection, a
+    /// stream that only sends and receives ACKs) gets a few segments'
+    /// window, no more than an even share; the others split the rest
+    /// evenly. Run when the number of connections or of light ones changed
+    /// (not per packet); each connection applies the shares at its next
+    /// turn.
     fn rebalance(&mut self) {
         let n = self.table.len();
         self.balanced_for = n;
@@ -544,7 +580,7 @@ impl Worker {
         if let Some(l) = self.listener.as_mut() {
             l.set_recv_share((self.budget.rx_bytes / (n + 1)).min(self.budget.first_window));
         }
-        let Some(n) = std::num::NonZeroUsize::new(n) else {
+        let Some(n) = NonZeroUsize::new(n) else {
             return;
         };
         // Each connection takes the new shares at its next turn (O(1) here,
@@ -552,11 +588,45 @@ impl Worker {
         // and receives nothing meanwhile, and a window it offered before is
         // honoured either way.
         let b = self.budget;
+        let (recv_bytes, recv_light) = recv_shares(&b, n, self.light);
         self.shares = Shares {
             epoch: self.shares.epoch + 1,
             send_slots: (b.send_frames / n).max(b.min_send_slots),
-            recv_bytes: b.rx_bytes / n,
+            recv_bytes,
+            recv_light,
         };
+    }
+
+    /// Marks each connection light or not by what it received since the
+    /// last sweep (`SHARE_SWEEP` ago): light if less than a SYN-ACK's
+    /// window (`Budget::first_window`) and its peer never used up the
+    /// window it had (`Stats::window_full`). A connection is not light
+    /// before it was watched for a whole sweep, and a light one whose peer
+    /// uses up its window gets its share back at its next turn (see
+    /// `Worker::service`), so a sender held to the light window is not
+    /// taken for an idle one. O(connections), ten times a second;
+    /// rebalances if the count of light ones changed.
+    fn sweep_shares(&mut self) {
+        let little = self.budget.first_window as u64;
+        let mut light = 0;
+        for s in self.table.iter_mut() {
+            let st = s.conn.stats();
+            let now = (st.bytes_received, st.window_full);
+            let is_light = s
+                .swept
+                .is_some_and(|(rx, full)| now.0 - rx < little && now.1 == full);
+            s.swept = Some(now);
+            if is_light != s.light {
+                s.light = is_light;
+                // Its share changes: applied at its next turn.
+                s.shares_epoch = u64::MAX;
+            }
+            light += usize::from(is_light);
+        }
+        if light != self.light {
+            self.light = light;
+            self.rebalance();
+        }
     }
 
     /// Runs until stopped; returns after the last report, with the
@@ -571,6 +641,7 @@ impl Worker {
         }
         self.open_planned(start);
         let mut next_report = start;
+        let mut next_sweep = start + SHARE_SWEEP;
         let mut idle_turns = 0u32;
         let mut stopping = false;
         let mut counted_done = false;
@@ -590,6 +661,10 @@ impl Worker {
             let moved = self.handle_ctl(now);
             self.receive(now);
             let tx_before = self.port.counters().tx_packets;
+            if now >= next_sweep {
+                self.sweep_shares();
+                next_sweep = now + SHARE_SWEEP;
+            }
             if self.table.len() != self.balanced_for {
                 self.rebalance();
             }
@@ -757,9 +832,14 @@ impl Worker {
                         self.counters.handover_deferred += 1;
                         continue;
                     }
-                    let Some(slot) = self.table.remove(i) else {
+                    let Some(mut slot) = self.table.remove(i) else {
                         continue;
                     };
+                    if slot.light {
+                        // It leaves (or comes back below) as not light.
+                        slot.light = false;
+                        self.light -= 1;
+                    }
                     self.shared.registry.set(key, to as u16);
                     if let Err(e) = self.peers[to].try_send(Ctl::Take(Box::new(slot))) {
                         // Their inbox is full: keep it and try another time
@@ -803,8 +883,10 @@ impl Worker {
                     let key = slot.key;
                     self.counters.migrated_in += 1;
                     // It held the other worker's shares: ours apply at its
-                    // first turn here.
+                    // first turn here (not light until a sweep says so).
                     slot.shares_epoch = u64::MAX;
+                    slot.light = false;
+                    slot.swept = None;
                     // Sent before its worker stopped, taken after we did:
                     // it stops here (else it would hold this worker up).
                     if let (Some(d), None) = (self.stop_deadline, slot.deadline) {
@@ -992,6 +1074,8 @@ impl Worker {
             ctl_hdr,
             reserve,
             shares,
+            light,
+            balanced_for,
             ..
         } = self;
         let frame_bytes = port.xsk().umem().frame_size().bytes();
@@ -1040,10 +1124,25 @@ impl Worker {
             let Some(s) = table.get_mut(pos) else {
                 continue;
             };
+            if s.light
+                && s.swept
+                    .is_some_and(|(_, full)| s.conn.stats().window_full != full)
+            {
+                // Its peer used up the light window and waits: it is busy
+                // after all. Its share comes with the next turn's shares.
+                s.light = false;
+                *light -= 1;
+                *balanced_for = usize::MAX;
+                counters.light_promoted += 1;
+            }
             if s.shares_epoch != shares.epoch {
                 s.shares_epoch = shares.epoch;
                 s.conn.set_send_limit(shares.send_slots);
-                s.conn.set_recv_share(shares.recv_bytes);
+                s.conn.set_recv_share(if s.light {
+                    shares.recv_light
+                } else {
+                    shares.recv_bytes
+                });
             }
             if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
                 s.deadline = None;
@@ -1227,6 +1326,9 @@ impl Worker {
                 shared.registry.remove(s.key);
                 let key = s.key;
                 held.retain(|(k, _)| *k != key);
+                if s.light {
+                    *light -= 1;
+                }
                 table.remove(pos);
                 continue;
             }
@@ -1267,4 +1369,45 @@ fn add_stats(t: &mut Stats, s: &Stats) {
     t.retransmits += s.retransmits;
     t.bytes_received += s.bytes_received;
     t.bytes_sent += s.bytes_sent;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The receive shares never add up to more than the budget, a light
+    /// connection gets no more than a SYN-ACK's window nor than an even
+    /// share, and the others no less than an even share.
+    #[test]
+    fn light_connections_leave_the_receive_budget_to_the_busy_ones() {
+        let mss = 1448;
+        let b = Budget {
+            send_frames: 0,
+            min_send_slots: 0,
+            rx_bytes: 192 * mss,
+            first_window: FIRST_WINDOW_SEGMENTS * mss,
+        };
+        for n in 1..=300 {
+            let nz = NonZeroUsize::new(n).unwrap();
+            let even = b.rx_bytes / n;
+            for light in 0..=n + 1 {
+                let (busy, lite) = recv_shares(&b, nz, light);
+                let light = light.min(n);
+                assert!(lite <= even.min(b.first_window), "{n} {light}");
+                assert!(busy >= even, "{n} {light}");
+                assert!(
+                    busy * (n - light) + lite * light <= b.rx_bytes,
+                    "{n} {light}"
+                );
+            }
+        }
+        // iperf3's control connection and one stream: the stream gets all
+        // but four segments (it got half before).
+        let two = NonZeroUsize::new(2).unwrap();
+        assert_eq!(recv_shares(&b, two, 1), (188 * mss, 4 * mss));
+        assert_eq!(recv_shares(&b, two, 0), (96 * mss, 4 * mss));
+        // --bidir: the control connection and the sending stream are light.
+        let three = NonZeroUsize::new(3).unwrap();
+        assert_eq!(recv_shares(&b, three, 2), (184 * mss, 4 * mss));
+    }
 }
