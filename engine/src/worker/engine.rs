@@ -1135,7 +1135,13 @@ pub fn run_app(
             // it) does not come back: a device of that name later is
             // another one, which these sockets are not bound to. (A link
             // that is only down comes back; the workers wait for it.)
-            if stop_at.is_none() && ifindex(iface).ok() != Some(index) {
+            // (A lookup that fails for another reason, such as no file
+            // descriptor left, proves nothing: it is tried again next time.)
+            let gone = match ifindex(iface) {
+                Ok(i) => i != index,
+                Err(e) => matches!(e, XskError::NoInterface { .. }),
+            };
+            if stop_at.is_none() && gone {
                 tracing::warn!(iface, "the interface went away: stopping");
                 iface_gone = true;
                 shared.stop.store(true, Ordering::Relaxed);

@@ -508,8 +508,19 @@ pub fn ifindex(iface: &str) -> Result<u32, XskError> {
     // SAFETY: `c` is a valid NUL-terminated string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
-        return Err(XskError::NoInterface {
-            iface: iface.to_owned(),
+        let e = io::Error::last_os_error();
+        // No such device; anything else (no file descriptor left for the
+        // socket the lookup opens, …) says nothing about the interface.
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            return Err(XskError::NoInterface {
+                iface: iface.to_owned(),
+            });
+        }
+        return Err(XskError::Syscall {
+            call: "if_nametoindex",
+            detail: format!("looking up the interface `{iface}`"),
+            source: e,
+            hint: String::new(),
         });
     }
     Ok(idx)
