@@ -76,9 +76,9 @@ pub struct ClientArgs {
     pub json_output: bool,
     /// Zero-copy sender: the send buffer's frames are filled with zeros
     /// once and re-sent as they are, no per-byte work (without -Z the
-    /// streams send a block of `-l` pseudo-random bytes over and over, as
-    /// iperf3 writes its buffer: copied into a frame unless the frame holds
-    /// those bytes already from the buffer's last lap).
+    /// streams send pseudo-random bytes over and over, like iperf3's
+    /// buffer, with a period of up to `-l` that fits the send buffer's
+    /// slots: written into a frame once, then re-sent as it comes round).
     #[arg(short = 'Z', long = "zerocopy")]
     pub zerocopy: bool,
     /// Pin xtcp's worker to core N (one queue); `,M` asks the server to
@@ -265,7 +265,8 @@ fn password() -> anyhow::Result<String> {
 }
 
 /// iperf3's buffer without `-Z`: `len` pseudo-random bytes (xorshift from
-/// fresh entropy), made once per test.
+/// fresh entropy), made once per test; each stream sends a period of them
+/// that fits its send buffer's slots (`Payload::Filler`).
 fn random_block(len: usize) -> Arc<[u8]> {
     let e = entropy();
     let mut x = u64::from_le_bytes(e[..8].try_into().unwrap_or([1; 8])) | 1;
@@ -508,7 +509,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let payload = match send_file {
         Some((f, _)) => Payload::File(f),
         None if a.zerocopy => Payload::Zeros,
-        None => Payload::Repeat(random_block(params.block_len as usize)),
+        None => Payload::Filler(random_block(params.block_len as usize)),
     };
     let config = ClientConfig {
         params,

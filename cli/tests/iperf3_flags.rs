@@ -135,30 +135,33 @@ fn stderr(o: &Output) -> String {
 
 /// `-Z` sends zeros from frames filled once: the stock server counts every
 /// byte, and the send buffer's per-byte counter stays at the first lap of
-/// frames. Without `-Z` the bytes are iperf3's, its block over and over (the
-/// stock server's `-F` file shows it), and a frame that comes round holding
-/// the bytes it must send is not written again: with the default 128 KiB
-/// block in page-sized slots (the chained layout; the single layout at MTU
-/// 1500 has slots of one MSS, 1448 bytes), once the buffer's lap is a
-/// multiple of the block, little is copied; with a block that no lap is a
-/// multiple of (`-l 1000`), every byte is.
+/// frames. Without `-Z` the bytes are random ones repeated (the stock
+/// server's `-F` file shows it), with a period of a power-of-two number of
+/// the send buffer's slots (within `-l`, and one slot at least), so that a
+/// frame that comes round holds the bytes it must send and is not written
+/// again: little is copied in either layout (the single layout at MTU 1500
+/// has slots of one segment's payload, 1,448 bytes, that iperf3's 128 KiB
+/// block is no multiple of), nor with a block smaller than a slot.
 #[test]
 fn zerocopy_source_has_no_per_byte_work() {
     let net = testnet(1);
     let dir = TempDir::new("flags-pattern");
     let got = dir.path("got.bin");
-    for (zerocopy, n, len) in [
-        (true, 256u64 << 20, 131_072usize),
-        (false, 256 << 20, 131_072),
-        (false, 8_000_000, 1000),
+    for (zerocopy, layout, n, len) in [
+        (true, "chained", 256u64 << 20, 131_072usize),
+        (true, "single", 256 << 20, 131_072),
+        (false, "chained", 256 << 20, 131_072),
+        (false, "single", 256 << 20, 131_072),
+        (false, "single", 64 << 20, 1000),
     ] {
+        let what = format!("-Z {zerocopy}, --tx-layout {layout}, -l {len}");
         let server = if zerocopy {
             StockServer::start(&net, &[])
         } else {
             StockServer::start(&net, &["-F", &got])
         };
         let (n_arg, l_arg) = (n.to_string(), len.to_string());
-        let mut args = vec!["-n", &n_arg, "-l", &l_arg, "--tx-layout", "chained"];
+        let mut args = vec!["-n", &n_arg, "-l", &l_arg, "--tx-layout", layout];
         if zerocopy {
             args.push("-Z");
         }
@@ -168,32 +171,41 @@ fn zerocopy_source_has_no_per_byte_work() {
         // iperf3 counts what it read before the test's end (with -l 1000
         // it reads 1000 bytes a call, and lags the more).
         let received = stock_server_received(&net, &s, n, closed_before);
-        assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n);
+        assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), n, "{what}");
         let c = &data_conns(&v)[0];
         let (sent, touched) = (u(&c["bytes_sent"]), u(&c["send_bytes_touched"]));
         // The cookie (37 bytes) is written too.
-        assert_eq!(sent, n + 37, "{c}");
+        assert_eq!(sent, n + 37, "{what}: {c}");
         if zerocopy {
             // At most the send buffer (4 MiB by default) zeroed once.
-            assert!(touched <= (4 << 20) + 4096 + 37, "-Z: {c}");
+            assert!(touched <= (4 << 20) + 4096 + 37, "{what}: {c}");
             continue;
         }
-        if len == 1000 {
-            assert_eq!(touched, sent, "-l 1000: every byte is copied: {c}");
-        } else {
-            assert!(
-                touched < sent / 8,
-                "-l 128K: most frames are sent as they are: {c}"
-            );
-        }
+        assert!(
+            touched < sent / 8,
+            "{what}: most frames are sent as they are: {c}"
+        );
         let data = std::fs::read(&got).unwrap();
-        assert_eq!(data.len() as u64, received, "the stock server's -F file");
-        let block = &data[..len];
-        assert!(block.iter().any(|&b| b != block[0]), "a block of one byte");
-        for (k, chunk) in data.chunks(len).enumerate() {
+        assert_eq!(
+            data.len() as u64,
+            received,
+            "{what}: the stock server's -F file"
+        );
+        // Its period: where its first 4 KiB come again.
+        let head = &data[..4096];
+        let period = (1..data.len() - 4096)
+            .find(|&p| &data[p..p + 4096] == head)
+            .unwrap_or_else(|| panic!("{what}: the stream does not repeat"));
+        assert!(period <= len.max(4096), "{what}: period {period}");
+        let block = &data[..period];
+        assert!(
+            block.iter().any(|&b| b != block[0]),
+            "{what}: a block of one byte"
+        );
+        for (k, chunk) in data.chunks(period).enumerate() {
             assert!(
                 chunk == &block[..chunk.len()],
-                "-l {len}: block {k} differs"
+                "{what}: period {period}, block {k} differs"
             );
         }
     }

@@ -570,6 +570,11 @@ impl<M: SendMemory> Connection<M> {
     pub fn send_limit(&self) -> usize {
         self.send.limit()
     }
+    /// The length of a send-buffer slot, bytes (set when the connection is
+    /// established: in the single-descriptor layout, one segment's payload).
+    pub fn send_slot_len(&self) -> usize {
+        self.send.frame_len()
+    }
     /// The send buffer's limit in force, bytes (its slots × their length).
     pub fn send_limit_bytes(&self) -> usize {
         self.send.limit() * self.send.frame_len()

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::bulk::{Produced, Sink, Source};
-use super::msg::{AppIn, AppOut, Msg, Payload, TcpSample};
+use super::msg::{AppIn, AppOut, Msg, Payload, TcpSample, filler_bytes};
 use super::port::HeaderCache;
 use super::registry::Key;
 use super::sendmem::UmemFrames;
@@ -353,6 +353,11 @@ impl Slot {
             if a.send_left > 0 {
                 let want = usize::try_from(a.send_left).unwrap_or(usize::MAX);
                 let want = a.pace_allowance(now, want);
+                if let Payload::Filler(p) = &a.payload {
+                    // Its period, now that the slots are sized (once).
+                    let bytes = filler_bytes(p, c.send_slot_len(), c.send_limit());
+                    a.payload = Payload::Repeat(bytes);
+                }
                 let n = match &a.payload {
                     // Zeros cost nothing once a slot holds them.
                     Payload::Zeros if want > 0 => c.fill_zeros(want).unwrap_or(0),
@@ -394,7 +399,7 @@ impl Slot {
                         a.pay_off = (a.pay_off + n) % p.len();
                         n
                     }
-                    Payload::Repeat(_) => 0,
+                    Payload::Repeat(_) | Payload::Filler(_) => 0,
                 };
                 a.send_left -= n as u64;
                 a.committed += n as u64;

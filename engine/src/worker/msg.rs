@@ -213,10 +213,40 @@ pub enum Payload {
     /// the same bytes (the ring's lap a multiple of their length) is sent
     /// as it is.
     Repeat(Arc<[u8]>),
+    /// Bytes whose content does not matter to the peer (iperf3's random
+    /// buffer): the first `period` of them over and over, where `period`
+    /// is a power-of-two number of send-buffer slots, as many as these
+    /// bytes fill and no more than the buffer's limit when sending begins
+    /// ([`filler_period`]; one slot, the bytes repeated to fill it, if they
+    /// are fewer). The limit is a power-of-two number of slots too (its
+    /// auto-tuning starts at one and doubles), so its laps are whole
+    /// periods and a slot that comes round holds what it must send again,
+    /// whatever the slot's length (with [`Payload::Repeat`] of iperf3's
+    /// 128 KiB, a lap of 1,448-byte slots never is: every byte was copied).
+    /// A limit that is not (a share of the worker's frames among many
+    /// connections) has the slots copied into as they come round.
+    Filler(Arc<[u8]>),
     /// This file's bytes from its start (iperf3's `-F`), read straight into
     /// the frames (`pread`); a stream that reaches the end of the file sends
     /// nothing more.
     File(Arc<std::fs::File>),
+}
+
+/// The period [`Payload::Filler`] repeats with: the largest power-of-two
+/// number of `slot_len`-byte slots within `len` bytes and within `limit`
+/// slots, and at least one.
+pub fn filler_period(len: usize, slot_len: usize, limit: usize) -> usize {
+    let slot_len = slot_len.max(1);
+    let slots = (len / slot_len).min(limit).max(1);
+    (1 << slots.ilog2()) * slot_len
+}
+
+/// [`Payload::Filler`]'s bytes for a send buffer of `limit` slots of
+/// `slot_len` bytes: the first [`filler_period`] of them, repeated to fill
+/// it if they are fewer.
+pub(crate) fn filler_bytes(bytes: &[u8], slot_len: usize, limit: usize) -> Arc<[u8]> {
+    let period = filler_period(bytes.len(), slot_len, limit);
+    bytes.iter().cycle().take(period).copied().collect()
 }
 
 /// A connection's TCP state at a count, as iperf3 reads it from the
@@ -276,4 +306,29 @@ pub enum AppOut {
     Close,
     /// Reset.
     Abort,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filler_period_is_a_power_of_two_number_of_slots() {
+        // iperf3's 128 KiB block: in 4 KiB slots all of it, in slots of a
+        // 1,448-byte segment the 64 that fit (90 would).
+        assert_eq!(filler_period(131_072, 4096, 64), 131_072);
+        assert_eq!(filler_period(131_072, 1448, 64), 64 * 1448);
+        assert_eq!(filler_period(3 * 4096, 4096, 64), 2 * 4096);
+        // No more than the buffer's limit: a lap is whole periods.
+        assert_eq!(filler_period(200 << 10, 1448, 64), 64 * 1448);
+        assert_eq!(filler_period(131_072, 4096, 16), 16 * 4096);
+        assert_eq!(filler_period(131_072, 4096, 24), 16 * 4096);
+        // Fewer bytes than a slot: one slot of them, repeated.
+        assert_eq!(filler_period(1000, 1448, 64), 1448);
+        let b: Vec<u8> = (0..100u8).collect();
+        let f = filler_bytes(&b, 256, 64);
+        assert_eq!(f.len(), 256);
+        assert!(f.iter().enumerate().all(|(i, &x)| x == (i % 100) as u8));
+        assert_eq!(&filler_bytes(&[7; 10_000], 4096, 64)[..], &[7; 8192][..]);
+    }
 }
