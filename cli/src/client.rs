@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use xtcp_engine::app::iperf3::{ClientConfig, Cookie, Iperf3Client, TestParams};
 use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError};
-use xtcp_engine::worker::{Payload, Role, run_app};
+use xtcp_engine::worker::{Payload, Role, random_filler, run_app};
 
 use crate::args::{EngineArgs, parse_size};
 use crate::bulk::{connect_timeout_message, interrupt_flag};
@@ -264,22 +264,6 @@ fn password() -> anyhow::Result<String> {
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
-/// iperf3's buffer without `-Z`: `len` pseudo-random bytes (xorshift from
-/// fresh entropy), made once per test; each stream sends a period of them
-/// that fits its send buffer's slots (`Payload::Filler`).
-fn random_block(len: usize) -> Arc<[u8]> {
-    let e = entropy();
-    let mut x = u64::from_le_bytes(e[..8].try_into().unwrap_or([1; 8])) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 /// `-F` with `-R`: the received bytes go to a temporary file next to
 /// `path`, renamed over it when the test succeeds (and removed otherwise),
 /// so that a failed run leaves an existing file as it was.
@@ -509,7 +493,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let payload = match send_file {
         Some((f, _)) => Payload::File(f),
         None if a.zerocopy => Payload::Zeros,
-        None => Payload::Filler(random_block(params.block_len as usize)),
+        None => Payload::Filler(random_filler(params.block_len as usize)),
     };
     let config = ClientConfig {
         params,

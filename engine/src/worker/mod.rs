@@ -41,7 +41,7 @@ pub use engine::{
     EngineError, EngineReport, Opener, Progress, Role, RxCsumPolicy, SEND_FRAMES, TX_HEADROOM,
     TxLayoutPolicy, UmemReport, default_frames, process_cpu, process_times, run, run_app,
 };
-pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters, filler_period};
+pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters, filler_period, random_filler};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
 pub use sendmem::UmemFrames;
 pub use thread::WaitStrategy;

@@ -241,6 +241,25 @@ pub fn filler_period(len: usize, slot_len: usize, limit: usize) -> usize {
     (1 << slots.ilog2()) * slot_len
 }
 
+/// `len` pseudo-random bytes (xorshift, seeded afresh each call) for
+/// [`Payload::Filler`]: what iperf3 fills its buffer with, so that a path
+/// that compresses gains nothing from them (it would from zeros).
+pub fn random_filler(len: usize) -> Arc<[u8]> {
+    use std::hash::BuildHasher;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut x = std::hash::RandomState::new().hash_one(t) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
 /// [`Payload::Filler`]'s bytes for a send buffer of `limit` slots of
 /// `slot_len` bytes: the first [`filler_period`] of them, repeated to fill
 /// it if they are fewer.
@@ -330,5 +349,12 @@ mod tests {
         assert_eq!(f.len(), 256);
         assert!(f.iter().enumerate().all(|(i, &x)| x == (i % 100) as u8));
         assert_eq!(&filler_bytes(&[7; 10_000], 4096, 64)[..], &[7; 8192][..]);
+        // Random: no byte value takes more than twice its share, and two
+        // calls differ.
+        let r = random_filler(1 << 16);
+        let mut count = [0usize; 256];
+        r.iter().for_each(|&b| count[usize::from(b)] += 1);
+        assert!(count.iter().all(|&c| c < 2 * 256), "{count:?}");
+        assert_ne!(r, random_filler(1 << 16));
     }
 }

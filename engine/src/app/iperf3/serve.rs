@@ -44,22 +44,24 @@ use super::connect::send_limit;
 use super::limits::Refusal;
 use super::meter::{Interval, Meter, RttSummary, StreamTcp};
 use super::proto::Results;
-use super::proto::{Cookie, State, ierrno};
+use super::proto::{Cookie, DEFAULT_TCP_BLOCK_LEN, State, ierrno};
 use super::streams::StreamId;
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, ControlEnd, EndReport, Error, Event, Role, Route, ServerConfig,
     ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
 use crate::tcp::{CongestionAlgorithm, FourTuple};
-use crate::worker::{App, AppIn, AppOut, CpuTimes, Payload, process_times};
+use crate::worker::{App, AppIn, AppOut, CpuTimes, Payload, process_times, random_filler};
 
 /// The order that starts a sending stream: paced to the client's `-b`
-/// (iperf3's `bandwidth`, per stream), zeros.
+/// (iperf3's `bandwidth`, per stream), random bytes as iperf3's server
+/// sends (a path that compresses gains nothing from them), at no per-byte
+/// cost after the first lap ([`Payload::Filler`]).
 fn send_order(params: &TestParams, limit: Option<u64>, start: Instant) -> AppOut {
     AppOut::Send {
         limit,
         rate: params.bandwidth.filter(|&r| r > 0),
-        payload: Payload::Zeros,
+        payload: Payload::Filler(random_filler(params.block_len.max(1) as usize)),
         start,
     }
 }
@@ -687,7 +689,9 @@ impl App for Iperf3Server {
                                             None => AppOut::Send {
                                                 limit: None,
                                                 rate: None,
-                                                payload: Payload::Zeros,
+                                                payload: Payload::Filler(random_filler(
+                                                    DEFAULT_TCP_BLOCK_LEN as usize,
+                                                )),
                                                 start,
                                             },
                                         };
