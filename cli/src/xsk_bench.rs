@@ -41,7 +41,8 @@ use xtcp_engine::wire::checksum;
 use xtcp_engine::worker::cores::{neighbour_warning, others_on};
 use xtcp_engine::xdp::{AttachMode, Rule, SteerCounters, Steering};
 use xtcp_engine::xsk::{
-    self, BindInfo, BindMode, Frame, RxDesc, TxDesc, Umem, UmemConfig, Xsk, XskConfig, XskStats,
+    self, BindInfo, BindMode, Frame, RELEASE_WAIT, RxDesc, TxDesc, Umem, UmemConfig, Xsk,
+    XskConfig, XskStats,
 };
 
 use crate::args::{
@@ -628,7 +629,8 @@ fn worker(
         multi_buffer,
         tx_budget: Some(spec.ring),
     };
-    let mut x = Xsk::bind(&umem, &spec.iface, spec.queue, &cfg)?;
+    // A run that ended moments before may hold the queue a little longer.
+    let mut x = Xsk::bind_waiting(&umem, &spec.iface, spec.queue, &cfg, RELEASE_WAIT)?;
     if x.info().zerocopy && chain_len > 1 {
         // The kernel should have refused this bind already; never send a
         // chain the device cannot take, whatever it said.

@@ -74,17 +74,12 @@ use crate::probe::NetdevFeatures;
 use crate::tcp::{self, FourTuple, IsnGenerator};
 use crate::xdp::{AttachMode, NoSocket, Rule, SteerCounters, Steering, XdpError};
 use crate::xsk::{
-    BindInfo, BindMode, Umem, UmemConfig, Xsk, XskConfig, XskError, driver_name, iface_ipv4,
-    iface_mac, iface_mtu, ifindex,
+    BindInfo, BindMode, RELEASE_WAIT, Umem, UmemConfig, Xsk, XskConfig, XskError, driver_name,
+    iface_ipv4, iface_mac, iface_mtu, ifindex,
 };
 
 /// XDP headroom the kernel keeps in front of a received packet.
 const XDP_HEADROOM: usize = 256;
-/// How long binding a queue waits for the socket of a run that ended
-/// moments before to be released ([`Xsk::bind_waiting`]): back-to-back
-/// runs on one interface then just work; a queue another program holds is
-/// reported busy after this.
-const BUSY_QUEUE_WAIT: Duration = Duration::from_secs(5);
 /// Descriptors per packet that copy mode takes (`MAX_SKB_FRAGS` + 1).
 const COPY_MAX_DESCS: usize = 18;
 
@@ -972,7 +967,7 @@ pub fn run_app(
     let mut ports = Vec::new();
     for q in 0..cfg.queues {
         let frames = all_frames.split_off(all_frames.len().saturating_sub(cfg.frames as usize));
-        let xsk = Xsk::bind_waiting(&umem, iface, q, &xsk_cfg, BUSY_QUEUE_WAIT)?;
+        let xsk = Xsk::bind_waiting(&umem, iface, q, &xsk_cfg, RELEASE_WAIT)?;
         steering.register(q, &xsk)?;
         ports.push(XskPort::new(
             xsk,

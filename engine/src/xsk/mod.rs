@@ -34,8 +34,8 @@ mod umem;
 use std::io;
 
 pub use socket::{
-    BindInfo, BindMode, CompQueue, FillQueue, RxDesc, RxQueue, TxBatch, TxDesc, TxQueue, Xsk,
-    XskConfig, XskStats, describe_ifindex, ifindex, ifname,
+    BindInfo, BindMode, CompQueue, FillQueue, RELEASE_WAIT, RxDesc, RxQueue, TxBatch, TxDesc,
+    TxQueue, Xsk, XskConfig, XskStats, describe_ifindex, ifindex, ifname,
 };
 pub use umem::{Frame, Umem, UmemConfig};
 

@@ -600,6 +600,12 @@ fn map_ring<T: Copy>(
     }
 }
 
+/// How long binding a queue waits for the socket of a run that ended
+/// moments before to be released ([`Xsk::bind_waiting`]): back-to-back
+/// runs on one interface then just work; a queue another program holds is
+/// reported busy after this.
+pub const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Xsk {
     /// [`Xsk::bind`], waiting up to `wait` while the queue is busy: a
     /// socket closed moments before (the previous run's, say) holds its
