@@ -219,7 +219,8 @@ pub enum Payload {
     /// bytes fill and no more than the buffer's limit when sending begins
     /// ([`filler_period`]; one slot, the bytes repeated to fill it, if they
     /// are fewer). The limit is a power-of-two number of slots too (its
-    /// auto-tuning starts at one and doubles), so its laps are whole
+    /// auto-tuning starts it at 256 KiB of frames and doubles it; a fixed
+    /// `--sndbuf` of a power of two), so its laps are whole
     /// periods and a slot that comes round holds what it must send again,
     /// whatever the slot's length (with [`Payload::Repeat`] of iperf3's
     /// 128 KiB, a lap of 1,448-byte slots never is: every byte was copied).
