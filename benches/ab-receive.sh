@@ -17,22 +17,6 @@ mtus=$1 rounds=$2
 shift 2
 source "$(dirname "$0")/testnet.sh"
 testnet_up xar
-# Waits (30 s at most) for a kernel listener on 5201 in B, or for xtcp
-# serve's own line in $out/srv.err.
-ready() {
-    local i
-    for i in $(seq 600); do
-        if [ "$1" = kernel ]; then
-            ip netns exec "$b" ss -Htln 'sport = :5201' | grep -q . && return 0
-        else
-            grep -q "listening on" "$out/srv.err" 2>/dev/null && return 0
-        fi
-        kill -0 "$sp" 2>/dev/null || { echo "the server exited" >&2; cat "$out/srv.err" >&2; exit 1; }
-        sleep 0.05
-    done
-    echo "the server did not get ready within 30 s" >&2
-    exit 1
-}
 for mtu in $mtus; do
     testnet_mtu "$mtu"
     for r in $(seq "$rounds"); do
@@ -42,7 +26,7 @@ for mtu in $mtus; do
                 : > "$out/srv.err"
                 if [ "$t" = bidir ]; then
                     ip netns exec "$b" iperf3 -s -1 > /dev/null 2> "$out/srv.err" & sp=$!
-                    ready kernel
+                    testnet_ready kernel
                     ip netns exec "$a" "$bin" client -c 198.18.0.2 -t 3 --bidir -J \
                         > "$out/c.json" 2> /dev/null
                     wait "$sp"; sp=
@@ -57,7 +41,7 @@ PY
                 fi
                 ip netns exec "$a" "$bin" serve -1 -J --iface "$ia" \
                     > "$out/srv.json" 2> "$out/srv.err" & sp=$!
-                ready xtcp
+                testnet_ready "$out/srv.err"
                 ip netns exec "$b" iperf3 -c 198.18.0.1 -t 3 -P "$t" -J > "$out/c.json"
                 wait "$sp"; sp=
                 python3 - "$mtu" "$r" "$bin" "$t" "$out/c.json" "$out/srv.json" <<'PY'

@@ -16,21 +16,6 @@ mtus=$1 rounds=$2 streams=$3
 shift 3
 source "$(dirname "$0")/testnet.sh"
 testnet_up xab
-# The server's readiness: its listening socket (iperf3) or its own line (xtcp).
-ready() {
-    local i
-    for i in $(seq 600); do
-        if [ -n "${SERVER:-}" ]; then
-            grep -q "listening on" "$out/server.err" 2>/dev/null && return 0
-        else
-            ip netns exec "$b" ss -Htln 'sport = :5201' | grep -q . && return 0
-        fi
-        kill -0 "$sp" 2>/dev/null || { echo "the server exited:" >&2; cat "$out/server.err" >&2; exit 1; }
-        sleep 0.05
-    done
-    echo "the server did not get ready within 30 s" >&2
-    exit 1
-}
 for mtu in $mtus; do
     testnet_mtu "$mtu"
     for r in $(seq "$rounds"); do
@@ -47,7 +32,7 @@ for mtu in $mtus; do
                 pin=()
             fi
             sp=$!
-            ready
+            if [ -n "${SERVER:-}" ]; then testnet_ready "$out/server.err"; else testnet_ready kernel; fi
             ip netns exec "$a" "$bin" client -c 198.18.0.2 -t 3 -Z -J --iface "$ia" --bind copy \
                 "${pin[@]}" -P "$streams" > "$out/client.json" 2> "$out/client.err" \
                 || { cat "$out/client.err" >&2; exit 1; }

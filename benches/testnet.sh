@@ -5,6 +5,10 @@
 #   testnet_up PREFIX   sets a, b (namespaces), ia, ib (their interfaces),
 #                       out (a scratch folder)
 #   testnet_mtu MTU     sets both ends' MTU
+#   testnet_ready WHAT  waits (30 s at most) for the server `$sp` to be
+#                       ready: WHAT `kernel`, a listener on port 5201 in B;
+#                       else a file where xtcp prints "listening on"; exits
+#                       if the server exits first
 #   testnet_order R B.. sets the array `order` to the builds B.. in the
 #                       order of round R: as given in odd rounds, reversed
 #                       in even ones. Runs in a fixed order are not
@@ -49,4 +53,22 @@ testnet_order() {
         order=()
         for ((i = $#; i >= 1; i--)); do order+=("${!i}"); done
     fi
+}
+testnet_ready() {
+    local i
+    for i in $(seq 600); do
+        if [ "$1" = kernel ]; then
+            ip netns exec "$b" ss -Htln 'sport = :5201' | grep -q . && return 0
+        else
+            grep -q "listening on" "$1" 2>/dev/null && return 0
+        fi
+        if ! kill -0 "$sp" 2>/dev/null; then
+            echo "the server exited" >&2
+            [ "$1" = kernel ] || cat "$1" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
+    echo "the server did not get ready within 30 s" >&2
+    exit 1
 }
