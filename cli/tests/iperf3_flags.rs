@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Server, TempDir, XTCP, closed_unread, kill, need_iperf3, stock_server_received,
-    tcp_mib, testnet, wait_listening,
+    ENGINE, Server, TempDir, XTCP, closed_unread, kill, need_iperf3, repeated_block,
+    stock_server_received, tcp_mib, testnet, wait_listening,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -191,23 +191,11 @@ fn zerocopy_source_has_no_per_byte_work() {
             received,
             "{what}: the stock server's -F file"
         );
-        // Its period: where its first 4 KiB come again.
-        let head = &data[..4096];
-        let period = (1..data.len() - 4096)
-            .find(|&p| &data[p..p + 4096] == head)
-            .unwrap_or_else(|| panic!("{what}: the stream does not repeat"));
-        assert!(period <= len.max(4096), "{what}: period {period}");
-        let block = &data[..period];
+        let block = repeated_block(&data, len.max(4096), &what);
         assert!(
             block.iter().any(|&b| b != block[0]),
             "{what}: a block of one byte"
         );
-        for (k, chunk) in data.chunks(period).enumerate() {
-            assert!(
-                chunk == &block[..chunk.len()],
-                "{what}: period {period}, block {k} differs"
-            );
-        }
     }
 }
 

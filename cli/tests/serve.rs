@@ -19,7 +19,7 @@ mod common;
 
 use common::{
     ENGINE, Reap, Server, TempDir, Watched, XTCP, count, iperf3_json, link_stat, need_iperf3,
-    syn_flood, testnet, wait_listening, wait_ss,
+    repeated_block, syn_flood, testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -137,21 +137,13 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(128 << 20));
     let data = std::fs::read(&got).unwrap();
     assert_eq!(data.len(), 128 << 20, "the client's -F file");
-    let head = &data[..4096];
-    let period = (1..data.len() - 4096)
-        .find(|&p| &data[p..p + 4096] == head)
-        .expect("the stream repeats");
-    assert!(period <= 128 << 10, "period {period}");
-    let block = &data[..period];
+    let block = repeated_block(&data, 128 << 10, "-R -F");
     let mut seen = [false; 256];
     block.iter().for_each(|&b| seen[usize::from(b)] = true);
     assert!(
         seen.iter().all(|&s| s),
         "every byte value: random, not zeros"
     );
-    for (k, chunk) in data.chunks(period).enumerate() {
-        assert!(chunk == &block[..chunk.len()], "period {period}, block {k}");
-    }
 }
 
 #[test]

@@ -682,3 +682,22 @@ pub fn link_stat(ns: &Netns, iface: &str, dir: &str, name: &str) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("no {dir} {name} of {iface}: {v}"))
 }
+
+/// A received stream that repeats: its period (where its first 4 KiB come
+/// again), checked to be at most `most` bytes and to hold for every byte
+/// of `data`. Returns the repeated block.
+pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
+    let head = &data[..4096];
+    let period = (1..data.len() - 4096)
+        .find(|&p| &data[p..p + 4096] == head)
+        .unwrap_or_else(|| panic!("{what}: the stream does not repeat"));
+    assert!(period <= most, "{what}: period {period}");
+    let block = &data[..period];
+    for (k, chunk) in data.chunks(period).enumerate() {
+        assert!(
+            chunk == &block[..chunk.len()],
+            "{what}: period {period}, block {k} differs"
+        );
+    }
+    block
+}

@@ -478,7 +478,8 @@ fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
     Ok(Reservation(fd))
 }
 
-fn random_u64() -> u64 {
+/// A fresh 64-bit seed: the standard hasher's random keys over the time.
+pub(super) fn random_u64() -> u64 {
     let mut h = RandomState::new().build_hasher();
     h.write_u64(
         std::time::SystemTime::now()

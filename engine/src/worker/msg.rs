@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 
 use super::port::PortCounters;
+use crate::tcp::isn::XorShift;
 use crate::tcp::{CloseReason, CongestionAlgorithm, FourTuple, ListenerStats, Stats};
 use crate::xsk::XskStats;
 
@@ -242,23 +243,17 @@ pub fn filler_period(len: usize, slot_len: usize, limit: usize) -> usize {
     (1 << slots.ilog2()) * slot_len
 }
 
-/// `len` pseudo-random bytes (xorshift, seeded afresh each call) for
-/// [`Payload::Filler`]: what iperf3 fills its buffer with, so that a path
-/// that compresses gains nothing from them (it would from zeros).
+/// `len` pseudo-random bytes (the TCP core's [`XorShift`], seeded afresh
+/// each call) for [`Payload::Filler`]: what iperf3 fills its buffer with,
+/// so that a path that compresses gains nothing from them (it would from
+/// zeros).
 pub fn random_filler(len: usize) -> Arc<[u8]> {
-    use std::hash::BuildHasher;
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut x = std::hash::RandomState::new().hash_one(t) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    let mut rng = XorShift::new(super::engine::random_u64());
+    let mut bytes = vec![0u8; len];
+    for chunk in bytes.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes()[..chunk.len()]);
+    }
+    bytes.into()
 }
 
 /// [`Payload::Filler`]'s bytes for a send buffer of `limit` slots of
