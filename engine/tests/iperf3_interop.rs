@@ -519,7 +519,9 @@ fn our_client_against_iperf3(params: TestParams) {
         assert!(s.end_time.is_some_and(|t| t > min_secs), "{s:?}");
     }
     // Stream by stream: a receiver never reports more than its sender wrote,
-    // and on loopback it gets most of it.
+    // and misses at most what the kernel's queues between them can hold
+    // when the test ends (iperf3 -s stops reading at TEST_END).
+    let queued = kernel_queue_bound();
     for (mine, theirs) in outcome.streams.iter().zip(&outcome.peer.streams) {
         let (sender, receiver) = match mine.role {
             Role::Send => (mine.counted_bytes(), theirs.bytes),
@@ -527,7 +529,10 @@ fn our_client_against_iperf3(params: TestParams) {
         };
         assert!(receiver > 0, "{mine:?} / {theirs:?}");
         assert!(receiver <= sender, "{mine:?} / {theirs:?}");
-        assert!(receiver >= sender / 2, "{mine:?} / {theirs:?}");
+        assert!(
+            sender - receiver <= queued,
+            "{mine:?} / {theirs:?}: more missing than {queued} bytes the kernel can queue"
+        );
     }
     if budget > 0 {
         // The session ends the test once the byte budget is spent.
@@ -545,7 +550,10 @@ fn our_client_against_iperf3(params: TestParams) {
         assert!(received > 0);
         // The server sent at least what we read, and not absurdly more.
         assert!(peer_bytes >= received, "{peer_bytes} < {received}");
-        assert!(received >= peer_bytes / 2, "{received} << {peer_bytes}");
+        assert!(
+            peer_bytes - received <= queued * parallel as u64,
+            "{received} << {peer_bytes}"
+        );
         assert_eq!(outcome.peer.sender_has_retransmits, 1);
         // The server's summary shows its own count; iperf3 3.12 prints it on
         // TEST_END, before the exchange, so our side shows as 0 there.
@@ -559,7 +567,10 @@ fn our_client_against_iperf3(params: TestParams) {
         assert!(sent > 0);
         // The server read at most what we wrote, and most of it.
         assert!(peer_bytes <= sent, "{peer_bytes} > {sent}");
-        assert!(peer_bytes >= sent / 2, "{peer_bytes} << {sent}");
+        assert!(
+            sent - peer_bytes <= queued * parallel as u64,
+            "{peer_bytes} << {sent}"
+        );
         assert_eq!(outcome.peer.sender_has_retransmits, -1);
         assert_eq!(sum_received, peer_bytes);
         assert!(sum_sent == sent || sum_sent == 0, "{sum_sent}");
@@ -608,10 +619,13 @@ fn our_client_bytes_against_iperf3_server() {
     if !have_iperf3("our_client_bytes_against_iperf3_server") {
         return;
     }
+    // Four times what the kernel can queue between the two ends, so that a
+    // receiver missing half of it cannot be explained by the queues.
+    let block = 64 * 1024;
     our_client_against_iperf3(TestParams {
         time_secs: 0,
-        bytes: 10 << 20,
-        block_len: 64 * 1024,
+        bytes: (4 * kernel_queue_bound()).next_multiple_of(block),
+        block_len: block as u32,
         ..TestParams::default()
     });
 }

@@ -51,6 +51,26 @@ pub fn entropy<const N: usize>() -> [u8; N] {
     out
 }
 
+/// The most payload that kernel TCP on this machine can hold between one
+/// sender's `write` and its receiver's `read`: the largest send and receive
+/// buffers auto-tuning may grow to (the third fields of `tcp_wmem` and
+/// `tcp_rmem`; buffer accounting counts at least the payload), plus 1 MiB for
+/// the one skb either queue may overshoot by. A peer that ends a test by a
+/// control message (as `iperf3 -s` does on TEST_END) stops reading with up
+/// to this much still queued, so it may report less than was written by at
+/// most this much per stream.
+pub fn kernel_queue_bound() -> u64 {
+    let max = |name: &str| -> u64 {
+        let path = format!("/proc/sys/net/ipv4/{name}");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        text.split_whitespace()
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{path}: no third field in {text:?}"))
+    };
+    max("tcp_wmem") + max("tcp_rmem") + (1 << 20)
+}
+
 pub fn random_port() -> u16 {
     let b: [u8; 2] = entropy();
     20000 + u16::from_le_bytes(b) % 10000
