@@ -86,7 +86,9 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     let _server = iperf3_server(&net);
 
     // Forward: iperf3's field names, and the server received what we sent
-    // (but what was in flight at the end).
+    // (xtcp counts bytes once acknowledged; the server may close with some
+    // of them unread: see `stock_server_received`).
+    let closed_before = closed_unread(&net);
     let v = xtcp_client(&net, 1, &["-t", "2"]);
     for key in ["start", "intervals", "end"] {
         assert!(v.get(key).is_some(), "{key} in {v}");
@@ -106,11 +108,9 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     assert!((t - u - sy).abs() < 1e-6 * t.max(1.0), "{cpu}");
     assert!(!v["intervals"].as_array().unwrap().is_empty());
     let sent = bytes(&v, &["end", "sum_sent", "bytes"]);
-    let recv = bytes(&v, &["end", "sum_received", "bytes"]);
-    assert!(
-        sent > 0 && recv > 0 && recv <= sent && recv * 10 >= sent * 9,
-        "{sent} {recv}"
-    );
+    assert!(sent > 0, "{v}");
+    let recv = stock_server_received(&net, &v, sent, closed_before);
+    assert!(recv > 0, "{v}");
     assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 1);
     let sender = &v["end"]["streams"][0]["sender"];
     assert!(sender["retransmits"].is_u64());
@@ -143,11 +143,11 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     // Reverse: the kernel sends, xtcp receives.
     let v = xtcp_client(&net, 1, &["-t", "2", "-R"]);
     assert!(bytes(&v, &["end", "sum_received", "bytes"]) > 0, "{v}");
-    let w = window_seen_by_kernel_sender(&net, &["-t", "2", "-R"]);
+    let w = window_seen_by_kernel_sender(&net, 16 << 20, &["-t", "3", "-R"]);
     assert!(w > 32 << 10, "autotuned window: snd_wnd {w}");
     // `-w 16K` in reverse: xtcp receives with that window; the kernel
     // sender's snd_wnd (from `ss`) shows it.
-    let w = window_seen_by_kernel_sender(&net, &["-t", "3", "-R", "-w", "16K"]);
+    let w = window_seen_by_kernel_sender(&net, 1 << 20, &["-t", "3", "-R", "-w", "16K"]);
     assert!(w <= (16 << 10) + 128, "snd_wnd {w}");
     // Beyond the receive buffer: refused, with what to do.
     let out = client_command(&net)
@@ -192,10 +192,11 @@ fn client_command(net: &TestNet) -> Command {
 }
 
 /// Runs `xtcp client` with `extra` (a reverse test: the kernel sends) and,
-/// once the data connection has moved 64 MiB (well into the test, whatever
-/// the rate), reads the kernel sender's `snd_wnd` (the window xtcp offers)
-/// with `ss` in the server's namespace.
-fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
+/// once the data connection has moved `moved` bytes (many windows into the
+/// test, and few enough for a slow machine to move in its time), reads the
+/// kernel sender's `snd_wnd` (the window xtcp offers) with `ss` in the
+/// server's namespace.
+fn window_seen_by_kernel_sender(net: &TestNet, moved: u64, extra: &[&str]) -> u64 {
     let mut child = client_command(net)
         .arg("-J")
         .args(extra)
@@ -221,13 +222,13 @@ fn window_seen_by_kernel_sender(net: &TestNet, extra: &[&str]) -> u64 {
         // The data connection is the one that moved megabytes.
         let busy = last
             .lines()
-            .filter(|l| field(l, "bytes_acked:").is_some_and(|b| b >= 64 << 20))
+            .filter(|l| field(l, "bytes_acked:").is_some_and(|b| b >= moved))
             .find_map(|l| field(l, "snd_wnd:"));
         if let Some(w) = busy {
             break w;
         }
         if let Some(st) = child.try_wait().unwrap() {
-            panic!("xtcp client {extra:?} ended ({st}) before 64 MiB moved: {last}");
+            panic!("xtcp client {extra:?} ended ({st}) before {moved} bytes moved: {last}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };

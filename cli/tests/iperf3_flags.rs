@@ -256,6 +256,30 @@ fn affinity_pins_the_worker() {
             std::thread::sleep(Duration::from_millis(10));
         }
     };
+    // The worker pins itself before it runs: once the test's connections
+    // are up (the worker made them), it has.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ss = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Htn", "state", "established", "sport", "= :5201"])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&ss.stdout).lines().count() >= 2 {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "xtcp client ended before its test's connections were up"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the test's connections never came up"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(worker_cpus(xtcp_pid), "1");
     let st = child.wait().unwrap();
     let mut err = String::new();

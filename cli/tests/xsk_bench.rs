@@ -137,10 +137,20 @@ fn txonly_json_report_matches_the_receiving_kernels_counters() {
             .output()
             .unwrap();
         let wall = started.elapsed().as_secs_f64();
-        let after = b_counters(&net);
-        let a_dropped = a_tx_dropped(&net) - a_dropped_before;
         let v = json(&out);
         let packets = v["packets"].as_u64().unwrap();
+        // A completion means veth took the frame; B's kernel may still
+        // have it in its backlog (a softirq not yet run on a loaded
+        // machine): wait until the counts reach the packets, or a while.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (after, a_dropped) = loop {
+            let after = b_counters(&net);
+            let a_dropped = a_tx_dropped(&net) - a_dropped_before;
+            if after.0 - before.0 + a_dropped >= packets || Instant::now() > deadline {
+                break (after, a_dropped);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         let bytes = v["bytes"].as_u64().unwrap();
         let seconds = v["seconds"].as_f64().unwrap();
         assert!(packets > 0, "{v}");

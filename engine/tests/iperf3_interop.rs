@@ -163,12 +163,14 @@ fn iperf3_client_omit() {
     assert_eq!(o.result, Ok(()));
     let s = &o.streams[0];
     assert!(s.omitted_bytes > 0, "{s:?}");
-    // Sender and receiver cut the omit period at their own clocks: the
-    // totals agree to within a fraction of the test.
+    // Sender and receiver cut the omit period at their own clocks, a
+    // control message apart, and bytes queued between them at the cut
+    // count on one side only: the totals agree to within a fraction of the
+    // test and what the kernel can queue.
     let sent = u64_at(&json, &["end", "sum_sent", "bytes"]);
     let diff = sent.abs_diff(s.counted_bytes());
     assert!(
-        diff < sent / 5,
+        diff < sent / 5 + kernel_queue_bound(),
         "client counted {sent}, server {}",
         s.counted_bytes()
     );
