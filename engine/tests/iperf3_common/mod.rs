@@ -169,38 +169,60 @@ fn send_blocks(c: &mut DataConn, block: &[u8], mut record: impl FnMut(u64)) -> b
     busy
 }
 
-/// Reads every receiving stream until none has delivered anything for
-/// `quiet` (or all are closed), at most `limit`; returns bytes per stream.
-fn drain(conns: &mut [DataConn], buf: &mut [u8], quiet: Duration, limit: Duration) -> Vec<u64> {
+/// Bytes the sending end of `sock` (a peer on this host, over loopback)
+/// still holds: written but not yet acknowledged (`/proc/net/tcp`'s
+/// `tx_queue` of the socket whose local address is `sock`'s peer). None
+/// once that socket is gone.
+fn peer_unacked(sock: &TcpStream) -> Option<u64> {
+    let hex = |a: SocketAddr| match a {
+        SocketAddr::V4(a) => format!(
+            "{:08X}:{:04X}",
+            u32::from_ne_bytes(a.ip().octets()),
+            a.port()
+        ),
+        SocketAddr::V6(_) => unreachable!("the drivers run on 127.0.0.1"),
+    };
+    let (local, remote) = (hex(sock.peer_addr().ok()?), hex(sock.local_addr().ok()?));
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1) == Some(&local.as_str()) && f.get(2) == Some(&remote.as_str())).then(|| {
+            let tx = f[4].split(':').next().unwrap_or("0");
+            u64::from_str_radix(tx, 16).unwrap_or(0)
+        })
+    })
+}
+
+/// Reads every receiving stream until its sender (a peer on this host)
+/// holds nothing unacknowledged and nothing is left to read, or it is
+/// closed: every byte the peer wrote before it sent TEST_END, however
+/// long a loaded machine takes to deliver it. At most `limit`; returns
+/// bytes per stream.
+fn drain(conns: &mut [DataConn], buf: &mut [u8], limit: Duration) -> Vec<u64> {
     let start = Instant::now();
-    let mut last_data = Instant::now();
     let mut got = vec![0u64; conns.len()];
-    while start.elapsed() < limit && last_data.elapsed() < quiet {
-        let mut any = false;
+    while start.elapsed() < limit {
+        let mut open = false;
         for (i, c) in conns.iter_mut().enumerate() {
             if c.info.role != Role::Receive || c.closed {
                 continue;
             }
+            // Whether the sender held anything before this read: what it
+            // still held then is either read now or still to come.
+            let held = peer_unacked(&c.sock).unwrap_or(0);
             match read_nb(&mut c.sock, buf) {
                 ReadOutcome::Data(n) => {
                     got[i] += n as u64;
-                    any = true;
+                    open = true;
                 }
                 ReadOutcome::Closed(_) => c.closed = true,
-                ReadOutcome::WouldBlock => {}
+                ReadOutcome::WouldBlock => open |= held > 0,
             }
         }
-        if conns
-            .iter()
-            .all(|c| c.info.role != Role::Receive || c.closed)
-        {
+        if !open {
             break;
         }
-        if any {
-            last_data = Instant::now();
-        } else {
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        std::thread::sleep(Duration::from_micros(200));
     }
     got
 }
@@ -480,12 +502,7 @@ fn server_loop(
                     t.running = false;
                     // What the client wrote before TEST_END is already in our
                     // receive queues: count it, then report.
-                    let got = drain(
-                        &mut t.data,
-                        &mut buf,
-                        Duration::from_millis(100),
-                        Duration::from_secs(3),
-                    );
+                    let got = drain(&mut t.data, &mut buf, Duration::from_secs(10));
                     for (c, n) in t.data.iter().zip(got) {
                         t.session.record_bytes(c.info.id, n);
                     }
