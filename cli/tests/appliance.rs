@@ -290,9 +290,13 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
         &mut [&mut client.0, &mut server.child.0],
         &|| format!("serve: {}", err.lock().unwrap()),
     );
+    // The client held still until serve has reloaded, so that the reload
+    // lands during the test however slow the machine.
+    common::kill_tree("-STOP", client.0.id());
     std::fs::write(&conf, format!("{text}deny = [\"{}\"]\n", net.b.ip4)).unwrap();
     server.signal("-HUP");
     server.wait_for("reloaded");
+    common::kill_tree("-CONT", client.0.id());
     let mut json = String::new();
     std::io::Read::read_to_string(&mut client.0.stdout.take().unwrap(), &mut json).unwrap();
     let status = client.0.wait().unwrap();

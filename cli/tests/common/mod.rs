@@ -72,12 +72,7 @@ impl Drop for Reap {
         if self.0.try_wait().ok().flatten().is_some() {
             return;
         }
-        let mut pids = vec![self.0.id()];
-        let mut i = 0;
-        while i < pids.len() && pids.len() < 4096 {
-            pids.extend(children(pids[i]));
-            i += 1;
-        }
+        let pids = with_descendants(self.0.id());
         for sig in ["-CONT", "-KILL"] {
             // A process a test stopped (SIGSTOP) is let go on first.
             let _ = Command::new("kill")
@@ -87,6 +82,25 @@ impl Drop for Reap {
                 .status();
         }
         let _ = self.0.wait();
+    }
+}
+
+/// `pid` and every process it started, and they started, from `/proc`.
+fn with_descendants(pid: u32) -> Vec<u32> {
+    let mut pids = vec![pid];
+    let mut i = 0;
+    while i < pids.len() && pids.len() < 4096 {
+        pids.extend(children(pids[i]));
+        i += 1;
+    }
+    pids
+}
+
+/// Sends `sig` to `pid` and everything it started (a wrapper such as
+/// `timeout` and its command); all of them must exist.
+pub fn kill_tree(sig: &str, pid: u32) {
+    for p in with_descendants(pid) {
+        kill(sig, p);
     }
 }
 
