@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, Server, TempDir, XTCP, count, kill, link_stat, need_iperf3, testnet};
+use common::{
+    ENGINE, Reap, Server, TempDir, XTCP, count, kill, kill_tree, link_stat, need_iperf3, testnet,
+};
 use xtcp_engine::testnet::TestNet;
 
 /// Serve's line for a test it served to the end (`context` says which), and
@@ -149,7 +151,11 @@ fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
         .unwrap();
     let mut first = Reap(first);
     server.wait_running();
+    // The first client held still while the second asks, so that its test
+    // is surely running then, however slow the machine.
+    kill_tree("-STOP", first.0.id());
     let out = iperf3(&net, &["-t", "1"], &[]);
+    kill_tree("-CONT", first.0.id());
     assert_refused_with(&out, "the server is busy running a test. try again later");
     let busy = server.outcome();
     assert!(busy.contains("refused: the server is busy"), "{busy}");

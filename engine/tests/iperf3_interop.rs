@@ -469,11 +469,22 @@ fn busy_server_denies_a_second_client() {
         "first test never started"
     );
     assert!(first.try_wait().is_none(), "first client ended early");
+    // The first client held still while the second asks, so that its test
+    // is surely running then, however slow the machine.
+    let signal = |sig: &str| {
+        let pid = first.pid().to_string();
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill {sig} {pid}");
+    };
+    signal("-STOP");
     let mut second = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).unwrap();
     second
         .write_all(b"abcdefghijklmnopqrstuvwxyz234567abcd\0")
         .unwrap();
     assert_eq!(wait_closed(&mut second, Duration::from_secs(5)), [0xff]);
+    signal("-CONT");
     let out = first.wait(Duration::from_secs(30)).unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
