@@ -630,6 +630,21 @@ pub fn closed_unread(net: &TestNet) -> u64 {
     tcp_ext(&net.b.ns, "TCPAbortOnClose")
 }
 
+/// The largest buffer auto-tuning may give a kernel TCP socket in `ns`:
+/// the third field of `/proc/sys/net/ipv4/{which}` (`tcp_rmem`, `tcp_wmem`).
+pub fn tcp_buffer_max(ns: &Netns, which: &str) -> u64 {
+    let out = ns
+        .command("cat")
+        .arg(format!("/proc/sys/net/ipv4/{which}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{which}: {out:?}"))
+}
+
 /// Checks what a stock iperf3 server in side B says it received
 /// (`end.sum_received.bytes` of `doc`: its own JSON, or xtcp client's,
 /// which carries the server's count) of the `n` bytes xtcp sent on one
@@ -655,18 +670,7 @@ pub fn stock_server_received(
         .as_u64()
         .unwrap_or_else(|| panic!("no end.sum_received.bytes: {doc}"));
     let closed = closed_unread(net) - closed_before;
-    let out = net
-        .b
-        .ns
-        .command("cat")
-        .arg("/proc/sys/net/ipv4/tcp_rmem")
-        .output()
-        .unwrap();
-    let rmem_max: u64 = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .nth(2)
-        .and_then(|v| v.parse().ok())
-        .expect("tcp_rmem");
+    let rmem_max = tcp_buffer_max(&net.b.ns, "tcp_rmem");
     assert!(
         got == n || (got < n && closed > 0 && n - got <= rmem_max),
         "the stock server received {got} of {n} bytes; connections it closed unread: \
