@@ -474,7 +474,8 @@ fn sha256(path: &Path) -> String {
         .to_owned()
 }
 
-/// `-F`: a file sent arrives byte-exact in the stock server's `-F` file;
+/// `-F`: a file sent arrives byte-exact in the stock server's `-F` file
+/// (with `-n` less than the file, its first bytes);
 /// with `-R` the file the stock server sends is written byte-exact; a run
 /// that fails leaves an existing file as it was, and no temporary file.
 #[test]
@@ -503,6 +504,22 @@ fn file_both_ways_byte_exact() {
         written[..] == data[..n],
         "sent file: the bytes of the file, in order"
     );
+
+    // `-n` less than the file: its first bytes, exactly that many.
+    let head = dir.0.join("head.bin");
+    let server = StockServer::start(&net, &["-F", head.to_str().unwrap()]);
+    let closed_before = closed_unread(&net);
+    let v = client_json(&net, &["-F", src.to_str().unwrap(), "-n", "1000001"]);
+    let s = server.json();
+    assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), 1_000_001);
+    let n = stock_server_received(&net, &s, 1_000_001, closed_before) as usize;
+    let written = std::fs::read(&head).unwrap();
+    assert_eq!(written.len(), n, "the server's file holds what it counted");
+    assert!(
+        written[..] == data[..n],
+        "-n 1000001 -F: the file's first bytes"
+    );
+    std::fs::remove_file(&head).unwrap();
 
     // -R: the stock server sends its -F file. iperf3 3.12's file sender
     // loses its place in the file after a partial write (kernel to kernel

@@ -146,10 +146,12 @@ pub enum Source {
 /// Read ahead of the file position by this much (`posix_fadvise`).
 const READ_AHEAD: u64 = 16 << 20;
 
-/// A regular file read in place into send-buffer frames (see the module doc).
+/// A regular file read in place into send-buffer frames (see the module
+/// doc): `xtcp send --file`, and iperf3's `-F` on each stream that sends
+/// it (the file shared, each reading from its start).
 #[derive(Debug)]
 pub struct FileSource {
-    file: std::fs::File,
+    file: std::sync::Arc<std::fs::File>,
     offset: u64,
     /// The page cache was asked for everything below this offset.
     advised: u64,
@@ -159,9 +161,9 @@ pub struct FileSource {
 
 impl FileSource {
     /// Reads `file` from its start.
-    pub fn new(file: std::fs::File) -> FileSource {
+    pub fn new(file: impl Into<std::sync::Arc<std::fs::File>>) -> FileSource {
         FileSource {
-            file,
+            file: file.into(),
             offset: 0,
             advised: 0,
             blocking: false,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::bulk::{Produced, Sink, Source};
+use super::bulk::{FileSource, Produced, Sink, Source};
 use super::msg::{AppIn, AppOut, Msg, Payload, TcpSample, filler_bytes};
 use super::port::HeaderCache;
 use super::registry::Key;
@@ -97,8 +97,10 @@ pub struct AppConn {
     /// next byte comes from.
     payload: Payload,
     pay_off: usize,
-    /// [`Payload::File`]: the next file offset to send.
-    file_off: u64,
+    /// [`Payload::File`]: its reader (made at the first send), and
+    /// whether it reached the end of the file.
+    file: Option<FileSource>,
+    file_done: bool,
     /// [`AppOut::CountInto`]: the file received bytes go to, the offset of
     /// the next one, and the error that stopped the writes.
     sink_file: Option<std::sync::Arc<std::fs::File>>,
@@ -136,7 +138,8 @@ impl AppConn {
             rate_start: None,
             payload: Payload::Zeros,
             pay_off: 0,
-            file_off: 0,
+            file: None,
+            file_done: false,
             sink_file: None,
             sink_off: 0,
             io_error: None,
@@ -362,34 +365,38 @@ impl Slot {
                     // Zeros cost nothing once a slot holds them.
                     Payload::Zeros if want > 0 => c.fill_zeros(want).unwrap_or(0),
                     Payload::Zeros => 0,
-                    // The file's bytes, read straight into the frames.
+                    // The file's bytes, read straight into the frames, up
+                    // to 16 slots a call and never waiting for the disk
+                    // (`xtcp send --file`'s reader); at its end the stream
+                    // sends nothing more.
                     Payload::File(f) => {
-                        use std::os::unix::fs::FileExt;
-                        let (mut left, mut off, mut err) = (want, a.file_off, None);
-                        let n = c
-                            .fill(|piece| {
-                                let k = piece.len().min(left);
-                                if k == 0 {
-                                    return 0;
-                                }
-                                match f.read_at(&mut piece[..k], off) {
-                                    Ok(n) => {
-                                        off += n as u64;
-                                        left -= n;
-                                        n
+                        let src = a.file.get_or_insert_with(|| FileSource::new(f.clone()));
+                        let mut total = 0;
+                        while total < want && !a.file_done && a.io_error.is_none() {
+                            let room = want - total;
+                            let mut st = Produced::More;
+                            let n = c
+                                .fill_vectored(|bufs| {
+                                    let mut left = room;
+                                    for b in bufs.iter_mut() {
+                                        let k = b.len().min(left);
+                                        *b = &mut std::mem::take(b)[..k];
+                                        left -= k;
                                     }
-                                    Err(e) => {
-                                        err = Some(e.kind());
-                                        0
-                                    }
-                                }
-                            })
-                            .unwrap_or(0);
-                        a.file_off = off;
-                        if err.is_some() {
-                            a.io_error = err;
+                                    let (n, s) = src.produce_vectored(bufs);
+                                    st = s;
+                                    n
+                                })
+                                .unwrap_or(0);
+                            total += n;
+                            match st {
+                                Produced::More if n > 0 => {}
+                                Produced::More => break,
+                                Produced::Done => a.file_done = true,
+                                Produced::Failed(e) => a.io_error = Some(e),
+                            }
                         }
-                        n
+                        total
                     }
                     // The pattern, as iperf3 writes its buffer: copied
                     // into a slot only where the slot does not hold those

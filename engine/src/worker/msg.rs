@@ -229,8 +229,10 @@ pub enum Payload {
     /// connections) has the slots copied into as they come round.
     Filler(Arc<[u8]>),
     /// This file's bytes from its start (iperf3's `-F`), read straight into
-    /// the frames (`pread`); a stream that reaches the end of the file sends
-    /// nothing more.
+    /// the frames by the bulk sender's reader
+    /// ([`FileSource`](super::bulk::FileSource): `preadv2(RWF_NOWAIT)`, the
+    /// page cache read ahead, the worker never waiting for a disk); a
+    /// stream that reaches the end of the file sends nothing more.
     File(Arc<std::fs::File>),
 }
 
