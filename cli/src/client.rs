@@ -20,6 +20,7 @@ use xtcp_engine::worker::{Payload, Role, random_filler, run_app};
 use crate::args::{EngineArgs, parse_size};
 use crate::bulk::{connect_timeout_message, interrupt_flag};
 use crate::xdpstats::{EngineCounters, XdpSummary};
+use xtcp_engine::worker::bulk::{NO_STREAM, OpenOutput, spawn_writer};
 
 /// Arguments of `xtcp client`.
 #[derive(clap::Args, Debug, Clone)]
@@ -390,7 +391,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             }
             let (r, f) = ReceiveFile::create(path)?;
             recv_file = Some(r);
-            sink = Some(Arc::new(f));
+            sink = Some(f);
         } else {
             let f = std::fs::File::open(path)
                 .with_context(|| format!("-F {}: cannot open it", path.display()))?;
@@ -498,7 +499,6 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let config = ClientConfig {
         params,
         payload,
-        sink,
         ..ClientConfig::default()
     };
     // A byte or block budget that this side's sending streams split
@@ -522,6 +522,21 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         run.on_interval(),
     );
     app.set_on_start(run.on_start());
+    // -R -F: a writer thread writes what the stream receives, so that the
+    // worker never waits for the disk (a lagging writer holds the bytes in
+    // TCP's receive buffer instead).
+    let writer = match sink {
+        Some(f) => {
+            let open: OpenOutput = Box::new(move || {
+                Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
+                    as Box<dyn std::io::Write + Send>)
+            });
+            let (sink, t) = spawn_writer(open).context("starting the writer thread")?;
+            app.set_sink(sink);
+            Some(t)
+        }
+        None => None,
+    };
     let remote = SocketAddr::new(host, a.port);
     let flag = interrupt_flag()?;
     let role = Role::ConnectApp {
@@ -546,6 +561,26 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         Some(&mut app),
     )
     .with_context(|| format!("xtcp client on {}", cfg.iface))?;
+    // The engine is done, every stream's sink closed: the writer has
+    // flushed the file, or says why it could not (before anything else: a
+    // failed write also resets the connection, and the test then fails).
+    app.release_sink();
+    let written = match writer {
+        Some(t) => Some(
+            t.join()
+                .map_err(|_| anyhow::anyhow!("-F: the writer thread panicked"))?,
+        ),
+        None => None,
+    };
+    let file_name = || a.file.as_deref().unwrap_or(Path::new("")).display();
+    match &written {
+        // No byte and no end came (the test failed before its stream
+        // ran), or the stream did not end (the test did not either: said
+        // below).
+        Some(Err(e)) if e.kind() == NO_STREAM || e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Some(Err(e)) => bail!("-F {}: writing what arrived: {e}", file_name()),
+        _ => {}
+    }
     if report.iface_gone {
         bail!("{}", crate::bulk::iface_gone(&report.iface));
     }
@@ -618,6 +653,11 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(r) = recv_file {
+        if let Some(Err(e)) = &written
+            && e.kind() == std::io::ErrorKind::UnexpectedEof
+        {
+            bail!("-F {}: {e}", file_name());
+        }
         r.commit()?;
     }
     Ok(())

@@ -600,6 +600,68 @@ fn file_both_ways_byte_exact() {
     assert_eq!(names.len(), 3, "{names:?}");
 }
 
+/// A small file system of its own (tmpfs), unmounted on drop.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    fn mount(at: std::path::PathBuf, size: &str) -> SmallFs {
+        std::fs::create_dir_all(&at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "mount -t tmpfs at {}", at.display());
+        SmallFs(at)
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// `-R -F` onto a disk that fills up: the writer thread's error is what
+/// xtcp says (not the reset it causes), the run fails, and the existing
+/// file is as it was, with no temporary file left. The worker never waits
+/// for the disk: the writer does.
+#[test]
+fn reverse_file_onto_a_full_disk_says_so_and_keeps_the_old_file() {
+    let net = testnet(1);
+    let dir = TempDir::new("flags-full");
+    let src = dir.0.join("src.bin");
+    let data: Vec<u8> = (0..2u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    std::fs::write(&src, &data).unwrap();
+    let small = SmallFs::mount(dir.0.join("small"), "256k");
+    let dst = small.0.join("dst.bin");
+    std::fs::write(&dst, b"old").unwrap();
+    let _server = StockServer::start(&net, &["-F", src.to_str().unwrap()]);
+    let b = net.b.ip4.to_string();
+    let out = client(
+        &net,
+        &["-c", &b, "-R", "-t", "3", "-b", "20M", "-w", "2M", "-F"],
+    )
+    .arg(&dst)
+    .run()
+    .unwrap();
+    let err = stderr(&out);
+    eprintln!("{err}");
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("writing what arrived") && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+    let names: Vec<_> = std::fs::read_dir(&small.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["dst.bin"], "no temporary file");
+}
+
 /// The established connections of the stock server in side B (port
 /// 5201): (Recv-Q, bytes received) each, from `ss -ti`.
 fn server_sockets(net: &TestNet) -> Vec<(u64, u64)> {

@@ -101,10 +101,7 @@ pub struct AppConn {
     /// whether it reached the end of the file.
     file: Option<FileSource>,
     file_done: bool,
-    /// [`AppOut::CountInto`]: the file received bytes go to, the offset of
-    /// the next one, and the error that stopped the writes.
-    sink_file: Option<std::sync::Arc<std::fs::File>>,
-    sink_off: u64,
+    /// The file (sent or received) failed: why.
     pub(super) io_error: Option<std::io::ErrorKind>,
 }
 
@@ -140,25 +137,17 @@ impl AppConn {
             pay_off: 0,
             file: None,
             file_done: false,
-            sink_file: None,
-            sink_off: 0,
             io_error: None,
         }
     }
 
-    /// Counts `bytes` received, and writes them to the sink file if there
-    /// is one (once a write failed, nothing more is written).
-    fn take(&mut self, bytes: &[u8]) {
-        use std::os::unix::fs::FileExt;
-        self.counted += bytes.len() as u64;
-        if let Some(f) = &self.sink_file {
-            if self.io_error.is_none() && !bytes.is_empty() {
-                match f.write_all_at(bytes, self.sink_off) {
-                    Ok(()) => self.sink_off += bytes.len() as u64,
-                    Err(e) => self.io_error = Some(e.kind()),
-                }
-            }
-        }
+    /// Hands received bytes (in at most two pieces) to the connection's
+    /// `sink` (dropped, or a writer thread's with [`AppOut::CountInto`])
+    /// and counts what it took; returns that count.
+    fn take(&mut self, sink: &mut Sink, src: (&[u8], &[u8])) -> usize {
+        let n = sink.consume(src);
+        self.counted += n as u64;
+        n
     }
 
     /// Bytes a paced sender may commit now: what the rate allows since its
@@ -301,10 +290,9 @@ impl Slot {
                     a.mode = AppMode::Relay;
                 }
                 AppOut::Count => a.mode = AppMode::Count,
-                AppOut::CountInto(f) => {
+                AppOut::CountInto(sink) => {
                     a.mode = AppMode::Count;
-                    a.sink_file = Some(f);
-                    a.sink_off = 0;
+                    self.sink = sink;
                 }
                 AppOut::Send {
                     limit,
@@ -340,6 +328,10 @@ impl Slot {
                     c.abort(now);
                 }
             }
+        }
+        if self.sink.broken() && a.io_error.is_none() {
+            // The writer thread failed (it returns why).
+            a.io_error = Some(std::io::ErrorKind::BrokenPipe);
         }
         if a.io_error.is_some() && matches!(c.state(), State::Established | State::CloseWait) {
             // The file failed (read or write): reset, the report says why.
@@ -438,16 +430,15 @@ impl Slot {
                 break;
             }
             let n = match a.mode {
-                AppMode::Count | AppMode::Draining | AppMode::Stopped => {
-                    if a.mode != AppMode::Stopped {
-                        a.take(x);
-                        a.take(y);
-                    }
+                AppMode::Count | AppMode::Draining => {
+                    // Bytes waiting keep a drain going, taken or not.
                     if let Some((seen, _)) = a.drain.as_mut() {
                         *seen = now;
                     }
-                    avail
+                    a.take(&mut self.sink, (x, y))
                 }
+                // Dropped uncounted.
+                AppMode::Stopped => avail,
                 AppMode::Relay | AppMode::Cookie => {
                     let take = if a.mode == AppMode::Cookie {
                         avail.min(a.budget)
@@ -470,6 +461,10 @@ impl Slot {
                 // A sender discards what it receives.
                 AppMode::Send => avail,
             };
+            if n == 0 {
+                // The sink's writer lags: the bytes wait in the buffer.
+                break;
+            }
             c.consume(now, n);
             self.read += n as u64;
         }
@@ -483,6 +478,15 @@ impl Slot {
         if let Some((seen, until)) = a.drain {
             if now >= seen + DRAIN_QUIET || now >= until || c.read_closed() {
                 a.drain = None;
+                // The stream ends: what arrived before counts, also what a
+                // lagging writer left in the buffer (waiting for it, once).
+                if !self.sink_done {
+                    let n = self.sink.close(c.read_slices());
+                    a.counted += n as u64;
+                    c.consume(now, n);
+                    self.read += n as u64;
+                    self.sink_done = true;
+                }
                 a.mode = AppMode::Stopped;
                 a.stopped(c, out);
             }
@@ -581,6 +585,17 @@ impl Slot {
         }
     }
 
+    /// An application's connection ended: its sink's stream ends with
+    /// what the sink took (a writer thread flushes and returns), if it has
+    /// not ended already when the stream stopped. What the receive buffer
+    /// holds is the application's (a control connection's last bytes).
+    pub(super) fn end_app_sink(&mut self) {
+        if !self.sink_done {
+            self.sink.close((&[], &[]));
+            self.sink_done = true;
+        }
+    }
+
     /// The connection ended, or its sender is done: the sink takes the rest
     /// of the receive buffer (every byte we acknowledged) and the stream is
     /// ended, waiting for the writer if it must (once per connection, off
@@ -614,11 +629,10 @@ pub(super) fn take_direct(
         None => sink.consume((bytes, &[])),
         Some(a) => match a.mode {
             AppMode::Count | AppMode::Draining => {
-                a.take(bytes);
                 if let Some((seen, _)) = a.drain.as_mut() {
                     *seen = now;
                 }
-                bytes.len()
+                a.take(sink, (bytes, &[]))
             }
             // Stopped: dropped uncounted; a sender discards what it receives.
             AppMode::Stopped | AppMode::Send => bytes.len(),

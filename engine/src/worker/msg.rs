@@ -292,10 +292,14 @@ pub enum AppOut {
     Relay,
     /// Count received bytes and drop them ([`AppIn::Count`]).
     Count,
-    /// Count received bytes and write them to this file, from its start
-    /// (iperf3's `-F` on the receiving side). A write that fails resets the
-    /// connection; its report says why ([`ConnReport::source_error`]).
-    CountInto(Arc<std::fs::File>),
+    /// Count received bytes and hand them to this sink (a writer thread's,
+    /// [`spawn_writer`](super::bulk::spawn_writer): iperf3's `-F` on the
+    /// receiving side), as much as it takes each turn: a writer that lags
+    /// holds the bytes in TCP's receive buffer, and the worker never waits
+    /// for a disk. The sink's stream ends when the connection stops or
+    /// closes. A writer that failed resets the connection (the writer's
+    /// thread returns why).
+    CountInto(super::bulk::Sink),
     /// Send `payload` until [`AppOut::Stop`] (or `limit` bytes), counting
     /// it.
     Send {

@@ -1288,6 +1288,8 @@ impl Worker {
             if let Some(reason) = done {
                 if s.appconn.is_none() {
                     s.close_sink(now);
+                } else {
+                    s.end_app_sink();
                 }
                 if !s.reported {
                     s.reported = true;

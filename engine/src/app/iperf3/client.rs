@@ -51,9 +51,6 @@ pub struct ClientConfig {
     /// default, as iperf3 writes its buffer; a frame already holding the
     /// bytes is not rewritten), or zeros that cost nothing per byte (`-Z`).
     pub payload: crate::worker::Payload,
-    /// Where receiving streams write what they get (iperf3's `-F` with
-    /// `-R`); None: counted and dropped.
-    pub sink: Option<std::sync::Arc<std::fs::File>>,
 }
 
 impl Default for ClientConfig {
@@ -64,7 +61,6 @@ impl Default for ClientConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             payload: crate::worker::Payload::Zeros,
-            sink: None,
         }
     }
 }

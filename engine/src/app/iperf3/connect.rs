@@ -17,6 +17,7 @@ use super::{
     StreamInfo, StreamStats, cpu_util,
 };
 use crate::tcp::FourTuple;
+use crate::worker::bulk::Sink;
 use crate::worker::{App, AppIn, AppOut, CpuTimes, Opener, process_times};
 
 /// How the test went.
@@ -80,6 +81,9 @@ pub struct Iperf3Client {
     /// Each connection's MSS once it is established.
     mss: HashMap<usize, u32>,
     on_start: Option<OnStart>,
+    /// Where the receiving stream's bytes go (iperf3's `-F` with `-R`):
+    /// handed to the first receiving stream that opens.
+    sink: Option<Sink>,
 }
 
 impl std::fmt::Debug for Iperf3Client {
@@ -137,7 +141,20 @@ impl Iperf3Client {
             tuples: HashMap::new(),
             mss: HashMap::new(),
             on_start: None,
+            sink: None,
         }
+    }
+
+    /// The first receiving stream hands what it gets to `sink` (a writer
+    /// thread's: iperf3's `-F` with `-R`) instead of dropping it.
+    pub fn set_sink(&mut self, sink: Sink) {
+        self.sink = Some(sink);
+    }
+
+    /// Drops the sink if no stream took it (the test never got that far),
+    /// so that its writer thread ends.
+    pub fn release_sink(&mut self) {
+        self.sink = None;
     }
 
     /// `f` is called when the test starts, with every data stream and its
@@ -380,8 +397,11 @@ impl App for Iperf3Client {
                 }
                 let _ = out.try_send(if info.role == Role::Send && self.running {
                     self.send_order(send_limit(&self.config.params, &self.streams), now)
-                } else if let (Role::Receive, Some(f)) = (info.role, &self.config.sink) {
-                    AppOut::CountInto(f.clone())
+                } else if let Some(s) = (info.role == Role::Receive)
+                    .then(|| self.sink.take())
+                    .flatten()
+                {
+                    AppOut::CountInto(s)
                 } else {
                     AppOut::Count
                 });
