@@ -13,7 +13,7 @@ mod common;
 
 use common::{
     ENGINE, Server, TempDir, XTCP, closed_unread, kill, need_iperf3, repeated_block,
-    stock_server_received, tcp_mib, testnet, wait_listening,
+    stock_server_received, tcp_mib, testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -256,30 +256,15 @@ fn affinity_pins_the_worker() {
             std::thread::sleep(Duration::from_millis(10));
         }
     };
-    // The worker pins itself before it runs: once the test's connections
-    // are up (the worker made them), it has.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let ss = net
-            .b
-            .ns
-            .command("ss")
-            .args(["-Htn", "state", "established", "sport", "= :5201"])
-            .output()
-            .unwrap();
-        if String::from_utf8_lossy(&ss.stdout).lines().count() >= 2 {
-            break;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "xtcp client ended before its test's connections were up"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the test's connections never came up"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // The worker pins itself before it runs: once the test's control
+    // connection is up (the worker made it), it has.
+    wait_ss(
+        &net.b.ns,
+        &["-t", "state", "established", "sport = :5201"],
+        "the test's control connection",
+        Duration::from_secs(30),
+        Some(&mut child),
+    );
     assert_eq!(worker_cpus(xtcp_pid), "1");
     let st = child.wait().unwrap();
     let mut err = String::new();
