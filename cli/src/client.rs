@@ -653,10 +653,25 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(r) = recv_file {
-        if let Some(Err(e)) = &written
-            && e.kind() == std::io::ErrorKind::UnexpectedEof
-        {
-            bail!("-F {}: {e}", file_name());
+        // The file holds every byte that arrived (the omitted seconds'
+        // too), or the run fails and the old file stays.
+        let on_disk = match &written {
+            Some(Ok(n)) => *n,
+            Some(Err(e)) if e.kind() == NO_STREAM => 0,
+            Some(Err(e)) => bail!("-F {}: {e}", file_name()),
+            None => 0,
+        };
+        let arrived: u64 = o
+            .streams
+            .iter()
+            .filter(|s| s.role == xtcp_engine::app::iperf3::Role::Receive)
+            .map(|s| s.total_bytes)
+            .sum();
+        if on_disk != arrived {
+            bail!(
+                "-F {}: {on_disk} bytes reached the file of the {arrived} that arrived",
+                file_name()
+            );
         }
         r.commit()?;
     }
