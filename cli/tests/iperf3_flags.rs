@@ -1020,7 +1020,15 @@ fn serve_daemon_with_pidfile() {
     assert_eq!(worker_cpus(pid), "1");
     let v = stock_client(&net, &["-n", "16M"]);
     assert!(v.get("error").is_none(), "{v}");
-    assert_eq!(u(&v["end"]["sum_received"]["bytes"]), 16 << 20);
+    // The daemon counted what the stock client says it sent: 16M, or a
+    // block more (iperf3 3.12's client sends one more now and then, one
+    // run in twelve here).
+    let sent = u(&v["end"]["sum_sent"]["bytes"]);
+    assert_eq!(u(&v["end"]["sum_received"]["bytes"]), sent);
+    assert!(
+        sent == 16 << 20 || sent == (16 << 20) + (128 << 10),
+        "the stock client sent {sent}"
+    );
 
     let again = serve(&[]);
     assert!(!again.status.success());
