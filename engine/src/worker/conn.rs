@@ -363,32 +363,17 @@ impl Slot {
                     // sends nothing more.
                     Payload::File(f) => {
                         let src = a.file.get_or_insert_with(|| FileSource::new(f.clone()));
-                        let mut total = 0;
-                        while total < want && !a.file_done && a.io_error.is_none() {
-                            let room = want - total;
-                            let mut st = Produced::More;
-                            let n = c
-                                .fill_vectored(|bufs| {
-                                    let mut left = room;
-                                    for b in bufs.iter_mut() {
-                                        let k = b.len().min(left);
-                                        *b = &mut std::mem::take(b)[..k];
-                                        left -= k;
-                                    }
-                                    let (n, s) = src.produce_vectored(bufs);
-                                    st = s;
-                                    n
-                                })
-                                .unwrap_or(0);
-                            total += n;
+                        if a.file_done || a.io_error.is_some() {
+                            0
+                        } else {
+                            let (n, st) = fill_from_file(c, src, want);
                             match st {
-                                Produced::More if n > 0 => {}
-                                Produced::More => break,
+                                Produced::More => {}
                                 Produced::Done => a.file_done = true,
                                 Produced::Failed(e) => a.io_error = Some(e),
                             }
+                            n
                         }
-                        total
                     }
                     // The pattern, as iperf3 writes its buffer: copied
                     // into a slot only where the slot does not hold those
@@ -518,16 +503,7 @@ impl Slot {
                     };
                     (n, st)
                 } else if let Source::File(f) = &mut self.source {
-                    // A vectored read straight into the frames.
-                    let mut st = Produced::More;
-                    let n = c
-                        .fill_vectored(|bufs| {
-                            let (n, s) = f.produce_vectored(bufs);
-                            st = s;
-                            n
-                        })
-                        .unwrap_or(0);
-                    (n, st)
+                    fill_from_file(c, f, usize::MAX)
                 } else {
                     // Sources write straight into the send buffer's frames.
                     let mut st = Produced::More;
@@ -611,6 +587,38 @@ impl Slot {
         self.read += n as u64;
         self.sink_done = true;
     }
+}
+
+/// Reads `file` straight into the free send-buffer space of `c`, at most
+/// `want` bytes, up to 16 slots a vectored read, until the space, the bytes
+/// wanted or what the page cache holds run out (never waiting for the
+/// disk: see [`FileSource`]). Returns the bytes read and what the file
+/// said last.
+fn fill_from_file(c: &mut Conn, file: &mut FileSource, want: usize) -> (usize, Produced) {
+    let mut total = 0;
+    while total < want {
+        let room = want - total;
+        let mut st = Produced::More;
+        let n = c
+            .fill_vectored(|bufs| {
+                let mut left = room;
+                for b in bufs.iter_mut() {
+                    let k = b.len().min(left);
+                    *b = &mut std::mem::take(b)[..k];
+                    left -= k;
+                }
+                let (n, s) = file.produce_vectored(bufs);
+                st = s;
+                n
+            })
+            .unwrap_or(0);
+        total += n;
+        match st {
+            Produced::More if n > 0 => {}
+            st => return (total, st),
+        }
+    }
+    (total, Produced::More)
 }
 
 /// In-order payload offered straight from the receive frame
