@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, TempDir, Watched, XTCP, iperf3_json, testnet, wait_established};
+use common::{
+    ENGINE, TempDir, Watched, XTCP, clocks_agree, iperf3_json, tcp_buffer_max, testnet,
+    wait_established,
+};
 use xtcp_engine::testnet::TestNet;
 
 fn check(file: &Path, extra: &[&str]) -> (i32, String, String) {
@@ -149,6 +152,23 @@ fn check_record(line: &str, client: &serde_json::Value, net: &TestNet, direction
     let gbps = r[mine.replace("bytes", "gbps")].as_f64().unwrap();
     let want = theirs["bytes"].as_f64().unwrap() * 8.0 / secs / 1e9;
     assert!((gbps - want).abs() <= 1e-9 * want.max(1.0), "{r}");
+    // The seconds (and so the rate) against the client's own clock, which
+    // stops when its last byte went into its send buffer (forward) or came
+    // out of its receive buffer (reverse).
+    let buffer = if direction == "forward" {
+        "tcp_wmem"
+    } else {
+        "tcp_rmem"
+    };
+    clocks_agree(
+        &format!("--json-lines, {direction}"),
+        (secs, gbps * 1e9),
+        (
+            theirs["seconds"].as_f64().unwrap(),
+            theirs["bits_per_second"].as_f64().unwrap(),
+        ),
+        tcp_buffer_max(&net.b.ns, buffer) as f64,
+    );
 }
 
 #[test]

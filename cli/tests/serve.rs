@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Reap, Server, TempDir, Watched, XTCP, count, iperf3_json, link_stat, need_iperf3,
-    repeated_block, syn_flood, testnet, wait_listening, wait_ss,
+    ENGINE, Reap, Server, TempDir, Watched, XTCP, clocks_agree, count, iperf3_json, link_stat,
+    need_iperf3, repeated_block, syn_flood, tcp_buffer_max, testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -29,13 +29,29 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let net = testnet(1);
     let server = Server::start(&net, 1);
 
-    // Forward: xtcp receives; iperf3's receiver total is xtcp's count.
+    let wmem_max = tcp_buffer_max(&net.b.ns, "tcp_wmem");
+    let rmem_max = tcp_buffer_max(&net.b.ns, "tcp_rmem");
+
+    // Forward: xtcp receives; iperf3's receiver total is xtcp's count, and
+    // xtcp's line agrees with what the stock client says it sent: all of
+    // it, or short by what was still in the client's send buffer at
+    // TEST_END (xtcp, as iperf3's server, reads what arrived, then closes).
     let v = iperf3_json(&net, &["-t", "2"]);
     let (line, intervals) = server.outcome_and_intervals();
     assert!(line.contains(": ok;") && line.contains("forward"), "{line}");
     let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
     assert!(got > 0);
     assert_eq!(got, count(&line, "received"), "{line}");
+    let theirs = &v["end"]["sum_sent"];
+    let sent = theirs["bytes"].as_u64().unwrap();
+    assert!(got <= sent && sent - got <= wmem_max, "{sent} sent: {line}");
+    let (secs, bps) = seconds_and_rate(&line, "received");
+    clocks_agree(
+        "forward -t 2, the client's sending",
+        (secs, bps),
+        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
+        wmem_max as f64,
+    );
     // The CPU xtcp reports to the client, split: receiving through AF_XDP
     // costs system time too (recvfrom/poll wake-ups, the XDP redirect).
     let cpu = &v["end"]["cpu_utilization_percent"];
@@ -113,7 +129,21 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
     assert!(sent > 0);
     assert_eq!(sent, count(&line, "sent"), "{line}");
-    assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
+    // xtcp counts what the client's TCP acknowledged; the client, what it
+    // read: all of it, or short by at most its receive buffer.
+    let theirs = &v["end"]["sum_received"];
+    let read = theirs["bytes"].as_u64().unwrap();
+    assert!(
+        read <= sent && sent - read <= rmem_max,
+        "{read} read: {line}"
+    );
+    let (secs, bps) = seconds_and_rate(&line, "sent");
+    clocks_agree(
+        "-R -t 2, the client's receiving",
+        (secs, bps),
+        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
+        rmem_max as f64,
+    );
 
     // A byte count: xtcp received every byte iperf3 sent — at least 2 GiB
     // (iperf3 3.12 may write a block beyond `-n`, see esnet/iperf#1768).
@@ -144,6 +174,27 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
         seen.iter().all(|&s| s),
         "every byte value: random, not zeros"
     );
+}
+
+/// A JSON number.
+fn num(v: &serde_json::Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// The seconds and bits/s of a test report line (`…, 2.005 s, received N
+/// bytes (7.22 Gbit/s), sent …`) for `word` (`received` or `sent`).
+fn seconds_and_rate(line: &str, word: &str) -> (f64, f64) {
+    let secs = line
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" s")?.parse().ok())
+        .unwrap_or_else(|| panic!("no seconds in {line}"));
+    let at = line.find(&format!(", {word} ")).unwrap() + word.len() + 3;
+    let gbps: f64 = line[at..]
+        .split_once('(')
+        .and_then(|(_, r)| r.split_once(" Gbit/s)"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {word} rate in {line}"));
+    (secs, gbps * 1e9)
 }
 
 #[test]
@@ -257,6 +308,21 @@ fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
             Some(got),
             v["end"][theirs]["bytes"].as_u64(),
             "{extra:?}: {mine}"
+        );
+        // Its seconds and rate against the client's own for the same
+        // bytes; the client's clock stops when its last byte went into its
+        // send buffer (forward) or came out of its receive buffer (`-R`).
+        let (m, t) = (&mine["end"][key], &v["end"][theirs]);
+        let buffer = if key == "sum_received" {
+            "tcp_wmem"
+        } else {
+            "tcp_rmem"
+        };
+        clocks_agree(
+            &format!("{extra:?}"),
+            (num(m, "seconds"), num(m, "bits_per_second")),
+            (num(t, "seconds"), num(t, "bits_per_second")),
+            tcp_buffer_max(&net.b.ns, buffer) as f64,
         );
         let ivs = mine["intervals"].as_array().unwrap();
         let sum: u64 = ivs

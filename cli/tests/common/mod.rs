@@ -679,6 +679,30 @@ pub fn stock_server_received(
     got
 }
 
+/// `what`: `a` (xtcp's) within `rel` (relative) of `b` (the reference).
+pub fn near(what: &str, a: f64, b: f64, rel: f64) {
+    eprintln!("{what}: {a} vs {b}");
+    assert!(
+        (a - b).abs() <= rel * b.abs(),
+        "{what}: {a} vs {b} (more than {}% apart)",
+        rel * 100.0
+    );
+}
+
+/// The seconds and bits/s xtcp reports for one direction of a test
+/// (`mine`) against the other end's own (`theirs`, the reference). The
+/// two ends start and stop their clocks apart: the sender's runs until its
+/// last byte went into its socket (iperf3) or was acknowledged (xtcp), the
+/// receiver's until the last arrived or was read, up to `buffer` bytes (a
+/// socket buffer that held them) later. So: 5 %, 10 ms, and the time
+/// `buffer` takes to drain at the test's rate.
+pub fn clocks_agree(what: &str, mine: (f64, f64), theirs: (f64, f64), buffer: f64) {
+    let (secs, bps) = theirs;
+    let tol = 0.05 + (0.01 + buffer * 8.0 / bps) / secs;
+    near(&format!("{what}: seconds"), mine.0, secs, tol);
+    near(&format!("{what}: bits/s"), mine.1, bps, tol);
+}
+
 /// `Tcp: OutSegs + RetransSegs` of the namespace: every TCP segment its
 /// stack sent (Linux leaves retransmissions out of `OutSegs` and counts
 /// them in `RetransSegs`).
