@@ -380,6 +380,9 @@ impl<M: SendMemory> Connection<M> {
         }
         let iss = isn.isn(&tuple, now);
         let mut c = Connection::new(cfg, tuple, iss, now, State::SynReceived, mem);
+        // The SYN it was made from is its first segment received (as Linux
+        // counts a passive socket's `tcpi_segs_in`).
+        c.stats.segments_received = 1;
         c.take_syn(syn);
         c.snd_wnd = syn.window as usize;
         c.max_snd_wnd = c.snd_wnd;

@@ -354,6 +354,12 @@ fn passive_open_answers_only_what_was_offered() {
     c.handle_segment(ms(5), &ack, &[]);
     assert_eq!(c.state(), State::Established);
     assert_eq!(events(&mut c), vec![Event::Connected, Event::Writable]);
+    // Every segment of the handshake is counted, the SYN it was made from
+    // too (as the peer's kernel counts them: `cli/tests/bulk.rs`).
+    assert_eq!(
+        (c.stats().segments_received, c.stats().segments_sent),
+        (2, 1)
+    );
 
     let mut c = Connection::accept(
         Config::default(),
