@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Reap, Watched, acked_sender, wait_listening, wait_ss};
+use common::{
+    Reap, Watched, acked_sender, output_and_cpu, tcp_mib, tcp_out_segs, wait_listening, wait_ss,
+};
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
 
@@ -215,10 +217,26 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool, len: u64
         ]);
     }
     args.push("--json".into());
-    let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
+    let (in0, out0) = (tcp_mib(&net.b.ns, "InSegs"), tcp_out_segs(&net.b.ns));
+    let started = Instant::now();
+    let (out, user, system) = output_and_cpu(net.a.ns.command(XTCP).args(&args));
+    let wall = started.elapsed().as_secs_f64();
     ok(&out);
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
     assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
+    check_counts(&j, (user, system), wall);
+    // Every segment xtcp counts went to B's kernel, and every one that
+    // kernel sent reached xtcp (a veth pair: nothing else on it, nothing
+    // lost). Read once socat has the whole stream: by then B has sent
+    // its last segment, and xtcp exited only after acknowledging it.
+    let counts_b = |j: &serde_json::Value| {
+        let (i, o) = (
+            tcp_mib(&net.b.ns, "InSegs") - in0,
+            tcp_out_segs(&net.b.ns) - out0,
+        );
+        assert_eq!(j["segments_sent"].as_u64(), Some(i), "B's InSegs: {j}");
+        assert_eq!(j["segments_received"].as_u64(), Some(o), "B's OutSegs: {j}");
+    };
     // New data went out in bursts, whole bursts through one `seg` cursor
     // each where every segment is whole frames: one frame each in the
     // single-descriptor layout (MTU 1500 here), frames whole with MSS
@@ -249,9 +267,38 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool, len: u64
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    counts_b(&j);
     let got = sha256_file(&out_file);
     let _ = std::fs::remove_file(&out_file);
     assert_eq!(&got, want, "SHA-256 of what the kernel received");
+}
+
+/// What `xtcp send`/`recv --json` says of its time and CPU against the
+/// test's own account: the transfer's seconds within the process's life
+/// (`wall`), the rate its bytes over those seconds, and its CPU within
+/// what the kernel accounted to the process (`cpu`: user, system, from
+/// `wait4`) and no less than half of it (the rest is setup and teardown:
+/// the steering program's load, the UMEM's population).
+fn check_counts(j: &serde_json::Value, cpu: (f64, f64), wall: f64) {
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{v} in {j}"));
+    let secs = f(&j["seconds"]);
+    assert!(
+        secs > 0.0 && secs <= wall,
+        "{secs} s in a {wall} s run: {j}"
+    );
+    let want = f(&j["bytes"]) * 8.0 / secs / 1e9;
+    assert!((f(&j["gbps"]) - want).abs() <= 1e-9 * want, "{j}");
+    let (u, s) = (
+        f(&j["engine"]["cpu"]["user"]),
+        f(&j["engine"]["cpu"]["system"]),
+    );
+    eprintln!("CPU: xtcp says user {u} system {s}; wait4: {cpu:?}");
+    // The kernel accounts in ticks at the finest: a tick's slack.
+    let tick = 0.01;
+    assert!(u <= cpu.0 + tick && s <= cpu.1 + tick, "{cpu:?}: {j}");
+    let total = f(&j["cpu_seconds"]);
+    assert!((total - u - s).abs() < 1e-9, "{j}");
+    assert!(total >= (cpu.0 + cpu.1) / 2.0, "{cpu:?}: {j}");
 }
 
 /// socat sending the pattern file → xtcp recv writing a file (SHA-256
@@ -275,10 +322,15 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     } else {
         args.extend(["--out".into(), out_file.display().to_string()]);
     }
+    let started = Instant::now();
     let xtcp = spawn_xtcp(net, &args);
-    // Retry the connect while xtcp starts.
+    // Retry the connect while xtcp starts; B's segment counters from
+    // before the attempt that got through (a refused one went to A's
+    // kernel).
     let mut sent = false;
+    let mut base = (0, 0);
     for _ in 0..50 {
+        base = (tcp_mib(&net.b.ns, "InSegs"), tcp_out_segs(&net.b.ns));
         let s = net
             .b
             .ns
@@ -300,8 +352,44 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     assert!(sent, "socat could not send to xtcp recv");
     let mut xtcp = xtcp;
     let (status, err) = wait_exit(&mut xtcp, 120, "xtcp recv did not exit");
+    let wall = started.elapsed().as_secs_f64();
     assert!(status.success(), "xtcp recv failed: {err}");
     assert!(err.contains(&format!("received {len} bytes")), "{err}");
+    // Its summary line against the test's own account: the seconds within
+    // the process's life, the rate its bytes over them (as printed: to a
+    // millisecond and 10 Mbit/s), and the segments it counts against
+    // those B's kernel counted the other way.
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("xtcp: received "))
+        .unwrap_or_else(|| panic!("no summary in {err}"));
+    let word = |after: &str| -> f64 {
+        line.split(after)
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{after:?} in {line}"))
+    };
+    let (secs, gbps) = (word(" bytes in "), word(" s = "));
+    assert!(
+        secs > 0.0 && secs <= wall,
+        "{secs} s in a {wall} s run: {line}"
+    );
+    let rate = len as f64 * 8.0 / secs / 1e9;
+    assert!(
+        (gbps - rate).abs() <= 0.005 + rate * 0.0005 / secs,
+        "{line}"
+    );
+    assert_eq!(
+        word(" retransmits, ") as u64,
+        tcp_mib(&net.b.ns, "InSegs") - base.0,
+        "segments sent: B's InSegs: {line}"
+    );
+    assert_eq!(
+        word(" segments sent, ") as u64,
+        tcp_out_segs(&net.b.ns) - base.1,
+        "segments received: B's OutSegs + RetransSegs: {line}"
+    );
     // Payload taken straight from the RX frames (each frame of a
     // multi-buffer packet in turn at MTU 9000 and 65535), not through TCP's
     // receive buffer: by the discard sink, all of it but what came out of

@@ -679,6 +679,47 @@ pub fn stock_server_received(
     got
 }
 
+/// Runs `cmd` to its end, stdout and stderr captured, and returns its
+/// output with the CPU seconds (user, system) the kernel accounted to it
+/// and the descendants it waited for (`wait4`'s rusage): an account kept
+/// apart from anything the program says of itself.
+#[allow(clippy::zombie_processes)] // waited for by wait4, below
+pub fn output_and_cpu(cmd: &mut Command) -> (std::process::Output, f64, f64) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).unwrap();
+        v
+    });
+    let mut stderr = Vec::new();
+    err.read_to_end(&mut stderr).unwrap();
+    let stdout = reader.join().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status: libc::c_int = 0;
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `pid` is our own child, not yet waited for (`child` is never
+    // waited on after this); `status` and `ru` are live, writable and of
+    // the types wait4 fills.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, ru.as_mut_ptr()) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    // SAFETY: wait4 succeeded, so it filled the rusage.
+    let ru = unsafe { ru.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout,
+        stderr,
+    };
+    (output, secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
 /// `what`: `a` (xtcp's) within `rel` (relative) of `b` (the reference).
 pub fn near(what: &str, a: f64, b: f64, rel: f64) {
     eprintln!("{what}: {a} vs {b}");
