@@ -14,7 +14,16 @@
  * hands over GSO packets (several TCP segments, split after this hook), so
  * there loss and duplication come in bursts of up to gso_segs segments; the
  * counters count segments. For per-segment decisions on egress, set the
- * device's gso_max_segs to 1. */
+ * device's gso_max_segs to 1.
+ *
+ * It also counts, as an account of retransmissions kept apart from the
+ * sender's own, the segments that start below the highest sequence number
+ * a flow (its two ports) has reached at the hook so far, SYN and FIN
+ * included: a retransmission, or a piece of one. Every segment is seen
+ * before it may be dropped, so a lost original still raises the mark.
+ * This assumes one flow's packets reach the hook in order (one sender
+ * thread through a veth pair: its packets are received on the sender's
+ * CPU, one after the other). */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>
@@ -32,7 +41,14 @@ struct impair_config {
 	__u32 ingress;    /* 1 if attached to ingress (duplicates go there) */
 };
 
-enum { CNT_SEEN, CNT_DROPPED, CNT_DUPLICATED, CNT_MAX };
+enum {
+	CNT_SEEN,
+	CNT_DROPPED,
+	CNT_DUPLICATED,
+	CNT_REPEATED,       /* segments below the flow's highest sequence */
+	CNT_REPEATED_BYTES, /* their payload bytes */
+	CNT_MAX
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -48,6 +64,15 @@ struct {
 	__type(value, __u64);
 } impair_counters SEC(".maps");
 
+/* Per flow (source port << 16 | destination port): the highest sequence
+ * number reached (the end of the furthest segment seen). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} impair_flows SEC(".maps");
+
 static __always_inline void bump(__u32 which, __u32 n)
 {
 	__u64 *c = bpf_map_lookup_elem(&impair_counters, &which);
@@ -55,26 +80,38 @@ static __always_inline void bump(__u32 which, __u32 n)
 		*c += n;
 }
 
+/* A TCP packet's place: where its header starts, and the length of what
+ * follows the IP header (TCP header and payload). */
+struct tcp_at {
+	__u32 l4_off;
+	__u32 l4_len;
+};
+
 /* 1 if the packet is TCP (IPv4 or IPv6 without extension headers) and its
- * ports match `port` (0 = any). */
-static __always_inline int is_target(struct __sk_buff *skb, __u32 port)
+ * ports match `port` (0 = any); fills `at`. */
+static __always_inline int is_target(struct __sk_buff *skb, __u32 port,
+				     struct tcp_at *at)
 {
 	__u16 proto;
 	__u8 l4;
-	__u32 l4_off;
 	__u8 vihl;
+	__u16 len;
 
 	if (bpf_skb_load_bytes(skb, 12, &proto, 2))
 		return 0;
 	if (proto == bpf_htons(ETH_P_IP)) {
 		if (bpf_skb_load_bytes(skb, 14, &vihl, 1) ||
+		    bpf_skb_load_bytes(skb, 14 + 2, &len, 2) ||
 		    bpf_skb_load_bytes(skb, 14 + 9, &l4, 1))
 			return 0;
-		l4_off = 14 + (vihl & 0xf) * 4;
+		at->l4_off = 14 + (vihl & 0xf) * 4;
+		at->l4_len = bpf_ntohs(len) - (vihl & 0xf) * 4;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		if (bpf_skb_load_bytes(skb, 14 + 6, &l4, 1))
+		if (bpf_skb_load_bytes(skb, 14 + 4, &len, 2) ||
+		    bpf_skb_load_bytes(skb, 14 + 6, &l4, 1))
 			return 0;
-		l4_off = 14 + 40;
+		at->l4_off = 14 + 40;
+		at->l4_len = bpf_ntohs(len);
 	} else {
 		return 0;
 	}
@@ -83,9 +120,42 @@ static __always_inline int is_target(struct __sk_buff *skb, __u32 port)
 	if (port == 0)
 		return 1;
 	__u16 ports[2];
-	if (bpf_skb_load_bytes(skb, l4_off, ports, 4))
+	if (bpf_skb_load_bytes(skb, at->l4_off, ports, 4))
 		return 0;
 	return bpf_ntohs(ports[0]) == port || bpf_ntohs(ports[1]) == port;
+}
+
+/* Counts the segment if it starts below its flow's highest sequence
+ * number so far, and raises that mark to its end. */
+static __always_inline void note_repeat(struct __sk_buff *skb,
+					const struct tcp_at *at, __u32 segs)
+{
+	__u8 hdr[14];
+
+	if (bpf_skb_load_bytes(skb, at->l4_off, hdr, sizeof(hdr)))
+		return;
+	__u32 flow = (__u32)hdr[0] << 24 | (__u32)hdr[1] << 16 |
+		     (__u32)hdr[2] << 8 | hdr[3];
+	__u32 seq = (__u32)hdr[4] << 24 | (__u32)hdr[5] << 16 |
+		    (__u32)hdr[6] << 8 | hdr[7];
+	__u32 doff = (hdr[12] >> 4) * 4;
+	__u8 flags = hdr[13];
+	if (at->l4_len < doff)
+		return;
+	__u32 payload = at->l4_len - doff;
+	/* SYN (0x02) and FIN (0x01) take a sequence number each. */
+	__u32 end = seq + payload + (flags & 0x02 ? 1 : 0) + (flags & 0x01);
+	__u32 *highest = bpf_map_lookup_elem(&impair_flows, &flow);
+	if (!highest) {
+		bpf_map_update_elem(&impair_flows, &flow, &end, BPF_ANY);
+		return;
+	}
+	if ((__s32)(seq - *highest) < 0 && end != seq) {
+		bump(CNT_REPEATED, segs);
+		bump(CNT_REPEATED_BYTES, payload);
+	}
+	if ((__s32)(end - *highest) > 0)
+		*highest = end;
 }
 
 SEC("classifier")
@@ -96,16 +166,27 @@ int xtcp_impair(struct __sk_buff *skb)
 
 	if (!cfg || skb->mark == XTCP_DUP_MARK)
 		return TC_ACT_OK;
-	if (!is_target(skb, cfg->port))
+	struct tcp_at at;
+	if (!is_target(skb, cfg->port, &at))
 		return TC_ACT_OK;
 	/* A GSO packet from the local stack carries several segments (it is
 	 * split after this hook): count segments, and know that it is dropped
 	 * or duplicated whole. */
 	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
 	bump(CNT_SEEN, segs);
+	note_repeat(skb, &at, segs);
 	if (cfg->drop_ppm && bpf_get_prandom_u32() % PPM < cfg->drop_ppm) {
 		bump(CNT_DROPPED, segs);
-		return TC_ACT_SHOT;
+		if (cfg->ingress)
+			return TC_ACT_SHOT;
+		/* On egress a shot packet is an error the local stack sees
+		 * (NET_XMIT_DROP): TCP keeps the segment and sends it again
+		 * in order, as after local congestion, and the peer never
+		 * sees a gap (TCX treats TC_ACT_STOLEN as "next", a pass).
+		 * Redirected to ifindex 0, which no device has, it is freed
+		 * and the stack is told it went, as on a wire: TCP must
+		 * recover it as a loss. */
+		return bpf_redirect(0, 0);
 	}
 	if (cfg->dup_ppm && bpf_get_prandom_u32() % PPM < cfg->dup_ppm) {
 		__u32 old = skb->mark;

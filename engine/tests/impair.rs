@@ -179,3 +179,93 @@ fn egress_loss_impairs_what_the_peer_kernel_sends() {
     let c = imp.counters().unwrap();
     assert_eq!((c.seen, c.dropped), (100, 50), "{c:?}");
 }
+
+/// `Tcp:` counters of `side`'s kernel: segments sent (`OutSegs +
+/// RetransSegs`) and, of those, retransmitted (`RetransSegs`).
+fn kernel_out(side: &Side) -> (u64, u64) {
+    let out = side
+        .ns
+        .command("cat")
+        .arg("/proc/net/snmp")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let field = |name: &str| -> u64 {
+        let at = names.split_whitespace().position(|n| n == name).unwrap();
+        values.split_whitespace().nth(at).unwrap().parse().unwrap()
+    };
+    (
+        field("OutSegs") + field("RetransSegs"),
+        field("RetransSegs"),
+    )
+}
+
+/// Loss on the way out is loss on a wire: the kernel sending through it
+/// believes each dropped segment sent and recovers it by retransmission,
+/// and the segments the program counts as repeated (starting below their
+/// flow's highest sequence number) are exactly those the kernel counts as
+/// retransmitted. The same count is what checks xtcp's own
+/// (`engine/tests/engine.rs`, `lossy`).
+#[test]
+fn egress_loss_is_recovered_as_loss_and_repeats_are_the_kernels_retransmissions() {
+    use std::io::Write;
+    let net = net();
+    let port = PORT + 7;
+    let cfg = ImpairConfig {
+        port: Some(port),
+        ..ImpairConfig::loss(2.0)
+    };
+    let (out, back) = {
+        let _g = net.b.ns.enter().unwrap();
+        (
+            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
+            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
+        )
+    };
+    let listener = {
+        let _g = net.a.ns.enter().unwrap();
+        std::net::TcpListener::bind((net.a.ip4, port)).unwrap()
+    };
+    const LEN: usize = 16 << 20;
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut n = 0;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match s.read(&mut buf).unwrap() {
+                0 => return n,
+                k => n += k,
+            }
+        }
+    });
+    let before = kernel_out(&net.b);
+    {
+        let mut s = {
+            let _g = net.b.ns.enter().unwrap();
+            std::net::TcpStream::connect((net.a.ip4, port)).unwrap()
+        };
+        s.write_all(&vec![7u8; LEN]).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(reader.join().unwrap(), LEN);
+    }
+    // Every segment B's kernel sent passed the program; the program counts
+    // it as it leaves, the kernel a moment before: wait for them to agree.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (c, (sent, rexmit)) = (out.counters().unwrap(), kernel_out(&net.b));
+        let kernel = (sent - before.0, rexmit - before.1);
+        if (c.seen, c.repeated) == kernel {
+            eprintln!("B's kernel sent and retransmitted {kernel:?}; the program {c:?}");
+            assert!(c.dropped > 0 && c.repeated > 0, "{c:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B's kernel sent and retransmitted {kernel:?}; the program {c:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(back.counters().unwrap().dropped > 0);
+}

@@ -1,7 +1,8 @@
 //! Path impairment for tests: a tc (TCX) program on the kernel peer's side
 //! of a test network that drops and duplicates TCP packets at random and
-//! counts what it did (this kernel has no netem). Attached through a BPF
-//! link, so it goes away with the process.
+//! counts what it did (this kernel has no netem), and the retransmissions
+//! that pass it. Attached through a BPF link, so it goes away with the
+//! process.
 
 use aya::Ebpf;
 use aya::maps::{Array, MapData, PerCpuArray};
@@ -18,7 +19,9 @@ pub enum Hook {
     Egress,
 }
 
-/// Rates, in parts per million of the TCP packets the hook sees. On egress
+/// Rates, in parts per million of the TCP packets the hook sees. A drop is
+/// a loss as on a wire, also on egress, where the local stack is told that
+/// the packet went (and recovers it as a loss, not as local congestion). On egress
 /// the local stack hands over GSO packets of several segments, which are
 /// dropped or duplicated whole (set the device's `gso_max_segs` to 1 for
 /// per-segment decisions). Only packets that were not dropped can be
@@ -53,6 +56,12 @@ pub struct ImpairCounters {
     pub dropped: u64,
     /// Of those, duplicated.
     pub duplicated: u64,
+    /// Of those, segments that start below the highest sequence number
+    /// their flow had reached at the hook (SYN and FIN included), whether
+    /// dropped or not: retransmissions, as the path sees them.
+    pub repeated: u64,
+    /// Their payload bytes.
+    pub repeated_bytes: u64,
 }
 
 /// The impairment program attached to one interface and hook.
@@ -155,6 +164,8 @@ impl Impairment {
             seen: get(0)?,
             dropped: get(1)?,
             duplicated: get(2)?,
+            repeated: get(3)?,
+            repeated_bytes: get(4)?,
         })
     }
 }
