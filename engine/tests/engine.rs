@@ -287,7 +287,27 @@ impl Drop for PatternFile {
     }
 }
 
-/// 1 % loss each way; xtcp sends the pattern (`from_file`: read from a
+/// TCP segments that `side`'s own kernel sent (`OutSegs + RetransSegs`)
+/// and received (`InSegs`), from its `/proc/net/snmp`.
+fn kernel_segments(side: &Side) -> (u64, u64) {
+    let out = side
+        .ns
+        .command("cat")
+        .arg("/proc/net/snmp")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let field = |name: &str| -> u64 {
+        let at = names.split_whitespace().position(|n| n == name).unwrap();
+        values.split_whitespace().nth(at).unwrap().parse().unwrap()
+    };
+    (field("OutSegs") + field("RetransSegs"), field("InSegs"))
+}
+
+/// 1 % loss each way (as on a wire: see the impairment program); xtcp
+/// sends the pattern (`from_file`: read from a
 /// file into its send buffer) or receives it from the kernel.
 fn lossy(send: bool, from_file: bool) {
     let net = testnet(1500, 1);
@@ -301,6 +321,7 @@ fn lossy(send: bool, from_file: bool) {
     };
     const LEN: u64 = 64 << 20;
     let stop = Arc::new(AtomicBool::new(false));
+    let kernel0 = kernel_segments(&net.a);
     let report = if send {
         let rx = kernel_receivers(kernel_listener(&net, 5201), 1);
         let file = from_file.then(|| PatternFile::new(LEN));
@@ -344,9 +365,45 @@ fn lossy(send: bool, from_file: bool) {
     }
     let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
     assert!(i.dropped > 0 && e.dropped > 0, "loss injected: {i:?} {e:?}");
+    // Every segment xtcp counts passed the path, and it counts every one
+    // the path let through to it.
+    // Every segment xtcp counts passed the path, and it counts every one
+    // the path let through to it; the rest are side A's own kernel's (the
+    // resets it sent to a connect tried before xtcp listened, or to a FIN
+    // repeated after xtcp left), which it counts itself. The path counts a
+    // packet a moment after A's kernel sent it: wait for them to agree.
+    let agree = || {
+        let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
+        let (out, inn) = kernel_segments(&net.a);
+        let theirs = (i.seen, e.seen - e.dropped);
+        let ours = (
+            c.stats.segments_sent + out - kernel0.0,
+            c.stats.segments_received + inn - kernel0.1,
+        );
+        (theirs == ours).then_some(()).ok_or(format!(
+            "segments sent, received: the path {theirs:?}, xtcp and A's kernel {ours:?}: {i:?} {e:?}"
+        ))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(why) = agree() {
+        assert!(Instant::now() < deadline, "{why}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     if send {
         assert!(c.stats.retransmits > 0, "xtcp retransmitted: {:?}", c.stats);
         assert_eq!(report.workers[0].tcp_retransmits, c.stats.retransmits);
+        eprintln!(
+            "retransmitted: xtcp {} segments, {} bytes; the path {i:?}",
+            c.stats.retransmits, c.stats.bytes_retransmitted
+        );
+        // What xtcp counts as retransmitted is what the path saw repeated:
+        // every segment (and payload byte) that went out again, however
+        // it was recovered, none counted twice or left out.
+        assert_eq!(
+            (c.stats.retransmits, c.stats.bytes_retransmitted),
+            (i.repeated, i.repeated_bytes),
+            "xtcp's retransmissions against the path's count: {i:?}"
+        );
     }
 }
 
