@@ -287,23 +287,22 @@ impl Drop for PatternFile {
     }
 }
 
-/// TCP segments that `side`'s own kernel sent (`OutSegs + RetransSegs`)
-/// and received (`InSegs`), from its `/proc/net/snmp`.
-fn kernel_segments(side: &Side) -> (u64, u64) {
-    let out = side
-        .ns
-        .command("cat")
-        .arg("/proc/net/snmp")
-        .output()
-        .unwrap();
+/// Counter `name` of the `prefix` lines (`Tcp:`, `TcpExt:`) of `file` in
+/// `side`'s namespace (`/proc/net/snmp`, `/proc/net/netstat`).
+fn proc_counter(side: &Side, file: &str, prefix: &str, name: &str) -> u64 {
+    let out = side.ns.command("cat").arg(file).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
-    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
-    let field = |name: &str| -> u64 {
-        let at = names.split_whitespace().position(|n| n == name).unwrap();
-        values.split_whitespace().nth(at).unwrap().parse().unwrap()
-    };
-    (field("OutSegs") + field("RetransSegs"), field("InSegs"))
+    let mut lines = text.lines().filter(|l| l.starts_with(prefix));
+    let (names, values) = (lines.next().unwrap(), lines.next().unwrap());
+    let at = names.split_whitespace().position(|n| n == name).unwrap();
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
+}
+
+/// TCP segments that `side`'s own kernel sent (`OutSegs + RetransSegs`)
+/// and received (`InSegs`).
+fn kernel_segments(side: &Side) -> (u64, u64) {
+    let tcp = |name| proc_counter(side, "/proc/net/snmp", "Tcp:", name);
+    (tcp("OutSegs") + tcp("RetransSegs"), tcp("InSegs"))
 }
 
 /// 1 % loss each way (as on a wire: see the impairment program); xtcp
@@ -391,6 +390,8 @@ fn lossy(send: bool, from_file: bool) {
     }
     if send {
         assert!(c.stats.retransmits > 0, "xtcp retransmitted: {:?}", c.stats);
+        // Flights whose last ACK was lost drew a tail loss probe.
+        assert!(c.stats.loss_probes > 0, "{:?}", c.stats);
         assert_eq!(report.workers[0].tcp_retransmits, c.stats.retransmits);
         eprintln!(
             "retransmitted: xtcp {} segments, {} bytes; the path {i:?}",
@@ -422,6 +423,114 @@ fn one_percent_loss_each_way_xtcp_sending_a_file() {
 #[test]
 fn one_percent_loss_each_way_xtcp_receiving() {
     lossy(false, false);
+}
+
+/// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): 64 MiB from
+/// side A to B's kernel under 1 % loss each way (the impairment program on
+/// B, as in the lossy tests), xtcp's sender and A's own kernel (CUBIC, as
+/// xtcp's default) on the same path, alternating, `XTCP_LOSS_ROUNDS`
+/// rounds (default 4): the seconds of each (xtcp's report: established to
+/// closed; the kernel's: connect to the receiver's end of stream), its RTO
+/// expiries, loss probes and retransmitted segments.
+///
+/// `cargo test --release -p xtcp-engine --test engine loss_recovery_against_the_kernel -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn loss_recovery_against_the_kernel() {
+    use std::io::Write;
+    const LEN: u64 = 64 << 20;
+    let rounds: usize = std::env::var("XTCP_LOSS_ROUNDS").map_or(4, |v| v.parse().unwrap());
+    let net = testnet(1500, 1);
+    let cfg = ImpairConfig::loss(1.0);
+    let _hooks = {
+        let _g = net.b.ns.enter().unwrap();
+        (
+            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
+            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
+        )
+    };
+    let xtcp = |port: u16| {
+        let rx = kernel_receivers(kernel_listener(&net, port), 1);
+        let role = Role::Connect {
+            remote: SocketAddr::new(net.b.ip4.into(), port),
+            local: None,
+            sources: sources(1, LEN),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let r = engine(&net, config(&net, 1), role, stop)
+            .join()
+            .unwrap()
+            .unwrap();
+        assert_eq!(rx.join().unwrap(), vec![LEN]);
+        let c = &r.connections[0];
+        assert_eq!(c.bytes_sent, LEN);
+        let st = c.stats;
+        (
+            r.seconds,
+            st.rto_expirations,
+            st.loss_probes,
+            st.retransmits,
+        )
+    };
+    let kernel = |port: u16| {
+        let rx = kernel_receivers(kernel_listener(&net, port), 1);
+        let counts = || {
+            let ext = |name| proc_counter(&net.a, "/proc/net/netstat", "TcpExt:", name);
+            let retx = proc_counter(&net.a, "/proc/net/snmp", "Tcp:", "RetransSegs");
+            [ext("TCPTimeouts"), ext("TCPLossProbes"), retx]
+        };
+        let before = counts();
+        let _g = net.a.ns.enter().unwrap();
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_tcp_congestion(b"cubic").unwrap();
+        let t0 = Instant::now();
+        sock.connect(&SocketAddr::new(net.b.ip4.into(), port).into())
+            .unwrap();
+        let mut s: TcpStream = sock.into();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0u64;
+        while off < LEN {
+            let k = (LEN - off).min(buf.len() as u64) as usize;
+            pattern_fill(SEED, off, &mut buf[..k]);
+            s.write_all(&buf[..k]).unwrap();
+            off += k as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        // The receiver has every byte once it sees the end; the sender's
+        // last bytes are acknowledged by then (all but the FIN's ACK).
+        assert_eq!(rx.join().unwrap(), vec![LEN]);
+        let secs = t0.elapsed().as_secs_f64();
+        drop(_g);
+        let after = counts();
+        (
+            secs,
+            after[0] - before[0],
+            after[1] - before[1],
+            after[2] - before[2],
+        )
+    };
+    let mut port = 6000;
+    for r in 0..rounds {
+        let mut row = Vec::new();
+        for who in if r % 2 == 0 {
+            ["xtcp", "kernel"]
+        } else {
+            ["kernel", "xtcp"]
+        } {
+            port += 1;
+            let (secs, rto, tlp, retx) = if who == "xtcp" {
+                xtcp(port)
+            } else {
+                kernel(port)
+            };
+            row.push(format!(
+                "{who}: {secs:.3} s, {:.2} Gbit/s, {rto} RTOs, {tlp} loss probes, {retx} retransmits",
+                LEN as f64 * 8.0 / secs / 1e9
+            ));
+        }
+        eprintln!("round {}: {}", r + 1, row.join("; "));
+    }
 }
 
 /// Raw IPv4 + TCP packet from B to A's port, built by hand so that it can

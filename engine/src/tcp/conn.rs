@@ -144,8 +144,11 @@ enum Timer {
     /// An active open gives up if still unanswered then
     /// ([`Config::connect_timeout`]).
     Connect = 6,
+    /// Tail loss probe (RFC 8985 §7): no ACK for a probe timeout while
+    /// data is in flight and no recovery runs.
+    LossProbe = 7,
 }
-const TIMERS: usize = 7;
+const TIMERS: usize = 8;
 /// A timer not armed.
 const NO_TIMER: u64 = u64::MAX;
 
@@ -236,6 +239,11 @@ pub struct Connection<M = HeapFrames> {
     probe_pending: bool,
     /// The rescue timer fired: the rescue retransmission may go.
     rescue_due: bool,
+    /// The loss probe timer fired: a probe goes next.
+    tlp_due: bool,
+    /// A loss probe went and nothing new has been acknowledged since (one
+    /// probe a tail).
+    tlp_out: bool,
     send_syn: bool,
     closed_reported: bool,
     /// An RST to send: flags, sequence and acknowledgement numbers.
@@ -443,6 +451,8 @@ impl<M: SendMemory> Connection<M> {
             cwnd_limited: false,
             rescue_rxt: None,
             rescue_due: false,
+            tlp_due: false,
+            tlp_out: false,
             sacked,
             force_retransmit: false,
             probe_pending: false,
@@ -1143,6 +1153,10 @@ impl<M: SendMemory> Connection<M> {
             self.set(Timer::Rescue, None);
             self.rescue_due = self.recover.is_some();
         }
+        if self.expired(Timer::LossProbe, now) {
+            self.set(Timer::LossProbe, None);
+            self.tlp_due = self.max > self.una && self.recover.is_none() && !self.tlp_out;
+        }
         if self.expired(Timer::Retransmit, now) {
             self.set(Timer::Retransmit, None);
             self.on_rto(now);
@@ -1178,6 +1192,9 @@ impl<M: SendMemory> Connection<M> {
                 self.recover = None;
                 self.rescue_due = false;
                 self.set(Timer::Rescue, None);
+                self.tlp_due = false;
+                self.tlp_out = false;
+                self.set(Timer::LossProbe, None);
                 self.dupacks = 0;
                 self.sacked.clear();
                 // Go back: resend from the oldest unacknowledged byte.
@@ -1543,6 +1560,8 @@ impl<M: SendMemory> Connection<M> {
             } else {
                 self.set(Timer::Retransmit, Some(now + self.rtt.rto()));
             }
+            self.tlp_out = false;
+            self.arm_loss_probe(now);
             if fin_sent && ack_off > self.send.tail() {
                 self.fin_acked = true;
             }
@@ -1578,6 +1597,8 @@ impl<M: SendMemory> Connection<M> {
             }
             let flight = self.pipe();
             self.recover = Some(self.max);
+            self.set(Timer::LossProbe, None);
+            self.tlp_due = false;
             self.cc.on_congestion_event(now, flight);
             self.force_retransmit = true;
             self.high_rxt = self.una;
@@ -1891,7 +1912,20 @@ impl<M: SendMemory> Connection<M> {
                 }
             }
         }
-        // 4. New data (or go-back-N after an RTO) within both windows.
+        // 4. Tail loss probe (RFC 8985 §7.3): one new segment if the
+        // receive window lets it go (whatever the congestion window says),
+        // else the last segment sent again; either way the peer answers
+        // with an ACK whose SACK blocks start recovery, instead of the RTO.
+        if self.tlp_due {
+            self.tlp_due = false;
+            if let Some(seg) = self.loss_probe(now, tail, fin_q) {
+                self.stats.loss_probes += 1;
+                self.tlp_out = true;
+                self.set(Timer::Retransmit, Some(now + self.rtt.rto()));
+                return Some(seg);
+            }
+        }
+        // 5. New data (or go-back-N after an RTO) within both windows.
         let wnd_edge = self.una + self.snd_wnd as u64;
         let avail = tail.saturating_sub(self.nxt) as usize;
         let wnd_room = wnd_edge.saturating_sub(self.nxt) as usize;
@@ -1945,10 +1979,11 @@ impl<M: SendMemory> Connection<M> {
                 }
                 self.pace(now, seg.len);
                 self.grow_send_buffer();
+                self.arm_loss_probe(now);
                 return Some(seg);
             }
         }
-        // 5. SACK recovery with no lost hole and no new data to send (RFC
+        // 6. SACK recovery with no lost hole and no new data to send (RFC
         // 6675 NextSeg rules 3 and 4): an unSACKed hole below SACKed data,
         // else once per recovery the highest unSACKed segment, so that a
         // lost tail is repaired without waiting for the RTO.
@@ -1987,6 +2022,69 @@ impl<M: SendMemory> Connection<M> {
             self.set(Timer::Persist, Some(now + self.rtt.rto()));
         }
         None
+    }
+
+    /// The loss probe [`poll_data`](Self::poll_data) sends when the probe
+    /// timer fired: the next new segment if there is one and the receive
+    /// window takes it, else the last segment sent (with the FIN if that
+    /// was sent).
+    fn loss_probe(&mut self, now: Instant, tail: u64, fin_q: bool) -> Option<Segment> {
+        if self.max <= self.una || self.recover.is_some() {
+            return None;
+        }
+        let wnd_edge = self.una + self.snd_wnd as u64;
+        if self.nxt == self.max {
+            let room = wnd_edge.saturating_sub(self.nxt) as usize;
+            let len = (tail.saturating_sub(self.nxt) as usize)
+                .min(room)
+                .min(self.send_mss);
+            if len > 0 {
+                let fin = fin_q && self.nxt + len as u64 == tail;
+                return Some(self.data_segment(now, self.nxt, len, fin, false, 1));
+            }
+        }
+        // The last segment: its data up to the highest byte sent, and the
+        // FIN if the highest offset sent is the FIN's.
+        let fin = fin_q && self.max > tail;
+        let data_end = self.max.min(tail);
+        let off = data_end.saturating_sub(self.send_mss as u64).max(self.una);
+        let len = data_end.saturating_sub(off) as usize;
+        if len == 0 && !fin {
+            return None;
+        }
+        let off = if len == 0 { tail } else { off };
+        Some(self.data_segment(now, off, len, fin, true, 1))
+    }
+
+    /// Arms the loss probe timer (RFC 8985 §7.2) while data is in flight,
+    /// no recovery runs (fast, or after an RTO) and no probe is out: two
+    /// smoothed RTTs and 2 ms (as
+    /// Linux's TCP_TIMEOUT_MIN), or with one segment in flight, which a
+    /// peer may hold for its delayed ACK, two smoothed RTTs and the least
+    /// RTO; never beyond the RTO. Disarms it otherwise.
+    fn arm_loss_probe(&mut self, now: Instant) {
+        let Some(srtt) = self.rtt.srtt() else {
+            return;
+        };
+        // Not after an RTO either, until what it sends again is out and an
+        // ACK has reset the backoff (Linux's Loss state).
+        if self.max <= self.una
+            || self.recover.is_some()
+            || self.tlp_out
+            || self.retries > 0
+            || self.nxt < self.max
+            || !self.state.synchronized()
+        {
+            self.set(Timer::LossProbe, None);
+            return;
+        }
+        let extra = if self.max - self.una <= self.send_mss as u64 {
+            self.cfg.rto_min
+        } else {
+            Duration::from_millis(2)
+        };
+        let pto = (2 * srtt + extra).min(self.rtt.rto());
+        self.set(Timer::LossProbe, Some(now + pto));
     }
 
     /// Congestion window validation (RFC 7661 §4.3's "cwnd-limited", as

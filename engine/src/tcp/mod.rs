@@ -77,6 +77,19 @@
 //! recovery, the rescue retransmission of the highest unSACKed segment);
 //! without SACK, NewReno partial ACKs retransmit the next hole.
 //!
+//! Tail loss probe (RFC 8985 §7, without RACK): while data is in flight
+//! outside any recovery, no ACK for two smoothed RTTs and 2 ms (with one
+//! segment in flight, which a delayed ACK may hold: the least RTO on top;
+//! never beyond the RTO) sends one probe, the next new segment if the
+//! receive window takes it, whatever the congestion window says, else the
+//! last segment's worth of data (and the FIN) again. The ACK it draws
+//! either shows everything arrived (the ACKs were lost) or carries the
+//! SACK blocks that start a recovery, where the RTO would have collapsed
+//! the window: on a path losing 1 % each way, small windows lose a
+//! flight's last ACK often. One probe a tail; none after an RTO until an
+//! ACK resets the backoff. A lost retransmission is still found only by
+//! the RTO (RACK's time-based detection is not implemented).
+//!
 //! Congestion control is a [`CongestionControl`] trait object; it sees an
 //! ACK's growth only while the congestion window is what limits sending
 //! (RFC 7661's cwnd-limited test, as Linux applies it: in slow start while
@@ -93,7 +106,7 @@
 //! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
 //! echoes are used only after a retransmission, where Karn's rule leaves no
 //! timed segment), the PAWS 24-day idle rule,
-//! D-SACK, RACK/TLP, F-RTO and undo of spurious retransmissions, HyStart,
+//! D-SACK, RACK (TLP is above), F-RTO and undo of spurious retransmissions, HyStart,
 //! ECN, urgent data, keep-alive, RFC 7661's reduction of an unused window
 //! after an idle or application-limited period (the window only stops
 //! growing).
@@ -368,6 +381,9 @@ pub struct Stats {
     pub rescue_retransmits: u64,
     /// RTO expiries.
     pub rto_expirations: u64,
+    /// Tail loss probes sent (RFC 8985 §7): no ACK came for a probe
+    /// timeout while data was in flight.
+    pub loss_probes: u64,
     /// Duplicate ACKs received.
     pub dup_acks: u64,
     /// Zero-window probes sent.

@@ -2479,3 +2479,110 @@ fn the_connect_timeout_does_not_touch_an_established_connection() {
     c.handle_timeout(ms(1000));
     assert_eq!(c.state(), State::Established);
 }
+
+/// A peer that offers only its MSS (1460).
+fn mss_only() -> TcpOptions {
+    TcpOptions {
+        mss: Some(1460),
+        ..TcpOptions::NONE
+    }
+}
+
+/// A flight whose ACKs never come: the first timer is the loss probe (two
+/// smoothed RTTs and 2 ms, well before the RTO); it sends the next new
+/// segment beyond the congestion window, and the ACK it draws ends the
+/// episode with no RTO.
+#[test]
+fn an_unanswered_flight_is_probed_with_new_data_before_the_rto() {
+    let (mut c, iss) = client_with(Config::default(), mss_only());
+    c.write(&[9u8; 15 * 1460]).unwrap();
+    let flight = out(&mut c, ms(20));
+    assert_eq!(flight.len(), 10, "the initial window");
+    // srtt 10 ms (the handshake): 2 × 10 + 2 ms after the last send.
+    let pto = c.poll_timeout().unwrap();
+    assert_eq!(pto, ms(42));
+    c.handle_timeout(pto);
+    let probe = out(&mut c, pto);
+    assert_eq!(probe.len(), 1, "one probe");
+    assert_eq!(
+        probe[0].repr.seq,
+        iss + 1 + 10 * 1460,
+        "the next new segment"
+    );
+    assert_eq!(probe[0].len, 1460);
+    let st = c.stats();
+    assert_eq!((st.loss_probes, st.retransmits), (1, 0), "{st:?}");
+    // One probe a tail: the next timer is the RTO.
+    let next = c.poll_timeout().unwrap();
+    assert_eq!(next, pto + c.rto());
+    // The ACK of everything: the episode is over, the data goes on.
+    c.handle_segment(
+        ms(50),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + 11 * 1460, 65535),
+        &[],
+    );
+    assert_eq!(out(&mut c, ms(50)).len(), 4);
+    assert_eq!(c.stats().rto_expirations, 0);
+}
+
+/// With nothing new to send the probe is the last segment's worth of data
+/// again (a full segment ending where the last one ended), and the FIN
+/// with it when the FIN was sent.
+#[test]
+fn with_no_new_data_the_probe_is_the_last_segment_and_its_fin() {
+    for close in [false, true] {
+        let (mut c, iss) = client_with(Config::default(), mss_only());
+        c.write(&[9u8; 3 * 1460 + 100]).unwrap();
+        if close {
+            c.close(ms(20));
+        }
+        let flight = out(&mut c, ms(20));
+        assert_eq!(flight.len(), 4);
+        let pto = c.poll_timeout().unwrap();
+        assert_eq!(pto, ms(42));
+        c.handle_timeout(pto);
+        let probe = out(&mut c, pto);
+        assert_eq!(probe.len(), 1);
+        // A full segment that ends where the last one sent ended.
+        let last = flight.last().unwrap();
+        assert_eq!(probe[0].len, 1460);
+        assert_eq!(
+            probe[0].repr.seq + 1460,
+            last.repr.seq + last.len,
+            "{probe:?} {last:?}"
+        );
+        assert_eq!(probe[0].repr.seq, iss + 1 + 2 * 1460 + 100);
+        assert_eq!(probe[0].repr.flags.contains(TcpFlags::FIN), close);
+        let st = c.stats();
+        assert_eq!((st.loss_probes, st.retransmits), (1, 1), "{st:?}");
+    }
+}
+
+/// A single segment in flight may be held by the peer's delayed ACK: no
+/// probe before the RTO would come.
+#[test]
+fn one_segment_in_flight_waits_for_the_rto() {
+    let (mut c, _) = client_with(Config::default(), mss_only());
+    c.write(&[9u8; 100]).unwrap();
+    assert_eq!(out(&mut c, ms(20)).len(), 1);
+    let t = c.poll_timeout().unwrap();
+    assert_eq!(t, ms(20) + c.rto());
+    c.handle_timeout(t);
+    assert_eq!(c.stats().rto_expirations, 1);
+}
+
+/// The last segment of a flight lost, the connection closing after it:
+/// nothing comes back to show it lost (no SACK above it), so before the
+/// probe it waited for the RTO; the probe repairs it.
+#[test]
+fn a_lost_last_segment_is_repaired_by_the_probe_not_the_rto() {
+    let (cfg, data) = one_flight_cfg();
+    let mut sim = Sim::new(cfg.clone());
+    sim.drop_packets(true, &[data[13]]);
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(sim.c2s_stats().lost, 1);
+    assert_eq!(st.rto_expirations, 0, "{st:?}");
+    assert_eq!((st.loss_probes, st.retransmits), (1, 1), "{st:?}");
+}
