@@ -1155,7 +1155,7 @@ impl<M: SendMemory> Connection<M> {
         }
         if self.expired(Timer::LossProbe, now) {
             self.set(Timer::LossProbe, None);
-            self.tlp_due = self.max > self.una && self.recover.is_none() && !self.tlp_out;
+            self.tlp_due = self.max > self.una && !self.tlp_out;
         }
         if self.expired(Timer::Retransmit, now) {
             self.set(Timer::Retransmit, None);
@@ -1561,7 +1561,6 @@ impl<M: SendMemory> Connection<M> {
                 self.set(Timer::Retransmit, Some(now + self.rtt.rto()));
             }
             self.tlp_out = false;
-            self.arm_loss_probe(now);
             if fin_sent && ack_off > self.send.tail() {
                 self.fin_acked = true;
             }
@@ -1597,7 +1596,6 @@ impl<M: SendMemory> Connection<M> {
             }
             let flight = self.pipe();
             self.recover = Some(self.max);
-            self.set(Timer::LossProbe, None);
             self.tlp_due = false;
             self.cc.on_congestion_event(now, flight);
             self.force_retransmit = true;
@@ -1607,6 +1605,8 @@ impl<M: SendMemory> Connection<M> {
                 self.stats.sack_recoveries += 1;
             }
         }
+        // Any ACK shows the path alive: the probe waits a timeout from now.
+        self.arm_loss_probe(now);
         // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2).
         if self.snd_wl1 < seg.seq || (self.snd_wl1 == seg.seq && self.snd_wl2 <= seg.ack) {
             let was_zero = self.snd_wnd == 0;
@@ -2025,12 +2025,24 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// The loss probe [`poll_data`](Self::poll_data) sends when the probe
-    /// timer fired: the next new segment if there is one and the receive
-    /// window takes it, else the last segment sent (with the FIN if that
-    /// was sent).
+    /// timer fired: in a recovery, the segment at SND.UNA again; else the
+    /// next new segment if there is one and the receive window takes it,
+    /// else the last segment sent (with the FIN if that was sent).
     fn loss_probe(&mut self, now: Instant, tail: u64, fin_q: bool) -> Option<Segment> {
-        if self.max <= self.una || self.recover.is_some() {
+        if self.max <= self.una {
             return None;
+        }
+        if self.recover.is_some() {
+            // A recovery that stalled: the hole at SND.UNA again (its
+            // retransmission was lost, or every ACK since).
+            let len = (self.max.min(tail).saturating_sub(self.una) as usize).min(self.send_mss);
+            let fin = fin_q && self.una + len as u64 == tail && self.max > tail;
+            if len == 0 && !fin {
+                return None;
+            }
+            let seg = self.data_segment(now, self.una, len, fin, true, 1);
+            self.high_rxt = self.high_rxt.max(self.una + seg.len as u64);
+            return Some(seg);
         }
         let wnd_edge = self.una + self.snd_wnd as u64;
         if self.nxt == self.max {
@@ -2057,8 +2069,8 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// Arms the loss probe timer (RFC 8985 §7.2) while data is in flight,
-    /// no recovery runs (fast, or after an RTO) and no probe is out: two
-    /// smoothed RTTs and 2 ms (as
+    /// no RTO recovery runs and no probe is out: two smoothed RTTs and 2 ms
+    /// (as
     /// Linux's TCP_TIMEOUT_MIN), or with one segment in flight, which a
     /// peer may hold for its delayed ACK, two smoothed RTTs and the least
     /// RTO; never beyond the RTO. Disarms it otherwise.
@@ -2069,7 +2081,6 @@ impl<M: SendMemory> Connection<M> {
         // Not after an RTO either, until what it sends again is out and an
         // ACK has reset the backoff (Linux's Loss state).
         if self.max <= self.una
-            || self.recover.is_some()
             || self.tlp_out
             || self.retries > 0
             || self.nxt < self.max

@@ -77,18 +77,19 @@
 //! recovery, the rescue retransmission of the highest unSACKed segment);
 //! without SACK, NewReno partial ACKs retransmit the next hole.
 //!
-//! Tail loss probe (RFC 8985 §7, without RACK): while data is in flight
-//! outside any recovery, no ACK for two smoothed RTTs and 2 ms (with one
-//! segment in flight, which a delayed ACK may hold: the least RTO on top;
-//! never beyond the RTO) sends one probe, the next new segment if the
-//! receive window takes it, whatever the congestion window says, else the
-//! last segment's worth of data (and the FIN) again. The ACK it draws
-//! either shows everything arrived (the ACKs were lost) or carries the
-//! SACK blocks that start a recovery, where the RTO would have collapsed
-//! the window: on a path losing 1 % each way, small windows lose a
-//! flight's last ACK often. One probe a tail; none after an RTO until an
-//! ACK resets the backoff. A lost retransmission is still found only by
-//! the RTO (RACK's time-based detection is not implemented).
+//! Loss probe (RFC 8985 §7's tail loss probe, without RACK): while data is
+//! in flight, no ACK for two smoothed RTTs and 2 ms (with one segment in
+//! flight, which a delayed ACK may hold: the least RTO on top; never
+//! beyond the RTO) sends one probe, whatever the congestion window says:
+//! outside a recovery the next new segment if the receive window takes it,
+//! else the last segment's worth of data (and the FIN) again; in a
+//! recovery, the hole at `SND.UNA` again (its retransmission was lost, or
+//! the ACKs were). The ACK it draws either shows everything arrived or
+//! carries the SACK blocks that start (or go on with) a recovery, where
+//! the RTO would have collapsed the window: on a path losing 1 % each way,
+//! small windows lose a flight's last ACK, or a retransmission, often. One
+//! probe until an ACK acknowledges new data; none after an RTO until an
+//! ACK resets the backoff.
 //!
 //! Congestion control is a [`CongestionControl`] trait object; it sees an
 //! ACK's growth only while the congestion window is what limits sending

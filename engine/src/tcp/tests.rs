@@ -2586,3 +2586,34 @@ fn a_lost_last_segment_is_repaired_by_the_probe_not_the_rto() {
     assert_eq!(st.rto_expirations, 0, "{st:?}");
     assert_eq!((st.loss_probes, st.retransmits), (1, 1), "{st:?}");
 }
+
+/// A recovery whose retransmission is lost and after which no ACK comes:
+/// the probe sends the hole at SND.UNA again, before the RTO would.
+#[test]
+fn a_stalled_recovery_is_probed_with_the_hole_again() {
+    let opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..TcpOptions::NONE
+    };
+    let (mut c, iss) = client_with(Config::default(), opts);
+    c.write(&[9u8; 10 * 1460]).unwrap();
+    assert_eq!(out(&mut c, ms(20)).len(), 10);
+    // The first segment lost: the next three SACKed.
+    let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    let blocks = [(iss + 1 + 1460, iss + 1 + 4 * 1460)];
+    a.options.sack = crate::wire::SackBlocks::from_slice(&blocks).unwrap();
+    c.handle_segment(ms(30), &a, &[]);
+    let rxt = out(&mut c, ms(30));
+    assert_eq!(rxt[0].repr.seq, iss + 1, "the fast retransmission");
+    assert_eq!(c.stats().fast_retransmits, 1);
+    // That one is lost too, and nothing comes back.
+    let t = c.poll_timeout().unwrap();
+    assert_eq!(t, ms(30 + 22), "two smoothed RTTs and 2 ms after the last ACK");
+    c.handle_timeout(t);
+    let probe = out(&mut c, t);
+    assert_eq!(probe.len(), 1);
+    assert_eq!((probe[0].repr.seq, probe[0].len), (iss + 1, 1460));
+    let st = c.stats();
+    assert_eq!((st.loss_probes, st.rto_expirations), (1, 0), "{st:?}");
+}
