@@ -2489,7 +2489,7 @@ fn mss_only() -> TcpOptions {
 }
 
 /// A flight whose ACKs never come: the first timer is the loss probe (two
-/// smoothed RTTs and 2 ms, well before the RTO); it sends the next new
+/// smoothed RTTs and 10 ms, well before the RTO); it sends the next new
 /// segment beyond the congestion window, and the ACK it draws ends the
 /// episode with no RTO.
 #[test]
@@ -2498,9 +2498,9 @@ fn an_unanswered_flight_is_probed_with_new_data_before_the_rto() {
     c.write(&[9u8; 15 * 1460]).unwrap();
     let flight = out(&mut c, ms(20));
     assert_eq!(flight.len(), 10, "the initial window");
-    // srtt 10 ms (the handshake): 2 × 10 + 2 ms after the last send.
+    // srtt 10 ms (the handshake): 2 × 10 + 10 ms after the last send.
     let pto = c.poll_timeout().unwrap();
-    assert_eq!(pto, ms(42));
+    assert_eq!(pto, ms(50));
     c.handle_timeout(pto);
     let probe = out(&mut c, pto);
     assert_eq!(probe.len(), 1, "one probe");
@@ -2539,7 +2539,7 @@ fn with_no_new_data_the_probe_is_the_last_segment_and_its_fin() {
         let flight = out(&mut c, ms(20));
         assert_eq!(flight.len(), 4);
         let pto = c.poll_timeout().unwrap();
-        assert_eq!(pto, ms(42));
+        assert_eq!(pto, ms(50));
         c.handle_timeout(pto);
         let probe = out(&mut c, pto);
         assert_eq!(probe.len(), 1);
@@ -2609,7 +2609,11 @@ fn a_stalled_recovery_is_probed_with_the_hole_again() {
     assert_eq!(c.stats().fast_retransmits, 1);
     // That one is lost too, and nothing comes back.
     let t = c.poll_timeout().unwrap();
-    assert_eq!(t, ms(30 + 22), "two smoothed RTTs and 2 ms after the last ACK");
+    assert_eq!(
+        t,
+        ms(30 + 30),
+        "two smoothed RTTs and 10 ms after the last ACK"
+    );
     c.handle_timeout(t);
     let probe = out(&mut c, t);
     assert_eq!(probe.len(), 1);
