@@ -435,6 +435,10 @@ pub(crate) struct StreamEnd {
     pub tcp: StreamTcp,
     /// Its addresses (local, remote), once connected.
     pub addrs: Option<(SocketAddr, SocketAddr)>,
+    /// Seconds the peer counted its end over (its results' `end_time`),
+    /// where this side shows them: iperf3's client reports the server's
+    /// end of each stream with the server's time, its own with its own.
+    pub peer_seconds: Option<f64>,
 }
 
 /// A test, as the `-J` document and the summary lines describe it.
@@ -503,10 +507,34 @@ impl TestReport<'_> {
         }
     }
 
+    /// Seconds of stream `s`'s sending (`sender`) or receiving end: this
+    /// side's where it counted that end, the peer's where the peer did.
+    fn stream_secs(&self, s: &StreamEnd, sender: bool) -> f64 {
+        if sender == s.local_sends {
+            self.seconds
+        } else {
+            s.peer_seconds.unwrap_or(self.seconds)
+        }
+    }
+
+    /// Seconds of direction `forward`'s sending (`sender`) or receiving
+    /// sum: this side's where it counted, else the longest of the peer's
+    /// streams.
+    fn sum_secs(&self, forward: bool, sender: bool) -> f64 {
+        if sender == self.we_send(forward) {
+            return self.seconds;
+        }
+        self.streams
+            .iter()
+            .filter(|s| self.in_group(s, forward))
+            .filter_map(|s| s.peer_seconds)
+            .reduce(f64::max)
+            .unwrap_or(self.seconds)
+    }
+
     /// The document as `iperf3 -J` writes it.
     pub(crate) fn json(&self) -> Value {
         let p = self.params;
-        let secs = self.seconds;
         let target = p.bandwidth.unwrap_or(0);
         let connected: Vec<Value> = self
             .streams
@@ -550,7 +578,7 @@ impl TestReport<'_> {
             Side::Server => start["accepted_connection"] = peer,
         }
         let intervals: Vec<Value> = self.intervals.iter().map(|iv| self.interval(iv)).collect();
-        let side = |bytes: u64, retr: Option<u64>, sender: bool| {
+        let side = |bytes: u64, retr: Option<u64>, sender: bool, secs: f64| {
             let mut v = json!({ "start": 0.0, "end": secs, "seconds": secs, "bytes": bytes,
                 "bits_per_second": rate(bytes, secs), "sender": sender });
             if let Some(r) = retr {
@@ -565,16 +593,17 @@ impl TestReport<'_> {
                 let ours = s.local_sends;
                 let rtt = s.rtt.filter(|_| ours);
                 let us = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_micros() as u64);
+                let (ts, tr) = (self.stream_secs(s, true), self.stream_secs(s, false));
                 json!({
-                    "sender": { "socket": s.id, "start": 0.0, "end": secs, "seconds": secs,
-                        "bytes": s.sent, "bits_per_second": rate(s.sent, secs),
+                    "sender": { "socket": s.id, "start": 0.0, "end": ts, "seconds": ts,
+                        "bytes": s.sent, "bits_per_second": rate(s.sent, ts),
                         "retransmits": s.retransmits.unwrap_or(0),
                         "max_snd_cwnd": if ours { s.tcp.max_snd_cwnd } else { 0 },
                         "max_snd_wnd": if ours { s.tcp.max_snd_wnd } else { 0 },
                         "max_rtt": us(rtt.map(|r| r.max)), "min_rtt": us(rtt.map(|r| r.min)),
                         "mean_rtt": us(rtt.and_then(|r| r.mean())), "sender": ours },
-                    "receiver": { "socket": s.id, "start": 0.0, "end": secs, "seconds": secs,
-                        "bytes": s.received, "bits_per_second": rate(s.received, secs),
+                    "receiver": { "socket": s.id, "start": 0.0, "end": tr, "seconds": tr,
+                        "bytes": s.received, "bits_per_second": rate(s.received, tr),
                         "sender": ours },
                 })
             })
@@ -582,8 +611,8 @@ impl TestReport<'_> {
         let (fs, fr, fre) = self.sums(true);
         let mut end = json!({
             "streams": streams,
-            "sum_sent": side(fs, Some(fre), self.we_send(true)),
-            "sum_received": side(fr, None, self.we_send(true)),
+            "sum_sent": side(fs, Some(fre), self.we_send(true), self.sum_secs(true, true)),
+            "sum_received": side(fr, None, self.we_send(true), self.sum_secs(true, false)),
             "cpu_utilization_percent": {
                 "host_total": self.cpu.total, "host_user": self.cpu.user,
                 "host_system": self.cpu.system, "remote_total": self.remote_cpu.total,
@@ -592,8 +621,14 @@ impl TestReport<'_> {
         });
         if p.bidirectional {
             let (rs, rr, rre) = self.sums(false);
-            end["sum_sent_bidir_reverse"] = side(rs, Some(rre), self.we_send(false));
-            end["sum_received_bidir_reverse"] = side(rr, None, self.we_send(false));
+            end["sum_sent_bidir_reverse"] = side(
+                rs,
+                Some(rre),
+                self.we_send(false),
+                self.sum_secs(false, true),
+            );
+            end["sum_received_bidir_reverse"] =
+                side(rr, None, self.we_send(false), self.sum_secs(false, false));
         }
         if let Some(c) = &self.sender_cc {
             end["sender_tcp_congestion"] = json!(c);
@@ -620,7 +655,6 @@ impl TestReport<'_> {
     /// control lines).
     pub(crate) fn summary_lines(&self, fmt: char, verbose: bool) -> Vec<String> {
         let bidir = self.params.bidirectional;
-        let secs = self.seconds;
         // After intervals of several streams, their separator is the one.
         let roles = self.streams.iter().map(|s| {
             if s.local_sends {
@@ -660,7 +694,7 @@ impl TestReport<'_> {
                     &id,
                     t,
                     0.0,
-                    secs,
+                    self.stream_secs(s, true),
                     s.sent,
                     fmt,
                     Some(s.retransmits.unwrap_or(0)),
@@ -670,7 +704,15 @@ impl TestReport<'_> {
             }
             if show_receiver {
                 out.push(report_line(
-                    &id, t, 0.0, secs, s.received, fmt, None, None, "receiver",
+                    &id,
+                    t,
+                    0.0,
+                    self.stream_secs(s, false),
+                    s.received,
+                    fmt,
+                    None,
+                    None,
+                    "receiver",
                 ));
             }
         }
@@ -699,7 +741,7 @@ impl TestReport<'_> {
                     "SUM",
                     t,
                     0.0,
-                    secs,
+                    self.sum_secs(forward, true),
                     sent,
                     fmt,
                     Some(retr),
@@ -709,7 +751,15 @@ impl TestReport<'_> {
             }
             if show_receiver {
                 out.push(report_line(
-                    "SUM", t, 0.0, secs, recv, fmt, None, None, "receiver",
+                    "SUM",
+                    t,
+                    0.0,
+                    self.sum_secs(forward, false),
+                    recv,
+                    fmt,
+                    None,
+                    None,
+                    "receiver",
                 ));
             }
         }
@@ -1201,6 +1251,7 @@ fn client_streams(o: &ClientOutcome) -> Vec<StreamEnd> {
                     .copied()
                     .flatten()
                     .map(|t| (t.local, t.remote)),
+                peer_seconds: peer.and_then(|r| r.end_time),
             }
         })
         .collect()
@@ -1439,6 +1490,8 @@ impl ServeRun {
                     rtt: s.rtt,
                     tcp: s.tcp,
                     addrs: Some((s.tuple.local, s.tuple.remote)),
+                    // iperf3's server (3.12) shows both ends with its own time.
+                    peer_seconds: None,
                 }
             })
             .collect();
