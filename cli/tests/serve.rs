@@ -42,16 +42,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
     assert!(got > 0);
     assert_eq!(got, count(&line, "received"), "{line}");
-    let theirs = &v["end"]["sum_sent"];
-    let sent = theirs["bytes"].as_u64().unwrap();
-    assert!(got <= sent && sent - got <= wmem_max, "{sent} sent: {line}");
-    let (secs, bps) = seconds_and_rate(&line, "received");
-    clocks_agree(
-        "forward -t 2, the client's sending",
-        (secs, bps),
-        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
-        wmem_max as f64,
-    );
+    line_agrees_with_the_client(&line, "received", &v["end"]["sum_sent"], wmem_max);
     // The CPU xtcp reports to the client, split: receiving through AF_XDP
     // costs system time too (recvfrom/poll wake-ups, the XDP redirect).
     let cpu = &v["end"]["cpu_utilization_percent"];
@@ -129,21 +120,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
     assert!(sent > 0);
     assert_eq!(sent, count(&line, "sent"), "{line}");
-    // xtcp counts what the client's TCP acknowledged; the client, what it
-    // read: all of it, or short by at most its receive buffer.
-    let theirs = &v["end"]["sum_received"];
-    let read = theirs["bytes"].as_u64().unwrap();
-    assert!(
-        read <= sent && sent - read <= rmem_max,
-        "{read} read: {line}"
-    );
-    let (secs, bps) = seconds_and_rate(&line, "sent");
-    clocks_agree(
-        "-R -t 2, the client's receiving",
-        (secs, bps),
-        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
-        rmem_max as f64,
-    );
+    line_agrees_with_the_client(&line, "sent", &v["end"]["sum_received"], rmem_max);
 
     // A byte count: xtcp received every byte iperf3 sent — at least 2 GiB
     // (iperf3 3.12 may write a block beyond `-n`, see esnet/iperf#1768).
@@ -179,6 +156,33 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
 /// A JSON number.
 fn num(v: &serde_json::Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// xtcp's test line for what it `received` or `sent` against the stock
+/// client's own count of the other end (`theirs`: what it sent, or what it
+/// read) and its clock. The two differ by what a socket buffer of the
+/// client (`buffer` bytes) held when the test ended: what it had not sent
+/// yet when xtcp, as iperf3's server, stopped reading at TEST_END, or what
+/// it had not read of what its TCP acknowledged.
+fn line_agrees_with_the_client(line: &str, word: &str, theirs: &serde_json::Value, buffer: u64) {
+    let mine = count(line, word);
+    let other = theirs["bytes"].as_u64().unwrap();
+    let (more, less) = if word == "received" {
+        (other, mine)
+    } else {
+        (mine, other)
+    };
+    assert!(
+        less <= more && more - less <= buffer,
+        "the client counted {other}: {line}"
+    );
+    let (secs, bps) = seconds_and_rate(line, word);
+    clocks_agree(
+        &format!("xtcp {word}, against the client"),
+        (secs, bps),
+        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
+        buffer as f64,
+    );
 }
 
 /// The seconds and bits/s of a test report line (`…, 2.005 s, received N

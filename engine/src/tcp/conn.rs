@@ -1908,15 +1908,10 @@ impl<M: SendMemory> Connection<M> {
                     self.set(Timer::Persist, Some(now + self.rtt.rto()));
                     return Some(seg);
                 }
-            } else if self.nxt == self.una {
-                let room = (self.una + self.snd_wnd as u64).saturating_sub(self.nxt) as usize;
-                let len = (tail.saturating_sub(self.nxt) as usize)
-                    .min(room)
-                    .min(self.send_mss);
-                if len > 0 {
-                    let fin = fin_q && self.nxt + len as u64 == tail;
-                    return Some(self.data_segment(now, self.nxt, len, fin, false, 1));
-                }
+            } else if self.nxt == self.una
+                && let Some(seg) = self.one_new_segment(now, tail, fin_q)
+            {
+                return Some(seg);
             }
         }
         // 4. Tail loss probe (RFC 8985 §7.3): one new segment if the
@@ -2051,16 +2046,10 @@ impl<M: SendMemory> Connection<M> {
             self.high_rxt = self.high_rxt.max(self.una + seg.len as u64);
             return Some(seg);
         }
-        let wnd_edge = self.una + self.snd_wnd as u64;
-        if self.nxt == self.max {
-            let room = wnd_edge.saturating_sub(self.nxt) as usize;
-            let len = (tail.saturating_sub(self.nxt) as usize)
-                .min(room)
-                .min(self.send_mss);
-            if len > 0 {
-                let fin = fin_q && self.nxt + len as u64 == tail;
-                return Some(self.data_segment(now, self.nxt, len, fin, false, 1));
-            }
+        if self.nxt == self.max
+            && let Some(seg) = self.one_new_segment(now, tail, fin_q)
+        {
+            return Some(seg);
         }
         // The last segment: its data up to the highest byte sent, and the
         // FIN if the highest offset sent is the FIN's.
@@ -2073,6 +2062,21 @@ impl<M: SendMemory> Connection<M> {
         }
         let off = if len == 0 { tail } else { off };
         Some(self.data_segment(now, off, len, fin, true, 1))
+    }
+
+    /// One segment of new data at `SND.NXT`, as much as the receive window
+    /// and the MSS allow (whatever the congestion window says), the FIN
+    /// with it if it ends the stream; `None` if none may go.
+    fn one_new_segment(&mut self, now: Instant, tail: u64, fin_q: bool) -> Option<Segment> {
+        let room = (self.una + self.snd_wnd as u64).saturating_sub(self.nxt) as usize;
+        let len = (tail.saturating_sub(self.nxt) as usize)
+            .min(room)
+            .min(self.send_mss);
+        if len == 0 {
+            return None;
+        }
+        let fin = fin_q && self.nxt + len as u64 == tail;
+        Some(self.data_segment(now, self.nxt, len, fin, false, 1))
     }
 
     /// Arms the loss probe timer (RFC 8985 §7.2) while data is in flight,
