@@ -88,6 +88,26 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let free = wnd(&v);
     assert!(free.iter().all(|&w| w > 32 << 10), "{free:?}");
 
+    // `-O 1`: the omitted second counts on neither side, its bytes nor its
+    // time. The two ends stop omitting apart, so the bytes near that edge
+    // may count on either side: within a socket buffer each way.
+    let v = iperf3_json(&net, &["-t", "2", "-O", "1"]);
+    let line = server.outcome();
+    assert!(line.contains(": ok;"), "{line}");
+    let theirs = &v["end"]["sum_sent"];
+    let (mine, other) = (count(&line, "received"), theirs["bytes"].as_u64().unwrap());
+    assert!(
+        mine.abs_diff(other) <= wmem_max + rmem_max,
+        "the client sent {other}: {line}"
+    );
+    let (secs, bps) = seconds_and_rate(&line, "received");
+    clocks_agree(
+        "-O 1, against the client",
+        (secs, bps),
+        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
+        wmem_max as f64,
+    );
+
     // `-w 16K`: from the first second on, the kernel sender sees at most
     // that window (plus one window-scale unit of rounding).
     let v = iperf3_json(&net, &["-t", "3", "-w", "16K"]);

@@ -144,8 +144,8 @@ enum Timer {
     /// An active open gives up if still unanswered then
     /// ([`Config::connect_timeout`]).
     Connect = 6,
-    /// Tail loss probe (RFC 8985 §7): no ACK for a probe timeout while
-    /// data is in flight and no recovery runs.
+    /// Loss probe (RFC 8985 §7's tail loss probe): no ACK for a probe
+    /// timeout while data is in flight and no RTO recovery runs.
     LossProbe = 7,
 }
 const TIMERS: usize = 8;
@@ -1914,10 +1914,11 @@ impl<M: SendMemory> Connection<M> {
                 return Some(seg);
             }
         }
-        // 4. Tail loss probe (RFC 8985 §7.3): one new segment if the
-        // receive window lets it go (whatever the congestion window says),
-        // else the last segment sent again; either way the peer answers
-        // with an ACK whose SACK blocks start recovery, instead of the RTO.
+        // 4. Loss probe (RFC 8985 §7.3): in a stalled recovery the hole at
+        // SND.UNA again; else one new segment if the receive window lets it
+        // go (whatever the congestion window says), else the last segment
+        // sent again. The peer answers with an ACK whose SACK blocks start
+        // (or go on with) a recovery, instead of the RTO.
         if self.tlp_due {
             self.tlp_due = false;
             if let Some(seg) = self.loss_probe(now, tail, fin_q) {

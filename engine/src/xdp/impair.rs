@@ -21,11 +21,11 @@ pub enum Hook {
 
 /// Rates, in parts per million of the TCP packets the hook sees. A drop is
 /// a loss as on a wire, also on egress, where the local stack is told that
-/// the packet went (and recovers it as a loss, not as local congestion). On egress
-/// the local stack hands over GSO packets of several segments, which are
-/// dropped or duplicated whole (set the device's `gso_max_segs` to 1 for
-/// per-segment decisions). Only packets that were not dropped can be
-/// duplicated, so the duplicate rate is `(1 - drop) × dup`.
+/// the packet went (and recovers it as a loss, not as local congestion).
+/// On egress the local stack hands over GSO packets of several segments,
+/// which are dropped or duplicated whole (set the device's `gso_max_segs`
+/// to 1 for per-segment decisions). Only packets that were not dropped can
+/// be duplicated, so the duplicate rate is `(1 - drop) × dup`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ImpairConfig {
     /// Dropped.

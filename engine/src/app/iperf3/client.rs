@@ -118,6 +118,9 @@ pub struct ClientSession {
     deadline: Option<Instant>,
     started: Option<Instant>,
     ended: Option<Instant>,
+    /// When the bytes began to count: the test's start, or with `-O` the
+    /// end of the omitted seconds.
+    counted_from: Option<Instant>,
     omit_end: Option<Instant>,
     test_end: Option<Instant>,
     progress_mark: u64,
@@ -148,6 +151,7 @@ impl ClientSession {
             table: StreamTable::default(),
             started: None,
             ended: None,
+            counted_from: None,
             omit_end: None,
             test_end: None,
             progress_mark: 0,
@@ -200,6 +204,7 @@ impl ClientSession {
         if self.omit_end.is_some_and(|t| now >= t) {
             self.table.end_omit();
             self.omit_end = None;
+            self.counted_from = Some(now);
             self.check_budget();
         }
         let all = self.table.all_bytes();
@@ -371,6 +376,13 @@ impl ClientSession {
         self.table.total(role)
     }
 
+    /// When this side's counts began: the test's start, or with `-O` the
+    /// end of the omitted seconds (`None` before then). A rate is the
+    /// counted bytes over the time from here to the test's end.
+    pub fn counted_from(&self) -> Option<Instant> {
+        self.counted_from
+    }
+
     /// The server's results, once received.
     pub fn peer_results(&self) -> Option<&Results> {
         self.peer_results.as_ref()
@@ -428,8 +440,9 @@ impl ClientSession {
         self.events.push_back(Event::TestEnd);
     }
 
+    /// The seconds the counted bytes took (the omitted ones left out).
     fn elapsed(&self) -> Duration {
-        match (self.started, self.ended) {
+        match (self.counted_from, self.ended) {
             (Some(s), Some(e)) => e.saturating_duration_since(s),
             _ => Duration::ZERO,
         }
@@ -530,6 +543,8 @@ impl ClientSession {
         if p.omit_secs > 0 {
             self.table.omitting = true;
             self.omit_end = Some(now + omit);
+        } else {
+            self.counted_from = Some(now);
         }
         if p.time_secs > 0 {
             self.test_end = Some(now + omit + Duration::from_secs(u64::from(p.time_secs)));

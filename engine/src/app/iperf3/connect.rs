@@ -29,7 +29,8 @@ pub struct ClientOutcome {
     pub streams: Vec<StreamStats>,
     /// The server's results.
     pub peer: Option<Results>,
-    /// Seconds from `StartTest` to `TestEnd`.
+    /// Seconds from `StartTest` (or with `-O`, the end of the omitted
+    /// seconds) to `TestEnd`: those of the counted bytes.
     pub seconds: f64,
     /// This process's CPU use over the test, percent of one core.
     pub cpu_util: CpuUtil,
@@ -219,7 +220,9 @@ impl Iperf3Client {
                 },
             );
         }
-        let seconds = match (self.started, self.ended) {
+        // The counted bytes' seconds: from the end of `-O`'s omitted ones.
+        let counted_from = self.session.as_ref().and_then(|s| s.counted_from());
+        let seconds = match (counted_from, self.ended) {
             (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
             _ => 0.0,
         };
@@ -475,6 +478,9 @@ impl App for Iperf3Client {
         if let Some(s) = self.session.as_mut() {
             if s.poll_timeout().is_some_and(|d| now >= d) {
                 s.handle_timeout(now);
+            }
+            if let Some(t) = s.counted_from() {
+                self.meter.end_omit(t);
             }
         }
         self.events(now);

@@ -148,6 +148,9 @@ pub(crate) struct Meter {
     current: Vec<StreamInterval>,
     /// The last closed interval, not handed out yet, and when it closed.
     held: Option<(Interval, Instant)>,
+    /// A closed interval to hand out at the next poll (the one held when
+    /// the omitted seconds ended).
+    ready: Option<Interval>,
     rtt: Vec<RttSummary>,
     tcp: Vec<StreamTcp>,
 }
@@ -164,6 +167,7 @@ impl Meter {
             end: None,
             current: Vec::new(),
             held: None,
+            ready: None,
             rtt: Vec::new(),
             tcp: Vec::new(),
         }
@@ -177,6 +181,7 @@ impl Meter {
         self.begin = Some(now);
         self.end = None;
         self.held = None;
+        self.ready = None;
         self.current = streams
             .iter()
             .map(|s| StreamInterval {
@@ -261,6 +266,9 @@ impl Meter {
         if self.end.is_some() {
             return None;
         }
+        if let Some(iv) = self.ready.take() {
+            return Some(iv);
+        }
         let begin = self.begin?;
         if now >= begin + period {
             let iv = self.close(now);
@@ -272,6 +280,35 @@ impl Meter {
             Some((_, at)) if now >= *at + period / 10 => self.held.take().map(|(iv, _)| iv),
             _ => None,
         }
+    }
+
+    /// `-O`'s omitted seconds ended at `at` (when the session began to
+    /// count): the interval running closes there, omitted, and those after
+    /// it count their times from there, as iperf3 restarts its clock (its
+    /// intervals after the omitted ones begin at 0 again). One shorter
+    /// than a tenth of the period is folded into the omitted one before.
+    pub(crate) fn end_omit(&mut self, at: Instant) {
+        if self.omit.is_zero() || self.started.is_none() || self.end.is_some() {
+            return;
+        }
+        if let (Some(period), Some(begin)) = (self.period, self.begin) {
+            let mut tail = self.close(at);
+            tail.omitted = true;
+            let short = at.saturating_duration_since(begin) < period / 10;
+            match self.held.take() {
+                Some((mut last, t)) if short => {
+                    fold(&mut last, &tail);
+                    self.held = Some((last, t));
+                }
+                held => {
+                    self.ready = held.map(|(iv, _)| iv);
+                    self.held = Some((tail, at));
+                }
+            }
+        }
+        self.omit = Duration::ZERO;
+        self.started = Some(at);
+        self.begin = Some(at);
     }
 
     /// The test ended at `at`: no interval closes or is handed out until
@@ -292,22 +329,13 @@ impl Meter {
             self.begin = None;
             return out;
         };
+        out.extend(self.ready.take());
         let end = self.end.unwrap_or(now).max(begin);
         let tail = self.close(end);
         let short = end.saturating_duration_since(begin) < period / 10;
         match self.held.take() {
             Some((mut last, _)) if short => {
-                last.end = tail.end;
-                for (a, b) in last.streams.iter_mut().zip(&tail.streams) {
-                    a.bytes += b.bytes;
-                    a.retransmits += b.retransmits;
-                    a.rtt = b.rtt.or(a.rtt);
-                    a.rttvar = b.rttvar.or(a.rttvar);
-                    if b.snd_cwnd > 0 {
-                        a.snd_cwnd = b.snd_cwnd;
-                        a.snd_wnd = b.snd_wnd;
-                    }
-                }
+                fold(&mut last, &tail);
                 out.push(last);
             }
             held => {
@@ -347,6 +375,23 @@ impl Meter {
     }
 }
 
+/// `tail`, too short to stand alone, added to `last`, the interval before
+/// it: `last` ends where `tail` did, with both intervals' counts and the
+/// later TCP state.
+fn fold(last: &mut Interval, tail: &Interval) {
+    last.end = tail.end;
+    for (a, b) in last.streams.iter_mut().zip(&tail.streams) {
+        a.bytes += b.bytes;
+        a.retransmits += b.retransmits;
+        a.rtt = b.rtt.or(a.rtt);
+        a.rttvar = b.rttvar.or(a.rttvar);
+        if b.snd_cwnd > 0 {
+            a.snd_cwnd = b.snd_cwnd;
+            a.snd_wnd = b.snd_wnd;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +407,33 @@ mod tests {
                 role: Role::Receive,
             },
         ]
+    }
+
+    /// At the end of `-O`'s omitted seconds the running interval closes,
+    /// omitted, and the next ones count from there (iperf3's restart at 0).
+    #[test]
+    fn the_omitted_seconds_end_an_interval_and_restart_the_clock() {
+        let t = Instant::now();
+        let ms = |n| t + Duration::from_millis(n);
+        let mut m = Meter::new(Some(Duration::from_secs(1)));
+        m.start(t, &streams(), Duration::from_millis(1500));
+        m.count(StreamId(1), 100, 0, None);
+        assert!(m.poll(ms(1000)).is_none());
+        m.count(StreamId(1), 50, 0, None);
+        // The session stopped omitting at 1.5 s.
+        m.end_omit(ms(1500));
+        m.end_omit(ms(1600)); // once only
+        m.count(StreamId(1), 7, 0, None);
+        let a = m.poll(ms(1500)).unwrap();
+        assert_eq!((a.start, a.end, a.omitted, a.sent()), (0.0, 1.0, true, 100));
+        let b = m.poll(ms(1650)).unwrap();
+        assert_eq!((b.start, b.end, b.omitted, b.sent()), (1.0, 1.5, true, 50));
+        assert!(m.poll(ms(2400)).is_none());
+        m.end_at(ms(2500));
+        let rest = m.finish(ms(2500));
+        assert_eq!(rest.len(), 1);
+        let c = &rest[0];
+        assert_eq!((c.start, c.end, c.omitted, c.sent()), (0.0, 1.0, false, 7));
     }
 
     #[test]

@@ -94,7 +94,8 @@ pub struct TestOutcome {
     pub sent: u64,
     /// Retransmitted segments, summed over the test's sending streams.
     pub retransmits: u64,
-    /// Seconds from `StartTest` to `TestEnd`.
+    /// Seconds from `StartTest` (or with `-O`, the end of the omitted
+    /// seconds) to `TestEnd`: those of the counted bytes.
     pub seconds: f64,
     /// This process's CPU use over the test (what the client was sent).
     pub cpu: super::CpuUtil,
@@ -553,7 +554,8 @@ impl Iperf3Server {
             retransmits: t.session.retransmits(),
             // A test that did not reach TEST_END (ended by a limit, its
             // client gone) ran until now.
-            seconds: match (t.started, t.ended.unwrap_or(now)) {
+            // From the end of `-O`'s omitted seconds, as the counts.
+            seconds: match (t.session.counted_from(), t.ended.unwrap_or(now)) {
                 (Some(a), b) => b.saturating_duration_since(a).as_secs_f64(),
                 (None, _) => 0.0,
             },
@@ -791,6 +793,9 @@ impl App for Iperf3Server {
         if let Some(t) = self.test.as_mut() {
             if t.session.poll_timeout().is_some_and(|d| now >= d) {
                 t.session.handle_timeout(now);
+            }
+            if let Some(at) = t.session.counted_from() {
+                t.meter.end_omit(at);
             }
         }
         self.events(now);

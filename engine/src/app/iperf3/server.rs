@@ -215,6 +215,9 @@ pub struct ServerSession {
     deadline: Option<Instant>,
     started: Option<Instant>,
     ended: Option<Instant>,
+    /// When the bytes began to count: the test's start, or with `-O` the
+    /// end of the omitted seconds.
+    counted_from: Option<Instant>,
     omit_end: Option<Instant>,
     hard_end: Option<Instant>,
     progress_mark: u64,
@@ -250,6 +253,7 @@ impl ServerSession {
             deadline,
             started: None,
             ended: None,
+            counted_from: None,
             omit_end: None,
             hard_end: None,
             progress_mark: 0,
@@ -315,6 +319,7 @@ impl ServerSession {
         if self.omit_end.is_some_and(|t| now >= t) {
             self.table.end_omit();
             self.omit_end = None;
+            self.counted_from = Some(now);
         }
         let all = self.table.all_bytes();
         if all != self.progress_mark {
@@ -508,6 +513,12 @@ impl ServerSession {
         self.table.total(role)
     }
 
+    /// When this side's counts began: the test's start, or with `-O` the
+    /// end of the omitted seconds (`None` before then).
+    pub fn counted_from(&self) -> Option<Instant> {
+        self.counted_from
+    }
+
     /// Retransmits counted on this side's sending streams.
     pub fn retransmits(&self) -> u64 {
         self.table
@@ -564,6 +575,8 @@ impl ServerSession {
         if p.omit_secs > 0 {
             self.table.omitting = true;
             self.omit_end = Some(now + omit);
+        } else {
+            self.counted_from = Some(now);
         }
         if p.time_secs > 0 {
             self.hard_end = Some(
@@ -718,7 +731,8 @@ impl ServerSession {
                         .and_then(|r| self.table.check_peer(&r).map(|()| r))
                         .map_err(|e| (e, Some(ierrno::IERECVRESULTS)))?;
                     let report = self.report.clone().unwrap_or_default();
-                    let elapsed = match (self.started, self.ended) {
+                    // The counted bytes' time (the omitted seconds left out).
+                    let elapsed = match (self.counted_from, self.ended) {
                         (Some(s), Some(e)) => e.saturating_duration_since(s),
                         _ => Duration::ZERO,
                     };

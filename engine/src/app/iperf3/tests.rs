@@ -543,10 +543,13 @@ fn server_omit_period_is_not_counted() {
     s.accept_stream(t0, COOKIE).unwrap();
     assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(1)));
     s.record_bytes(StreamId(1), 100);
+    assert_eq!(s.counted_from(), None);
     s.handle_timeout(t0 + Duration::from_secs(1));
     s.record_bytes(StreamId(1), 40);
     assert_eq!(s.counted_bytes(Role::Receive), 40);
     assert_eq!(s.streams()[0].total_bytes, 140);
+    // The counted bytes' seconds (a rate's) begin where they began.
+    assert_eq!(s.counted_from(), Some(t0 + Duration::from_secs(1)));
 }
 
 #[test]
@@ -1312,7 +1315,9 @@ fn client_block_budget_counts_after_omit() {
     assert_eq!(c.poll_timeout(), Some(t0 + Duration::from_secs(1)));
     c.record_bytes(StreamId(1), 1000); // omitted: does not count
     assert!(events_client(&mut c).is_empty());
+    assert_eq!(c.counted_from(), None);
     c.handle_timeout(t0 + Duration::from_secs(1));
+    assert_eq!(c.counted_from(), Some(t0 + Duration::from_secs(1)));
     c.record_bytes(StreamId(1), 399);
     assert!(events_client(&mut c).is_empty());
     c.record_bytes(StreamId(1), 1);
