@@ -226,16 +226,20 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool, len: u64
     assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
     check_counts(&j, (user, system), wall);
     // Every segment xtcp counts went to B's kernel, and every one that
-    // kernel sent reached xtcp (a veth pair: nothing else on it, nothing
-    // lost). Read once socat has the whole stream: by then B has sent
-    // its last segment, and xtcp exited only after acknowledging it.
+    // kernel sent reached xtcp or is among what its XDP statistics say was
+    // lost on the way (a veth pair: nothing else on it). Read once socat
+    // has the whole stream: by then B has sent its last segment, and xtcp
+    // exited only after acknowledging it.
     let counts_b = |j: &serde_json::Value| {
         let (i, o) = (
             tcp_mib(&net.b.ns, "InSegs") - in0,
             tcp_out_segs(&net.b.ns) - out0,
         );
+        let lost = j["xdp"]["dropped_at_redirect"].as_u64().unwrap()
+            + j["xdp"]["dropped_before_xdp"].as_u64().unwrap_or(0);
         assert_eq!(j["segments_sent"].as_u64(), Some(i), "B's InSegs: {j}");
-        assert_eq!(j["segments_received"].as_u64(), Some(o), "B's OutSegs: {j}");
+        let received = j["segments_received"].as_u64().unwrap();
+        assert_eq!(received + lost, o, "B's OutSegs: {j}");
     };
     // New data went out in bursts, whole bursts through one `seg` cursor
     // each where every segment is whole frames: one frame each in the
@@ -385,10 +389,23 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
         tcp_mib(&net.b.ns, "InSegs") - base.0,
         "segments sent: B's InSegs: {line}"
     );
+    // Of what B sent, what did not reach xtcp its XDP line says was lost.
+    let xdp = err
+        .lines()
+        .find(|l| l.starts_with("xtcp: XDP: "))
+        .unwrap_or_else(|| panic!("no XDP line in {err}"));
+    let after = |what: &str| -> u64 {
+        xdp.split(what)
+            .nth(1)
+            .and_then(|r| r.split([' ', ',', ';', '(']).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let lost = after("dropped at redirect ") + after("before XDP ");
     assert_eq!(
-        word(" segments sent, ") as u64,
+        word(" segments sent, ") as u64 + lost,
         tcp_out_segs(&net.b.ns) - base.1,
-        "segments received: B's OutSegs + RetransSegs: {line}"
+        "segments received: B's OutSegs + RetransSegs: {line} {xdp}"
     );
     // Payload taken straight from the RX frames (each frame of a
     // multi-buffer packet in turn at MTU 9000 and 65535), not through TCP's
