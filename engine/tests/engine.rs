@@ -306,8 +306,8 @@ fn kernel_segments(side: &Side) -> (u64, u64) {
 }
 
 /// 1 % loss each way (as on a wire: see the impairment program); xtcp
-/// sends the pattern (`from_file`: read from a
-/// file into its send buffer) or receives it from the kernel.
+/// sends the pattern (`from_file`: read from a file into its send buffer)
+/// or receives it from the kernel.
 fn lossy(send: bool, from_file: bool) {
     let net = testnet(1500, 1);
     let cfg = ImpairConfig::loss(1.0);
@@ -364,8 +364,6 @@ fn lossy(send: bool, from_file: bool) {
     }
     let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
     assert!(i.dropped > 0 && e.dropped > 0, "loss injected: {i:?} {e:?}");
-    // Every segment xtcp counts passed the path, and it counts every one
-    // the path let through to it.
     // Every segment xtcp counts passed the path, and it counts every one
     // the path let through to it; the rest are side A's own kernel's (the
     // resets it sent to a connect tried before xtcp listened, or to a FIN
