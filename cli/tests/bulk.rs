@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    Reap, Watched, acked_sender, output_and_cpu, tcp_mib, tcp_out_segs, wait_listening, wait_ss,
+    Reap, Watched, acked_sender, count, line_of, number, output_and_cpu, tcp_mib, tcp_out_segs,
+    wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
@@ -363,18 +364,8 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     // the process's life, the rate its bytes over them (as printed: to a
     // millisecond and 10 Mbit/s), and the segments it counts against
     // those B's kernel counted the other way.
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("xtcp: received "))
-        .unwrap_or_else(|| panic!("no summary in {err}"));
-    let word = |after: &str| -> f64 {
-        line.split(after)
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{after:?} in {line}"))
-    };
-    let (secs, gbps) = (word(" bytes in "), word(" s = "));
+    let line = line_of(&err, "xtcp: received ");
+    let (secs, gbps) = (number(line, " bytes in "), number(line, " s = "));
     assert!(
         secs > 0.0 && secs <= wall,
         "{secs} s in a {wall} s run: {line}"
@@ -384,26 +375,17 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
         (gbps - rate).abs() <= 0.005 + rate * 0.0005 / secs,
         "{line}"
     );
+    // "…, R retransmits, S segments sent, N received (…"
     assert_eq!(
-        word(" retransmits, ") as u64,
+        count(line, " retransmits, "),
         tcp_mib(&net.b.ns, "InSegs") - base.0,
         "segments sent: B's InSegs: {line}"
     );
     // Of what B sent, what did not reach xtcp its XDP line says was lost.
-    let xdp = err
-        .lines()
-        .find(|l| l.starts_with("xtcp: XDP: "))
-        .unwrap_or_else(|| panic!("no XDP line in {err}"));
-    let after = |what: &str| -> u64 {
-        xdp.split(what)
-            .nth(1)
-            .and_then(|r| r.split([' ', ',', ';', '(']).next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    let lost = after("dropped at redirect ") + after("before XDP ");
+    let xdp = line_of(&err, "xtcp: XDP: ");
+    let lost = count(xdp, "dropped at redirect") + count(xdp, "before XDP");
     assert_eq!(
-        word(" segments sent, ") as u64 + lost,
+        count(line, " segments sent, ") + lost,
         tcp_out_segs(&net.b.ns) - base.1,
         "segments received: B's OutSegs + RetransSegs: {line} {xdp}"
     );

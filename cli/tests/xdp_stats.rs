@@ -140,9 +140,7 @@ fn u(v: &serde_json::Value, field: &str) -> u64 {
 
 /// The `XDP:` line of standard error.
 fn xdp_line(err: &str) -> &str {
-    err.lines()
-        .find(|l| l.starts_with("xtcp: XDP: "))
-        .unwrap_or_else(|| panic!("no XDP line: {err}"))
+    common::line_of(err, "xtcp: XDP: ")
 }
 
 /// A run that cannot drop: 100 kB (≈ 70 segments, with the handshake and

@@ -197,27 +197,38 @@ fn sources(n: usize, len: u64) -> Vec<Source> {
         .collect()
 }
 
+/// xtcp (with `cfg`) sends `srcs`, a connection each, to kernel receivers
+/// listening on B's `port` that check the pattern; returns its report once
+/// the kernel got every stream whole (`len` bytes each).
+fn send_to_kernel(
+    net: &TestNet,
+    cfg: EngineConfig,
+    port: u16,
+    srcs: Vec<Source>,
+    len: u64,
+) -> EngineReport {
+    let n = srcs.len();
+    let rx = kernel_receivers(kernel_listener(net, port), n);
+    let role = Role::Connect {
+        remote: SocketAddr::new(net.b.ip4.into(), port),
+        local: None,
+        sources: srcs,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let report = engine(net, cfg, role, stop).join().unwrap();
+    assert_eq!(
+        rx.join().unwrap(),
+        vec![len; n],
+        "the kernel got every stream"
+    );
+    report.unwrap()
+}
+
 #[test]
 fn two_queues_four_connections_all_complete_and_each_worker_carries_traffic() {
     let net = testnet(1500, 2);
-    let listener = kernel_listener(&net, 5201);
-    let rx = kernel_receivers(listener, 4);
     const LEN: u64 = 64 << 20;
-    let role = Role::Connect {
-        remote: SocketAddr::new(net.b.ip4.into(), 5201),
-        local: None,
-        sources: sources(4, LEN),
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let report = engine(&net, config(&net, 2), role, stop)
-        .join()
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        rx.join().unwrap(),
-        vec![LEN; 4],
-        "the kernel got every stream"
-    );
+    let report = send_to_kernel(&net, config(&net, 2), 5201, sources(4, LEN), LEN);
     assert_eq!(report.connections.len(), 4);
     for c in &report.connections {
         assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
@@ -322,7 +333,6 @@ fn lossy(send: bool, from_file: bool) {
     let stop = Arc::new(AtomicBool::new(false));
     let kernel0 = kernel_segments(&net.a);
     let report = if send {
-        let rx = kernel_receivers(kernel_listener(&net, 5201), 1);
         let file = from_file.then(|| PatternFile::new(LEN));
         let srcs = match &file {
             Some(f) => {
@@ -331,14 +341,7 @@ fn lossy(send: bool, from_file: bool) {
             }
             None => sources(1, LEN),
         };
-        let role = Role::Connect {
-            remote: SocketAddr::new(net.b.ip4.into(), 5201),
-            local: None,
-            sources: srcs,
-        };
-        let r = engine(&net, config(&net, 1), role, stop).join().unwrap();
-        assert_eq!(rx.join().unwrap(), vec![LEN]);
-        r.unwrap()
+        send_to_kernel(&net, config(&net, 1), 5201, srcs, LEN)
     } else {
         let role = Role::Listen {
             addr: None,
@@ -448,18 +451,7 @@ fn loss_recovery_against_the_kernel() {
         )
     };
     let xtcp = |port: u16| {
-        let rx = kernel_receivers(kernel_listener(&net, port), 1);
-        let role = Role::Connect {
-            remote: SocketAddr::new(net.b.ip4.into(), port),
-            local: None,
-            sources: sources(1, LEN),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let r = engine(&net, config(&net, 1), role, stop)
-            .join()
-            .unwrap()
-            .unwrap();
-        assert_eq!(rx.join().unwrap(), vec![LEN]);
+        let r = send_to_kernel(&net, config(&net, 1), port, sources(1, LEN), LEN);
         let c = &r.connections[0];
         assert_eq!(c.bytes_sent, LEN);
         let st = c.stats;

@@ -482,17 +482,33 @@ pub fn iperf3_json_to(
 
 /// The number after `word ` in serve's line for a test.
 pub fn count(line: &str, word: &str) -> u64 {
+    after(line, word)
+        .parse()
+        .unwrap_or_else(|e| panic!("{word:?} in {line}: {e}"))
+}
+
+/// The number after `word` in `line`, as [`count`], with a fraction
+/// (`2.005 s`).
+pub fn number(line: &str, word: &str) -> f64 {
+    after(line, word)
+        .parse()
+        .unwrap_or_else(|e| panic!("{word:?} in {line}: {e}"))
+}
+
+/// The word after `word` in `line`.
+fn after<'a>(line: &'a str, word: &str) -> &'a str {
     let at = line
         .find(word)
         .unwrap_or_else(|| panic!("{word:?} in {line}"))
         + word.len();
-    line[at..]
-        .trim_start()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    line[at..].trim_start().split(' ').next().unwrap()
+}
+
+/// The line of `err` that begins with `prefix` (`xtcp: XDP: `).
+pub fn line_of<'a>(err: &'a str, prefix: &str) -> &'a str {
+    err.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line {prefix:?} in {err}"))
 }
 
 /// `ethtool -S IFACE` value `name`, read in `ns`.
