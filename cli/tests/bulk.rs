@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    Reap, Watched, acked_sender, count, line_of, number, output_and_cpu, tcp_mib, tcp_out_segs,
-    wait_listening, wait_ss,
+    CPU_SLACK, Reap, Watched, acked_sender, count, exit_and_cpu, line_of, number, output_and_cpu,
+    tcp_mib, tcp_out_segs, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
@@ -113,20 +113,18 @@ fn spawn_xtcp(net: &TestNet, args: &[String]) -> Reap {
     )
 }
 
-/// Waits (bounded) for a child with piped stderr to exit; returns its status
-/// and what it printed there.
-fn wait_exit(child: &mut Reap, limit_s: u64, what: &str) -> (std::process::ExitStatus, String) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(start.elapsed() < Duration::from_secs(limit_s), "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+/// Waits (bounded) for a child with piped stderr to exit; returns its status,
+/// what it printed there, and the CPU (user, system) the kernel accounted
+/// to it.
+fn wait_exit(
+    child: &mut Reap,
+    limit_s: u64,
+    what: &str,
+) -> (std::process::ExitStatus, String, (f64, f64)) {
+    let (status, user, system) = exit_and_cpu(&mut child.0, Duration::from_secs(limit_s), what);
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut err).unwrap();
-    (status, err)
+    (status, err, (user, system))
 }
 
 /// No XDP program stays attached to side A's interface.
@@ -298,9 +296,10 @@ fn check_counts(j: &serde_json::Value, cpu: (f64, f64), wall: f64) {
         f(&j["engine"]["cpu"]["system"]),
     );
     eprintln!("CPU: xtcp says user {u} system {s}; wait4: {cpu:?}");
-    // The kernel accounts in ticks at the finest: a tick's slack.
-    let tick = 0.01;
-    assert!(u <= cpu.0 + tick && s <= cpu.1 + tick, "{cpu:?}: {j}");
+    assert!(
+        u <= cpu.0 + CPU_SLACK && s <= cpu.1 + CPU_SLACK,
+        "{cpu:?}: {j}"
+    );
     assert!(u > 0.0, "{j}");
     let total = f(&j["cpu_seconds"]);
     assert!((total - u - s).abs() < 1e-9, "{j}");
@@ -356,7 +355,7 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     }
     assert!(sent, "socat could not send to xtcp recv");
     let mut xtcp = xtcp;
-    let (status, err) = wait_exit(&mut xtcp, 120, "xtcp recv did not exit");
+    let (status, err, cpu) = wait_exit(&mut xtcp, 120, "xtcp recv did not exit");
     let wall = started.elapsed().as_secs_f64();
     assert!(status.success(), "xtcp recv failed: {err}");
     assert!(err.contains(&format!("received {len} bytes")), "{err}");
@@ -374,6 +373,19 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     assert!(
         (gbps - rate).abs() <= 0.005 + rate * 0.0005 / secs,
         "{line}"
+    );
+    // Its CPU (", CPU X s (Y s/GiB)") within what the kernel accounted to
+    // the process, and per GiB of what it received.
+    let cpu_s = number(line, ", CPU ");
+    assert!(
+        cpu_s > 0.0 && cpu_s <= cpu.0 + cpu.1 + CPU_SLACK,
+        "CPU {cpu_s} s, the kernel's {cpu:?}: {line}"
+    );
+    let per_gib = number(line, " s (");
+    let per_gib_want = cpu_s / (len as f64 / GIB as f64);
+    assert!(
+        (per_gib - per_gib_want).abs() <= 0.005 + 0.005 * GIB as f64 / len as f64,
+        "{per_gib} s/GiB for {cpu_s} s and {len} bytes: {line}"
     );
     // "…, R retransmits, S segments sent, N received (…"
     assert_eq!(
@@ -472,7 +484,7 @@ fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
         Some(&mut socat.0),
     );
     socat.0.kill().unwrap();
-    let (status, err) = wait_exit(&mut xtcp, 120, "xtcp send did not notice the dead peer");
+    let (status, err, _) = wait_exit(&mut xtcp, 120, "xtcp send did not notice the dead peer");
     assert!(!status.success(), "exit status non-zero: {err}");
     assert!(
         err.contains("connection reset by peer") || err.contains("timed out"),
@@ -880,7 +892,7 @@ fn a_silent_peer_ends_at_the_connect_timeout_with_a_message() {
             args.extend(["--connect-timeout".into(), t.into()]);
         }
         let mut xtcp = spawn_xtcp(&net, &args);
-        let (status, err) = wait_exit(&mut xtcp, 120, "xtcp send did not give up");
+        let (status, err, _) = wait_exit(&mut xtcp, 120, "xtcp send did not give up");
         assert!(!status.success(), "{err}");
         let want = format!(
             "no answer from {silent}:5201 within {} s (--connect-timeout)",
@@ -896,7 +908,7 @@ fn a_silent_peer_ends_at_the_connect_timeout_with_a_message() {
     args.extend(engine_args(&net, true));
     args.extend(["-c", silent, "-t", "1", "--connect-timeout", "1500"].map(String::from));
     let mut xtcp = spawn_xtcp(&net, &args);
-    let (status, err) = wait_exit(&mut xtcp, 120, "xtcp client did not give up");
+    let (status, err, _) = wait_exit(&mut xtcp, 120, "xtcp client did not give up");
     assert!(!status.success(), "{err}");
     let want = format!("no answer from {silent}:5201 within 1.5 s (--connect-timeout)");
     assert!(err.contains(&want), "{want:?} in {err}");
@@ -1033,7 +1045,7 @@ fn an_idle_connection_that_starts_sending_gets_its_window_back() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no snd_wnd in {ss}"));
     drop(s);
-    let (status, err) = wait_exit(&mut xtcp, 60, "xtcp recv did not exit");
+    let (status, err, _) = wait_exit(&mut xtcp, 60, "xtcp recv did not exit");
     assert!(status.success(), "{err}");
     let mut out = String::new();
     std::io::Read::read_to_string(&mut xtcp.0.stdout.take().unwrap(), &mut out).unwrap();

@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Reap, Server, TempDir, Watched, XTCP, clocks_agree, count, iperf3_json, link_stat,
-    need_iperf3, repeated_block, syn_flood, tcp_buffer_max, testnet, wait_listening, wait_ss,
+    CPU_SLACK, ENGINE, Reap, Server, TempDir, Watched, XTCP, clocks_agree, count, iperf3_json,
+    line_of, link_stat, need_iperf3, number, proc_cpu, repeated_block, syn_flood, tcp_buffer_max,
+    testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -315,17 +316,42 @@ fn garbage_clients_do_not_stop_the_server() {
 /// and CPU split into user and system time; the client's `remote_*` CPU
 /// figures are what xtcp sent it: system time (AF_XDP's sendto kicks, the
 /// peer's receive path on veth) is not zero, and total = user + system.
+/// Each test's CPU is within what the kernel accounted to the process
+/// meanwhile, and the closing line's count of connections and CPU are
+/// those of the tests and of the process's whole life.
 #[test]
 fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
     need_iperf3();
     let net = testnet(1);
     let server = Server::start_with(&net, 1, &["--json"]);
-    for (extra, key, theirs) in [
+    let pid = server.child.0.id();
+    let tests = [
         (&["-n", "1G"][..], "sum_received", "sum_sent"),
         (&["-n", "512M", "-R"][..], "sum_sent", "sum_received"),
-    ] {
+    ];
+    for (extra, key, theirs) in tests {
+        let before = proc_cpu(pid);
         let v = iperf3_json(&net, extra);
         let mine = server.json();
+        // The test's CPU (its percentages of its own seconds, which lie
+        // inside the time it measured them over) against the kernel's
+        // account of the process from before the client started to after
+        // the document was printed.
+        let after = proc_cpu(pid);
+        let secs = mine["end"][key]["seconds"].as_f64().unwrap();
+        let pct = |k: &str| mine["end"]["cpu_utilization_percent"][k].as_f64().unwrap();
+        for (k, kernel) in [
+            ("host_user", after.0 - before.0),
+            ("host_system", after.1 - before.1),
+            ("host_total", after.0 + after.1 - before.0 - before.1),
+        ] {
+            let cpu = pct(k) / 100.0 * secs;
+            assert!(
+                cpu <= kernel + CPU_SLACK,
+                "{extra:?}: {k} {} % of {secs} s = {cpu} s, the kernel's {kernel} s: {mine}",
+                pct(k)
+            );
+        }
         assert!(mine.get("error").is_none(), "{mine}");
         let got = mine["end"][key]["bytes"].as_u64().unwrap();
         assert_eq!(
@@ -390,6 +416,24 @@ fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
             "{extra:?}: {host}"
         );
     }
+    // "stopped; N connections, CPU X s (user U s, system S s)": each test
+    // was a control connection and one stream; the CPU is the process's,
+    // as the kernel accounted it to its whole life.
+    let (status, err, (user, system)) = server.stop();
+    assert!(status.success(), "{status}: {err}");
+    let line = line_of(&err, "xtcp serve: stopped; ");
+    assert_eq!(count(line, "stopped;"), 2 * tests.len() as u64, "{line}");
+    let (x, u, sy) = (
+        number(line, ", CPU "),
+        number(line, "(user "),
+        number(line, ", system "),
+    );
+    eprintln!("{line}; the kernel's: user {user} s, system {system} s");
+    assert!(
+        u <= user + CPU_SLACK && sy <= system + CPU_SLACK && u > 0.0 && sy > 0.0,
+        "the kernel's user {user} s, system {system} s: {line}"
+    );
+    assert!((x - u - sy).abs() <= 0.015, "{line}");
 }
 
 /// Values that cannot work are refused in one line naming the value and the

@@ -317,6 +317,9 @@ for i in range({count}):
 pub struct Server {
     pub child: Reap,
     lines: mpsc::Receiver<String>,
+    /// Its stderr so far.
+    err: std::sync::Arc<std::sync::Mutex<String>>,
+    err_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -354,9 +357,12 @@ impl Server {
         });
         let err = child.stderr.take().unwrap();
         let (ready_tx, ready) = mpsc::channel();
-        std::thread::spawn(move || {
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let keep = text.clone();
+        let err_reader = std::thread::spawn(move || {
             for l in BufReader::new(err).lines().map_while(Result::ok) {
                 eprintln!("xtcp serve: {l}");
+                keep.lock().unwrap().push_str(&format!("{l}\n"));
                 if l.contains("listening on") {
                     let _ = ready_tx.send(());
                 }
@@ -370,7 +376,28 @@ impl Server {
                 child.0.try_wait()
             );
         }
-        Server { child, lines: rx }
+        Server {
+            child,
+            lines: rx,
+            err: text,
+            err_reader: Some(err_reader),
+        }
+    }
+
+    /// Stops it as Ctrl-C does; returns its exit status, all it printed on
+    /// stderr, and the CPU (user, system) the kernel accounted to it.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String, (f64, f64)) {
+        kill("-INT", self.child.0.id());
+        let (status, user, system) = exit_and_cpu(
+            &mut self.child.0,
+            Duration::from_secs(60),
+            "xtcp serve did not stop on SIGINT",
+        );
+        if let Some(r) = self.err_reader.take() {
+            r.join().unwrap();
+        }
+        let err = self.err.lock().unwrap().clone();
+        (status, err, (user, system))
     }
 
     /// The next stdout line.
@@ -735,6 +762,66 @@ pub fn output_and_cpu(cmd: &mut Command) -> (std::process::Output, f64, f64) {
     };
     (output, secs(ru.ru_utime), secs(ru.ru_stime))
 }
+
+/// The CPU (user, system seconds) the kernel has accounted to process
+/// `pid` and all its threads so far, from `/proc/PID/stat` (clock ticks).
+/// Read from a zombie, it is the whole life's.
+pub fn proc_cpu(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/stat: {e}"));
+    // After the command name (which may hold anything but ends at the last
+    // ')'): state is field 3, utime 14, stime 15.
+    let rest: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let ticks = |i: usize| -> f64 { rest[i].parse::<u64>().unwrap() as f64 / hz };
+    (ticks(14 - 3), ticks(15 - 3))
+}
+
+/// Waits (`limit` at most, else fails with `what`) for `child` to exit;
+/// returns its status and the CPU (user, system seconds) the kernel
+/// accounted to it over its life, read while it is a zombie and only then
+/// reaped.
+pub fn exit_and_cpu(
+    child: &mut Child,
+    limit: Duration,
+    what: &str,
+) -> (std::process::ExitStatus, f64, f64) {
+    let pid = child.id();
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+        // SAFETY: `pid` is our own child, not yet reaped (WNOWAIT leaves it
+        // so); `info` is live, writable, zeroed (si_pid stays 0 while the
+        // child runs, as WNOHANG documents).
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid,
+                info.as_mut_ptr(),
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
+        // SAFETY: waitid succeeded, so `info` is initialised (zeroed or
+        // filled).
+        if unsafe { info.assume_init().si_pid() } != 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{what} (within {limit:?})");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (user, system) = proc_cpu(pid);
+    (child.wait().unwrap(), user, system)
+}
+
+/// The kernel accounts CPU time in ticks and splits it into user and
+/// system by sampling: what xtcp reads of itself may exceed what is read
+/// from outside by a tick, and printing rounds it by another.
+pub const CPU_SLACK: f64 = 0.02;
 
 /// `what`: `a` (xtcp's) within `rel` (relative) of `b` (the reference).
 pub fn near(what: &str, a: f64, b: f64, rel: f64) {
