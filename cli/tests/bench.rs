@@ -222,6 +222,7 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     }
     let samples = samples(&json);
     assert_eq!(samples.len(), 8, "{samples:?}");
+    check_table(&text, &samples);
     for s in &samples {
         assert!(s["gbps"].as_f64().unwrap() > 0.0, "{s}");
         assert!(s["cpu_s_per_gib"].as_f64().unwrap() > 0.0, "{s}");
@@ -657,6 +658,158 @@ fn every_preset_runs_one_short_point_and_prints_the_published_table() {
         let _ = std::fs::remove_file(&svg);
         assert_no_bench_namespaces(pid);
     }
+}
+
+/// Every row of the table `text` printed (one per MTU and pair: the MTU
+/// the one axis shown) holds the medians of that MTU's and pair's
+/// `samples`, as printed to their decimals (the retransmits' median
+/// truncated to a whole number); a row for every MTU and pair sampled.
+fn check_table(text: &str, samples: &[serde_json::Value]) {
+    let header = text
+        .lines()
+        .find(|l| l.contains("pair") && l.contains("Gbit/s"))
+        .unwrap_or_else(|| panic!("no table in {text}"));
+    assert!(header.trim_start().starts_with("MTU pair"), "{header}");
+    fn median(mut v: Vec<f64>) -> Option<f64> {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        (n > 0).then(|| {
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        })
+    }
+    // Columns after the pair: the sample's field and its decimals.
+    const COLUMNS: [(&str, i32); 11] = [
+        ("gbps", 2),
+        ("retransmits", 0),
+        ("cpu_sender", 1),
+        ("cpu_receiver", 1),
+        ("cpu_s_per_gib", 2),
+        ("ratio", 2),
+        ("ping_rtt_us", 0),
+        ("min_rtt_us", 0),
+        ("rtt_us", 0),
+        ("queue_delay_us", 0),
+        ("drop_pct", 2),
+    ];
+    let mut rows = BTreeSet::new();
+    for line in text.lines() {
+        let Some(pair) = PAIRS.iter().find(|p| line.contains(**p)) else {
+            continue;
+        };
+        let (dims, values) = line.split_once(pair).unwrap();
+        let mtu: u64 = dims
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            rows.insert((mtu, *pair)),
+            "two rows for {mtu} {pair}: {text}"
+        );
+        let mut printed: Vec<&str> = values.split_whitespace().collect();
+        if *pair == PAIRS[0] {
+            // No ratio of the kernel pair to itself: the column is blank.
+            printed.insert(5, "");
+        }
+        assert_eq!(printed.len(), COLUMNS.len(), "{line}");
+        let of: Vec<&serde_json::Value> = samples
+            .iter()
+            .filter(|s| s["mtu"] == mtu && s["pair"] == *pair)
+            .collect();
+        assert!(!of.is_empty(), "a row without samples: {line}");
+        for ((field, decimals), shown) in COLUMNS.iter().zip(printed) {
+            let m = median(of.iter().filter_map(|s| s[*field].as_f64()).collect());
+            match m {
+                _ if *field == "ratio" && *pair == PAIRS[0] => {}
+                None => assert_eq!(shown, "-", "{field}: {line}"),
+                Some(m) => {
+                    let want = if *field == "retransmits" {
+                        m.trunc()
+                    } else {
+                        m
+                    };
+                    let got: f64 = shown
+                        .parse()
+                        .unwrap_or_else(|e| panic!("{field} {e}: {line}"));
+                    let half = 0.5 * 10f64.powi(-decimals);
+                    assert!(
+                        (got - want).abs() <= half + 1e-9 * want.abs(),
+                        "{field}: printed {got}, the median of the samples {want}: {line}"
+                    );
+                }
+            }
+        }
+    }
+    let sampled: BTreeSet<(u64, &str)> = samples
+        .iter()
+        .map(|s| {
+            let pair = s["pair"].as_str().unwrap();
+            (
+                s["mtu"].as_u64().unwrap(),
+                *PAIRS.iter().find(|p| **p == pair).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, sampled, "{text}");
+}
+
+/// `--from`: the table of a record of this version is the medians of its
+/// samples: two repetitions (a median the mean of two), and the same record
+/// with a third repetition written in by the test (a median the middle
+/// one).
+#[test]
+fn from_prints_the_medians_of_the_records_samples() {
+    let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bench-record-v2.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&rec).unwrap()).unwrap();
+    let from = |path: &Path| {
+        let out = Command::new(XTCP)
+            .args(["bench", "--from"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert_success(&out)
+    };
+    let two = v["samples"].as_array().unwrap().clone();
+    assert!(two.iter().any(|s| s["repeat"] == 1), "two repetitions");
+    check_table(&from(&rec), &two);
+    // A third repetition: the first one's figures scaled, each differently,
+    // and drops where the record had none.
+    let mut three = two.clone();
+    for (i, s) in two.iter().filter(|s| s["repeat"] == 0).enumerate() {
+        let mut t = s.clone();
+        t["repeat"] = 2.into();
+        let k = 0.5 + (i % 5) as f64 * 0.4;
+        for f in [
+            "gbps",
+            "cpu_sender",
+            "cpu_receiver",
+            "cpu_s_per_gib",
+            "ratio",
+            "ping_rtt_us",
+            "min_rtt_us",
+            "rtt_us",
+            "queue_delay_us",
+        ] {
+            if let Some(x) = s[f].as_f64() {
+                t[f] = (x * k).into();
+            }
+        }
+        t["retransmits"] = (s["retransmits"].as_u64().unwrap() * 3 + 1).into();
+        if s["drop_pct"].is_f64() {
+            t["drop_pct"] = (0.37 * k).into();
+        }
+        three.push(t);
+    }
+    v["samples"] = three.clone().into();
+    v["meta"]["repeat"] = 3.into();
+    let path = temp("bench-three.json");
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let text = from(&path);
+    let _ = std::fs::remove_file(&path);
+    check_table(&text, &three);
 }
 
 /// A record of an earlier version (a bare list of samples: the bench's
