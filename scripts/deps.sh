@@ -24,6 +24,9 @@ have pkg-config || need_pkgs+=(pkg-config)
 # serve's tests: RSA keys and tokens (cli/tests/limits.rs), the unit file
 # checked with systemd-analyze (cli/tests/service.rs).
 have openssl || need_pkgs+=(openssl)
+# xsk-bench's wakeup counts against the syscalls strace sees
+# (cli/tests/xsk_bench.rs).
+have strace || need_pkgs+=(strace)
 have systemd-analyze || need_pkgs+=(systemd)
 
 # install [APT-OPTION...] -- PACKAGE...: apt-get install, as root only.

@@ -1054,6 +1054,7 @@ fn txonly(
     // that it is counted; the rate still divides by the send window.
     let drain_end = Instant::now() + Duration::from_secs(1);
     while completed_pieces < submitted_pieces && Instant::now() < drain_end {
+        c.wakeups += 1;
         let _ = x.tx.kick();
         completed_pieces += u64::from(x.comp.complete(&mut done, u32::MAX));
         done.clear();

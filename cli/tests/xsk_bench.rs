@@ -1,4 +1,5 @@
-//! `xtcp xsk-bench` end to end, and the failure cases a user meets: each in
+//! `xtcp xsk-bench` end to end (its counts against the receiving kernel's and
+//! against the syscalls strace sees), and the failure cases a user meets: each in
 //! network namespaces of its own (root needed; CI runs as root).
 
 use std::io::{BufRead, BufReader};
@@ -552,4 +553,92 @@ fn txonly_finds_the_destination_mac_through_the_kernel() {
         String::from_utf8_lossy(&neigh.stdout).contains(&mac),
         "ARP resolved {peer}"
     );
+}
+
+/// The wakeups xsk-bench reports are the wakeup syscalls the kernel saw
+/// (`strace` counting every thread's zero-length `sendto`/`recvfrom` on
+/// its sockets), in each wakeup policy and mode that makes them.
+#[test]
+fn wakeups_are_the_syscalls_the_kernel_saw() {
+    assert!(
+        Command::new("strace").arg("-V").output().is_ok(),
+        "strace is not installed (scripts/deps.sh installs it)"
+    );
+    let net = testnet(1500, 1);
+    let peer = net.b.ip4.to_string();
+    let txonly = |wakeup: &str| -> Vec<String> {
+        [
+            "--iface",
+            &net.a.iface,
+            "--mode",
+            "txonly",
+            "--dst-ip",
+            &peer,
+            "--wakeup",
+            wakeup,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let testnet_mode = |mode: &str, wakeup: &str| -> Vec<String> {
+        ["--testnet", "--mode", mode, "--wakeup", wakeup]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let trace = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("xsk-bench-strace-{}", std::process::id()));
+    for args in [
+        txonly("spin"),
+        txonly("kick"),
+        txonly("poll"),
+        testnet_mode("rxdrop", "spin"),
+        testnet_mode("l2fwd", "spin"),
+        testnet_mode("l2fwd", "kick"),
+    ] {
+        let out = net
+            .a
+            .ns
+            .command("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-e",
+                "trace=sendto,recvfrom",
+                "-e",
+                "signal=none",
+                "-o",
+            ])
+            .arg(&trace)
+            .args([XTCP, "xsk-bench", "--duration", "0.5", "--json"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let v = json(&out);
+        let text = std::fs::read_to_string(&trace).unwrap();
+        let _ = std::fs::remove_file(&trace);
+        // "PID sendto(FD, NULL, 0, MSG_DONTWAIT, NULL, 0) = 0", or the
+        // same line cut at "<unfinished ...>" where another thread's
+        // call came in between (its end is a "<... resumed>" line).
+        let seen = text
+            .lines()
+            .filter(|l| {
+                ["sendto(", "recvfrom("].iter().any(|call| {
+                    l.split_once(call)
+                        .and_then(|(_, rest)| rest.split_once(", "))
+                        .is_some_and(|(fd, rest)| {
+                            fd.parse::<u32>().is_ok() && rest.starts_with("NULL, 0, MSG_DONTWAIT")
+                        })
+                })
+            })
+            .count() as u64;
+        let reported = if v["mode"] == "txonly" {
+            v["wakeups"].as_u64().unwrap()
+        } else {
+            v["tx"]["wakeups"].as_u64().unwrap() + v["rx"]["wakeups"].as_u64().unwrap()
+        };
+        eprintln!("{args:?}: xsk-bench says {reported} wakeups, strace saw {seen}");
+        assert_eq!(reported, seen, "{args:?}: {v}");
+    }
 }
