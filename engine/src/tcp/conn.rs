@@ -1601,7 +1601,11 @@ impl<M: SendMemory> Connection<M> {
             if dupthresh < 3 && self.dupacks >= dupthresh {
                 self.stats.early_retransmits += 1;
             }
-            let flight = self.pipe();
+            // FlightSize (RFC 5681 §3.2, RFC 9438 §4.6): what was sent and
+            // is not cumulatively acknowledged, SACKed or not. Not the pipe:
+            // that leaves out the segments whose SACKs revealed the loss,
+            // and a small window would be cut to half of β.
+            let flight = (self.max - self.una) as usize;
             self.recover = Some(self.max);
             self.tlp_due = false;
             self.cc.on_congestion_event(now, flight);

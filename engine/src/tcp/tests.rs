@@ -2587,6 +2587,29 @@ fn a_lost_last_segment_is_repaired_by_the_probe_not_the_rto() {
     assert_eq!((st.loss_probes, st.retransmits), (1, 1), "{st:?}");
 }
 
+/// A loss found by SACK halves (CUBIC: × 0.7) what was outstanding, the
+/// SACKed segments that revealed it included (RFC 5681's FlightSize, RFC
+/// 9438 §4.6), not the pipe that leaves them out.
+#[test]
+fn a_sack_recovery_reduces_from_the_whole_flight() {
+    let opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..TcpOptions::NONE
+    };
+    let (mut c, iss) = client_with(Config::default(), opts);
+    c.write(&[9u8; 20 * 1460]).unwrap();
+    assert_eq!(out(&mut c, ms(20)).len(), 10);
+    assert_eq!(c.cwnd(), 10 * 1460);
+    // The first segment lost: the next four SACKed.
+    let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    let blocks = [(iss + 1 + 1460, iss + 1 + 5 * 1460)];
+    a.options.sack = crate::wire::SackBlocks::from_slice(&blocks).unwrap();
+    c.handle_segment(ms(30), &a, &[]);
+    assert_eq!(c.stats().fast_retransmits, 1);
+    assert_eq!(c.cwnd(), 10 * 1460 * 7 / 10, "0.7 of the ten outstanding");
+}
+
 /// A recovery whose retransmission is lost and after which no ACK comes:
 /// the probe sends the hole at SND.UNA again, before the RTO would.
 #[test]
