@@ -244,6 +244,8 @@ pub struct Connection<M = HeapFrames> {
     /// A loss probe went and nothing new has been acknowledged since (one
     /// probe a tail).
     tlp_out: bool,
+    /// The probe was new data: a second new segment goes with it.
+    tlp_second: bool,
     send_syn: bool,
     closed_reported: bool,
     /// An RST to send: flags, sequence and acknowledgement numbers.
@@ -460,6 +462,7 @@ impl<M: SendMemory> Connection<M> {
             rescue_due: false,
             tlp_due: false,
             tlp_out: false,
+            tlp_second: false,
             sacked,
             force_retransmit: false,
             probe_pending: false,
@@ -1201,6 +1204,7 @@ impl<M: SendMemory> Connection<M> {
                 self.set(Timer::Rescue, None);
                 self.tlp_due = false;
                 self.tlp_out = false;
+                self.tlp_second = false;
                 self.set(Timer::LossProbe, None);
                 self.dupacks = 0;
                 self.sacked.clear();
@@ -1568,6 +1572,7 @@ impl<M: SendMemory> Connection<M> {
                 self.set(Timer::Retransmit, Some(now + self.rtt.rto()));
             }
             self.tlp_out = false;
+            self.tlp_second = false;
             if fin_sent && ack_off > self.send.tail() {
                 self.fin_acked = true;
             }
@@ -1919,10 +1924,24 @@ impl<M: SendMemory> Connection<M> {
             }
         }
         // 4. Loss probe (RFC 8985 §7.3): in a stalled recovery the hole at
-        // SND.UNA again; else one new segment if the receive window lets it
-        // go (whatever the congestion window says), else the last segment
+        // SND.UNA again; else new data if the receive window lets it go
+        // (whatever the congestion window says), else the last segment
         // sent again. The peer answers with an ACK whose SACK blocks start
-        // (or go on with) a recovery, instead of the RTO.
+        // (or go on with) a recovery, instead of the RTO. New data goes as
+        // two segments where two may, not one as the RFC has it: a
+        // receiver acknowledges every second full-sized segment at once
+        // (RFC 5681 §4.2) but may hold one alone for its delayed-ACK timer
+        // (Linux: 40 ms), and when the probe is due because the one ACK of
+        // a flight was lost, the receiver has the flight and a lone new
+        // segment waits for that timer.
+        if self.tlp_second {
+            self.tlp_second = false;
+            if self.nxt == self.max
+                && let Some(seg) = self.one_new_segment(now, tail, fin_q)
+            {
+                return Some(seg);
+            }
+        }
         if self.tlp_due {
             self.tlp_due = false;
             if let Some(seg) = self.loss_probe(now, tail, fin_q) {
@@ -2054,6 +2073,7 @@ impl<M: SendMemory> Connection<M> {
         if self.nxt == self.max
             && let Some(seg) = self.one_new_segment(now, tail, fin_q)
         {
+            self.tlp_second = true;
             return Some(seg);
         }
         // The last segment: its data up to the highest byte sent, and the

@@ -81,7 +81,11 @@
 //! in flight, no ACK for two smoothed RTTs and 10 ms (with one segment in
 //! flight, which a delayed ACK may hold: the least RTO on top; never
 //! beyond the RTO) sends one probe, whatever the congestion window says:
-//! outside a recovery the next new segment if the receive window takes it,
+//! outside a recovery the next two new segments as far as the receive
+//! window takes them (two, not RFC 8985's one: a receiver acknowledges
+//! every second full-sized segment at once, RFC 5681 §4.2, but may hold a
+//! lone one for its delayed ACK, Linux's 40 ms, and when the flight's one
+//! ACK was lost the receiver has the flight and holds that lone segment),
 //! else the last segment's worth of data (and the FIN) again; in a
 //! recovery, the hole at `SND.UNA` again (its retransmission was lost, or
 //! the ACKs were). The ACK it draws either shows everything arrived or

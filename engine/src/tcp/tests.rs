@@ -2489,8 +2489,10 @@ fn mss_only() -> TcpOptions {
 }
 
 /// A flight whose ACKs never come: the first timer is the loss probe (two
-/// smoothed RTTs and 10 ms, well before the RTO); it sends the next new
-/// segment beyond the congestion window, and the ACK it draws ends the
+/// smoothed RTTs and 10 ms, well before the RTO); it sends the next two new
+/// segments beyond the congestion window (two, so that a receiver that
+/// has the flight and lost its ACK answers at once instead of holding a
+/// lone segment for its delayed ACK), and the ACK they draw ends the
 /// episode with no RTO.
 #[test]
 fn an_unanswered_flight_is_probed_with_new_data_before_the_rto() {
@@ -2503,13 +2505,15 @@ fn an_unanswered_flight_is_probed_with_new_data_before_the_rto() {
     assert_eq!(pto, ms(50));
     c.handle_timeout(pto);
     let probe = out(&mut c, pto);
-    assert_eq!(probe.len(), 1, "one probe");
-    assert_eq!(
-        probe[0].repr.seq,
-        iss + 1 + 10 * 1460,
-        "the next new segment"
-    );
-    assert_eq!(probe[0].len, 1460);
+    assert_eq!(probe.len(), 2, "a probe of two segments");
+    for (k, p) in probe.iter().enumerate() {
+        assert_eq!(
+            p.repr.seq,
+            iss + 1 + (10 + k) * 1460,
+            "the next new segments"
+        );
+        assert_eq!(p.len, 1460);
+    }
     let st = c.stats();
     assert_eq!((st.loss_probes, st.retransmits), (1, 0), "{st:?}");
     // One probe a tail: the next timer is the RTO.
@@ -2518,11 +2522,32 @@ fn an_unanswered_flight_is_probed_with_new_data_before_the_rto() {
     // The ACK of everything: the episode is over, the data goes on.
     c.handle_segment(
         ms(50),
-        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + 11 * 1460, 65535),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + 12 * 1460, 65535),
         &[],
     );
-    assert_eq!(out(&mut c, ms(50)).len(), 4);
+    assert_eq!(out(&mut c, ms(50)).len(), 3);
     assert_eq!(c.stats().rto_expirations, 0);
+}
+
+/// A probe's second new segment goes only where the receive window takes
+/// it: with room for one, the probe is one segment.
+#[test]
+fn a_probe_sends_its_second_new_segment_only_into_the_receive_window() {
+    let (mut c, iss) = client_with(Config::default(), mss_only());
+    c.write(&[9u8; 15 * 1460]).unwrap();
+    // The window: the initial flight and one segment more.
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 11 * 1460),
+        &[],
+    );
+    assert_eq!(out(&mut c, ms(20)).len(), 10, "the initial window");
+    let pto = c.poll_timeout().unwrap();
+    c.handle_timeout(pto);
+    let probe = out(&mut c, pto);
+    assert_eq!(probe.len(), 1, "{probe:?}");
+    assert_eq!(probe[0].repr.seq, iss + 1 + 10 * 1460);
+    assert_eq!(c.stats().loss_probes, 1);
 }
 
 /// With nothing new to send the probe is the last segment's worth of data
