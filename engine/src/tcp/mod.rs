@@ -111,7 +111,8 @@
 //! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
 //! echoes are used only after a retransmission, where Karn's rule leaves no
 //! timed segment), the PAWS 24-day idle rule,
-//! D-SACK, RACK (TLP is above), F-RTO and undo of spurious retransmissions, HyStart,
+//! D-SACK, RACK (TLP is above), PRR (RFC 6937: a recovery sends by RFC 6675's
+//! pipe), F-RTO and undo of spurious retransmissions, HyStart,
 //! ECN, urgent data, keep-alive, RFC 7661's reduction of an unused window
 //! after an idle or application-limited period (the window only stops
 //! growing).
