@@ -523,6 +523,129 @@ fn loss_recovery_against_the_kernel() {
     }
 }
 
+/// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): the other
+/// way: 256 MiB from B's kernel (CUBIC) to side A under 1 % loss each way,
+/// received by xtcp and by A's own kernel in turn, `XTCP_LOSS_ROUNDS`
+/// rounds (default 4): the sender's seconds from connected to the
+/// receiver's FIN, and B's RTO expiries, loss probes and retransmitted
+/// segments (from its own counters) in each case.
+///
+/// `cargo test --release -p xtcp-engine --test engine loss_recovery_receiving_against_the_kernel -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn loss_recovery_receiving_against_the_kernel() {
+    const LEN: u64 = 256 << 20;
+    let rounds: usize = std::env::var("XTCP_LOSS_ROUNDS").map_or(4, |v| v.parse().unwrap());
+    let net = testnet(1500, 1);
+    let cfg = ImpairConfig::loss(1.0);
+    let _hooks = {
+        let _g = net.b.ns.enter().unwrap();
+        (
+            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
+            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
+        )
+    };
+    let b_counts = || {
+        let ext = |name| proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", name);
+        let retx = proc_counter(&net.b, "/proc/net/snmp", "Tcp:", "RetransSegs");
+        [ext("TCPTimeouts"), ext("TCPLossProbes"), retx]
+    };
+    // B's kernel sends to `port` on A (retrying the connect while the
+    // receiver starts; a connect whose SYN or SYN-ACK is lost takes the
+    // initial RTO, 1 s, and must not be given up meanwhile: the receiver
+    // would take it for the test's one connection); the seconds from
+    // connected to the receiver's FIN.
+    let send = |port: u16| -> f64 {
+        let _g = net.b.ns.enter().unwrap();
+        let dst = SocketAddr::new(net.a.ip4.into(), port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut s = loop {
+            let sock =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock.set_tcp_congestion(b"cubic").unwrap();
+            if sock
+                .connect_timeout(&dst.into(), Duration::from_secs(10))
+                .is_ok()
+            {
+                break TcpStream::from(sock);
+            }
+            assert!(Instant::now() < deadline, "connect to {dst}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0u64;
+        while off < LEN {
+            let k = (LEN - off).min(buf.len() as u64) as usize;
+            pattern_fill(SEED, off, &mut buf[..k]);
+            s.write_all(&buf[..k]).unwrap();
+            off += k as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty());
+        t0.elapsed().as_secs_f64()
+    };
+    let xtcp = |port: u16| {
+        let role = Role::Listen {
+            addr: None,
+            port,
+            sinks: SinkKind::Verify(SEED),
+            keep_listening: false,
+        };
+        let e = engine(
+            &net,
+            config(&net, 1),
+            role,
+            Arc::new(AtomicBool::new(false)),
+        );
+        wait_attached(&net, &e);
+        let secs = send(port);
+        let report = e.join().unwrap().unwrap();
+        let c = &report.connections[0];
+        assert_eq!((c.bytes_received, c.mismatch), (LEN, None), "{c:?}");
+        secs
+    };
+    let kernel = |port: u16| {
+        let listener = {
+            let _g = net.a.ns.enter().unwrap();
+            TcpListener::bind(SocketAddr::new(net.a.ip4.into(), port)).unwrap()
+        };
+        let rx = kernel_receivers(listener, 1);
+        let secs = send(port);
+        assert_eq!(rx.join().unwrap(), vec![LEN]);
+        secs
+    };
+    let mut port = 6100;
+    for r in 0..rounds {
+        let mut row = Vec::new();
+        for who in if r % 2 == 0 {
+            ["xtcp", "kernel"]
+        } else {
+            ["kernel", "xtcp"]
+        } {
+            port += 1;
+            let before = b_counts();
+            let secs = if who == "xtcp" {
+                xtcp(port)
+            } else {
+                kernel(port)
+            };
+            let after = b_counts();
+            row.push(format!(
+                "into {who}: {secs:.3} s, {:.2} Gbit/s, the sender's {} RTOs, {} loss probes, {} \
+                 retransmits",
+                LEN as f64 * 8.0 / secs / 1e9,
+                after[0] - before[0],
+                after[1] - before[1],
+                after[2] - before[2]
+            ));
+        }
+        eprintln!("round {}: {}", r + 1, row.join("; "));
+    }
+}
+
 /// Raw IPv4 + TCP packet from B to A's port, built by hand so that it can
 /// be wrong in every way.
 fn raw_tcp(

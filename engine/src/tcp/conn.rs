@@ -329,6 +329,12 @@ const PROBE_BACKOFF_MAX: u32 = 1024;
 /// test on the 2-core VM), 5 ms a few, 10 ms none.
 const PROBE_SLACK: Duration = Duration::from_millis(10);
 
+/// The least delayed-ACK time where the RTT is shorter (see
+/// `Connection::delayed_ack`): a millisecond lets a pair's second segment
+/// come whatever holds it up on the way (a scheduler, a batch), and holds
+/// a trickle of lone segments to an ACK a millisecond.
+const DELAYED_ACK_FLOOR: Duration = Duration::from_millis(1);
+
 /// [`Connection`]'s `ooo_fin` when no FIN waits beyond a hole.
 const NO_FIN: u64 = u64::MAX;
 
@@ -1735,7 +1741,24 @@ impl<M: SendMemory> Connection<M> {
         }
         if !self.ack_now && self.unacked_bytes > 0 && !self.timers.armed(Timer::DelayedAck) {
             self.stats.delayed_acks += 1;
-            self.set(Timer::DelayedAck, Some(now + self.cfg.delayed_ack));
+            let delay = self.delayed_ack();
+            self.set(Timer::DelayedAck, Some(now + delay));
+        }
+    }
+
+    /// How long an ACK may wait for a second segment: the smoothed RTT
+    /// (or, before one, the handshake's) within [`DELAYED_ACK_FLOOR`] and
+    /// [`Config::delayed_ack`]. A sender that waits for this ACK (its
+    /// window full, or a loss probe of one segment after its flight's ACK
+    /// was lost) idles meanwhile; on a path of tens of microseconds,
+    /// Linux's 40 ms were hundreds of round trips.
+    fn delayed_ack(&self) -> Duration {
+        match self.rtt.srtt().or(self.rtt.min_rtt()) {
+            Some(rtt) => rtt.clamp(
+                DELAYED_ACK_FLOOR,
+                self.cfg.delayed_ack.max(DELAYED_ACK_FLOOR),
+            ),
+            None => self.cfg.delayed_ack,
         }
     }
 

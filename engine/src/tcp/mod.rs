@@ -182,8 +182,10 @@ pub struct Config {
     pub pacing: bool,
     /// Nagle's algorithm (off by default: bulk transfer, small writes go out at once).
     pub nagle: bool,
-    /// Delayed-ACK timer (RFC 9293: < 0.5 s; an ACK is also sent for every
-    /// second full-size segment and at once for out-of-order data).
+    /// The longest a lone segment's ACK waits for a second one (RFC 9293:
+    /// < 0.5 s); on a path whose RTT is shorter it waits the RTT, at least
+    /// a millisecond. An ACK goes at once for every second full-size
+    /// segment and for out-of-order data.
     pub delayed_ack: Duration,
     /// Bytes of one send-buffer frame (page size). The send buffer is
     /// `send_frames` × `frame_len` bytes.

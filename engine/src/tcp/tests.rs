@@ -1911,18 +1911,41 @@ fn last_ack_closes_on_the_rst_of_a_peer_past_time_wait() {
     assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
 }
 
+/// A lone segment's ACK waits the RTT, at least a millisecond and at most
+/// `Config::delayed_ack` (40 ms): on a short path a sender that waits for
+/// it (its window full, or a loss probe of one segment) is not held for
+/// hundreds of round trips.
+#[test]
+fn delayed_ack_waits_the_rtt_within_a_millisecond_and_the_configured_time() {
+    for (rtt, wait) in [
+        (Duration::from_micros(50), Duration::from_millis(1)),
+        (Duration::from_millis(5), Duration::from_millis(5)),
+        (Duration::from_millis(300), Config::default().delayed_ack),
+    ] {
+        let isn = IsnGenerator::new(7, t0());
+        let mut c = Connection::connect(Config::default(), tuple(), &isn, ms(0));
+        let iss = out(&mut c, ms(0))[0].repr.seq;
+        let t = ms(0) + rtt;
+        let sa = seg(TcpFlags::SYN | TcpFlags::ACK, PEER_ISS, iss + 1, 65535);
+        c.handle_segment(t, &sa, &[]);
+        assert_eq!(out(&mut c, t).len(), 1, "the handshake's ACK");
+        let d = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+        c.handle_segment(t, &d, &[5u8; 536]);
+        assert!(out(&mut c, t).is_empty());
+        assert_eq!(c.poll_timeout(), Some(t + wait), "RTT {rtt:?}");
+    }
+}
+
 #[test]
 fn delayed_ack_waits_for_a_second_segment_or_the_timer() {
     let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
     let data = [5u8; 1460];
     let d = |off: usize| seg(TcpFlags::ACK, PEER_ISS + 1 + off, iss + 1, 65535);
-    // One segment: no ACK yet; the timer is armed.
+    // One segment: no ACK yet; the timer is armed, an RTT away (the
+    // handshake's 10 ms: see the next test).
     c.handle_segment(ms(20), &d(0), &data);
     assert!(out(&mut c, ms(20)).is_empty());
-    assert_eq!(
-        c.poll_timeout(),
-        Some(ms(20) + Config::default().delayed_ack)
-    );
+    assert_eq!(c.poll_timeout(), Some(ms(30)));
     // A second full segment: ACK at once, covering both.
     c.handle_segment(ms(21), &d(1460), &data);
     let a = out(&mut c, ms(21));
