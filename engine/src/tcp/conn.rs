@@ -328,6 +328,10 @@ const PROBE_BACKOFF_MAX: u32 = 1024;
 /// the scheduler (8 to 52 needless retransmissions in a 3-s `xtcp client`
 /// test on the 2-core VM), 5 ms a few, 10 ms none.
 const PROBE_SLACK: Duration = Duration::from_millis(10);
+/// The same for a probe that will be new data (the send buffer holds some
+/// and the receive window takes it): sent early, it is data that was to go
+/// anyway, not a retransmission.
+const NEW_DATA_PROBE_SLACK: Duration = Duration::from_millis(2);
 
 /// The least delayed-ACK time where the RTT is shorter (see
 /// `Connection::delayed_ack`): a millisecond lets a pair's second segment
@@ -2129,7 +2133,8 @@ impl<M: SendMemory> Connection<M> {
 
     /// Arms the loss probe timer (RFC 8985 §7.2) while data is in flight,
     /// no RTO recovery runs and no probe is out: two smoothed RTTs and
-    /// [`PROBE_SLACK`], or with one segment in flight, which a peer may
+    /// [`PROBE_SLACK`] ([`NEW_DATA_PROBE_SLACK`] where the probe will be new
+    /// data, outside a recovery), or with one segment in flight, which a peer may
     /// hold for its delayed ACK, two smoothed RTTs and the least RTO; never
     /// beyond the RTO. Disarms it otherwise.
     fn arm_loss_probe(&mut self, now: Instant) {
@@ -2147,8 +2152,13 @@ impl<M: SendMemory> Connection<M> {
             self.set(Timer::LossProbe, None);
             return;
         }
+        let new_data = self.recover.is_none()
+            && self.send.tail() > self.nxt
+            && self.una + self.snd_wnd as u64 > self.nxt;
         let extra = if self.max - self.una <= self.send_mss as u64 {
             self.cfg.rto_min
+        } else if new_data {
+            NEW_DATA_PROBE_SLACK
         } else {
             PROBE_SLACK
         };

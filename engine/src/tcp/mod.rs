@@ -78,7 +78,8 @@
 //! without SACK, NewReno partial ACKs retransmit the next hole.
 //!
 //! Loss probe (RFC 8985 §7's tail loss probe, without RACK): while data is
-//! in flight, no ACK for two smoothed RTTs and 10 ms (with one segment in
+//! in flight, no ACK for two smoothed RTTs and 10 ms, or 2 ms where the
+//! probe will be new data, which was to go anyway (with one segment in
 //! flight, which a delayed ACK may hold: the least RTO on top; never
 //! beyond the RTO) sends one probe, whatever the congestion window says:
 //! outside a recovery the next two new segments as far as the receive

@@ -2512,7 +2512,8 @@ fn mss_only() -> TcpOptions {
 }
 
 /// A flight whose ACKs never come: the first timer is the loss probe (two
-/// smoothed RTTs and 10 ms, well before the RTO); it sends the next two new
+/// smoothed RTTs and 2 ms where the probe will be new data, well before
+/// the RTO); it sends the next two new
 /// segments beyond the congestion window (two, so that a receiver that
 /// has the flight and lost its ACK answers at once instead of holding a
 /// lone segment for its delayed ACK), and the ACK they draw ends the
@@ -2523,9 +2524,9 @@ fn an_unanswered_flight_is_probed_with_new_data_before_the_rto() {
     c.write(&[9u8; 15 * 1460]).unwrap();
     let flight = out(&mut c, ms(20));
     assert_eq!(flight.len(), 10, "the initial window");
-    // srtt 10 ms (the handshake): 2 × 10 + 10 ms after the last send.
+    // srtt 10 ms (the handshake): 2 × 10 + 2 ms after the last send.
     let pto = c.poll_timeout().unwrap();
-    assert_eq!(pto, ms(50));
+    assert_eq!(pto, ms(42));
     c.handle_timeout(pto);
     let probe = out(&mut c, pto);
     assert_eq!(probe.len(), 2, "a probe of two segments");
@@ -2575,7 +2576,8 @@ fn a_probe_sends_its_second_new_segment_only_into_the_receive_window() {
 
 /// With nothing new to send the probe is the last segment's worth of data
 /// again (a full segment ending where the last one ended), and the FIN
-/// with it when the FIN was sent.
+/// with it when the FIN was sent; a retransmission, it waits 10 ms beyond
+/// two RTTs (new data: 2 ms).
 #[test]
 fn with_no_new_data_the_probe_is_the_last_segment_and_its_fin() {
     for close in [false, true] {
