@@ -554,8 +554,9 @@ fn loss_recovery_receiving_against_the_kernel() {
     // receiver starts; a connect whose SYN or SYN-ACK is lost takes the
     // initial RTO, 1 s, and must not be given up meanwhile: the receiver
     // would take it for the test's one connection); the seconds from
-    // connected to the receiver's FIN.
-    let send = |port: u16| -> f64 {
+    // connected to the receiver's FIN, and what B's counters say of that
+    // time (not of the connect, whose SYN may have been refused or lost).
+    let send = |port: u16| -> (f64, [u64; 3]) {
         let _g = net.b.ns.enter().unwrap();
         let dst = SocketAddr::new(net.a.ip4.into(), port);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -573,6 +574,7 @@ fn loss_recovery_receiving_against_the_kernel() {
             std::thread::sleep(Duration::from_millis(20));
         };
         let t0 = Instant::now();
+        let before = b_counts();
         let mut buf = vec![0u8; 1 << 20];
         let mut off = 0u64;
         while off < LEN {
@@ -585,7 +587,9 @@ fn loss_recovery_receiving_against_the_kernel() {
         let mut rest = Vec::new();
         s.read_to_end(&mut rest).unwrap();
         assert!(rest.is_empty());
-        t0.elapsed().as_secs_f64()
+        let secs = t0.elapsed().as_secs_f64();
+        let after = b_counts();
+        (secs, [0, 1, 2].map(|k| after[k] - before[k]))
     };
     let xtcp = |port: u16| {
         let role = Role::Listen {
@@ -601,11 +605,11 @@ fn loss_recovery_receiving_against_the_kernel() {
             Arc::new(AtomicBool::new(false)),
         );
         wait_attached(&net, &e);
-        let secs = send(port);
+        let sent = send(port);
         let report = e.join().unwrap().unwrap();
         let c = &report.connections[0];
         assert_eq!((c.bytes_received, c.mismatch), (LEN, None), "{c:?}");
-        secs
+        sent
     };
     let kernel = |port: u16| {
         let listener = {
@@ -613,9 +617,9 @@ fn loss_recovery_receiving_against_the_kernel() {
             TcpListener::bind(SocketAddr::new(net.a.ip4.into(), port)).unwrap()
         };
         let rx = kernel_receivers(listener, 1);
-        let secs = send(port);
+        let sent = send(port);
         assert_eq!(rx.join().unwrap(), vec![LEN]);
-        secs
+        sent
     };
     let mut port = 6100;
     for r in 0..rounds {
@@ -626,20 +630,15 @@ fn loss_recovery_receiving_against_the_kernel() {
             ["kernel", "xtcp"]
         } {
             port += 1;
-            let before = b_counts();
-            let secs = if who == "xtcp" {
+            let (secs, [rto, tlp, retx]) = if who == "xtcp" {
                 xtcp(port)
             } else {
                 kernel(port)
             };
-            let after = b_counts();
             row.push(format!(
-                "into {who}: {secs:.3} s, {:.2} Gbit/s, the sender's {} RTOs, {} loss probes, {} \
-                 retransmits",
+                "into {who}: {secs:.3} s, {:.2} Gbit/s, the sender's {rto} RTOs, {tlp} loss probes, \
+                 {retx} retransmits",
                 LEN as f64 * 8.0 / secs / 1e9,
-                after[0] - before[0],
-                after[1] - before[1],
-                after[2] - before[2]
             ));
         }
         eprintln!("round {}: {}", r + 1, row.join("; "));
