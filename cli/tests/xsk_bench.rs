@@ -107,12 +107,19 @@ fn a_tx_dropped(net: &TestNet) -> u64 {
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
+/// `--iface A --mode txonly --dst-ip B`: txonly on side A to side B.
+fn txonly_to_b(net: &TestNet) -> Vec<String> {
+    let b = net.b.ip4.to_string();
+    ["--iface", &net.a.iface, "--mode", "txonly", "--dst-ip", &b]
+        .map(str::to_owned)
+        .to_vec()
+}
+
 /// txonly's JSON report against the receiving kernel's own counters: every
 /// packet xtcp counts as sent (completed) arrived at the peer's TCP.
 #[test]
 fn txonly_json_report_matches_the_receiving_kernels_counters() {
     let net = testnet(1500, 1);
-    let peer = net.b.ip4.to_string();
     for size in [64u64, 1500] {
         let before = b_counters(&net);
         let a_dropped_before = a_tx_dropped(&net);
@@ -121,20 +128,9 @@ fn txonly_json_report_matches_the_receiving_kernels_counters() {
             .a
             .ns
             .command(XTCP)
-            .args([
-                "xsk-bench",
-                "--iface",
-                &net.a.iface,
-                "--mode",
-                "txonly",
-                "--dst-ip",
-                &peer,
-                "--size",
-                &size.to_string(),
-                "--duration",
-                "0.5",
-                "--json",
-            ])
+            .arg("xsk-bench")
+            .args(txonly_to_b(&net))
+            .args(["--size", &size.to_string(), "--duration", "0.5", "--json"])
             .output()
             .unwrap();
         let wall = started.elapsed().as_secs_f64();
@@ -565,21 +561,10 @@ fn wakeups_are_the_syscalls_the_kernel_saw() {
         "strace is not installed (scripts/deps.sh installs it)"
     );
     let net = testnet(1500, 1);
-    let peer = net.b.ip4.to_string();
     let txonly = |wakeup: &str| -> Vec<String> {
-        [
-            "--iface",
-            &net.a.iface,
-            "--mode",
-            "txonly",
-            "--dst-ip",
-            &peer,
-            "--wakeup",
-            wakeup,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut v = txonly_to_b(&net);
+        v.extend(["--wakeup".to_owned(), wakeup.to_owned()]);
+        v
     };
     let testnet_mode = |mode: &str, wakeup: &str| -> Vec<String> {
         ["--testnet", "--mode", mode, "--wakeup", wakeup]

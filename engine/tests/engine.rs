@@ -316,12 +316,12 @@ fn kernel_segments(side: &Side) -> (u64, u64) {
     (tcp("OutSegs") + tcp("RetransSegs"), tcp("InSegs"))
 }
 
-/// 1 % loss each way (as on a wire: see the impairment program); xtcp
-/// sends the pattern (`from_file`: read from a file into its send buffer)
-/// or receives it from the kernel.
-fn lossy(send: bool, from_file: bool) {
+/// A test network (MTU 1500, one queue) whose side B drops `percent` % of
+/// the TCP packets each way (as on a wire: see the impairment program);
+/// the ingress and egress hooks, whose counters say what they did.
+fn lossy_net(percent: f64) -> (TestNet, Impairment, Impairment) {
     let net = testnet(1500, 1);
-    let cfg = ImpairConfig::loss(1.0);
+    let cfg = ImpairConfig::loss(percent);
     let (ingress, egress) = {
         let _g = net.b.ns.enter().unwrap();
         (
@@ -329,6 +329,70 @@ fn lossy(send: bool, from_file: bool) {
             Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
         )
     };
+    (net, ingress, egress)
+}
+
+/// `side`'s kernel's RTO expiries, loss probes and retransmitted segments
+/// so far (`TCPTimeouts`, `TCPLossProbes`, `RetransSegs`).
+fn loss_counters(side: &Side) -> [u64; 3] {
+    let ext = |name| proc_counter(side, "/proc/net/netstat", "TcpExt:", name);
+    let retx = proc_counter(side, "/proc/net/snmp", "Tcp:", "RetransSegs");
+    [ext("TCPTimeouts"), ext("TCPLossProbes"), retx]
+}
+
+/// Writes `len` bytes of the pattern to `s`.
+fn write_pattern(s: &mut TcpStream, len: u64) {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < len {
+        let k = (len - off).min(buf.len() as u64) as usize;
+        pattern_fill(SEED, off, &mut buf[..k]);
+        s.write_all(&buf[..k]).unwrap();
+        off += k as u64;
+    }
+}
+
+/// The loss benchmarks' rounds (`XTCP_LOSS_ROUNDS`, default 4): xtcp and
+/// the kernel in turn, the order reversed every other round, each on a
+/// port of its own after `port`; `run(who, port)` moves `len` bytes and
+/// gives the seconds and the sending kernel's or xtcp's RTO expiries, loss
+/// probes and retransmitted segments. A line a round, each transfer
+/// described as `what(who)`.
+fn loss_rounds(
+    mut port: u16,
+    len: u64,
+    what: impl Fn(&str) -> String,
+    mut run: impl FnMut(&str, u16) -> (f64, [u64; 3]),
+) {
+    let rounds: usize = std::env::var("XTCP_LOSS_ROUNDS").map_or(4, |v| v.parse().unwrap());
+    for r in 0..rounds {
+        let order = if r % 2 == 0 {
+            ["xtcp", "kernel"]
+        } else {
+            ["kernel", "xtcp"]
+        };
+        let row: Vec<String> = order
+            .into_iter()
+            .map(|who| {
+                port += 1;
+                let (secs, [rto, tlp, retx]) = run(who, port);
+                format!(
+                    "{}: {secs:.3} s, {:.2} Gbit/s, {rto} RTOs, {tlp} loss probes, {retx} \
+                     retransmits",
+                    what(who),
+                    len as f64 * 8.0 / secs / 1e9
+                )
+            })
+            .collect();
+        eprintln!("round {}: {}", r + 1, row.join("; "));
+    }
+}
+
+/// 1 % loss each way (as on a wire: see the impairment program); xtcp
+/// sends the pattern (`from_file`: read from a file into its send buffer)
+/// or receives it from the kernel.
+fn lossy(send: bool, from_file: bool) {
+    let (net, ingress, egress) = lossy_net(1.0);
     const LEN: u64 = 64 << 20;
     let stop = Arc::new(AtomicBool::new(false));
     let kernel0 = kernel_segments(&net.a);
@@ -438,18 +502,8 @@ fn one_percent_loss_each_way_xtcp_receiving() {
 #[test]
 #[ignore]
 fn loss_recovery_against_the_kernel() {
-    use std::io::Write;
     const LEN: u64 = 64 << 20;
-    let rounds: usize = std::env::var("XTCP_LOSS_ROUNDS").map_or(4, |v| v.parse().unwrap());
-    let net = testnet(1500, 1);
-    let cfg = ImpairConfig::loss(1.0);
-    let _hooks = {
-        let _g = net.b.ns.enter().unwrap();
-        (
-            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
-            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
-        )
-    };
+    let (net, _ingress, _egress) = lossy_net(1.0);
     let xtcp = |port: u16| {
         let r = send_to_kernel(&net, config(&net, 1), port, sources(1, LEN), LEN);
         let c = &r.connections[0];
@@ -457,19 +511,12 @@ fn loss_recovery_against_the_kernel() {
         let st = c.stats;
         (
             r.seconds,
-            st.rto_expirations,
-            st.loss_probes,
-            st.retransmits,
+            [st.rto_expirations, st.loss_probes, st.retransmits],
         )
     };
     let kernel = |port: u16| {
         let rx = kernel_receivers(kernel_listener(&net, port), 1);
-        let counts = || {
-            let ext = |name| proc_counter(&net.a, "/proc/net/netstat", "TcpExt:", name);
-            let retx = proc_counter(&net.a, "/proc/net/snmp", "Tcp:", "RetransSegs");
-            [ext("TCPTimeouts"), ext("TCPLossProbes"), retx]
-        };
-        let before = counts();
+        let before = loss_counters(&net.a);
         let _g = net.a.ns.enter().unwrap();
         let sock =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
@@ -478,49 +525,23 @@ fn loss_recovery_against_the_kernel() {
         sock.connect(&SocketAddr::new(net.b.ip4.into(), port).into())
             .unwrap();
         let mut s: TcpStream = sock.into();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut off = 0u64;
-        while off < LEN {
-            let k = (LEN - off).min(buf.len() as u64) as usize;
-            pattern_fill(SEED, off, &mut buf[..k]);
-            s.write_all(&buf[..k]).unwrap();
-            off += k as u64;
-        }
+        write_pattern(&mut s, LEN);
         s.shutdown(std::net::Shutdown::Write).unwrap();
         // The receiver has every byte once it sees the end; the sender's
         // last bytes are acknowledged by then (all but the FIN's ACK).
         assert_eq!(rx.join().unwrap(), vec![LEN]);
         let secs = t0.elapsed().as_secs_f64();
         drop(_g);
-        let after = counts();
-        (
-            secs,
-            after[0] - before[0],
-            after[1] - before[1],
-            after[2] - before[2],
-        )
+        let after = loss_counters(&net.a);
+        (secs, [0, 1, 2].map(|k| after[k] - before[k]))
     };
-    let mut port = 6000;
-    for r in 0..rounds {
-        let mut row = Vec::new();
-        for who in if r % 2 == 0 {
-            ["xtcp", "kernel"]
+    loss_rounds(6000, LEN, str::to_owned, |who, port| {
+        if who == "xtcp" {
+            xtcp(port)
         } else {
-            ["kernel", "xtcp"]
-        } {
-            port += 1;
-            let (secs, rto, tlp, retx) = if who == "xtcp" {
-                xtcp(port)
-            } else {
-                kernel(port)
-            };
-            row.push(format!(
-                "{who}: {secs:.3} s, {:.2} Gbit/s, {rto} RTOs, {tlp} loss probes, {retx} retransmits",
-                LEN as f64 * 8.0 / secs / 1e9
-            ));
+            kernel(port)
         }
-        eprintln!("round {}: {}", r + 1, row.join("; "));
-    }
+    });
 }
 
 /// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): the other
@@ -535,21 +556,7 @@ fn loss_recovery_against_the_kernel() {
 #[ignore]
 fn loss_recovery_receiving_against_the_kernel() {
     const LEN: u64 = 256 << 20;
-    let rounds: usize = std::env::var("XTCP_LOSS_ROUNDS").map_or(4, |v| v.parse().unwrap());
-    let net = testnet(1500, 1);
-    let cfg = ImpairConfig::loss(1.0);
-    let _hooks = {
-        let _g = net.b.ns.enter().unwrap();
-        (
-            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
-            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
-        )
-    };
-    let b_counts = || {
-        let ext = |name| proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", name);
-        let retx = proc_counter(&net.b, "/proc/net/snmp", "Tcp:", "RetransSegs");
-        [ext("TCPTimeouts"), ext("TCPLossProbes"), retx]
-    };
+    let (net, _ingress, _egress) = lossy_net(1.0);
     // B's kernel sends to `port` on A (retrying the connect while the
     // receiver starts; a connect whose SYN or SYN-ACK is lost takes the
     // initial RTO, 1 s, and must not be given up meanwhile: the receiver
@@ -574,21 +581,14 @@ fn loss_recovery_receiving_against_the_kernel() {
             std::thread::sleep(Duration::from_millis(20));
         };
         let t0 = Instant::now();
-        let before = b_counts();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut off = 0u64;
-        while off < LEN {
-            let k = (LEN - off).min(buf.len() as u64) as usize;
-            pattern_fill(SEED, off, &mut buf[..k]);
-            s.write_all(&buf[..k]).unwrap();
-            off += k as u64;
-        }
+        let before = loss_counters(&net.b);
+        write_pattern(&mut s, LEN);
         s.shutdown(std::net::Shutdown::Write).unwrap();
         let mut rest = Vec::new();
         s.read_to_end(&mut rest).unwrap();
         assert!(rest.is_empty());
         let secs = t0.elapsed().as_secs_f64();
-        let after = b_counts();
+        let after = loss_counters(&net.b);
         (secs, [0, 1, 2].map(|k| after[k] - before[k]))
     };
     let xtcp = |port: u16| {
@@ -621,28 +621,18 @@ fn loss_recovery_receiving_against_the_kernel() {
         assert_eq!(rx.join().unwrap(), vec![LEN]);
         sent
     };
-    let mut port = 6100;
-    for r in 0..rounds {
-        let mut row = Vec::new();
-        for who in if r % 2 == 0 {
-            ["xtcp", "kernel"]
-        } else {
-            ["kernel", "xtcp"]
-        } {
-            port += 1;
-            let (secs, [rto, tlp, retx]) = if who == "xtcp" {
+    loss_rounds(
+        6100,
+        LEN,
+        |who| format!("into {who} (the sender's counts)"),
+        |who, port| {
+            if who == "xtcp" {
                 xtcp(port)
             } else {
                 kernel(port)
-            };
-            row.push(format!(
-                "into {who}: {secs:.3} s, {:.2} Gbit/s, the sender's {rto} RTOs, {tlp} loss probes, \
-                 {retx} retransmits",
-                LEN as f64 * 8.0 / secs / 1e9,
-            ));
-        }
-        eprintln!("round {}: {}", r + 1, row.join("; "));
-    }
+            }
+        },
+    );
 }
 
 /// Raw IPv4 + TCP packet from B to A's port, built by hand so that it can
