@@ -1751,8 +1751,8 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// How long an ACK may wait for a second segment: the smoothed RTT
-    /// (or, before one, the handshake's) within [`DELAYED_ACK_FLOOR`] and
-    /// [`Config::delayed_ack`]. A sender that waits for this ACK (its
+    /// within [`DELAYED_ACK_FLOOR`] and [`Config::delayed_ack`] (that
+    /// alone before an RTT is known). A sender that waits for this ACK (its
     /// window full, or a loss probe of one segment after its flight's ACK
     /// was lost) idles meanwhile; on a path of tens of microseconds,
     /// Linux's 40 ms were hundreds of round trips.
@@ -2133,9 +2133,10 @@ impl<M: SendMemory> Connection<M> {
 
     /// Arms the loss probe timer (RFC 8985 §7.2) while data is in flight,
     /// no RTO recovery runs and no probe is out: two smoothed RTTs and
-    /// [`PROBE_SLACK`] ([`NEW_DATA_PROBE_SLACK`] where the probe will be new
-    /// data, outside a recovery), or with one segment in flight, which a peer may
-    /// hold for its delayed ACK, two smoothed RTTs and the least RTO; never
+    /// [`PROBE_SLACK`] ([`NEW_DATA_PROBE_SLACK`] where the probe will be
+    /// new data: outside a recovery, with data unsent that the receive
+    /// window takes), or with one segment in flight, which a peer may hold
+    /// for its delayed ACK, two smoothed RTTs and the least RTO; never
     /// beyond the RTO. Disarms it otherwise.
     fn arm_loss_probe(&mut self, now: Instant) {
         let Some(srtt) = self.rtt.srtt() else {

@@ -2513,11 +2513,10 @@ fn mss_only() -> TcpOptions {
 
 /// A flight whose ACKs never come: the first timer is the loss probe (two
 /// smoothed RTTs and 2 ms where the probe will be new data, well before
-/// the RTO); it sends the next two new
-/// segments beyond the congestion window (two, so that a receiver that
-/// has the flight and lost its ACK answers at once instead of holding a
-/// lone segment for its delayed ACK), and the ACK they draw ends the
-/// episode with no RTO.
+/// the RTO); it sends the next two new segments beyond the congestion
+/// window (two, so that a receiver that has the flight and lost its ACK
+/// answers at once instead of holding a lone segment for its delayed ACK),
+/// and the ACK they draw ends the episode with no RTO.
 #[test]
 fn an_unanswered_flight_is_probed_with_new_data_before_the_rto() {
     let (mut c, iss) = client_with(Config::default(), mss_only());
