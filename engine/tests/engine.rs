@@ -316,11 +316,11 @@ fn kernel_segments(side: &Side) -> (u64, u64) {
     (tcp("OutSegs") + tcp("RetransSegs"), tcp("InSegs"))
 }
 
-/// A test network (MTU 1500, one queue) whose side B drops `percent` % of
+/// A test network (MTU `mtu`, one queue) whose side B drops `percent` % of
 /// the TCP packets each way (as on a wire: see the impairment program);
 /// the ingress and egress hooks, whose counters say what they did.
-fn lossy_net(percent: f64) -> (TestNet, Impairment, Impairment) {
-    let net = testnet(1500, 1);
+fn lossy_net(mtu: u32, percent: f64) -> (TestNet, Impairment, Impairment) {
+    let net = testnet(mtu, 1);
     let cfg = ImpairConfig::loss(percent);
     let (ingress, egress) = {
         let _g = net.b.ns.enter().unwrap();
@@ -350,6 +350,16 @@ fn write_pattern(s: &mut TcpStream, len: u64) {
         s.write_all(&buf[..k]).unwrap();
         off += k as u64;
     }
+}
+
+/// The loss benchmarks' MTU: `XTCP_LOSS_MTU`, 1500 by default.
+fn loss_mtu() -> u32 {
+    std::env::var("XTCP_LOSS_MTU").map_or(1500, |v| v.parse().expect("XTCP_LOSS_MTU"))
+}
+
+/// The loss benchmarks' transfer: `XTCP_LOSS_MIB` MiB, `default` if unset.
+fn loss_bytes(default: u64) -> u64 {
+    std::env::var("XTCP_LOSS_MIB").map_or(default, |v| v.parse().expect("XTCP_LOSS_MIB")) << 20
 }
 
 /// The loss benchmarks' rounds (`XTCP_LOSS_ROUNDS`, default 4): xtcp and
@@ -392,7 +402,7 @@ fn loss_rounds(
 /// sends the pattern (`from_file`: read from a file into its send buffer)
 /// or receives it from the kernel.
 fn lossy(send: bool, from_file: bool) {
-    let (net, ingress, egress) = lossy_net(1.0);
+    let (net, ingress, egress) = lossy_net(1500, 1.0);
     const LEN: u64 = 64 << 20;
     let stop = Arc::new(AtomicBool::new(false));
     let kernel0 = kernel_segments(&net.a);
@@ -490,11 +500,12 @@ fn one_percent_loss_each_way_xtcp_receiving() {
     lossy(false, false);
 }
 
-/// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): 64 MiB from
-/// side A to B's kernel under 1 % loss each way (the impairment program on
-/// B, as in the lossy tests), xtcp's sender and A's own kernel (CUBIC, as
-/// xtcp's default) on the same path, alternating, `XTCP_LOSS_ROUNDS`
-/// rounds (default 4): the seconds of each (xtcp's report: established to
+/// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): 64 MiB
+/// (`XTCP_LOSS_MIB`) from side A to B's kernel under 1 % loss each way (the
+/// impairment program on B, as in the lossy tests), MTU 1500
+/// (`XTCP_LOSS_MTU`), xtcp's sender and A's own kernel (CUBIC, as xtcp's
+/// default) on the same path, alternating, `XTCP_LOSS_ROUNDS` rounds
+/// (default 4): the seconds of each (xtcp's report: established to
 /// closed; the kernel's: connect to the receiver's end of stream), its RTO
 /// expiries, loss probes and retransmitted segments.
 ///
@@ -502,12 +513,12 @@ fn one_percent_loss_each_way_xtcp_receiving() {
 #[test]
 #[ignore]
 fn loss_recovery_against_the_kernel() {
-    const LEN: u64 = 64 << 20;
-    let (net, _ingress, _egress) = lossy_net(1.0);
+    let len = loss_bytes(64);
+    let (net, _ingress, _egress) = lossy_net(loss_mtu(), 1.0);
     let xtcp = |port: u16| {
-        let r = send_to_kernel(&net, config(&net, 1), port, sources(1, LEN), LEN);
+        let r = send_to_kernel(&net, config(&net, 1), port, sources(1, len), len);
         let c = &r.connections[0];
-        assert_eq!(c.bytes_sent, LEN);
+        assert_eq!(c.bytes_sent, len);
         let st = c.stats;
         (
             r.seconds,
@@ -525,17 +536,17 @@ fn loss_recovery_against_the_kernel() {
         sock.connect(&SocketAddr::new(net.b.ip4.into(), port).into())
             .unwrap();
         let mut s: TcpStream = sock.into();
-        write_pattern(&mut s, LEN);
+        write_pattern(&mut s, len);
         s.shutdown(std::net::Shutdown::Write).unwrap();
         // The receiver has every byte once it sees the end; the sender's
         // last bytes are acknowledged by then (all but the FIN's ACK).
-        assert_eq!(rx.join().unwrap(), vec![LEN]);
+        assert_eq!(rx.join().unwrap(), vec![len]);
         let secs = t0.elapsed().as_secs_f64();
         drop(_g);
         let after = loss_counters(&net.a);
         (secs, [0, 1, 2].map(|k| after[k] - before[k]))
     };
-    loss_rounds(6000, LEN, str::to_owned, |who, port| {
+    loss_rounds(6000, len, str::to_owned, |who, port| {
         if who == "xtcp" {
             xtcp(port)
         } else {
@@ -545,8 +556,9 @@ fn loss_recovery_against_the_kernel() {
 }
 
 /// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): the other
-/// way: 256 MiB from B's kernel (CUBIC) to side A under 1 % loss each way,
-/// received by xtcp and by A's own kernel in turn, `XTCP_LOSS_ROUNDS`
+/// way: 256 MiB (`XTCP_LOSS_MIB`) from B's kernel (CUBIC) to side A under
+/// 1 % loss each way, MTU 1500 (`XTCP_LOSS_MTU`), received by xtcp and by
+/// A's own kernel in turn, `XTCP_LOSS_ROUNDS`
 /// rounds (default 4): the sender's seconds from connected to the
 /// receiver's FIN, and B's RTO expiries, loss probes and retransmitted
 /// segments (from its own counters) in each case.
@@ -555,8 +567,8 @@ fn loss_recovery_against_the_kernel() {
 #[test]
 #[ignore]
 fn loss_recovery_receiving_against_the_kernel() {
-    const LEN: u64 = 256 << 20;
-    let (net, _ingress, _egress) = lossy_net(1.0);
+    let len = loss_bytes(256);
+    let (net, _ingress, _egress) = lossy_net(loss_mtu(), 1.0);
     // B's kernel sends to `port` on A (retrying the connect while the
     // receiver starts; a connect whose SYN or SYN-ACK is lost takes the
     // initial RTO, 1 s, and must not be given up meanwhile: the receiver
@@ -582,7 +594,7 @@ fn loss_recovery_receiving_against_the_kernel() {
         };
         let t0 = Instant::now();
         let before = loss_counters(&net.b);
-        write_pattern(&mut s, LEN);
+        write_pattern(&mut s, len);
         s.shutdown(std::net::Shutdown::Write).unwrap();
         let mut rest = Vec::new();
         s.read_to_end(&mut rest).unwrap();
@@ -608,7 +620,7 @@ fn loss_recovery_receiving_against_the_kernel() {
         let sent = send(port);
         let report = e.join().unwrap().unwrap();
         let c = &report.connections[0];
-        assert_eq!((c.bytes_received, c.mismatch), (LEN, None), "{c:?}");
+        assert_eq!((c.bytes_received, c.mismatch), (len, None), "{c:?}");
         sent
     };
     let kernel = |port: u16| {
@@ -618,12 +630,12 @@ fn loss_recovery_receiving_against_the_kernel() {
         };
         let rx = kernel_receivers(listener, 1);
         let sent = send(port);
-        assert_eq!(rx.join().unwrap(), vec![LEN]);
+        assert_eq!(rx.join().unwrap(), vec![len]);
         sent
     };
     loss_rounds(
         6100,
-        LEN,
+        len,
         |who| format!("into {who} (the sender's counts)"),
         |who, port| {
             if who == "xtcp" {
