@@ -500,6 +500,68 @@ fn one_percent_loss_each_way_xtcp_receiving() {
     lossy(false, false);
 }
 
+/// B's kernel sends to xtcp with 1 % of what its egress hook sees
+/// duplicated (GSO packets, so runs of a few dozen duplicate segments):
+/// xtcp reports the duplicates in D-SACK blocks (RFC 2883), a run before
+/// an ACK as one, and Linux counts each ACK that carried one as such
+/// (`TCPDSACKRecv` below the cumulative ACK, `TCPDSACKOfoRecv` within a
+/// SACKed block): as many as xtcp says it sent. The stream arrives whole.
+#[test]
+fn duplicates_reach_the_kernel_sender_as_d_sack_blocks() {
+    let net = testnet(1500, 1);
+    let cfg = ImpairConfig {
+        dup_ppm: 10_000,
+        ..ImpairConfig::default()
+    };
+    let egress = {
+        let _g = net.b.ns.enter().unwrap();
+        Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap()
+    };
+    let dsacks = || {
+        let ext = |name| proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", name);
+        ext("TCPDSACKRecv") + ext("TCPDSACKOfoRecv")
+    };
+    let before = dsacks();
+    const LEN: u64 = 64 << 20;
+    let role = Role::Listen {
+        addr: None,
+        port: 5203,
+        sinks: SinkKind::Verify(SEED),
+        keep_listening: false,
+    };
+    let e = engine(
+        &net,
+        config(&net, 1),
+        role,
+        Arc::new(AtomicBool::new(false)),
+    );
+    kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), 5203), LEN)
+        .join()
+        .unwrap();
+    let report = e.join().unwrap().unwrap();
+    let c = &report.connections[0];
+    assert_eq!((c.bytes_received, c.mismatch), (LEN, None), "{c:?}");
+    let dup = egress.counters().unwrap();
+    assert!(dup.duplicated > 0, "{dup:?}");
+    let sent = c.stats.dsacks_sent;
+    eprintln!(
+        "D-SACKs sent {sent}, duplicate bytes {}: {dup:?}",
+        c.stats.duplicate_bytes
+    );
+    assert!(sent > 0 && c.stats.duplicate_bytes > 0, "{:?}", c.stats);
+    // The sender took in every ACK before it saw xtcp's FIN; wait
+    // (bounded) all the same for its counters.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dsacks() - before != sent {
+        assert!(
+            Instant::now() < deadline,
+            "D-SACKs: xtcp sent {sent}, Linux counted {}: {dup:?}",
+            dsacks() - before
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): 64 MiB
 /// (`XTCP_LOSS_MIB`) from side A to B's kernel under 1 % loss each way (the
 /// impairment program on B, as in the lossy tests), MTU 1500

@@ -295,6 +295,9 @@ pub struct Connection<M = HeapFrames> {
     /// RescueRxt): one rescue per recovery.
     rescue_rxt: Option<u64>,
     last_ooo: Option<u64>,
+    /// A duplicate that arrived, to report once in the next ACK's first
+    /// SACK block (RFC 2883 D-SACK): offsets, end exclusive.
+    dsack: Option<(u64, u64)>,
     challenge_window: (Option<Instant>, u32),
     error: Option<ConnectionError>,
     closed: Option<CloseReason>,
@@ -338,6 +341,12 @@ const NEW_DATA_PROBE_SLACK: Duration = Duration::from_millis(2);
 /// come whatever holds it up on the way (a scheduler, a batch), and holds
 /// a trickle of lone segments to an ACK a millisecond.
 const DELAYED_ACK_FLOOR: Duration = Duration::from_millis(1);
+
+/// The offset of a segment that starts `d` bytes after RCV.NXT (`nxt`),
+/// where offsets start at the peer's first data byte (none before it).
+fn rcv_nxt_off(nxt: u64, d: i64) -> u64 {
+    (nxt as i64 + d).max(0) as u64
+}
 
 /// [`Connection`]'s `ooo_fin` when no FIN waits beyond a hole.
 const NO_FIN: u64 = u64::MAX;
@@ -488,6 +497,7 @@ impl<M: SendMemory> Connection<M> {
             unacked_bytes: 0,
             largest_seg: 0,
             last_ooo: None,
+            dsack: None,
             sack_ok: false,
             ts_ok: false,
             ts_recent: 0,
@@ -1404,6 +1414,9 @@ impl<M: SendMemory> Connection<M> {
             if !f.contains(TcpFlags::RST) {
                 if seg_len > 0 && d < 0 {
                     self.stats.duplicate_bytes += payload_len as u64;
+                    // Wholly below RCV.NXT: a duplicate, reported as one.
+                    let off = rcv_nxt_off(self.recv.nxt(), d);
+                    self.note_dsack(off, off + payload_len as u64);
                 }
                 self.ack_now = true;
             }
@@ -1669,10 +1682,20 @@ impl<M: SendMemory> Connection<M> {
         d: i64,
         deliver: &mut dyn FnMut(&[u8]) -> usize,
     ) {
-        let off = (self.recv.nxt() as i64 + d).max(0) as u64;
+        let off = rcv_nxt_off(self.recv.nxt(), d);
         let edge = self.rcv_adv.max(self.window_edge());
         if payload_len > 0 {
             self.largest_seg = self.largest_seg.max(payload_len);
+            // A part that arrived before (below RCV.NXT, or within a block
+            // held out of order) is the duplicate the next ACK reports.
+            let end = off + payload_len as u64;
+            if off < self.recv.nxt() {
+                self.note_dsack(off, end.min(self.recv.nxt()));
+            } else if let Some((_, e)) = self.recv.ooo_containing(off) {
+                self.note_dsack(off, end.min(e));
+                // The block it lies in goes second (RFC 2883 §4).
+                self.last_ooo = Some(off);
+            }
             // Part by part, each at its place: in order, a part is offered
             // to `deliver` once everything before it was taken.
             let mut a = Accepted::default();
@@ -1764,6 +1787,19 @@ impl<M: SendMemory> Connection<M> {
             ),
             None => self.cfg.delayed_ack,
         }
+    }
+
+    /// Keeps `[from, to)` (offsets) for the next ACK's D-SACK block, if
+    /// SACK is on: joined to the one kept where they touch (a run of
+    /// duplicates before that ACK is one block), else in its place.
+    fn note_dsack(&mut self, from: u64, to: u64) {
+        if !self.sack_ok || to <= from {
+            return;
+        }
+        self.dsack = Some(match self.dsack {
+            Some((a, b)) if from <= b && to >= a => (a.min(from), b.max(to)),
+            _ => (from, to),
+        });
     }
 
     fn enter_time_wait(&mut self, now: Instant) {
@@ -2314,10 +2350,15 @@ impl<M: SendMemory> Connection<M> {
                 tsecr: self.ts_recent,
             });
         }
-        if self.sack_ok && self.recv.has_ooo() {
+        if self.sack_ok && (self.recv.has_ooo() || self.dsack.is_some()) {
             let max_blocks = if self.ts_ok { 3 } else { 4 };
             let base = self.irs + 1;
             let mut blocks = SackBlocks::EMPTY;
+            // A duplicate first, once (RFC 2883).
+            if let Some((s, e)) = self.dsack.take() {
+                blocks.push((base + s as usize, base + e as usize));
+                self.stats.dsacks_sent += 1;
+            }
             let first = self.last_ooo.and_then(|o| self.recv.ooo_containing(o));
             if let Some((s, e)) = first {
                 blocks.push((base + s as usize, base + e as usize));

@@ -50,7 +50,10 @@
 //! a time), it doubles on trial and keeps the size only if the delivery
 //! rate rises by a quarter. The receive buffer is a ring too;
 //! out-of-order data is stored at its place in the ring and tracked in a
-//! bounded range set.
+//! bounded range set, reported in SACK blocks (the block of the latest
+//! segment first, then the highest others), and a segment that arrives
+//! again is reported once in the next ACK's first block (RFC 2883
+//! D-SACK), with the block it lies in after it.
 
 //! # TIME-WAIT
 //!
@@ -111,10 +114,11 @@
 //!
 //! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
 //! echoes are used only after a retransmission, where Karn's rule leaves no
-//! timed segment), the PAWS 24-day idle rule,
-//! D-SACK, RACK (TLP is above), PRR (RFC 6937: a recovery sends by RFC 6675's
-//! pipe), F-RTO and undo of spurious retransmissions, HyStart,
-//! ECN, urgent data, keep-alive, RFC 7661's reduction of an unused window
+//! timed segment), the PAWS 24-day idle rule, the use of a peer's D-SACK
+//! blocks (the duplicates it reports neither undo a reduction nor widen a
+//! reordering allowance), RACK (TLP is above), PRR (RFC 6937: a recovery
+//! sends by RFC 6675's pipe), F-RTO and undo of spurious retransmissions,
+//! HyStart, ECN, urgent data, keep-alive, RFC 7661's reduction of an unused window
 //! after an idle or application-limited period (the window only stops
 //! growing).
 //!
@@ -409,6 +413,8 @@ pub struct Stats {
     pub ooo_dropped: u64,
     /// Duplicate (already received) payload bytes.
     pub duplicate_bytes: u64,
+    /// ACKs sent that reported a duplicate in a D-SACK block (RFC 2883).
+    pub dsacks_sent: u64,
     /// RSTs sent.
     pub rst_sent: u64,
     /// RSTs received and accepted.

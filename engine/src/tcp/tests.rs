@@ -1540,6 +1540,80 @@ fn out_of_order_queue_stays_bounded_and_reports_sack_blocks() {
     assert_eq!(c.readable(), 200);
 }
 
+/// A segment that arrives again is reported once, in the first SACK
+/// block of the ACK it draws (RFC 2883 D-SACK): one wholly below RCV.NXT
+/// (a retransmission whose original arrived), and one within data held
+/// out of order, whose block then comes second.
+#[test]
+fn duplicates_are_reported_once_as_d_sack_blocks() {
+    let opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..TcpOptions::NONE
+    };
+    let (mut c, iss) = client_with(Config::default(), opts);
+    let base = PEER_ISS + 1;
+    let data = [5u8; 1460];
+    let d = |off: usize| seg(TcpFlags::ACK, base + off, iss + 1, 65535);
+    let sacks = |acks: &[Segment]| -> Vec<Vec<(SeqNumber, SeqNumber)>> {
+        acks.iter()
+            .map(|a| a.repr.options.sack.as_slice().to_vec())
+            .collect()
+    };
+    c.handle_segment(ms(20), &d(0), &data);
+    c.handle_segment(ms(20), &d(1460), &data);
+    assert_eq!(sacks(&out(&mut c, ms(20))), vec![vec![]]);
+    // The first again: an ACK at once, its D-SACK block below the ACK.
+    c.handle_segment(ms(21), &d(0), &data);
+    let a = out(&mut c, ms(21));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].repr.ack, base + 2920);
+    assert_eq!(sacks(&a), vec![vec![(base, base + 1460)]]);
+    assert_eq!(c.stats().duplicate_bytes, 1460);
+    // Reported once: the next ACK has no block.
+    c.handle_segment(ms(22), &d(2920), &data);
+    c.handle_segment(ms(22), &d(4380), &data);
+    assert_eq!(sacks(&out(&mut c, ms(22))), vec![vec![]]);
+    // A run of duplicates before one ACK: one block for the run.
+    c.handle_segment(ms(22), &d(2920), &data);
+    c.handle_segment(ms(22), &d(4380), &data);
+    assert_eq!(
+        sacks(&out(&mut c, ms(22))),
+        vec![vec![(base + 2920, base + 5840)]]
+    );
+    // Two segments held beyond a hole, the second of them again: its
+    // D-SACK block, then the block it lies in.
+    c.handle_segment(ms(23), &d(7300), &data);
+    c.handle_segment(ms(23), &d(8760), &data);
+    let held = (base + 7300, base + 10220);
+    assert_eq!(sacks(&out(&mut c, ms(23))).last(), Some(&vec![held]));
+    c.handle_segment(ms(24), &d(8760), &data);
+    let a = out(&mut c, ms(24));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].repr.ack, base + 5840, "the hole");
+    assert_eq!(sacks(&a), vec![vec![(base + 8760, base + 10220), held]]);
+    assert_eq!(c.stats().dsacks_sent, 3);
+    // Filling the hole: no duplicate, no D-SACK.
+    c.handle_segment(ms(25), &d(5840), &data);
+    let a = out(&mut c, ms(25));
+    assert_eq!(
+        (a.last().unwrap().repr.ack, sacks(&a).concat()),
+        (base + 10220, vec![])
+    );
+}
+
+/// Without SACK, a duplicate draws a plain ACK.
+#[test]
+fn without_sack_a_duplicate_draws_no_sack_option() {
+    let (mut c, iss) = client_with(Config::default(), mss_only());
+    let d = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, 65535);
+    c.handle_segment(ms(20), &d, &[5u8; 1460]);
+    c.handle_segment(ms(21), &d, &[5u8; 1460]);
+    let a = out(&mut c, ms(21));
+    assert_eq!(a.len(), 1);
+    assert!(a[0].repr.options.sack.as_slice().is_empty());
+}
+
 #[test]
 fn clipped_mss_sends_whole_frames_by_reference() {
     let cfg = Config {
