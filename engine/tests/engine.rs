@@ -99,6 +99,18 @@ fn wait_attached<T>(net: &TestNet, e: &JoinHandle<T>) {
     }
 }
 
+/// The engine listening on `port` for one connection (it returns once
+/// that closes), each byte checked against the pattern.
+fn verifying_listener(net: &TestNet, port: u16) -> JoinHandle<Result<EngineReport, EngineError>> {
+    let role = Role::Listen {
+        addr: None,
+        port,
+        sinks: SinkKind::Verify(SEED),
+        keep_listening: false,
+    };
+    engine(net, config(net, 1), role, Arc::new(AtomicBool::new(false)))
+}
+
 /// A kernel TCP listener in side B's namespace.
 fn kernel_listener(net: &TestNet, port: u16) -> TcpListener {
     let _g = net.b.ns.enter().unwrap();
@@ -404,7 +416,6 @@ fn loss_rounds(
 fn lossy(send: bool, from_file: bool) {
     let (net, ingress, egress) = lossy_net(1500, 1.0);
     const LEN: u64 = 64 << 20;
-    let stop = Arc::new(AtomicBool::new(false));
     let kernel0 = kernel_segments(&net.a);
     let report = if send {
         let file = from_file.then(|| PatternFile::new(LEN));
@@ -417,13 +428,7 @@ fn lossy(send: bool, from_file: bool) {
         };
         send_to_kernel(&net, config(&net, 1), 5201, srcs, LEN)
     } else {
-        let role = Role::Listen {
-            addr: None,
-            port: 5202,
-            sinks: SinkKind::Verify(SEED),
-            keep_listening: false,
-        };
-        let e = engine(&net, config(&net, 1), role, stop);
+        let e = verifying_listener(&net, 5202);
         kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), 5202), LEN)
             .join()
             .unwrap();
@@ -523,18 +528,7 @@ fn duplicates_reach_the_kernel_sender_as_d_sack_blocks() {
     };
     let before = dsacks();
     const LEN: u64 = 64 << 20;
-    let role = Role::Listen {
-        addr: None,
-        port: 5203,
-        sinks: SinkKind::Verify(SEED),
-        keep_listening: false,
-    };
-    let e = engine(
-        &net,
-        config(&net, 1),
-        role,
-        Arc::new(AtomicBool::new(false)),
-    );
+    let e = verifying_listener(&net, 5203);
     kernel_sender(&net, SocketAddr::new(net.a.ip4.into(), 5203), LEN)
         .join()
         .unwrap();
@@ -666,18 +660,7 @@ fn loss_recovery_receiving_against_the_kernel() {
         (secs, [0, 1, 2].map(|k| after[k] - before[k]))
     };
     let xtcp = |port: u16| {
-        let role = Role::Listen {
-            addr: None,
-            port,
-            sinks: SinkKind::Verify(SEED),
-            keep_listening: false,
-        };
-        let e = engine(
-            &net,
-            config(&net, 1),
-            role,
-            Arc::new(AtomicBool::new(false)),
-        );
+        let e = verifying_listener(&net, port);
         wait_attached(&net, &e);
         let sent = send(port);
         let report = e.join().unwrap().unwrap();

@@ -1546,12 +1546,7 @@ fn out_of_order_queue_stays_bounded_and_reports_sack_blocks() {
 /// out of order, whose block then comes second.
 #[test]
 fn duplicates_are_reported_once_as_d_sack_blocks() {
-    let opts = TcpOptions {
-        mss: Some(1460),
-        sack_permitted: true,
-        ..TcpOptions::NONE
-    };
-    let (mut c, iss) = client_with(Config::default(), opts);
+    let (mut c, iss) = client_with(Config::default(), mss_and_sack());
     let base = PEER_ISS + 1;
     let data = [5u8; 1460];
     let d = |off: usize| seg(TcpFlags::ACK, base + off, iss + 1, 65535);
@@ -2585,6 +2580,14 @@ fn mss_only() -> TcpOptions {
     }
 }
 
+/// A peer that offers its MSS (1460) and SACK.
+fn mss_and_sack() -> TcpOptions {
+    TcpOptions {
+        sack_permitted: true,
+        ..mss_only()
+    }
+}
+
 /// A flight whose ACKs never come: the first timer is the loss probe (two
 /// smoothed RTTs and 2 ms where the probe will be new data, well before
 /// the RTO); it sends the next two new segments beyond the congestion
@@ -2715,12 +2718,7 @@ fn a_lost_last_segment_is_repaired_by_the_probe_not_the_rto() {
 /// 9438 §4.6), not the pipe that leaves them out.
 #[test]
 fn a_sack_recovery_reduces_from_the_whole_flight() {
-    let opts = TcpOptions {
-        mss: Some(1460),
-        sack_permitted: true,
-        ..TcpOptions::NONE
-    };
-    let (mut c, iss) = client_with(Config::default(), opts);
+    let (mut c, iss) = client_with(Config::default(), mss_and_sack());
     c.write(&[9u8; 20 * 1460]).unwrap();
     assert_eq!(out(&mut c, ms(20)).len(), 10);
     assert_eq!(c.cwnd(), 10 * 1460);
@@ -2737,12 +2735,7 @@ fn a_sack_recovery_reduces_from_the_whole_flight() {
 /// the probe sends the hole at SND.UNA again, before the RTO would.
 #[test]
 fn a_stalled_recovery_is_probed_with_the_hole_again() {
-    let opts = TcpOptions {
-        mss: Some(1460),
-        sack_permitted: true,
-        ..TcpOptions::NONE
-    };
-    let (mut c, iss) = client_with(Config::default(), opts);
+    let (mut c, iss) = client_with(Config::default(), mss_and_sack());
     c.write(&[9u8; 10 * 1460]).unwrap();
     assert_eq!(out(&mut c, ms(20)).len(), 10);
     // The first segment lost: the next three SACKed.
