@@ -116,7 +116,6 @@ pub struct ClientSession {
     events: VecDeque<Event>,
     table: StreamTable,
     deadline: Option<Instant>,
-    started: Option<Instant>,
     ended: Option<Instant>,
     /// When the bytes began to count: the test's start, or with `-O` the
     /// end of the omitted seconds.
@@ -149,7 +148,6 @@ impl ClientSession {
             phase: Phase::ParamExchange,
             events: VecDeque::new(),
             table: StreamTable::default(),
-            started: None,
             ended: None,
             counted_from: None,
             omit_end: None,
@@ -538,7 +536,6 @@ impl ClientSession {
         let omit = Duration::from_secs(u64::from(p.omit_secs));
         self.phase = Phase::Running;
         self.deadline = None;
-        self.started = Some(now);
         self.progress_at = now;
         if p.omit_secs > 0 {
             self.table.omitting = true;

@@ -213,7 +213,6 @@ pub struct ServerSession {
     accepted: u32,
     /// Deadline of the current waiting phase.
     deadline: Option<Instant>,
-    started: Option<Instant>,
     ended: Option<Instant>,
     /// When the bytes began to count: the test's start, or with `-O` the
     /// end of the omitted seconds.
@@ -251,7 +250,6 @@ impl ServerSession {
             table: StreamTable::default(),
             accepted: 0,
             deadline,
-            started: None,
             ended: None,
             counted_from: None,
             omit_end: None,
@@ -570,7 +568,6 @@ impl ServerSession {
         self.send_state(State::TestRunning);
         self.phase = Phase::Running;
         self.deadline = None;
-        self.started = Some(now);
         self.progress_at = now;
         if p.omit_secs > 0 {
             self.table.omitting = true;
