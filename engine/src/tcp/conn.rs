@@ -1688,10 +1688,14 @@ impl<M: SendMemory> Connection<M> {
             self.largest_seg = self.largest_seg.max(payload_len);
             // A part that arrived before (below RCV.NXT, or within a block
             // held out of order) is the duplicate the next ACK reports.
+            // (An in-order segment, the common case, looks up nothing.)
             let end = off + payload_len as u64;
-            if off < self.recv.nxt() {
-                self.note_dsack(off, end.min(self.recv.nxt()));
-            } else if let Some((_, e)) = self.recv.ooo_containing(off) {
+            let nxt = self.recv.nxt();
+            if off < nxt {
+                self.note_dsack(off, end.min(nxt));
+            } else if off > nxt
+                && let Some((_, e)) = self.recv.ooo_containing(off)
+            {
                 self.note_dsack(off, end.min(e));
                 // The block it lies in goes second (RFC 2883 §4).
                 self.last_ooo = Some(off);
