@@ -2160,15 +2160,21 @@ impl<M: SendMemory> Connection<M> {
     /// and the MSS allow (whatever the congestion window says), the FIN
     /// with it if it ends the stream; `None` if none may go.
     fn one_new_segment(&mut self, now: Instant, tail: u64, fin_q: bool) -> Option<Segment> {
-        let room = (self.una + self.snd_wnd as u64).saturating_sub(self.nxt) as usize;
-        let len = (tail.saturating_sub(self.nxt) as usize)
-            .min(room)
-            .min(self.send_mss);
+        let len = self.new_data_len(tail);
         if len == 0 {
             return None;
         }
         let fin = fin_q && self.nxt + len as u64 == tail;
         Some(self.data_segment(now, self.nxt, len, fin, false, 1))
+    }
+
+    /// Bytes of new data (up to `tail`) one segment at `SND.NXT` may carry
+    /// within the receive window and the MSS.
+    fn new_data_len(&self, tail: u64) -> usize {
+        let room = (self.una + self.snd_wnd as u64).saturating_sub(self.nxt) as usize;
+        (tail.saturating_sub(self.nxt) as usize)
+            .min(room)
+            .min(self.send_mss)
     }
 
     /// Arms the loss probe timer (RFC 8985 §7.2) while data is in flight,
@@ -2193,9 +2199,7 @@ impl<M: SendMemory> Connection<M> {
             self.set(Timer::LossProbe, None);
             return;
         }
-        let new_data = self.recover.is_none()
-            && self.send.tail() > self.nxt
-            && self.una + self.snd_wnd as u64 > self.nxt;
+        let new_data = self.recover.is_none() && self.new_data_len(self.send.tail()) > 0;
         let extra = if self.max - self.una <= self.send_mss as u64 {
             self.cfg.rto_min
         } else if new_data {
