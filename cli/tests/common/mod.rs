@@ -507,28 +507,30 @@ pub fn iperf3_json_to(
     v
 }
 
-/// The number after `word ` in serve's line for a test.
+/// The whole number after `word ` in `line` (serve's line for a test,
+/// xtcp's summary).
 pub fn count(line: &str, word: &str) -> u64 {
     after(line, word)
-        .parse()
-        .unwrap_or_else(|e| panic!("{word:?} in {line}: {e}"))
 }
 
 /// The number after `word` in `line`, as [`count`], with a fraction
 /// (`2.005 s`).
 pub fn number(line: &str, word: &str) -> f64 {
     after(line, word)
-        .parse()
-        .unwrap_or_else(|e| panic!("{word:?} in {line}: {e}"))
 }
 
-/// The word after `word` in `line`.
-fn after<'a>(line: &'a str, word: &str) -> &'a str {
+/// The word after `word` in `line`, parsed.
+fn after<T: std::str::FromStr>(line: &str, word: &str) -> T
+where
+    T::Err: std::fmt::Display,
+{
     let at = line
         .find(word)
         .unwrap_or_else(|| panic!("{word:?} in {line}"))
         + word.len();
-    line[at..].trim_start().split(' ').next().unwrap()
+    let w = line[at..].trim_start().split(' ').next().unwrap();
+    w.parse()
+        .unwrap_or_else(|e| panic!("{word:?} in {line}: {w:?}: {e}"))
 }
 
 /// The line of `err` that begins with `prefix` (`xtcp: XDP: `).
