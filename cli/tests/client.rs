@@ -10,8 +10,8 @@ use std::time::Duration;
 mod common;
 
 use common::{
-    ENGINE, Reap, XTCP, clocks_agree, closed_unread, near, output_and_cpu, stock_server_received,
-    tcp_buffer_max, testnet, wait_listening,
+    ENGINE, Reap, TICK, XTCP, clocks_agree, closed_unread, near, output_and_cpu,
+    stock_server_received, tcp_buffer_max, testnet, wait_listening,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -128,7 +128,7 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     let secs = num(&v, &["end", "sum_sent", "seconds"]);
     let (cu, cs) = (u / 100.0 * secs, sy / 100.0 * secs);
     eprintln!("CPU: xtcp says user {cu:.3} s system {cs:.3} s; wait4 {ru_user} {ru_system}");
-    assert!(cu <= ru_user + 0.01 && cs <= ru_system + 0.01, "{cpu}");
+    assert!(cu <= ru_user + TICK && cs <= ru_system + TICK, "{cpu}");
     assert!(!v["intervals"].as_array().unwrap().is_empty());
     let sent = bytes(&v, &["end", "sum_sent", "bytes"]);
     assert!(sent > 0, "{v}");

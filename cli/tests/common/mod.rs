@@ -822,8 +822,12 @@ pub fn exit_and_cpu(
 
 /// The kernel accounts CPU time in ticks and splits it into user and
 /// system by sampling: what xtcp reads of itself may exceed what is read
-/// from outside by a tick, and printing rounds it by another.
-pub const CPU_SLACK: f64 = 0.02;
+/// from outside (`wait4`) by a tick.
+pub const TICK: f64 = 0.01;
+
+/// [`TICK`], and another for what is printed rounded to a hundredth or
+/// read from `/proc` in whole ticks.
+pub const CPU_SLACK: f64 = 2.0 * TICK;
 
 /// `what`: `a` (xtcp's) within `rel` (relative) of `b` (the reference).
 pub fn near(what: &str, a: f64, b: f64, rel: f64) {
