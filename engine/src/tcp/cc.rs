@@ -1,11 +1,13 @@
 //! Congestion control behind a trait: NewReno (RFC 5681 / 6582 window rules)
 //! and CUBIC (RFC 9438).
 //!
-//! The connection owns loss detection and recovery (RFC 6675 pipe / NextSeg);
-//! the controller only owns the window. Call order: `on_ack` for every ACK that
-//! advances `SND.UNA` outside recovery, `on_congestion_event` once when a loss
-//! recovery starts, `on_rto` on a retransmission timeout, `on_recovery_end` when
-//! recovery completes. Windows are in bytes.
+//! The connection owns loss detection and recovery (RFC 6675 pipe / NextSeg;
+//! what a recovery sends, RFC 9937 PRR); the controller only owns the window
+//! and the target a recovery brings the flight down to (`ssthresh`). Call
+//! order: `on_ack` for every ACK that advances `SND.UNA` outside recovery,
+//! `on_congestion_event` once when a loss recovery starts, `on_rto` on a
+//! retransmission timeout, `on_recovery_end` when recovery completes. Windows
+//! are in bytes.
 
 use std::time::{Duration, Instant};
 

@@ -294,6 +294,8 @@ pub struct Connection<M = HeapFrames> {
     /// Recovery point of the last rescue retransmission (RFC 6675
     /// RescueRxt): one rescue per recovery.
     rescue_rxt: Option<u64>,
+    /// What a recovery may send ([`Prr`]).
+    prr: Prr,
     last_ooo: Option<u64>,
     /// A duplicate that arrived, to report once in the next ACK's first
     /// SACK block (RFC 2883 D-SACK): offsets, end exclusive.
@@ -301,6 +303,28 @@ pub struct Connection<M = HeapFrames> {
     challenge_window: (Option<Instant>, u32),
     error: Option<ConnectionError>,
     closed: Option<CloseReason>,
+}
+
+/// Proportional rate reduction (RFC 9937): what a fast recovery may send.
+/// Over the recovery the sender sends `ssthresh / RecoverFS` of what the
+/// peer reports delivered, so that the flight comes down to the congestion
+/// controller's target evenly, ACK by ACK, instead of not at all until the
+/// pipe falls below it and then at once (RFC 6675's `cwnd − pipe`); once
+/// the pipe is below the target (heavy losses), it grows back no faster
+/// than slow start would. Bytes throughout.
+#[derive(Debug, Clone, Copy, Default)]
+struct Prr {
+    /// Bytes the peer reported delivered since the recovery began
+    /// (cumulatively or by SACK; a duplicate ACK without SACK counts as a
+    /// segment).
+    delivered: usize,
+    /// Bytes sent since (new data and retransmissions).
+    out: usize,
+    /// RecoverFS: the flight when it began, less what was SACKed before.
+    recover_fs: usize,
+    /// The congestion window in force until the next ACK: the pipe at the
+    /// last ACK plus what that ACK allowed (`sndcnt`).
+    cwnd: usize,
 }
 
 /// A send-buffer size on trial ([`Connection::probe_send_buffer`]).
@@ -478,6 +502,7 @@ impl<M: SendMemory> Connection<M> {
             cwnd_usage_end: 0,
             cwnd_limited: false,
             rescue_rxt: None,
+            prr: Prr::default(),
             rescue_due: false,
             tlp_due: false,
             tlp_out: false,
@@ -1526,6 +1551,11 @@ impl<M: SendMemory> Connection<M> {
         }
         let ack_off = ack_off.max(0) as u64;
         let window = (seg.window as usize) << self.snd_wscale;
+        // What this ACK reports delivered, for a recovery's PRR step.
+        let una_before = self.una;
+        let sacked_before = self.sacked.total();
+        let mut sacked_removed = 0;
+        let mut dupack = false;
         if ack_off > self.una {
             let acked = (ack_off - self.una) as usize;
             let data_to = ack_off.min(self.send.tail());
@@ -1562,7 +1592,10 @@ impl<M: SendMemory> Connection<M> {
             if self.high_rxt < self.una {
                 self.high_rxt = self.una;
             }
-            self.sacked.remove_below(key(self.una));
+            if !self.sacked.is_empty() {
+                self.sacked.remove_below(key(self.una));
+                sacked_removed = sacked_before - self.sacked.total();
+            }
             self.retries = 0;
             self.rtt.reset_backoff();
             self.dupacks = 0;
@@ -1607,6 +1640,7 @@ impl<M: SendMemory> Connection<M> {
         {
             self.dupacks += 1;
             self.stats.dup_acks += 1;
+            dupack = true;
         }
         // SACK scoreboard.
         if self.sack_ok {
@@ -1635,6 +1669,13 @@ impl<M: SendMemory> Connection<M> {
             // and a small window would be cut to half of β.
             let flight = (self.max - self.una) as usize;
             self.recover = Some(self.max);
+            // RecoverFS (RFC 9937 §6.1): what may be reported delivered in
+            // this recovery, this ACK's part included.
+            self.prr = Prr {
+                recover_fs: ((self.max - una_before) as usize).saturating_sub(sacked_before),
+                cwnd: self.cc.window(),
+                ..Prr::default()
+            };
             self.tlp_due = false;
             self.cc.on_congestion_event(now, flight);
             self.force_retransmit = true;
@@ -1643,6 +1684,9 @@ impl<M: SendMemory> Connection<M> {
             if self.sack_ok && !self.sacked.is_empty() {
                 self.stats.sack_recoveries += 1;
             }
+        }
+        if self.recover.is_some() {
+            self.prr_step(una_before, sacked_before, sacked_removed, dupack);
         }
         // Any ACK shows the path alive: the probe waits a timeout from now.
         self.arm_loss_probe(now);
@@ -1830,6 +1874,79 @@ impl<M: SendMemory> Connection<M> {
         }
     }
 
+    /// RFC 9937's step on an ACK in a recovery (the one that began it
+    /// too): counts what the ACK reports delivered and sets the window
+    /// that holds sending until the next one. `sacked_before` was SACKed
+    /// before the ACK, `sacked_removed` of it acknowledged cumulatively by
+    /// it; `dupack`: it was a duplicate ACK.
+    fn prr_step(
+        &mut self,
+        una_before: u64,
+        sacked_before: usize,
+        sacked_removed: usize,
+        dupack: bool,
+    ) {
+        let advanced = (self.una - una_before) as usize;
+        // Bytes this ACK SACKed for the first time.
+        let newly_sacked = self
+            .sacked
+            .total()
+            .saturating_sub(sacked_before - sacked_removed);
+        let delivered = if self.sack_ok {
+            // What was SACKed before and is now acknowledged cumulatively
+            // was counted when it was SACKed.
+            advanced - sacked_removed + newly_sacked
+        } else if dupack {
+            // Without SACK, a duplicate ACK stands for a segment that left.
+            self.send_mss
+        } else {
+            advanced
+        };
+        if delivered == 0 {
+            return;
+        }
+        self.prr.delivered += delivered;
+        let pipe = self.pipe();
+        let ssthresh = self.cc.ssthresh();
+        let sndcnt = if pipe > ssthresh {
+            // Proportional: ssthresh / RecoverFS of what was delivered.
+            let due = (self.prr.delivered as u64 * ssthresh as u64)
+                .div_ceil(self.prr.recover_fs.max(1) as u64) as usize;
+            due.saturating_sub(self.prr.out)
+        } else {
+            // Below the target: what was delivered and not yet sent again
+            // (at least this ACK's part), a segment more where the ACK
+            // moved SND.UNA and showed no new loss (PRR-SSRB: slow start's
+            // pace); never beyond the target.
+            let mut n = self
+                .prr
+                .delivered
+                .saturating_sub(self.prr.out)
+                .max(delivered);
+            if advanced > 0 && newly_sacked == 0 {
+                n += self.send_mss;
+            }
+            n.min(ssthresh - pipe)
+        };
+        // The fast retransmission goes whatever the count (it does: see
+        // `poll_data`'s first rule).
+        let sndcnt = if self.prr.out == 0 && sndcnt == 0 {
+            self.send_mss
+        } else {
+            sndcnt
+        };
+        self.prr.cwnd = pipe + sndcnt;
+    }
+
+    /// The congestion window sending is held to: in a recovery, PRR's.
+    fn send_cwnd(&self) -> usize {
+        if self.recover.is_some() {
+            self.prr.cwnd
+        } else {
+            self.cc.window()
+        }
+    }
+
     /// RFC 6675 IsLost: more than (DupThresh − 1) · SMSS bytes SACKed above.
     fn is_lost(&self, off: u64) -> bool {
         if self.sacked.containing(key(off)).is_some() {
@@ -1962,7 +2079,7 @@ impl<M: SendMemory> Connection<M> {
         if self.recover.is_some()
             && self.sack_ok
             && let Some((off, len)) = self.next_lost()
-            && self.pipe() + len <= self.cc.window()
+            && self.pipe() + len <= self.send_cwnd()
         {
             self.stats.sack_retransmits += 1;
             let seg = self.data_segment(now, off, len, false, true, 1);
@@ -2035,7 +2152,7 @@ impl<M: SendMemory> Connection<M> {
                 || (len == avail && (!self.cfg.nagle || self.nxt == self.una))
                 || len >= self.max_snd_wnd / 2
                 || self.nxt < self.max;
-            let cwnd = self.cc.window();
+            let cwnd = self.send_cwnd();
             let cwnd_ok = pipe + len <= cwnd || self.nxt == self.una;
             if sws_ok && !cwnd_ok {
                 // Data and receive window wait for the congestion window.
@@ -2082,7 +2199,7 @@ impl<M: SendMemory> Connection<M> {
         // lost tail is repaired without waiting for the RTO.
         if self.recover.is_some() && self.sack_ok {
             if let Some((off, len)) = self.next_unsacked_hole()
-                && self.pipe() + len <= self.cc.window()
+                && self.pipe() + len <= self.send_cwnd()
             {
                 self.stats.sack_retransmits += 1;
                 let seg = self.data_segment(now, off, len, false, true, 1);
@@ -2090,7 +2207,7 @@ impl<M: SendMemory> Connection<M> {
                 return Some(seg);
             }
             if let Some((off, len, fin)) = self.rescue_segment()
-                && self.pipe() + len <= self.cc.window()
+                && self.pipe() + len <= self.send_cwnd()
             {
                 if self.rescue_due {
                     self.rescue_due = false;
@@ -2321,6 +2438,9 @@ impl<M: SendMemory> Connection<M> {
             self.set(Timer::Persist, None);
         }
         self.stats.bytes_sent += len as u64;
+        if self.recover.is_some() {
+            self.prr.out += len;
+        }
         let mut seg = self.count_out(r, off, len);
         if seg_len < len {
             seg.seg_len = seg_len;

@@ -1,4 +1,4 @@
-//! Sans-IO TCP (RFC 9293 with RFC 7323, 2018, 6298, 5681, 6675, 9438, 7661, 5961, 6528).
+//! Sans-IO TCP (RFC 9293 with RFC 7323, 2018, 6298, 5681, 6675, 9937, 9438, 7661, 5961, 6528).
 //!
 //! The core consumes parsed segments ([`TcpRepr`] + payload bytes) and the
 //! current time, and produces segments to send and the next deadline. It never
@@ -80,6 +80,19 @@
 //! recovery, the rescue retransmission of the highest unSACKed segment);
 //! without SACK, NewReno partial ACKs retransmit the next hole.
 //!
+//! What a recovery may send is Proportional Rate Reduction's (RFC 9937),
+//! not RFC 6675's `cwnd − pipe`: each ACK counts what it reports delivered
+//! (SND.UNA's advance plus bytes newly SACKed; without SACK, a duplicate
+//! ACK counts as a segment), and while the pipe is above the controller's
+//! target (ssthresh) the sender sends `ssthresh / RecoverFS` of all that
+//! was delivered since the recovery began (RecoverFS: the flight then, less
+//! what was SACKed before), so the flight comes down to the target evenly
+//! from the first ACK on, where RFC 6675 sent nothing until the pipe fell
+//! below it; below the target (heavy losses) it sends what was delivered,
+//! a segment more on an ACK that moves SND.UNA and shows no new loss, never
+//! beyond the target, where RFC 6675 filled the difference in one burst.
+//! The recovery ends with the window at the target.
+//!
 //! Loss probe (RFC 8985 §7's tail loss probe, without RACK): while data is
 //! in flight, no ACK for two smoothed RTTs and 10 ms, or 2 ms where the
 //! probe will be new data, which was to go anyway (with one segment in
@@ -116,8 +129,8 @@
 //! echoes are used only after a retransmission, where Karn's rule leaves no
 //! timed segment), the PAWS 24-day idle rule, the use of a peer's D-SACK
 //! blocks (the duplicates it reports neither undo a reduction nor widen a
-//! reordering allowance), RACK (TLP is above), PRR (RFC 6937: a recovery
-//! sends by RFC 6675's pipe), F-RTO and undo of spurious retransmissions,
+//! reordering allowance), RACK (TLP is above), F-RTO and undo of spurious
+//! retransmissions,
 //! HyStart, ECN, urgent data, keep-alive, RFC 7661's reduction of an unused window
 //! after an idle or application-limited period (the window only stops
 //! growing).

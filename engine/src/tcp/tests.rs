@@ -2760,3 +2760,111 @@ fn a_stalled_recovery_is_probed_with_the_hole_again() {
     let st = c.stats();
     assert_eq!((st.loss_probes, st.rto_expirations), (1, 0), "{st:?}");
 }
+
+/// The peer's ACK of a flight of 1460-byte segments whose first `una`
+/// arrived in order, with `blocks` (segment numbers, end exclusive) SACKed.
+fn sack_ack(iss: SeqNumber, una: u32, blocks: &[(u32, u32)]) -> TcpRepr {
+    let at = |n: u32| iss + 1 + n as usize * 1460;
+    let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, at(una), 65535);
+    let b: Vec<_> = blocks.iter().map(|&(s, e)| (at(s), at(e))).collect();
+    a.options.sack = crate::wire::SackBlocks::from_slice(&b).unwrap();
+    a
+}
+
+/// A connection with 20 segments of 1460 bytes in flight and more to send
+/// (no pacing: the test counts what each ACK releases).
+fn twenty_in_flight() -> (Connection, SeqNumber) {
+    let cfg = Config {
+        initial_cwnd_segments: 20,
+        pacing: false,
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg, mss_and_sack());
+    c.write(&[9u8; 40 * 1460]).unwrap();
+    assert_eq!(out(&mut c, ms(20)).len(), 20);
+    (c, iss)
+}
+
+/// PRR (RFC 9937): while the pipe is above the target, a recovery sends
+/// ssthresh / RecoverFS of what the ACKs report delivered, from its first
+/// ACK on and at most a segment an ACK after it. Here 14 / 20: CUBIC's
+/// 0.7 of the 20 in flight. RFC 6675's `cwnd − pipe` sent nothing new for
+/// the first four ACKs (the pipe, 17 with the fast retransmission, had to
+/// fall below 14 first).
+#[test]
+fn a_recovery_sends_in_proportion_to_what_is_delivered() {
+    let (mut c, iss) = twenty_in_flight();
+    // Segment 0 lost; 1 to 3 SACKed by the first ACK, which begins the
+    // recovery, then 4 to 19 each by an ACK of its own.
+    let mut sent = 0u32; // in the recovery, the fast retransmission too
+    for k in 3..20u32 {
+        let t = ms(30 + u64::from(k));
+        c.handle_segment(t, &sack_ack(iss, 0, &[(1, k + 1)]), &[]);
+        let got = out(&mut c, t);
+        if k == 3 {
+            assert_eq!(got[0].repr.seq, iss + 1, "the fast retransmission");
+            assert_eq!(c.cwnd(), 20 * 1460 * 7 / 10);
+            // 3 × 14 / 20 = 2.1 segments: the retransmission and one more.
+            assert_eq!(got.len(), 2, "{got:?}");
+        } else {
+            assert!(got.len() <= 1, "ACK {k} released {}", got.len());
+        }
+        sent += got.len() as u32;
+        // Delivered since the recovery began: segments 1..=k.
+        let delivered = k;
+        assert!(sent * 20 <= delivered * 14 + 19, "ACK {k}: {sent} sent");
+        if k <= 10 {
+            // The pipe is above the target (from 18 down to 14 at ACK 12,
+            // where it then stays): the count keeps up.
+            assert!(sent * 20 + 20 >= delivered * 14, "ACK {k}: {sent} sent");
+        }
+        if k == 6 {
+            assert!(sent >= 4, "new data in the first four ACKs: {sent}");
+        }
+    }
+    // The retransmission arrives: everything is acknowledged, the
+    // recovery ends at the controller's target.
+    c.handle_segment(ms(60), &sack_ack(iss, 20, &[]), &[]);
+    assert_eq!(c.cwnd(), 20 * 1460 * 7 / 10);
+    let st = c.stats();
+    assert_eq!((st.fast_retransmits, st.retransmits), (1, 1), "{st:?}");
+}
+
+/// PRR's slow-start bound: when losses take the pipe far below the target
+/// at once, the recovery sends what is delivered, not the difference in
+/// one burst. Eight segments lost and three above them SACKed: all eight
+/// count as lost, the pipe falls to 9 against a target of 14, and RFC 6675
+/// retransmitted five at once.
+#[test]
+fn a_recovery_after_heavy_loss_sends_by_what_is_delivered_not_in_a_burst() {
+    let (mut c, iss) = twenty_in_flight();
+    // Segments 0 to 7 lost; 8 to 10 SACKed by the first ACK, then 11 to
+    // 19 each by an ACK of its own.
+    let mut rxt = Vec::new();
+    for k in 10..20u32 {
+        let t = ms(30 + u64::from(k));
+        c.handle_segment(t, &sack_ack(iss, 0, &[(8, k + 1)]), &[]);
+        let got = out(&mut c, t);
+        // Three segments delivered by the first ACK, one by each after.
+        let bound = if k == 10 { 3 } else { 1 };
+        assert!(
+            got.len() <= bound,
+            "ACK of segment {k} released {}",
+            got.len()
+        );
+        rxt.extend(got.iter().map(|s| s.repr.seq));
+    }
+    let first: Vec<_> = (0..8usize).map(|n| iss + 1 + n * 1460).collect();
+    assert_eq!(rxt[..8], first[..], "the lost segments, in order");
+    // Their ACKs move SND.UNA and show no new loss: up to two segments
+    // each (slow start's pace), never beyond the target.
+    for n in 1..=8u32 {
+        let t = ms(60 + u64::from(n));
+        c.handle_segment(t, &sack_ack(iss, n, &[(8, 20)]), &[]);
+        let got = out(&mut c, t);
+        assert!(got.len() <= 2, "ACK {n} released {}", got.len());
+    }
+    let st = c.stats();
+    assert_eq!((st.fast_retransmits, st.retransmits), (1, 8), "{st:?}");
+    assert_eq!(st.rto_expirations, 0, "{st:?}");
+}
