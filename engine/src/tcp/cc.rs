@@ -25,6 +25,10 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     fn on_congestion_event(&mut self, now: Instant, in_flight: usize);
     /// Recovery finished (all data outstanding at its start is acknowledged).
     fn on_recovery_end(&mut self, now: Instant);
+    /// The last congestion event was no loss (every retransmission of its
+    /// recovery reached the peer twice: the originals were late): back to
+    /// the state before it, the window at least what it was then.
+    fn undo(&mut self);
     /// Retransmission timeout with `in_flight` bytes outstanding.
     fn on_rto(&mut self, now: Instant, in_flight: usize);
     /// The sender MSS changed (at connection establishment).
@@ -85,6 +89,8 @@ pub struct NewReno {
     ssthresh: usize,
     /// Bytes acknowledged towards the next congestion-avoidance increment.
     acked_acc: usize,
+    /// (cwnd, ssthresh) before the last congestion event, for `undo`.
+    prior: Option<(usize, usize)>,
 }
 
 impl NewReno {
@@ -96,6 +102,7 @@ impl NewReno {
             cwnd: mss * initial_segments,
             ssthresh: usize::MAX,
             acked_acc: 0,
+            prior: None,
         }
     }
 }
@@ -119,6 +126,7 @@ impl CongestionControl for NewReno {
         }
     }
     fn on_congestion_event(&mut self, _now: Instant, in_flight: usize) {
+        self.prior = Some((self.cwnd, self.ssthresh));
         self.ssthresh = (in_flight / 2).max(2 * self.mss);
         self.cwnd = self.ssthresh;
         self.acked_acc = 0;
@@ -126,7 +134,14 @@ impl CongestionControl for NewReno {
     fn on_recovery_end(&mut self, _now: Instant) {
         self.cwnd = self.ssthresh.max(self.mss);
     }
+    fn undo(&mut self) {
+        if let Some((cwnd, ssthresh)) = self.prior.take() {
+            self.cwnd = self.cwnd.max(cwnd);
+            self.ssthresh = self.ssthresh.max(ssthresh);
+        }
+    }
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        self.prior = None;
         self.ssthresh = (in_flight / 2).max(2 * self.mss);
         self.cwnd = self.mss;
         self.acked_acc = 0;
@@ -169,6 +184,21 @@ pub struct Cubic {
     w_est: f64,
     /// cwnd at the start of the epoch (segments), for W_est.
     cwnd_epoch: f64,
+    /// The state before the last congestion event, for `undo`.
+    prior: Option<CubicState>,
+}
+
+/// What a congestion event changes in [`Cubic`].
+#[derive(Debug, Clone, Copy)]
+struct CubicState {
+    cwnd: usize,
+    ssthresh: usize,
+    w_max: f64,
+    w_last_max: f64,
+    k: f64,
+    epoch: Option<Instant>,
+    w_est: f64,
+    cwnd_epoch: f64,
 }
 
 const CUBIC_C: f64 = 0.4;
@@ -188,6 +218,20 @@ impl Cubic {
             epoch: None,
             w_est: 0.0,
             cwnd_epoch: 0.0,
+            prior: None,
+        }
+    }
+
+    fn state(&self) -> CubicState {
+        CubicState {
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+            w_max: self.w_max,
+            w_last_max: self.w_last_max,
+            k: self.k,
+            epoch: self.epoch,
+            w_est: self.w_est,
+            cwnd_epoch: self.cwnd_epoch,
         }
     }
 
@@ -259,13 +303,24 @@ impl CongestionControl for Cubic {
         self.cwnd = ((next * mss) as usize).max(self.cwnd);
     }
     fn on_congestion_event(&mut self, _now: Instant, in_flight: usize) {
+        self.prior = Some(self.state());
         self.reduce(in_flight);
         self.cwnd = self.ssthresh;
     }
     fn on_recovery_end(&mut self, _now: Instant) {
         self.cwnd = self.ssthresh.max(self.mss);
     }
+    fn undo(&mut self) {
+        if let Some(p) = self.prior.take() {
+            let cwnd = self.cwnd.max(p.cwnd);
+            (self.ssthresh, self.w_max, self.w_last_max, self.k) =
+                (p.ssthresh, p.w_max, p.w_last_max, p.k);
+            (self.epoch, self.w_est, self.cwnd_epoch) = (p.epoch, p.w_est, p.cwnd_epoch);
+            self.cwnd = cwnd;
+        }
+    }
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        self.prior = None;
         self.reduce(in_flight);
         self.cwnd = self.mss;
     }
@@ -322,6 +377,40 @@ mod tests {
             }
             assert!(c.window() >= ss, "{}", c.name());
             assert!(c.window() <= ss + 18_000, "{}: {}", c.name(), c.window());
+        }
+    }
+
+    /// `undo` returns to the state before the last congestion event (its
+    /// window, threshold and, for CUBIC, the curve), once; after an RTO
+    /// there is nothing to undo.
+    #[test]
+    fn undo_restores_the_state_before_the_congestion_event() {
+        let t0 = Instant::now();
+        let rtt = Some(Duration::from_millis(10));
+        let mut ccs: [Box<dyn CongestionControl>; 2] = [
+            Box::new(NewReno::new(1000, 10)),
+            Box::new(Cubic::new(1000, 10)),
+        ];
+        for c in &mut ccs {
+            c.on_ack(t0, 40_000, rtt);
+            c.on_congestion_event(t0, 50_000);
+            c.on_recovery_end(t0);
+            c.on_ack(t0, 20_000, rtt);
+            let (w, ss) = (c.window(), c.ssthresh());
+            c.on_congestion_event(t0, c.window());
+            assert!(c.window() < w, "{}", c.name());
+            c.undo();
+            assert_eq!((c.ssthresh(), c.window()), (ss, w), "{}", c.name());
+            // Once only.
+            c.on_congestion_event(t0, c.window());
+            c.undo();
+            c.undo();
+            assert_eq!(c.window(), w, "{}", c.name());
+            // Nothing after an RTO.
+            c.on_congestion_event(t0, c.window());
+            c.on_rto(t0, c.window());
+            c.undo();
+            assert_eq!(c.window(), 1000, "{}", c.name());
         }
     }
 

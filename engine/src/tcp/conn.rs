@@ -296,6 +296,14 @@ pub struct Connection<M = HeapFrames> {
     rescue_rxt: Option<u64>,
     /// What a recovery may send ([`Prr`]).
     prr: Prr,
+    /// Undoing a recovery that was not needed ([`Undo`]).
+    undo: Undo,
+    /// The highest send offset retransmitted so far (end, exclusive).
+    rxt_high: u64,
+    /// Segments that must be SACKed above a hole before it counts as lost
+    /// (RFC 6675's DupThresh): [`DUPTHRESH`], raised to the reordering the
+    /// path shows ([`Connection::note_reordering`]).
+    reordering: u32,
     last_ooo: Option<u64>,
     /// A duplicate that arrived, to report once in the next ACK's first
     /// SACK block (RFC 2883 D-SACK): offsets, end exclusive.
@@ -326,6 +334,30 @@ struct Prr {
     /// last ACK plus what that ACK allowed (`sndcnt`).
     cwnd: usize,
 }
+
+/// A recovery's retransmissions, to tell whether it was needed: when the
+/// peer reports (D-SACK, RFC 2883) that it received each of them twice,
+/// the originals were only late, not lost, and the window reduction is
+/// undone (RFC 3708's reasoning, as Linux's `tcp_try_undo_dsack`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Undo {
+    /// SND.UNA when the recovery began; None: nothing to undo.
+    marker: Option<u64>,
+    /// Segments retransmitted since, not yet reported as duplicates.
+    retrans: u32,
+    /// The timestamp (TSval) of the first of them, if timestamps are on.
+    rxt_ts: Option<u32>,
+    /// The most bytes SACKed above a retransmitted hole when an ACK showed
+    /// it filled: how late the original was, if it was the original.
+    fill_extent: usize,
+}
+
+/// RFC 6675's DupThresh: what a sender assumes until the path shows
+/// reordering.
+const DUPTHRESH: u32 = 3;
+/// The most reordering (segments) a sender waits out before calling a
+/// hole lost, as Linux's `tcp_max_reordering`.
+const MAX_REORDERING: u32 = 300;
 
 /// A send-buffer size on trial ([`Connection::probe_send_buffer`]).
 #[derive(Debug, Clone, Copy)]
@@ -503,6 +535,9 @@ impl<M: SendMemory> Connection<M> {
             cwnd_limited: false,
             rescue_rxt: None,
             prr: Prr::default(),
+            undo: Undo::default(),
+            rxt_high: 0,
+            reordering: DUPTHRESH,
             rescue_due: false,
             tlp_due: false,
             tlp_out: false,
@@ -1252,6 +1287,13 @@ impl<M: SendMemory> Connection<M> {
                 self.tlp_second = false;
                 self.set(Timer::LossProbe, None);
                 self.dupacks = 0;
+                // Nothing to undo after a timeout. A threshold raised for
+                // reordering that let DupThresh segments be SACKed above a
+                // hole without calling it lost goes back (as Linux does).
+                self.undo = Undo::default();
+                if self.sacked.total() >= DUPTHRESH as usize * self.send_mss {
+                    self.reordering = DUPTHRESH;
+                }
                 self.sacked.clear();
                 // Go back: resend from the oldest unacknowledged byte.
                 self.nxt = self.una;
@@ -1556,6 +1598,11 @@ impl<M: SendMemory> Connection<M> {
         let sacked_before = self.sacked.total();
         let mut sacked_removed = 0;
         let mut dupack = false;
+        if ack_off > self.una && !self.sacked.is_empty() {
+            // A hole below SACKed data is filled: by its original, late
+            // (the path reorders), or by a retransmission.
+            self.note_fill(ack_off);
+        }
         if ack_off > self.una {
             let acked = (ack_off - self.una) as usize;
             let data_to = ack_off.min(self.send.tail());
@@ -1585,6 +1632,20 @@ impl<M: SendMemory> Connection<M> {
                 }
             }
             self.una = ack_off;
+            // The echo names a transmission from before the recovery's
+            // first retransmission: originals filled the holes (TS.Recent
+            // moves only with in-order data, RFC 7323 §4.3), late, not
+            // lost (Linux's `tcp_packet_delayed`).
+            if let Some(rts) = self.undo.rxt_ts
+                && let Some(ts) = seg.options.timestamp
+                && ts.tsecr != 0
+                && (ts.tsecr.wrapping_sub(rts) as i32) < 0
+            {
+                self.note_reordering(self.undo.fill_extent);
+                if self.una >= self.rxt_high {
+                    self.undo_recovery();
+                }
+            }
             self.measure_bdp(now);
             if self.nxt < self.una {
                 self.nxt = self.una;
@@ -1638,13 +1699,24 @@ impl<M: SendMemory> Connection<M> {
             && window == self.snd_wnd
             && self.max > self.una
         {
-            self.dupacks += 1;
-            self.stats.dup_acks += 1;
             dupack = true;
         }
         // SACK scoreboard.
+        let mut dsack_only = false;
         if self.sack_ok {
-            for &(l, r) in seg.options.sack.as_slice() {
+            let blocks = seg.options.sack.as_slice();
+            // RFC 2883 §4: the first block reports a duplicate if it lies
+            // below the cumulative ACK or within the second block.
+            if let Some(&(l, r)) = blocks.first()
+                && (r.distance(seg.ack) <= 0
+                    || blocks
+                        .get(1)
+                        .is_some_and(|&(l2, r2)| l.distance(l2) >= 0 && r.distance(r2) <= 0))
+            {
+                self.on_dsack(self.ack_off(l), self.ack_off(r));
+                dsack_only = blocks.len() == 1;
+            }
+            for &(l, r) in blocks {
                 let lo = self.ack_off(l);
                 let hi = self.ack_off(r);
                 let lo = lo.max(self.una as i64);
@@ -1654,13 +1726,25 @@ impl<M: SendMemory> Connection<M> {
                 }
             }
         }
-        // Loss detection: DupThresh duplicate ACKs or (SACK) the first byte lost.
-        let dupthresh = self.dupthresh();
+        // A duplicate ACK that only reports a duplicate says nothing left
+        // the network (RFC 6675 §2: it must carry new SACK information).
+        if dupack && !dsack_only {
+            self.dupacks += 1;
+            self.stats.dup_acks += 1;
+        }
+        // Loss detection: DupThresh duplicate ACKs or (SACK) the first byte
+        // lost (neither without a duplicate ACK or a SACK block on record:
+        // the common ACK reads no more).
+        let dupthresh = if self.dupacks > 0 || !self.sacked.is_empty() {
+            self.dupthresh()
+        } else {
+            u32::MAX
+        };
         if self.recover.is_none()
             && self.max > self.una
             && (self.dupacks >= dupthresh || (self.sack_ok && self.is_lost(self.una)))
         {
-            if dupthresh < 3 && self.dupacks >= dupthresh {
+            if dupthresh < DUPTHRESH && self.dupacks >= dupthresh {
                 self.stats.early_retransmits += 1;
             }
             // FlightSize (RFC 5681 §3.2, RFC 9438 §4.6): what was sent and
@@ -1675,6 +1759,10 @@ impl<M: SendMemory> Connection<M> {
                 recover_fs: ((self.max - una_before) as usize).saturating_sub(sacked_before),
                 cwnd: self.cc.window(),
                 ..Prr::default()
+            };
+            self.undo = Undo {
+                marker: Some(self.una),
+                ..Undo::default()
             };
             self.tlp_due = false;
             self.cc.on_congestion_event(now, flight);
@@ -1864,13 +1952,76 @@ impl<M: SendMemory> Connection<M> {
     /// three duplicates could never arrive (RFC 5827 early retransmit).
     fn dupthresh(&self) -> u32 {
         if self.nxt < self.send.tail() {
-            return 3;
+            return self.reordering;
         }
         let segments = (self.max - self.una).div_ceil(self.send_mss as u64);
         if segments < 4 {
             segments.saturating_sub(1).max(1) as u32
         } else {
-            3
+            self.reordering
+        }
+    }
+
+    /// An ACK moves SND.UNA to `ack_off` over a hole below SACKed data.
+    /// Where nothing in what it acknowledges was ever retransmitted, the
+    /// hole's original arrived after the data SACKed above it: the path
+    /// reordered that far. Else it may have been the retransmission that
+    /// filled it; how far is kept for a D-SACK to settle
+    /// ([`Connection::on_dsack`]).
+    fn note_fill(&mut self, ack_off: u64) {
+        let Some(h) = self.sacked.highest() else {
+            return;
+        };
+        let fack = self.una + h.distance(key(self.una)) as u64;
+        let extent = fack.saturating_sub(self.una) as usize;
+        if self.rxt_high <= self.una {
+            self.note_reordering(extent);
+        } else if self.undo.marker.is_some() && ack_off > self.una {
+            self.undo.fill_extent = self.undo.fill_extent.max(extent);
+        }
+    }
+
+    /// The path delivered a segment after `extent` bytes sent after it
+    /// (counted from its start): a hole counts as lost only with more than
+    /// that SACKed above it from now on (Linux's `tcp_check_sack_reordering`).
+    fn note_reordering(&mut self, extent: usize) {
+        let segs = extent.div_ceil(self.send_mss.max(1)) as u32;
+        if segs > self.reordering {
+            self.reordering = segs.min(MAX_REORDERING);
+            self.stats.reordering = self.stats.reordering.max(u64::from(self.reordering));
+        }
+    }
+
+    /// The peer reports `[lo, hi)` (offsets from the ISS's successor, as
+    /// [`Connection::ack_off`] gives them) received twice (D-SACK). If
+    /// that is data retransmitted since the last recovery began, the
+    /// original got there too: one retransmission fewer that was needed,
+    /// and the path reordered as far as the hole's fill showed. With none
+    /// left, the recovery was not needed and its reduction is undone.
+    fn on_dsack(&mut self, lo: i64, hi: i64) {
+        self.stats.dsacks_received += 1;
+        let Some(m) = self.undo.marker else { return };
+        if hi <= m as i64 || lo >= self.rxt_high as i64 || hi <= lo {
+            return;
+        }
+        let segs = ((hi - lo) as usize).div_ceil(self.send_mss.max(1)) as u32;
+        self.undo.retrans = self.undo.retrans.saturating_sub(segs);
+        self.note_reordering(self.undo.fill_extent);
+        if self.undo.retrans == 0 {
+            self.undo_recovery();
+        }
+    }
+
+    /// The last recovery was not needed: its window reduction is undone,
+    /// and it ends if it still runs.
+    fn undo_recovery(&mut self) {
+        self.cc.undo();
+        self.undo = Undo::default();
+        self.stats.undone_recoveries += 1;
+        if self.recover.is_some() {
+            self.recover = None;
+            self.rescue_due = false;
+            self.set(Timer::Rescue, None);
         }
     }
 
@@ -1952,7 +2103,13 @@ impl<M: SendMemory> Connection<M> {
         if self.sacked.containing(key(off)).is_some() {
             return false;
         }
-        self.sacked.total_above(key(off + 1)) > 2 * self.send_mss
+        self.sacked.total_above(key(off + 1)) > self.lost_above()
+    }
+
+    /// SACKed bytes above a hole beyond which it counts as lost: (DupThresh
+    /// − 1) segments, DupThresh the path's reordering.
+    fn lost_above(&self) -> usize {
+        (self.reordering as usize - 1) * self.send_mss
     }
 
     /// Bytes considered in the network (RFC 6675 SetPipe, by ranges).
@@ -1977,7 +2134,7 @@ impl<M: SendMemory> Connection<M> {
             let e_off = self.una + e.distance(key(self.una)) as u64;
             if s_off > at {
                 // Hole [at, s_off): lost if enough SACKed above it.
-                if self.sacked.total_above(key(s_off)) > 2 * self.send_mss {
+                if self.sacked.total_above(key(s_off)) > self.lost_above() {
                     let from = at.max(self.high_rxt);
                     lost += s_off.saturating_sub(from) as usize;
                 }
@@ -2420,6 +2577,13 @@ impl<M: SendMemory> Connection<M> {
         if retx {
             self.stats.retransmits += 1;
             self.stats.bytes_retransmitted += len as u64;
+            self.rxt_high = self.rxt_high.max(off + len as u64);
+            if self.undo.marker.is_some() {
+                self.undo.retrans += len.div_ceil(self.send_mss.max(1)) as u32;
+                if self.ts_ok && self.undo.rxt_ts.is_none() {
+                    self.undo.rxt_ts = Some(self.ts_now(now));
+                }
+            }
             if let Some((t_off, _)) = self.rtt_timing
                 && t_off >= off
                 && t_off < end

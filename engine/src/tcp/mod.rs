@@ -93,6 +93,23 @@
 //! beyond the target, where RFC 6675 filled the difference in one burst.
 //! The recovery ends with the window at the target.
 //!
+//! Reordering: a hole counts as lost (IsLost, and DupThresh for duplicate
+//! ACKs) once more than `reordering − 1` segments are SACKed above it;
+//! `reordering` starts at RFC 6675's 3 and rises (up to 300, Linux's
+//! `tcp_max_reordering`) to how late the path has shown a segment to be:
+//! the bytes SACKed above a hole when an ACK shows it filled, where nothing
+//! in it was retransmitted (the original came late), or where it was and
+//! the recovery proves needless. A recovery is needless when every one of
+//! its retransmissions is reported received twice (the peer's D-SACK, RFC
+//! 2883), or when, with timestamps, the ACK that acknowledges everything it
+//! retransmitted echoes a timestamp older than its first retransmission
+//! (the originals filled the holes, RFC 7323's TS.Recent moving only with
+//! in-order data); then the congestion controller returns to its state
+//! before the recovery (as Linux's undo). An RTO undoes nothing and, if
+//! DupThresh segments were SACKed when it fired, sets `reordering` back to
+//! 3. A duplicate ACK that carries only a D-SACK block is not counted as
+//! one (RFC 6675 §2).
+//!
 //! Loss probe (RFC 8985 §7's tail loss probe, without RACK): while data is
 //! in flight, no ACK for two smoothed RTTs and 10 ms, or 2 ms where the
 //! probe will be new data, which was to go anyway (with one segment in
@@ -127,13 +144,13 @@
 //!
 //! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
 //! echoes are used only after a retransmission, where Karn's rule leaves no
-//! timed segment), the PAWS 24-day idle rule, the use of a peer's D-SACK
-//! blocks (the duplicates it reports neither undo a reduction nor widen a
-//! reordering allowance), RACK (TLP is above), F-RTO and undo of spurious
-//! retransmissions,
-//! HyStart, ECN, urgent data, keep-alive, RFC 7661's reduction of an unused window
-//! after an idle or application-limited period (the window only stops
-//! growing).
+//! timed segment), the PAWS 24-day idle rule, RACK (TLP is above; the
+//! reordering allowance counts segments, not time), F-RTO and the undo of
+//! an RTO, more than one recovery's undo at a time (a D-SACK that comes
+//! after the next recovery began is not counted for the one before, as in
+//! Linux), HyStart, ECN, urgent data, keep-alive, RFC 7661's reduction of
+//! an unused window after an idle or application-limited period (the window
+//! only stops growing).
 //!
 //! # Tests
 //!
@@ -428,6 +445,15 @@ pub struct Stats {
     pub duplicate_bytes: u64,
     /// ACKs sent that reported a duplicate in a D-SACK block (RFC 2883).
     pub dsacks_sent: u64,
+    /// ACKs received that reported a duplicate in a D-SACK block.
+    pub dsacks_received: u64,
+    /// Recoveries undone: every retransmission of one was reported
+    /// received twice (D-SACK), so its originals were late, not lost.
+    pub undone_recoveries: u64,
+    /// The most reordering the path showed, segments (0: none beyond RFC
+    /// 6675's three): while it holds, a hole counts as lost once more
+    /// than this less one segments are SACKed above it.
+    pub reordering: u64,
     /// RSTs sent.
     pub rst_sent: u64,
     /// RSTs received and accepted.

@@ -1825,6 +1825,7 @@ impl CongestionControl for FixedWindow {
     fn on_ack(&mut self, _: Instant, _: usize, _: Option<Duration>) {}
     fn on_congestion_event(&mut self, _: Instant, _: usize) {}
     fn on_recovery_end(&mut self, _: Instant) {}
+    fn undo(&mut self) {}
     fn on_rto(&mut self, _: Instant, _: usize) {}
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;
@@ -2867,4 +2868,160 @@ fn a_recovery_after_heavy_loss_sends_by_what_is_delivered_not_in_a_burst() {
     let st = c.stats();
     assert_eq!((st.fast_retransmits, st.retransmits), (1, 8), "{st:?}");
     assert_eq!(st.rto_expirations, 0, "{st:?}");
+}
+
+/// 40 MiB over 1 Gbit/s with a 10-ms RTT, `reorder` of the data packets
+/// held up to 1 ms (at this rate, up to ~83 segments overtake one), with
+/// or without timestamps (without: only D-SACK tells a needless recovery).
+fn reordered_run(reorder: f64, timestamps: bool, seed: u64) -> Sim {
+    let conn = Config {
+        send_frames: 1024,
+        recv_buffer: 8 << 20,
+        timestamps,
+        ..Config::default()
+    };
+    let cfg = SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: LinkConfig {
+            reorder,
+            reorder_delay: Duration::from_millis(1),
+            ..fast_link(5)
+        },
+        s2c: fast_link(5),
+        client_bytes: 40 << 20,
+        server_bytes: 0,
+        seed,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    clean_close(&sim, &cfg);
+    sim
+}
+
+/// A path that reorders (no loss): the sender learns how far (a hole
+/// counts as lost only with more SACKed above it than the path has shown),
+/// and undoes each recovery that reordering set off before it had learned,
+/// told by the timestamp echo (the original filled the hole) or by D-SACK
+/// (the retransmission arrived as a duplicate). Before, 0.5 % of packets
+/// held 1 ms took this transfer from 767 to 22–25 Mbit/s (a hundred
+/// needless window reductions); now, with timestamps, it runs as fast as
+/// with none.
+#[test]
+fn reordering_is_learned_and_needless_recoveries_are_undone() {
+    for timestamps in [true, false] {
+        let clean = goodput(&reordered_run(0.0, timestamps, 1));
+        for (reorder, seed) in [(0.005, 1), (0.01, 2), (0.05, 3)] {
+            let sim = reordered_run(reorder, timestamps, seed);
+            let g = goodput(&sim);
+            let st = sim.client.stats();
+            let ctx =
+                format!("ts {timestamps}, reorder {reorder}: {g:.0} of {clean:.0} b/s, {st:?}");
+            assert!(sim.c2s_stats().reordered > 100, "{ctx}");
+            assert_eq!(sim.c2s_stats().lost, 0, "{ctx}");
+            assert!(st.fast_retransmits >= 1, "{ctx}");
+            assert_eq!(st.rto_expirations, 0, "{ctx}");
+            // Held up to 1 ms at 12 µs a segment: it learned most of it.
+            assert!((40..=84).contains(&st.reordering), "{ctx}");
+            if timestamps {
+                assert_eq!(st.undone_recoveries, st.fast_retransmits, "{ctx}");
+                assert!(g >= 0.9 * clean, "{ctx}");
+            } else {
+                // A D-SACK that comes after the next recovery began is
+                // not counted for the one before (as Linux's): with seed
+                // 2 one of five stays reduced, early, at 0.22 of clean.
+                assert!(st.dsacks_received >= st.fast_retransmits, "{ctx}");
+                assert!(st.undone_recoveries + 1 >= st.fast_retransmits, "{ctx}");
+                assert!(g >= 0.2 * clean, "{ctx}");
+            }
+        }
+    }
+}
+
+/// A segment only late, not lost: three SACKed above it start a recovery
+/// and its fast retransmission; then the original fills the hole, and the
+/// peer reports the retransmission as a duplicate (D-SACK below the
+/// cumulative ACK). The window comes back to what it was, and from then on
+/// a hole counts as lost only with more SACKed above it than the original
+/// was late by (three segments: the path reordered by four, as Linux
+/// counts, the late one included).
+#[test]
+fn a_d_sack_of_the_retransmission_undoes_the_recovery_and_raises_dupthresh() {
+    let (mut c, iss) = twenty_in_flight();
+    let before = c.cwnd();
+    c.handle_segment(ms(31), &sack_ack(iss, 0, &[(1, 4)]), &[]);
+    let rxt = out(&mut c, ms(31));
+    assert_eq!(rxt[0].repr.seq, iss + 1, "the fast retransmission");
+    assert_eq!(c.cwnd(), before * 7 / 10);
+    // The original arrives: everything up to 20 acknowledged.
+    c.handle_segment(ms(32), &sack_ack(iss, 20, &[]), &[]);
+    assert_eq!(c.cwnd(), before * 7 / 10, "the recovery ended reduced");
+    // Then the retransmission, a duplicate.
+    c.handle_segment(ms(41), &sack_ack(iss, 20, &[(0, 1)]), &[]);
+    let st = *c.stats();
+    assert_eq!((st.dsacks_received, st.undone_recoveries), (1, 1), "{st:?}");
+    assert_eq!(c.cwnd(), before, "undone");
+    assert_eq!(st.reordering, 4, "{st:?}");
+    // The first ACK's; one that only reports a duplicate is none.
+    assert_eq!(st.dup_acks, 1, "{st:?}");
+    // A hole with three segments SACKed above it is no longer lost; with
+    // four it is.
+    let sent = out(&mut c, ms(42)).len();
+    assert!(sent > 0);
+    c.handle_segment(ms(50), &sack_ack(iss, 20, &[(21, 24)]), &[]);
+    assert_eq!(c.stats().fast_retransmits, 1);
+    c.handle_segment(ms(51), &sack_ack(iss, 20, &[(21, 25)]), &[]);
+    assert_eq!(c.stats().fast_retransmits, 2);
+}
+
+/// With timestamps, the ACK that fills the hole tells it at once: it
+/// echoes the original's timestamp, older than the retransmission's, so the
+/// original arrived first; once everything retransmitted is acknowledged
+/// the recovery is undone, before any D-SACK.
+#[test]
+fn an_echo_older_than_the_retransmission_undoes_the_recovery() {
+    let cfg = Config {
+        initial_cwnd_segments: 20,
+        pacing: false,
+        ..Config::default()
+    };
+    let opts = TcpOptions {
+        timestamp: Some(TcpTimestamp {
+            tsval: 500,
+            tsecr: 0,
+        }),
+        ..mss_and_sack()
+    };
+    let (mut c, iss) = client_with(cfg, opts);
+    c.write(&[9u8; 40 * 1460]).unwrap();
+    let flight = out(&mut c, ms(20));
+    assert_eq!(flight.len(), 20);
+    let ts_of = |s: &Segment| s.repr.options.timestamp.unwrap().tsval;
+    // ACKs by the segments' own numbers (1448 bytes each, with timestamps).
+    let ack = |una: SeqNumber, blocks: &[(usize, usize)], tsecr: u32| {
+        let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, una, 65535);
+        let b: Vec<_> = blocks
+            .iter()
+            .map(|&(l, r)| (flight[l].repr.seq, flight[r].repr.seq))
+            .collect();
+        a.options.sack = crate::wire::SackBlocks::from_slice(&b).unwrap();
+        a.options.timestamp = Some(TcpTimestamp { tsval: 501, tsecr });
+        a
+    };
+    let before = c.cwnd();
+    c.handle_segment(ms(31), &ack(iss + 1, &[(1, 4)], ts_of(&flight[0])), &[]);
+    let rxt = out(&mut c, ms(31));
+    assert_eq!(rxt[0].repr.seq, iss + 1, "the fast retransmission");
+    assert!(ts_of(&rxt[0]) > ts_of(&flight[0]));
+    assert_eq!(c.cwnd(), before * 7 / 10);
+    // The original fills the hole: the echo is its timestamp.
+    let all = flight[19].repr.seq + flight[19].len;
+    c.handle_segment(ms(32), &ack(all, &[], ts_of(&flight[19])), &[]);
+    let st = *c.stats();
+    assert_eq!((st.dsacks_received, st.undone_recoveries), (0, 1), "{st:?}");
+    assert_eq!(st.reordering, 4, "{st:?}");
+    // Undone, back in slow start, and grown by the 20 segments this ACK
+    // acknowledged.
+    assert_eq!(c.cwnd(), 2 * before);
 }
