@@ -346,10 +346,16 @@ fn lossy_net(mtu: u32, percent: f64) -> (TestNet, Impairment, Impairment) {
 
 /// `side`'s kernel's RTO expiries, loss probes and retransmitted segments
 /// so far (`TCPTimeouts`, `TCPLossProbes`, `RetransSegs`).
-fn loss_counters(side: &Side) -> [u64; 3] {
+fn loss_counters(side: &Side) -> [u64; 5] {
     let ext = |name| proc_counter(side, "/proc/net/netstat", "TcpExt:", name);
     let retx = proc_counter(side, "/proc/net/snmp", "Tcp:", "RetransSegs");
-    [ext("TCPTimeouts"), ext("TCPLossProbes"), retx]
+    [
+        ext("TCPTimeouts"),
+        ext("TCPLossProbes"),
+        retx,
+        ext("TCPSackRecovery") + ext("TCPRenoRecovery"),
+        ext("TCPDSACKUndo") + ext("TCPFullUndo") + ext("TCPPartialUndo"),
+    ]
 }
 
 /// Writes `len` bytes of the pattern to `s`.
@@ -378,13 +384,14 @@ fn loss_bytes(default: u64) -> u64 {
 /// the kernel in turn, the order reversed every other round, each on a
 /// port of its own after `port`; `run(who, port)` moves `len` bytes and
 /// gives the seconds and the sending kernel's or xtcp's RTO expiries, loss
-/// probes and retransmitted segments. A line a round, each transfer
-/// described as `what(who)`.
+/// probes, retransmitted segments, fast recoveries and recoveries undone
+/// (found needless). A line a round, each transfer described as
+/// `what(who)`.
 fn loss_rounds(
     mut port: u16,
     len: u64,
     what: impl Fn(&str) -> String,
-    mut run: impl FnMut(&str, u16) -> (f64, [u64; 3]),
+    mut run: impl FnMut(&str, u16) -> (f64, [u64; 5]),
 ) {
     let rounds: usize = std::env::var("XTCP_LOSS_ROUNDS").map_or(4, |v| v.parse().unwrap());
     for r in 0..rounds {
@@ -397,10 +404,10 @@ fn loss_rounds(
             .into_iter()
             .map(|who| {
                 port += 1;
-                let (secs, [rto, tlp, retx]) = run(who, port);
+                let (secs, [rto, tlp, retx, rec, undone]) = run(who, port);
                 format!(
                     "{}: {secs:.3} s, {:.2} Gbit/s, {rto} RTOs, {tlp} loss probes, {retx} \
-                     retransmits",
+                     retransmits, {rec} recoveries ({undone} undone)",
                     what(who),
                     len as f64 * 8.0 / secs / 1e9
                 )
@@ -563,7 +570,9 @@ fn duplicates_reach_the_kernel_sender_as_d_sack_blocks() {
 /// default) on the same path, alternating, `XTCP_LOSS_ROUNDS` rounds
 /// (default 4): the seconds of each (xtcp's report: established to
 /// closed; the kernel's: connect to the receiver's end of stream), its RTO
-/// expiries, loss probes and retransmitted segments.
+/// expiries, loss probes, retransmitted segments, fast recoveries and
+/// recoveries undone (the kernel's `TCPDSACKUndo`, `TCPFullUndo` and
+/// `TCPPartialUndo`).
 ///
 /// `cargo test --release -p xtcp-engine --test engine loss_recovery_against_the_kernel -- --ignored --nocapture`
 #[test]
@@ -578,7 +587,13 @@ fn loss_recovery_against_the_kernel() {
         let st = c.stats;
         (
             r.seconds,
-            [st.rto_expirations, st.loss_probes, st.retransmits],
+            [
+                st.rto_expirations,
+                st.loss_probes,
+                st.retransmits,
+                st.fast_retransmits,
+                st.undone_recoveries,
+            ],
         )
     };
     let kernel = |port: u16| {
@@ -600,7 +615,7 @@ fn loss_recovery_against_the_kernel() {
         let secs = t0.elapsed().as_secs_f64();
         drop(_g);
         let after = loss_counters(&net.a);
-        (secs, [0, 1, 2].map(|k| after[k] - before[k]))
+        (secs, std::array::from_fn(|k| after[k] - before[k]))
     };
     loss_rounds(6000, len, str::to_owned, |who, port| {
         if who == "xtcp" {
@@ -616,8 +631,9 @@ fn loss_recovery_against_the_kernel() {
 /// 1 % loss each way, MTU 1500 (`XTCP_LOSS_MTU`), received by xtcp and by
 /// A's own kernel in turn, `XTCP_LOSS_ROUNDS`
 /// rounds (default 4): the sender's seconds from connected to the
-/// receiver's FIN, and B's RTO expiries, loss probes and retransmitted
-/// segments (from its own counters) in each case.
+/// receiver's FIN, and B's RTO expiries, loss probes, retransmitted
+/// segments, fast recoveries and recoveries undone (from its own counters)
+/// in each case.
 ///
 /// `cargo test --release -p xtcp-engine --test engine loss_recovery_receiving_against_the_kernel -- --ignored --nocapture`
 #[test]
@@ -631,7 +647,7 @@ fn loss_recovery_receiving_against_the_kernel() {
     // would take it for the test's one connection); the seconds from
     // connected to the receiver's FIN, and what B's counters say of that
     // time (not of the connect, whose SYN may have been refused or lost).
-    let send = |port: u16| -> (f64, [u64; 3]) {
+    let send = |port: u16| -> (f64, [u64; 5]) {
         let _g = net.b.ns.enter().unwrap();
         let dst = SocketAddr::new(net.a.ip4.into(), port);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -657,7 +673,7 @@ fn loss_recovery_receiving_against_the_kernel() {
         assert!(rest.is_empty());
         let secs = t0.elapsed().as_secs_f64();
         let after = loss_counters(&net.b);
-        (secs, [0, 1, 2].map(|k| after[k] - before[k]))
+        (secs, std::array::from_fn(|k| after[k] - before[k]))
     };
     let xtcp = |port: u16| {
         let e = verifying_listener(&net, port);

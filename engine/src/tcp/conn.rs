@@ -347,6 +347,9 @@ struct Undo {
     retrans: u32,
     /// The timestamp (TSval) of the first of them, if timestamps are on.
     rxt_ts: Option<u32>,
+    /// Something was retransmitted twice since: a duplicate the peer
+    /// reports may be two retransmissions, not a late original.
+    again: bool,
     /// The most bytes SACKed above a retransmitted hole when an ACK showed
     /// it filled: how late the original was, if it was the original.
     fill_extent: usize,
@@ -1994,10 +1997,14 @@ impl<M: SendMemory> Connection<M> {
 
     /// The peer reports `[lo, hi)` (offsets from the ISS's successor, as
     /// [`Connection::ack_off`] gives them) received twice (D-SACK). If
-    /// that is data retransmitted since the last recovery began, the
-    /// original got there too: one retransmission fewer that was needed,
-    /// and the path reordered as far as the hole's fill showed. With none
-    /// left, the recovery was not needed and its reduction is undone.
+    /// that is data retransmitted since the last recovery began, two
+    /// copies got there: one retransmission fewer that was needed. With
+    /// none left, none was needed and the recovery is undone. Where
+    /// nothing was retransmitted twice, the two copies were the original
+    /// and its one retransmission: the original was late, as far as the
+    /// hole's fill showed. (After lost ACKs a probe sends a lost segment a
+    /// second time, and the two retransmissions come back as a duplicate:
+    /// no sign of reordering.)
     fn on_dsack(&mut self, lo: i64, hi: i64) {
         self.stats.dsacks_received += 1;
         let Some(m) = self.undo.marker else { return };
@@ -2006,15 +2013,20 @@ impl<M: SendMemory> Connection<M> {
         }
         let segs = ((hi - lo) as usize).div_ceil(self.send_mss.max(1)) as u32;
         self.undo.retrans = self.undo.retrans.saturating_sub(segs);
-        self.note_reordering(self.undo.fill_extent);
+        if !self.undo.again {
+            // Each was sent once again: the original got there too, late.
+            self.note_reordering(self.undo.fill_extent);
+        }
         if self.undo.retrans == 0 {
             self.undo_recovery();
         }
     }
 
-    /// The last recovery was not needed: its window reduction is undone,
-    /// and it ends if it still runs.
+    /// The last recovery was not needed: its holes were filled by their
+    /// originals, late (the path reordered as far as the fills showed), so
+    /// its window reduction is undone, and it ends if it still runs.
     fn undo_recovery(&mut self) {
+        self.note_reordering(self.undo.fill_extent);
         self.cc.undo();
         self.undo = Undo::default();
         self.stats.undone_recoveries += 1;
@@ -2577,13 +2589,16 @@ impl<M: SendMemory> Connection<M> {
         if retx {
             self.stats.retransmits += 1;
             self.stats.bytes_retransmitted += len as u64;
-            self.rxt_high = self.rxt_high.max(off + len as u64);
-            if self.undo.marker.is_some() {
+            if let Some(m) = self.undo.marker {
                 self.undo.retrans += len.div_ceil(self.send_mss.max(1)) as u32;
+                // Below what this recovery retransmitted already: a second
+                // copy of something (a probe of the hole at SND.UNA).
+                self.undo.again |= off < self.rxt_high && off + len as u64 > m;
                 if self.ts_ok && self.undo.rxt_ts.is_none() {
                     self.undo.rxt_ts = Some(self.ts_now(now));
                 }
             }
+            self.rxt_high = self.rxt_high.max(off + len as u64);
             if let Some((t_off, _)) = self.rtt_timing
                 && t_off >= off
                 && t_off < end

@@ -99,7 +99,9 @@
 //! `tcp_max_reordering`) to how late the path has shown a segment to be:
 //! the bytes SACKed above a hole when an ACK shows it filled, where nothing
 //! in it was retransmitted (the original came late), or where it was and
-//! the recovery proves needless. A recovery is needless when every one of
+//! the peer then reports a duplicate of what was retransmitted once (the
+//! original and its retransmission both got there), or the recovery
+//! proves needless. A recovery is needless when every one of
 //! its retransmissions is reported received twice (the peer's D-SACK, RFC
 //! 2883), or when, with timestamps, the ACK that acknowledges everything it
 //! retransmitted echoes a timestamp older than its first retransmission

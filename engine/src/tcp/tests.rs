@@ -3025,3 +3025,63 @@ fn an_echo_older_than_the_retransmission_undoes_the_recovery() {
     // acknowledged.
     assert_eq!(c.cwnd(), 2 * before);
 }
+
+/// Benchmark (ignored; docs/BENCHMARKS.md, "Reordering"): the goodput of
+/// [`reordered_run`]'s transfer as more of its packets are held up to 1
+/// ms, with and without timestamps, four seeds each.
+///
+/// `cargo test --release -p xtcp-engine --lib reordering_goodput -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn reordering_goodput() {
+    for timestamps in [true, false] {
+        for reorder in [0.0, 0.005, 0.01, 0.02, 0.05] {
+            let runs: Vec<String> = (1..=4u64)
+                .map(|seed| {
+                    let sim = reordered_run(reorder, timestamps, seed);
+                    let st = sim.client.stats();
+                    format!(
+                        "{:.0} Mbit/s ({} recoveries, {} undone, reordering {})",
+                        goodput(&sim) / 1e6,
+                        st.fast_retransmits,
+                        st.undone_recoveries,
+                        st.reordering
+                    )
+                })
+                .collect();
+            eprintln!(
+                "timestamps {timestamps}, {:.1} % held: {}",
+                reorder * 100.0,
+                runs.join("; ")
+            );
+        }
+    }
+}
+
+/// A lost segment retransmitted twice (the fast retransmission, then the
+/// probe of a recovery whose ACKs stopped): both copies arrive, and the
+/// peer reports the second as a duplicate. That is no sign of reordering,
+/// and one retransmission was needed: nothing is undone or learned.
+#[test]
+fn a_d_sack_of_a_second_retransmission_undoes_nothing() {
+    let (mut c, iss) = twenty_in_flight();
+    c.handle_segment(ms(31), &sack_ack(iss, 0, &[(1, 4)]), &[]);
+    let rxt = out(&mut c, ms(31));
+    assert_eq!(rxt[0].repr.seq, iss + 1, "the fast retransmission");
+    let reduced = c.cwnd();
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    let probe = out(&mut c, t);
+    assert_eq!(probe[0].repr.seq, iss + 1, "the hole again: {probe:?}");
+    let sent = 20 + rxt.len() as u32 - 1;
+    c.handle_segment(t + Duration::from_millis(1), &sack_ack(iss, sent, &[]), &[]);
+    c.handle_segment(
+        t + Duration::from_millis(2),
+        &sack_ack(iss, sent, &[(0, 1)]),
+        &[],
+    );
+    let st = *c.stats();
+    assert_eq!((st.dsacks_received, st.undone_recoveries), (1, 0), "{st:?}");
+    assert_eq!(st.reordering, 0, "{st:?}");
+    assert_eq!(c.cwnd(), reduced);
+}
