@@ -1756,19 +1756,22 @@ impl<M: SendMemory> Connection<M> {
             // and a small window would be cut to half of β.
             let flight = (self.max - self.una) as usize;
             self.recover = Some(self.max);
-            // RecoverFS (RFC 9937 §6.1): what may be reported delivered in
-            // this recovery, this ACK's part included.
-            self.prr = Prr {
-                recover_fs: ((self.max - una_before) as usize).saturating_sub(sacked_before),
-                cwnd: self.cc.window(),
-                ..Prr::default()
-            };
             self.undo = Undo {
                 marker: Some(self.una),
                 ..Undo::default()
             };
             self.tlp_due = false;
             self.cc.on_congestion_event(now, flight);
+            // PRR: RecoverFS (RFC 9937 §6.1) is what may be reported
+            // delivered in this recovery, this ACK's part included; the
+            // window is the controller's target until an ACK reports
+            // something delivered (this one may not: its SACK blocks may
+            // be old).
+            self.prr = Prr {
+                recover_fs: ((self.max - una_before) as usize).saturating_sub(sacked_before),
+                cwnd: self.cc.window(),
+                ..Prr::default()
+            };
             self.force_retransmit = true;
             self.high_rxt = self.una;
             self.stats.fast_retransmits += 1;
@@ -2591,8 +2594,8 @@ impl<M: SendMemory> Connection<M> {
             self.stats.bytes_retransmitted += len as u64;
             if let Some(m) = self.undo.marker {
                 self.undo.retrans += len.div_ceil(self.send_mss.max(1)) as u32;
-                // Below what this recovery retransmitted already: a second
-                // copy of something (a probe of the hole at SND.UNA).
+                // Below what was retransmitted already: perhaps a second
+                // copy (a probe of the hole at SND.UNA).
                 self.undo.again |= off < self.rxt_high && off + len as u64 > m;
                 if self.ts_ok && self.undo.rxt_ts.is_none() {
                     self.undo.rxt_ts = Some(self.ts_now(now));
