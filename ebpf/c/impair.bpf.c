@@ -7,6 +7,13 @@
  * Attach it to the peer's ingress to impair xtcp -> peer, and to its egress
  * for peer -> xtcp (AF_XDP copy-mode TX bypasses the sender's tc egress).
  * Only TCP is touched (optionally one port), so ARP and ND keep working.
+ *
+ * On ingress it can also reorder: a share of the packets is sent the long
+ * way round (a detour), out of another interface of the same host whose
+ * peer delivers them back (a veth pair with a rate-limiting qdisc on the
+ * way out: there they wait, and arrive after packets that came later).
+ * Their destination MAC is rewritten to the detour's far end so that the
+ * stack takes them there.
  * A duplicate is a clone redirected to the same hook; it carries a mark so
  * that it is not impaired again.
  *
@@ -39,6 +46,10 @@ struct impair_config {
 	__u32 dup_ppm;    /* parts per million duplicated */
 	__u32 port;       /* 0: any TCP; else TCP with this source or dest port */
 	__u32 ingress;    /* 1 if attached to ingress (duplicates go there) */
+	__u32 detour_ppm; /* parts per million sent by the detour (ingress) */
+	__u32 detour_ifindex; /* egress of the detour; 0: none */
+	__u8 detour_mac[6];   /* the MAC of its far end */
+	__u8 pad[2];
 };
 
 enum {
@@ -47,6 +58,7 @@ enum {
 	CNT_DUPLICATED,
 	CNT_REPEATED,       /* segments below the flow's highest sequence */
 	CNT_REPEATED_BYTES, /* their payload bytes */
+	CNT_DETOURED,
 	CNT_MAX
 };
 
@@ -187,6 +199,12 @@ int xtcp_impair(struct __sk_buff *skb)
 		 * and the stack is told it went, as on a wire: TCP must
 		 * recover it as a loss. */
 		return bpf_redirect(0, 0);
+	}
+	if (cfg->ingress && cfg->detour_ifindex && cfg->detour_ppm &&
+	    bpf_get_prandom_u32() % PPM < cfg->detour_ppm &&
+	    bpf_skb_store_bytes(skb, 0, cfg->detour_mac, 6, 0) == 0) {
+		bump(CNT_DETOURED, segs);
+		return bpf_redirect(cfg->detour_ifindex, 0);
 	}
 	if (cfg->dup_ppm && bpf_get_prandom_u32() % PPM < cfg->dup_ppm) {
 		__u32 old = skb->mark;

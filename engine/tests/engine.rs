@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{raw_ip_sender, send_ip, testnet};
+use common::{detour, raw_ip_sender, send_ip, testnet};
 use xtcp_engine::tcp::CloseReason;
 use xtcp_engine::testnet::{Side, TestNet};
 use xtcp_engine::worker::bulk::{FileSource, Source, pattern_check, pattern_fill};
@@ -640,11 +640,20 @@ fn duplicates_come_back_as_d_sack_blocks_and_start_no_recovery() {
 fn loss_recovery_against_the_kernel() {
     let len = loss_bytes(64);
     let (net, _ingress, _egress) = lossy_net(loss_mtu(), 1.0);
+    senders_in_turn(&net, 6000, len);
+}
+
+/// xtcp's sender and A's own kernel (CUBIC) in turn, each moving `len`
+/// bytes to B's kernel on `net` ([`loss_rounds`]).
+fn senders_in_turn(net: &TestNet, port: u16, len: u64) {
     let xtcp = |port: u16| {
-        let r = send_to_kernel(&net, config(&net, 1), port, sources(1, len), len);
+        let r = send_to_kernel(net, config(net, 1), port, sources(1, len), len);
         let c = &r.connections[0];
         assert_eq!(c.bytes_sent, len);
         let st = c.stats;
+        if st.reordering > 0 {
+            eprintln!("xtcp: DupThresh rose to {}", st.reordering);
+        }
         (
             r.seconds,
             [
@@ -657,7 +666,7 @@ fn loss_recovery_against_the_kernel() {
         )
     };
     let kernel = |port: u16| {
-        let rx = kernel_receivers(kernel_listener(&net, port), 1);
+        let rx = kernel_receivers(kernel_listener(net, port), 1);
         let before = loss_counters(&net.a);
         let _g = net.a.ns.enter().unwrap();
         let sock =
@@ -677,13 +686,77 @@ fn loss_recovery_against_the_kernel() {
         let after = loss_counters(&net.a);
         (secs, std::array::from_fn(|k| after[k] - before[k]))
     };
-    loss_rounds(6000, len, str::to_owned, |who, port| {
+    loss_rounds(port, len, str::to_owned, |who, port| {
         if who == "xtcp" {
             xtcp(port)
         } else {
             kernel(port)
         }
     });
+}
+
+/// A test network whose path from A to B reorders: the impairment program
+/// on B's ingress sends `ppm` of the TCP packets by a detour slowed to
+/// `rate` ([`detour`]), no loss.
+fn reordering_net(mtu: u32, ppm: u32, rate: &str) -> (TestNet, Impairment) {
+    let net = testnet(mtu, 1);
+    let d = detour(&net.b, rate, mtu);
+    let cfg = ImpairConfig {
+        detour_ppm: ppm,
+        detour: Some(d),
+        ..ImpairConfig::default()
+    };
+    let ingress = {
+        let _g = net.b.ns.enter().unwrap();
+        Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap()
+    };
+    (net, ingress)
+}
+
+/// xtcp sends to B's kernel over a path that reorders (1 % of the packets
+/// held back by a detour, no loss): Linux sees data out of order, and
+/// xtcp learns how far the path reorders (DupThresh rises past 3) and
+/// undoes most of the recoveries the reordering set off before it had
+/// learned (their retransmissions come back as D-SACKs). Its retransmissions
+/// are the repeats the path saw; the stream arrives whole.
+#[test]
+fn over_a_reordering_path_xtcp_learns_the_reordering_and_undoes_its_recoveries() {
+    let (net, ingress) = reordering_net(1500, 10_000, "100mbit");
+    let ofo = || proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", "TCPOFOQueue");
+    let before = ofo();
+    const LEN: u64 = 64 << 20;
+    let r = send_to_kernel(&net, config(&net, 1), 5205, sources(1, LEN), LEN);
+    let c = &r.connections[0];
+    assert_eq!(
+        (c.reason, c.bytes_sent),
+        (CloseReason::Normal, LEN),
+        "{c:?}"
+    );
+    let path = ingress.counters().unwrap();
+    let st = c.stats;
+    eprintln!("{path:?} {st:?}");
+    assert!(path.detoured > 0 && ofo() > before, "reordered: {path:?}");
+    assert!(st.reordering > 3, "{st:?}");
+    assert!(st.undone_recoveries * 2 >= st.fast_retransmits, "{st:?}");
+    assert_eq!(path.repeated, st.retransmits, "{path:?} {st:?}");
+}
+
+/// Benchmark (ignored; docs/BENCHMARKS.md, "Reordering"): 64 MiB
+/// (`XTCP_LOSS_MIB`) from A to B's kernel, MTU 1500 (`XTCP_LOSS_MTU`),
+/// `XTCP_REORDER_PPM` (default 10,000: 1 %) of the packets held back by a
+/// detour at `XTCP_REORDER_RATE` (default `100mbit`), no loss; xtcp's
+/// sender and A's kernel in turn, as the loss benchmark does.
+///
+/// `cargo test --release -p xtcp-engine --test engine reordering_against_the_kernel -- --exact --ignored --nocapture`
+#[test]
+#[ignore]
+fn reordering_against_the_kernel() {
+    let len = loss_bytes(64);
+    let ppm = std::env::var("XTCP_REORDER_PPM").map_or(10_000, |v| v.parse().unwrap());
+    let rate = std::env::var("XTCP_REORDER_RATE").unwrap_or_else(|_| "100mbit".to_owned());
+    let (net, ingress) = reordering_net(loss_mtu(), ppm, &rate);
+    senders_in_turn(&net, 6100, len);
+    eprintln!("{:?}", ingress.counters().unwrap());
 }
 
 /// Benchmark (ignored; docs/BENCHMARKS.md, "Loss recovery"): the other

@@ -143,9 +143,9 @@ fn duplication_and_port_filter() {
             &net.b.iface,
             Hook::Ingress,
             ImpairConfig {
-                drop_ppm: 0,
                 dup_ppm: 1_000_000,
                 port: Some(PORT),
+                ..ImpairConfig::default()
             },
         )
         .unwrap()

@@ -1,7 +1,7 @@
 //! Path impairment for tests: a tc (TCX) program on the kernel peer's side
-//! of a test network that drops and duplicates TCP packets at random and
-//! counts what it did (this kernel has no netem), and the retransmissions
-//! that pass it. Attached through a BPF link, so it goes away with the
+//! of a test network that drops, duplicates and (sending them by a slower
+//! detour) reorders TCP packets at random and counts what it did (this
+//! kernel has no netem), and the retransmissions that pass it. Attached through a BPF link, so it goes away with the
 //! process.
 
 use aya::Ebpf;
@@ -35,6 +35,25 @@ pub struct ImpairConfig {
     pub dup_ppm: u32,
     /// Only TCP packets from or to this port; `None`: all TCP.
     pub port: Option<u16>,
+    /// At ingress, sent the long way round, where they arrive late: out of
+    /// [`Detour::ifindex`], whose peer takes them into the same host
+    /// ([`Detour`]).
+    pub detour_ppm: u32,
+    /// Where they go; `None`: nowhere (no reordering).
+    pub detour: Option<Detour>,
+}
+
+/// An interface of the impaired host whose egress delivers back into it
+/// (one end of a veth pair whose other end is in the same namespace),
+/// slowed by a qdisc: packets sent out of it arrive after those that took
+/// the direct way, reordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Detour {
+    /// The interface they are sent out of.
+    pub ifindex: u32,
+    /// The MAC address of its far end (their destination MAC becomes it,
+    /// so that the stack there takes them).
+    pub mac: [u8; 6],
 }
 
 impl ImpairConfig {
@@ -62,11 +81,13 @@ pub struct ImpairCounters {
     pub repeated: u64,
     /// Their payload bytes.
     pub repeated_bytes: u64,
+    /// Sent by the detour (reordered).
+    pub detoured: u64,
 }
 
 /// The impairment program attached to one interface and hook.
 pub struct Impairment {
-    config: Array<MapData, [u32; 4]>,
+    config: Array<MapData, [u32; 8]>,
     counters: PerCpuArray<MapData, u64>,
     hook: Hook,
     _ebpf: Ebpf,
@@ -91,7 +112,7 @@ impl Impairment {
             source: e,
         };
         let mut ebpf = Ebpf::load(xtcp_ebpf::IMPAIR).map_err(|e| load_err(Box::new(e)))?;
-        let mut config: Array<MapData, [u32; 4]> = Array::try_from(
+        let mut config: Array<MapData, [u32; 8]> = Array::try_from(
             ebpf.take_map("impair_cfg")
                 .ok_or_else(|| load_err("map impair_cfg missing".into()))?,
         )
@@ -166,15 +187,22 @@ impl Impairment {
             duplicated: get(2)?,
             repeated: get(3)?,
             repeated_bytes: get(4)?,
+            detoured: get(5)?,
         })
     }
 }
 
-fn encode(cfg: ImpairConfig, hook: Hook) -> [u32; 4] {
+/// The program's `struct impair_config`, as the words of its map value.
+fn encode(cfg: ImpairConfig, hook: Hook) -> [u32; 8] {
+    let (ifindex, mac) = cfg.detour.map_or((0, [0; 6]), |d| (d.ifindex, d.mac));
     [
         cfg.drop_ppm.min(1_000_000),
         cfg.dup_ppm.min(1_000_000),
         u32::from(cfg.port.unwrap_or(0)),
         u32::from(hook == Hook::Ingress),
+        cfg.detour_ppm.min(1_000_000),
+        ifindex,
+        u32::from_ne_bytes([mac[0], mac[1], mac[2], mac[3]]),
+        u32::from_ne_bytes([mac[4], mac[5], 0, 0]),
     ]
 }

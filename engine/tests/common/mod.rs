@@ -183,3 +183,70 @@ impl XskSide {
         }
     }
 }
+
+/// A detour inside `side` for the impairment program's reordering: a veth
+/// pair `xdA`/`xdB` in its namespace (gone with it), `xdA` slowed by a
+/// token bucket at `rate` (tc's syntax, e.g. `200mbit`), `xdB` taking in
+/// what comes out for the host (reverse-path filter off there: the
+/// packets are from the other side, whose route is elsewhere). Packets
+/// sent out of `xdA` wait their turn there and arrive after those that
+/// came the direct way.
+pub fn detour(side: &Side, rate: &str, mtu: u32) -> xtcp_engine::xdp::impair::Detour {
+    let ok = |out: std::process::Output, what: &str| {
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mtu = mtu.to_string();
+    ok(
+        side.ns
+            .ip(&[
+                "link", "add", "xdA", "mtu", &mtu, "type", "veth", "peer", "name", "xdB", "mtu",
+                &mtu,
+            ])
+            .unwrap(),
+        "veth",
+    );
+    for dev in ["xdA", "xdB"] {
+        ok(side.ns.ip(&["link", "set", dev, "up"]).unwrap(), "up");
+    }
+    {
+        // /proc/sys/net is the namespace of whoever opens it.
+        let _g = side.ns.enter().unwrap();
+        for conf in ["all", "xdB"] {
+            std::fs::write(format!("/proc/sys/net/ipv4/conf/{conf}/rp_filter"), "0").unwrap();
+        }
+    }
+    // The bucket holds one packet: each waits for the tokens of the last.
+    let burst = (mtu.parse::<u32>().unwrap() + 100).to_string();
+    ok(
+        side.ns
+            .exec(&[
+                "tc", "qdisc", "add", "dev", "xdA", "root", "tbf", "rate", rate, "burst", &burst,
+                "latency", "100ms",
+            ])
+            .unwrap(),
+        "tbf",
+    );
+    let link = ok(
+        side.ns.ip(&["-o", "link", "show", "dev", "xdB"]).unwrap(),
+        "show",
+    );
+    let mac = link
+        .split_whitespace()
+        .skip_while(|w| *w != "link/ether")
+        .nth(1)
+        .expect("xdB's MAC");
+    let mut m = [0u8; 6];
+    for (b, h) in m.iter_mut().zip(mac.split(':')) {
+        *b = u8::from_str_radix(h, 16).unwrap();
+    }
+    let ifindex = {
+        let _g = side.ns.enter().unwrap();
+        xtcp_engine::xsk::ifindex("xdA").unwrap()
+    };
+    xtcp_engine::xdp::impair::Detour { ifindex, mac: m }
+}
