@@ -170,6 +170,14 @@ fn slow_start(cwnd: usize, ssthresh: usize, acked: usize) -> usize {
 pub struct Cubic {
     mss: usize,
     initial_segments: usize,
+    s: CubicState,
+    /// The state before the last congestion event, for `undo`.
+    prior: Option<CubicState>,
+}
+
+/// What a congestion event changes in [`Cubic`]: its window and curve.
+#[derive(Debug, Clone, Copy)]
+struct CubicState {
     cwnd: usize,
     ssthresh: usize,
     /// W_max, segments.
@@ -184,21 +192,6 @@ pub struct Cubic {
     w_est: f64,
     /// cwnd at the start of the epoch (segments), for W_est.
     cwnd_epoch: f64,
-    /// The state before the last congestion event, for `undo`.
-    prior: Option<CubicState>,
-}
-
-/// What a congestion event changes in [`Cubic`].
-#[derive(Debug, Clone, Copy)]
-struct CubicState {
-    cwnd: usize,
-    ssthresh: usize,
-    w_max: f64,
-    w_last_max: f64,
-    k: f64,
-    epoch: Option<Instant>,
-    w_est: f64,
-    cwnd_epoch: f64,
 }
 
 const CUBIC_C: f64 = 0.4;
@@ -210,79 +203,68 @@ impl Cubic {
         Cubic {
             mss,
             initial_segments,
-            cwnd: mss * initial_segments,
-            ssthresh: usize::MAX,
-            w_max: 0.0,
-            w_last_max: 0.0,
-            k: 0.0,
-            epoch: None,
-            w_est: 0.0,
-            cwnd_epoch: 0.0,
+            s: CubicState {
+                cwnd: mss * initial_segments,
+                ssthresh: usize::MAX,
+                w_max: 0.0,
+                w_last_max: 0.0,
+                k: 0.0,
+                epoch: None,
+                w_est: 0.0,
+                cwnd_epoch: 0.0,
+            },
             prior: None,
         }
     }
 
-    fn state(&self) -> CubicState {
-        CubicState {
-            cwnd: self.cwnd,
-            ssthresh: self.ssthresh,
-            w_max: self.w_max,
-            w_last_max: self.w_last_max,
-            k: self.k,
-            epoch: self.epoch,
-            w_est: self.w_est,
-            cwnd_epoch: self.cwnd_epoch,
-        }
-    }
-
     fn segments(&self) -> f64 {
-        self.cwnd as f64 / self.mss as f64
+        self.s.cwnd as f64 / self.mss as f64
     }
 
     fn reduce(&mut self, in_flight: usize) {
         let w = self.segments();
         // Fast convergence (RFC 9438 §4.7).
-        if w < self.w_last_max {
-            self.w_last_max = w;
-            self.w_max = w * (1.0 + CUBIC_BETA) / 2.0;
+        if w < self.s.w_last_max {
+            self.s.w_last_max = w;
+            self.s.w_max = w * (1.0 + CUBIC_BETA) / 2.0;
         } else {
-            self.w_last_max = w;
-            self.w_max = w;
+            self.s.w_last_max = w;
+            self.s.w_max = w;
         }
         let flight_seg = in_flight as f64 / self.mss as f64;
         let reduced = (flight_seg.min(w) * CUBIC_BETA).max(2.0);
-        self.ssthresh = (reduced * self.mss as f64) as usize;
-        self.epoch = None;
+        self.s.ssthresh = (reduced * self.mss as f64) as usize;
+        self.s.epoch = None;
     }
 }
 
 impl CongestionControl for Cubic {
     fn window(&self) -> usize {
-        self.cwnd
+        self.s.cwnd
     }
     fn ssthresh(&self) -> usize {
-        self.ssthresh
+        self.s.ssthresh
     }
     fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>) {
-        if self.cwnd < self.ssthresh {
-            self.cwnd = slow_start(self.cwnd, self.ssthresh, acked);
+        if self.s.cwnd < self.s.ssthresh {
+            self.s.cwnd = slow_start(self.s.cwnd, self.s.ssthresh, acked);
             return;
         }
         let mss = self.mss as f64;
-        let epoch = match self.epoch {
+        let epoch = match self.s.epoch {
             Some(e) => e,
             None => {
                 // A new congestion-avoidance epoch (RFC 9438 §4.2).
                 let cw = self.segments();
-                if self.w_max <= cw {
-                    self.k = 0.0;
-                    self.w_max = cw;
+                if self.s.w_max <= cw {
+                    self.s.k = 0.0;
+                    self.s.w_max = cw;
                 } else {
-                    self.k = ((self.w_max - cw) / CUBIC_C).cbrt();
+                    self.s.k = ((self.s.w_max - cw) / CUBIC_C).cbrt();
                 }
-                self.w_est = cw;
-                self.cwnd_epoch = cw;
-                self.epoch = Some(now);
+                self.s.w_est = cw;
+                self.s.cwnd_epoch = cw;
+                self.s.epoch = Some(now);
                 now
             }
         };
@@ -291,45 +273,42 @@ impl CongestionControl for Cubic {
         let cw = self.segments();
         // Reno-friendly estimate (§4.3), α = 3(1−β)/(1+β).
         let alpha = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
-        self.w_est += alpha * (acked as f64 / mss) / cw;
-        let d = t + rtt - self.k;
-        let target = (CUBIC_C * d * d * d + self.w_max).clamp(cw, 1.5 * cw);
-        let next = if self.w_est > target {
+        self.s.w_est += alpha * (acked as f64 / mss) / cw;
+        let d = t + rtt - self.s.k;
+        let target = (CUBIC_C * d * d * d + self.s.w_max).clamp(cw, 1.5 * cw);
+        let next = if self.s.w_est > target {
             // Reno-friendly region: grow like Reno would.
-            cw + (self.w_est - cw).max(0.0).min(acked as f64 / mss / cw)
+            cw + (self.s.w_est - cw).max(0.0).min(acked as f64 / mss / cw)
         } else {
             cw + (target - cw) / cw * (acked as f64 / mss)
         };
-        self.cwnd = ((next * mss) as usize).max(self.cwnd);
+        self.s.cwnd = ((next * mss) as usize).max(self.s.cwnd);
     }
     fn on_congestion_event(&mut self, _now: Instant, in_flight: usize) {
-        self.prior = Some(self.state());
+        self.prior = Some(self.s);
         self.reduce(in_flight);
-        self.cwnd = self.ssthresh;
+        self.s.cwnd = self.s.ssthresh;
     }
     fn on_recovery_end(&mut self, _now: Instant) {
-        self.cwnd = self.ssthresh.max(self.mss);
+        self.s.cwnd = self.s.ssthresh.max(self.mss);
     }
     fn undo(&mut self) {
         if let Some(p) = self.prior.take() {
-            let cwnd = self.cwnd.max(p.cwnd);
-            (self.ssthresh, self.w_max, self.w_last_max, self.k) =
-                (p.ssthresh, p.w_max, p.w_last_max, p.k);
-            (self.epoch, self.w_est, self.cwnd_epoch) = (p.epoch, p.w_est, p.cwnd_epoch);
-            self.cwnd = cwnd;
+            let cwnd = self.s.cwnd.max(p.cwnd);
+            self.s = CubicState { cwnd, ..p };
         }
     }
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
         self.prior = None;
         self.reduce(in_flight);
-        self.cwnd = self.mss;
+        self.s.cwnd = self.mss;
     }
     fn name(&self) -> &'static str {
         "cubic"
     }
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;
-        self.cwnd = mss * self.initial_segments;
+        self.s.cwnd = mss * self.initial_segments;
     }
 }
 

@@ -450,7 +450,8 @@ pub struct Stats {
     /// ACKs received that reported a duplicate in a D-SACK block.
     pub dsacks_received: u64,
     /// Recoveries undone: every retransmission of one was reported
-    /// received twice (D-SACK), so its originals were late, not lost.
+    /// received twice (D-SACK), or the timestamp echo showed its holes
+    /// filled by the originals: they were late, not lost.
     pub undone_recoveries: u64,
     /// The most reordering the path showed, segments (0: none beyond RFC
     /// 6675's three): while it holds, a hole counts as lost once more
