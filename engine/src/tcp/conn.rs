@@ -1638,8 +1638,11 @@ impl<M: SendMemory> Connection<M> {
             // The echo names a transmission from before the recovery's
             // first retransmission: originals filled the holes (TS.Recent
             // moves only with in-order data, RFC 7323 §4.3), late, not
-            // lost (Linux's `tcp_packet_delayed`).
+            // lost (Linux's `tcp_packet_delayed`). Not where something
+            // was retransmitted twice: after lost ACKs the echoes were
+            // seen to name older transmissions than the fill's.
             if let Some(rts) = self.undo.rxt_ts
+                && !self.undo.again
                 && let Some(ts) = seg.options.timestamp
                 && ts.tsecr != 0
                 && (ts.tsecr.wrapping_sub(rts) as i32) < 0
@@ -2003,11 +2006,14 @@ impl<M: SendMemory> Connection<M> {
     /// that is data retransmitted since the last recovery began, two
     /// copies got there: one retransmission fewer that was needed. With
     /// none left, none was needed and the recovery is undone. Where
-    /// nothing was retransmitted twice, the two copies were the original
-    /// and its one retransmission: the original was late, as far as the
-    /// hole's fill showed. (After lost ACKs a probe sends a lost segment a
-    /// second time, and the two retransmissions come back as a duplicate:
-    /// no sign of reordering.)
+    /// nothing was retransmitted twice and the duplicate lies below the
+    /// cumulative ACK, the two copies were the original, which filled the
+    /// hole, and its one retransmission: the original was late, as far as
+    /// the hole's fill showed. (After lost ACKs a probe sends a lost
+    /// segment a second time, and the two retransmissions come back as a
+    /// duplicate; a duplicate above SND.UNA may be a segment whose SACK the
+    /// lost ACKs carried, sent again though it had arrived: neither is a
+    /// sign of reordering.)
     fn on_dsack(&mut self, lo: i64, hi: i64) {
         self.stats.dsacks_received += 1;
         let Some(m) = self.undo.marker else { return };
@@ -2016,7 +2022,7 @@ impl<M: SendMemory> Connection<M> {
         }
         let segs = ((hi - lo) as usize).div_ceil(self.send_mss.max(1)) as u32;
         self.undo.retrans = self.undo.retrans.saturating_sub(segs);
-        if !self.undo.again {
+        if !self.undo.again && hi <= self.una as i64 {
             // Each was sent once again: the original got there too, late.
             self.note_reordering(self.undo.fill_extent);
         }
@@ -2025,11 +2031,12 @@ impl<M: SendMemory> Connection<M> {
         }
     }
 
-    /// The last recovery was not needed: its holes were filled by their
-    /// originals, late (the path reordered as far as the fills showed), so
-    /// its window reduction is undone, and it ends if it still runs.
+    /// The last recovery was not needed (what it retransmitted had
+    /// arrived, or was to): its window reduction is undone, and it ends if
+    /// it still runs. (Not a measure of reordering by itself: after lost
+    /// ACKs a segment whose SACK they carried looks lost, and is sent
+    /// again needlessly, on a path that keeps its order.)
     fn undo_recovery(&mut self) {
-        self.note_reordering(self.undo.fill_extent);
         self.cc.undo();
         self.undo = Undo::default();
         self.stats.undone_recoveries += 1;

@@ -98,10 +98,12 @@
 //! `reordering` starts at RFC 6675's 3 and rises (up to 300, Linux's
 //! `tcp_max_reordering`) to how late the path has shown a segment to be:
 //! the bytes SACKed above a hole when an ACK shows it filled, where nothing
-//! in it was retransmitted (the original came late), or where it was and
-//! the peer then reports a duplicate of what was retransmitted once (the
-//! original and its retransmission both got there), or the recovery
-//! proves needless. A recovery is needless when every one of
+//! in it was retransmitted (the original came late), or where it was, once
+//! (nothing in the recovery twice), and then the peer reports a duplicate
+//! of it below the cumulative ACK, or the timestamp echo shows the original
+//! filled it. (A duplicate alone is no such sign: after lost ACKs a segment
+//! whose SACK they carried looks lost and is sent again, on a path that
+//! keeps its order.) A recovery is needless when every one of
 //! its retransmissions is reported received twice (the peer's D-SACK, RFC
 //! 2883), or when, with timestamps, the ACK that acknowledges everything it
 //! retransmitted echoes a timestamp older than its first retransmission
