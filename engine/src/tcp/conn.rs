@@ -336,9 +336,11 @@ struct Prr {
 }
 
 /// A recovery's retransmissions, to tell whether it was needed: when the
-/// peer reports (D-SACK, RFC 2883) that it received each of them twice,
-/// the originals were only late, not lost, and the window reduction is
-/// undone (RFC 3708's reasoning, as Linux's `tcp_try_undo_dsack`).
+/// peer reports (D-SACK, RFC 2883) that it received each of them twice
+/// (as Linux's `tcp_try_undo_dsack`), or the echo of the ACK that covers
+/// them all names a transmission older than the first (as Linux's
+/// `tcp_packet_delayed`), the originals got there, and the window
+/// reduction is undone.
 #[derive(Debug, Clone, Copy, Default)]
 struct Undo {
     /// SND.UNA when the recovery began; None: nothing to undo.
