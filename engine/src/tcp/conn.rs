@@ -1642,8 +1642,11 @@ impl<M: SendMemory> Connection<M> {
             // moves only with in-order data, RFC 7323 §4.3), late, not
             // lost (Linux's `tcp_packet_delayed`). Not where something
             // was retransmitted twice: after lost ACKs the echoes were
-            // seen to name older transmissions than the fill's.
-            if let Some(rts) = self.undo.rxt_ts
+            // seen to name older transmissions than the fill's. Only in a
+            // recovery (the ACK that covers its retransmissions ends it):
+            // the common ACK reads no cold state.
+            if self.recover.is_some()
+                && let Some(rts) = self.undo.rxt_ts
                 && !self.undo.again
                 && let Some(ts) = seg.options.timestamp
                 && ts.tsecr != 0
