@@ -334,14 +334,28 @@ fn kernel_segments(side: &Side) -> (u64, u64) {
 fn lossy_net(mtu: u32, percent: f64) -> (TestNet, Impairment, Impairment) {
     let net = testnet(mtu, 1);
     let cfg = ImpairConfig::loss(percent);
-    let (ingress, egress) = {
-        let _g = net.b.ns.enter().unwrap();
-        (
-            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
-            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
-        )
-    };
+    let ingress = impair(&net, Hook::Ingress, cfg);
+    let egress = impair(&net, Hook::Egress, cfg);
     (net, ingress, egress)
+}
+
+/// xtcp sends `len` bytes of the pattern to B's kernel on `port`, one
+/// connection, closed normally with every byte sent: its TCP counters.
+fn send_whole(net: &TestNet, port: u16, len: u64) -> xtcp_engine::tcp::Stats {
+    let r = send_to_kernel(net, config(net, 1), port, sources(1, len), len);
+    let c = &r.connections[0];
+    assert_eq!(
+        (c.reason, c.bytes_sent),
+        (CloseReason::Normal, len),
+        "{c:?}"
+    );
+    c.stats
+}
+
+/// The impairment program on B's interface at `hook`, with `cfg`.
+fn impair(net: &TestNet, hook: Hook, cfg: ImpairConfig) -> Impairment {
+    let _g = net.b.ns.enter().unwrap();
+    Impairment::attach(&net.b.iface, hook, cfg).unwrap()
 }
 
 /// `side`'s kernel's RTO expiries, loss probes and retransmitted segments
@@ -525,10 +539,7 @@ fn duplicates_reach_the_kernel_sender_as_d_sack_blocks() {
         dup_ppm: 10_000,
         ..ImpairConfig::default()
     };
-    let egress = {
-        let _g = net.b.ns.enter().unwrap();
-        Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap()
-    };
+    let egress = impair(&net, Hook::Egress, cfg);
     let dsacks = || {
         let ext = |name| proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", name);
         ext("TCPDSACKRecv") + ext("TCPDSACKOfoRecv")
@@ -580,7 +591,7 @@ fn duplicates_come_back_as_d_sack_blocks_and_start_no_recovery() {
         dup_ppm: 10_000,
         ..ImpairConfig::default()
     };
-    let ingress = {
+    {
         let _g = net.b.ns.enter().unwrap();
         // /proc/sys/net is the namespace of whoever opens it. (Kernels
         // before 6.7 have no such deferral, nor the setting.)
@@ -588,24 +599,17 @@ fn duplicates_come_back_as_d_sack_blocks_and_start_no_recovery() {
         if std::path::Path::new(defer).exists() {
             std::fs::write(defer, "0").unwrap();
         }
-        Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap()
-    };
+    }
+    let ingress = impair(&net, Hook::Ingress, cfg);
     let dsacks = || {
         let ext = |name| proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", name);
         ext("TCPDSACKOldSent") + ext("TCPDSACKOfoSent")
     };
     let before = dsacks();
     const LEN: u64 = 64 << 20;
-    let r = send_to_kernel(&net, config(&net, 1), 5204, sources(1, LEN), LEN);
-    let c = &r.connections[0];
-    assert_eq!(
-        (c.reason, c.bytes_sent),
-        (CloseReason::Normal, LEN),
-        "{c:?}"
-    );
+    let st = send_whole(&net, 5204, LEN);
     let dup = ingress.counters().unwrap();
     assert!(dup.duplicated > 0, "{dup:?}");
-    let st = c.stats;
     let got = st.dsacks_received;
     let set = dsacks() - before;
     eprintln!("D-SACKs: B set {set}, xtcp received {got}: {dup:?}");
@@ -706,10 +710,7 @@ fn reordering_net(mtu: u32, ppm: u32, rate: &str) -> (TestNet, Impairment) {
         detour: Some(d),
         ..ImpairConfig::default()
     };
-    let ingress = {
-        let _g = net.b.ns.enter().unwrap();
-        Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap()
-    };
+    let ingress = impair(&net, Hook::Ingress, cfg);
     (net, ingress)
 }
 
@@ -725,15 +726,8 @@ fn over_a_reordering_path_xtcp_learns_the_reordering_and_undoes_its_recoveries()
     let ofo = || proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", "TCPOFOQueue");
     let before = ofo();
     const LEN: u64 = 64 << 20;
-    let r = send_to_kernel(&net, config(&net, 1), 5205, sources(1, LEN), LEN);
-    let c = &r.connections[0];
-    assert_eq!(
-        (c.reason, c.bytes_sent),
-        (CloseReason::Normal, LEN),
-        "{c:?}"
-    );
+    let st = send_whole(&net, 5205, LEN);
     let path = ingress.counters().unwrap();
-    let st = c.stats;
     eprintln!("{path:?} {st:?}");
     assert!(path.detoured > 0 && ofo() > before, "reordered: {path:?}");
     assert!(st.reordering > 3, "{st:?}");

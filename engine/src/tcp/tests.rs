@@ -2870,10 +2870,10 @@ fn a_recovery_after_heavy_loss_sends_by_what_is_delivered_not_in_a_burst() {
     assert_eq!(st.rto_expirations, 0, "{st:?}");
 }
 
-/// 40 MiB over 1 Gbit/s with a 10-ms RTT, `reorder` of the data packets
-/// held up to 1 ms (at this rate, up to ~83 segments overtake one), with
-/// or without timestamps (without: only D-SACK tells a needless recovery).
-fn reordered_run(reorder: f64, timestamps: bool, seed: u64) -> Sim {
+/// `bytes` from client to server over 1 Gbit/s with a 10-ms RTT, the
+/// links `c2s` and `s2c` made from [`fast_link`], with or without
+/// timestamps; driven to a clean close.
+fn ten_ms_run(c2s: LinkConfig, s2c: LinkConfig, bytes: u64, timestamps: bool, seed: u64) -> Sim {
     let conn = Config {
         send_frames: 1024,
         recv_buffer: 8 << 20,
@@ -2883,21 +2883,29 @@ fn reordered_run(reorder: f64, timestamps: bool, seed: u64) -> Sim {
     let cfg = SimConfig {
         client: conn.clone(),
         server: conn,
-        c2s: LinkConfig {
-            reorder,
-            reorder_delay: Duration::from_millis(1),
-            ..fast_link(5)
-        },
-        s2c: fast_link(5),
-        client_bytes: 40 << 20,
+        c2s,
+        s2c,
+        client_bytes: bytes,
         server_bytes: 0,
         seed,
         ..SimConfig::default()
     };
     let mut sim = Sim::new(cfg.clone());
-    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    assert!(sim.drive_bounded(Duration::from_secs(300)));
     clean_close(&sim, &cfg);
     sim
+}
+
+/// 40 MiB, `reorder` of the data packets held up to 1 ms (at this rate,
+/// up to ~83 segments overtake one), with or without timestamps
+/// (without: only D-SACK tells a needless recovery).
+fn reordered_run(reorder: f64, timestamps: bool, seed: u64) -> Sim {
+    let c2s = LinkConfig {
+        reorder,
+        reorder_delay: Duration::from_millis(1),
+        ..fast_link(5)
+    };
+    ten_ms_run(c2s, fast_link(5), 40 << 20, timestamps, seed)
 }
 
 /// A path that reorders (no loss): the sender learns how far (a hole
@@ -3095,28 +3103,11 @@ fn a_d_sack_of_a_second_retransmission_undoes_nothing() {
 #[test]
 fn a_path_that_only_loses_teaches_no_reordering() {
     for (loss, seed) in [(0.01, 1), (0.01, 3), (0.001, 3), (0.001, 4)] {
-        let conn = Config {
-            send_frames: 1024,
-            recv_buffer: 8 << 20,
-            ..Config::default()
-        };
         let link = LinkConfig {
             loss,
             ..fast_link(5)
         };
-        let cfg = SimConfig {
-            client: conn.clone(),
-            server: conn,
-            c2s: link.clone(),
-            s2c: link,
-            client_bytes: 20 << 20,
-            server_bytes: 0,
-            seed,
-            ..SimConfig::default()
-        };
-        let mut sim = Sim::new(cfg.clone());
-        assert!(sim.drive_bounded(Duration::from_secs(300)));
-        clean_close(&sim, &cfg);
+        let sim = ten_ms_run(link.clone(), link, 20 << 20, true, seed);
         let st = sim.client.stats();
         assert!(st.fast_retransmits > 0, "loss {loss}, seed {seed}: {st:?}");
         assert_eq!(st.reordering, 0, "loss {loss}, seed {seed}: {st:?}");
