@@ -333,7 +333,8 @@ pub struct EngineArgs {
     /// rings get twice).
     #[arg(long, default_value = "2048", value_parser = parse_ring)]
     pub ring: u32,
-    /// RX descriptors per loop turn.
+    /// RX descriptors per batch (a loop turn takes batches until the RX
+    /// ring is empty or a ring's worth was taken).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
     /// Most TX frames one loop turn queues, for all its connections (a

@@ -108,9 +108,10 @@ pub struct ClientArgs {
     /// Prefix every output line with this string (`STR:  `).
     #[arg(short = 'T', long = "title", value_name = "STR")]
     pub title: Option<String>,
-    /// Send this file's bytes (the test ends after the file, unless -t, -n
-    /// or -k say otherwise); with -R, write what is received to it (the
-    /// file is replaced only when the test succeeds).
+    /// Send this file's bytes, whole on each stream (the test ends after
+    /// the file, whatever -t says; -n or -k may ask for less); with -R,
+    /// write what is received to it (the file is replaced only when the
+    /// test succeeds).
     #[arg(short = 'F', long = "file", value_name = "PATH")]
     pub file: Option<PathBuf>,
     /// Source port of the data connections (consecutive ones with -P; the

@@ -143,11 +143,12 @@ pub struct EngineConfig {
     pub frames: u32,
     /// RX and TX ring entries (fill and completion rings get twice that).
     pub ring: u32,
-    /// RX descriptors per turn.
+    /// RX descriptors per batch (a turn takes batches until the RX ring is
+    /// empty or a whole ring's worth was taken).
     pub batch: u32,
     /// Most TX frames (descriptors) one loop turn puts on the TX ring, for
-    /// all its connections together (each takes at least a quarter, so a
-    /// few connections send a burst each per turn, round-robin over
+    /// all its connections together (each takes at least half, so up to
+    /// two connections send a burst each per turn, round-robin over
     /// turns): segments at MTU 1500 (one frame each), about bytes ÷ frame
     /// size at large MTUs; a connection's turn sends at least one segment.
     /// What one turn queues goes out before the ACKs that arrive meanwhile
