@@ -1,5 +1,6 @@
-//! `xtcp`: kernel-bypass TCP on AF_XDP — probe, raw AF_XDP benchmark, and
-//! bulk send / receive over the TCP engine.
+//! `xtcp`: kernel-bypass TCP on AF_XDP — probe, raw AF_XDP benchmark, bulk
+//! send / receive over the TCP engine, an iperf3 server and client, and the
+//! side-by-side benchmark against the kernel's TCP.
 
 use clap::{Parser, Subcommand};
 

@@ -14,7 +14,7 @@ pub mod probe;
 pub mod seg;
 #[expect(
     unsafe_code,
-    reason = "FFI points: ethtool ioctls, setns, socket options"
+    reason = "FFI points: ethtool ioctls and their guarded buffers, setns, socket options, mallopt, getrusage"
 )]
 pub mod sys;
 pub mod tcp;

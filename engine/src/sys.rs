@@ -1,6 +1,7 @@
-//! The few system calls outside `xsk` that need `unsafe`: the ethtool ioctl,
-//! `setns`, a netlink socket option and `getrusage`, which rustix does not
-//! wrap.
+//! The few system calls outside `xsk` that need `unsafe`, which rustix does
+//! not wrap: the ethtool ioctl (its reply in a buffer that ends at a guard
+//! page: `mmap`, `mprotect`, `munmap`), `setns`, a netlink socket option,
+//! `mallopt` and `getrusage`.
 //!
 //! Every function here is safe to call: it validates its arguments, passes
 //! the kernel only pointers to live, correctly sized `#[repr(C)]` values it

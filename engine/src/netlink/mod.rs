@@ -1,4 +1,6 @@
-//! A small netlink client: just what `probe` (and later the loader) needs.
+//! A small netlink client: what `probe` needs (links, XDP features and
+//! attachments, queues), the engine's next hop (routes and neighbours) and
+//! the peer's `tx_dropped` for the XDP statistics.
 //!
 //! - [`attr`]: TLV reader/writer; [`msg`]: message framing and error replies.
 //!   Both are pure and never panic on malformed input.

@@ -6,8 +6,10 @@
 //! and the target a recovery brings the flight down to (`ssthresh`). Call
 //! order: `on_ack` for every ACK that advances `SND.UNA` outside recovery,
 //! `on_congestion_event` once when a loss recovery starts, `on_rto` on a
-//! retransmission timeout, `on_recovery_end` when recovery completes. Windows
-//! are in bytes.
+//! retransmission timeout, `on_recovery_end` when recovery completes, and
+//! `undo` (at most once after an `on_congestion_event`, never after an
+//! `on_rto`) when the connection finds that recovery needless. Windows are
+//! in bytes.
 
 use std::time::{Duration, Instant};
 
@@ -26,8 +28,9 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     /// Recovery finished (all data outstanding at its start is acknowledged).
     fn on_recovery_end(&mut self, now: Instant);
     /// The last congestion event was no loss (every retransmission of its
-    /// recovery reached the peer twice: the originals were late): back to
-    /// the state before it, the window at least what it was then.
+    /// recovery reached the peer twice, or the timestamp echo shows the
+    /// originals filled the holes: they were late): back to the state
+    /// before it, the window at least what it was then.
     fn undo(&mut self);
     /// Retransmission timeout with `in_flight` bytes outstanding.
     fn on_rto(&mut self, now: Instant, in_flight: usize);

@@ -463,7 +463,8 @@ pub struct Stats {
     pub rst_sent: u64,
     /// RSTs received and accepted.
     pub rst_received: u64,
-    /// Of those, from timestamp echoes after a retransmission (RTTM).
+    /// Of `rtt_samples`, those from timestamp echoes after a retransmission
+    /// (RTTM).
     pub ts_rtt_samples: u64,
     /// In-order segments that left less than a full segment of the window
     /// offered: the peer had sent all it was allowed and waited on this

@@ -1,5 +1,6 @@
-//! AF_XDP: UMEM, the four rings, binding, statistics. The only home of
-//! `unsafe` in the engine (besides `sys`).
+//! AF_XDP: UMEM, the four rings, binding, statistics. The main home of
+//! `unsafe` in the engine (besides `sys` and the checksum's AVX2 call in
+//! `wire::checksum`).
 //!
 //! # Frame ownership
 //!

@@ -2,8 +2,9 @@
 //! for [`crate::worker::Role::ConnectApp`]: it opens the control connection,
 //! drives a [`ClientSession`], then opens the data streams one after
 //! another in order (the server numbers them by arrival), writes the cookie
-//! on each, and orders them to send zeros or to count what arrives. Data
-//! bytes stay in the workers; only counts reach this thread.
+//! on each, and orders them to send (the caller's payload: a file, zeros
+//! or random bytes) or to count what arrives. Data bytes stay in the
+//! workers; only counts reach this thread.
 
 use std::collections::HashMap;
 use std::time::Instant;

@@ -2,8 +2,9 @@
 //! [`App`]: it runs in the engine's control thread and drives a
 //! [`ServerSession`] for each test, while the workers carry the control and
 //! data connections (over xtcp's own TCP) and move the data themselves:
-//! receiving streams are counted and dropped, sending streams send zeros,
-//! and only the counts reach this thread.
+//! receiving streams are counted and dropped, sending streams send random
+//! bytes as iperf3's server does (paced to the client's `-b`), and only the
+//! counts reach this thread.
 //!
 //! A connection's first 37 bytes (a cookie, or for the control connection
 //! the cookie that opens the test) come here; [`route`] decides what it is:

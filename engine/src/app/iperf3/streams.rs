@@ -74,8 +74,10 @@ pub(crate) struct StreamTable {
 impl StreamTable {
     /// `parallel` streams per direction. Creation order: the client creates
     /// its sending streams first in a bidirectional test; the server accepts
-    /// its receiving streams first. So with `first_sends` (client) the first
-    /// half sends, otherwise (server) the first half receives.
+    /// its receiving streams first. So the first `parallel` streams send on
+    /// a client of a test that is not reversed and on a server of one that
+    /// is (`is_client`, `reverse`), and receive otherwise; with `bidir` the
+    /// second `parallel` do the other.
     pub(crate) fn new(parallel: u32, reverse: bool, bidir: bool, is_client: bool) -> Self {
         let count = if bidir {
             parallel.saturating_mul(2)
