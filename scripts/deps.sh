@@ -55,6 +55,18 @@ fi
 if ! have cargo; then
     [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 fi
+# Under sudo, PATH is sudo's secure_path and HOME root's: a toolchain that
+# rustup installed for the user who ran sudo is theirs (its proxies find
+# the toolchains through RUSTUP_HOME).
+if ! have cargo && [ -n "${SUDO_USER:-}" ]; then
+    user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+    if [ -n "$user_home" ] && [ -x "$user_home/.cargo/bin/cargo" ]; then
+        export PATH="$user_home/.cargo/bin:$PATH"
+        if [ -z "${RUSTUP_HOME:-}" ] && [ -d "$user_home/.rustup" ]; then
+            export RUSTUP_HOME="$user_home/.rustup"
+        fi
+    fi
+fi
 if ! have cargo; then
     echo "xtcp: cargo not found: install Rust 1.87 or newer (https://rustup.rs)" >&2
     exit 1
