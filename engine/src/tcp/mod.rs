@@ -80,6 +80,17 @@
 //! recovery, the rescue retransmission of the highest unSACKed segment);
 //! without SACK, NewReno partial ACKs retransmit the next hole.
 //!
+//! A retransmission that is lost too is found as Linux's lost-retransmit
+//! detection (and RACK, RFC 8985) finds it: when more than DupThresh − 1
+//! segments' worth of data first sent after it are SACKed and it is not,
+//! it is out of the pipe and goes again before anything else (RFC 6675
+//! alone never looks below HighRxt again, and while the ACKs for the data
+//! sent since kept coming only the RTO found it: with 2 % loss each way in
+//! the simulator, one to six timeouts a transfer, each sending the
+//! SACKed flight again). Up to 32 retransmissions of a recovery are
+//! followed at once; one that no later data can reveal (a send buffer
+//! held by it, the end of the stream) is left to the loss probe below.
+//!
 //! What a recovery may send is Proportional Rate Reduction's (RFC 9937),
 //! not RFC 6675's `cwnd − pipe`: each ACK counts what it reports delivered
 //! (SND.UNA's advance plus bytes newly SACKed; without SACK, a duplicate
@@ -148,7 +159,8 @@
 //!
 //! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
 //! echoes are used only after a retransmission, where Karn's rule leaves no
-//! timed segment), the PAWS 24-day idle rule, RACK (TLP is above; the
+//! timed segment), the PAWS 24-day idle rule, RACK's time-based loss
+//! detection (TLP and a lost retransmission's detection are above; the
 //! reordering allowance counts segments, not time), F-RTO and the undo of
 //! an RTO, more than one recovery's undo at a time (a D-SACK that comes
 //! after the next recovery began is not counted for the one before, as in
@@ -431,6 +443,9 @@ pub struct Stats {
     /// Tail loss probes sent (RFC 8985 §7): no ACK came for a probe
     /// timeout while data was in flight.
     pub loss_probes: u64,
+    /// Retransmissions found lost in a SACK recovery: data first sent
+    /// after one was SACKed, and it was not (each is then sent again).
+    pub lost_retransmits: u64,
     /// Duplicate ACKs received.
     pub dup_acks: u64,
     /// Zero-window probes sent.

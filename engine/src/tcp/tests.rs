@@ -972,7 +972,8 @@ fn listener_resets_strays_and_completes_handshakes() {
     assert_eq!(c.state(), State::Established);
     let data = Config::default().send_buffer() + Config::default().recv_buffer;
     assert!(
-        // The send buffer's sum tables: 44 bytes a slot, 4 KiB of piece sums.
+        // The send buffer's sum tables: 44 bytes a slot, 4 KiB of piece sums;
+        // the recovery's retransmission log, 1 KiB.
         c.heap_bytes() >= data && c.heap_bytes() < data + 8 * 1024,
         "buffers allocated at establishment: {}",
         c.heap_bytes()
@@ -1346,6 +1347,52 @@ fn sack_repairs_several_losses_in_one_window_without_rto() {
     assert_eq!(st.retransmits, 4, "exactly the lost segments");
     assert!(st.sack_retransmits >= 3);
     assert!(sim.server.as_ref().unwrap().stats().ooo_segments > 0);
+}
+
+/// The client → server packet number that the client's first
+/// retransmission goes out as when the packets `drops` are lost (the
+/// simulator is deterministic: a run with the same drops is the same run
+/// up to there).
+fn first_retransmission_packet(cfg: &SimConfig, drops: &[u64]) -> u64 {
+    let mut sim = Sim::new(cfg.clone());
+    sim.drop_packets(true, drops);
+    for _ in 0..1_000_000 {
+        let before = sim.c2s_stats().sent;
+        assert!(sim.step(), "the transfer ended without a retransmission");
+        if sim.client.stats().retransmits > 0 {
+            // The first segment of the turn that retransmits: rule 1
+            // comes before new data.
+            return before + 1;
+        }
+    }
+    panic!("no retransmission");
+}
+
+/// A fast retransmission that is lost too: RFC 6675 has nothing that
+/// finds it (its hole is below HighRxt), and the ACKs for the data sent
+/// since keep putting the loss probe off. Here it waited for the probe,
+/// two RTTs after the last ACK (where the ACKs keep coming for 200 ms, the
+/// RTO fires first: slow start from one segment, the flight sent again).
+/// Now the data first sent after it is SACKed and it is not: lost, sent
+/// again at once, and the recovery goes on with no probe and no timeout.
+#[test]
+fn a_lost_retransmission_is_found_by_the_data_sent_after_it_not_by_the_rto() {
+    let mut cfg = recovery_cfg(true);
+    cfg.client.send_frames = 1024;
+    cfg.server.recv_buffer = 8 << 20;
+    cfg.client_bytes = 4 << 20;
+    let rxt = first_retransmission_packet(&cfg, &[400]);
+    let mut sim = Sim::new(cfg.clone());
+    sim.drop_packets(true, &[400, rxt]);
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(sim.c2s_stats().lost, 2);
+    assert_eq!(st.rto_expirations, 0, "{st:?}");
+    assert_eq!(st.loss_probes, 0, "{st:?}");
+    assert_eq!(st.fast_retransmits, 1, "{st:?}");
+    assert_eq!(st.lost_retransmits, 1, "{st:?}");
+    assert_eq!(st.retransmits, 2, "the segment twice, nothing else: {st:?}");
 }
 
 #[test]
@@ -3061,6 +3108,57 @@ fn reordering_goodput() {
                 "timestamps {timestamps}, {:.1} % held: {}",
                 reorder * 100.0,
                 runs.join("; ")
+            );
+        }
+    }
+}
+
+/// Benchmark (ignored; docs/BENCHMARKS.md, "Retransmissions that are lost
+/// too"): 40 MiB over a 1-Gbit/s link with a 2-ms RTT that loses `loss` of
+/// the packets each way, MSS 1448 and 8960 (MTU 9000), eight seeds each:
+/// goodput, the sender's timeouts and retransmissions.
+///
+/// `cargo test --release -p xtcp-engine --lib loss_goodput -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn loss_goodput() {
+    for (mss, loss) in [(1448u16, 0.01), (1448, 0.02), (8960, 0.01)] {
+        for seed in 1..=8u64 {
+            let link = LinkConfig {
+                loss,
+                mtu: 9000,
+                ..fast_link(1)
+            };
+            let conn = Config {
+                mss,
+                send_frames: 1024,
+                recv_buffer: 8 << 20,
+                ..Config::default()
+            };
+            let cfg = SimConfig {
+                client: conn.clone(),
+                server: conn,
+                c2s: link.clone(),
+                s2c: link,
+                client_bytes: 40 << 20,
+                server_bytes: 0,
+                seed,
+                ..SimConfig::default()
+            };
+            let mut sim = Sim::new(cfg.clone());
+            assert!(sim.drive_bounded(Duration::from_secs(300)));
+            clean_close(&sim, &cfg);
+            let st = sim.client.stats();
+            eprintln!(
+                "MSS {mss}, loss {:.0} %, seed {seed}: {:.0} Mbit/s, {} RTOs, {} probes, \
+                 {} recoveries, {} retransmissions ({} of them found lost)",
+                loss * 100.0,
+                goodput(&sim) / 1e6,
+                st.rto_expirations,
+                st.loss_probes,
+                st.fast_retransmits,
+                st.retransmits,
+                st.lost_retransmits
             );
         }
     }
