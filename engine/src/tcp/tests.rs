@@ -2922,11 +2922,25 @@ fn a_recovery_after_heavy_loss_sends_by_what_is_delivered_not_in_a_burst() {
 /// timestamps; driven to a clean close.
 fn ten_ms_run(c2s: LinkConfig, s2c: LinkConfig, bytes: u64, timestamps: bool, seed: u64) -> Sim {
     let conn = Config {
+        timestamps,
+        ..bulk_config()
+    };
+    bulk_run(conn, c2s, s2c, bytes, seed)
+}
+
+/// The bulk runs' connections: a send buffer of 1,024 frames, 8 MiB to
+/// receive into.
+fn bulk_config() -> Config {
+    Config {
         send_frames: 1024,
         recv_buffer: 8 << 20,
-        timestamps,
         ..Config::default()
-    };
+    }
+}
+
+/// `bytes` from client to server, both ends `conn`, driven to the end and
+/// closed cleanly.
+fn bulk_run(conn: Config, c2s: LinkConfig, s2c: LinkConfig, bytes: u64, seed: u64) -> Sim {
     let cfg = SimConfig {
         client: conn.clone(),
         server: conn,
@@ -3131,23 +3145,9 @@ fn loss_goodput() {
             };
             let conn = Config {
                 mss,
-                send_frames: 1024,
-                recv_buffer: 8 << 20,
-                ..Config::default()
+                ..bulk_config()
             };
-            let cfg = SimConfig {
-                client: conn.clone(),
-                server: conn,
-                c2s: link.clone(),
-                s2c: link,
-                client_bytes: 40 << 20,
-                server_bytes: 0,
-                seed,
-                ..SimConfig::default()
-            };
-            let mut sim = Sim::new(cfg.clone());
-            assert!(sim.drive_bounded(Duration::from_secs(300)));
-            clean_close(&sim, &cfg);
+            let sim = bulk_run(conn, link.clone(), link, 40 << 20, seed);
             let st = sim.client.stats();
             eprintln!(
                 "MSS {mss}, loss {:.0} %, seed {seed}: {:.0} Mbit/s, {} RTOs, {} probes, \
