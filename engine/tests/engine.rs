@@ -358,17 +358,23 @@ fn impair(net: &TestNet, hook: Hook, cfg: ImpairConfig) -> Impairment {
     Impairment::attach(&net.b.iface, hook, cfg).unwrap()
 }
 
+/// The sum of `side`'s kernel's `TcpExt` counters `names` so far.
+fn tcp_ext(side: &Side, names: &[&str]) -> u64 {
+    names
+        .iter()
+        .map(|name| proc_counter(side, "/proc/net/netstat", "TcpExt:", name))
+        .sum()
+}
+
 /// `side`'s kernel's RTO expiries, loss probes and retransmitted segments
 /// so far (`TCPTimeouts`, `TCPLossProbes`, `RetransSegs`).
 fn loss_counters(side: &Side) -> [u64; 5] {
-    let ext = |name| proc_counter(side, "/proc/net/netstat", "TcpExt:", name);
-    let retx = proc_counter(side, "/proc/net/snmp", "Tcp:", "RetransSegs");
     [
-        ext("TCPTimeouts"),
-        ext("TCPLossProbes"),
-        retx,
-        ext("TCPSackRecovery") + ext("TCPRenoRecovery"),
-        ext("TCPDSACKUndo") + ext("TCPFullUndo") + ext("TCPPartialUndo"),
+        tcp_ext(side, &["TCPTimeouts"]),
+        tcp_ext(side, &["TCPLossProbes"]),
+        proc_counter(side, "/proc/net/snmp", "Tcp:", "RetransSegs"),
+        tcp_ext(side, &["TCPSackRecovery", "TCPRenoRecovery"]),
+        tcp_ext(side, &["TCPDSACKUndo", "TCPFullUndo", "TCPPartialUndo"]),
     ]
 }
 
@@ -540,10 +546,7 @@ fn duplicates_reach_the_kernel_sender_as_d_sack_blocks() {
         ..ImpairConfig::default()
     };
     let egress = impair(&net, Hook::Egress, cfg);
-    let dsacks = || {
-        let ext = |name| proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", name);
-        ext("TCPDSACKRecv") + ext("TCPDSACKOfoRecv")
-    };
+    let dsacks = || tcp_ext(&net.b, &["TCPDSACKRecv", "TCPDSACKOfoRecv"]);
     let before = dsacks();
     const LEN: u64 = 64 << 20;
     let e = verifying_listener(&net, 5203);
@@ -601,10 +604,7 @@ fn duplicates_come_back_as_d_sack_blocks_and_start_no_recovery() {
         }
     }
     let ingress = impair(&net, Hook::Ingress, cfg);
-    let dsacks = || {
-        let ext = |name| proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", name);
-        ext("TCPDSACKOldSent") + ext("TCPDSACKOfoSent")
-    };
+    let dsacks = || tcp_ext(&net.b, &["TCPDSACKOldSent", "TCPDSACKOfoSent"]);
     let before = dsacks();
     const LEN: u64 = 64 << 20;
     let st = send_whole(&net, 5204, LEN);
@@ -723,7 +723,7 @@ fn reordering_net(mtu: u32, ppm: u32, rate: &str) -> (TestNet, Impairment) {
 #[test]
 fn over_a_reordering_path_xtcp_learns_the_reordering_and_undoes_its_recoveries() {
     let (net, ingress) = reordering_net(1500, 10_000, "100mbit");
-    let ofo = || proc_counter(&net.b, "/proc/net/netstat", "TcpExt:", "TCPOFOQueue");
+    let ofo = || tcp_ext(&net.b, &["TCPOFOQueue"]);
     let before = ofo();
     const LEN: u64 = 64 << 20;
     let st = send_whole(&net, 5205, LEN);
