@@ -1506,14 +1506,18 @@ impl<M: SendMemory> Connection<M> {
             return;
         }
         // Acceptability (RFC 9293 §3.10.7.4), with a zero-length probe or FIN at
-        // RCV.NXT accepted even into a zero window.
+        // RCV.NXT accepted even into a zero window, and a bare ACK at the
+        // right edge accepted too (as Linux's `tcp_sequence` does): a peer that
+        // filled the window sends its ACKs with SEQ = SND.NXT = the edge,
+        // and the strict test would drop every one of them while the window
+        // stays full.
         let seg_len = payload_len + usize::from(f.contains(TcpFlags::SYN));
         let d = seg.seq.distance(rcv_nxt) as i64;
         let in_wnd = |x: i64| x >= 0 && (x as u64) < rcv_wnd as u64;
         let acceptable = if seg.seq == rcv_nxt {
             true
         } else if seg_len == 0 {
-            in_wnd(d)
+            in_wnd(d) || (d == rcv_wnd as i64 && !f.intersects(TcpFlags::RST | TcpFlags::FIN))
         } else {
             rcv_wnd > 0 && (in_wnd(d) || in_wnd(d + seg_len as i64 - 1))
         };

@@ -523,6 +523,46 @@ fn off_target_rst_in_window_gets_a_challenge_ack_and_does_not_reset() {
     assert_eq!(out(&mut c, ms(24)).len(), 1);
 }
 
+/// A peer that filled our window sends its ACKs with SEQ = SND.NXT, the
+/// window's right edge. RFC 9293's test (SEG.SEQ < RCV.NXT + RCV.WND)
+/// rejects them; they are taken, as Linux takes them, or what they
+/// acknowledge of ours waits until the window opens (with both ends'
+/// windows full and both resending after a timeout, until both give up).
+#[test]
+fn an_ack_at_the_right_edge_of_a_full_window_is_taken() {
+    let cfg = Config {
+        recv_buffer: 4096,
+        recv_window: RecvWindow::Fixed(4096),
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+    c.write(&[7u8; 100]).unwrap();
+    let sent = out(&mut c, ms(11));
+    assert_eq!(sent.len(), 1);
+    // The peer fills the window to its edge without acknowledging, and
+    // the first 1,000 bytes are lost on the way.
+    let fill = seg(TcpFlags::ACK, PEER_ISS + 1 + 1000, iss + 1, 65535);
+    c.handle_segment(ms(12), &fill, &[1u8; 3096]);
+    assert_eq!(c.stats().ooo_segments, 1);
+    assert_eq!(c.in_flight(), 100);
+    // Its ACK of our 100 bytes, at the edge of the window it filled.
+    let ack = seg(TcpFlags::ACK, PEER_ISS + 1 + 4096, iss + 101, 65535);
+    c.handle_segment(ms(13), &ack, &[]);
+    assert_eq!(c.stats().out_of_window, 0);
+    assert_eq!(c.in_flight(), 0, "the ACK was taken");
+    // One beyond the edge is not, nor an RST at the edge.
+    c.write(&[7u8; 100]).unwrap();
+    out(&mut c, ms(14));
+    let beyond = seg(TcpFlags::ACK, PEER_ISS + 1 + 4097, iss + 201, 65535);
+    c.handle_segment(ms(15), &beyond, &[]);
+    assert_eq!(c.stats().out_of_window, 1);
+    assert_eq!(c.in_flight(), 100);
+    let rst = seg(TcpFlags::RST, PEER_ISS + 1 + 4096, iss + 201, 0);
+    c.handle_segment(ms(16), &rst, &[]);
+    assert_eq!(c.stats().out_of_window, 2);
+    assert_eq!(c.state(), State::Established);
+}
+
 #[test]
 fn paws_drops_an_old_duplicate() {
     let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
