@@ -295,6 +295,9 @@ pub struct Connection<M = HeapFrames> {
     /// Recovery point of the last rescue retransmission (RFC 6675
     /// RescueRxt): one rescue per recovery.
     rescue_rxt: Option<u64>,
+    /// SND.MAX when the last RTO fired (RFC 6675 §5.1's RecoveryPoint; 0
+    /// before any): until `una` reaches it no fast recovery begins.
+    rto_recover: u64,
     /// What a recovery may send ([`Prr`]).
     prr: Prr,
     /// Undoing a recovery that was not needed ([`Undo`]).
@@ -560,6 +563,7 @@ impl<M: SendMemory> Connection<M> {
             retries: 0,
             dupacks: 0,
             recover: None,
+            rto_recover: 0,
             high_rxt: 0,
             max_flight: 0,
             cwnd_usage_end: 0,
@@ -1332,10 +1336,17 @@ impl<M: SendMemory> Connection<M> {
                 if self.sacked.total() >= DUPTHRESH as usize * self.send_mss {
                     self.reordering = DUPTHRESH;
                 }
-                self.sacked.clear();
-                // Go back: resend from the oldest unacknowledged byte.
+                // Go back: resend from the oldest unacknowledged byte, all
+                // but what the peer reported SACKed (the scoreboard is kept,
+                // as Linux keeps it: a peer that dropped SACKed data shows
+                // it by an ACK that stops at it, and the scoreboard goes
+                // then; see `on_ack`). No fast recovery begins until what
+                // was sent before the timeout is acknowledged (RFC 6675
+                // §5.1): the ACKs of the data sent again report the same
+                // holes, and the window is already down to one segment.
                 self.nxt = self.una;
                 self.high_rxt = self.una;
+                self.rto_recover = self.max;
             }
         }
     }
@@ -1707,6 +1718,23 @@ impl<M: SendMemory> Connection<M> {
             if !self.sacked.is_empty() {
                 self.sacked.remove_below(key(self.una));
                 sacked_removed = sacked_before - self.sacked.total();
+                if self
+                    .sacked
+                    .as_slice()
+                    .first()
+                    .is_some_and(|r| r.0 == key(self.una))
+                {
+                    // The ACK stops where SACKed data begins: the peer
+                    // dropped what it had SACKed (reneging, RFC 2018 §8).
+                    // The scoreboard no longer says what it holds; what it
+                    // said SACKed goes again at the next timeout, and at
+                    // once if a timeout's resending had skipped it.
+                    self.sacked.clear();
+                    self.stats.sack_renegings += 1;
+                    if self.nxt < self.max {
+                        self.nxt = self.una;
+                    }
+                }
             }
             self.retries = 0;
             self.rtt.reset_backoff();
@@ -1798,6 +1826,7 @@ impl<M: SendMemory> Connection<M> {
         if self.recover.is_none()
             && self.max > self.una
             && (self.dupacks >= dupthresh || (self.sack_ok && self.is_lost(self.una)))
+            && self.una >= self.rto_recover
         {
             if dupthresh < DUPTHRESH && self.dupacks >= dupthresh {
                 self.stats.early_retransmits += 1;
@@ -2254,14 +2283,19 @@ impl<M: SendMemory> Connection<M> {
     /// Bytes considered in the network (RFC 6675 SetPipe, by ranges).
     fn pipe(&self) -> usize {
         let outstanding = self.max.saturating_sub(self.una) as usize;
-        if self.recover.is_none() || !self.sack_ok {
-            let sent_window = if self.recover.is_some() {
-                // NewReno: count only what is beyond the retransmitted hole.
-                outstanding
-            } else {
-                self.nxt.saturating_sub(self.una) as usize
-            };
-            return sent_window.saturating_sub(self.sacked.total());
+        if self.recover.is_some() && !self.sack_ok {
+            // NewReno: count only what is beyond the retransmitted hole.
+            return outstanding;
+        }
+        if self.recover.is_none() {
+            // What was sent (after an RTO: sent again) and not SACKed; an
+            // RTO took the rest out of the network.
+            let sent = self.nxt.saturating_sub(self.una) as usize;
+            let mut sacked = self.sacked.total();
+            if self.nxt < self.max && sacked > 0 {
+                sacked -= self.sacked.total_above(key(self.nxt));
+            }
+            return sent.saturating_sub(sacked);
         }
         // Holes below the loss boundary that are not retransmitted are out of
         // the network; SACKed bytes are out of the network.
@@ -2306,6 +2340,26 @@ impl<M: SendMemory> Connection<M> {
             at = at.max(e_off);
         }
         None
+    }
+
+    /// The unSACKed stretch `[start, end)` at or after send offset `off`:
+    /// `start` is `off`, or the end of the SACKed range holding it; `end`
+    /// where the next SACKed range begins (`u64::MAX` if none does).
+    fn unsacked_from(&self, off: u64) -> (u64, u64) {
+        let mut start = off;
+        for &(s, e) in self.sacked.as_slice() {
+            let s_off = self.una + s.distance(key(self.una)) as u64;
+            let e_off = self.una + e.distance(key(self.una)) as u64;
+            if e_off <= start {
+                continue;
+            }
+            if s_off <= start {
+                start = e_off;
+            } else {
+                return (start, s_off);
+            }
+        }
+        (start, u64::MAX)
     }
 
     /// RFC 6675 NextSeg rule 3: the first unSACKed hole above `high_rxt`
@@ -2458,8 +2512,16 @@ impl<M: SendMemory> Connection<M> {
             }
         }
         // 5. New data (or go-back-N after an RTO) within both windows.
+        // Going back skips what the peer SACKed, and a segment sent again
+        // ends where SACKed data begins.
+        let mut avail_end = tail;
+        if self.nxt < self.max && !self.sacked.is_empty() {
+            let (nxt, end) = self.unsacked_from(self.nxt);
+            self.nxt = nxt;
+            avail_end = end.min(tail);
+        }
         let wnd_edge = self.una + self.snd_wnd as u64;
-        let avail = tail.saturating_sub(self.nxt) as usize;
+        let avail = avail_end.saturating_sub(self.nxt) as usize;
         let wnd_room = wnd_edge.saturating_sub(self.nxt) as usize;
         let len = avail.min(wnd_room).min(self.send_mss);
         let fin = fin_q && self.nxt + len as u64 == tail;
@@ -2504,7 +2566,8 @@ impl<M: SendMemory> Connection<M> {
                 let flight = pipe + seg.len;
                 let more = avail.min(wnd_room) > seg.len;
                 self.cwnd_validate(flight, more && flight + self.send_mss > cwnd);
-                if avail == seg.len && self.send.free() < self.send.frame_len() {
+                if avail == seg.len && avail_end == tail && self.send.free() < self.send.frame_len()
+                {
                     // All the buffer holds is sent and it has no room for
                     // more: it bounds the sender now.
                     self.send_buf_limited = true;

@@ -72,7 +72,12 @@
 //!
 //! RTO per RFC 6298 (Karn's rule, doubling backoff reset by new ACKs, bounds
 //! from [`Config`]); on expiry go-back-N from `SND.UNA` with a one-segment
-//! window. Three duplicate ACKs (fewer with under four segments outstanding and
+//! window, skipping what the SACK scoreboard holds: the timeout keeps it, as
+//! Linux does (RFC 2018 lets a receiver drop data it SACKed; one that does
+//! shows it by an ACK that stops where SACKed data begins, and then the
+//! scoreboard is cleared, `sack_renegings`). No fast recovery begins until
+//! what was sent before the timeout is acknowledged (RFC 6675 §5.1).
+//! Three duplicate ACKs (fewer with under four segments outstanding and
 //! nothing unsent: RFC 5827 early retransmit), or (with SACK) more than 2·MSS
 //! SACKed above `SND.UNA`, start a recovery: one window reduction, the first segment
 //! retransmitted at once, then RFC 6675 NextSeg rule 1 (lost holes), new
@@ -446,6 +451,9 @@ pub struct Stats {
     /// Retransmissions found lost in a SACK recovery: data first sent
     /// after one was SACKed, and it was not (each is then sent again).
     pub lost_retransmits: u64,
+    /// ACKs that stopped where SACKed data began: the peer dropped data it
+    /// had SACKed (RFC 2018 §8), and the scoreboard was cleared.
+    pub sack_renegings: u64,
     /// Duplicate ACKs received.
     pub dup_acks: u64,
     /// Zero-window probes sent.

@@ -1435,6 +1435,95 @@ fn a_lost_retransmission_is_found_by_the_data_sent_after_it_not_by_the_rto() {
     assert_eq!(st.retransmits, 2, "the segment twice, nothing else: {st:?}");
 }
 
+/// An RTO over a flight the peer holds nearly all of: its ACKs were lost
+/// for longer than the RTO (and the probe's with them), and two segments
+/// of the flight. Going back to SND.UNA sends again only what the peer did
+/// not SACK, and the ACKs of that do not start a fast recovery (RFC 6675
+/// §5.1): the window stays where the timeout put it, growing from one
+/// segment. Before, the timeout cleared the scoreboard; the first ACK
+/// after it filled it again and began a recovery whose window was half
+/// the flight, and going back sent the SACKed data again (20
+/// retransmissions here, 18 of them duplicates at the peer).
+#[test]
+fn an_rto_sends_again_only_what_the_peer_did_not_sack() {
+    let mut cfg = recovery_cfg(true);
+    cfg.client.send_frames = 1024;
+    cfg.server.recv_buffer = 8 << 20;
+    cfg.client_bytes = 4 << 20;
+    let mut sim = Sim::new(cfg.clone());
+    sim.drop_packets(true, &[400, 410]);
+    sim.drive_while(Duration::from_secs(30), |s| s.c2s_stats().sent < 395);
+    sim.link_mut(false).loss = 1.0;
+    sim.drive_while(Duration::from_secs(30), |s| {
+        s.client.stats().rto_expirations == 0
+    });
+    assert!(
+        sim.c2s_stats().sent > 410,
+        "the flight held both losses: {:?}",
+        sim.c2s_stats()
+    );
+    sim.link_mut(false).loss = 0.0;
+    assert!(sim.drive_bounded(Duration::from_secs(30)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(st.rto_expirations, 1, "{st:?}");
+    assert_eq!(st.fast_retransmits, 0, "no recovery after the RTO: {st:?}");
+    // SND.UNA (the peer had it: only its ACK was lost) and the two holes.
+    assert_eq!(st.retransmits, 3, "{st:?}");
+    let server = sim.server.as_ref().unwrap().stats();
+    assert_eq!(server.duplicate_bytes, 1448, "{server:?}");
+}
+
+/// The peer SACKed data and then an ACK stops where that data begins: it
+/// dropped what it had SACKed (reneging, RFC 2018 §8). The scoreboard is
+/// cleared (what that ACK's own blocks report goes back in), so what the
+/// peer no longer holds is sent again after the RTO instead of being
+/// skipped.
+#[test]
+fn a_peer_that_drops_sacked_data_gets_it_again() {
+    let (mut c, iss) = twenty_in_flight();
+    let at = |n: u32| iss + 1 + n as usize * 1460;
+    c.handle_segment(ms(30), &sack_ack(iss, 0, &[(5, 7), (9, 11)]), &[]);
+    out(&mut c, ms(30));
+    // Segments 0 to 4 arrive, and the peer has dropped all it held out of
+    // order (as Linux's `tcp_prune_ofo_queue` does under memory pressure).
+    c.handle_segment(ms(31), &sack_ack(iss, 5, &[]), &[]);
+    assert_eq!(c.stats().sack_renegings, 1);
+    out(&mut c, ms(31));
+    // Nothing more comes back: the timeout goes back to segment 5.
+    let mut now = ms(31);
+    for _ in 0..10 {
+        if c.stats().rto_expirations > 0 {
+            break;
+        }
+        now = c.poll_timeout().expect("a timer");
+        c.handle_timeout(now);
+        if c.stats().rto_expirations == 0 {
+            out(&mut c, now);
+        }
+    }
+    assert_eq!(c.stats().rto_expirations, 1);
+    let rxt = out(&mut c, now);
+    assert_eq!(rxt.first().map(|s| s.repr.seq), Some(at(5)));
+    // Each ACK moves SND.UNA on by what was sent; segments 9 and 10, once
+    // SACKed, are not skipped.
+    let mut seqs = Vec::new();
+    let mut una = 6;
+    for _ in 0..6 {
+        now += Duration::from_millis(1);
+        c.handle_segment(now, &sack_ack(iss, una, &[]), &[]);
+        let sent = out(&mut c, now);
+        seqs.extend(sent.iter().map(|s| s.repr.seq));
+        una += sent.len() as u32;
+        if una > 11 {
+            break;
+        }
+    }
+    for n in 6..11 {
+        assert!(seqs.contains(&at(n)), "segment {n} sent again: {seqs:?}");
+    }
+}
+
 #[test]
 fn newreno_without_sack_also_recovers_without_rto() {
     let cfg = recovery_cfg(false);
