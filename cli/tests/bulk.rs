@@ -1,8 +1,9 @@
 //! `xtcp send` and `xtcp recv` against the kernel's TCP (socat) on a test
 //! network: 1 GiB, SHA-256 compared, at MTU 1500, 9000 and 65535, IPv4 and
 //! IPv6, with and without MSS clipping, both directions; a killed peer; the
-//! errors a user meets. Root needed (CI runs as root); each test builds its
-//! own namespaces.
+//! errors a user meets; under loss, the retransmissions and packets it
+//! reports against the path's own count. Root needed (CI runs as root);
+//! each test builds its own namespaces.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -1057,4 +1058,110 @@ fn an_idle_connection_that_starts_sending_gets_its_window_back() {
         wnd * 10 >= budget * 9,
         "window {wnd}: less than 90 % of the budget {budget}"
     );
+}
+
+/// The number just before `word` in `line` ("…, 12 retransmits, …").
+fn count_before(line: &str, word: &str) -> u64 {
+    let head = line
+        .split(word)
+        .next()
+        .filter(|h| h.len() < line.len())
+        .unwrap_or_else(|| panic!("no {word:?} in {line}"));
+    head.rsplit([' ', ','])
+        .find(|w| !w.is_empty())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number before {word:?} in {line}"))
+}
+
+/// With 1 % of the packets lost each way, what `xtcp send` reports it
+/// retransmitted (the summary, each connection, in JSON and in text) is
+/// what the path saw sent again: the impairment program on B's side counts
+/// every segment that starts below what its flow had reached, dropped or
+/// not. Its packet counts are the path's too.
+#[test]
+fn send_reports_the_retransmissions_the_path_saw() {
+    use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
+    let net = testnet(1500);
+    let (ingress, egress) = {
+        let _g = net.b.ns.enter().unwrap();
+        let cfg = ImpairConfig::loss(1.0);
+        (
+            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
+            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
+        )
+    };
+    const LEN: u64 = 32 << 20;
+    for (k, json) in [true, false].into_iter().enumerate() {
+        let port = 5230 + k as u16;
+        let sink = Reap(
+            net.b
+                .ns
+                .command("socat")
+                .args([
+                    "-u",
+                    &socat_listen(net.b.ip4.into(), port),
+                    "OPEN:/dev/null",
+                ])
+                .spawn()
+                .expect("socat (apt install socat)"),
+        );
+        wait_listening(&net.b.ns, port, WAIT, None);
+        let (i0, e0) = (ingress.counters().unwrap(), egress.counters().unwrap());
+        let mut args = vec!["send".to_string()];
+        args.extend(engine_args(&net, true));
+        args.extend([
+            "--connect".into(),
+            SocketAddr::new(net.b.ip4.into(), port).to_string(),
+            "--pattern".into(),
+            SEED.to_string(),
+            "--bytes".into(),
+            LEN.to_string(),
+        ]);
+        if json {
+            args.push("--json".into());
+        }
+        let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
+        let err = ok(&out);
+        drop(sink);
+        let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
+        let repeated = i.repeated - i0.repeated;
+        let (to_b, from_b) = (
+            i.seen - i0.seen,
+            (e.seen - e0.seen) - (e.dropped - e0.dropped),
+        );
+        assert!(i.dropped > i0.dropped && repeated > 0, "loss: {i:?} {i0:?}");
+        eprintln!("the path: {repeated} repeated, {to_b} to B, {from_b} from B");
+        if json {
+            let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+            assert_eq!(j["bytes"].as_u64(), Some(LEN), "{j}");
+            assert_eq!(j["retransmits"].as_u64(), Some(repeated), "{j}");
+            assert_eq!(
+                j["connections"][0]["retransmits"].as_u64(),
+                Some(repeated),
+                "{j}"
+            );
+            assert_eq!(j["segments_sent"].as_u64(), Some(to_b), "{j}");
+            let lost = j["xdp"]["dropped_at_redirect"].as_u64().unwrap()
+                + j["xdp"]["dropped_before_xdp"].as_u64().unwrap_or(0);
+            assert_eq!(
+                j["segments_received"].as_u64().unwrap() + lost,
+                from_b,
+                "{j}"
+            );
+        } else {
+            let line = line_of(&err, "xtcp: sent ");
+            assert_eq!(count_before(line, " retransmits,"), repeated, "{line}");
+            assert_eq!(count_before(line, " segments sent,"), to_b, "{line}");
+            // "xtcp: IF MTU 1500 MSS 1460, …": the link's MTU, and the
+            // largest segment it holds (IPv4 and TCP headers: 40 bytes).
+            let iface = line_of(&err, &format!("xtcp: {} MTU ", net.a.iface));
+            assert_eq!(count(iface, " MTU "), 1500, "{iface}");
+            assert_eq!(count_before(iface, ", XDP "), 1500 - 40, "{iface}");
+            // "xtcp: queue 0: rx N segs, tx M pkts, …": what came from B and
+            // went to it.
+            let q = line_of(&err, "xtcp: queue 0: ");
+            assert_eq!(count(q, " tx "), to_b, "{q}");
+            assert_eq!(count(q, " rx "), from_b, "{q}");
+        }
+    }
 }

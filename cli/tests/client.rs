@@ -1,7 +1,8 @@
 //! `xtcp client` against Debian's stock `iperf3 -s`: forward, `-R`,
-//! `--bidir`, `-P 4` over two queues, `-n`, and `-J` output with iperf3's
-//! field names. Root needed (CI runs as root); each test builds its own
-//! namespaces.
+//! `--bidir`, `-P 4` over two queues, `-n`, `-J` output with iperf3's
+//! field names, and under loss the retransmissions it reports against the
+//! path's own count. Root needed (CI runs as root); each test builds its
+//! own namespaces.
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -702,4 +703,105 @@ fn persistent_stock_server_sees_every_test_end_cleanly() {
         !text.contains("unexpectedly") && !text.contains("error"),
         "{text}"
     );
+}
+
+/// With 1 % of the data connection's packets lost each way, the
+/// retransmissions `xtcp client` reports (the `-J` summary, the stream's,
+/// the intervals'; the text's Retr column and sender line) are what the
+/// path saw sent again: the impairment program on B's side, on the data
+/// connection's port only (`--cport`), counts every segment that starts
+/// below what its flow had reached, dropped or not.
+#[test]
+fn the_retransmissions_it_reports_are_what_the_path_saw() {
+    use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
+    let net = testnet(1);
+    let lossy = |cport: u16| ImpairConfig {
+        port: Some(cport),
+        ..ImpairConfig::loss(1.0)
+    };
+    let (mut ingress, mut egress) = {
+        let _g = net.b.ns.enter().unwrap();
+        (
+            Impairment::attach(&net.b.iface, Hook::Ingress, lossy(40_000)).unwrap(),
+            Impairment::attach(&net.b.iface, Hook::Egress, lossy(40_000)).unwrap(),
+        )
+    };
+    let _server = iperf3_server(&net);
+    for (k, json) in [true, false].into_iter().enumerate() {
+        // A port of its own each run: the program follows a flow by its
+        // addresses and ports, and a new connection's sequence numbers on
+        // the old one's would all count as repeated.
+        let cport = 40_000 + 10 * k as u16;
+        ingress.set(lossy(cport)).unwrap();
+        egress.set(lossy(cport)).unwrap();
+        let cport = cport.to_string();
+        let args = ["-n", "16M", "--cport", &cport];
+        let i0 = ingress.counters().unwrap();
+        let e0 = egress.counters().unwrap();
+        let out = if json {
+            xtcp_client_output(&net, 1, &args)
+        } else {
+            net.a
+                .ns
+                .command("timeout")
+                .args(["60", XTCP])
+                .args(client_args(&net))
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (i, e) = (ingress.counters().unwrap(), egress.counters().unwrap());
+        let repeated = i.repeated - i0.repeated;
+        assert!(
+            i.dropped > i0.dropped && e.dropped > e0.dropped && repeated > 0,
+            "loss on the data connection: {i:?} {e:?}"
+        );
+        eprintln!("the path: {repeated} repeated");
+        if json {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(bytes(&v, &["end", "sum_sent", "retransmits"]), repeated);
+            assert_eq!(
+                v["end"]["streams"][0]["sender"]["retransmits"].as_u64(),
+                Some(repeated),
+                "{}",
+                v["end"]
+            );
+            let intervals: u64 = v["intervals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["sum"]["retransmits"].as_u64().unwrap())
+                .sum();
+            assert_eq!(intervals, repeated, "{}", v["intervals"]);
+        } else {
+            // "[  5]   0.00-1.00   sec  ... Mbits/sec  R   C KBytes": Retr
+            // is the number after the rate, on interval and sender lines.
+            let retr = |l: &str| -> u64 {
+                let mut w = l
+                    .split_whitespace()
+                    .skip_while(|w| !w.ends_with("bits/sec"));
+                w.nth(1)
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or_else(|| panic!("{l}"))
+            };
+            let sender = text
+                .lines()
+                .find(|l| l.starts_with("[  1]") && l.trim_end().ends_with("sender"))
+                .unwrap_or_else(|| panic!("no sender line: {text}"));
+            assert_eq!(retr(sender), repeated, "{text}");
+            let summary = text.find("- - - -").expect("the summary");
+            let intervals: u64 = text[..summary]
+                .lines()
+                .filter(|l| l.starts_with("[  1]") && l.contains("bits/sec"))
+                .map(retr)
+                .sum();
+            assert_eq!(intervals, repeated, "{text}");
+        }
+    }
 }
