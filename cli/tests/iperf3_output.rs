@@ -14,7 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 mod common;
 
 use common::{
-    ENGINE, Reap, Server, TempDir, XTCP, iperf3_json, need_iperf3, testnet, wait_listening,
+    ENGINE, Reap, Server, TempDir, XTCP, client_wrote_what_xtcp_received, iperf3_json, need_iperf3,
+    testnet, wait_listening,
 };
 use serde_json::Value;
 use xtcp_engine::testnet::{Netns, TestNet};
@@ -543,6 +544,7 @@ fn get_server_output_both_ways() {
         (bytes - got).abs() <= got * 0.006,
         "{bytes} vs {got}: {text}"
     );
+    client_wrote_what_xtcp_received(&net, got as u64, &client);
     // And serve printed the same lines itself.
     let (verdict, _) = server.outcome_and_intervals();
     assert!(
@@ -594,6 +596,7 @@ fn serve_prints_iperf3_s_lines() {
     let (_, rate, unit, end) = summary(&text, "[  1]", "receiver");
     assert_eq!(unit, "MBytes/sec", "{text}");
     let bytes = client["end"]["sum_received"]["bytes"].as_f64().unwrap();
+    client_wrote_what_xtcp_received(&net, bytes as u64, &client);
     let want = bytes / end / 1048576.0;
     assert!(
         (rate - want).abs() <= want * 0.01 + 1.0,
@@ -639,6 +642,7 @@ fn serve_timestamps_every_line_of_its_log() {
     );
     let got = v["end"]["sum_received"]["bytes"].as_f64().unwrap();
     assert!((bytes - got).abs() <= got * 0.006, "{bytes} vs {got}");
+    client_wrote_what_xtcp_received(&net, got as u64, &v);
 
     let log = dir.path("serve.json");
     let server = Server::start_with(&net, 1, &["-J", "--logfile", &log, "--timestamps"]);

@@ -15,20 +15,26 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Reap, Server, TempDir, XTCP, count, kill, kill_tree, link_stat, need_iperf3, testnet,
+    ENGINE, Reap, Server, TempDir, XTCP, client_wrote_what_xtcp_received, count, kill, kill_tree,
+    link_stat, need_iperf3, testnet,
 };
 use xtcp_engine::testnet::TestNet;
 
 /// Serve's line for a test it served to the end (`context` says which), and
-/// the byte count the stock client's `-J` reports for it (`sum_received`:
-/// xtcp's own count as the client was told, against serve's line).
-fn assert_served(line: &str, client: &serde_json::Value, context: &str) {
+/// the byte counts the stock client's `-J` reports for it: `sum_received`
+/// (xtcp's own count as the client was told) equal to serve's line, and
+/// `sum_sent` (the client's own count of what it wrote) at least that and
+/// at most a send buffer more (what was still in flight when the test
+/// ended; the client runs in `net`'s side B).
+fn assert_served(net: &TestNet, line: &str, client: &serde_json::Value, context: &str) {
     assert!(line.contains(": ok;"), "{context}: {line}");
+    let received = count(line, "received");
     assert_eq!(
         client["end"]["sum_received"]["bytes"].as_u64(),
-        Some(count(line, "received")),
+        Some(received),
         "{context}: {line}"
     );
+    client_wrote_what_xtcp_received(net, received, client);
 }
 
 /// `iperf3 -c <A's IPv4> <extra>` from side B, with `env`; its output
@@ -123,7 +129,7 @@ fn denied_clients_are_told_and_reported_allowed_ones_served() {
         .unwrap();
     let v = json_ok(&out);
     let line = server.outcome();
-    assert_served(&line, &v, "served");
+    assert_served(&net, &line, &v, "served");
 }
 
 /// A second stock client while a test runs gets stock iperf3's busy
@@ -175,7 +181,7 @@ fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
     let v: serde_json::Value = serde_json::from_str(&s).unwrap();
     assert!(v.get("error").is_none(), "{v}");
     let line = server.outcome();
-    assert_served(&line, &v, "the first test is unaffected");
+    assert_served(&net, &line, &v, "the first test is unaffected");
 }
 
 /// While a test is still connecting its streams, a new connection looks
@@ -252,7 +258,7 @@ fn max_duration_refuses_long_and_untimed_tests() {
     }
     let v = json_ok(&iperf3(&net, &["-t", "2", "-J"], &[]));
     let line = server.outcome();
-    assert_served(&line, &v, "served");
+    assert_served(&net, &line, &v, "served");
 }
 
 /// `--server-bitrate-limit`: a `-b` above it is refused with IETOTALRATE;
@@ -273,7 +279,7 @@ fn bitrate_limit_refuses_a_high_b_and_ends_a_fast_test() {
     // Within the limit: runs to the end.
     let v = json_ok(&iperf3(&net, &["-t", "3", "-b", "20M", "-J"], &[]));
     let line = server.outcome();
-    assert_served(&line, &v, "served");
+    assert_served(&net, &line, &v, "served");
     // Unlimited on a veth: far above 50 Mbit/s, ended by the server (the
     // client sees the error or its streams reset, whichever comes first).
     let before = link_stat(&net.b.ns, &net.b.iface, "tx", "bytes");
@@ -342,7 +348,7 @@ fn idle_timeout_ends_the_test_of_a_stopped_client() {
     // The server serves the next client.
     let v = json_ok(&iperf3(&net, &["-t", "1", "-J"], &[]));
     let line = server.outcome();
-    assert_served(&line, &v, "served");
+    assert_served(&net, &line, &v, "served");
 }
 
 /// `-1 --idle-timeout N`: no client for N seconds and serve exits, status 0.
@@ -430,7 +436,7 @@ fn stock_client_logs_in_with_rsa_good_and_bad_password() {
         args.extend(login);
         let v = json_ok(&iperf3(&net, &args, &[("IPERF3_PASSWORD", "s3cret")]));
         let line = server.outcome();
-        assert_served(&line, &v, key);
+        assert_served(&net, &line, &v, key);
         let mut args = vec!["-t", "1"];
         args.extend(login);
         let out = iperf3(&net, &args, &[("IPERF3_PASSWORD", "wrong")]);

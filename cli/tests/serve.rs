@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    CPU_SLACK, ENGINE, Reap, Server, TempDir, Watched, XTCP, clocks_agree, count, iperf3_json,
-    line_of, link_stat, need_iperf3, number, proc_cpu, repeated_block, syn_flood, tcp_buffer_max,
-    testnet, wait_listening, wait_ss,
+    CPU_SLACK, ENGINE, Reap, Server, TempDir, Watched, XTCP, client_wrote_what_xtcp_received,
+    clocks_agree, count, iperf3_json, line_of, link_stat, need_iperf3, number, proc_cpu,
+    repeated_block, syn_flood, tcp_buffer_max, testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -179,6 +179,13 @@ fn num(v: &serde_json::Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 
+/// What serve's `-J` document for a test says it received.
+fn received(test: &serde_json::Value) -> u64 {
+    test["end"]["sum_received"]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no end.sum_received.bytes: {test}"))
+}
+
 /// xtcp's test line for what it `received` or `sent` against the stock
 /// client's own count of the other end (`theirs`: what it sent, or what it
 /// read) and its clock. The two differ by what a socket buffer of the
@@ -237,6 +244,7 @@ fn stock_iperf3_four_streams_over_two_queues() {
         v["end"]["sum_received"]["bytes"].as_u64().unwrap(),
         count(&line, "received")
     );
+    client_wrote_what_xtcp_received(&net, count(&line, "received"), &v);
     let streams = v["end"]["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 4);
     for s in streams {
@@ -309,6 +317,7 @@ fn garbage_clients_do_not_stop_the_server() {
         v["end"]["sum_received"]["bytes"].as_u64().unwrap(),
         count(&line, "received")
     );
+    client_wrote_what_xtcp_received(&net, count(&line, "received"), &v);
 }
 
 /// `serve -J`: a JSON document per test whose byte counts are the stock
@@ -576,6 +585,7 @@ fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
         test["end"]["sum_received"]["bytes"], x["end"]["sum_received"]["bytes"],
         "xtcp's count is the client's"
     );
+    client_wrote_what_xtcp_received(&net, received(&test), &x);
     assert_few_dropped_at_redirect(&fin);
     let (rk, pk) = (r1.0 - r0.0, r1.1 - r0.1);
     let (rx, px) = (r2.0 - r1.0, r2.1 - r1.1);
@@ -616,6 +626,7 @@ fn thirty_two_streams_spread_over_two_queues() {
         test["end"]["sum_received"]["bytes"],
         v["end"]["sum_received"]["bytes"]
     );
+    client_wrote_what_xtcp_received(&net, received(&test), &v);
     let queues = fin["queues"].as_array().unwrap();
     assert_eq!(queues.len(), 2, "{fin}");
     let mut total = 0;
@@ -698,6 +709,7 @@ fn a_syn_flood_during_a_test_is_counted_and_bounded() {
         test["end"]["sum_received"]["bytes"], v["end"]["sum_received"]["bytes"],
         "the test went on: xtcp's count is the client's"
     );
+    client_wrote_what_xtcp_received(&net, received(&test), &v);
     let l = &fin["listener"];
     let seen = l["syns_accepted"].as_u64().unwrap() + l["syns_dropped"].as_u64().unwrap();
     let lost = fin["xdp"]["dropped_at_redirect"].as_u64().unwrap()
@@ -739,6 +751,7 @@ fn handshakes_that_end_on_another_queue_complete() {
                 test["end"]["sum_received"]["bytes"], v["end"]["sum_received"]["bytes"],
                 "{a}, client on CPU {cpu}: {test}"
             );
+            client_wrote_what_xtcp_received(&net, received(&test), &v);
         }
         common::kill("-INT", server.child.0.id());
         let fin = server.json();
@@ -795,6 +808,7 @@ fn one_stream_gets_the_receive_budget_its_idle_control_connection_does_not_use()
         test["end"]["sum_received"]["bytes"], x["end"]["sum_received"]["bytes"],
         "xtcp's count is the client's"
     );
+    client_wrote_what_xtcp_received(&net, received(&test), &x);
     let budget = fin["engine"]["rx_window_budget"].as_u64().unwrap();
     let wnd: Vec<u64> = x["intervals"]
         .as_array()

@@ -34,7 +34,8 @@ use std::time::{Duration, Instant, SystemTime};
 mod common;
 
 use common::{
-    ENGINE, Reap, XTCP, ethtool_stat, link_stat, tcp_mib, tcp_out_segs, testnet, wait_established,
+    ENGINE, Reap, XTCP, client_wrote_what_xtcp_received, ethtool_stat, link_stat, tcp_mib,
+    tcp_out_segs, testnet, wait_established,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -409,6 +410,7 @@ fn as_nobody_every_thread_holds_nothing_while_serving_and_sigterm_detaches_every
         Some(got),
         "the client's count: {v}"
     );
+    client_wrote_what_xtcp_received(&net, got, &v);
     let xdp = &docs[1]["xdp"];
     assert_eq!(
         xdp["no_socket"].as_u64(),
@@ -533,6 +535,11 @@ fn ready_1_after_the_drop_is_enough_for_a_stock_iperf3_test_and_sigterm_sends_st
         docs[0]["end"]["sum_received"]["bytes"].as_u64(),
         v["end"]["sum_received"]["bytes"].as_u64(),
         "{out} {v}"
+    );
+    client_wrote_what_xtcp_received(
+        &net,
+        docs[0]["end"]["sum_received"]["bytes"].as_u64().unwrap(),
+        &v,
     );
     // Nothing else was sent.
     sock.set_nonblocking(true).unwrap();
