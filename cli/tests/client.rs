@@ -805,3 +805,74 @@ fn the_retransmissions_it_reports_are_what_the_path_saw() {
         }
     }
 }
+
+/// Each stream's bytes (`-P 2 -n`, forward and `-R`) against the stock
+/// server's own count for the same connection, matched by the client's
+/// port: what xtcp sent at least what the server read and at most a
+/// receive buffer more (it stops reading at TEST_END); what xtcp received
+/// what the server wrote, less at most a send buffer still on its way.
+#[test]
+fn each_stream_agrees_with_the_servers_count_for_it() {
+    let net = testnet(1);
+    let wmem_max = tcp_buffer_max(&net.b.ns, "tcp_wmem");
+    let rmem_max = tcp_buffer_max(&net.b.ns, "tcp_rmem");
+    for reverse in [false, true] {
+        let mut args = vec!["-n", "32M", "-P", "2"];
+        if reverse {
+            args.push("-R");
+        }
+        let (mine, theirs) = with_json_server(&net, &args);
+        // socket → the client's port, from each side's `start.connected`.
+        let ports = |v: &serde_json::Value, key: &str| -> Vec<(u64, u64)> {
+            v["start"]["connected"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| (c["socket"].as_u64().unwrap(), c[key].as_u64().unwrap()))
+                .collect()
+        };
+        let by_port = |v: &serde_json::Value, key: &str, side: &str| -> Vec<(u64, u64)> {
+            let map = ports(v, key);
+            let mut s: Vec<(u64, u64)> = v["end"]["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    let sock = s[side]["socket"].as_u64().unwrap();
+                    let port = map.iter().find(|m| m.0 == sock).unwrap().1;
+                    (port, s[side]["bytes"].as_u64().unwrap())
+                })
+                .collect();
+            s.sort_unstable();
+            s
+        };
+        // xtcp's own side of each stream, and the server's own.
+        let (my_side, their_side) = if reverse {
+            ("receiver", "sender")
+        } else {
+            ("sender", "receiver")
+        };
+        let m = by_port(&mine, "local_port", my_side);
+        let t = by_port(&theirs, "remote_port", their_side);
+        assert_eq!(m.len(), 2, "{}", mine["end"]);
+        assert_eq!(
+            m.iter().map(|s| s.0).collect::<Vec<_>>(),
+            t.iter().map(|s| s.0).collect::<Vec<_>>(),
+            "the same connections: {} {}",
+            mine["start"]["connected"],
+            theirs["start"]["connected"]
+        );
+        eprintln!("-R {reverse}: xtcp {m:?}, the server {t:?}");
+        for ((port, mine_b), (_, theirs_b)) in m.iter().zip(&t) {
+            let (more, less, buffer) = if reverse {
+                (*theirs_b, *mine_b, wmem_max)
+            } else {
+                (*mine_b, *theirs_b, rmem_max)
+            };
+            assert!(
+                less <= more && more - less <= buffer && less > 0,
+                "-R {reverse}, port {port}: xtcp {mine_b}, the server {theirs_b}"
+            );
+        }
+    }
+}
