@@ -1148,6 +1148,9 @@ fn send_reports_the_retransmissions_the_path_saw() {
                 from_b,
                 "{j}"
             );
+            let port = &j["engine"]["workers"][0]["port"];
+            assert_eq!(port["tx_packets"].as_u64(), Some(to_b), "{port}");
+            assert_eq!(port["rx_segments"].as_u64(), Some(from_b), "{port}");
         } else {
             let line = line_of(&err, "xtcp: sent ");
             assert_eq!(count_before(line, " retransmits,"), repeated, "{line}");
