@@ -39,9 +39,10 @@ pub struct ClientArgs {
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
-    /// Seconds to transmit (ignored with -n or -k).
-    #[arg(short, long, default_value_t = 10)]
-    pub time: u32,
+    /// Seconds to transmit [default: 10] (ignored with -n or -k; with -F,
+    /// the test ends at -t or at the file's end, whichever comes first).
+    #[arg(short, long, value_name = "SECS")]
+    pub time: Option<u32>,
     /// Bytes to transmit (e.g. 2G) instead of a time.
     #[arg(short = 'n', long = "bytes", value_parser = parse_size)]
     pub bytes: Option<u64>,
@@ -109,9 +110,9 @@ pub struct ClientArgs {
     #[arg(short = 'T', long = "title", value_name = "STR")]
     pub title: Option<String>,
     /// Send this file's bytes, whole on each stream (the test ends after
-    /// the file, whatever -t says; -n or -k may ask for less); with -R,
-    /// write what is received to it (the file is replaced only when the
-    /// test succeeds).
+    /// the file, or at -t if given and sooner; -n or -k may ask for less);
+    /// with -R, write what is received to it (the file is replaced only
+    /// when the test succeeds).
     #[arg(short = 'F', long = "file", value_name = "PATH")]
     pub file: Option<PathBuf>,
     /// Source port of the data connections (consecutive ones with -P; the
@@ -426,9 +427,15 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    // -F sends the file once per stream: the test ends after it, and -n or
-    // -k may ask for less, not more (a stream has nothing after its end).
+    // -F sends the file once per stream: the test ends after it (or at
+    // -t, if given and sooner, as iperf3's -F with -t), and -n or -k may
+    // ask for less, not more (a stream has nothing after its end).
+    let mut file_end = None;
     let file_bytes = match (&send_file, a.bytes, a.blocks) {
+        (Some((_, len)), None, None) if a.time.is_some() => {
+            file_end = Some(len * u64::from(a.parallel));
+            None
+        }
         (Some((_, len)), None, None) => Some(len * u64::from(a.parallel)),
         (Some((_, len)), n, k) => {
             let whole = len * u64::from(a.parallel);
@@ -455,7 +462,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         time_secs: if bytes.is_some() || a.blocks.is_some() {
             0
         } else {
-            a.time
+            a.time.unwrap_or(10)
         },
         bytes: bytes.unwrap_or(0),
         blocks: a.blocks.unwrap_or(0),
@@ -500,6 +507,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let config = ClientConfig {
         params,
         payload,
+        end_after_sent: file_end,
         ..ClientConfig::default()
     };
     // A byte or block budget that this side's sending streams split
@@ -509,7 +517,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     let p = &config.params;
     let acked_budget = match (p.bytes, p.blocks) {
         _ if p.bidirectional || p.reverse || p.omit_secs > 0 => None,
-        (0, 0) => None,
+        (0, 0) => config.end_after_sent,
         (0, k) => Some(k.saturating_mul(u64::from(p.block_len))),
         (n, _) => Some(n),
     };

@@ -459,6 +459,44 @@ fn sha256(path: &Path) -> String {
         .to_owned()
 }
 
+/// `-F` with `-t`: the test ends at whichever comes first, as iperf3's
+/// does: the file's end well before `-t 120` (every byte of it, the
+/// server's own count), or `-t 1` before the end of a file that the rate
+/// (`-b 4M`) would take three seconds to send.
+#[test]
+fn file_with_a_time_ends_at_whichever_comes_first() {
+    let net = testnet(1);
+    let dir = TempDir::new("flags-file-time");
+    let src = dir.0.join("src.bin");
+    let data: Vec<u8> = (0..(3 << 19) + 777u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    std::fs::write(&src, &data).unwrap();
+    let len = data.len() as u64;
+    let file = src.to_str().unwrap();
+
+    let server = StockServer::start(&net, &[]);
+    let closed_before = closed_unread(&net);
+    let v = client_json(&net, &["-F", file, "-t", "120"]);
+    let s = server.json();
+    assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), len, "the whole file");
+    assert_eq!(v["start"]["test_start"]["duration"], 120, "{}", v["start"]);
+    let secs = v["end"]["sum_sent"]["seconds"].as_f64().unwrap();
+    assert!(secs < 120.0, "ended by the file's end: {secs} s");
+    stock_server_received(&net, &s, len, closed_before);
+
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-F", file, "-t", "1", "-b", "4M"]);
+    let s = server.json();
+    let sent = u(&v["end"]["sum_sent"]["bytes"]);
+    assert!(0 < sent && sent < len, "ended by -t: {sent} of {len} bytes");
+    let theirs = s["end"]["sum_received"]["seconds"].as_f64().unwrap();
+    assert!(
+        (theirs - 1.0).abs() < 0.25,
+        "the server's {theirs} s for -t 1"
+    );
+}
+
 /// `-F`: a file sent arrives byte-exact in the stock server's `-F` file
 /// (with `-n` less than the file, its first bytes);
 /// with `-R` the file the stock server sends is written byte-exact; a run

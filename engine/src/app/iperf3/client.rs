@@ -51,6 +51,11 @@ pub struct ClientConfig {
     /// default, as iperf3 writes its buffer; a frame already holding the
     /// bytes is not rewritten), or zeros that cost nothing per byte (`-Z`).
     pub payload: crate::worker::Payload,
+    /// A timed test that also ends once the sending streams have this many
+    /// bytes acknowledged in all, the omitted seconds' included: the end of
+    /// `-F`'s file on every stream, with `-t` (iperf3's `-F` with `-t` ends
+    /// at whichever comes first). Not sent to the server.
+    pub end_after_sent: Option<u64>,
 }
 
 impl Default for ClientConfig {
@@ -61,6 +66,7 @@ impl Default for ClientConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             payload: crate::worker::Payload::Zeros,
+            end_after_sent: None,
         }
     }
 }
@@ -416,9 +422,21 @@ impl ClientSession {
     }
 
     /// Byte and block budgets (`-n`, `-k`), counted after the omit period,
-    /// in either direction, as iperf3 does.
+    /// in either direction, as iperf3 does; and [`ClientConfig::end_after_sent`],
+    /// counted from the start.
     fn check_budget(&mut self) {
-        if self.phase != Phase::Running || self.table.omitting {
+        if self.phase != Phase::Running {
+            return;
+        }
+        if self
+            .config
+            .end_after_sent
+            .is_some_and(|b| self.table.total_with_omitted(Role::Send) >= b)
+        {
+            self.finish_running();
+            return;
+        }
+        if self.table.omitting {
             return;
         }
         let p = &self.config.params;

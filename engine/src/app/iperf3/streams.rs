@@ -152,6 +152,14 @@ impl StreamTable {
             .fold(0u64, |a, s| a.saturating_add(s.counted_bytes()))
     }
 
+    /// Bytes of `role`'s streams, the omitted seconds' included.
+    pub(crate) fn total_with_omitted(&self, role: Role) -> u64 {
+        self.streams
+            .iter()
+            .filter(|s| s.role == role)
+            .fold(0u64, |a, s| a.saturating_add(s.total_bytes))
+    }
+
     pub(crate) fn all_bytes(&self) -> u64 {
         self.streams
             .iter()

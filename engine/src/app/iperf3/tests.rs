@@ -1325,6 +1325,59 @@ fn client_block_budget_counts_after_omit() {
     assert_eq!(c.counted_bytes(Role::Send), 400);
 }
 
+/// `-F` with `-t`: a timed test that also ends once the file went out on
+/// every stream, the omitted seconds' bytes included (iperf3 ends at
+/// whichever comes first); the server is told only the time.
+#[test]
+fn client_file_end_ends_a_timed_test_omitted_bytes_included() {
+    let t0 = Instant::now();
+    let params = TestParams {
+        time_secs: 30,
+        omit_secs: 1,
+        ..TestParams::default()
+    };
+    let mut c = ClientSession::new(
+        ClientConfig {
+            params,
+            end_after_sent: Some(1000),
+            ..ClientConfig::default()
+        },
+        Cookie::parse(COOKIE).unwrap(),
+        t0,
+    )
+    .unwrap();
+    c.handle_control(t0, &[9, 10, 1, 2]);
+    events_client(&mut c);
+    c.record_bytes(StreamId(1), 600); // in the omitted second
+    assert!(events_client(&mut c).is_empty());
+    c.handle_timeout(t0 + Duration::from_secs(1));
+    c.record_bytes(StreamId(1), 399);
+    assert!(events_client(&mut c).is_empty());
+    c.record_bytes(StreamId(1), 1);
+    assert_eq!(events_client(&mut c), [Event::TestEnd]);
+    assert_eq!(c.counted_bytes(Role::Send), 400, "as iperf3 counts them");
+    // The time ends it first where the file is longer.
+    let mut c = ClientSession::new(
+        ClientConfig {
+            params: TestParams {
+                time_secs: 2,
+                ..TestParams::default()
+            },
+            end_after_sent: Some(1 << 30),
+            ..ClientConfig::default()
+        },
+        Cookie::parse(COOKIE).unwrap(),
+        t0,
+    )
+    .unwrap();
+    c.handle_control(t0, &[9, 10, 1, 2]);
+    events_client(&mut c);
+    c.record_bytes(StreamId(1), 1000);
+    assert!(events_client(&mut c).is_empty());
+    c.handle_timeout(t0 + Duration::from_secs(2));
+    assert_eq!(events_client(&mut c), [Event::TestEnd]);
+}
+
 #[test]
 fn client_terminate_and_early_end() {
     let t0 = Instant::now();
