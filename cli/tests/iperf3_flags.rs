@@ -459,6 +459,13 @@ fn sha256(path: &Path) -> String {
         .to_owned()
 }
 
+/// `len` bytes that repeat nowhere a frame or block would.
+fn scrambled(len: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
 /// `-F` with `-t`: the test ends at whichever comes first, as iperf3's
 /// does: the file's end well before `-t 120` (every byte of it, the
 /// server's own count), or `-t 1` before the end of a file that the rate
@@ -468,9 +475,7 @@ fn file_with_a_time_ends_at_whichever_comes_first() {
     let net = testnet(1);
     let dir = TempDir::new("flags-file-time");
     let src = dir.0.join("src.bin");
-    let data: Vec<u8> = (0..(3 << 19) + 777u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
-        .collect();
+    let data = scrambled((3 << 19) + 777);
     std::fs::write(&src, &data).unwrap();
     let len = data.len() as u64;
     let file = src.to_str().unwrap();
@@ -507,9 +512,7 @@ fn file_both_ways_byte_exact() {
     let dir = TempDir::new("flags-file");
     let src = dir.0.join("src.bin");
     // An odd size, not a multiple of any frame or block.
-    let data: Vec<u8> = (0..(3 << 19) + 12_345u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
+    let data = scrambled((3 << 19) + 12_345);
     std::fs::write(&src, &data).unwrap();
     let got = dir.0.join("got.bin");
     let server = StockServer::start(&net, &["-F", got.to_str().unwrap()]);

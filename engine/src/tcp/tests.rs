@@ -1408,6 +1408,16 @@ fn first_retransmission_packet(cfg: &SimConfig, drops: &[u64]) -> u64 {
     panic!("no retransmission");
 }
 
+/// [`recovery_cfg`] with SACK, moving 4 MiB through buffers that let
+/// flights of hundreds of segments go.
+fn long_recovery_cfg() -> SimConfig {
+    let mut cfg = recovery_cfg(true);
+    cfg.client.send_frames = 1024;
+    cfg.server.recv_buffer = 8 << 20;
+    cfg.client_bytes = 4 << 20;
+    cfg
+}
+
 /// A fast retransmission that is lost too: RFC 6675 has nothing that
 /// finds it (its hole is below HighRxt), and the ACKs for the data sent
 /// since keep putting the loss probe off. Here it waited for the probe,
@@ -1417,10 +1427,7 @@ fn first_retransmission_packet(cfg: &SimConfig, drops: &[u64]) -> u64 {
 /// again at once, and the recovery goes on with no probe and no timeout.
 #[test]
 fn a_lost_retransmission_is_found_by_the_data_sent_after_it_not_by_the_rto() {
-    let mut cfg = recovery_cfg(true);
-    cfg.client.send_frames = 1024;
-    cfg.server.recv_buffer = 8 << 20;
-    cfg.client_bytes = 4 << 20;
+    let cfg = long_recovery_cfg();
     let rxt = first_retransmission_packet(&cfg, &[400]);
     let mut sim = Sim::new(cfg.clone());
     sim.drop_packets(true, &[400, rxt]);
@@ -1446,10 +1453,7 @@ fn a_lost_retransmission_is_found_by_the_data_sent_after_it_not_by_the_rto() {
 /// retransmissions here, 18 of them duplicates at the peer).
 #[test]
 fn an_rto_sends_again_only_what_the_peer_did_not_sack() {
-    let mut cfg = recovery_cfg(true);
-    cfg.client.send_frames = 1024;
-    cfg.server.recv_buffer = 8 << 20;
-    cfg.client_bytes = 4 << 20;
+    let cfg = long_recovery_cfg();
     let mut sim = Sim::new(cfg.clone());
     sim.drop_packets(true, &[400, 410]);
     sim.drive_while(Duration::from_secs(30), |s| s.c2s_stats().sent < 395);

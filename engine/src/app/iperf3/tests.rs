@@ -1325,29 +1325,31 @@ fn client_block_budget_counts_after_omit() {
     assert_eq!(c.counted_bytes(Role::Send), 400);
 }
 
+/// A client whose test runs `time_secs` (`omit_secs` omitted) or until
+/// `file_end` bytes were sent, under way (TEST_START, TEST_RUNNING).
+fn file_client(time_secs: u32, omit_secs: u32, file_end: u64, t0: Instant) -> ClientSession {
+    let config = ClientConfig {
+        params: TestParams {
+            time_secs,
+            omit_secs,
+            ..TestParams::default()
+        },
+        end_after_sent: Some(file_end),
+        ..ClientConfig::default()
+    };
+    let mut c = ClientSession::new(config, Cookie::parse(COOKIE).unwrap(), t0).unwrap();
+    c.handle_control(t0, &[9, 10, 1, 2]);
+    events_client(&mut c);
+    c
+}
+
 /// `-F` with `-t`: a timed test that also ends once the file went out on
 /// every stream, the omitted seconds' bytes included (iperf3 ends at
 /// whichever comes first); the server is told only the time.
 #[test]
 fn client_file_end_ends_a_timed_test_omitted_bytes_included() {
     let t0 = Instant::now();
-    let params = TestParams {
-        time_secs: 30,
-        omit_secs: 1,
-        ..TestParams::default()
-    };
-    let mut c = ClientSession::new(
-        ClientConfig {
-            params,
-            end_after_sent: Some(1000),
-            ..ClientConfig::default()
-        },
-        Cookie::parse(COOKIE).unwrap(),
-        t0,
-    )
-    .unwrap();
-    c.handle_control(t0, &[9, 10, 1, 2]);
-    events_client(&mut c);
+    let mut c = file_client(30, 1, 1000, t0);
     c.record_bytes(StreamId(1), 600); // in the omitted second
     assert!(events_client(&mut c).is_empty());
     c.handle_timeout(t0 + Duration::from_secs(1));
@@ -1357,21 +1359,7 @@ fn client_file_end_ends_a_timed_test_omitted_bytes_included() {
     assert_eq!(events_client(&mut c), [Event::TestEnd]);
     assert_eq!(c.counted_bytes(Role::Send), 400, "as iperf3 counts them");
     // The time ends it first where the file is longer.
-    let mut c = ClientSession::new(
-        ClientConfig {
-            params: TestParams {
-                time_secs: 2,
-                ..TestParams::default()
-            },
-            end_after_sent: Some(1 << 30),
-            ..ClientConfig::default()
-        },
-        Cookie::parse(COOKIE).unwrap(),
-        t0,
-    )
-    .unwrap();
-    c.handle_control(t0, &[9, 10, 1, 2]);
-    events_client(&mut c);
+    let mut c = file_client(2, 0, 1 << 30, t0);
     c.record_bytes(StreamId(1), 1000);
     assert!(events_client(&mut c).is_empty());
     c.handle_timeout(t0 + Duration::from_secs(2));
