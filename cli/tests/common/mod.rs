@@ -693,17 +693,22 @@ pub fn tcp_buffer_max(ns: &Netns, which: &str) -> u64 {
 /// In a forward test the stock client (in `net`'s side B) reports as
 /// received (`end.sum_received.bytes`) what xtcp told it: xtcp's own
 /// count. Its own count is what it wrote (`end.sum_sent.bytes`): at least
-/// what xtcp received, and at most a send buffer more (what was still on
-/// the way when the test ended). Checks xtcp's `received` against that.
+/// what xtcp received, and at most a send buffer a stream more (what was
+/// still on the way when the test ended). Checks xtcp's `received`
+/// against that.
 pub fn client_wrote_what_xtcp_received(net: &TestNet, received: u64, client: &serde_json::Value) {
     let sent = client["end"]["sum_sent"]["bytes"]
         .as_u64()
         .unwrap_or_else(|| panic!("no end.sum_sent.bytes: {client}"));
-    let buffer = tcp_buffer_max(&net.b.ns, "tcp_wmem");
+    let streams = client["end"]["streams"]
+        .as_array()
+        .map_or(0, |s| s.len() as u64);
+    assert!(streams > 0, "no end.streams: {client}");
+    let buffers = streams * tcp_buffer_max(&net.b.ns, "tcp_wmem");
     assert!(
-        received <= sent && sent - received <= buffer,
-        "xtcp received {received} bytes; the client wrote {sent} (its send buffer holds at most \
-         {buffer})"
+        received <= sent && sent - received <= buffers,
+        "xtcp received {received} bytes; the client wrote {sent} (its {streams} streams' send \
+         buffers hold at most {buffers})"
     );
 }
 
