@@ -2302,9 +2302,7 @@ impl<M: SendMemory> Connection<M> {
         let sacked = self.sacked.total();
         let mut lost = 0usize;
         let mut at = self.una;
-        for &(s, e) in self.sacked.as_slice() {
-            let s_off = self.una + s.distance(key(self.una)) as u64;
-            let e_off = self.una + e.distance(key(self.una)) as u64;
+        for (s_off, e_off) in self.sacked_offsets() {
             if s_off > at {
                 // Hole [at, s_off): lost if enough SACKed above it.
                 if self.sacked.total_above(key(s_off)) > self.lost_above() {
@@ -2327,13 +2325,22 @@ impl<M: SendMemory> Connection<M> {
         outstanding.saturating_sub(sacked + lost)
     }
 
+    /// The SACK scoreboard's ranges as send offsets `[start, end)`,
+    /// ascending.
+    fn sacked_offsets(&self) -> impl DoubleEndedIterator<Item = (u64, u64)> + '_ {
+        let una = self.una;
+        let off = move |s: SeqNumber| una + s.distance(key(una)) as u64;
+        self.sacked
+            .as_slice()
+            .iter()
+            .map(move |&(s, e)| (off(s), off(e)))
+    }
+
     /// First lost, not yet retransmitted hole at or above `high_rxt`
     /// (RFC 6675 NextSeg rule 1), with its length capped at the MSS.
     fn next_lost(&self) -> Option<(u64, usize)> {
         let mut at = self.una.max(self.high_rxt);
-        for &(s, e) in self.sacked.as_slice() {
-            let s_off = self.una + s.distance(key(self.una)) as u64;
-            let e_off = self.una + e.distance(key(self.una)) as u64;
+        for (s_off, e_off) in self.sacked_offsets() {
             if s_off > at && self.is_lost(at) {
                 return Some((at, ((s_off - at) as usize).min(self.send_mss)));
             }
@@ -2347,9 +2354,7 @@ impl<M: SendMemory> Connection<M> {
     /// where the next SACKed range begins (`u64::MAX` if none does).
     fn unsacked_from(&self, off: u64) -> (u64, u64) {
         let mut start = off;
-        for &(s, e) in self.sacked.as_slice() {
-            let s_off = self.una + s.distance(key(self.una)) as u64;
-            let e_off = self.una + e.distance(key(self.una)) as u64;
+        for (s_off, e_off) in self.sacked_offsets() {
             if e_off <= start {
                 continue;
             }
@@ -2368,9 +2373,7 @@ impl<M: SendMemory> Connection<M> {
     fn next_unsacked_hole(&self) -> Option<(u64, usize)> {
         let mut at = self.una.max(self.high_rxt);
         let tail = self.send.tail();
-        for &(s, e) in self.sacked.as_slice() {
-            let s_off = self.una + s.distance(key(self.una)) as u64;
-            let e_off = self.una + e.distance(key(self.una)) as u64;
+        for (s_off, e_off) in self.sacked_offsets() {
             let end = s_off.min(tail);
             if end > at {
                 return Some((at, ((end - at) as usize).min(self.send_mss)));
@@ -2394,9 +2397,7 @@ impl<M: SendMemory> Connection<M> {
             return None;
         }
         let mut hi = self.max;
-        for &(s, e) in self.sacked.as_slice().iter().rev() {
-            let s_off = self.una + s.distance(key(self.una)) as u64;
-            let e_off = self.una + e.distance(key(self.una)) as u64;
+        for (s_off, e_off) in self.sacked_offsets().rev() {
             if e_off >= hi {
                 hi = hi.min(s_off);
             } else {
