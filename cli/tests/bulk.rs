@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    CPU_SLACK, Reap, TICK, Watched, acked_sender, count, exit_and_cpu, line_of, number,
+    CPU_SLACK, Reap, TICK, Watched, acked_sender, count, exit_and_cpu, impair_b, line_of, number,
     output_and_cpu, tcp_mib, tcp_out_segs, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
@@ -758,13 +758,8 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
                 drop(sock);
             }
             "silent" => {
-                use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
-                let _g = net.b.ns.enter().unwrap();
-                for hook in [Hook::Ingress, Hook::Egress] {
-                    let all = ImpairConfig::loss(100.0);
-                    silence.push(Impairment::attach(&net.b.iface, hook, all).unwrap());
-                }
-                drop(_g);
+                let all = xtcp_engine::xdp::impair::ImpairConfig::loss(100.0);
+                silence.push(impair_b(&net, all));
                 xtcp.signal("-INT");
             }
             "gone" => {
@@ -1080,16 +1075,8 @@ fn count_before(line: &str, word: &str) -> u64 {
 /// not. Its packet counts are the path's too.
 #[test]
 fn send_reports_the_retransmissions_the_path_saw() {
-    use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
     let net = testnet(1500);
-    let (ingress, egress) = {
-        let _g = net.b.ns.enter().unwrap();
-        let cfg = ImpairConfig::loss(1.0);
-        (
-            Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
-            Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
-        )
-    };
+    let (ingress, egress) = impair_b(&net, xtcp_engine::xdp::impair::ImpairConfig::loss(1.0));
     const LEN: u64 = 32 << 20;
     for (k, json) in [true, false].into_iter().enumerate() {
         let port = 5230 + k as u16;

@@ -11,7 +11,7 @@ use std::time::Duration;
 mod common;
 
 use common::{
-    ENGINE, Reap, TICK, XTCP, clocks_agree, closed_unread, near, output_and_cpu,
+    ENGINE, Reap, TICK, XTCP, clocks_agree, closed_unread, impair_b, near, output_and_cpu,
     stock_server_received, tcp_buffer_max, testnet, wait_listening,
 };
 use xtcp_engine::testnet::TestNet;
@@ -713,19 +713,13 @@ fn persistent_stock_server_sees_every_test_end_cleanly() {
 /// below what its flow had reached, dropped or not.
 #[test]
 fn the_retransmissions_it_reports_are_what_the_path_saw() {
-    use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
+    use xtcp_engine::xdp::impair::ImpairConfig;
     let net = testnet(1);
     let lossy = |cport: u16| ImpairConfig {
         port: Some(cport),
         ..ImpairConfig::loss(1.0)
     };
-    let (mut ingress, mut egress) = {
-        let _g = net.b.ns.enter().unwrap();
-        (
-            Impairment::attach(&net.b.iface, Hook::Ingress, lossy(40_000)).unwrap(),
-            Impairment::attach(&net.b.iface, Hook::Egress, lossy(40_000)).unwrap(),
-        )
-    };
+    let (mut ingress, mut egress) = impair_b(&net, lossy(40_000));
     let _server = iperf3_server(&net);
     for (k, json) in [true, false].into_iter().enumerate() {
         // A port of its own each run: the program follows a flow by its

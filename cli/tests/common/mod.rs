@@ -690,6 +690,23 @@ pub fn tcp_buffer_max(ns: &Netns, which: &str) -> u64 {
         .unwrap_or_else(|| panic!("{which}: {out:?}"))
 }
 
+/// The impairment program on side B's interface, both ways, with `cfg`:
+/// (ingress: what A sends, egress: what B sends). Detached on drop.
+pub fn impair_b(
+    net: &TestNet,
+    cfg: xtcp_engine::xdp::impair::ImpairConfig,
+) -> (
+    xtcp_engine::xdp::impair::Impairment,
+    xtcp_engine::xdp::impair::Impairment,
+) {
+    use xtcp_engine::xdp::impair::{Hook, Impairment};
+    let _g = net.b.ns.enter().unwrap();
+    (
+        Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap(),
+        Impairment::attach(&net.b.iface, Hook::Egress, cfg).unwrap(),
+    )
+}
+
 /// In a forward test the stock client (in `net`'s side B) reports as
 /// received (`end.sum_received.bytes`) what xtcp told it: xtcp's own
 /// count. Its own count is what it wrote (`end.sum_sent.bytes`): at least
