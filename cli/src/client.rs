@@ -617,9 +617,11 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     }
     // Not iperf3's, in -J: xtcp's own drops by reason and full turns, and
     // what the engine reports of each connection (the control connection
-    // first): its ports, congestion control, send MSS, pacing rate, and the
+    // first): its ports, congestion control, send MSS, pacing rate, the
     // send-buffer bytes written one by one (copied or zeroed; -Z leaves it
-    // at the first lap's frames), and the send buffer's limit at the end.
+    // at the first lap's frames), the send buffer's limit at the end, and
+    // its retransmissions to its close (iperf3's count ends with the test,
+    // before the data connections' FINs).
     let mut conns: Vec<_> = report.connections.iter().collect();
     conns.sort_by_key(|r| r.id);
     let mut extra = serde_json::Map::new();
@@ -634,7 +636,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             "congestion": r.congestion, "send_mss": r.send_mss,
             "pacing_rate": r.pacing_rate, "bytes_sent": r.bytes_sent,
             "bytes_received": r.bytes_received, "send_bytes_touched": r.send_bytes_touched,
-            "send_buffer": r.send_buffer,
+            "send_buffer": r.send_buffer, "retransmits": r.stats.retransmits,
         })).collect::<Vec<_>>() }),
     );
     if let Some(t) = &a.title {
