@@ -170,6 +170,50 @@ fn check_sample(s: &serde_json::Value) {
     }
     assert!(s["offloads"]["a"]["gro"].is_string(), "{s}");
     assert!(s["qdisc"].as_str().unwrap().starts_with("qdisc"), "{s}");
+    check_counts(s);
+}
+
+/// The bytes behind a sample's Gbit/s, held to counts that do not come
+/// from where they do (the client's report of what the server received):
+/// the server's own document, what the link carried, what the client
+/// wrote.
+fn check_counts(s: &serde_json::Value) {
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("no {k}: {s}"));
+    let bytes = n("bytes");
+    assert!(bytes > 0, "{s}");
+    // Gbit/s is those bytes over the receiver's seconds.
+    let (gbps, secs) = (s["gbps"].as_f64().unwrap(), s["seconds"].as_f64().unwrap());
+    let expect = bytes as f64 * 8.0 / secs / 1e9;
+    assert!(
+        (gbps - expect).abs() <= 1e-9 * expect,
+        "{gbps} vs {expect}: {s}"
+    );
+    // The server's own count (a stock iperf3 server's for xtcp → kernel),
+    // as the client relayed it.
+    assert_eq!(n("server_bytes"), bytes, "{s}");
+    // The link carried every byte received, each packet with IPv4 and TCP
+    // headers of 40 bytes at least (veth counts from the IP header on, a
+    // NIC from the Ethernet header): an over-count cannot hide here.
+    let (link, packets) = (n("link_rx_bytes"), n("link_rx_packets"));
+    assert!(
+        bytes + 40 * packets <= link,
+        "{bytes} bytes received, but B's link received {link} bytes in {packets} packets: {s}"
+    );
+    // The client wrote at least that, and at most what the sender's and the
+    // receiver's buffers hold a stream more (still on the way, or unread
+    // when the test ended): xtcp's auto-tuned 4 MiB each way, the kernel's
+    // `tcp_wmem` and `tcp_rmem` (new namespaces take the host's).
+    let sent = n("sent_bytes");
+    let max = |f: &str| {
+        let v = std::fs::read_to_string(format!("/proc/sys/net/ipv4/{f}")).unwrap();
+        let m: u64 = v.split_whitespace().last().unwrap().parse().unwrap();
+        m.max(4 << 20)
+    };
+    let buffers = n("streams") * (max("tcp_wmem") + max("tcp_rmem"));
+    assert!(
+        bytes <= sent && sent - bytes <= buffers,
+        "{bytes} bytes received of {sent} written (buffers hold at most {buffers}): {s}"
+    );
 }
 
 /// Checks the SVG with python3's XML parser: an `<svg>` root with at least

@@ -312,8 +312,26 @@ pub struct Sample {
     pub repeat: u32,
     /// "kernel → kernel", "xtcp → kernel", "kernel → xtcp", "xtcp → xtcp".
     pub pair: String,
-    /// Receiver's Gbit/s.
+    /// Receiver's Gbit/s: `bytes` over `seconds`.
     pub gbps: f64,
+    /// Bytes the receiver got, as the client reports it
+    /// (`end.sum_received.bytes`: the server's count, relayed by iperf3's
+    /// protocol).
+    pub bytes: u64,
+    /// The receiver's seconds (`end.sum_received.seconds`).
+    pub seconds: f64,
+    /// Bytes the client wrote (`end.sum_sent.bytes`).
+    pub sent_bytes: u64,
+    /// The server's own count of the bytes it received, from its own `-J`
+    /// document (stock `iperf3 -s -J`, or `xtcp serve -J`); `None` if it
+    /// printed none.
+    pub server_bytes: Option<u64>,
+    /// Bytes B's interface received during the run (from the client's
+    /// start to the server's exit), as its driver counts them (`ip -s
+    /// link`): the data and the control connection, with their headers.
+    pub link_rx_bytes: Option<u64>,
+    /// Packets B's interface received during the run.
+    pub link_rx_packets: Option<u64>,
     /// Sender's retransmits.
     pub retransmits: u64,
     /// Sender CPU, percent of one core (the client's `host_total`).
@@ -494,12 +512,17 @@ fn client_args(a: &BenchArgs, p: &Point, kernel: bool) -> Vec<String> {
     v
 }
 
-/// What one run printed: the client's `-J` output and, for an xtcp
-/// server, the closing document `xtcp serve -J` prints when it stops
-/// (`xdp`, `engine`, …).
+/// What one run printed: the client's `-J` output, the server's own count
+/// and, for an xtcp server, the closing document `xtcp serve -J` prints
+/// when it stops (`xdp`, `engine`, …); and what the link carried.
 struct PairOutput {
     client: serde_json::Value,
     server_close: Option<serde_json::Value>,
+    /// The server's own count of the bytes it received (its `-J`
+    /// document's `end.sum_received.bytes`).
+    server_bytes: Option<u64>,
+    /// Bytes and packets B's interface received during the run.
+    link: Option<(u64, u64)>,
 }
 
 /// The closing document (the last with an `xdp` object) of the documents
@@ -523,8 +546,8 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         net.b
             .ns
             .command("iperf3")
-            .args(["-s", "-1", "-B", &server_ip])
-            .stdout(Stdio::null())
+            .args(["-s", "-1", "-J", "-B", &server_ip])
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .context("starting iperf3 -s (apt install iperf3)")?
@@ -556,8 +579,8 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         })
     });
     let log_text = || log.lock().map(|l| l.clone()).unwrap_or_default();
-    // Its standard output (xtcp serve -J: the test's document, then the
-    // XDP statistics), read as it comes so that it never blocks.
+    // Its standard output (`-J`: the test's document; xtcp serve's then
+    // its XDP statistics), read as it comes so that it never blocks.
     let stdout_reader = server.0.stdout.take().map(|mut pipe| {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -596,6 +619,7 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let link_before = link_rx(net);
     let out = if pair.starts_with("kernel") {
         let mut args = vec!["-c".to_owned(), server_ip.clone()];
         args.extend(client_args(a, point, true));
@@ -627,6 +651,9 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         std::thread::sleep(Duration::from_millis(20));
     }
     let server_exited = server.0.try_wait()?.is_some();
+    let link = link_before
+        .zip(link_rx(net))
+        .map(|((b0, p0), (b1, p1))| (b1.saturating_sub(b0), p1.saturating_sub(p0)));
     let server_err = || {
         let _ = server.0.kill();
         let _ = server.0.wait();
@@ -646,33 +673,57 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
     if let Some(e) = v.get("error") {
         bail!("{pair}: {e}; server: {}", server_err());
     }
+    if !kernel_server && !server_exited {
+        bail!(
+            "{pair}: xtcp serve -1 did not exit within {patience:?} after its test: {}",
+            server_err()
+        );
+    }
+    // A stock server that has not exited has printed no document, and
+    // its count is missing (it is ended on return).
+    let server_out = stdout_reader
+        .filter(|_| server_exited)
+        .and_then(|r| r.join().ok())
+        .unwrap_or_default();
     let server_close = if kernel_server {
         None
     } else {
-        if !server_exited {
-            bail!(
-                "{pair}: xtcp serve -1 did not exit within {patience:?} after its test: {}",
-                server_err()
-            );
-        }
-        let out = stdout_reader
-            .and_then(|r| r.join().ok())
-            .unwrap_or_default();
-        match serve_close(&out) {
+        match serve_close(&server_out) {
             Some(x) => Some(x),
             None => bail!(
-                "{pair}: xtcp serve -J printed no XDP statistics: {out}; {}",
+                "{pair}: xtcp serve -J printed no XDP statistics: {server_out}; {}",
                 server_err()
             ),
         }
     };
+    // The server's own count of what it received, from its own document
+    // (the one with the test's `end`).
+    let server_bytes = serde_json::Deserializer::from_str(&server_out)
+        .into_iter::<serde_json::Value>()
+        .filter_map(Result::ok)
+        .find_map(|v| v["end"]["sum_received"]["bytes"].as_u64());
     if !pair.starts_with("kernel") && v.get("xdp").is_none() {
         bail!("{pair}: xtcp client -J printed no XDP statistics");
     }
     Ok(PairOutput {
         client: v,
         server_close,
+        server_bytes,
+        link,
     })
+}
+
+/// Bytes and packets B's interface has received so far, as its driver
+/// counts them (`ip -s link`); `None` if they cannot be read.
+fn link_rx(net: &TestNet) -> Option<(u64, u64)> {
+    let out = net
+        .b
+        .ns
+        .exec(&["ip", "-j", "-s", "link", "show", "dev", &net.b.iface])
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let rx = &v[0]["stats64"]["rx"];
+    Some((rx["bytes"].as_u64()?, rx["packets"].as_u64()?))
 }
 
 /// The sender's `field` RTT (`mean_rtt`, `min_rtt`) in µs, averaged over
@@ -777,6 +828,12 @@ fn sample(out: &PairOutput, pair: &str, point: &Point) -> Sample {
         } else {
             0.0
         },
+        bytes: recv,
+        seconds: secs,
+        sent_bytes: e["sum_sent"]["bytes"].as_u64().unwrap_or(0),
+        server_bytes: out.server_bytes,
+        link_rx_bytes: out.link.map(|l| l.0),
+        link_rx_packets: out.link.map(|l| l.1),
         retransmits: e["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
         cpu_sender: host,
         cpu_sender_user: c("host_user"),
