@@ -225,3 +225,98 @@ fn json_for_veth_in_a_namespace() {
     assert_eq!(v["xdp"]["zero_copy"], "no");
     assert_eq!(v["xdp"]["attached"]["mode"], "none");
 }
+
+/// The limits and capabilities the report shows are the ones the process
+/// runs with, as set from outside: `prlimit` sets the memlock limits and
+/// `setpriv` takes CAP_NET_ADMIN and CAP_IPC_LOCK out of the bounding set
+/// (root then runs without them); the hugepage counts are the kernel's
+/// (`/proc/meminfo`).
+#[test]
+fn the_report_shows_the_limits_and_capabilities_it_runs_with() {
+    if !is_root() {
+        eprintln!("SKIP the_report_shows_the_limits_and_capabilities_it_runs_with: needs root");
+        return;
+    }
+    let probe = |pre: &[&str]| {
+        json_of(
+            &Command::new(pre[0])
+                .args(&pre[1..])
+                .arg(env!("CARGO_BIN_EXE_xtcp"))
+                .args(["probe", "lo", "--json"])
+                .output()
+                .expect("run prlimit / setpriv (util-linux)"),
+        )
+    };
+    // Limits below the hard limit this test runs with (raising it needs
+    // CAP_SYS_RESOURCE, which a container may not give).
+    let now: String = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = now
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))
+        .unwrap();
+    let hard_now = line.split_whitespace().nth(4).unwrap();
+    let top: u64 = hard_now.parse().unwrap_or(4 << 20).min(4 << 20);
+    let (soft, hard) = (top / 4, top / 2);
+    assert!(soft >= 4096, "the memlock hard limit here is {hard_now}");
+    let limits = format!("--memlock={soft}:{hard}");
+    let v = probe(&["prlimit", &limits]);
+    let p = &v["privileges"];
+    assert_eq!(
+        (p["memlock_soft"].as_u64(), p["memlock_hard"].as_u64()),
+        (Some(soft), Some(hard)),
+        "{p}"
+    );
+    // Less than the default UMEM, but CAP_IPC_LOCK lifts the limit.
+    assert!(p["umem_default_bytes"].as_u64().unwrap() > soft, "{p}");
+    assert_eq!(p["memlock_covers_default_umem"], true, "{p}");
+    assert_eq!(p["missing"].as_array().unwrap().len(), 0, "{p}");
+
+    let v = probe(&[
+        "setpriv",
+        "--bounding-set=-net_admin,-ipc_lock",
+        "prlimit",
+        &limits,
+    ]);
+    let p = &v["privileges"];
+    assert_eq!(p["euid"], 0, "{p}");
+    for c in p["capabilities"].as_array().unwrap() {
+        let off = ["CAP_NET_ADMIN", "CAP_IPC_LOCK"].contains(&c["name"].as_str().unwrap());
+        assert_eq!(c["effective"], !off, "{c}");
+    }
+    assert_eq!(p["memlock_covers_default_umem"], false, "{p}");
+    let missing: Vec<&str> = p["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(missing.len(), 2, "{missing:?}");
+    assert!(missing[0].starts_with("CAP_NET_ADMIN"), "{missing:?}");
+    assert!(
+        missing[1].starts_with("CAP_IPC_LOCK or RLIMIT_MEMLOCK")
+            && missing[1].contains(&format!("soft limit is {soft} bytes")),
+        "{missing:?}"
+    );
+
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let field = |k: &str| -> u64 {
+        let l = meminfo
+            .lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_else(|| panic!("no {k} in /proc/meminfo"));
+        l[k.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let h = &v["hugepages"];
+    assert_eq!(
+        field("Hugepagesize:"),
+        2048,
+        "the default hugepage size is what the probe reports"
+    );
+    assert_eq!(h["total"].as_u64(), Some(field("HugePages_Total:")), "{h}");
+    assert_eq!(h["free"].as_u64(), Some(field("HugePages_Free:")), "{h}");
+}
