@@ -1,6 +1,6 @@
 //! The XDP statistics xtcp prints (`xdp` in the JSON, the `XDP:` line)
 //! against independent sources: the veth's own `ethtool -S`
-//! `rx_queue_0_drops`, read by the test before xtcp starts and after it
+//! `rx_queue_N_drops` of each queue, read by the test before xtcp starts and after it
 //! exits, and the kernel sender's `Tcp: OutSegs` (its namespace's
 //! `/proc/net/snmp`). And the UMEM line (`UMEM … MiB, … of it on huge
 //! pages`) against the process's mappings, read by the test from outside.
@@ -329,6 +329,93 @@ fn drops_at_a_full_rx_ring_match_the_veth_counter() {
                 before_xdp: lost,
             },
             "{v} {err}"
+        );
+    }
+}
+
+/// With two queues, drops on one of them are that queue's: a SYN flood
+/// sent from B's CPU 1 arrives on A's queue 1 (XPS) while xtcp is
+/// stopped, and overflows that queue's 64-entry ring. Each queue's figures
+/// (JSON `xdp.queues[]`, and the human `XDP queue N:` lines, printed
+/// because a queue dropped) equal the veth's own count for that queue,
+/// `rx_queue_N_drops`, read by the test; the sums equal the totals.
+#[test]
+fn drops_on_the_second_queue_are_reported_on_its_own_line() {
+    const RAW_SYNS: u32 = 1000;
+    let net = common::testnet(2);
+    let counter = |q: usize| format!("rx_queue_{q}_drops");
+    for json in [true, false] {
+        let drops0 = [0, 1].map(|q| ethtool_stat(&net.a.ns, &net.a.iface, &counter(q)));
+        let x = spawn_recv(
+            &net,
+            json,
+            &["--queues", "2", "--cores", "0,1", "--ring", "64"],
+        );
+        let pid = x.child.0.id();
+        kill("-STOP", pid);
+        common::syn_flood_from(&net, PORT, RAW_SYNS, Some(1));
+        let deadline = Instant::now() + WAIT;
+        while ethtool_stat(&net.a.ns, &net.a.iface, &counter(1)) == drops0[1] {
+            assert!(
+                Instant::now() < deadline,
+                "no drop on queue 1 with xtcp stopped and {RAW_SYNS} SYNs sent to it"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill("-CONT", pid);
+        // The connection that ends `recv`: from CPU 0, so on queue 0.
+        let st = net
+            .b
+            .ns
+            .command("taskset")
+            .args([
+                "-c",
+                "0",
+                "sh",
+                "-c",
+                &format!(
+                    "head -c 100000 /dev/zero | socat -u STDIN TCP4:{}:{PORT}",
+                    net.a.ip4
+                ),
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success(), "socat could not send");
+        let (v, err) = finish(x);
+        let drops = [0, 1].map(|q| ethtool_stat(&net.a.ns, &net.a.iface, &counter(q)) - drops0[q]);
+        assert!(drops[1] > 0, "{drops:?}");
+        // (ring full, driver drops) per queue, as printed.
+        let per_queue: Vec<(u64, u64)> = if json {
+            let x = &v["xdp"];
+            let qs = x["queues"].as_array().unwrap();
+            assert_eq!(qs.len(), 2, "{x}");
+            for (i, q) in qs.iter().enumerate() {
+                assert_eq!(q["queue"], i, "{x}");
+                assert_eq!(q["rx_dropped"], 0, "{x}");
+                assert_eq!(q["rx_fill_ring_empty_descs"], 0, "{x}");
+            }
+            assert_eq!(u(x, "driver_drops"), drops[0] + drops[1], "{x}");
+            assert_eq!(u(x, "rx_ring_full"), drops[0] + drops[1], "{x}");
+            qs.iter()
+                .map(|q| (u(q, "rx_ring_full"), u(q, "driver_drops")))
+                .collect()
+        } else {
+            assert_eq!(
+                after(xdp_line(&err), "dropped at redirect "),
+                drops[0] + drops[1],
+                "{err}"
+            );
+            (0..2)
+                .map(|q| {
+                    let line = common::line_of(&err, &format!("xtcp: XDP queue {q}: "));
+                    (after(line, "rx ring full "), after(line, "driver drops "))
+                })
+                .collect()
+        };
+        assert_eq!(
+            per_queue,
+            vec![(drops[0], drops[0]), (drops[1], drops[1])],
+            "the veth's drops per queue: {drops:?}; {v} {err}"
         );
     }
 }

@@ -270,6 +270,13 @@ pub fn acked_sender(net: &TestNet, dst: SocketAddr, seed: u64, len: usize) -> Tc
 /// ports 1024 on, as raw Ethernet frames (no socket of B's kernel owns
 /// them: B answers the SYN-ACKs with resets).
 pub fn syn_flood(net: &TestNet, port: u16, count: u32) {
+    syn_flood_from(net, port, count, None)
+}
+
+/// [`syn_flood`] from CPU `cpu` if given: with several queues, B's kernel
+/// transmits on the queue of the sending CPU (XPS, as the test network
+/// sets it), so the SYNs arrive on A's queue `cpu`.
+pub fn syn_flood_from(net: &TestNet, port: u16, count: u32, cpu: Option<u32>) {
     let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let script = format!(
         r#"
@@ -298,13 +305,15 @@ for i in range({count}):
         b_mac = mac(net.b.mac),
         b_if = net.b.iface,
     );
-    let out = net
-        .b
-        .ns
-        .command("python3")
-        .args(["-c", &script])
-        .output()
-        .expect("python3");
+    let mut cmd = match cpu {
+        Some(c) => {
+            let mut t = net.b.ns.command("taskset");
+            t.args(["-c", &c.to_string(), "python3"]);
+            t
+        }
+        None => net.b.ns.command("python3"),
+    };
+    let out = cmd.args(["-c", &script]).output().expect("python3");
     assert!(
         out.status.success(),
         "the SYN flood: {}",
