@@ -1,7 +1,7 @@
 //! The XDP statistics xtcp prints (`xdp` in the JSON, the `XDP:` line)
 //! against independent sources: the veth's own `ethtool -S`
-//! `rx_queue_N_drops` of each queue, read by the test before xtcp starts and after it
-//! exits, and the kernel sender's `Tcp: OutSegs` (its namespace's
+//! `rx_queue_N_drops` of each queue, read by the test before xtcp starts
+//! and after it exits, and the kernel sender's `Tcp: OutSegs` (its namespace's
 //! `/proc/net/snmp`). And the UMEM line (`UMEM … MiB, … of it on huge
 //! pages`) against the process's mappings, read by the test from outside.
 //! Root needed; each test builds its own namespaces.
