@@ -317,8 +317,18 @@ impl TestNet {
         // Several queues: the kernel side transmits on queue q from CPU q
         // (XPS). Its ACKs and SYN-ACKs are made in the softirq of the CPU
         // that delivered the segment — on veth, the sender's — so a worker
-        // pinned to core q mostly gets its flows back on queue q, the way a
-        // NIC's RSS keeps a flow on one queue.
+        // pinned to core q gets the ACKs of its own flows back on queue q.
+        // Unlike a NIC's RSS, the queue follows the transmitting CPU, not
+        // the flow: data that a kernel sender writes goes out on the queue
+        // of whichever CPU its thread is on, and xtcp hands the connection
+        // over to that queue's worker each time (the data that came in on
+        // the other queue meanwhile is dropped and sent again). Unpinned,
+        // `iperf3 -c -P 4 -t 1` into `xtcp serve --queues 2` had 460
+        // hand-overs in six tests and 3,700–20,600 retransmissions a test;
+        // with XPS cleared (the queue then follows the flow's hash), none
+        // and 0–9 (2026-12-05). Tests that send from kernel sockets over
+        // several queues and care about the rate pin the sender or clear
+        // XPS (`thirty_two_streams_spread_over_two_queues`).
         if config.queues > 1 {
             let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
             for q in 0..config.queues.min(64) {
