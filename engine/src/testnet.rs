@@ -323,10 +323,10 @@ impl TestNet {
         // of whichever CPU its thread is on, and xtcp hands the connection
         // over to that queue's worker each time (the data that came in on
         // the other queue meanwhile is dropped and sent again). Unpinned,
-        // `iperf3 -c -P 4 -t 1` into `xtcp serve --queues 2` had 460
-        // hand-overs in six tests and 3,700–20,600 retransmissions a test;
-        // with XPS cleared (the queue then follows the flow's hash), none
-        // and 0–9 (2026-12-05). Tests that send from kernel sockets over
+        // `iperf3 -c -P 4 -t 1` into `xtcp serve --queues 2` had 459
+        // hand-overs in three tests and 3,700–20,600 retransmissions a
+        // test; with XPS cleared (the queue then follows the flow's hash),
+        // none in six tests and 0–9 retransmissions (2026-12-05). Tests that send from kernel sockets over
         // several queues and care about the rate pin the sender or clear
         // XPS (`thirty_two_streams_spread_over_two_queues`).
         if config.queues > 1 {
