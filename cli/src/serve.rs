@@ -443,6 +443,8 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     "migrated_in": w.migrated_in,
                     "migrated_out": w.migrated_out,
                     "forwarded": w.forwarded,
+                    "held": w.held,
+                    "misplaced": w.misplaced,
                 })).collect::<Vec<_>>(),
             }))?);
     }

@@ -321,12 +321,10 @@ impl TestNet {
         // Unlike a NIC's RSS, the queue follows the transmitting CPU, not
         // the flow: data that a kernel sender writes goes out on the queue
         // of whichever CPU its thread is on, and xtcp hands the connection
-        // over to that queue's worker each time (the data that came in on
-        // the other queue meanwhile is dropped and sent again). Unpinned,
-        // `iperf3 -c -P 4 -t 1` into `xtcp serve --queues 2` had 459
-        // hand-overs in three tests and 3,700–20,600 retransmissions a
+        // over to that queue's worker each time. Unpinned, `iperf3 -c -P 4
+        // -t 1` into `xtcp serve --queues 2` had about 180 hand-overs a
         // test; with XPS cleared (the queue then follows the flow's hash),
-        // none in six tests and 0–9 retransmissions (2026-12-05). Tests that send from kernel sockets over
+        // none (2026-12-05; BENCHMARKS.md, "A flow that changes queues"). Tests that send from kernel sockets over
         // several queues and care about the rate pin the sender or clear
         // XPS (`thirty_two_streams_spread_over_two_queues`).
         if config.queues > 1 {

@@ -53,9 +53,13 @@ pub struct WorkerCounters {
     /// Segments for no connection here (answered with a reset).
     pub no_connection: u64,
     /// Segments of a connection that another worker owns (RSS delivers the
-    /// flow to our queue): the connection is asked over; payload-less
-    /// segments are held until it arrives, data is dropped.
+    /// flow to our queue) or that is on its way here, dropped: there was
+    /// no room to hold them, or the connection did not come within 50 ms.
     pub misplaced: u64,
+    /// Segments of a connection on its way to this worker (asked for when
+    /// its data came in on our queue, or handed over and in transit), held
+    /// (the payload copied) and given to it when it came.
+    pub held: u64,
     /// Payload-less segments of another worker's connection, forwarded to it.
     pub forwarded: u64,
     /// Connections handed over to this worker.

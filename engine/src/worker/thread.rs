@@ -43,7 +43,10 @@
 //! transmit queue), that queue's worker finds the owner in the shared
 //! [`Registry`]: payload-less segments (ACKs) are forwarded to the owner
 //! over a channel; a data segment makes it ask for the connection, which is
-//! handed over whole (the peer retransmits the data dropped meanwhile). A
+//! handed over whole. What comes in for the connection until it arrives is
+//! held (the payload copied into a bounded buffer set aside at start) and
+//! given to it when it does; what there is no room for, or what waits
+//! longer than 50 ms, is dropped, and the peer sends it again. A
 //! flow that stays on one queue never moves; a sender whose ACKs come in on
 //! another queue stays where it is. A passive open is registered from its
 //! SYN on, to the worker whose listener took it (`HalfOpen`): the
@@ -243,9 +246,12 @@ pub struct Worker {
     peers: Vec<Sender<Ctl>>,
     /// Hand-over requests sent recently (not repeated within a millisecond).
     wanted: Vec<(Key, Instant)>,
-    /// Payload-less segments (SYN-ACK, ACK, FIN) of connections being
-    /// handed over to us, replayed when they arrive.
-    held: Vec<(Key, TcpRepr)>,
+    /// Segments of connections on their way to this worker (asked for, or
+    /// in transit), replayed when they arrive; oldest first.
+    held: Vec<Held>,
+    /// The held segments' payloads (capacity [`HELD_BYTES`], reserved at
+    /// start: holding never allocates).
+    held_bytes: Vec<u8>,
     /// Planned connections of this worker not opened yet.
     to_open: Vec<usize>,
     /// What the connections share (see [`Worker::rebalance`]).
@@ -308,8 +314,81 @@ fn recv_shares(b: &Budget, n: NonZeroUsize, light: usize) -> (usize, usize) {
     (recv_bytes, recv_light)
 }
 
-/// Segments held per worker for connections in transit.
-const MAX_HELD: usize = 64;
+/// Segments held per worker for connections on their way to it.
+const MAX_HELD: usize = 512;
+/// Payload bytes held per worker.
+const HELD_BYTES: usize = 1 << 20;
+/// How long a held segment waits for its connection. A hand-over takes a
+/// turn of each worker, or a few if the owner's socket is still
+/// transmitting from the connection's frames; a connection that has not
+/// come by then is not coming (it closed, or its owner had no room), and
+/// the peer sends what was held again.
+const HOLD_FOR: Duration = Duration::from_millis(50);
+
+/// A segment of a connection on its way to this worker, its payload at
+/// `off..off + len` of `Worker::held_bytes`.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    key: Key,
+    repr: TcpRepr,
+    at: Instant,
+    off: u32,
+    len: u32,
+}
+
+/// Keeps a segment of the connection `key` (on its way here) in `held`,
+/// its payload `parts` copied into `bytes`; false if there is no room.
+fn hold(
+    held: &mut Vec<Held>,
+    bytes: &mut Vec<u8>,
+    key: Key,
+    repr: &TcpRepr,
+    parts: crate::worker::port::Parts<'_>,
+    now: Instant,
+) -> bool {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if held.len() == MAX_HELD || bytes.len() + len > HELD_BYTES {
+        return false;
+    }
+    let off = bytes.len();
+    // Within the capacity reserved at start: no allocation.
+    for p in parts {
+        bytes.extend_from_slice(p);
+    }
+    held.push(Held {
+        key,
+        repr: *repr,
+        at: now,
+        off: off as u32,
+        len: len as u32,
+    });
+    true
+}
+
+/// Drops the held segments older than [`HOLD_FOR`] (counted as
+/// misplaced: their connection did not come) and moves the payloads of
+/// the rest to the front of `bytes`.
+fn expire_held(held: &mut Vec<Held>, bytes: &mut Vec<u8>, now: Instant, misplaced: &mut u64) {
+    if held.first().is_none_or(|h| now <= h.at + HOLD_FOR) {
+        return;
+    }
+    let before = held.len();
+    held.retain(|h| now <= h.at + HOLD_FOR);
+    *misplaced += (before - held.len()) as u64;
+    compact_held(held, bytes);
+}
+
+/// Moves the held payloads to the front of `bytes`, in order.
+fn compact_held(held: &mut [Held], bytes: &mut Vec<u8>) {
+    let mut end = 0;
+    for h in held.iter_mut() {
+        let (off, len) = (h.off as usize, h.len as usize);
+        bytes.copy_within(off..off + len, end);
+        h.off = end as u32;
+        end += len;
+    }
+    bytes.truncate(end);
+}
 /// Hand-over requests remembered.
 const MAX_WANTED: usize = 16;
 
@@ -549,6 +628,7 @@ impl Worker {
             peers,
             wanted: Vec::with_capacity(MAX_WANTED),
             held: Vec::with_capacity(MAX_HELD),
+            held_bytes: Vec::with_capacity(HELD_BYTES),
             to_open: Vec::new(),
             budget,
             balanced_for: usize::MAX,
@@ -658,6 +738,12 @@ impl Worker {
                 self.open_planned(now);
             }
             let rx_before = self.port.counters().rx_segments;
+            expire_held(
+                &mut self.held,
+                &mut self.held_bytes,
+                now,
+                &mut self.counters.misplaced,
+            );
             let moved = self.handle_ctl(now);
             self.receive(now);
             let tx_before = self.port.counters().tx_packets;
@@ -874,8 +960,8 @@ impl Worker {
                             rst: &mut self.rst,
                         };
                         a.segment(l, now, tuple.remote, mac, &repr, &[]);
-                    } else if self.held.len() < MAX_HELD {
-                        self.held.push((key, repr));
+                    } else if !hold(&mut self.held, &mut self.held_bytes, key, &repr, &[], now) {
+                        self.counters.misplaced += 1;
                     }
                 }
                 Ctl::Take(slot) => {
@@ -892,14 +978,30 @@ impl Worker {
                     if let (Some(d), None) = (self.stop_deadline, slot.deadline) {
                         stop_slot(&mut slot, now, d, &self.out);
                     }
-                    self.held.retain(|(k, repr)| {
-                        if *k == key {
-                            slot.conn.handle_segment(now, repr, &[]);
-                            false
-                        } else {
-                            true
+                    // What came for it meanwhile, in the order it came.
+                    let bytes = &self.held_bytes;
+                    let before = self.held.len();
+                    self.held.retain(|h| {
+                        if h.key != key {
+                            return true;
                         }
+                        let payload = &bytes[h.off as usize..(h.off + h.len) as usize];
+                        let Slot {
+                            conn,
+                            sink,
+                            appconn,
+                            read,
+                            ..
+                        } = &mut slot;
+                        conn.handle_segment_parts(now, &h.repr, &[payload], &mut |b| {
+                            take_direct(sink, appconn.as_deref_mut(), read, now, b)
+                        });
+                        false
                     });
+                    if self.held.len() < before {
+                        self.counters.held += (before - self.held.len()) as u64;
+                        compact_held(&mut self.held, &mut self.held_bytes);
+                    }
                     if let Err(mut slot) = self.table.insert(slot) {
                         // No room here: the connection is reset.
                         self.counters.refused += 1;
@@ -927,6 +1029,7 @@ impl Worker {
             peers,
             wanted,
             held,
+            held_bytes,
             out,
             umem,
             ..
@@ -1001,9 +1104,10 @@ impl Worker {
                         }
                         return;
                     }
-                    counters.misplaced += 1;
-                    // Data: ask for the connection (once a millisecond at most);
-                    // the peer retransmits what is dropped meanwhile.
+                    // Data: ask for the connection (once a millisecond at
+                    // most), and keep what came until it arrives (or, in
+                    // transit to us, keep it anyway); what there is no room
+                    // for, the peer sends again.
                     if owner != *index
                         && !wanted
                             .iter()
@@ -1021,9 +1125,8 @@ impl Worker {
                             wanted.push((key, now));
                         }
                     }
-                    // In transit to us: keep what costs nothing to keep.
-                    if owner == *index && payload_len == 0 && held.len() < MAX_HELD {
-                        held.push((key, *repr));
+                    if !hold(held, held_bytes, key, repr, parts, now) {
+                        counters.misplaced += 1;
                     }
                     return;
                 }
@@ -1327,7 +1430,7 @@ impl Worker {
                 add_stats(gone, s.conn.stats());
                 shared.registry.remove(s.key);
                 let key = s.key;
-                held.retain(|(k, _)| *k != key);
+                held.retain(|h| h.key != key);
                 if s.light {
                     *light -= 1;
                 }
@@ -1376,6 +1479,96 @@ fn add_stats(t: &mut Stats, s: &Stats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn repr(seq: u32) -> TcpRepr {
+        TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            seq: SeqNumber(seq),
+            ack: SeqNumber(0),
+            flags: crate::wire::TcpFlags::ACK,
+            window: 100,
+            urgent: 0,
+            options: Default::default(),
+        }
+    }
+
+    /// Held segments keep their payloads, in order, within their bounds;
+    /// the old ones expire (counted) and the payloads of the rest move to
+    /// the front, as they do when a connection's segments are taken out.
+    #[test]
+    fn held_segments_keep_their_payloads_within_bounds_and_expire() {
+        let reg = Registry::new(16);
+        let key = |port: u16| {
+            reg.key(&FourTuple {
+                local: SocketAddr::from(([198, 18, 0, 1], 5201)),
+                remote: SocketAddr::from(([198, 18, 0, 2], port)),
+            })
+        };
+        let (a, b) = (key(1000), key(1001));
+        let mut held = Vec::with_capacity(MAX_HELD);
+        let mut bytes = Vec::with_capacity(HELD_BYTES);
+        let t0 = Instant::now();
+        let payload =
+            |h: &Held, bytes: &[u8]| bytes[h.off as usize..(h.off + h.len) as usize].to_vec();
+        assert!(hold(
+            &mut held,
+            &mut bytes,
+            a,
+            &repr(1),
+            &[b"ab", b"cd"],
+            t0
+        ));
+        assert!(hold(
+            &mut held,
+            &mut bytes,
+            b,
+            &repr(2),
+            &[b"xyz"],
+            t0 + HOLD_FOR / 2
+        ));
+        assert!(hold(
+            &mut held,
+            &mut bytes,
+            a,
+            &repr(3),
+            &[],
+            t0 + HOLD_FOR / 2
+        ));
+        assert_eq!(payload(&held[0], &bytes), b"abcd");
+        assert_eq!(payload(&held[1], &bytes), b"xyz");
+        assert_eq!(held[2].len, 0);
+        // Connection `a` arrives: its two go, `b`'s payload moves to the front.
+        held.retain(|h| h.key != a);
+        compact_held(&mut held, &mut bytes);
+        assert_eq!((held.len(), held[0].off, bytes.len()), (1, 0, 3));
+        assert_eq!(payload(&held[0], &bytes), b"xyz");
+        // Nothing expires until the oldest is HOLD_FOR old.
+        let mut misplaced = 0;
+        expire_held(&mut held, &mut bytes, t0 + HOLD_FOR, &mut misplaced);
+        assert_eq!((held.len(), misplaced), (1, 0));
+        expire_held(&mut held, &mut bytes, t0 + HOLD_FOR * 2, &mut misplaced);
+        assert_eq!((held.len(), bytes.len(), misplaced), (0, 0, 1));
+        // The bounds: the bytes, then the count; the memory never grows.
+        let big = vec![7u8; HELD_BYTES];
+        assert!(hold(
+            &mut held,
+            &mut bytes,
+            a,
+            &repr(4),
+            &[&big[..HELD_BYTES - 1]],
+            t0
+        ));
+        assert!(!hold(&mut held, &mut bytes, a, &repr(5), &[b"ab"], t0));
+        assert!(hold(&mut held, &mut bytes, a, &repr(6), &[b"a"], t0));
+        held.clear();
+        bytes.clear();
+        for i in 0..MAX_HELD {
+            assert!(hold(&mut held, &mut bytes, a, &repr(i as u32), &[], t0));
+        }
+        assert!(!hold(&mut held, &mut bytes, a, &repr(0), &[], t0));
+        assert_eq!((held.capacity(), bytes.capacity()), (MAX_HELD, HELD_BYTES));
+    }
 
     /// The receive shares never add up to more than the budget, a light
     /// connection gets no more than a SYN-ACK's window nor than an even
