@@ -2,8 +2,11 @@
 # namespaces A and B joined by a veth pair (198.18.0.1 in A, 198.18.0.2 in
 # B), offloads off, as `xtcp bench` sets it; removed on exit, also on
 # Ctrl-C and TERM, with the server process `$sp` and the folder `$out`.
-#   testnet_up PREFIX   sets a, b (namespaces), ia, ib (their interfaces),
-#                       out (a scratch folder)
+#   testnet_up PREFIX [QUEUES]
+#                       sets a, b (namespaces), ia, ib (their interfaces),
+#                       out (a scratch folder); QUEUES queues a side (1)
+#   testnet_xps         B transmits on queue q from CPU q (XPS), as the
+#                       engine's test network sets it with several queues
 #   testnet_mtu MTU     sets both ends' MTU
 #   testnet_ready WHAT  waits (30 s at most) for the server `$sp` to be
 #                       ready: WHAT `kernel`, a listener on port 5201 in B;
@@ -31,7 +34,9 @@ testnet_up() {
     trap 'exit 130' INT TERM
     ip netns add "$a"
     ip netns add "$b"
-    ip link add "$ia" netns "$a" type veth peer name "$ib" netns "$b"
+    local nq=${2:-1}
+    ip link add "$ia" netns "$a" numtxqueues "$nq" numrxqueues "$nq" type veth \
+        peer name "$ib" netns "$b" numtxqueues "$nq" numrxqueues "$nq"
     local x ns ifc addr
     for x in "$a $ia 198.18.0.1" "$b $ib 198.18.0.2"; do
         read -r ns ifc addr <<< "$x"
@@ -39,6 +44,13 @@ testnet_up() {
         ip -n "$ns" link set "$ifc" up
         ip -n "$ns" addr add "$addr/24" dev "$ifc"
         ip netns exec "$ns" ethtool -K "$ifc" tso off gso off gro off tx off >/dev/null
+    done
+}
+testnet_xps() {
+    local q=0
+    while ip netns exec "$b" test -e "/sys/class/net/$ib/queues/tx-$q/xps_cpus"; do
+        ip netns exec "$b" sh -c "printf '%x' $((1 << q)) > /sys/class/net/$ib/queues/tx-$q/xps_cpus"
+        q=$((q + 1))
     done
 }
 testnet_mtu() {
