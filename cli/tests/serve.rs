@@ -771,20 +771,19 @@ fn handshakes_that_end_on_another_queue_complete() {
         let fin = server.json();
         // The handshakes' last ACKs did come in on the other queue:
         // forwarded from there to the listener's worker.
-        let forwarded: u64 = fin["queues"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|q| q["forwarded"].as_u64().unwrap())
-            .sum();
-        assert!(forwarded >= 10, "{a}: 2 x 5 handshakes: {fin}");
-        let held: u64 = fin["queues"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|q| q["held"].as_u64().unwrap())
-            .sum();
-        assert!(held > 0, "{a}: data for connections on their way: {fin}");
+        let sum = |k: &str| -> u64 {
+            fin["queues"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| q[k].as_u64().unwrap())
+                .sum()
+        };
+        assert!(sum("forwarded") >= 10, "{a}: 2 x 5 handshakes: {fin}");
+        assert!(
+            sum("held") > 0,
+            "{a}: data for connections on their way: {fin}"
+        );
         assert_eq!(fin["listener"]["rst_sent"], 0, "{a}: {fin}");
     }
 }

@@ -45,10 +45,13 @@ fn finish(x: Watched) -> (serde_json::Value, String) {
 
 /// Side B's kernel sends 100 kB to xtcp's port (socat), and closes.
 fn send_100k(net: &TestNet) {
-    let st = net
-        .b
-        .ns
-        .command("sh")
+    send_100k_from(net, None)
+}
+
+/// [`send_100k`] from CPU `cpu` if given (with several queues, B
+/// transmits on the queue of the sending CPU).
+fn send_100k_from(net: &TestNet, cpu: Option<u32>) {
+    let st = common::on_cpu(&net.b.ns, cpu, "sh")
         .args([
             "-c",
             &format!(
@@ -364,23 +367,7 @@ fn drops_on_the_second_queue_are_reported_on_its_own_line() {
         }
         kill("-CONT", pid);
         // The connection that ends `recv`: from CPU 0, so on queue 0.
-        let st = net
-            .b
-            .ns
-            .command("taskset")
-            .args([
-                "-c",
-                "0",
-                "sh",
-                "-c",
-                &format!(
-                    "head -c 100000 /dev/zero | socat -u STDIN TCP4:{}:{PORT}",
-                    net.a.ip4
-                ),
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success(), "socat could not send");
+        send_100k_from(&net, Some(0));
         let (v, err) = finish(x);
         let drops = [0, 1].map(|q| ethtool_stat(&net.a.ns, &net.a.iface, &counter(q)) - drops0[q]);
         assert!(drops[1] > 0, "{drops:?}");

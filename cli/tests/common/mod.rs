@@ -273,6 +273,18 @@ pub fn syn_flood(net: &TestNet, port: u16, count: u32) {
     syn_flood_from(net, port, count, None)
 }
 
+/// `program` in `ns`, on CPU `cpu` if given (`taskset`).
+pub fn on_cpu(ns: &Netns, cpu: Option<u32>, program: &str) -> Command {
+    match cpu {
+        Some(c) => {
+            let mut t = ns.command("taskset");
+            t.args(["-c", &c.to_string(), program]);
+            t
+        }
+        None => ns.command(program),
+    }
+}
+
 /// [`syn_flood`] from CPU `cpu` if given: with several queues, B's kernel
 /// transmits on the queue of the sending CPU (XPS, as the test network
 /// sets it), so the SYNs arrive on A's queue `cpu`.
@@ -305,15 +317,10 @@ for i in range({count}):
         b_mac = mac(net.b.mac),
         b_if = net.b.iface,
     );
-    let mut cmd = match cpu {
-        Some(c) => {
-            let mut t = net.b.ns.command("taskset");
-            t.args(["-c", &c.to_string(), "python3"]);
-            t
-        }
-        None => net.b.ns.command("python3"),
-    };
-    let out = cmd.args(["-c", &script]).output().expect("python3");
+    let out = on_cpu(&net.b.ns, cpu, "python3")
+        .args(["-c", &script])
+        .output()
+        .expect("python3");
     assert!(
         out.status.success(),
         "the SYN flood: {}",

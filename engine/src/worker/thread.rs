@@ -1430,7 +1430,9 @@ impl Worker {
                 add_stats(gone, s.conn.stats());
                 shared.registry.remove(s.key);
                 let key = s.key;
+                let before = held.len();
                 held.retain(|h| h.key != key);
+                counters.misplaced += (before - held.len()) as u64;
                 if s.light {
                     *light -= 1;
                 }
