@@ -474,6 +474,16 @@ pub(crate) struct TestReport<'a> {
 }
 
 impl TestReport<'_> {
+    /// What a receiving stream holds at most: the receive buffer, or the
+    /// window `-w` gave it where that is smaller (iperf3 reports the
+    /// socket's `SO_RCVBUF` after `-w` set it).
+    fn rcvbuf_actual(&self) -> u64 {
+        match self.sock_bufsize {
+            0 => self.rcvbuf,
+            w => self.rcvbuf.min(w),
+        }
+    }
+
     /// Sums over the streams, (sent, received, retransmits); with
     /// `--bidir` over those whose sender is the client (`forward`) or the
     /// server.
@@ -563,7 +573,7 @@ impl TestReport<'_> {
             "target_bitrate": target,
             "sock_bufsize": self.sock_bufsize,
             "sndbuf_actual": self.sndbuf,
-            "rcvbuf_actual": self.rcvbuf,
+            "rcvbuf_actual": self.rcvbuf_actual(),
             "test_start": { "protocol": "TCP", "num_streams": p.parallel, "blksize": p.block_len,
                 "omit": p.omit_secs, "duration": p.time_secs, "bytes": p.bytes,
                 "blocks": p.blocks, "reverse": u8::from(p.reverse), "tos": p.tos.unwrap_or(0),

@@ -167,12 +167,19 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     // Reverse: the kernel sends, xtcp receives.
     let v = xtcp_client(&net, 1, &["-t", "2", "-R"]);
     assert!(bytes(&v, &["end", "sum_received", "bytes"]) > 0, "{v}");
-    let w = window_seen_by_kernel_sender(&net, 16 << 20, &["-t", "3", "-R"]);
+    // The receive buffer the client reports (`start.rcvbuf_actual`) holds
+    // at least the window the kernel sender was offered.
+    let (w, v) = window_seen_by_kernel_sender(&net, 16 << 20, &["-t", "3", "-R"]);
     assert!(w > 32 << 10, "autotuned window: snd_wnd {w}");
+    let rcvbuf = v["start"]["rcvbuf_actual"].as_u64().unwrap();
+    assert!(w <= rcvbuf, "snd_wnd {w}: {}", v["start"]);
+    assert_eq!(v["start"]["sock_bufsize"], 0, "no -w: {}", v["start"]);
     // `-w 16K` in reverse: xtcp receives with that window; the kernel
-    // sender's snd_wnd (from `ss`) shows it.
-    let w = window_seen_by_kernel_sender(&net, 1 << 20, &["-t", "3", "-R", "-w", "16K"]);
+    // sender's snd_wnd (from `ss`) shows it, and the client reports it.
+    let (w, v) = window_seen_by_kernel_sender(&net, 1 << 20, &["-t", "3", "-R", "-w", "16K"]);
     assert!(w <= (16 << 10) + 128, "snd_wnd {w}");
+    assert_eq!(v["start"]["sock_bufsize"], 16 << 10, "{}", v["start"]);
+    assert_eq!(v["start"]["rcvbuf_actual"], 16 << 10, "{}", v["start"]);
     // Beyond the receive buffer: refused, with what to do.
     let out = client_command(&net)
         .args(["--rcvbuf", "64K", "-w", "1M"])
@@ -219,15 +226,25 @@ fn client_command(net: &TestNet) -> Command {
 /// once the data connection has moved `moved` bytes (many windows into the
 /// test, and few enough for a slow machine to move in its time), reads the
 /// kernel sender's `snd_wnd` (the window xtcp offers) with `ss` in the
-/// server's namespace.
-fn window_seen_by_kernel_sender(net: &TestNet, moved: u64, extra: &[&str]) -> u64 {
+/// server's namespace. Returns it and the client's `-J` document.
+fn window_seen_by_kernel_sender(
+    net: &TestNet,
+    moved: u64,
+    extra: &[&str],
+) -> (u64, serde_json::Value) {
     let mut child = client_command(net)
         .arg("-J")
         .args(extra)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let doc = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
+        s
+    });
     let field = |l: &str, k: &str| -> Option<u64> {
         l.split_whitespace()
             .find_map(|w| w.strip_prefix(k))
@@ -258,7 +275,9 @@ fn window_seen_by_kernel_sender(net: &TestNet, moved: u64, extra: &[&str]) -> u6
     };
     let status = child.wait().unwrap();
     assert!(status.success(), "xtcp client {extra:?}: {last}");
-    wnd
+    let doc = doc.join().unwrap();
+    let v = serde_json::from_str(&doc).unwrap_or_else(|e| panic!("{e}: {doc}"));
+    (wnd, v)
 }
 
 /// The congestion window xtcp reports for a sending stream (iperf3's Cwnd
