@@ -324,9 +324,10 @@ impl TestNet {
         // over to that queue's worker each time. Unpinned, `iperf3 -c -P 4
         // -t 1` into `xtcp serve --queues 2` had about 180 hand-overs a
         // test; with XPS cleared (the queue then follows the flow's hash),
-        // none (2026-12-05; BENCHMARKS.md, "A flow that changes queues"). Tests that send from kernel sockets over
-        // several queues and care about the rate pin the sender or clear
-        // XPS (`thirty_two_streams_spread_over_two_queues`).
+        // none (2026-12-05; BENCHMARKS.md, "A flow that changes queues").
+        // Tests that send from kernel sockets over several queues and care
+        // about the rate pin the sender or clear XPS
+        // (`thirty_two_streams_spread_over_two_queues`).
         if config.queues > 1 {
             let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
             for q in 0..config.queues.min(64) {
