@@ -425,14 +425,15 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             + p.drop_oversize;
         eprintln!(
             "xtcp: queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
-             no connection {}, misplaced {}, refused {} (--max-conns), tx ring/frames full {} \
-             turns",
+             no connection {}, held {} and misplaced {} (another queue's), refused {} \
+             (--max-conns), tx ring/frames full {} turns",
             w.queue,
             p.rx_segments,
             p.tx_packets,
             p.drop_checksum,
             p.drop_malformed,
             w.no_connection,
+            w.held,
             w.misplaced,
             w.refused,
             w.tx_full_turns
