@@ -285,6 +285,89 @@ fn kernel_clients_spread_over_two_queues_all_complete() {
     }
 }
 
+/// Data that comes in on the other queue while its connection moves there
+/// is held and given to it when it arrives. The workers' cores crossed
+/// (queue q's worker on core 1 − q), and each sender on CPU 0 puts its
+/// whole stream into its socket at once (a send buffer that holds it) and
+/// waits: B's kernel then sends what each ACK of xtcp's releases from the
+/// core that ACK came from (veth delivers it there), on that core's queue
+/// (XPS): the other one. The connections move from queue to queue at every
+/// round trip. Two streams at once, and every byte still arrives, in order and intact (the
+/// verifying sink), and segments were held for connections on their way.
+#[test]
+fn data_that_comes_in_while_its_connection_moves_arrives_intact() {
+    let net = testnet(1500, 2);
+    const LEN: u64 = 4 << 20;
+    let file = PatternFile::new(LEN);
+    let stop = Arc::new(AtomicBool::new(false));
+    let role = Role::Listen {
+        addr: None,
+        port: 5203,
+        sinks: SinkKind::Verify(SEED),
+        keep_listening: true,
+    };
+    let mut cfg = config(&net, 2);
+    cfg.cores = Some(vec![1, 0]);
+    let e = engine(&net, cfg, role, stop.clone());
+    // Connects (again while the engine starts: A's kernel refuses, bounded),
+    // writes the file whole, closes its side, waits for xtcp's FIN.
+    let script = format!(
+        r#"
+import socket, sys, time
+data = open("{file}", "rb").read()
+for _ in range(600):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, 32, 4 * len(data))  # SO_SNDBUFFORCE
+    try:
+        s.connect(("{ip}", 5203))
+        break
+    except ConnectionRefusedError:
+        s.close()
+        time.sleep(0.1)
+else:
+    sys.exit("xtcp did not listen")
+# Bounded: a stall (a receiver that stopped taking data) fails the test.
+s.settimeout(30)
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+"#,
+        file = file.0.display(),
+        ip = net.a.ip4
+    );
+    // Two at once: what is held for one stays while the other's is given.
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            net.b
+                .ns
+                .command("taskset")
+                .args(["-c", "0", "python3", "-c", &script])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for s in senders {
+        let out = s.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let report = e.join().unwrap().unwrap();
+    assert_eq!(report.connections.len(), 2, "{:?}", report.connections);
+    for c in &report.connections {
+        assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
+        assert_eq!(c.bytes_received, LEN);
+        assert_eq!(c.mismatch, None);
+    }
+    let held: u64 = report.workers.iter().map(|w| w.held).sum();
+    let moved: u64 = report.workers.iter().map(|w| w.migrated_in).sum();
+    assert!(held > 0 && moved > 0, "held {held}, hand-overs {moved}");
+}
+
 /// A file of `len` bytes of the pattern, removed when dropped.
 struct PatternFile(std::path::PathBuf);
 
