@@ -20,7 +20,7 @@
 #   benches/queue-moves.sh ROUNDS TESTS CORES PIN xps|noxps BUILD...
 #   benches/queue-moves.sh 4 6 0,1 no xps /tmp/xtcp-before target/release/xtcp
 set -euo pipefail
-[ $# -ge 6 ] || { sed -n 2,22p "$0" >&2; exit 2; }
+[ $# -ge 6 ] || { sed -n 2,21p "$0" >&2; exit 2; }
 rounds=$1 tests=$2 cores=$3 pin=$4 xps=$5
 shift 5
 source "$(dirname "$0")/testnet.sh"
