@@ -277,10 +277,16 @@ fn kernel_clients_spread_over_two_queues_all_complete() {
     }
     stop.store(true, Ordering::Relaxed);
     let report = e.join().unwrap().unwrap();
-    assert_eq!(report.connections.len(), 4, "{:?}", report.connections);
+    all_received_intact(&report, 4, LEN);
+}
+
+/// `report` has `n` connections, each closed normally with its `len`
+/// bytes received and checked by the verifying sink.
+fn all_received_intact(report: &EngineReport, n: usize, len: u64) {
+    assert_eq!(report.connections.len(), n, "{:?}", report.connections);
     for c in &report.connections {
         assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
-        assert_eq!(c.bytes_received, LEN);
+        assert_eq!(c.bytes_received, len);
         assert_eq!(c.mismatch, None);
     }
 }
@@ -357,12 +363,7 @@ s.recv(1)
     }
     stop.store(true, Ordering::Relaxed);
     let report = e.join().unwrap().unwrap();
-    assert_eq!(report.connections.len(), 2, "{:?}", report.connections);
-    for c in &report.connections {
-        assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
-        assert_eq!(c.bytes_received, LEN);
-        assert_eq!(c.mismatch, None);
-    }
+    all_received_intact(&report, 2, LEN);
     let held: u64 = report.workers.iter().map(|w| w.held).sum();
     let moved: u64 = report.workers.iter().map(|w| w.migrated_in).sum();
     assert!(held > 0 && moved > 0, "held {held}, hand-overs {moved}");
