@@ -14,6 +14,11 @@ const RTM_NEWADDR: u16 = 20;
 const RTM_GETADDR: u16 = 22;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
+/// `ifa_flags`: duplicate address detection not finished, or failed.
+const IFA_F_TENTATIVE: u8 = 0x40;
+const IFA_F_DADFAILED: u8 = 0x08;
+/// `ifa_scope` from which an address is of the link or the host only.
+const RT_SCOPE_LINK: u8 = 253;
 /// Size of `struct ifaddrmsg`.
 const IFADDRMSG_LEN: usize = 8;
 
@@ -27,6 +32,12 @@ pub struct IfAddr {
     pub addr: IpAddr,
     /// Prefix length.
     pub prefix_len: u8,
+    /// Whether it can be used as a source or bound to: not tentative (IPv6
+    /// duplicate address detection still running) and not failed it.
+    pub usable: bool,
+    /// Link scope (IPv6 `fe80::/10`): reachable only with an interface
+    /// named alongside.
+    pub link_scope: bool,
 }
 
 /// Parses an `RTM_NEWADDR` payload; `None` for a family other than IPv4
@@ -59,7 +70,21 @@ pub fn parse_addr(payload: &[u8]) -> Result<Option<IfAddr>, ParseError> {
         ifindex,
         addr,
         prefix_len: ifa[1],
+        usable: ifa[2] & (IFA_F_TENTATIVE | IFA_F_DADFAILED) == 0,
+        link_scope: ifa[3] >= RT_SCOPE_LINK,
     }))
+}
+
+/// The addresses a listener on interface `ifindex` serves when none is
+/// given: its IPv4 addresses, then its IPv6 addresses of more than link
+/// scope, each in the kernel's order; tentative ones are left out.
+pub fn serving_addrs(sock: &mut NetlinkSocket, ifindex: u32) -> Result<Vec<IpAddr>, NetlinkError> {
+    let mut addrs: Vec<IfAddr> = get_addrs(sock)?
+        .into_iter()
+        .filter(|a| a.ifindex == ifindex && a.usable && !a.link_scope)
+        .collect();
+    addrs.sort_by_key(|a| a.addr.is_ipv6());
+    Ok(addrs.into_iter().map(|a| a.addr).collect())
 }
 
 /// Every IPv4 and IPv6 address of every interface in `sock`'s namespace.
@@ -131,6 +156,33 @@ pub fn iface_holding(sock: &mut NetlinkSocket, addr: IpAddr) -> Result<Holder, N
     ))
 }
 
+/// The interfaces a listener given no address could serve: up, not
+/// loopback, with an address [`serving_addrs`] would take (of either
+/// family), each with those addresses, in the kernel's order.
+pub fn serving_ifaces(
+    sock: &mut NetlinkSocket,
+) -> Result<Vec<(String, Vec<IpAddr>)>, NetlinkError> {
+    let mut found: Vec<(u32, String, Vec<IpAddr>)> = Vec::new();
+    let mut addrs = get_addrs(sock)?;
+    addrs.sort_by_key(|a| a.addr.is_ipv6());
+    for a in addrs.iter().filter(|a| a.usable && !a.link_scope) {
+        if let Some(c) = found.iter_mut().find(|c| c.0 == a.ifindex) {
+            c.2.push(a.addr);
+            continue;
+        }
+        let link = match get_link(sock, LinkSelector::Index(a.ifindex)) {
+            Ok(l) => l,
+            // Gone since the dump.
+            Err(e) if e.errno() == Some(libc::ENODEV) => continue,
+            Err(e) => return Err(e),
+        };
+        if link.is_up() && !link.is_loopback() {
+            found.push((a.ifindex, link.name, vec![a.addr]));
+        }
+    }
+    Ok(found.into_iter().map(|(_, n, a)| (n, a)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,9 +216,47 @@ mod tests {
             IfAddr {
                 ifindex: 7,
                 addr: "198.18.0.1".parse().unwrap(),
-                prefix_len: 30
+                prefix_len: 30,
+                usable: true,
+                link_scope: false,
             }
         );
+    }
+
+    /// `2001:db8::1/64` and `fe80::1/64` as the kernel sends them, with
+    /// their `ifa_flags` and `ifa_scope`.
+    fn v6(addr: [u8; 16], flags: u8, scope: u8) -> Vec<u8> {
+        let mut p = vec![libc::AF_INET6 as u8, 64, flags, scope];
+        p.extend_from_slice(&2u32.to_ne_bytes());
+        p.extend_from_slice(&20u16.to_ne_bytes());
+        p.extend_from_slice(&IFA_ADDRESS.to_ne_bytes());
+        p.extend_from_slice(&addr);
+        p
+    }
+
+    /// What a listener given no address may serve: neither a tentative
+    /// address (duplicate address detection running, or failed) nor one
+    /// of link scope.
+    #[test]
+    fn tentative_and_link_scope_addresses_are_told_apart() {
+        let global: [u8; 16] = "2001:db8::1"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets();
+        let link: [u8; 16] = "fe80::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+        let a = parse_addr(&v6(global, 0x80, 0)).unwrap().unwrap();
+        assert_eq!(a.addr, IpAddr::from(global));
+        assert!(a.usable && !a.link_scope, "{a:?}");
+        let a = parse_addr(&v6(global, IFA_F_TENTATIVE, 0))
+            .unwrap()
+            .unwrap();
+        assert!(!a.usable, "{a:?}");
+        let a = parse_addr(&v6(global, IFA_F_DADFAILED | 0x80, 0))
+            .unwrap()
+            .unwrap();
+        assert!(!a.usable, "{a:?}");
+        let a = parse_addr(&v6(link, 0x80, RT_SCOPE_LINK)).unwrap().unwrap();
+        assert!(a.usable && a.link_scope, "{a:?}");
     }
 
     #[test]

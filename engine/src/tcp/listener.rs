@@ -1,7 +1,8 @@
 //! A listening port (RFC 9293 LISTEN): passive opens with a bounded number of
 //! half-open connections.
 //!
-//! Call order: [`Listener::handle_segment`] for every segment addressed to the
+//! Call order: [`Listener::handle_segment`] (or, with several addresses,
+//! [`Listener::handle_segment_at`]) for every segment addressed to the
 //! listening port that no established connection claims; [`Listener::handle_timeout`]
 //! at [`Listener::poll_timeout`]; drain [`Listener::poll_transmit`]; take
 //! established connections with [`Listener::accept`] (from then on the caller
@@ -12,6 +13,11 @@
 //! owner of each half-open connection is published through a
 //! [`HalfOpenIndex`] (the workers' registry), which lets the others route
 //! them to it instead of answering them with a reset.
+//!
+//! One listener serves a port on one or more addresses (an interface's IPv4
+//! and IPv6 addresses, say), with one half-open table and one accept queue
+//! for all of them; each family may have its own MSS
+//! ([`Listener::add_address`]): an IPv6 header is 20 bytes longer.
 //!
 //! Memory: a half-open connection holds no buffers (they are allocated when
 //! the handshake completes), at most `max_half_open` of them exist, and at most
@@ -24,7 +30,7 @@ use super::send::{HeapFrames, SendMemory};
 use super::{Config, Connection, FourTuple, Segment, State};
 use crate::wire::{TcpFlags, TcpRepr};
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 const MAX_PENDING_RST: usize = 16;
@@ -83,7 +89,9 @@ pub trait HalfOpenIndex: std::fmt::Debug + Send {
 #[derive(Debug)]
 pub struct Listener<M = HeapFrames> {
     cfg: Config,
-    local: SocketAddr,
+    port: u16,
+    /// The addresses served, each with the MSS its connections offer.
+    addrs: Vec<(IpAddr, u16)>,
     isn: IsnGenerator,
     half_open: Vec<Connection<M>>,
     max_half_open: usize,
@@ -121,8 +129,9 @@ impl<M: SendMemory + Default> Listener<M> {
         backlog: usize,
     ) -> Listener<M> {
         Listener {
+            port: local.port(),
+            addrs: vec![(local.ip(), cfg.mss)],
             cfg,
-            local,
             isn,
             half_open: Vec::with_capacity(max_half_open),
             max_half_open,
@@ -133,6 +142,21 @@ impl<M: SendMemory + Default> Listener<M> {
             share: usize::MAX,
             index: None,
         }
+    }
+
+    /// Serves the port on `ip` too; its connections offer `mss` (and take
+    /// no more from their peers) where the configuration's is not meant
+    /// for its family.
+    pub fn add_address(&mut self, ip: IpAddr, mss: u16) {
+        match self.addrs.iter_mut().find(|a| a.0 == ip) {
+            Some(a) => a.1 = mss,
+            None => self.addrs.push((ip, mss)),
+        }
+    }
+
+    /// Whether segments to `local` are this listener's to handle.
+    pub fn serves(&self, local: SocketAddr) -> bool {
+        local.port() == self.port && self.addrs.iter().any(|a| a.0 == local.ip())
     }
 
     /// Publishes the half-open connections in `index` from now on.
@@ -169,12 +193,13 @@ impl<M: SendMemory + Default> Listener<M> {
         self.ready.len()
     }
 
-    /// The local address.
+    /// The first address served, and the port.
     pub fn local(&self) -> SocketAddr {
-        self.local
+        SocketAddr::new(self.addrs[0].0, self.port)
     }
 
-    /// Handles a segment from `remote` to the listening port.
+    /// Handles a segment from `remote` to the listening port at its first
+    /// address ([`Listener::local`]).
     pub fn handle_segment(
         &mut self,
         now: Instant,
@@ -182,22 +207,21 @@ impl<M: SendMemory + Default> Listener<M> {
         seg: &TcpRepr,
         payload: &[u8],
     ) {
-        self.handle_segment_parts(now, remote, seg, &[payload]);
+        self.handle_segment_at(now, self.local(), remote, seg, &[payload]);
     }
 
-    /// Like [`Listener::handle_segment`], the payload in consecutive parts
-    /// (a packet spread over several receive frames).
-    pub fn handle_segment_parts(
+    /// Handles a segment from `remote` to `local`, one of the addresses
+    /// served ([`Listener::serves`]; the caller checks), the payload in
+    /// consecutive parts (a packet spread over several receive frames).
+    pub fn handle_segment_at(
         &mut self,
         now: Instant,
+        local: SocketAddr,
         remote: SocketAddr,
         seg: &TcpRepr,
         parts: &[&[u8]],
     ) {
-        let tuple = FourTuple {
-            local: self.local,
-            remote,
-        };
+        let tuple = FourTuple { local, remote };
         if let Some(i) = self.half_open.iter().position(|c| c.tuple() == tuple) {
             self.half_open[i].handle_segment_parts(now, seg, parts, &mut |_| 0);
             self.settle(i, now);
@@ -219,8 +243,11 @@ impl<M: SendMemory + Default> Listener<M> {
             self.stats.syns_dropped += 1;
             return;
         }
-        let Some(mut c) =
-            Connection::accept_in(self.cfg.clone(), tuple, &self.isn, now, seg, M::default())
+        let mut cfg = self.cfg.clone();
+        if let Some(a) = self.addrs.iter().find(|a| a.0 == local.ip()) {
+            cfg.mss = a.1;
+        }
+        let Some(mut c) = Connection::accept_in(cfg, tuple, &self.isn, now, seg, M::default())
         else {
             if let Some(x) = self.index.as_mut() {
                 x.forget(&tuple);

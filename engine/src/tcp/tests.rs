@@ -1024,6 +1024,51 @@ fn listener_resets_strays_and_completes_handshakes() {
     assert_eq!(events(&mut c)[0], Event::Connected);
 }
 
+/// One listener on an IPv4 and an IPv6 address: it serves the port on
+/// both and on nothing else, each connection has the address its SYN came
+/// to, and each offers (and takes no more than) its family's MSS.
+#[test]
+fn a_listener_on_two_addresses_gives_each_family_its_mss() {
+    let v4: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let v6: std::net::SocketAddr = "[2001:db8::2]:80".parse().unwrap();
+    let cfg = Config {
+        mss: 1460,
+        ..Config::default()
+    };
+    let mut l = Listener::new(cfg, v4, IsnGenerator::new(1, t0()), 4, 2);
+    l.add_address(v6.ip(), 1440);
+    assert!(l.serves(v4) && l.serves(v6));
+    assert!(!l.serves("10.0.0.3:80".parse().unwrap()));
+    assert!(!l.serves("[2001:db8::2]:81".parse().unwrap()));
+    for (local, peer, mss) in [
+        (v4, "10.0.0.1:40000", 1460),
+        (v6, "[2001:db8::1]:40000", 1440),
+    ] {
+        let peer: std::net::SocketAddr = peer.parse().unwrap();
+        let mut syn = their_syn(TcpOptions {
+            mss: Some(9000),
+            ..TcpOptions::NONE
+        });
+        syn.src_port = 40000;
+        syn.dst_port = 80;
+        l.handle_segment_at(ms(1), local, peer, &syn, &[]);
+        let (t, sa) = l.poll_transmit(ms(1)).unwrap();
+        assert_eq!((t.local, t.remote), (local, peer));
+        assert_eq!(sa.repr.options.mss, Some(mss), "{local}");
+        let mut ack = seg(TcpFlags::ACK, PEER_ISS + 1, sa.repr.seq + 1, 65535);
+        ack.src_port = 40000;
+        ack.dst_port = 80;
+        l.handle_segment_at(ms(2), local, peer, &ack, &[]);
+        let c = l.accept().expect("established");
+        assert_eq!(c.tuple().local, local);
+        assert_eq!(
+            c.send_mss(),
+            usize::from(mss),
+            "{local}: the peer offered more"
+        );
+    }
+}
+
 #[test]
 fn syn_flood_keeps_the_listener_bounded() {
     let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
