@@ -62,7 +62,11 @@ fn engine_live(
     let h = std::thread::spawn(move || {
         let _g = xtcp_engine::testnet::enter(&ns).unwrap();
         run(&cfg, role, &stop, |p| {
-            *l.lock().unwrap() = Progress { workers: &[], ..*p }
+            *l.lock().unwrap() = Progress {
+                workers: &[],
+                listen: &[],
+                ..*p
+            }
         })
     });
     (h, live)

@@ -102,7 +102,7 @@ fn transfer(mtu: u32, v6: bool, loss_percent: f64, clip: bool, layout: TxLayout)
         let port = XskPort::new(
             xsk,
             PortConfig {
-                local: local_ip,
+                locals: Box::new([local_ip]),
                 local_mac: net.a.mac,
                 next_hop_mac: net.b.mac,
                 // The test network turns checksum offload off: verify.

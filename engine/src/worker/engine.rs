@@ -9,9 +9,10 @@
 //! 2. addresses: for active opens the kernel's route to the peer (it must
 //!    leave through this interface), its preferred source address and the
 //!    next hop's MAC, resolved over netlink (ARP / neighbour discovery
-//!    triggered when missing); for a listener the given address or the
-//!    interface's IPv4 address — replies to a client go to the MAC its
-//!    packets came from;
+//!    triggered when missing); for a listener the given address, or every
+//!    address of the interface (IPv4, and IPv6 beyond link scope: one
+//!    listener for all, each family with its own MSS) — replies to a
+//!    client go to the MAC its packets came from;
 //! 3. local ports reserved with kernel sockets (bound, never listening) so
 //!    that no other program takes them while xtcp owns them; active opens
 //!    use a block of consecutive ports, steered by one rule;
@@ -69,6 +70,7 @@ use super::registry::Registry;
 use super::thread::{Ctl, Planned, Shared, WaitStrategy, Worker};
 use crate::frame::FrameSize;
 use crate::netlink::NetlinkSocket;
+use crate::netlink::addr::serving_addrs;
 use crate::netlink::neigh::{ResolveError, get_route, resolve};
 use crate::probe::NetdevFeatures;
 use crate::tcp::{self, FourTuple, IsnGenerator};
@@ -335,7 +337,8 @@ pub enum Role {
     },
     /// Accept connections on `local`.
     Listen {
-        /// Address (None: the interface's IPv4 address) and port.
+        /// Address (None: every address of the interface, see
+        /// [`listen_addrs`]).
         addr: Option<IpAddr>,
         /// Port.
         port: u16,
@@ -457,6 +460,8 @@ pub struct Progress<'a> {
     pub drop_checksum: u64,
     /// Received packets dropped for truncated or malformed headers.
     pub drop_malformed: u64,
+    /// The addresses and port a listener serves (empty for active opens).
+    pub listen: &'a [SocketAddr],
 }
 
 /// A kernel socket that keeps a port ours.
@@ -477,6 +482,31 @@ fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
     rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
     bind(&fd, &addr)?;
     Ok(Reservation(fd))
+}
+
+/// The addresses a listener serves when none is given: every IPv4 address
+/// of `iface` and every IPv6 address of more than link scope (see
+/// [`serving_addrs`]), IPv4 first.
+pub fn listen_addrs(iface: &str, index: u32) -> Result<Vec<IpAddr>, EngineError> {
+    let found = NetlinkSocket::route().and_then(|mut s| serving_addrs(&mut s, index));
+    match found {
+        Ok(a) if a.len() > crate::xdp::MAX_RULES => Err(EngineError::Config(format!(
+            "{iface} has {} addresses to listen on, more than xtcp steers at once ({}): give \
+             the address to listen on (-B ADDR)",
+            a.len(),
+            crate::xdp::MAX_RULES
+        ))),
+        Ok(a) if !a.is_empty() => Ok(a),
+        Ok(_) => Err(EngineError::Config(format!(
+            "{iface} has no address to listen on (an IPv4 address, or an IPv6 address beyond \
+             link scope that has passed duplicate address detection): add one, or give the \
+             address to listen on (-B ADDR)"
+        ))),
+        Err(e) => Err(EngineError::Config(format!(
+            "reading {iface}'s addresses (RTM_GETADDR): {e}: give the address to listen on \
+             (-B ADDR)"
+        ))),
+    }
 }
 
 /// A fresh 64-bit seed: the standard hasher's random keys over the time.
@@ -680,7 +710,7 @@ pub fn run_app(
     let mut plan = Vec::new();
     let mut sources = Vec::new();
     let mut next_hop_mac = [0u8; 6];
-    let mut listen = None;
+    let mut listen = Vec::new();
     let mut deferred = false;
     let mut cport = None;
     let role = match role {
@@ -700,7 +730,7 @@ pub fn run_app(
         }
         r => r,
     };
-    let (local_ip, rule, sinks, keep_listening) = match role {
+    let (locals, rules, sinks, keep_listening) = match role {
         Role::ConnectApp { .. } => unreachable!("mapped to Connect above"),
         Role::Connect {
             remote,
@@ -787,7 +817,7 @@ pub fn run_app(
                 addr: Some(local),
                 ports: base..=base + (plan.len() - 1) as u16,
             };
-            (local, rule, SinkKind::Discard, false)
+            (vec![local], vec![rule], SinkKind::Discard, false)
         }
         Role::Listen {
             addr,
@@ -795,45 +825,55 @@ pub fn run_app(
             sinks,
             keep_listening,
         } => {
-            let ip = match addr {
-                Some(a) => a,
-                None => iface_ipv4(iface)?.map(IpAddr::V4).ok_or_else(|| {
-                    EngineError::Config(format!(
-                        "{iface} has no IPv4 address: give the address to listen on \
-                         (--listen ADDR:PORT, e.g. [2001:db8::1]:{port})"
-                    ))
-                })?,
+            let ips = match addr {
+                Some(a) => vec![a],
+                None => listen_addrs(iface, index)?,
             };
-            let at = SocketAddr::new(ip, port);
-            reservations.push(reserve(at).map_err(|e| EngineError::Reserve {
-                hint: if e.kind() == std::io::ErrorKind::AddrInUse {
-                    " (another program uses this port: stop it or choose another port)"
-                } else {
-                    " (is the address configured on the interface?)"
-                },
-                addr: at,
-                source: e,
-            })?);
-            listen = Some(at);
-            let rule = Rule {
-                addr: Some(ip),
-                ports: port..=port,
-            };
-            (ip, rule, sinks, keep_listening)
+            let mut rules = Vec::new();
+            for &ip in &ips {
+                let at = SocketAddr::new(ip, port);
+                reservations.push(reserve(at).map_err(|e| EngineError::Reserve {
+                    hint: if e.kind() == std::io::ErrorKind::AddrInUse {
+                        " (another program uses this port: stop it or choose another port)"
+                    } else {
+                        " (is the address configured on the interface?)"
+                    },
+                    addr: at,
+                    source: e,
+                })?);
+                listen.push(at);
+                rules.push(Rule {
+                    addr: Some(ip),
+                    ports: port..=port,
+                });
+            }
+            (ips, rules, sinks, keep_listening)
         }
     };
     drop(sources);
 
-    // Segment size and frame layout.
-    let ip_hl = if local_ip.is_ipv4() { 20 } else { 40 };
+    // Segment size and frame layout, worked out for the longer header where
+    // a listener serves both families (IPv6's, 20 bytes more than IPv4's);
+    // its IPv4 connections then carry 20 bytes more payload in the same
+    // packets (`mss_v4` below).
+    let v6 = locals.iter().any(IpAddr::is_ipv6);
+    let dual = v6 && locals.iter().any(IpAddr::is_ipv4);
+    let ip_hl = if v6 { 40 } else { 20 };
     let fs = cfg.frame_size.bytes();
     let rx_capacity = fs - XDP_HEADROOM;
     if let Some(m) = cfg.mss.filter(|&m| ip_hl == 40 && m < MIN_MSS_V6) {
+        let v4_only = if dual {
+            ", or serve IPv4 only (-B with an IPv4 address)"
+        } else {
+            ""
+        };
         return Err(EngineError::Config(format!(
             "--mss {m} is too small for IPv6: give at least {MIN_MSS_V6} (RFC 9293, from \
-             IPv6's 1280-byte minimum MTU), or leave it out to use the MTU's"
+             IPv6's 1280-byte minimum MTU), or leave it out to use the MTU's{v4_only}"
         )));
     }
+    // What bounds the payload whatever the header: --mss, a frame.
+    let mut payload_cap = cfg.mss.map_or(usize::MAX, usize::from);
     let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
     let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
@@ -880,6 +920,7 @@ pub fn run_app(
             );
             mss = most;
         }
+        payload_cap = payload_cap.min(most);
     }
     // Receiving: a packet larger than a frame needs multi-buffer, which a
     // zero-copy device with one descriptor per packet does not take.
@@ -904,7 +945,7 @@ pub fn run_app(
         // A header descriptor and the payload's: multi-buffer sending.
         TxLayout::Chained => {
             multi_buffer = true;
-            let descs = 2 + mss.div_ceil(fs);
+            let descs = 2 + (mss + if dual { 20 } else { 0 }).div_ceil(fs);
             if descs > COPY_MAX_DESCS {
                 return Err(EngineError::Config(format!(
                     "an MSS of {mss} takes up to {descs} descriptors of {fs} bytes per segment \
@@ -923,9 +964,20 @@ pub fn run_app(
                 );
                 mss = one;
             }
+            payload_cap = payload_cap.min(one);
         }
     }
-    let mss = u16::try_from(mss).unwrap_or(u16::MAX);
+    let mss_v4 = if dual {
+        (mss + 20).min(payload_cap)
+    } else {
+        mss
+    };
+    let mss_of =
+        |ip: IpAddr| u16::try_from(if ip.is_ipv4() { mss_v4 } else { mss }).unwrap_or(u16::MAX);
+    // The configuration's MSS is the largest; a listener gives each
+    // address its family's.
+    let listen: Vec<(SocketAddr, u16)> = listen.into_iter().map(|a| (a, mss_of(a.ip()))).collect();
+    let mss = u16::try_from(mss_v4).unwrap_or(u16::MAX);
     let mut tcp_cfg = cfg.tcp.clone();
     tcp_cfg.mss = mss;
     match layout {
@@ -974,7 +1026,7 @@ pub fn run_app(
         ports.push(XskPort::new(
             xsk,
             PortConfig {
-                local: local_ip,
+                locals: locals.clone().into_boxed_slice(),
                 local_mac: mac,
                 next_hop_mac,
                 rx_csum,
@@ -992,7 +1044,7 @@ pub fn run_app(
     };
     // The driver's redirect-drop counter, before anything is steered.
     let drops0 = crate::probe::driver_redirect_drops(iface, cfg.queues);
-    steering.set_rules(&[rule])?;
+    steering.set_rules(&rules)?;
 
     let n_conns = plan.len();
     // Every queue's listener publishes its half-open connections there too.
@@ -1062,6 +1114,7 @@ pub fn run_app(
     // Control loop.
     let n = handles.len();
     let mut workers = vec![WorkerCounters::default(); n];
+    let listening: Vec<SocketAddr> = shared.listen.iter().map(|l| l.0).collect();
     let mut connections: Vec<ConnReport> = Vec::new();
     let mut exited = 0;
     let mut interrupted = false;
@@ -1149,6 +1202,7 @@ pub fn run_app(
             workers: &workers,
             steer,
             closed: connections.len(),
+            listen: &listening,
             ..Progress::default()
         };
         for w in &workers {

@@ -224,10 +224,11 @@ pub enum TxLayout {
 }
 
 /// Addressing and limits of a port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortConfig {
-    /// Our address (packets to other addresses are dropped and counted).
-    pub local: IpAddr,
+    /// Our addresses (packets to others are dropped and counted): one, or
+    /// a listener's several (an interface's IPv4 and IPv6 addresses).
+    pub locals: Box<[IpAddr]>,
     /// Our MAC.
     pub local_mac: [u8; 6],
     /// The next hop's MAC (frames we send go there).
@@ -1008,7 +1009,7 @@ fn deliver(
         IpRepr::V4(r) => (r.src.into(), r.dst.into()),
         IpRepr::V6(r) => (r.src.into(), r.dst.into()),
     };
-    if dst_ip != cfg.local {
+    if !cfg.locals.contains(&dst_ip) {
         counters.drop_not_ours += 1;
         return;
     }
@@ -1055,7 +1056,7 @@ mod tests {
 
     fn cfg(rx_csum: RxCsum) -> PortConfig {
         PortConfig {
-            local: US.into(),
+            locals: Box::new([US.into()]),
             local_mac: [2, 0, 0, 0, 0, 1],
             next_hop_mac: [2, 0, 0, 0, 0, 2],
             rx_csum,

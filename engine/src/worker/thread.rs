@@ -192,8 +192,9 @@ pub struct Shared {
     pub registry: Registry,
     /// Next-hop MAC of active opens.
     pub next_hop_mac: [u8; 6],
-    /// Listening address (listen mode).
-    pub listen: Option<SocketAddr>,
+    /// Listening addresses (listen mode), each with the MSS its
+    /// connections offer (an IPv6 header is 20 bytes longer).
+    pub listen: Vec<(SocketAddr, u16)>,
     /// Sinks of passive opens.
     pub sinks: SinkKind,
     /// Connections accepted so far (ids of passive opens).
@@ -459,16 +460,21 @@ struct Admit<'a> {
 impl Admit<'_> {
     /// Hands `l` a segment from `src` (whose MAC is `mac`) and takes the
     /// connections it established; a refused one's reset answers `repr`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a segment's addresses and contents"
+    )]
     fn segment(
         &mut self,
         l: &mut Listener<UmemFrames>,
         now: Instant,
+        dst: SocketAddr,
         src: SocketAddr,
         mac: [u8; 6],
         repr: &TcpRepr,
         parts: &[&[u8]],
     ) {
-        l.handle_segment_parts(now, src, repr, parts);
+        l.handle_segment_at(now, dst, src, repr, parts);
         let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         let Admit {
             table,
@@ -550,7 +556,7 @@ impl Worker {
         inbox: Receiver<Ctl>,
         peers: Vec<Sender<Ctl>>,
     ) -> Worker {
-        let listener = shared.listen.map(|local| {
+        let listener = shared.listen.first().map(|&(local, _)| {
             let mut l = Listener::with_memory(
                 shared.tcp.clone(),
                 local,
@@ -558,20 +564,23 @@ impl Worker {
                 shared.max_half_open,
                 shared.max_conns,
             );
+            for &(a, mss) in &shared.listen {
+                l.add_address(a.ip(), mss);
+            }
             l.set_index(Box::new(HalfOpen {
                 shared: shared.clone(),
                 index: index as u16,
             }));
             l
         });
-        let ip_hl = if shared.listen.map_or_else(
-            || shared.plan.first().is_some_and(|p| p.tuple.local.is_ipv4()),
-            |l| l.is_ipv4(),
-        ) {
-            20
+        // The longer header of the families served (its packets are the
+        // largest: the configuration's MSS is the largest of theirs).
+        let v6 = if shared.listen.is_empty() {
+            shared.plan.first().is_some_and(|p| p.tuple.local.is_ipv6())
         } else {
-            40
+            shared.listen.iter().any(|l| l.0.is_ipv6())
         };
+        let ip_hl = if v6 { 40 } else { 20 };
         // A header descriptor and the payload's pieces (one more than whole
         // frames when it does not start at a frame's start).
         let max_seg_frames = XskPort::descs_for(
@@ -959,7 +968,7 @@ impl Worker {
                             counters: &mut self.counters,
                             rst: &mut self.rst,
                         };
-                        a.segment(l, now, tuple.remote, mac, &repr, &[]);
+                        a.segment(l, now, tuple.local, tuple.remote, mac, &repr, &[]);
                     } else if !hold(&mut self.held, &mut self.held_bytes, key, &repr, &[], now) {
                         self.counters.misplaced += 1;
                     }
@@ -1069,7 +1078,7 @@ impl Worker {
                 // one it resets).
                 let to_listener = match owner {
                     Some(o) => o == *index && listener.as_ref().is_some_and(|l| l.holds(&tuple)),
-                    None => listener.as_ref().is_some_and(|l| l.local() == dst),
+                    None => listener.as_ref().is_some_and(|l| l.serves(dst)),
                 };
                 if let (true, Some(l)) = (to_listener, listener.as_mut()) {
                     if owner.is_none() {
@@ -1083,7 +1092,7 @@ impl Worker {
                         counters,
                         rst,
                     };
-                    a.segment(l, now, src, mac, repr, parts);
+                    a.segment(l, now, dst, src, mac, repr, parts);
                     return;
                 }
                 if let Some(owner) = owner {
