@@ -20,7 +20,7 @@ use clap::ValueEnum;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use xtcp_engine::frame::FrameSize;
 use xtcp_engine::netlink::NetlinkSocket;
-use xtcp_engine::netlink::addr::{Holder, iface_holding, route_iface};
+use xtcp_engine::netlink::addr::{Holder, iface_holding, route_iface, serving_ifaces};
 use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
 use xtcp_engine::worker::{
     DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig, RxCsumPolicy, TxLayoutPolicy,
@@ -510,19 +510,38 @@ pub fn iface_to(peer: IpAddr) -> anyhow::Result<String> {
 }
 
 /// The interface that holds `addr`, named on standard error. Without an
-/// address, or with the unspecified one, nothing says which interface is
-/// meant: the error lists those that could be (up, not loopback, with an
-/// address of the family).
+/// address, the one interface that is up, not loopback, and has an address
+/// a listener would serve (IPv4, or IPv6 beyond link scope), as `iperf3
+/// -s` needs no address either; with several such, or with the
+/// unspecified address, nothing says which is meant: the error lists those
+/// that could be.
 pub fn iface_at(addr: Option<IpAddr>) -> anyhow::Result<String> {
     let mut sock = route_socket()?;
-    let wanted = addr.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let Some(wanted) = addr else {
+        let found = serving_ifaces(&mut sock).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot infer --iface: reading the interfaces' addresses (RTM_GETADDR): {}",
+                crate::error_chain(&e.into())
+            )
+        })?;
+        if let [(name, addrs)] = found.as_slice() {
+            eprintln!(
+                "xtcp: using interface {name} (the only one up with an address to serve: {}; \
+                 -B or --iface chooses)",
+                join_addrs(addrs)
+            );
+            return Ok(name.clone());
+        }
+        let listed = candidates(&found, "an IPv4 or IPv6 address (beyond link scope)");
+        bail!("cannot infer --iface without -B; {listed}: give --iface or -B ADDR");
+    };
     let holder = iface_holding(&mut sock, wanted).map_err(|e| {
         anyhow::anyhow!(
             "cannot infer --iface: reading the interfaces' addresses (RTM_GETADDR): {}",
             crate::error_chain(&e.into())
         )
     })?;
-    let candidates = match holder {
+    let found = match holder {
         Holder::Found(link) if link.is_loopback() => bail!(
             "cannot infer --iface: {wanted} is on {} (loopback); xtcp runs on a network \
              interface: give --iface and -B with one of its addresses",
@@ -534,30 +553,41 @@ pub fn iface_at(addr: Option<IpAddr>) -> anyhow::Result<String> {
         }
         Holder::NotFound(c) => c,
     };
-    let family = if wanted.is_ipv4() { "IPv4" } else { "IPv6" };
-    let listed = if candidates.is_empty() {
-        format!("no interface here is up with an {family} address")
-    } else {
-        let each: Vec<String> = candidates
-            .iter()
-            .map(|(name, addrs)| {
-                let a: Vec<String> = addrs.iter().map(IpAddr::to_string).collect();
-                format!("{name} ({})", a.join(", "))
-            })
-            .collect();
-        format!("the candidates are {}", each.join("; "))
-    };
-    match addr {
-        Some(a) if !a.is_unspecified() => bail!(
-            "cannot infer --iface: no interface here has the address {a} (-B); {listed}: give \
-             -B with one of their addresses, or --iface"
-        ),
-        Some(a) => bail!(
-            "cannot infer --iface: -B {a} is every address, not one interface's; {listed}: \
+    let listed = candidates(
+        &found,
+        if wanted.is_ipv4() {
+            "an IPv4 address"
+        } else {
+            "an IPv6 address"
+        },
+    );
+    if wanted.is_unspecified() {
+        bail!(
+            "cannot infer --iface: -B {wanted} is every address, not one interface's; {listed}: \
              give --iface"
-        ),
-        None => bail!("cannot infer --iface without -B; {listed}: give --iface or -B ADDR"),
+        )
     }
+    bail!(
+        "cannot infer --iface: no interface here has the address {wanted} (-B); {listed}: give \
+         -B with one of their addresses, or --iface"
+    )
+}
+
+fn join_addrs(addrs: &[IpAddr]) -> String {
+    let a: Vec<String> = addrs.iter().map(IpAddr::to_string).collect();
+    a.join(", ")
+}
+
+/// "the candidates are eth1 (192.0.2.1); eth2 (…)", or that there are none.
+fn candidates(found: &[(String, Vec<IpAddr>)], what: &str) -> String {
+    if found.is_empty() {
+        return format!("no interface here is up with {what}");
+    }
+    let each: Vec<String> = found
+        .iter()
+        .map(|(name, addrs)| format!("{name} ({})", join_addrs(addrs)))
+        .collect();
+    format!("the candidates are {}", each.join("; "))
 }
 
 #[cfg(test)]

@@ -108,7 +108,8 @@ impl SendArgs {
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("output").args(["out", "verify", "discard"])))]
 pub struct RecvArgs {
-    /// Address to listen on (default: the interface's IPv4 address).
+    /// Address to listen on (default: every address of the interface: its
+    /// IPv4 addresses and its IPv6 addresses beyond link scope)
     #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
     pub addr: Option<IpAddr>,
     /// Port to listen on.
@@ -461,25 +462,36 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The addresses a listener serves, as a banner names them:
+/// `198.18.0.1:5201 and [2001:2::1]:5201`.
+pub fn listening(at: &[SocketAddr]) -> String {
+    let each: Vec<String> = at.iter().map(SocketAddr::to_string).collect();
+    match each.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => each.concat(),
+    }
+}
+
 struct Meter {
     tty: bool,
     last: Instant,
-    /// Printed once the engine is up (setup succeeded).
-    banner: Option<String>,
+    /// A listener's interface: "listening on" it is printed once the
+    /// engine is up (setup succeeded), with the addresses it serves.
+    listener: Option<String>,
 }
 
 impl Meter {
-    fn new(banner: Option<String>) -> Meter {
+    fn new(listener: Option<String>) -> Meter {
         Meter {
             tty: std::io::stderr().is_terminal(),
             last: Instant::now(),
-            banner,
+            listener,
         }
     }
 
     fn show(&mut self, p: &Progress<'_>) {
-        if let Some(b) = self.banner.take() {
-            eprintln!("{b}");
+        if let Some(iface) = self.listener.take() {
+            eprintln!("xtcp recv: listening on {} ({iface})", listening(p.listen));
         }
         if self.tty && self.last.elapsed() >= Duration::from_millis(500) {
             self.last = Instant::now();
@@ -690,14 +702,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         SinkKind::Single(rx)
     };
     let flag = interrupt_flag()?;
-    let at = match addr {
-        Some(ip) => SocketAddr::new(ip, port).to_string(),
-        None => format!("port {port}"),
-    };
-    let mut meter = Meter::new(Some(format!(
-        "xtcp recv: listening on {at} ({})",
-        cfg.iface
-    )));
+    let mut meter = Meter::new(Some(cfg.iface.clone()));
     let role = Role::Listen {
         addr,
         port,

@@ -56,7 +56,8 @@ pub struct ServeArgs {
     /// Pin the serve worker to core N (one queue; --cores for more).
     #[arg(short = 'A', long = "affinity", value_name = "N")]
     pub affinity: Option<usize>,
-    /// Address to serve on (default: the interface's IPv4 address).
+    /// Address to serve on (default: every address of the interface: its
+    /// IPv4 addresses and its IPv6 addresses beyond link scope)
     #[arg(short = 'B', long = "bind-address")]
     pub addr: Option<IpAddr>,
     /// Port (iperf3's default).
@@ -240,15 +241,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     }
     let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
     if a.addr.is_none() {
-        // The engine would listen on the interface's IPv4 address: say how
-        // to choose another before anything is set up.
-        if let Ok(None) = xtcp_engine::xsk::iface_ipv4(&cfg.iface) {
-            bail!(
-                "{} has no IPv4 address: give the address to serve on with -B ADDR \
-                 (e.g. -B 2001:db8::1)",
-                cfg.iface
-            );
-        }
+        // The engine would listen on the interface's addresses: an
+        // interface without one is an error before anything is set up.
+        let index = xtcp_engine::xsk::ifindex(&cfg.iface)?;
+        xtcp_engine::worker::listen_addrs(&cfg.iface, index)?;
     }
     if let Some(f) = &a.check_config {
         // What serve checks before it sets anything up, and the interface.
@@ -347,9 +343,6 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         sinks: SinkKind::App,
         keep_listening: true,
     };
-    let where_ = a
-        .addr
-        .map_or_else(|| "the interface's address".to_owned(), |x| x.to_string());
     let mut announced = false;
     let mut dropped = Ok(());
     let mut notify = crate::notify::Notifier::default();
@@ -385,7 +378,11 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 let as_user = target
                     .as_ref()
                     .map_or_else(String::new, |t| format!(" as {}", t.name));
-                let status = format!("listening on {where_}:{} ({}){as_user}", a.port, cfg.iface);
+                let status = format!(
+                    "listening on {} ({}){as_user}",
+                    crate::bulk::listening(p.listen),
+                    cfg.iface
+                );
                 eprintln!("xtcp serve: {status}, iperf3 clients welcome; Ctrl-C stops");
                 run.banner();
                 notify.ready(&status);

@@ -1,5 +1,5 @@
 //! `xtcp serve` against Debian's stock `iperf3 -c`: forward, reverse,
-//! parallel streams over two queues, byte counts in `-J` equal to xtcp's,
+//! parallel streams over two queues, IPv4 and IPv6 clients of one server, byte counts in `-J` equal to xtcp's,
 //! tests back to back, `-w`, the server's interval lines, and garbage or
 //! killed clients that must not stop the server; many streams: 32 into one
 //! queue lose nothing at the redirect and retransmit no more than into the
@@ -19,8 +19,9 @@ mod common;
 
 use common::{
     CPU_SLACK, ENGINE, Reap, Server, TempDir, Watched, XTCP, client_wrote_what_xtcp_received,
-    clocks_agree, count, iperf3_json, line_of, link_stat, need_iperf3, number, proc_cpu,
-    repeated_block, syn_flood, tcp_buffer_max, tcp_ext, tcp_mib, testnet, wait_listening, wait_ss,
+    clocks_agree, count, iperf3_json, iperf3_json_to, line_of, link_stat, need_iperf3, number,
+    proc_cpu, repeated_block, syn_flood, tcp_buffer_max, tcp_ext, tcp_mib, testnet, wait_listening,
+    wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -252,6 +253,60 @@ fn stock_iperf3_four_streams_over_two_queues() {
     }
 }
 
+/// One server, both families: given no `-B`, serve listens on the
+/// interface's IPv4 and IPv6 addresses, says so, and serves stock clients
+/// over each (forward, four streams over two queues, reverse) with counts
+/// that agree with theirs. Each family's connections offer the MSS of its
+/// header: with B's MTU raised to 9000, the kernel client's MSS (iperf3's
+/// `tcp_mss_default`, the kernel's TCP_MAXSEG) is what xtcp offered, less
+/// the timestamps' 12 bytes: 1,448 over IPv4, 20 less over IPv6.
+#[test]
+fn one_server_serves_ipv4_and_ipv6_clients() {
+    need_iperf3();
+    let net = testnet(2);
+    let out = net
+        .b
+        .ns
+        .command("ip")
+        .args(["link", "set", &net.b.iface, "mtu", "9000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(&net, 2);
+    let (ip4, ip6) = (net.a.ip4.to_string(), net.a.ip6.to_string());
+    for (addr, extra, word, mss) in [
+        (&ip4, &["-t", "1"][..], "received", 1448),
+        (&ip6, &["-t", "1", "-P", "4"][..], "received", 1428),
+        (&ip6, &["-t", "1", "-R"][..], "sent", 1428),
+    ] {
+        let v = iperf3_json_to(&net, &[], addr, extra);
+        let line = server.outcome();
+        assert!(line.contains(": ok;"), "{addr} {extra:?}: {line}");
+        let theirs = if word == "received" {
+            &v["end"]["sum_received"]
+        } else {
+            &v["end"]["sum_sent"]
+        };
+        let n = theirs["bytes"].as_u64().unwrap();
+        assert!(n > 0, "{addr} {extra:?}: {v}");
+        assert_eq!(n, count(&line, word), "{addr} {extra:?}: {line}");
+        assert_eq!(
+            v["start"]["tcp_mss_default"].as_u64(),
+            Some(mss),
+            "{addr} {extra:?}: {}",
+            v["start"]
+        );
+    }
+    let (status, err, _) = server.stop();
+    assert!(status.success(), "{err}");
+    let banner = format!("listening on {ip4}:5201 and [{ip6}]:5201 ({})", net.a.iface);
+    assert!(err.contains(&banner), "{banner:?} in {err}");
+}
+
 #[test]
 fn garbage_clients_do_not_stop_the_server() {
     need_iperf3();
@@ -450,10 +505,18 @@ fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
 #[test]
 fn bad_port_and_interface_are_refused_before_any_banner() {
     // Everything runs in the test network's namespace: even a run that
-    // wrongly started would touch only the interface made for it.
+    // wrongly started would touch only the interface made for it, and
+    // `timeout` ends it (and fails the test) instead of waiting for it.
     let net = testnet(1);
     let run = |args: &[&str]| {
-        let out = net.a.ns.command(XTCP).args(args).output().unwrap();
+        let out = net
+            .a
+            .ns
+            .command("timeout")
+            .args(["60", XTCP])
+            .args(args)
+            .output()
+            .unwrap();
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -479,14 +542,17 @@ fn bad_port_and_interface_are_refused_before_any_banner() {
     assert!(!ok && err.contains("nosuch0"), "{err}");
     assert!(!out.contains("Connecting"), "{out}");
 
-    // No IPv4 address on the interface: serve's own option is -B.
-    net.a.ns.ip(&["-4", "addr", "flush", "dev", iface]).unwrap();
+    // No address on the interface (of either family): serve's own option
+    // is -B.
+    net.a.ns.ip(&["addr", "flush", "dev", iface]).unwrap();
     let mut args = vec!["serve", "--iface", iface];
     args.extend(ENGINE);
     let (ok, _, err) = run(&args);
     assert!(!ok, "{err}");
     assert!(
-        err.contains("no IPv4 address") && err.contains("-B ADDR") && !err.contains("--listen"),
+        err.contains("no address to listen on")
+            && err.contains("-B ADDR")
+            && !err.contains("--listen"),
         "{err}"
     );
     assert!(!err.contains("listening"), "{err}");

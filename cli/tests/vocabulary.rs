@@ -4,6 +4,8 @@
 //! - without `--iface`, `send` and `client` run on the interface the kernel
 //!   routes the peer through, `recv` and `serve` on the one that holds the
 //!   `-B` address, and say so; the bytes arrive whole;
+//! - without `-B` too, `serve` runs on the one interface that is up with an
+//!   address and serves its IPv4 and IPv6 addresses;
 //! - where nothing says which interface, the error names what was tried
 //!   (the route asked for, the address looked for, the candidates);
 //! - the `--wakeup` names have the same effect as the spellings they
@@ -264,20 +266,8 @@ fn without_iface_the_errors_name_what_was_tried() {
         &["send", "-c", "127.0.0.1", "--zeros", "-n", "1M"],
         &["127.0.0.1 is routed through lo (an address of this host)"],
     );
-    // Listening without -B: which interface is meant?
+    // -B with the unspecified address, or one no interface holds.
     let candidates = format!("the candidates are {} ({})", net.a.iface, net.a.ip4);
-    fails(
-        &["recv", "--discard"],
-        &[
-            "cannot infer --iface without -B; ",
-            &candidates,
-            "give --iface or -B ADDR",
-        ],
-    );
-    fails(
-        &["serve"],
-        &["cannot infer --iface without -B", &candidates],
-    );
     fails(
         &["serve", "-B", "0.0.0.0"],
         &[
@@ -301,6 +291,62 @@ fn without_iface_the_errors_name_what_was_tried() {
             && err.contains(&net.a.ip6.to_string()),
         "{err}"
     );
+    // Listening without -B where two interfaces have addresses: which one
+    // is meant? (A second veth pair, both ends in A's namespace, goes
+    // with it.)
+    for cmd in [
+        "link add xtra0 type veth peer name xtra1",
+        "addr add 198.19.255.1/32 dev xtra0",
+        "link set xtra0 up",
+    ] {
+        let out = net
+            .a
+            .ns
+            .command("ip")
+            .args(cmd.split(' '))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip {cmd}: {}", stderr(&out));
+    }
+    let both = format!("{} ({}, {})", net.a.iface, net.a.ip4, net.a.ip6);
+    fails(
+        &["recv", "--discard"],
+        &[
+            "cannot infer --iface without -B; the candidates are ",
+            &both,
+            "xtra0 (198.19.255.1)",
+            "give --iface or -B ADDR",
+        ],
+    );
+    fails(
+        &["serve"],
+        &["cannot infer --iface without -B", &both, "xtra0"],
+    );
+    assert_detached(&net);
+}
+
+/// `serve` without `--iface` or `-B`, as `iperf3 -s` is run: the test
+/// network's side has one interface with addresses, and serve takes it
+/// and serves both its addresses; a stock client over IPv6 is served.
+#[test]
+fn serve_without_iface_or_address_serves_the_only_interface() {
+    need_iperf3();
+    let net = testnet(1);
+    let mut serve = Watched::spawn(&net, &args(&["serve", "-1"]), Stdio::null());
+    serve.wait_for(&format!(
+        "xtcp: using interface {} (the only one up with an address to serve: {}, {}; -B or \
+         --iface chooses)",
+        net.a.iface, net.a.ip4, net.a.ip6
+    ));
+    serve.wait_for(&format!(
+        "listening on {}:5201 and [{}]:5201 ({})",
+        net.a.ip4, net.a.ip6, net.a.iface
+    ));
+    let v = common::iperf3_json_to(&net, &[], &net.a.ip6.to_string(), &["-t", "1"]);
+    let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
+    assert!(sent > 0, "{v}");
+    let (status, err) = serve.wait_exit("serve -1 ends after its test");
+    assert!(status.success(), "{err}");
     assert_detached(&net);
 }
 
