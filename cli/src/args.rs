@@ -20,7 +20,7 @@ use clap::ValueEnum;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use xtcp_engine::frame::FrameSize;
 use xtcp_engine::netlink::NetlinkSocket;
-use xtcp_engine::netlink::addr::{Holder, iface_holding, route_iface, serving_ifaces};
+use xtcp_engine::netlink::addr::{Holder, IfaceAddrs, iface_holding, route_iface, serving_ifaces};
 use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
 use xtcp_engine::worker::{
     DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig, RxCsumPolicy, TxLayoutPolicy,
@@ -298,8 +298,9 @@ pub enum TxLayoutArg {
 pub struct EngineArgs {
     /// Interface to run on (xtcp attaches its XDP program there). Default:
     /// the interface the kernel routes the peer through (client, send), or
-    /// the one that holds the -B address (serve, recv); the one found is
-    /// named on standard error.
+    /// the one that holds the -B address (serve, recv), without -B the only
+    /// interface up with an address to serve; the one found is named on
+    /// standard error.
     #[arg(long)]
     pub iface: Option<String>,
     /// Queues to serve (0..N), one pinned worker each.
@@ -511,7 +512,7 @@ pub fn iface_to(peer: IpAddr) -> anyhow::Result<String> {
 
 /// The interface that holds `addr`, named on standard error. Without an
 /// address, the one interface that is up, not loopback, and has an address
-/// a listener would serve (IPv4, or IPv6 beyond link scope), as `iperf3
+/// a listener would serve (IPv4, or IPv6 but link-local), as `iperf3
 /// -s` needs no address either; with several such, or with the
 /// unspecified address, nothing says which is meant: the error lists those
 /// that could be.
@@ -532,7 +533,7 @@ pub fn iface_at(addr: Option<IpAddr>) -> anyhow::Result<String> {
             );
             return Ok(name.clone());
         }
-        let listed = candidates(&found, "an IPv4 or IPv6 address (beyond link scope)");
+        let listed = candidates(&found, "an IPv4 or IPv6 address (not link-local)");
         bail!("cannot infer --iface without -B; {listed}: give --iface or -B ADDR");
     };
     let holder = iface_holding(&mut sock, wanted).map_err(|e| {
@@ -579,7 +580,7 @@ fn join_addrs(addrs: &[IpAddr]) -> String {
 }
 
 /// "the candidates are eth1 (192.0.2.1); eth2 (…)", or that there are none.
-fn candidates(found: &[(String, Vec<IpAddr>)], what: &str) -> String {
+fn candidates(found: &[IfaceAddrs], what: &str) -> String {
     if found.is_empty() {
         return format!("no interface here is up with {what}");
     }

@@ -109,7 +109,7 @@ impl SendArgs {
 #[command(group(clap::ArgGroup::new("output").args(["out", "verify", "discard"])))]
 pub struct RecvArgs {
     /// Address to listen on (default: every address of the interface: its
-    /// IPv4 addresses and its IPv6 addresses beyond link scope)
+    /// IPv4 addresses and its IPv6 addresses but link-local ones)
     #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
     pub addr: Option<IpAddr>,
     /// Port to listen on.

@@ -57,7 +57,7 @@ pub struct ServeArgs {
     #[arg(short = 'A', long = "affinity", value_name = "N")]
     pub affinity: Option<usize>,
     /// Address to serve on (default: every address of the interface: its
-    /// IPv4 addresses and its IPv6 addresses beyond link scope)
+    /// IPv4 addresses and its IPv6 addresses but link-local ones)
     #[arg(short = 'B', long = "bind-address")]
     pub addr: Option<IpAddr>,
     /// Port (iperf3's default).

@@ -17,7 +17,8 @@ const IFA_LOCAL: u16 = 2;
 /// `ifa_flags`: duplicate address detection not finished, or failed.
 const IFA_F_TENTATIVE: u8 = 0x40;
 const IFA_F_DADFAILED: u8 = 0x08;
-/// `ifa_scope` from which an address is of the link or the host only.
+/// `ifa_scope` of an address of the link only (IPv6's `fe80::/10`); a
+/// loopback address's scope is the host's (254), and it is served.
 const RT_SCOPE_LINK: u8 = 253;
 /// Size of `struct ifaddrmsg`.
 const IFADDRMSG_LEN: usize = 8;
@@ -35,8 +36,8 @@ pub struct IfAddr {
     /// Whether it can be used as a source or bound to: not tentative (IPv6
     /// duplicate address detection still running) and not failed it.
     pub usable: bool,
-    /// Link scope (IPv6 `fe80::/10`): reachable only with an interface
-    /// named alongside.
+    /// Of link scope (IPv6's `fe80::/10`): reachable only with an
+    /// interface named alongside, and not served unless given.
     pub link_scope: bool,
 }
 
@@ -71,13 +72,13 @@ pub fn parse_addr(payload: &[u8]) -> Result<Option<IfAddr>, ParseError> {
         addr,
         prefix_len: ifa[1],
         usable: ifa[2] & (IFA_F_TENTATIVE | IFA_F_DADFAILED) == 0,
-        link_scope: ifa[3] >= RT_SCOPE_LINK,
+        link_scope: ifa[3] == RT_SCOPE_LINK,
     }))
 }
 
 /// The addresses a listener on interface `ifindex` serves when none is
-/// given: its IPv4 addresses, then its IPv6 addresses of more than link
-/// scope, each in the kernel's order; tentative ones are left out.
+/// given: its IPv4 addresses, then its IPv6 addresses but link-local
+/// ones, each in the kernel's order; tentative ones are left out.
 pub fn serving_addrs(sock: &mut NetlinkSocket, ifindex: u32) -> Result<Vec<IpAddr>, NetlinkError> {
     let mut addrs: Vec<IfAddr> = get_addrs(sock)?
         .into_iter()
@@ -112,6 +113,9 @@ pub fn route_iface(
     Ok((route, link))
 }
 
+/// An interface's name and some of its addresses.
+pub type IfaceAddrs = (String, Vec<IpAddr>);
+
 /// What [`iface_holding`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Holder {
@@ -119,7 +123,7 @@ pub enum Holder {
     Found(LinkInfo),
     /// No interface has it; these interfaces (up, not loopback) have
     /// addresses of its family, with those addresses.
-    NotFound(Vec<(String, Vec<IpAddr>)>),
+    NotFound(Vec<IfaceAddrs>),
 }
 
 /// The interface that has the local address `addr`, or, for the
@@ -135,52 +139,44 @@ pub fn iface_holding(sock: &mut NetlinkSocket, addr: IpAddr) -> Result<Holder, N
             LinkSelector::Index(a.ifindex),
         )?));
     }
-    let mut candidates: Vec<(u32, String, Vec<IpAddr>)> = Vec::new();
-    for a in addrs.iter().filter(|a| a.addr.is_ipv4() == addr.is_ipv4()) {
-        if let Some(c) = candidates.iter_mut().find(|c| c.0 == a.ifindex) {
-            c.2.push(a.addr);
+    let of_family = addrs.iter().filter(|a| a.addr.is_ipv4() == addr.is_ipv4());
+    Ok(Holder::NotFound(up_ifaces(sock, of_family)?))
+}
+
+/// The interfaces of `addrs` that are up and not loopback, each with its
+/// addresses among `addrs`, in their order.
+fn up_ifaces<'a>(
+    sock: &mut NetlinkSocket,
+    addrs: impl Iterator<Item = &'a IfAddr>,
+) -> Result<Vec<IfaceAddrs>, NetlinkError> {
+    // Index, name and addresses; None for an interface left out.
+    let mut found: Vec<(u32, Option<IfaceAddrs>)> = Vec::new();
+    for a in addrs {
+        if let Some((_, c)) = found.iter_mut().find(|c| c.0 == a.ifindex) {
+            if let Some((_, v)) = c {
+                v.push(a.addr);
+            }
             continue;
         }
         let link = match get_link(sock, LinkSelector::Index(a.ifindex)) {
-            Ok(l) => l,
+            Ok(l) => Some(l),
             // Gone since the dump.
-            Err(e) if e.errno() == Some(libc::ENODEV) => continue,
+            Err(e) if e.errno() == Some(libc::ENODEV) => None,
             Err(e) => return Err(e),
         };
-        if link.is_up() && !link.is_loopback() {
-            candidates.push((a.ifindex, link.name, vec![a.addr]));
-        }
+        let keep = link.filter(|l| l.is_up() && !l.is_loopback());
+        found.push((a.ifindex, keep.map(|l| (l.name, vec![a.addr]))));
     }
-    Ok(Holder::NotFound(
-        candidates.into_iter().map(|(_, n, a)| (n, a)).collect(),
-    ))
+    Ok(found.into_iter().filter_map(|(_, c)| c).collect())
 }
 
 /// The interfaces a listener given no address could serve: up, not
 /// loopback, with an address [`serving_addrs`] would take (of either
 /// family), each with those addresses, in the kernel's order.
-pub fn serving_ifaces(
-    sock: &mut NetlinkSocket,
-) -> Result<Vec<(String, Vec<IpAddr>)>, NetlinkError> {
-    let mut found: Vec<(u32, String, Vec<IpAddr>)> = Vec::new();
+pub fn serving_ifaces(sock: &mut NetlinkSocket) -> Result<Vec<IfaceAddrs>, NetlinkError> {
     let mut addrs = get_addrs(sock)?;
     addrs.sort_by_key(|a| a.addr.is_ipv6());
-    for a in addrs.iter().filter(|a| a.usable && !a.link_scope) {
-        if let Some(c) = found.iter_mut().find(|c| c.0 == a.ifindex) {
-            c.2.push(a.addr);
-            continue;
-        }
-        let link = match get_link(sock, LinkSelector::Index(a.ifindex)) {
-            Ok(l) => l,
-            // Gone since the dump.
-            Err(e) if e.errno() == Some(libc::ENODEV) => continue,
-            Err(e) => return Err(e),
-        };
-        if link.is_up() && !link.is_loopback() {
-            found.push((a.ifindex, link.name, vec![a.addr]));
-        }
-    }
-    Ok(found.into_iter().map(|(_, n, a)| (n, a)).collect())
+    up_ifaces(sock, addrs.iter().filter(|a| a.usable && !a.link_scope))
 }
 
 #[cfg(test)]
@@ -257,6 +253,11 @@ mod tests {
         assert!(!a.usable, "{a:?}");
         let a = parse_addr(&v6(link, 0x80, RT_SCOPE_LINK)).unwrap().unwrap();
         assert!(a.usable && a.link_scope, "{a:?}");
+        // ::1 on lo: the host's scope, served on an interface named for it.
+        let a = parse_addr(&v6(std::net::Ipv6Addr::LOCALHOST.octets(), 0x80, 254))
+            .unwrap()
+            .unwrap();
+        assert!(a.usable && !a.link_scope, "{a:?}");
     }
 
     #[test]

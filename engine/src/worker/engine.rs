@@ -10,7 +10,7 @@
 //!    leave through this interface), its preferred source address and the
 //!    next hop's MAC, resolved over netlink (ARP / neighbour discovery
 //!    triggered when missing); for a listener the given address, or every
-//!    address of the interface (IPv4, and IPv6 beyond link scope: one
+//!    address of the interface (IPv4, and IPv6 but link-local: one
 //!    listener for all, each family with its own MSS) — replies to a
 //!    client go to the MAC its packets came from;
 //! 3. local ports reserved with kernel sockets (bound, never listening) so
@@ -485,7 +485,7 @@ fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
 }
 
 /// The addresses a listener serves when none is given: every IPv4 address
-/// of `iface` and every IPv6 address of more than link scope (see
+/// of `iface` and every IPv6 address but link-local ones (see
 /// [`serving_addrs`]), IPv4 first.
 pub fn listen_addrs(iface: &str, index: u32) -> Result<Vec<IpAddr>, EngineError> {
     let found = NetlinkSocket::route().and_then(|mut s| serving_addrs(&mut s, index));
@@ -498,8 +498,8 @@ pub fn listen_addrs(iface: &str, index: u32) -> Result<Vec<IpAddr>, EngineError>
         ))),
         Ok(a) if !a.is_empty() => Ok(a),
         Ok(_) => Err(EngineError::Config(format!(
-            "{iface} has no address to listen on (an IPv4 address, or an IPv6 address beyond \
-             link scope that has passed duplicate address detection): add one, or give the \
+            "{iface} has no address to listen on (an IPv4 address, or an IPv6 address, not \
+             link-local, that has passed duplicate address detection): add one, or give the \
              address to listen on (-B ADDR)"
         ))),
         Err(e) => Err(EngineError::Config(format!(
