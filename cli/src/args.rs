@@ -23,8 +23,8 @@ use xtcp_engine::netlink::NetlinkSocket;
 use xtcp_engine::netlink::addr::{Holder, IfaceAddrs, iface_holding, route_iface, serving_ifaces};
 use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
 use xtcp_engine::worker::{
-    DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig, RxCsumPolicy, TxLayoutPolicy,
-    WaitStrategy, default_frames,
+    DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig, ListenOn, RxCsumPolicy,
+    TxLayoutPolicy, WaitStrategy, default_frames,
 };
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
@@ -293,6 +293,42 @@ pub enum TxLayoutArg {
     Single,
 }
 
+/// A listener's `-4` / `-6` (serve, recv), as `iperf3 -s` takes them.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct ListenFamily {
+    /// Only IPv4: without -B, the interface's IPv4 addresses only.
+    #[arg(short = '4', long = "version4", conflicts_with = "version6")]
+    pub version4: bool,
+    /// Only IPv6: without -B, the interface's IPv6 addresses only (but
+    /// link-local ones).
+    #[arg(short = '6', long = "version6")]
+    pub version6: bool,
+}
+
+impl ListenFamily {
+    /// The addresses to listen on: `-B`'s (of the family asked for, if
+    /// one is), or the interface's of that family (of both by default).
+    pub fn on(self, addr: Option<IpAddr>) -> anyhow::Result<ListenOn> {
+        let (flag, want) = match (self.version4, self.version6) {
+            (true, _) => ("-4", Some(false)),
+            (_, true) => ("-6", Some(true)),
+            _ => ("", None),
+        };
+        let family = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+        match (addr, want) {
+            (Some(a), Some(v6)) if a.is_ipv6() != v6 => bail!(
+                "{flag}: -B {a} is an {} address; give an {} address or drop {flag}",
+                family(a.is_ipv6()),
+                family(v6)
+            ),
+            (Some(a), _) => Ok(ListenOn::Addr(a)),
+            (None, Some(false)) => Ok(ListenOn::EveryV4),
+            (None, Some(true)) => Ok(ListenOn::EveryV6),
+            (None, None) => Ok(ListenOn::Every),
+        }
+    }
+}
+
 /// Engine options shared by `send`, `recv`, `serve` and `client`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
@@ -406,14 +442,14 @@ impl EngineArgs {
         Ok(c)
     }
 
-    /// The engine's configuration for a command that listens on `addr`
-    /// (serve, recv; `None`: no -B): on `--iface`, or else on the interface
-    /// that holds `addr` (named on standard error).
-    pub fn config_at(&self, addr: Option<IpAddr>) -> anyhow::Result<EngineConfig> {
+    /// The engine's configuration for a command that listens on `on`
+    /// (serve, recv): on `--iface`, or else on the interface that holds
+    /// the address, or the one that can serve (named on standard error).
+    pub fn config_at(&self, on: ListenOn) -> anyhow::Result<EngineConfig> {
         let mut c = self.config()?;
         c.iface = match &self.iface {
             Some(i) => i.clone(),
-            None => iface_at(addr)?,
+            None => iface_at(on)?,
         };
         Ok(c)
     }
@@ -510,21 +546,25 @@ pub fn iface_to(peer: IpAddr) -> anyhow::Result<String> {
     Ok(link.name)
 }
 
-/// The interface that holds `addr`, named on standard error. Without an
-/// address, the one interface that is up, not loopback, and has an address
-/// a listener would serve (IPv4, or IPv6 but link-local), as `iperf3
-/// -s` needs no address either; with several such, or with the
-/// unspecified address, nothing says which is meant: the error lists those
-/// that could be.
-pub fn iface_at(addr: Option<IpAddr>) -> anyhow::Result<String> {
+/// The interface that holds the address `on` gives, named on standard
+/// error. Without an address, the one interface that is up, not loopback,
+/// and has an address a listener would serve (IPv4, or IPv6 but
+/// link-local, of the family asked for), as `iperf3 -s` needs no address
+/// either; with several such, or with the unspecified address, nothing
+/// says which is meant: the error lists those that could be.
+pub fn iface_at(on: ListenOn) -> anyhow::Result<String> {
     let mut sock = route_socket()?;
-    let Some(wanted) = addr else {
-        let found = serving_ifaces(&mut sock).map_err(|e| {
+    let ListenOn::Addr(wanted) = on else {
+        let mut found = serving_ifaces(&mut sock).map_err(|e| {
             anyhow::anyhow!(
                 "cannot infer --iface: reading the interfaces' addresses (RTM_GETADDR): {}",
                 crate::error_chain(&e.into())
             )
         })?;
+        for (_, addrs) in &mut found {
+            addrs.retain(|&ip| on.takes(ip));
+        }
+        found.retain(|(_, addrs)| !addrs.is_empty());
         if let [(name, addrs)] = found.as_slice() {
             eprintln!(
                 "xtcp: using interface {name} (the only one up with an address to serve: {}; \
@@ -533,7 +573,12 @@ pub fn iface_at(addr: Option<IpAddr>) -> anyhow::Result<String> {
             );
             return Ok(name.clone());
         }
-        let listed = candidates(&found, "an IPv4 or IPv6 address (not link-local)");
+        let what = match on {
+            ListenOn::EveryV4 => "an IPv4 address",
+            ListenOn::EveryV6 => "an IPv6 address (not link-local)",
+            _ => "an IPv4 or IPv6 address (not link-local)",
+        };
+        let listed = candidates(&found, what);
         bail!("cannot infer --iface without -B; {listed}: give --iface or -B ADDR");
     };
     let holder = iface_holding(&mut sock, wanted).map_err(|e| {
@@ -614,6 +659,42 @@ mod tests {
             .unwrap_or_else(|| panic!("no command {cmd}"))
             .render_long_help()
             .to_string()
+    }
+
+    /// `-4` / `-6` on serve and recv: a family of the interface's
+    /// addresses, or a check of -B's; both at once are clap's error.
+    #[test]
+    fn minus_4_and_minus_6_choose_what_a_listener_serves() {
+        let on = |args: &[&str]| {
+            let cli = parse(args);
+            let (family, addr) = match cli.cmd {
+                crate::Cmd::Serve(a) => (a.family, a.addr),
+                crate::Cmd::Recv(a) => (a.family, a.addr),
+                c => panic!("{c:?}"),
+            };
+            family.on(addr).map_err(|e| e.to_string())
+        };
+        let v4: IpAddr = "198.18.0.1".parse().unwrap();
+        let v6: IpAddr = "2001:2::1".parse().unwrap();
+        assert_eq!(on(&["serve"]), Ok(ListenOn::Every));
+        assert_eq!(on(&["serve", "-4"]), Ok(ListenOn::EveryV4));
+        assert_eq!(on(&["recv", "-6", "--discard"]), Ok(ListenOn::EveryV6));
+        assert_eq!(on(&["serve", "-B", "198.18.0.1"]), Ok(ListenOn::Addr(v4)));
+        assert_eq!(
+            on(&["serve", "-6", "-B", "2001:2::1"]),
+            Ok(ListenOn::Addr(v6))
+        );
+        let err = on(&["recv", "-6", "-B", "198.18.0.1", "--discard"]).unwrap_err();
+        assert!(
+            err.contains("-6: -B 198.18.0.1 is an IPv4 address; give an IPv6 address or drop -6"),
+            "{err}"
+        );
+        assert!(
+            crate::Cli::try_parse_from(["xtcp", "serve", "-4", "-6"]).is_err(),
+            "-4 with -6"
+        );
+        assert!(help("serve").contains("-4, --version4"));
+        assert!(help("recv").contains("-6, --version6"));
     }
 
     /// The UMEM leaves the send buffers 8192 frames whatever the rings

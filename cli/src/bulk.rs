@@ -19,7 +19,7 @@ use xtcp_engine::worker::{
     ConnReport, EngineConfig, EngineReport, Progress, Role, SinkKind, UmemReport,
 };
 
-use crate::args::{EngineArgs, parse_size};
+use crate::args::{EngineArgs, ListenFamily, parse_size};
 use crate::xdpstats::XdpSummary;
 
 /// Arguments of `xtcp send`.
@@ -109,9 +109,12 @@ impl SendArgs {
 #[command(group(clap::ArgGroup::new("output").args(["out", "verify", "discard"])))]
 pub struct RecvArgs {
     /// Address to listen on (default: every address of the interface: its
-    /// IPv4 addresses and its IPv6 addresses but link-local ones)
+    /// IPv4 addresses and its IPv6 addresses but link-local ones; -4 or -6
+    /// takes one family)
     #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
     pub addr: Option<IpAddr>,
+    #[command(flatten)]
+    pub family: ListenFamily,
     /// Port to listen on.
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
@@ -653,7 +656,8 @@ pub fn iface_gone(iface: &str) -> String {
 
 pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let (addr, port) = a.at();
-    let cfg = a.engine.config_at(addr)?;
+    let on = a.family.on(addr)?;
+    let cfg = a.engine.config_at(on)?;
     let mut writer = None;
     let sinks = if let Some(seed) = a.verify {
         SinkKind::Verify(seed)
@@ -704,7 +708,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let flag = interrupt_flag()?;
     let mut meter = Meter::new(Some(cfg.iface.clone()));
     let role = Role::Listen {
-        addr,
+        on,
         port,
         sinks,
         keep_listening: a.keep_listening,

@@ -31,7 +31,7 @@ use serde_json::json;
 use xtcp_engine::app::iperf3::{Interval, Iperf3Server, ServerConfig, TestOutcome, TestStart};
 use xtcp_engine::worker::{Role, SinkKind, run_app};
 
-use crate::args::EngineArgs;
+use crate::args::{EngineArgs, ListenFamily};
 use crate::bulk::interrupt_flag;
 use crate::report::{Output, ServeMode, ServeRun};
 use crate::xdpstats::{EngineCounters, XdpSummary};
@@ -57,9 +57,12 @@ pub struct ServeArgs {
     #[arg(short = 'A', long = "affinity", value_name = "N")]
     pub affinity: Option<usize>,
     /// Address to serve on (default: every address of the interface: its
-    /// IPv4 addresses and its IPv6 addresses but link-local ones)
+    /// IPv4 addresses and its IPv6 addresses but link-local ones; -4 or -6
+    /// takes one family)
     #[arg(short = 'B', long = "bind-address")]
     pub addr: Option<IpAddr>,
+    #[command(flatten)]
+    pub family: ListenFamily,
     /// Port (iperf3's default).
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
@@ -228,7 +231,8 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     // `--user`: looked up and checked before anything is set up, before
     // any thread exists; the drop comes with the first progress report.
     let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
-    let mut cfg = a.engine.config_at(a.addr)?;
+    let on = a.family.on(a.addr)?;
+    let mut cfg = a.engine.config_at(on)?;
     if let Some(core) = a.affinity {
         if cfg.queues != 1 {
             bail!(
@@ -240,12 +244,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         cfg.cores = Some(vec![core]);
     }
     let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
-    if a.addr.is_none() {
-        // The engine would listen on the interface's addresses: an
-        // interface without one is an error before anything is set up.
-        let index = xtcp_engine::xsk::ifindex(&cfg.iface)?;
-        xtcp_engine::worker::listen_addrs(&cfg.iface, index)?;
-    }
+    // The engine would listen on the interface's addresses: an interface
+    // without one is an error before anything is set up.
+    let index = xtcp_engine::xsk::ifindex(&cfg.iface)?;
+    xtcp_engine::worker::listen_addrs(&cfg.iface, index, on)?;
     if let Some(f) = &a.check_config {
         // What serve checks before it sets anything up, and the interface.
         xtcp_engine::xsk::ifindex(&cfg.iface)?;
@@ -338,7 +340,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let (reload_tx, reload_rx) = crossbeam_channel::unbounded::<ServerConfig>();
     server.set_reload(reload_rx);
     let role = Role::Listen {
-        addr: a.addr,
+        on,
         port: a.port,
         sinks: SinkKind::App,
         keep_listening: true,

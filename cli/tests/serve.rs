@@ -307,6 +307,84 @@ fn one_server_serves_ipv4_and_ipv6_clients() {
     assert!(err.contains(&banner), "{banner:?} in {err}");
 }
 
+/// `-4` and `-6` serve one family of the interface's addresses, as `iperf3
+/// -s -4` does: the other family's clients find no listener (A's kernel
+/// answers them), and -B of the other family, or an interface without the
+/// family, is refused with what to do.
+#[test]
+fn minus_4_and_minus_6_serve_one_family() {
+    need_iperf3();
+    let net = testnet(1);
+    let (ip4, ip6): (IpAddr, IpAddr) = (net.a.ip4.into(), net.a.ip6.into());
+    for (flag, served, other) in [("-4", ip4, ip6), ("-6", ip6, ip4)] {
+        let server = Server::start_with(&net, 1, &[flag]);
+        let v = iperf3_json_to(&net, &[], &served.to_string(), &["-t", "1"]);
+        let line = server.outcome();
+        assert!(line.contains(": ok;"), "{flag}: {line}");
+        let n = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
+        assert!(n > 0, "{flag}: {v}");
+        assert_eq!(n, count(&line, "received"), "{flag}: {line}");
+        let out = net
+            .b
+            .ns
+            .command("timeout")
+            .args(["60", "iperf3", "-c", &other.to_string(), "-t", "1"])
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !out.status.success() && said.contains("Connection refused"),
+            "{flag}: a client of {other}: {said}"
+        );
+        let (status, err, _) = server.stop();
+        assert!(status.success(), "{err}");
+        let banner = format!(
+            "listening on {} ({})",
+            SocketAddr::new(served, 5201),
+            net.a.iface
+        );
+        assert!(err.contains(&banner), "{flag}: {banner:?} in {err}");
+    }
+    let refused = |args: &[&str]| {
+        let out = net
+            .a
+            .ns
+            .command("timeout")
+            .args(["60", XTCP, "serve", "--iface", &net.a.iface])
+            .args(args)
+            .args(ENGINE)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(&["-4", "-B", &ip6.to_string()]);
+    assert!(
+        err.contains(&format!("-4: -B {ip6} is an IPv6 address")) && err.contains("drop -4"),
+        "{err}"
+    );
+    let err = refused(&["-4", "-6"]);
+    assert!(err.contains("cannot be used with"), "{err}");
+    net.a
+        .ns
+        .ip(&["-4", "addr", "flush", "dev", &net.a.iface])
+        .unwrap();
+    let err = refused(&["-4"]);
+    assert!(
+        err.contains(&format!(
+            "{} has no IPv4 address to listen on (-4)",
+            net.a.iface
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("listening"), "{err}");
+}
+
 #[test]
 fn garbage_clients_do_not_stop_the_server() {
     need_iperf3();

@@ -322,6 +322,29 @@ fn without_iface_the_errors_name_what_was_tried() {
         &["serve"],
         &["cannot infer --iface without -B", &both, "xtra0"],
     );
+    fails(
+        &["serve", "-4"],
+        &[
+            "cannot infer --iface without -B",
+            &format!("{} ({})", net.a.iface, net.a.ip4),
+            "xtra0 (198.19.255.1)",
+        ],
+    );
+    // With -6, only the test network's interface has an address of the
+    // family: it is taken, and only that address served.
+    let mut serve = Watched::spawn(&net, &args(&["serve", "-6", "-1"]), Stdio::null());
+    serve.wait_for(&format!(
+        "xtcp: using interface {} (the only one up with an address to serve: {}; -B or \
+         --iface chooses)",
+        net.a.iface, net.a.ip6
+    ));
+    serve.wait_for(&format!(
+        "listening on [{}]:5201 ({})",
+        net.a.ip6, net.a.iface
+    ));
+    serve.signal("-INT");
+    let (status, err) = serve.wait_exit("serve -6 ends at SIGINT");
+    assert!(status.success(), "{err}");
     assert_detached(&net);
 }
 

@@ -17,7 +17,7 @@ use xtcp_engine::tcp::CloseReason;
 use xtcp_engine::testnet::{Side, TestNet};
 use xtcp_engine::worker::bulk::{FileSource, Source, pattern_check, pattern_fill};
 use xtcp_engine::worker::{
-    EngineConfig, EngineError, EngineReport, Progress, Role, RxCsumPolicy, SinkKind, run,
+    EngineConfig, EngineError, EngineReport, ListenOn, Progress, Role, RxCsumPolicy, SinkKind, run,
 };
 use xtcp_engine::xdp::impair::{Hook, ImpairConfig, Impairment};
 use xtcp_engine::xsk::BindMode;
@@ -107,7 +107,7 @@ fn wait_attached<T>(net: &TestNet, e: &JoinHandle<T>) {
 /// that closes), each byte checked against the pattern.
 fn verifying_listener(net: &TestNet, port: u16) -> JoinHandle<Result<EngineReport, EngineError>> {
     let role = Role::Listen {
-        addr: None,
+        on: ListenOn::Every,
         port,
         sinks: SinkKind::Verify(SEED),
         keep_listening: false,
@@ -268,7 +268,7 @@ fn kernel_clients_spread_over_two_queues_all_complete() {
     const LEN: u64 = 32 << 20;
     let stop = Arc::new(AtomicBool::new(false));
     let role = Role::Listen {
-        addr: None,
+        on: ListenOn::Every,
         port: 5202,
         sinks: SinkKind::Verify(SEED),
         keep_listening: true,
@@ -311,7 +311,7 @@ fn data_that_comes_in_while_its_connection_moves_arrives_intact() {
     let file = PatternFile::new(LEN);
     let stop = Arc::new(AtomicBool::new(false));
     let role = Role::Listen {
-        addr: None,
+        on: ListenOn::Every,
         port: 5203,
         sinks: SinkKind::Verify(SEED),
         keep_listening: true,
@@ -976,7 +976,7 @@ fn hostile_packets_are_counted_and_dropped_while_a_transfer_completes() {
     const PORT: u16 = 5203;
     let stop = Arc::new(AtomicBool::new(false));
     let role = Role::Listen {
-        addr: None,
+        on: ListenOn::Every,
         port: PORT,
         sinks: SinkKind::Verify(SEED),
         keep_listening: false,
@@ -1074,7 +1074,7 @@ fn ping_and_other_kernel_tcp_work_during_a_transfer() {
     const LEN: u64 = 1 << 30;
     let stop = Arc::new(AtomicBool::new(false));
     let role = Role::Listen {
-        addr: None,
+        on: ListenOn::Every,
         port: 5204,
         sinks: SinkKind::Discard,
         keep_listening: false,
@@ -1135,7 +1135,7 @@ fn a_second_engine_on_the_same_interface_gets_a_clear_error() {
     let net = testnet(1500, 1);
     let stop = Arc::new(AtomicBool::new(false));
     let listen = |port| Role::Listen {
-        addr: None,
+        on: ListenOn::Every,
         port,
         sinks: SinkKind::Discard,
         keep_listening: true,
@@ -1174,7 +1174,7 @@ fn orphaned_steering_programs_are_told_from_held_ones() {
     let since = std::time::SystemTime::now() - Duration::from_secs(1);
     let stop = Arc::new(AtomicBool::new(false));
     let role = Role::Listen {
-        addr: None,
+        on: ListenOn::Every,
         port: 5207,
         sinks: SinkKind::Discard,
         keep_listening: true,

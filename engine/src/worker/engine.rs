@@ -335,11 +335,10 @@ pub enum Role {
         /// None: a free block of ephemeral ports.
         port: Option<u16>,
     },
-    /// Accept connections on `local`.
+    /// Accept connections on `on`'s addresses.
     Listen {
-        /// Address (None: every address of the interface, see
-        /// [`listen_addrs`]).
-        addr: Option<IpAddr>,
+        /// The address, or which of the interface's ([`listen_addrs`]).
+        on: ListenOn,
         /// Port.
         port: u16,
         /// Where received data goes.
@@ -347,6 +346,31 @@ pub enum Role {
         /// Keep serving after the first connection closed.
         keep_listening: bool,
     },
+}
+
+/// The addresses a listener serves: one, or those of its interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenOn {
+    /// This address (`-B ADDR`).
+    Addr(IpAddr),
+    /// Every address of the interface: IPv4, and IPv6 but link-local.
+    Every,
+    /// Every IPv4 address of the interface (iperf3's `-4`).
+    EveryV4,
+    /// Every IPv6 address of the interface but link-local ones (`-6`).
+    EveryV6,
+}
+
+impl ListenOn {
+    /// Whether an address of the interface is one of these.
+    pub fn takes(self, ip: IpAddr) -> bool {
+        match self {
+            ListenOn::Addr(a) => a == ip,
+            ListenOn::Every => true,
+            ListenOn::EveryV4 => ip.is_ipv4(),
+            ListenOn::EveryV6 => ip.is_ipv6(),
+        }
+    }
 }
 
 /// Errors of engine setup.
@@ -484,11 +508,15 @@ fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
     Ok(Reservation(fd))
 }
 
-/// The addresses a listener serves when none is given: every IPv4 address
-/// of `iface` and every IPv6 address but link-local ones (see
-/// [`serving_addrs`]), IPv4 first.
-pub fn listen_addrs(iface: &str, index: u32) -> Result<Vec<IpAddr>, EngineError> {
+/// The addresses a listener serves: the one given, or of `iface` (index
+/// `index`) every IPv4 address and every IPv6 address but link-local ones
+/// that `on` takes (see [`serving_addrs`]), IPv4 first.
+pub fn listen_addrs(iface: &str, index: u32, on: ListenOn) -> Result<Vec<IpAddr>, EngineError> {
+    if let ListenOn::Addr(a) = on {
+        return Ok(vec![a]);
+    }
     let found = NetlinkSocket::route().and_then(|mut s| serving_addrs(&mut s, index));
+    let found = found.map(|a| a.into_iter().filter(|&ip| on.takes(ip)).collect::<Vec<_>>());
     match found {
         Ok(a) if a.len() > crate::xdp::MAX_RULES => Err(EngineError::Config(format!(
             "{iface} has {} addresses to listen on, more than xtcp steers at once ({}): give \
@@ -497,6 +525,15 @@ pub fn listen_addrs(iface: &str, index: u32) -> Result<Vec<IpAddr>, EngineError>
             crate::xdp::MAX_RULES
         ))),
         Ok(a) if !a.is_empty() => Ok(a),
+        Ok(_) if on == ListenOn::EveryV4 => Err(EngineError::Config(format!(
+            "{iface} has no IPv4 address to listen on (-4): add one, drop -4, or give the \
+             address to listen on (-B ADDR)"
+        ))),
+        Ok(_) if on == ListenOn::EveryV6 => Err(EngineError::Config(format!(
+            "{iface} has no IPv6 address to listen on (-6), not link-local, that has passed \
+             duplicate address detection: add one, drop -6, or give the address to listen on \
+             (-B ADDR)"
+        ))),
         Ok(_) => Err(EngineError::Config(format!(
             "{iface} has no address to listen on (an IPv4 address, or an IPv6 address, not \
              link-local, that has passed duplicate address detection): add one, or give the \
@@ -820,15 +857,12 @@ pub fn run_app(
             (vec![local], vec![rule], SinkKind::Discard, false)
         }
         Role::Listen {
-            addr,
+            on,
             port,
             sinks,
             keep_listening,
         } => {
-            let ips = match addr {
-                Some(a) => vec![a],
-                None => listen_addrs(iface, index)?,
-            };
+            let ips = listen_addrs(iface, index, on)?;
             let mut rules = Vec::new();
             for &ip in &ips {
                 let at = SocketAddr::new(ip, port);
@@ -863,7 +897,7 @@ pub fn run_app(
     let rx_capacity = fs - XDP_HEADROOM;
     if let Some(m) = cfg.mss.filter(|&m| ip_hl == 40 && m < MIN_MSS_V6) {
         let v4_only = if dual {
-            ", or serve IPv4 only (-B with an IPv4 address)"
+            ", or serve IPv4 only (-4)"
         } else {
             ""
         };
