@@ -385,6 +385,82 @@ fn minus_4_and_minus_6_serve_one_family() {
     assert!(!err.contains("listening"), "{err}");
 }
 
+/// An address still tentative (IPv6 duplicate address detection not
+/// finished, or failed) cannot be served: serve without -B names it on
+/// standard error and serves the others. Made deterministic by a failed
+/// detection: B holds the address first.
+#[test]
+fn a_tentative_address_is_named_and_not_served() {
+    let net = testnet(1);
+    let dup = "2001:2::77";
+    net.b
+        .ns
+        .ip(&[
+            "addr",
+            "add",
+            &format!("{dup}/64"),
+            "dev",
+            &net.b.iface,
+            "nodad",
+        ])
+        .unwrap();
+    net.a
+        .ns
+        .ip(&["addr", "add", &format!("{dup}/64"), "dev", &net.a.iface])
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = net
+            .a
+            .ns
+            .ip(&["-6", "addr", "show", "dev", &net.a.iface])
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+        if shown.contains("dadfailed") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A's {dup} did not fail detection: {shown}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let server = Server::start(&net, 1);
+    let (status, err, _) = server.stop();
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{dup} on {} is tentative", net.a.iface)),
+        "{err}"
+    );
+    let banner = format!(
+        "listening on {}:5201 and [{}]:5201 ({})",
+        net.a.ip4, net.a.ip6, net.a.iface
+    );
+    assert!(err.contains(&banner), "{banner:?} in {err}");
+    // With -6 and the test network's IPv6 address gone, nothing is left to
+    // serve, and the error says which address is tentative.
+    let ip6 = format!("{}/64", net.a.ip6);
+    net.a
+        .ns
+        .ip(&["addr", "del", &ip6, "dev", &net.a.iface])
+        .unwrap();
+    let out = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["60", XTCP, "serve", "--iface", &net.a.iface, "-6"])
+        .args(ENGINE)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("has no IPv6 address to listen on (-6)")
+            && err.contains(&format!("({dup} still tentative)")),
+        "{err}"
+    );
+}
+
 #[test]
 fn garbage_clients_do_not_stop_the_server() {
     need_iperf3();

@@ -78,14 +78,20 @@ pub fn parse_addr(payload: &[u8]) -> Result<Option<IfAddr>, ParseError> {
 
 /// The addresses a listener on interface `ifindex` serves when none is
 /// given: its IPv4 addresses, then its IPv6 addresses but link-local
-/// ones, each in the kernel's order; tentative ones are left out.
-pub fn serving_addrs(sock: &mut NetlinkSocket, ifindex: u32) -> Result<Vec<IpAddr>, NetlinkError> {
+/// ones, each in the kernel's order; the tentative ones (not
+/// [`IfAddr::usable`]) apart, since they cannot be served.
+pub fn serving_addrs(
+    sock: &mut NetlinkSocket,
+    ifindex: u32,
+) -> Result<(Vec<IpAddr>, Vec<IpAddr>), NetlinkError> {
     let mut addrs: Vec<IfAddr> = get_addrs(sock)?
         .into_iter()
-        .filter(|a| a.ifindex == ifindex && a.usable && !a.link_scope)
+        .filter(|a| a.ifindex == ifindex && !a.link_scope)
         .collect();
     addrs.sort_by_key(|a| a.addr.is_ipv6());
-    Ok(addrs.into_iter().map(|a| a.addr).collect())
+    let (usable, tentative): (Vec<IfAddr>, Vec<IfAddr>) = addrs.into_iter().partition(|a| a.usable);
+    let ips = |v: Vec<IfAddr>| v.into_iter().map(|a| a.addr).collect();
+    Ok((ips(usable), ips(tentative)))
 }
 
 /// Every IPv4 and IPv6 address of every interface in `sock`'s namespace.

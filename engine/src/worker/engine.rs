@@ -512,11 +512,33 @@ fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
 /// `index`) every IPv4 address and every IPv6 address but link-local ones
 /// that `on` takes (see [`serving_addrs`]), IPv4 first.
 pub fn listen_addrs(iface: &str, index: u32, on: ListenOn) -> Result<Vec<IpAddr>, EngineError> {
+    listen_addrs_and_tentative(iface, index, on).map(|(a, _)| a)
+}
+
+/// [`listen_addrs`], and the addresses of the interface that `on` would
+/// take but that are tentative (IPv6 duplicate address detection not
+/// finished, or failed).
+fn listen_addrs_and_tentative(
+    iface: &str,
+    index: u32,
+    on: ListenOn,
+) -> Result<(Vec<IpAddr>, Vec<IpAddr>), EngineError> {
     if let ListenOn::Addr(a) = on {
-        return Ok(vec![a]);
+        return Ok((vec![a], Vec::new()));
     }
     let found = NetlinkSocket::route().and_then(|mut s| serving_addrs(&mut s, index));
-    let found = found.map(|a| a.into_iter().filter(|&ip| on.takes(ip)).collect::<Vec<_>>());
+    let taken = |v: Vec<IpAddr>| v.into_iter().filter(|&ip| on.takes(ip)).collect::<Vec<_>>();
+    let (found, tentative) = match found {
+        Ok((a, t)) => (Ok(taken(a)), taken(t)),
+        Err(e) => (Err(e), Vec::new()),
+    };
+    // What the errors below say of the tentative addresses.
+    let still = if tentative.is_empty() {
+        String::new()
+    } else {
+        let t: Vec<String> = tentative.iter().map(IpAddr::to_string).collect();
+        format!(" ({} still tentative)", t.join(", "))
+    };
     match found {
         Ok(a) if a.len() > crate::xdp::MAX_RULES => Err(EngineError::Config(format!(
             "{iface} has {} addresses to listen on, more than xtcp steers at once ({}): give \
@@ -524,19 +546,19 @@ pub fn listen_addrs(iface: &str, index: u32, on: ListenOn) -> Result<Vec<IpAddr>
             a.len(),
             crate::xdp::MAX_RULES
         ))),
-        Ok(a) if !a.is_empty() => Ok(a),
+        Ok(a) if !a.is_empty() => Ok((a, tentative)),
         Ok(_) if on == ListenOn::EveryV4 => Err(EngineError::Config(format!(
-            "{iface} has no IPv4 address to listen on (-4): add one, drop -4, or give the \
+            "{iface} has no IPv4 address to listen on (-4){still}: add one, drop -4, or give the \
              address to listen on (-B ADDR)"
         ))),
         Ok(_) if on == ListenOn::EveryV6 => Err(EngineError::Config(format!(
             "{iface} has no IPv6 address to listen on (-6), not link-local, that has passed \
-             duplicate address detection: add one, drop -6, or give the address to listen on \
+             duplicate address detection{still}: add one, drop -6, or give the address to listen on \
              (-B ADDR)"
         ))),
         Ok(_) => Err(EngineError::Config(format!(
             "{iface} has no address to listen on (an IPv4 address, or an IPv6 address, not \
-             link-local, that has passed duplicate address detection): add one, or give the \
+             link-local, that has passed duplicate address detection){still}: add one, or give the \
              address to listen on (-B ADDR)"
         ))),
         Err(e) => Err(EngineError::Config(format!(
@@ -862,7 +884,14 @@ pub fn run_app(
             sinks,
             keep_listening,
         } => {
-            let ips = listen_addrs(iface, index, on)?;
+            let (ips, tentative) = listen_addrs_and_tentative(iface, index, on)?;
+            for t in tentative {
+                tracing::warn!(
+                    "{t} on {iface} is tentative (IPv6 duplicate address detection has not \
+                     finished, or failed): not served; start again once `ip address` no \
+                     longer says tentative, or give -B"
+                );
+            }
             let mut rules = Vec::new();
             for &ip in &ips {
                 let at = SocketAddr::new(ip, port);
