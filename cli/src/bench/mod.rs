@@ -552,7 +552,10 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
             .spawn()
             .context("starting iperf3 -s (apt install iperf3)")?
     } else {
+        // On the address the kernel's server takes (-B), so that both serve
+        // IPv4 alone, with the same layout.
         let mut args = vec!["serve".to_string(), "-1".into(), "-J".into()];
+        args.extend(["-B".into(), server_ip.clone()]);
         args.extend(xtcp_engine_args(&net.b.iface, point, 1));
         net.b
             .ns
