@@ -864,20 +864,35 @@ fn rxdrop(
     c: &mut Counts,
 ) {
     let mut stopped = None;
+    // Once done, what the kernel had already put in the RX ring is taken
+    // and counted (its redirect counted it as delivered), at most a ring's
+    // worth, so a sender that goes on cannot keep the loop alive.
+    let mut drain_left: Option<u32> = None;
     loop {
         let now = Instant::now();
-        if receiver_done(spec, now, end, stop, c.window.map(|w| w.1), &mut stopped) {
-            break;
+        if drain_left.is_none()
+            && receiver_done(spec, now, end, stop, c.window.map(|w| w.1), &mut stopped)
+        {
+            drain_left = Some(x.rx.size());
         }
-        meter.tick(now, c.packets, c.bytes);
-        if spec.wakeup == Wakeup::Poll && !x.rx.poll(100) {
-            continue;
+        if drain_left.is_none() {
+            meter.tick(now, c.packets, c.bytes);
+            if spec.wakeup == Wakeup::Poll && !x.rx.poll(100) {
+                continue;
+            }
         }
-        let n = x.rx.recv(spec.batch, |d: RxDesc| {
+        let max = drain_left.map_or(spec.batch, |left| left.min(spec.batch));
+        let n = x.rx.recv(max, |d: RxDesc| {
             c.bytes += u64::from(d.len);
             c.packets += u64::from(!d.contd);
             pool.push(d.frame);
         });
+        if let Some(left) = drain_left.as_mut() {
+            *left -= n;
+            if n == 0 || *left == 0 {
+                break;
+            }
+        }
         if n > 0 {
             c.saw_packets(now);
             let want = pool.len() as u32;

@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 
+mod common;
+
+use common::{Watched, ethtool_stat, syn_flood};
+
 const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
 
 fn testnet(mtu: u32, queues: u32) -> TestNet {
@@ -77,6 +81,75 @@ fn testnet_rxdrop_counts_what_txonly_sent() {
     assert_eq!(v["size"], 64);
     assert_eq!(v["tx"]["bind"]["zerocopy"], false, "veth is copy mode");
     assert_eq!(v["tx"]["xdp_stats"]["tx_invalid_descs"], 0);
+}
+
+/// rxdrop's counts against an outside sender's and the receiving
+/// driver's: B's kernel sends a known number of TCP SYNs (raw frames, not
+/// xtcp), A's veth counts what its XDP redirected into the socket and
+/// what it dropped, and rxdrop, stopped by SIGINT once all of them are
+/// accounted for there, reports exactly the redirected ones, 54 bytes
+/// each (what was already in its ring when it stopped included).
+#[test]
+fn rxdrop_counts_what_an_outside_sender_sent() {
+    const SYNS: u64 = 20_000;
+    const PORT: u16 = 5999;
+    let net = testnet(1500, 1);
+    let stat = |name: &str| ethtool_stat(&net.a.ns, &net.a.iface, name);
+    let (redirected0, dropped0) = (stat("rx_queue_0_xdp_redirect"), stat("rx_queue_0_drops"));
+    let args: Vec<String> = [
+        "xsk-bench",
+        "--iface",
+        &net.a.iface,
+        "--mode",
+        "rxdrop",
+        "--port",
+        &PORT.to_string(),
+        "-t",
+        "600",
+        "--json",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut rx = Watched::spawn(&net, &args, Stdio::piped());
+    rx.wait_for("bound");
+    syn_flood(&net, PORT, SYNS as u32);
+    // Every SYN redirected or dropped at A's XDP, as its driver counts.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (redirected, dropped) = loop {
+        let seen = (
+            stat("rx_queue_0_xdp_redirect") - redirected0,
+            stat("rx_queue_0_drops") - dropped0,
+        );
+        if seen.0 + seen.1 >= SYNS {
+            break seen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A's XDP saw {seen:?} of {SYNS} SYNs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(redirected + dropped, SYNS, "B sent no more than {SYNS}");
+    rx.signal("-INT");
+    let mut stdout = rx.child.0.stdout.take().unwrap();
+    let (status, err) = rx.wait_exit("rxdrop ends at SIGINT");
+    assert!(status.success(), "{err}");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(v["packets"].as_u64(), Some(redirected), "{v}");
+    assert_eq!(v["bytes"].as_u64(), Some(redirected * 54), "{v}");
+    assert!(redirected > 0, "{v}");
+    // Its XDP program's count and the socket's drop counters (the
+    // kernel's XDP_STATISTICS) against the driver's.
+    assert_eq!(v["steer"]["steered"].as_u64(), Some(SYNS), "{v}");
+    let st = &v["xdp_stats"];
+    assert_eq!(
+        st["rx_ring_full"].as_u64().unwrap() + st["rx_dropped"].as_u64().unwrap(),
+        dropped,
+        "{v}"
+    );
 }
 
 /// A counter of side B's network namespace: `Tcp: InSegs` from its
