@@ -1,6 +1,7 @@
-//! `xtcp xsk-bench` end to end (its counts against the receiving kernel's and
-//! against the syscalls strace sees), and the failure cases a user meets: each in
-//! network namespaces of its own (root needed; CI runs as root).
+//! `xtcp xsk-bench` end to end (its counts against the receiving kernel's, an
+//! outside sender's and the driver's, and the syscalls strace sees), and the
+//! failure cases a user meets: each in network namespaces of its own (root
+//! needed; CI runs as root).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
