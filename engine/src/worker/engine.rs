@@ -553,13 +553,13 @@ fn listen_addrs_and_tentative(
         ))),
         Ok(_) if on == ListenOn::EveryV6 => Err(EngineError::Config(format!(
             "{iface} has no IPv6 address to listen on (-6), not link-local, that has passed \
-             duplicate address detection{still}: add one, drop -6, or give the address to listen on \
-             (-B ADDR)"
+             duplicate address detection{still}: add one, drop -6, or give the address to \
+             listen on (-B ADDR)"
         ))),
         Ok(_) => Err(EngineError::Config(format!(
             "{iface} has no address to listen on (an IPv4 address, or an IPv6 address, not \
-             link-local, that has passed duplicate address detection){still}: add one, or give the \
-             address to listen on (-B ADDR)"
+             link-local, that has passed duplicate address detection){still}: add one, or give \
+             the address to listen on (-B ADDR)"
         ))),
         Err(e) => Err(EngineError::Config(format!(
             "reading {iface}'s addresses (RTM_GETADDR): {e}: give the address to listen on \
