@@ -1183,6 +1183,7 @@ impl Worker {
             max_seg_frames,
             shared,
             held,
+            held_bytes,
             ctl_hdr,
             reserve,
             shares,
@@ -1439,9 +1440,14 @@ impl Worker {
                 add_stats(gone, s.conn.stats());
                 shared.registry.remove(s.key);
                 let key = s.key;
+                // What was held for it goes (counted), and its payload's
+                // room with it.
                 let before = held.len();
                 held.retain(|h| h.key != key);
-                counters.misplaced += (before - held.len()) as u64;
+                if held.len() < before {
+                    counters.misplaced += (before - held.len()) as u64;
+                    compact_held(held, held_bytes);
+                }
                 if s.light {
                     *light -= 1;
                 }
