@@ -244,13 +244,12 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         cfg.cores = Some(vec![core]);
     }
     let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
-    // The engine would listen on the interface's addresses: an interface
-    // without one is an error before anything is set up.
+    // The interface, and the addresses the engine would listen on there:
+    // an interface without one is an error before anything is set up.
     let index = xtcp_engine::xsk::ifindex(&cfg.iface)?;
     xtcp_engine::worker::listen_addrs(&cfg.iface, index, on)?;
     if let Some(f) = &a.check_config {
-        // What serve checks before it sets anything up, and the interface.
-        xtcp_engine::xsk::ifindex(&cfg.iface)?;
+        // What serve checks before it sets anything up (all of the above).
         println!("xtcp serve: {}: configuration OK", f.display());
         return Ok(());
     }
