@@ -310,10 +310,15 @@ def main():
     ap.add_argument("--guest-ip", required=True)
     ap.add_argument("--timeout", type=float, default=150)
     ap.add_argument("--ready-file", help="created once the capture socket is open")
+    ap.add_argument("--log", help="a file that gets every line printed, too")
     args = ap.parse_args()
+    log = open(args.log, "a", encoding="utf-8") if args.log else None
 
     def say(msg):
         print(msg, flush=True)
+        if log:
+            log.write(msg + "\n")
+            log.flush()
 
     cap = Capture(args.iface, args.guest_mac)
     cap.start()
