@@ -147,7 +147,8 @@ pub enum BindArg {
     Copy,
     /// Zero-copy; fail if the driver has none.
     Zerocopy,
-    /// Zero-copy when available, else copy (with a notice).
+    /// Zero-copy when available, else copy (with a notice); copy for sending
+    /// where the driver has a known zero-copy TX defect (`xtcp probe`).
     Auto,
 }
 

@@ -170,6 +170,10 @@ pub fn render(r: &ProbeReport) -> String {
         "zero-copy multi-buffer",
         x.zero_copy_multi_buffer.as_str().to_owned(),
     );
+    row(
+        "zero-copy tx defect",
+        x.zero_copy_tx_defect.unwrap_or("none known").to_owned(),
+    );
     for m in &x.attach_modes {
         row(
             &format!("attach {}", m.mode.as_str()),

@@ -599,7 +599,10 @@ fn worker(
         Mode::Txonly => spec.size.div_ceil(fs),
         Mode::Rxdrop | Mode::L2fwd => (mtu + 14).div_ceil(rx_capacity),
     };
-    let bind = zero_copy_chain_guard(spec, chain_len, mtu, rx_capacity)?;
+    let mut bind = zero_copy_chain_guard(spec, chain_len, mtu, rx_capacity)?;
+    if spec.mode != Mode::Rxdrop {
+        bind = xtcp_engine::xsk::tx_bind_mode(bind, &spec.iface);
+    }
     // Everything that can be checked before touching the interface is.
     let pkt = match spec.mode {
         Mode::Txonly => Some(build_packet(spec)?),

@@ -249,6 +249,9 @@ pub struct Xdp {
     /// Multi-buffer in zero-copy mode (`xsk-zerocopy` and `xdp-zc-max-segs` > 1);
     /// without it, zero-copy segments must fit one descriptor.
     pub zero_copy_multi_buffer: Support,
+    /// A known defect of this driver on this kernel that makes zero-copy
+    /// transmission unsafe ([`zero_copy_tx_defect`]), or `None`.
+    pub zero_copy_tx_defect: Option<&'static str>,
     /// Attach modes, most preferred first.
     pub attach_modes: Vec<AttachModeSupport>,
     /// What is attached now (rtnetlink `IFLA_XDP`).
@@ -522,7 +525,8 @@ pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
     }
 
     let netdev = netdev_dev(link.ifindex);
-    let xdp = xdp_report(netdev, link.xdp, &mut notes);
+    let mut xdp = xdp_report(netdev, link.xdp, &mut notes);
+    xdp.zero_copy_tx_defect = driver.as_ref().and_then(|d| zero_copy_tx_defect(&d.driver));
 
     let interface = Interface {
         name: link.name.clone(),
@@ -554,6 +558,51 @@ pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
         privileges: privileges(&mut notes),
         hugepages: hugepages(&mut notes),
         notes,
+    })
+}
+
+/// What [`zero_copy_tx_defect`] says of virtio_net built as a module.
+pub const VIRTIO_NET_XSK_HDR_DEFECT: &str = "virtio_net is a module here, and it maps the virtio-net header it sends with every \
+     zero-copy packet at a wrong physical address (its static `xsk_hdr`; a Linux bug since \
+     6.11): unless the memory there holds a valid header, the host drops every packet sent \
+     in zero-copy mode while this side sees each one complete";
+
+/// A known defect of `driver` on the running kernel that makes AF_XDP
+/// zero-copy transmission unsafe, or `None` when none is known.
+///
+/// One is known. virtio_net (Linux 6.11 and later; no fix upstream as of
+/// 2026-12) sends every zero-copy packet with one shared virtio-net header,
+/// a static variable (`xsk_hdr`) that it maps with `dma_map_single`. When
+/// the driver is a module, as in Debian's kernels, that is a module
+/// address, which the kernel translates as if it lay in the kernel image:
+/// the device reads the header from an unrelated physical address, which
+/// KASLR moves from boot to boot. Where that memory holds anything but a
+/// valid header, a tap on the host refuses each packet (EINVAL, counted
+/// nowhere). `tests/vm` caught it on CI and reproduces it by writing over
+/// those 12 bytes. Built into the kernel, the variable lies in the kernel
+/// image and the translation is right, so only the module is named: it has
+/// an `initstate` in sysfs, and `/proc/kallsyms` lists the variable (names
+/// are listed to everyone; addresses only to the privileged).
+pub fn zero_copy_tx_defect(driver: &str) -> Option<&'static str> {
+    if driver != "virtio_net" || !std::path::Path::new("/sys/module/virtio_net/initstate").exists()
+    {
+        return None;
+    }
+    let kallsyms = std::fs::File::open("/proc/kallsyms").ok()?;
+    has_module_symbol(io::BufReader::new(kallsyms), "xsk_hdr", "virtio_net")
+        .then_some(VIRTIO_NET_XSK_HDR_DEFECT)
+}
+
+/// Whether a `/proc/kallsyms` listing has symbol `name` of module `module`
+/// (lines such as `ffffffffc020c5d0 b xsk_hdr\t[virtio_net]`).
+fn has_module_symbol(listing: impl io::BufRead, name: &str, module: &str) -> bool {
+    listing.lines().map_while(Result::ok).any(|line| {
+        let mut f = line.split_ascii_whitespace().skip(2);
+        f.next() == Some(name)
+            && f.next()
+                .and_then(|m| m.strip_prefix('['))
+                .and_then(|m| m.strip_suffix(']'))
+                == Some(module)
     })
 }
 
@@ -937,6 +986,7 @@ fn xdp_report(
         zero_copy,
         multi_buffer,
         zero_copy_multi_buffer: zc_mb,
+        zero_copy_tx_defect: None,
         attach_modes: vec![native, generic, offload],
         attached,
     }
@@ -1184,6 +1234,42 @@ mod tests {
             .find(|a| a.mode == m)
             .unwrap()
             .expected
+    }
+
+    #[test]
+    fn module_symbols_are_matched_by_name_and_module() {
+        // As /proc/kallsyms lists them, addresses hidden or not.
+        let listing = "ffffffff81000000 T _text\n\
+                       0000000000000000 t virtnet_poll\t[virtio_net]\n\
+                       ffffffffc020c5d0 b xsk_hdr\t[virtio_net]\n\
+                       ffffffffc0300000 b xsk_hdr_len\t[other]\n";
+        assert!(has_module_symbol(
+            listing.as_bytes(),
+            "xsk_hdr",
+            "virtio_net"
+        ));
+        assert!(has_module_symbol(
+            listing.as_bytes(),
+            "virtnet_poll",
+            "virtio_net"
+        ));
+        // The same name in another module, a prefix, a built-in symbol.
+        let other = "ffffffffc020c5d0 b xsk_hdr\t[virtio_net_x]\n\
+                     ffffffffc020c5d0 b xsk_hdr_v2\t[virtio_net]\n\
+                     ffffffff82000000 b xsk_hdr\n";
+        assert!(!has_module_symbol(
+            other.as_bytes(),
+            "xsk_hdr",
+            "virtio_net"
+        ));
+        assert!(!has_module_symbol(&b""[..], "xsk_hdr", "virtio_net"));
+    }
+
+    #[test]
+    fn only_virtio_net_can_have_the_zero_copy_tx_defect() {
+        for driver in ["veth", "mlx5_core", "ice", "unknown"] {
+            assert_eq!(zero_copy_tx_defect(driver), None, "{driver}");
+        }
     }
 
     #[test]

@@ -286,6 +286,7 @@ fn veth_in_a_namespace_entered_with_setns() {
     assert_eq!(ra.xdp.zero_copy, Support::No);
     assert_eq!(ra.xdp.multi_buffer, Support::Yes);
     assert_eq!(ra.xdp.zero_copy_multi_buffer, Support::No);
+    assert_eq!(ra.xdp.zero_copy_tx_defect, None);
     assert_eq!(attach_support(&ra, XdpMode::Native), Support::Yes);
     assert_eq!(attach_support(&ra, XdpMode::Generic), Support::Yes);
     assert_eq!(attach_support(&ra, XdpMode::Offload), Support::No);

@@ -940,7 +940,9 @@ pub fn run_app(
     let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
     let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
-    let zc_segs = if cfg.bind == BindMode::Copy {
+    // Every connection transmits (its ACKs at least).
+    let bind = crate::xsk::tx_bind_mode(cfg.bind, iface);
+    let zc_segs = if bind == BindMode::Copy {
         None
     } else {
         zc_max_segs(iface)
@@ -1066,7 +1068,7 @@ pub fn run_app(
         tx_size: cfg.ring,
         fill_size: cfg.ring * 2,
         comp_size: cfg.ring * 2,
-        bind: cfg.bind,
+        bind,
         need_wakeup: true,
         multi_buffer,
         tx_budget: Some(cfg.ring),

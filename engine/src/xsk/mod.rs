@@ -151,6 +151,29 @@ impl XskError {
     }
 }
 
+/// The bind mode for a socket that transmits on `iface`, given the one
+/// asked for. Where the driver has a known zero-copy TX defect
+/// ([`crate::probe::zero_copy_tx_defect`]), `Auto` becomes `Copy`, and an
+/// explicit `ZeroCopy` is kept; either way a warning names the defect.
+pub fn tx_bind_mode(asked: BindMode, iface: &str) -> BindMode {
+    if asked == BindMode::Copy {
+        return asked;
+    }
+    let Some(defect) = crate::probe::zero_copy_tx_defect(&driver_name(iface)) else {
+        return asked;
+    };
+    if asked == BindMode::Auto {
+        tracing::warn!(
+            "{iface}: {defect}. --bind auto uses copy mode (--bind zerocopy to send in \
+             zero-copy mode anyway)"
+        );
+        BindMode::Copy
+    } else {
+        tracing::warn!("{iface}: {defect}. Sending in zero-copy mode, as --bind zerocopy asks");
+        asked
+    }
+}
+
 /// The interface's driver name (`ETHTOOL_GDRVINFO`), or `"unknown"`.
 pub fn driver_name(iface: &str) -> String {
     ethtool_driver(iface).unwrap_or_else(|| "unknown".to_owned())
