@@ -562,10 +562,12 @@ pub fn probe(iface: &str) -> Result<ProbeReport, ProbeError> {
 }
 
 /// What [`zero_copy_tx_defect`] says of virtio_net built as a module.
-pub const VIRTIO_NET_XSK_HDR_DEFECT: &str = "virtio_net is a module here, and it maps the virtio-net header it sends with every \
-     zero-copy packet at a wrong physical address (its static `xsk_hdr`; a Linux bug since \
-     6.11): unless the memory there holds a valid header, the host drops every packet sent \
-     in zero-copy mode while this side sees each one complete";
+const VIRTIO_NET_XSK_HDR_DEFECT: &str = concat!(
+    "virtio_net is a module here, and it maps the virtio-net header it sends with every ",
+    "zero-copy packet at a wrong physical address (its static `xsk_hdr`; a Linux bug since ",
+    "6.11): unless the memory there holds a valid header, the host drops every packet sent ",
+    "in zero-copy mode while this side sees each one complete"
+);
 
 /// A known defect of `driver` on the running kernel that makes AF_XDP
 /// zero-copy transmission unsafe, or `None` when none is known.
