@@ -645,7 +645,60 @@ fn check_writable(p: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `xtcp recv`.
+/// Where `xtcp recv` puts what it receives.
+enum RecvOutput {
+    Verify(u64),
+    Discard,
+    File(std::path::PathBuf),
+    Stdout,
+}
+
+/// `recv`'s output from its arguments, checked without touching anything:
+/// a file must be writable, standard output neither a terminal nor taken
+/// by `--json`, and `--keep-listening` needs an output that takes many
+/// streams.
+fn recv_output(a: &RecvArgs) -> anyhow::Result<RecvOutput> {
+    if let Some(seed) = a.verify {
+        return Ok(RecvOutput::Verify(seed));
+    }
+    if a.discard {
+        return Ok(RecvOutput::Discard);
+    }
+    if a.keep_listening {
+        bail!(
+            "--keep-listening needs --verify SEED or --discard: an output file or standard \
+             output takes one connection's stream"
+        );
+    }
+    if let Some(p) = &a.out {
+        check_writable(p)?;
+        return Ok(RecvOutput::File(p.clone()));
+    }
+    if std::io::stdout().is_terminal() {
+        bail!(
+            "standard output is a terminal: give --out FILE, --verify SEED or --discard, or \
+             redirect it"
+        );
+    }
+    if a.json {
+        bail!("--json writes to standard output: give --out FILE, --verify or --discard");
+    }
+    Ok(RecvOutput::Stdout)
+}
+
+/// One output for the first connection, written by a thread of its own
+/// (kept in `writer`).
+fn single_sink(
+    open: OpenOutput,
+    writer: &mut Option<std::thread::JoinHandle<std::io::Result<u64>>>,
+) -> anyhow::Result<SinkKind> {
+    let (sink, t) = spawn_writer(open).context("starting the writer thread")?;
+    *writer = Some(t);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let _ = tx.send(sink);
+    Ok(SinkKind::Single(rx))
+}
+
 /// What a command says when its interface went away during the run.
 pub fn iface_gone(iface: &str) -> String {
     format!(
@@ -654,56 +707,34 @@ pub fn iface_gone(iface: &str) -> String {
     )
 }
 
+/// `xtcp recv`.
 pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let (addr, port) = a.at();
+    // The output is checked before the interface is looked up: a run refused
+    // for its output names no interface it would have taken.
+    let out = recv_output(a)?;
     let on = a.family.on(addr)?;
     let cfg = a.engine.config_at(on)?;
     let mut writer = None;
-    let sinks = if let Some(seed) = a.verify {
-        SinkKind::Verify(seed)
-    } else if a.discard {
-        SinkKind::Discard
-    } else {
-        if a.keep_listening {
-            bail!(
-                "--keep-listening needs --verify SEED or --discard: an output file or standard \
-                 output takes one connection's stream"
-            );
+    let sinks = match out {
+        RecvOutput::Verify(seed) => SinkKind::Verify(seed),
+        RecvOutput::Discard => SinkKind::Discard,
+        RecvOutput::File(p) => {
+            // Created (or truncated) when the first connection brings its
+            // first bytes or its end, not before.
+            let open: OpenOutput = Box::new(move || {
+                let f = std::fs::File::create(&p).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("creating {}: {e}", p.display()))
+                })?;
+                Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
+                    as Box<dyn std::io::Write + Send>)
+            });
+            single_sink(open, &mut writer)?
         }
-        let open: OpenOutput = match &a.out {
-            Some(p) => {
-                check_writable(p)?;
-                let p = p.clone();
-                // Created (or truncated) when the first connection brings
-                // its first bytes or its end, not before.
-                Box::new(move || {
-                    let f = std::fs::File::create(&p).map_err(|e| {
-                        std::io::Error::new(e.kind(), format!("creating {}: {e}", p.display()))
-                    })?;
-                    Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
-                        as Box<dyn std::io::Write + Send>)
-                })
-            }
-            None => {
-                if std::io::stdout().is_terminal() {
-                    bail!(
-                        "standard output is a terminal: give --out FILE, --verify SEED or \
-                         --discard, or redirect it"
-                    );
-                }
-                if a.json {
-                    bail!(
-                        "--json writes to standard output: give --out FILE, --verify or --discard"
-                    );
-                }
-                Box::new(|| Ok(Box::new(std::io::stdout()) as Box<dyn std::io::Write + Send>))
-            }
-        };
-        let (sink, t) = spawn_writer(open).context("starting the writer thread")?;
-        writer = Some(t);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let _ = tx.send(sink);
-        SinkKind::Single(rx)
+        RecvOutput::Stdout => single_sink(
+            Box::new(|| Ok(Box::new(std::io::stdout()) as Box<dyn std::io::Write + Send>)),
+            &mut writer,
+        )?,
     };
     let flag = interrupt_flag()?;
     let mut meter = Meter::new(Some(cfg.iface.clone()));

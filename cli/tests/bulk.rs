@@ -871,6 +871,19 @@ fn recv_leaves_the_output_alone_until_a_connection_arrives() {
         .unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(!r.status.success() && err.contains("no directory"), "{err}");
+    // Without --iface: refused before an interface is looked up, so the
+    // message names none (it used to say which one it had taken).
+    let r = net
+        .a
+        .ns
+        .command(XTCP)
+        .args(["recv", "--listen", "5222", "--out"])
+        .arg("/nonexistent-dir/x.bin")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("no directory"), "{err}");
+    assert!(!err.contains(net.a.iface.as_str()), "{err}");
 }
 
 /// A peer that never answers (its address has a neighbour entry, nobody
