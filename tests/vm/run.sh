@@ -228,8 +228,9 @@ done
 [ -e "$WORK/host.ready" ] || die "the host side (tests/vm/host.py) did not start capturing within 30 s"
 # Single-threaded TCG: all vCPUs in one host thread. Multi-threaded TCG (the
 # default) once crashed a CI guest at boot with an int3 Oops in kernel text
-# that had just been patched (a race between vCPU threads over
-# self-modified code); this costs 4-7 s of the check's 35-45.
+# that had just been patched: most likely a race between vCPU threads over
+# self-modified code (not reproduced here). One thread costs 4-7 s of the
+# check's 35-50 (49 on CI).
 # nokaslr: the guest's virtio_net maps its zero-copy TX header at a wrong
 # physical address (a kernel bug; tests/vm/init says more), which KASLR
 # moves from boot to boot. Without KASLR it lies past the guest's 1 GiB of
