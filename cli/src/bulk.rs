@@ -494,7 +494,11 @@ impl Meter {
 
     fn show(&mut self, p: &Progress<'_>) {
         if let Some(iface) = self.listener.take() {
-            eprintln!("xtcp recv: listening on {} ({iface})", listening(p.listen));
+            eprintln!(
+                "xtcp recv: listening on {} ({iface}, {})",
+                listening(p.listen),
+                bind_mode(p.zero_copy)
+            );
         }
         if self.tty && self.last.elapsed() >= Duration::from_millis(500) {
             self.last = Instant::now();
@@ -697,6 +701,11 @@ fn single_sink(
     let (tx, rx) = crossbeam_channel::bounded(1);
     let _ = tx.send(sink);
     Ok(SinkKind::Single(rx))
+}
+
+/// How a listener's banner names the sockets' mode.
+pub fn bind_mode(zero_copy: bool) -> &'static str {
+    if zero_copy { "zero-copy" } else { "copy mode" }
 }
 
 /// What a command says when its interface went away during the run.

@@ -380,9 +380,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     .as_ref()
                     .map_or_else(String::new, |t| format!(" as {}", t.name));
                 let status = format!(
-                    "listening on {} ({}){as_user}",
+                    "listening on {} ({}, {}){as_user}",
                     crate::bulk::listening(p.listen),
-                    cfg.iface
+                    cfg.iface,
+                    crate::bulk::bind_mode(p.zero_copy)
                 );
                 eprintln!("xtcp serve: {status}, iperf3 clients welcome; Ctrl-C stops");
                 run.banner();

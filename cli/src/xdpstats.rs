@@ -36,6 +36,9 @@ pub struct QueueXdp {
 /// The XDP statistics of a run (JSON field `xdp` of every command).
 #[derive(Debug, Clone, Serialize)]
 pub struct XdpSummary {
+    /// Whether every socket was bound in zero-copy mode, as the kernel
+    /// confirmed it (`XDP_OPTIONS`); `false` is copy mode.
+    pub zero_copy: bool,
     /// Packets the steering program redirected to xtcp's sockets, all
     /// queues (`None` if its counters could not be read).
     pub steered: Option<u64>,
@@ -173,6 +176,7 @@ impl XdpSummary {
             None => (sum.rx_ring_full + sum.rx_dropped, "sockets"),
         };
         XdpSummary {
+            zero_copy: !r.bind.is_empty() && r.bind.iter().all(|b| b.zerocopy),
             steered,
             no_socket,
             dropped_at_redirect,
@@ -257,6 +261,7 @@ mod tests {
             add(&mut sum, &q.xsk);
         }
         XdpSummary {
+            zero_copy: false,
             steered: Some(1000),
             no_socket: Some(0),
             dropped_at_redirect: driver.unwrap_or(sum.rx_ring_full + sum.rx_dropped),

@@ -368,12 +368,12 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     assert!(err.contains(&format!("received {len} bytes")), "{err}");
     let banner = if dual {
         format!(
-            "listening on {}:5202 and [{}]:5202 ({})",
+            "listening on {}:5202 and [{}]:5202 ({}, copy mode)",
             net.a.ip4, net.a.ip6, net.a.iface
         )
     } else {
         format!(
-            "listening on {} ({})",
+            "listening on {} ({}, copy mode)",
             std::net::SocketAddr::new(a, 5202),
             net.a.iface
         )

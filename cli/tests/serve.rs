@@ -303,7 +303,10 @@ fn one_server_serves_ipv4_and_ipv6_clients() {
     }
     let (status, err, _) = server.stop();
     assert!(status.success(), "{err}");
-    let banner = format!("listening on {ip4}:5201 and [{ip6}]:5201 ({})", net.a.iface);
+    let banner = format!(
+        "listening on {ip4}:5201 and [{ip6}]:5201 ({}, copy mode)",
+        net.a.iface
+    );
     assert!(err.contains(&banner), "{banner:?} in {err}");
 }
 
@@ -343,7 +346,7 @@ fn minus_4_and_minus_6_serve_one_family() {
         let (status, err, _) = server.stop();
         assert!(status.success(), "{err}");
         let banner = format!(
-            "listening on {} ({})",
+            "listening on {} ({}, copy mode)",
             SocketAddr::new(served, 5201),
             net.a.iface
         );
@@ -433,7 +436,7 @@ fn a_tentative_address_is_named_and_not_served() {
         "{err}"
     );
     let banner = format!(
-        "listening on {}:5201 and [{}]:5201 ({})",
+        "listening on {}:5201 and [{}]:5201 ({}, copy mode)",
         net.a.ip4, net.a.ip6, net.a.iface
     );
     assert!(err.contains(&banner), "{banner:?} in {err}");

@@ -339,7 +339,7 @@ fn without_iface_the_errors_name_what_was_tried() {
         net.a.iface, net.a.ip6
     ));
     serve.wait_for(&format!(
-        "listening on [{}]:5201 ({})",
+        "listening on [{}]:5201 ({}, copy mode)",
         net.a.ip6, net.a.iface
     ));
     serve.signal("-INT");
@@ -362,7 +362,7 @@ fn serve_without_iface_or_address_serves_the_only_interface() {
         net.a.iface, net.a.ip4, net.a.ip6
     ));
     serve.wait_for(&format!(
-        "listening on {}:5201 and [{}]:5201 ({})",
+        "listening on {}:5201 and [{}]:5201 ({}, copy mode)",
         net.a.ip4, net.a.ip6, net.a.iface
     ));
     let v = common::iperf3_json_to(&net, &[], &net.a.ip6.to_string(), &["-t", "1"]);

@@ -580,6 +580,8 @@ fn client_json_carries_the_xdp_statistics() {
     assert_eq!(u(x, "rx_ring_full"), 0, "{x}");
     assert_eq!(x["drop_percent"].as_f64(), Some(0.0), "{x}");
     assert_eq!(x["queues"][0]["queue"], 0, "{x}");
+    // veth has no zero-copy (`xtcp probe`; tests/vm checks `true`).
+    assert_eq!(x["zero_copy"], false, "{x}");
 }
 
 /// Size and `AnonHugePages` (bytes) of each readable-writable mapping in

@@ -486,6 +486,9 @@ pub struct Progress<'a> {
     pub drop_malformed: u64,
     /// The addresses and port a listener serves (empty for active opens).
     pub listen: &'a [SocketAddr],
+    /// Every socket is bound in zero-copy mode, as the kernel confirmed it
+    /// (`XDP_OPTIONS`); `false` is copy mode.
+    pub zero_copy: bool,
 }
 
 /// A kernel socket that keeps a port ours.
@@ -941,8 +944,8 @@ pub fn run_app(
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
     let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
     // Every connection transmits (its ACKs at least).
-    let bind = crate::xsk::tx_bind_mode(cfg.bind, iface);
-    let zc_segs = if bind == BindMode::Copy {
+    let bind_mode = crate::xsk::tx_bind_mode(cfg.bind, iface);
+    let zc_segs = if bind_mode == BindMode::Copy {
         None
     } else {
         zc_max_segs(iface)
@@ -1068,7 +1071,7 @@ pub fn run_app(
         tx_size: cfg.ring,
         fill_size: cfg.ring * 2,
         comp_size: cfg.ring * 2,
-        bind,
+        bind: bind_mode,
         need_wakeup: true,
         multi_buffer,
         tx_budget: Some(cfg.ring),
@@ -1102,6 +1105,7 @@ pub fn run_app(
         ));
     }
     let bind: Vec<BindInfo> = ports.iter().map(|p| p.xsk().info().clone()).collect();
+    let zero_copy = bind.iter().all(|b| b.zerocopy);
     let umem_report = UmemReport {
         bytes: umem.bytes(),
         huge_bytes: umem.huge_bytes(),
@@ -1268,6 +1272,7 @@ pub fn run_app(
             steer,
             closed: connections.len(),
             listen: &listening,
+            zero_copy,
             ..Progress::default()
         };
         for w in &workers {
