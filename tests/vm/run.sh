@@ -6,7 +6,7 @@
 #
 #   sudo tests/vm/run.sh
 #
-# Needs root. Installs qemu-system-x86, busybox-static and cpio when
+# Needs root. Installs qemu-system-x86, busybox-static, cpio and iperf3 when
 # missing. The guest kernel (Debian trixie-backports linux-image-6.18.*-
 # cloud-amd64) is fetched with `apt-get download` through a private apt
 # configuration and cached in $XTCP_VM_CACHE (default /var/cache/xtcp-vm);
@@ -37,6 +37,7 @@ dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v cpio >/dev/null || need+=(cpio)
 command -v python3 >/dev/null || need+=(python3)
 command -v ethtool >/dev/null || need+=(ethtool)
+command -v iperf3 >/dev/null || need+=(iperf3)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v ip >/dev/null || need+=(iproute2)
 if [ "${#need[@]}" -gt 0 ]; then
@@ -194,6 +195,7 @@ SINK_PORT=5206
 SOURCE_PORT=5207
 CHAINED_SINK_PORT=5208
 NOCLIP_SINK_PORT=5209
+SERVE_PORT=5210
 CONF
 cp tests/vm/init "$ROOT/init"
 chmod +x "$ROOT/init"
