@@ -35,7 +35,7 @@ mod common;
 
 use common::{
     ENGINE, Reap, XTCP, client_wrote_what_xtcp_received, ethtool_stat, link_stat, tcp_mib,
-    tcp_out_segs, testnet, wait_established,
+    tcp_out_segs, testnet, wait_b_done_sending, wait_established,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -394,6 +394,9 @@ fn as_nobody_every_thread_holds_nothing_while_serving_and_sigterm_detaches_every
     }
     assert_not_dumpable(&net, s.pid(), uid, gid);
     let v = iperf3_finish(client);
+    // B's count of what it sent is final once its connections are closed.
+    let err = s.err.clone();
+    wait_b_done_sending(&net, PORT, &|| format!("serve: {}", err.lock().unwrap()));
 
     s.signal("-TERM");
     let (status, out, err) = s.wait_exit();

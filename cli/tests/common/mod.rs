@@ -661,6 +661,43 @@ pub fn wait_established(
     }
 }
 
+/// Waits (bounded) until side B has no TCP socket to A's `port` that can
+/// still send, every one gone or in TIME-WAIT: only then are B's counts of
+/// what it sent there final. A server stopped before (SIGTERM right after
+/// the client's end) leaves B retransmitting a FIN that no steering
+/// program sees.
+pub fn wait_b_done_sending(net: &TestNet, port: u16, context: &dyn Fn() -> String) {
+    let filter = format!("( dport = :{port} )");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net
+            .b
+            .ns
+            .command("ss")
+            .args([
+                "-Htn",
+                "state",
+                "connected",
+                "exclude",
+                "time-wait",
+                &filter,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ss: {out:?}");
+        let left = String::from_utf8_lossy(&out.stdout).into_owned();
+        if left.trim().is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B still has sockets to port {port} after 60 s:\n{left}{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `field` of the `Tcp:` lines of `/proc/net/snmp` in `ns`.
 pub fn tcp_mib(ns: &Netns, field: &str) -> u64 {
     proc_counter(ns, "/proc/net/snmp", "Tcp:", field)
