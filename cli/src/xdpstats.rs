@@ -176,7 +176,7 @@ impl XdpSummary {
             None => (sum.rx_ring_full + sum.rx_dropped, "sockets"),
         };
         XdpSummary {
-            zero_copy: !r.bind.is_empty() && r.bind.iter().all(|b| b.zerocopy),
+            zero_copy: xtcp_engine::xsk::all_zero_copy(&r.bind),
             steered,
             no_socket,
             dropped_at_redirect,

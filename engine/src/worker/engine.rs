@@ -1105,7 +1105,7 @@ pub fn run_app(
         ));
     }
     let bind: Vec<BindInfo> = ports.iter().map(|p| p.xsk().info().clone()).collect();
-    let zero_copy = bind.iter().all(|b| b.zerocopy);
+    let zero_copy = crate::xsk::all_zero_copy(&bind);
     let umem_report = UmemReport {
         bytes: umem.bytes(),
         huge_bytes: umem.huge_bytes(),

@@ -174,6 +174,12 @@ pub fn tx_bind_mode(asked: BindMode, iface: &str) -> BindMode {
     }
 }
 
+/// Whether sockets bound as `binds` say run in zero-copy mode, every one
+/// of them (as the kernel confirmed it, `XDP_OPTIONS`); `false` for none.
+pub fn all_zero_copy(binds: &[BindInfo]) -> bool {
+    !binds.is_empty() && binds.iter().all(|b| b.zerocopy)
+}
+
 /// The interface's driver name (`ETHTOOL_GDRVINFO`), or `"unknown"`.
 pub fn driver_name(iface: &str) -> String {
     ethtool_driver(iface).unwrap_or_else(|| "unknown".to_owned())
