@@ -319,6 +319,9 @@ pub struct Connection<M = HeapFrames> {
     /// SACK block (RFC 2883 D-SACK): offsets, end exclusive.
     dsack: Option<(u64, u64)>,
     challenge_window: (Option<Instant>, u32),
+    /// When a segment without data that was not acceptable was last
+    /// answered ([`Connection::answer_invalid`]).
+    last_invalid_ack: Option<Instant>,
     error: Option<ConnectionError>,
     closed: Option<CloseReason>,
 }
@@ -611,6 +614,7 @@ impl<M: SendMemory> Connection<M> {
             },
             pending_rst: None,
             challenge_window: (None, 0),
+            last_invalid_ack: None,
             events: 0,
             error: None,
             closed: None,
@@ -1513,7 +1517,7 @@ impl<M: SendMemory> Connection<M> {
             && (ts.tsval.wrapping_sub(self.ts_recent) as i32) < 0
         {
             self.stats.paws_drops += 1;
-            self.ack_now = true;
+            self.answer_invalid(now, seg, payload_len);
             return;
         }
         // Acceptability (RFC 9293 §3.10.7.4), with a zero-length probe or FIN at
@@ -1541,7 +1545,7 @@ impl<M: SendMemory> Connection<M> {
                     let off = rcv_nxt_off(self.recv.nxt(), d);
                     self.note_dsack(off, off + payload_len as u64);
                 }
-                self.ack_now = true;
+                self.answer_invalid(now, seg, payload_len);
             }
             return;
         }
@@ -1620,6 +1624,24 @@ impl<M: SendMemory> Connection<M> {
         }
     }
 
+    /// Answers a segment that is not acceptable with an ACK (RFC 9293
+    /// §3.10.7.4), at most one per [`Config::invalid_ack_interval`] where it
+    /// carries no data (or carries a SYN), as Linux's `tcp_oow_rate_limited`:
+    /// see that setting for why.
+    fn answer_invalid(&mut self, now: Instant, seg: &TcpRepr, payload_len: usize) {
+        if payload_len == 0 || seg.flags.contains(TcpFlags::SYN) {
+            if self
+                .last_invalid_ack
+                .is_some_and(|t| now.saturating_duration_since(t) < self.cfg.invalid_ack_interval)
+            {
+                self.stats.invalid_acks_skipped += 1;
+                return;
+            }
+            self.last_invalid_ack = Some(now);
+        }
+        self.ack_now = true;
+    }
+
     fn challenge_ack(&mut self, now: Instant) {
         let (start, count) = self.challenge_window;
         let fresh =
@@ -1639,7 +1661,7 @@ impl<M: SendMemory> Connection<M> {
         let top = self.max as i64;
         if ack_off > top {
             // Acknowledges something never sent.
-            self.ack_now = true;
+            self.answer_invalid(now, seg, payload_len);
             return false;
         }
         if ack_off < self.una as i64 - self.max_snd_wnd as i64 {

@@ -298,6 +298,15 @@ pub struct Config {
     pub max_ooo_ranges: usize,
     /// Challenge ACKs allowed per second (RFC 5961 §7).
     pub challenge_ack_limit: u32,
+    /// Least time between two ACKs answering segments without data that are
+    /// not acceptable (PAWS, outside the window, an ACK of what was never
+    /// sent): RFC 5961 §7's ACK throttling, Linux's `tcp_invalid_ratelimit`
+    /// (500 ms too). Two ends that no longer agree on the sequence space
+    /// (after a forged or corrupted segment was taken) would otherwise answer
+    /// each other's ACKs for ever, as fast as the path carries them. A
+    /// segment with data is answered at once: it is no part of such a loop,
+    /// and its sender may be waiting for that ACK.
+    pub invalid_ack_interval: Duration,
 }
 
 impl Default for Config {
@@ -328,6 +337,7 @@ impl Default for Config {
             time_wait: Duration::from_secs(1),
             max_ooo_ranges: 16,
             challenge_ack_limit: 100,
+            invalid_ack_interval: Duration::from_millis(500),
         }
     }
 }
@@ -499,4 +509,8 @@ pub struct Stats {
     pub send_buffer_trials: u64,
     /// Of those, kept: the delivery rate rose by a quarter.
     pub send_buffer_trials_kept: u64,
+    /// Segments without data, not acceptable, left unanswered because an
+    /// ACK answered one less than [`Config::invalid_ack_interval`] before
+    /// (Linux's `TCPACKSkippedPAWS` and `TCPACKSkippedSeq` together).
+    pub invalid_acks_skipped: u64,
 }

@@ -24,7 +24,7 @@ use super::conn::reset_for;
 use super::isn::{IsnGenerator, XorShift};
 use super::{CloseReason, Config, Connection, Event, FourTuple, Listener, Segment, State};
 use crate::wire::checksum;
-use crate::wire::{TcpPacket, TcpRepr};
+use crate::wire::{SackBlocks, SeqNumber, TcpFlags, TcpPacket, TcpRepr, TcpTimestamp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -49,6 +49,13 @@ pub struct LinkConfig {
     pub duplicate: f64,
     /// Probability a packet has one bit flipped.
     pub corrupt: f64,
+    /// Probability that a forged copy of a packet arrives too: its flags,
+    /// sequence and acknowledgement numbers (mostly near the real ones),
+    /// window, options (SACK blocks anywhere around the ACK, timestamps, MSS,
+    /// window scale) and payload changed at random, its checksum valid. The
+    /// receiver must take these as it takes any segment; what it delivers is
+    /// then no longer only the sender's bytes.
+    pub forge: f64,
     /// Largest IP packet (20-byte IPv4 header included).
     pub mtu: usize,
     /// Packets are delivered only at multiples of this (from the first
@@ -70,6 +77,7 @@ impl Default for LinkConfig {
             reorder_delay: Duration::from_millis(2),
             duplicate: 0.0,
             corrupt: 0.0,
+            forge: 0.0,
             mtu: 1500,
             batch: Duration::ZERO,
             batch_from: Duration::ZERO,
@@ -96,6 +104,8 @@ pub struct LinkStats {
     pub duplicated: u64,
     /// Corrupted (and dropped by the receiver's checksum check).
     pub corrupted: u64,
+    /// Forged copies sent along (see [`LinkConfig::forge`]).
+    pub forged: u64,
     /// Bytes delivered (IP packets).
     pub bytes_delivered: u64,
     /// Most packets ever waiting for serialisation at once.
@@ -113,6 +123,11 @@ struct InFlight {
 struct Link {
     cfg: LinkConfig,
     rng: XorShift,
+    /// Forgery's own draws, so that the other impairments of a seed stay
+    /// what they were without it.
+    forge_rng: XorShift,
+    /// Source and destination, for a forged packet's checksum.
+    ends: (SocketAddr, SocketAddr),
     free_at: Option<Instant>,
     /// When the first packet was offered (`LinkConfig::batch` counts from it).
     epoch: Option<Instant>,
@@ -127,10 +142,12 @@ struct Link {
 }
 
 impl Link {
-    fn new(cfg: LinkConfig, seed: u64) -> Link {
+    fn new(cfg: LinkConfig, seed: u64, ends: (SocketAddr, SocketAddr)) -> Link {
         Link {
             cfg,
             rng: XorShift::new(seed),
+            forge_rng: XorShift::new(seed ^ 0x6f72_6765_6420_6f6b),
+            ends,
             free_at: None,
             epoch: None,
             departures: VecDeque::new(),
@@ -222,7 +239,108 @@ impl Link {
             let bit = self.rng.below(p.len() as u64 * 8) as usize;
             p[bit / 8] ^= 1 << (bit % 8);
         }
+        if self.cfg.forge > 0.0 && self.forge_rng.chance(self.cfg.forge) {
+            self.forge(at, slot);
+        }
         self.push(at, slot);
+    }
+
+    /// Sends a forged copy of the packet in `slot` (see [`LinkConfig::forge`]),
+    /// arriving up to a millisecond after `at`.
+    fn forge(&mut self, at: Instant, slot: usize) {
+        let Ok(pkt) = TcpPacket::new_checked(&self.slots[slot][..]) else {
+            return;
+        };
+        let Ok(mut repr) = TcpRepr::parse(&pkt) else {
+            return;
+        };
+        let real = self.slots[slot][pkt.header_len()..].to_vec();
+        let r = &mut self.forge_rng;
+        let span = [16u64, 1500, 65_536, 1 << 20][r.below(4) as usize];
+        if r.chance(0.5) {
+            repr.seq = near(r, repr.seq, span);
+        }
+        if r.chance(0.5) {
+            repr.ack = near(r, repr.ack, span);
+        }
+        if r.chance(0.3) {
+            repr.flags = TcpFlags(repr.flags.0 ^ (1 << r.below(8)));
+        }
+        if r.chance(0.05) {
+            repr.flags = TcpFlags(r.next_u64() as u8);
+        }
+        if r.chance(0.3) {
+            repr.window = [0, 1, r.next_u64() as u16, u16::MAX][r.below(4) as usize];
+        }
+        if r.chance(0.1) {
+            repr.urgent = r.next_u64() as u16;
+        }
+        let o = &mut repr.options;
+        if r.chance(0.1) {
+            o.mss = [None, Some(0), Some(1), Some(r.next_u64() as u16)][r.below(4) as usize];
+        }
+        if r.chance(0.1) {
+            o.window_scale =
+                [None, Some(r.below(20) as u8), Some(r.next_u64() as u8)][r.below(3) as usize];
+        }
+        if r.chance(0.05) {
+            o.sack_permitted = !o.sack_permitted;
+        }
+        if r.chance(0.3) {
+            o.timestamp = match r.below(4) {
+                0 => None,
+                1 => Some(TcpTimestamp {
+                    tsval: r.next_u64() as u32,
+                    tsecr: r.next_u64() as u32,
+                }),
+                _ => o.timestamp.map(|t| TcpTimestamp {
+                    tsval: near(r, SeqNumber(t.tsval), span).0,
+                    tsecr: near(r, SeqNumber(t.tsecr), span).0,
+                }),
+            };
+        }
+        if r.chance(0.4) {
+            // Up to four blocks around the ACK: inside the flight, beyond
+            // it, below it, empty, reversed, or anywhere at all.
+            let room = if o.timestamp.is_some() { 3 } else { 4 };
+            let mut blocks = [(SeqNumber(0), SeqNumber(0)); 4];
+            let n = r.below(room + 1) as usize;
+            for b in &mut blocks[..n] {
+                let left = near(r, repr.ack, span);
+                let right = match r.below(4) {
+                    0 => left,
+                    1 => near(r, left, span),
+                    _ => left + r.below(span + 1) as usize,
+                };
+                *b = (left, right);
+            }
+            o.sack = SackBlocks::from_slice(&blocks[..n]).unwrap_or(SackBlocks::EMPTY);
+        }
+        let payload = if r.chance(0.3) {
+            match r.below(4) {
+                0 => Vec::new(),
+                1 => real[..r.below(real.len() as u64 + 1) as usize].to_vec(),
+                2 => {
+                    let mut p = real.clone();
+                    p.extend((0..r.below(2000)).map(|i| i as u8));
+                    p
+                }
+                _ => (0..r.below(9000)).map(|_| r.next_u64() as u8).collect(),
+            }
+        } else {
+            real
+        };
+        let extra = Duration::from_nanos(self.forge_rng.below(1_000_000));
+        let f = self.slot();
+        let (from, to) = self.ends;
+        let len = serialize(&mut self.slots[f], from, to, &repr, (&payload, &[]));
+        if len == 0 {
+            // The options did not fit a header.
+            self.free_slots.push(f);
+            return;
+        }
+        self.stats.forged += 1;
+        self.push(at + extra, f);
     }
 
     fn push(&mut self, at: Instant, slot: usize) {
@@ -406,8 +524,8 @@ impl Sim {
                 close_called: false,
                 stats: AppStats::default(),
             },
-            c2s: Link::new(cfg.c2s, seeds.next_u64()),
-            s2c: Link::new(cfg.s2c, seeds.next_u64()),
+            c2s: Link::new(cfg.c2s, seeds.next_u64(), (client_addr, server_addr)),
+            s2c: Link::new(cfg.s2c, seeds.next_u64(), (server_addr, client_addr)),
             scratch: vec![0; 256 * 1024],
             steps: 0,
             gso: cfg.gso.max(1),
@@ -762,6 +880,16 @@ fn run_app(c: &mut Connection, app: &mut App, now: Instant, elapsed: Duration, s
             app.close_called = true;
             c.close(now);
         }
+    }
+}
+
+/// `s` moved by up to `span` either way, or (one time in eight) anywhere, or
+/// (one in eight) unchanged.
+fn near(r: &mut XorShift, s: SeqNumber, span: u64) -> SeqNumber {
+    match r.below(8) {
+        0 => SeqNumber(r.next_u64() as u32),
+        1 => s,
+        _ => SeqNumber(s.0.wrapping_add(r.below(2 * span + 1).wrapping_sub(span) as u32)),
     }
 }
 
