@@ -1540,10 +1540,16 @@ impl<M: SendMemory> Connection<M> {
             self.stats.out_of_window += 1;
             if !f.contains(TcpFlags::RST) {
                 if seg_len > 0 && d < 0 {
-                    self.stats.duplicate_bytes += payload_len as u64;
-                    // Wholly below RCV.NXT: a duplicate, reported as one.
-                    let off = rcv_nxt_off(self.recv.nxt(), d);
-                    self.note_dsack(off, off + payload_len as u64);
+                    // What of it lies below RCV.NXT (and not below the
+                    // stream's start): a duplicate, reported as one. (Into
+                    // a closed window a segment may reach beyond RCV.NXT.)
+                    let nxt = self.recv.nxt();
+                    let start = rcv_nxt_off(nxt, d);
+                    let end = rcv_nxt_off(nxt, d + payload_len as i64).min(nxt);
+                    if end > start {
+                        self.stats.duplicate_bytes += end - start;
+                        self.note_dsack(start, end);
+                    }
                 }
                 self.answer_invalid(now, seg, payload_len);
             }

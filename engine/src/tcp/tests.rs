@@ -1773,6 +1773,39 @@ fn acks_to_unacceptable_segments_without_data_are_throttled_not_those_with_data(
     assert_eq!(c.state(), State::Established);
 }
 
+#[test]
+fn a_d_sack_reports_only_what_was_received() {
+    let cfg = Config {
+        recv_buffer: 4096,
+        recv_window: RecvWindow::Fixed(4096),
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg, all_options(1000, 0));
+    let data = |seq: SeqNumber, len: usize, c: &mut Connection, t: u64| {
+        let mut s = seg(TcpFlags::ACK, seq, iss + 1, 1000);
+        s.options.timestamp = Some(TcpTimestamp {
+            tsval: 1000,
+            tsecr: 0,
+        });
+        c.handle_segment(ms(t), &s, &vec![7u8; len]);
+        out(c, ms(t))
+    };
+    // Before the stream's first byte: nothing of it was ever received.
+    let a = data(PEER_ISS + 1 - 100, 100, &mut c, 20);
+    assert_eq!(a.len(), 1);
+    assert!(a[0].repr.options.sack.is_empty());
+    data(PEER_ISS + 1, 1000, &mut c, 21);
+    // From 100 bytes below RCV.NXT to beyond the window: the 100 bytes
+    // are the duplicate, not the rest.
+    let a = data(PEER_ISS + 901, 5000, &mut c, 22);
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        a[0].repr.options.sack.as_slice(),
+        [(PEER_ISS + 901, PEER_ISS + 1001)]
+    );
+    assert_eq!(c.stats().duplicate_bytes, 100);
+}
+
 /// Two ends that no longer agree on the sequence space: a forged segment of
 /// data beyond what B sent moved A's RCV.NXT, so that A finds every segment
 /// of B's below its window and answers it, and B finds each such answer an
