@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::Serialize;
-use xtcp_engine::tcp::{CloseReason, ConnectionError};
+use xtcp_engine::tcp::{CloseReason, ConnectionError, Stats};
 use xtcp_engine::worker::bulk::{
     FileSource, NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer,
 };
@@ -204,6 +204,37 @@ struct ConnSummary {
     /// `--sndbuf`).
     send_buffer: usize,
     seconds: f64,
+    unacceptable: Unacceptable,
+}
+
+/// The peer's segments a connection did not take, and how it answered them
+/// (what Linux counts in `TcpExt`): forged or stale segments show here.
+#[derive(Debug, Serialize)]
+struct Unacceptable {
+    /// Failed PAWS: a timestamp older than the last one taken (RFC 7323).
+    paws: u64,
+    /// Outside the receive window, duplicates of data already received
+    /// included.
+    out_of_window: u64,
+    /// ACKs sent to challenge an in-window RST or SYN, or an ACK too old
+    /// (RFC 5961).
+    challenge_acks: u64,
+    /// Of the unacceptable segments without data, those left unanswered:
+    /// they get one answer per 500 ms (RFC 5961 §7, as Linux's
+    /// `tcp_invalid_ratelimit`; Linux counts them in `TCPACKSkippedPAWS`
+    /// and `TCPACKSkippedSeq`).
+    answers_skipped: u64,
+}
+
+impl Unacceptable {
+    fn of(s: &Stats) -> Unacceptable {
+        Unacceptable {
+            paws: s.paws_drops,
+            out_of_window: s.out_of_window,
+            challenge_acks: s.challenge_acks,
+            answers_skipped: s.invalid_acks_skipped,
+        }
+    }
 }
 
 fn describe(r: &ConnReport, connect_timeout: Duration) -> Result<(), String> {
@@ -275,6 +306,7 @@ fn summarise<'a>(
                 seconds: r
                     .established
                     .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64()),
+                unacceptable: Unacceptable::of(&r.stats),
             }
         })
         .collect();
