@@ -105,6 +105,10 @@ struct TcpTotals {
     retransmits: u64,
     bytes_received: u64,
     bytes_sent: u64,
+    paws_drops: u64,
+    out_of_window: u64,
+    challenge_acks: u64,
+    unanswered: u64,
 }
 
 impl TcpTotals {
@@ -115,6 +119,10 @@ impl TcpTotals {
             t.retransmits += w.tcp_retransmits;
             t.bytes_received += w.tcp_bytes_received;
             t.bytes_sent += w.tcp_bytes_sent;
+            t.paws_drops += w.tcp_paws_drops;
+            t.out_of_window += w.tcp_out_of_window;
+            t.challenge_acks += w.tcp_challenge_acks;
+            t.unanswered += w.tcp_unanswered;
         }
         t
     }
@@ -125,6 +133,10 @@ impl TcpTotals {
             retransmits: self.retransmits.max(o.retransmits),
             bytes_received: self.bytes_received.max(o.bytes_received),
             bytes_sent: self.bytes_sent.max(o.bytes_sent),
+            paws_drops: self.paws_drops.max(o.paws_drops),
+            out_of_window: self.out_of_window.max(o.out_of_window),
+            challenge_acks: self.challenge_acks.max(o.challenge_acks),
+            unanswered: self.unanswered.max(o.unanswered),
         }
     }
 }
@@ -524,6 +536,34 @@ impl Collector for Exposition {
                 (&[("direction", "sent")], s.tcp.bytes_sent),
             ],
         )?;
+        by(
+            &mut enc,
+            "tcp_unacceptable_segments",
+            "The peers' TCP segments not taken: a timestamp older than the last one taken \
+             (paws), or outside the receive window, duplicates of data already received \
+             included (out_of_window), all queues.",
+            None,
+            &[
+                (&[("reason", "paws")], s.tcp.paws_drops),
+                (&[("reason", "out_of_window")], s.tcp.out_of_window),
+            ],
+        )?;
+        by(
+            &mut enc,
+            "tcp_unacceptable_unanswered",
+            "Unacceptable TCP segments without data left unanswered: each connection answers \
+             one per 500 ms (RFC 5961 section 7), all queues.",
+            None,
+            &[(&[], s.tcp.unanswered)],
+        )?;
+        by(
+            &mut enc,
+            "tcp_challenge_acks",
+            "ACKs sent to challenge an in-window RST or SYN, or an ACK too old (RFC 5961), \
+             all queues.",
+            None,
+            &[(&[], s.tcp.challenge_acks)],
+        )?;
 
         // Connections.
         per_queue(
@@ -711,6 +751,10 @@ mod tests {
             tcp_retransmits: seed + 12,
             tcp_bytes_received: seed + 13,
             tcp_bytes_sent: seed + 14,
+            tcp_paws_drops: seed + 18,
+            tcp_out_of_window: seed + 19,
+            tcp_challenge_acks: seed + 20,
+            tcp_unanswered: seed + 21,
             ..WorkerCounters::default()
         };
         w.port.rx_segments = seed + 1;
@@ -770,6 +814,13 @@ mod tests {
         assert_eq!(value(&t, rx), 113 + 213);
         let tx = r#"xtcp_tcp_payload_bytes_total{direction="sent"}"#;
         assert_eq!(value(&t, tx), 114 + 214);
+        let paws = r#"xtcp_tcp_unacceptable_segments_total{reason="paws"}"#;
+        assert_eq!(value(&t, paws), 118 + 218);
+        let oow = r#"xtcp_tcp_unacceptable_segments_total{reason="out_of_window"}"#;
+        assert_eq!(value(&t, oow), 119 + 219);
+        assert_eq!(value(&t, "xtcp_tcp_challenge_acks_total"), 120 + 220);
+        let unanswered = "xtcp_tcp_unacceptable_unanswered_total";
+        assert_eq!(value(&t, unanswered), 121 + 221);
         let version = format!(
             "xtcp_build_info{{version=\"{}\"}}",
             env!("CARGO_PKG_VERSION")

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Reap, Watched, XTCP, ethtool_stat, iperf3_json, link_stat, need_iperf3, tcp_mib,
-    testnet,
+    ENGINE, Forged, Reap, Watched, XTCP, ethtool_stat, iperf3_json, link_stat, need_iperf3,
+    tcp_mib, testnet,
 };
 use xtcp_engine::testnet::{Netns, TestNet};
 
@@ -961,4 +961,30 @@ fn refused_tests_are_counted_by_reason() {
     );
     assert_eq!(must(&t, r#"xtcp_tests_total{result="ok"}"#), 0, "{t}");
     assert_eq!(must(&t, r#"xtcp_tests_total{result="failed"}"#), 0, "{t}");
+}
+
+/// Forged segments of a connection to serve (see [`Forged::into`]): the
+/// unacceptable-segment series count each kind as side B forged it, and
+/// the answers skipped as B's capture of xtcp's answers allows.
+#[test]
+fn forged_segments_are_counted_by_reason() {
+    let net = testnet(1);
+    let _x = serve(&net, 1, &[]);
+    let forged = Forged::into(&net, SocketAddr::new(net.a.ip4.into(), 5201));
+    let series = [
+        r#"xtcp_tcp_unacceptable_segments_total{reason="out_of_window"}"#,
+        r#"xtcp_tcp_unacceptable_segments_total{reason="paws"}"#,
+        "xtcp_tcp_challenge_acks_total",
+        "xtcp_tcp_unacceptable_unanswered_total",
+    ];
+    let t = scrape_until(&net, "the forged segments counted", |t| {
+        let n = |s| must(t, s);
+        (n(series[0]) >= Forged::OOW
+            && n(series[1]) >= Forged::PAWS
+            && n(series[2]) >= Forged::SYNS)
+            .then_some(())
+            .ok_or_else(|| format!("{series:?}: {:?}", series.map(n)))
+    });
+    let counts = series.map(|s| must(&t, s));
+    forged.check(&format!("{series:?} = {counts:?}"), counts);
 }

@@ -985,3 +985,187 @@ pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
     }
     block
 }
+
+/// Side B's half of [`Forged::into`], in Python: connects to the address
+/// given, sends a byte and reads the connection's sequence numbers and
+/// timestamp off that segment (a raw socket on B's interface), injects
+/// forged segments of the connection as raw frames, sends a second byte,
+/// counts what xtcp answered until its ACK of that byte, closes, and
+/// prints the counts as JSON.
+const FORGER: &str = r#"
+import json, socket, struct, sys, time
+B, A, DPORT, IFACE, A_MAC, B_MAC, OOW, PAWS, SYNS = sys.argv[1:]
+b_ip, a_ip = socket.inet_aton(B), socket.inet_aton(A)
+DPORT, OOW, PAWS, SYNS = map(int, (DPORT, OOW, PAWS, SYNS))
+deadline = time.monotonic() + 60
+# ETH_P_ALL: a socket of one protocol sees only what comes in.
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind((IFACE, 0))
+s.settimeout(0.2)
+while True:
+    try:
+        c = socket.create_connection((A, DPORT), timeout=5)
+        break
+    except OSError as e:
+        if time.monotonic() > deadline: sys.exit("cannot connect: %s" % e)
+        time.sleep(0.05)
+SPORT = c.getsockname()[1]
+
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    v = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while v >> 16: v = (v & 0xffff) + (v >> 16)
+    return ~v & 0xffff
+
+def parse(frame):
+    if frame[12:14] != b"\x08\x00": return None
+    ip = frame[14:]
+    if len(ip) < 20 or ip[9] != 6: return None
+    ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
+    tcp = ip[ihl:tot]
+    sp, dp, seq, ack, off, flags = struct.unpack("!HHIIBB", tcp[:14])
+    hl, ts, i = (off >> 4) * 4, None, 20
+    while i < hl:
+        k = tcp[i]
+        if k == 0: break
+        if k == 1: i += 1; continue
+        n = tcp[i + 1]
+        if n < 2: break
+        if k == 8 and n == 10: ts = struct.unpack("!II", tcp[i + 2:i + 10])
+        i += n
+    return dict(src=ip[12:16], sport=sp, dport=dp, seq=seq, ack=ack, flags=flags,
+                len=len(tcp) - hl, ts=ts)
+
+def next_packet(pred):
+    while time.monotonic() < deadline:
+        try: frame = s.recv(65535)
+        except socket.timeout: continue
+        p = parse(frame)
+        if p and pred(p): return p
+    sys.exit("timed out")
+
+def ours(p, frm):
+    ports = (p["sport"], p["dport"])
+    return p["src"] == frm and SPORT in ports and DPORT in ports
+
+def inject(seq, ack, flags, tsval, tsecr):
+    opts = b"\x01\x01\x08\x0a" + struct.pack("!II", tsval & 0xffffffff, tsecr)
+    tcp = struct.pack("!HHIIBBHHH", SPORT, DPORT, seq & 0xffffffff, ack,
+                      (20 + len(opts)) // 4 << 4, flags, 502, 0, 0) + opts
+    pseudo = b_ip + a_ip + struct.pack("!BBH", 0, 6, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0, b_ip, a_ip)
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    s.send(bytes.fromhex(A_MAC) + bytes.fromhex(B_MAC) + b"\x08\x00" + ip + tcp)
+
+def spaced(n, *seg):
+    # A millisecond apart, so that xtcp's worker takes each in a turn of
+    # its own, where answers due in one turn would go out as one ACK.
+    for _ in range(n):
+        inject(*seg)
+        time.sleep(0.001)
+
+c.sendall(b"x")
+d = next_packet(lambda p: ours(p, b_ip) and p["len"] > 0)
+if d["ts"] is None: sys.exit("no timestamps on the connection")
+nxt, ack, (tsval, tsecr) = (d["seq"] + d["len"]) & 0xffffffff, d["ack"], d["ts"]
+next_packet(lambda p: ours(p, a_ip) and p["ack"] == nxt)
+start = time.monotonic()
+spaced(OOW, nxt + (1 << 30), ack, 0x10, tsval, tsecr)
+spaced(PAWS, nxt, ack, 0x10, tsval - 1000, tsecr)
+burst = time.monotonic() - start
+spaced(SYNS, nxt, 0, 0x02, tsval, tsecr)
+c.sendall(b"y")
+answers = 0
+while True:
+    p = next_packet(lambda p: ours(p, a_ip))
+    if p["ack"] == (nxt + 1) & 0xffffffff: break
+    if p["ack"] == nxt and p["len"] == 0 and p["flags"] == 0x10: answers += 1
+c.close()
+print(json.dumps(dict(answers=answers, burst=burst)), flush=True)
+"#;
+
+/// What [`Forged::into`] sent and saw.
+pub struct Forged {
+    /// Pure ACKs of xtcp's on the connection between the first forged
+    /// segment and its ACK of the byte after them, counted on B's side.
+    pub answers: u64,
+    /// Seconds from the first forged segment without data to the last.
+    pub burst: f64,
+}
+
+impl Forged {
+    /// Forged segments sent outside the window, failing PAWS, and SYNs.
+    pub const OOW: u64 = 100;
+    pub const PAWS: u64 = 50;
+    pub const SYNS: u64 = 5;
+
+    /// Connects from side B to `dst` (xtcp's, IPv4), sends a byte, forges
+    /// [`Forged::OOW`] segments of that connection outside xtcp's window,
+    /// [`Forged::PAWS`] in it with an old timestamp and [`Forged::SYNS`]
+    /// SYNs at RCV.NXT, a millisecond apart, as an attacker in the path
+    /// would (raw frames from B's interface), sends a second byte and
+    /// closes; returns once xtcp has acknowledged that byte.
+    pub fn into(net: &TestNet, dst: SocketAddr) -> Forged {
+        let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let out = net
+            .b
+            .ns
+            .command("python3")
+            .args(["-c", FORGER])
+            .args([
+                net.b.ip4.to_string(),
+                dst.ip().to_string(),
+                dst.port().to_string(),
+                net.b.iface.clone(),
+                mac(net.a.mac),
+                mac(net.b.mac),
+                Forged::OOW.to_string(),
+                Forged::PAWS.to_string(),
+                Forged::SYNS.to_string(),
+            ])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("python3");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "the forger failed: {text}");
+        let v: serde_json::Value =
+            serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+        Forged {
+            answers: v["answers"].as_u64().unwrap(),
+            burst: v["burst"].as_f64().unwrap(),
+        }
+    }
+
+    /// Holds xtcp's counts — outside the window, PAWS, challenge ACKs,
+    /// answers skipped — to what was forged and what B saw: each kind
+    /// counted as sent; the segments without data answered once per 500
+    /// ms of their burst (the time the forger took to send them, measured
+    /// there), the rest skipped; on the wire those answers and a challenge
+    /// ACK per SYN, no more (answers due in one turn of xtcp's go out as
+    /// one ACK, so perhaps fewer).
+    pub fn check(&self, what: &str, [oow, paws, challenges, skipped]: [u64; 4]) {
+        eprintln!(
+            "xtcp counted {what}; B saw {} answers, the burst took {:.3} s",
+            self.answers, self.burst
+        );
+        assert_eq!(
+            (oow, paws, challenges),
+            (Forged::OOW, Forged::PAWS, Forged::SYNS),
+            "{what}"
+        );
+        let without_data = Forged::OOW + Forged::PAWS;
+        let answerable = 1 + (self.burst / 0.5) as u64;
+        assert!(
+            skipped < without_data && skipped + answerable >= without_data,
+            "{what}: burst {} s",
+            self.burst
+        );
+        assert!(
+            (1..=without_data - skipped + Forged::SYNS).contains(&self.answers),
+            "{} answers on the wire; {what}",
+            self.answers
+        );
+    }
+}

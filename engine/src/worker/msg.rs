@@ -85,6 +85,15 @@ pub struct WorkerCounters {
     pub tcp_bytes_received: u64,
     /// Payload bytes sent (retransmissions included).
     pub tcp_bytes_sent: u64,
+    /// The peers' segments TCP did not take: PAWS failures
+    /// ([`Stats::paws_drops`](crate::tcp::Stats::paws_drops)) ...
+    pub tcp_paws_drops: u64,
+    /// ... and segments outside the receive window.
+    pub tcp_out_of_window: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub tcp_challenge_acks: u64,
+    /// Unacceptable segments without data left unanswered (RFC 5961 §7).
+    pub tcp_unanswered: u64,
 }
 
 /// How one connection ended.

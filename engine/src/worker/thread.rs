@@ -862,6 +862,10 @@ impl Worker {
         c.tcp_retransmits = t.retransmits;
         c.tcp_bytes_received = t.bytes_received;
         c.tcp_bytes_sent = t.bytes_sent;
+        c.tcp_paws_drops = t.paws_drops;
+        c.tcp_out_of_window = t.out_of_window;
+        c.tcp_challenge_acks = t.challenge_acks;
+        c.tcp_unanswered = t.invalid_acks_skipped;
         c.live = self.table.len() as u64;
         let _ = self.out.try_send(Msg::Counters(self.index, c));
     }
@@ -1491,6 +1495,10 @@ fn add_stats(t: &mut Stats, s: &Stats) {
     t.retransmits += s.retransmits;
     t.bytes_received += s.bytes_received;
     t.bytes_sent += s.bytes_sent;
+    t.paws_drops += s.paws_drops;
+    t.out_of_window += s.out_of_window;
+    t.challenge_acks += s.challenge_acks;
+    t.invalid_acks_skipped += s.invalid_acks_skipped;
 }
 
 #[cfg(test)]
