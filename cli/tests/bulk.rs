@@ -102,6 +102,20 @@ fn cached_matches(p: &Path, len: u64) -> bool {
     true
 }
 
+/// Starts xtcp in side A's namespace with its stdout and stderr piped.
+fn spawn_xtcp_piped(net: &TestNet, args: &[String]) -> Reap {
+    Reap(
+        net.a
+            .ns
+            .command(XTCP)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Starts xtcp in side A's namespace with its stderr piped.
 fn spawn_xtcp(net: &TestNet, args: &[String]) -> Reap {
     Reap(
@@ -1036,16 +1050,7 @@ fn an_idle_connection_that_starts_sending_gets_its_window_back() {
         ]
         .map(String::from),
     );
-    let mut xtcp = Reap(
-        net.a
-            .ns
-            .command(XTCP)
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut xtcp = spawn_xtcp_piped(&net, &args);
     // The socket is side B's: made there, used from here.
     let mut s = {
         let _in_b = net.b.ns.enter().unwrap();
@@ -1239,16 +1244,7 @@ fn forged_segments_are_counted_and_answered_at_most_twice_a_second() {
     let mut args = vec!["recv".to_string()];
     args.extend(engine_args(&net, true));
     args.extend(["--listen", &to.to_string(), "--discard", "--json"].map(String::from));
-    let mut xtcp = Reap(
-        net.a
-            .ns
-            .command(XTCP)
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut xtcp = spawn_xtcp_piped(&net, &args);
     let forged = Forged::into(&net, to);
     let (status, err, _) = wait_exit(&mut xtcp, 60, "xtcp recv did not exit");
     assert!(status.success(), "{err}");

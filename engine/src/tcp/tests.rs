@@ -32,6 +32,30 @@ fn bulk_both_ways_clean_close() {
     clean_close(&sim, &cfg);
 }
 
+/// A connection's settings drawn from `r`: a fixed or auto-tuned window
+/// of `window` bytes, SACK, timestamps and window scaling each on three
+/// times in four, 2 or 16 out-of-order ranges, pacing one time in four.
+fn drawn_config(r: &mut isn::XorShift, window: usize, initial: usize) -> Config {
+    Config {
+        recv_buffer: window,
+        recv_window: if r.below(2) == 0 {
+            RecvWindow::Fixed(window)
+        } else {
+            RecvWindow::AutoTune { initial }
+        },
+        sack: r.below(4) != 0,
+        timestamps: r.below(4) != 0,
+        window_scaling: r.below(4) != 0,
+        send_frames: 16,
+        max_ooo_ranges: [2, 16][r.below(2) as usize],
+        pacing: r.below(4) == 0,
+        // Heavy loss may take more SYNs than a connect timeout allows:
+        // only the retry count bounds the handshake here.
+        connect_timeout: None,
+        ..Config::default()
+    }
+}
+
 /// One run of the exactly-once matrix: loss, reordering, duplication,
 /// corruption and window size all chosen from `seed`.
 fn matrix_run(seed: u64) -> (Sim, SimConfig) {
@@ -55,24 +79,7 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         batch: Duration::ZERO,
         batch_from: Duration::ZERO,
     };
-    let mut conn = Config {
-        recv_buffer: window,
-        recv_window: if r.below(2) == 0 {
-            RecvWindow::Fixed(window)
-        } else {
-            RecvWindow::AutoTune { initial: 8 * 1024 }
-        },
-        sack: r.below(4) != 0,
-        timestamps: r.below(4) != 0,
-        window_scaling: r.below(4) != 0,
-        send_frames: 16,
-        max_ooo_ranges: [2, 16][r.below(2) as usize],
-        pacing: r.below(4) == 0,
-        // Heavy loss may take more SYNs than a connect timeout allows:
-        // only the retry count bounds the handshake here.
-        connect_timeout: None,
-        ..Config::default()
-    };
+    let mut conn = drawn_config(&mut r, window, 8 * 1024);
     if r.below(2) == 0 {
         conn.congestion = CongestionAlgorithm::NewReno;
     }
@@ -2146,21 +2153,8 @@ fn forged_run(seed: u64) -> ForgedRun {
     };
     let window = [4 * 1024, 64 * 1024][r.below(2) as usize];
     let conn = Config {
-        recv_buffer: window,
-        recv_window: if r.chance(0.5) {
-            RecvWindow::Fixed(window)
-        } else {
-            RecvWindow::AutoTune { initial: 4 * 1024 }
-        },
-        sack: r.below(4) != 0,
-        timestamps: r.below(4) != 0,
-        window_scaling: r.below(4) != 0,
-        send_frames: 16,
-        max_ooo_ranges: [2, 16][r.below(2) as usize],
-        pacing: r.below(4) == 0,
         congestion: [CongestionAlgorithm::Cubic, CongestionAlgorithm::NewReno][r.below(2) as usize],
-        connect_timeout: None,
-        ..Config::default()
+        ..drawn_config(&mut r, window, 4 * 1024)
     };
     let mut server = conn.clone();
     server.sack = r.below(4) != 0;
