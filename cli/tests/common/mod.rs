@@ -1074,7 +1074,6 @@ next_packet(lambda p: ours(p, a_ip) and p["ack"] == nxt)
 start = time.monotonic()
 spaced(OOW, nxt + (1 << 30), ack, 0x10, tsval, tsecr)
 spaced(PAWS, nxt, ack, 0x10, tsval - 1000, tsecr)
-burst = time.monotonic() - start
 spaced(SYNS, nxt, 0, 0x02, tsval, tsecr)
 c.sendall(b"y")
 answers = 0
@@ -1082,8 +1081,9 @@ while True:
     p = next_packet(lambda p: ours(p, a_ip))
     if p["ack"] == (nxt + 1) & 0xffffffff: break
     if p["ack"] == nxt and p["len"] == 0 and p["flags"] == 0x10: answers += 1
+span = time.monotonic() - start
 c.close()
-print(json.dumps(dict(answers=answers, burst=burst)), flush=True)
+print(json.dumps(dict(answers=answers, span=span)), flush=True)
 "#;
 
 /// What [`Forged::into`] sent and saw.
@@ -1091,8 +1091,9 @@ pub struct Forged {
     /// Pure ACKs of xtcp's on the connection between the first forged
     /// segment and its ACK of the byte after them, counted on B's side.
     pub answers: u64,
-    /// Seconds from the first forged segment without data to the last.
-    pub burst: f64,
+    /// Seconds from the first forged segment to xtcp's ACK of the byte
+    /// after them: xtcp took each of them within that time.
+    pub span: f64,
 }
 
 impl Forged {
@@ -1134,21 +1135,21 @@ impl Forged {
             serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
         Forged {
             answers: v["answers"].as_u64().unwrap(),
-            burst: v["burst"].as_f64().unwrap(),
+            span: v["span"].as_f64().unwrap(),
         }
     }
 
     /// Holds xtcp's counts — outside the window, PAWS, challenge ACKs,
     /// answers skipped — to what was forged and what B saw: each kind
-    /// counted as sent; the segments without data answered once per 500
-    /// ms of their burst (the time the forger took to send them, measured
-    /// there), the rest skipped; on the wire those answers and a challenge
-    /// ACK per SYN, no more (answers due in one turn of xtcp's go out as
-    /// one ACK, so perhaps fewer).
+    /// counted as sent; the segments without data answered at most once
+    /// per 500 ms of the span (sent 1 ms apart, they take about 0.15 s:
+    /// one answer), the rest skipped; on the wire those answers and a
+    /// challenge ACK per SYN, no more (answers due in one turn of xtcp's go
+    /// out as one ACK, so perhaps fewer).
     pub fn check(&self, what: &str, [oow, paws, challenges, skipped]: [u64; 4]) {
         eprintln!(
-            "xtcp counted {what}; B saw {} answers, the burst took {:.3} s",
-            self.answers, self.burst
+            "xtcp counted {what}; B saw {} answers in {:.3} s",
+            self.answers, self.span
         );
         assert_eq!(
             (oow, paws, challenges),
@@ -1156,11 +1157,11 @@ impl Forged {
             "{what}"
         );
         let without_data = Forged::OOW + Forged::PAWS;
-        let answerable = 1 + (self.burst / 0.5) as u64;
+        let answerable = 1 + (self.span / 0.5) as u64;
         assert!(
             skipped < without_data && skipped + answerable >= without_data,
-            "{what}: burst {} s",
-            self.burst
+            "{what}: {} s",
+            self.span
         );
         assert!(
             (1..=without_data - skipped + Forged::SYNS).contains(&self.answers),
