@@ -584,15 +584,22 @@ const VIRTIO_NET_XSK_HDR_DEFECT: &str = concat!(
 /// those 12 bytes. Built into the kernel, the variable lies in the kernel
 /// image and the translation is right, so only the module is named: it has
 /// an `initstate` in sysfs, and `/proc/kallsyms` lists the variable (names
-/// are listed to everyone; addresses only to the privileged).
+/// are listed to everyone; addresses only to the privileged). The listing
+/// (tens of thousands of lines) is read once per process: the binding
+/// and the probe behind the MSS clamp both ask at start.
 pub fn zero_copy_tx_defect(driver: &str) -> Option<&'static str> {
-    if driver != "virtio_net" || !std::path::Path::new("/sys/module/virtio_net/initstate").exists()
-    {
+    static VIRTIO_NET: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    if driver != "virtio_net" {
         return None;
     }
-    let kallsyms = std::fs::File::open("/proc/kallsyms").ok()?;
-    has_module_symbol(io::BufReader::new(kallsyms), "xsk_hdr", "virtio_net")
-        .then_some(VIRTIO_NET_XSK_HDR_DEFECT)
+    *VIRTIO_NET.get_or_init(|| {
+        if !std::path::Path::new("/sys/module/virtio_net/initstate").exists() {
+            return None;
+        }
+        let kallsyms = std::fs::File::open("/proc/kallsyms").ok()?;
+        has_module_symbol(io::BufReader::new(kallsyms), "xsk_hdr", "virtio_net")
+            .then_some(VIRTIO_NET_XSK_HDR_DEFECT)
+    })
 }
 
 /// Whether a `/proc/kallsyms` listing has symbol `name` of module `module`
