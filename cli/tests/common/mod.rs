@@ -939,11 +939,42 @@ pub fn near(what: &str, a: f64, b: f64, rel: f64) {
 /// socket buffer that held them) later. So: 5 %, 10 ms, and the time
 /// `buffer` takes to drain at the test's rate.
 pub fn clocks_agree(what: &str, mine: (f64, f64), theirs: (f64, f64), buffer: f64) {
+    clocks_agree_after(what, mine, theirs, buffer, 0.0);
+}
+
+/// [`clocks_agree`], and `recovery` seconds more: where a packet of the
+/// test was lost, the message that starts or ends one end's clock
+/// (TEST_START, TEST_END, the last data) may have waited for its
+/// retransmission.
+pub fn clocks_agree_after(
+    what: &str,
+    mine: (f64, f64),
+    theirs: (f64, f64),
+    buffer: f64,
+    recovery: f64,
+) {
     let (secs, bps) = theirs;
-    let tol = 0.05 + (0.01 + buffer * 8.0 / bps) / secs;
+    let tol = 0.05 + (0.01 + recovery + buffer * 8.0 / bps) / secs;
     near(&format!("{what}: seconds"), mine.0, secs, tol);
     near(&format!("{what}: bits/s"), mine.1, bps, tol);
 }
+
+/// Losses on a test network so far, as the kernel counts them: side B's
+/// TCP retransmissions and loss probes, what either veth end could not
+/// hand to the other, and what A's end failed to redirect into xtcp's
+/// socket (queue 0).
+pub fn path_losses(net: &TestNet) -> u64 {
+    tcp_mib(&net.b.ns, "RetransSegs")
+        + tcp_ext(&net.b.ns, "TCPLossProbes")
+        + link_stat(&net.a.ns, &net.a.iface, "tx", "dropped")
+        + link_stat(&net.b.ns, &net.b.iface, "tx", "dropped")
+        + ethtool_stat(&net.a.ns, &net.a.iface, "rx_queue_0_drops")
+}
+
+/// One loss recovery: Linux probes for a lone unacknowledged segment after
+/// the RTT and its 200-ms delayed-ACK maximum, and xtcp's and Linux's
+/// retransmission timeouts are 200 ms at least.
+pub const RECOVERY: f64 = 0.3;
 
 /// `Tcp: OutSegs + RetransSegs` of the namespace: every TCP segment its
 /// stack sent (Linux leaves retransmissions out of `OutSegs` and counts
