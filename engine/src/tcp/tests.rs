@@ -34,9 +34,11 @@ fn bulk_both_ways_clean_close() {
 
 /// A connection's settings drawn from `r`: a fixed or auto-tuned window
 /// of `window` bytes, SACK, timestamps and window scaling each on three
-/// times in four, 2 or 16 out-of-order ranges, pacing one time in four.
-fn drawn_config(r: &mut isn::XorShift, window: usize, initial: usize) -> Config {
-    Config {
+/// times in four, 2 or 16 out-of-order ranges, pacing one time in four,
+/// CUBIC or NewReno; and the server's, the same but for its own SACK and
+/// timestamps.
+fn drawn_configs(r: &mut isn::XorShift, window: usize, initial: usize) -> (Config, Config) {
+    let mut client = Config {
         recv_buffer: window,
         recv_window: if r.below(2) == 0 {
             RecvWindow::Fixed(window)
@@ -53,7 +55,14 @@ fn drawn_config(r: &mut isn::XorShift, window: usize, initial: usize) -> Config 
         // only the retry count bounds the handshake here.
         connect_timeout: None,
         ..Config::default()
+    };
+    if r.below(2) == 0 {
+        client.congestion = CongestionAlgorithm::NewReno;
     }
+    let mut server = client.clone();
+    server.sack = r.below(4) != 0;
+    server.timestamps = r.below(4) != 0;
+    (client, server)
 }
 
 /// One run of the exactly-once matrix: loss, reordering, duplication,
@@ -79,15 +88,9 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         batch: Duration::ZERO,
         batch_from: Duration::ZERO,
     };
-    let mut conn = drawn_config(&mut r, window, 8 * 1024);
-    if r.below(2) == 0 {
-        conn.congestion = CongestionAlgorithm::NewReno;
-    }
-    let mut server = conn.clone();
-    server.sack = r.below(4) != 0;
-    server.timestamps = r.below(4) != 0;
+    let (client, server) = drawn_configs(&mut r, window, 8 * 1024);
     let cfg = SimConfig {
-        client: conn,
+        client,
         server,
         c2s: link.clone(),
         s2c: link,
@@ -2152,15 +2155,9 @@ fn forged_run(seed: u64) -> ForgedRun {
         ..LinkConfig::default()
     };
     let window = [4 * 1024, 64 * 1024][r.below(2) as usize];
-    let conn = Config {
-        congestion: [CongestionAlgorithm::Cubic, CongestionAlgorithm::NewReno][r.below(2) as usize],
-        ..drawn_config(&mut r, window, 4 * 1024)
-    };
-    let mut server = conn.clone();
-    server.sack = r.below(4) != 0;
-    server.timestamps = r.below(4) != 0;
+    let (client, server) = drawn_configs(&mut r, window, 4 * 1024);
     let cfg = SimConfig {
-        client: conn,
+        client,
         server,
         c2s: link.clone(),
         s2c: link,
@@ -2208,51 +2205,71 @@ fn forged_run(seed: u64) -> ForgedRun {
         forged,
         segments: sim.client.stats().segments_received
             + server.map_or(0, |c| c.stats().segments_received),
-        established: server.is_some(),
-        reset: [sim.client_app(), sim.server_app()].iter().any(|a| {
+        runs: 1,
+        established: u64::from(server.is_some()),
+        reset: u64::from([sim.client_app(), sim.server_app()].iter().any(|a| {
             matches!(
                 a.closed,
                 Some(CloseReason::Error(
                     ConnectionError::Reset | ConnectionError::Refused
                 ))
             )
-        }),
-        intact: sim.client_app().corrupt_bytes == 0
-            && sim.server_app().corrupt_bytes == 0
-            && sim.client_app().received == cfg.server_bytes
-            && sim.server_app().received == cfg.client_bytes,
+        })),
+        intact: u64::from(
+            sim.client_app().corrupt_bytes == 0
+                && sim.server_app().corrupt_bytes == 0
+                && sim.client_app().received == cfg.server_bytes
+                && sim.server_app().received == cfg.client_bytes,
+        ),
     }
 }
 
+/// What forged runs came to: counts over the runs (one run is a sum of
+/// one).
 #[derive(Debug, Default)]
 struct ForgedRun {
+    runs: u64,
     forged: u64,
     segments: u64,
-    established: bool,
-    reset: bool,
-    intact: bool,
+    /// Runs whose connection was established ...
+    established: u64,
+    /// ... ended by a reset ...
+    reset: u64,
+    /// ... and that delivered both streams intact.
+    intact: u64,
+}
+
+impl std::ops::AddAssign for ForgedRun {
+    fn add_assign(&mut self, o: ForgedRun) {
+        self.runs += o.runs;
+        self.forged += o.forged;
+        self.segments += o.segments;
+        self.established += o.established;
+        self.reset += o.reset;
+        self.intact += o.intact;
+    }
 }
 
 fn forged_sweep(seeds: std::ops::Range<u64>) {
     let mut sum = ForgedRun::default();
-    let (mut established, mut reset, mut intact, mut runs) = (0u64, 0u64, 0u64, 0u64);
     for seed in seeds {
-        let run = forged_run(seed);
-        sum.forged += run.forged;
-        sum.segments += run.segments;
-        established += u64::from(run.established);
-        reset += u64::from(run.reset);
-        intact += u64::from(run.intact);
-        runs += 1;
+        sum += forged_run(seed);
     }
+    let ForgedRun {
+        runs,
+        forged,
+        segments,
+        established,
+        reset,
+        intact,
+    } = sum;
     println!(
-        "{runs} runs: {} forged segments among {} received; {established} established, \
-         {reset} reset, {intact} delivered both streams intact",
-        sum.forged, sum.segments
+        "{runs} runs: {forged} forged segments among {segments} received; {established} \
+         established, {reset} reset, {intact} delivered both streams intact"
     );
     // The sweep reached what it is for: forged segments in number, in
     // connections that were established, and some that a forgery ended.
-    assert!(sum.forged > runs * 10, "{sum:?}");
+    assert!(forged > runs * 10, "{sum:?}");
     assert!(established > runs / 2 && reset > 0 && intact > 0, "{sum:?}");
 }
 
