@@ -266,6 +266,51 @@ pub fn acked_sender(net: &TestNet, dst: SocketAddr, seed: u64, len: usize) -> Tc
     }
 }
 
+/// Python that sends IPv4 TCP segments from side B to side A as raw
+/// Ethernet frames on B's interface (no socket of B's kernel owns them),
+/// checksums computed: `frame(sport, dport, seq, ack, flags, window,
+/// opts, ip_id)` builds one, `raw_socket()` opens the socket (`ETH_P_ALL`:
+/// it also sees what B sends, where one of IP's sees only what comes in).
+/// Its arguments come first on the command line: [`raw_tcp_args`].
+const RAW_TCP: &str = r#"
+import socket, struct, sys
+B, A, IFACE, A_MAC, B_MAC = sys.argv[1:6]
+b_ip, a_ip = socket.inet_aton(B), socket.inet_aton(A)
+
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    v = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while v >> 16: v = (v & 0xffff) + (v >> 16)
+    return ~v & 0xffff
+
+def frame(sport, dport, seq, ack, flags, window, opts=b"", ip_id=0, ip_frag=0):
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xffffffff, ack & 0xffffffff,
+                      (20 + len(opts)) // 4 << 4, flags, window, 0, 0) + opts
+    pseudo = b_ip + a_ip + struct.pack("!BBH", 0, 6, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), ip_id, ip_frag, 64, 6, 0, b_ip, a_ip)
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return bytes.fromhex(A_MAC) + bytes.fromhex(B_MAC) + b"\x08\x00" + ip + tcp
+
+def raw_socket():
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    s.bind((IFACE, 0))
+    return s
+"#;
+
+/// [`RAW_TCP`]'s arguments: B's and A's IPv4 addresses, B's interface,
+/// A's and B's MACs.
+fn raw_tcp_args(net: &TestNet) -> [String; 5] {
+    let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    [
+        net.b.ip4.to_string(),
+        net.a.ip4.to_string(),
+        net.b.iface.clone(),
+        mac(net.a.mac),
+        mac(net.b.mac),
+    ]
+}
+
 /// Sends `count` TCP SYNs from side B to A's port `port`, from source
 /// ports 1024 on, as raw Ethernet frames (no socket of B's kernel owns
 /// them: B answers the SYN-ACKs with resets).
@@ -289,36 +334,16 @@ pub fn on_cpu(ns: &Netns, cpu: Option<u32>, program: &str) -> Command {
 /// transmits on the queue of the sending CPU (XPS, as the test network
 /// sets it), so the SYNs arrive on A's queue `cpu`.
 pub fn syn_flood_from(net: &TestNet, port: u16, count: u32, cpu: Option<u32>) {
-    let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let script = format!(
-        r#"
-import socket, struct
-def csum(b):
-    if len(b) % 2: b += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while s >> 16: s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
-src, dst = socket.inet_aton("{b_ip}"), socket.inet_aton("{a_ip}")
-eth = bytes.fromhex("{a_mac}") + bytes.fromhex("{b_mac}") + b"\x08\x00"
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind(("{b_if}", 0))
+        r#"{RAW_TCP}
+s = raw_socket()
 for i in range({count}):
-    sport = 1024 + i
-    tcp = struct.pack("!HHIIBBHHH", sport, {port}, 1000 + i, 0, 5 << 4, 0x02, 64240, 0, 0)
-    pseudo = src + dst + struct.pack("!BBH", 0, 6, len(tcp))
-    tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), i & 0xffff, 0, 64, 6, 0, src, dst)
-    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
-    s.send(eth + ip + tcp)
-"#,
-        b_ip = net.b.ip4,
-        a_ip = net.a.ip4,
-        a_mac = mac(net.a.mac),
-        b_mac = mac(net.b.mac),
-        b_if = net.b.iface,
+    s.send(frame(1024 + i, {port}, 1000 + i, 0, 0x02, 64240, ip_id=i & 0xffff))
+"#
     );
     let out = on_cpu(&net.b.ns, cpu, "python3")
         .args(["-c", &script])
+        .args(raw_tcp_args(net))
         .output()
         .expect("python3");
     assert!(
@@ -1022,17 +1047,13 @@ pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
 /// timestamp off that segment (a raw socket on B's interface), injects
 /// forged segments of the connection as raw frames, sends a second byte,
 /// counts what xtcp answered until its ACK of that byte, closes, and
-/// prints the counts as JSON.
+/// prints the counts as JSON. It runs after [`RAW_TCP`].
 const FORGER: &str = r#"
-import json, socket, struct, sys, time
-B, A, DPORT, IFACE, A_MAC, B_MAC, OOW, PAWS, SYNS = sys.argv[1:]
-b_ip, a_ip = socket.inet_aton(B), socket.inet_aton(A)
-DPORT, OOW, PAWS, SYNS = map(int, (DPORT, OOW, PAWS, SYNS))
+import json, time
+DPORT, OOW, PAWS, SYNS = map(int, sys.argv[6:])
 deadline = time.monotonic() + 60
-# ETH_P_ALL: a socket of one protocol sees only what comes in.
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+s = raw_socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-s.bind((IFACE, 0))
 s.settimeout(0.2)
 while True:
     try:
@@ -1043,15 +1064,9 @@ while True:
         time.sleep(0.05)
 SPORT = c.getsockname()[1]
 
-def csum(b):
-    if len(b) % 2: b += b"\0"
-    v = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while v >> 16: v = (v & 0xffff) + (v >> 16)
-    return ~v & 0xffff
-
-def parse(frame):
-    if frame[12:14] != b"\x08\x00": return None
-    ip = frame[14:]
+def parse(f):
+    if f[12:14] != b"\x08\x00": return None
+    ip = f[14:]
     if len(ip) < 20 or ip[9] != 6: return None
     ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
     tcp = ip[ihl:tot]
@@ -1070,9 +1085,9 @@ def parse(frame):
 
 def next_packet(pred):
     while time.monotonic() < deadline:
-        try: frame = s.recv(65535)
+        try: f = s.recv(65535)
         except socket.timeout: continue
-        p = parse(frame)
+        p = parse(f)
         if p and pred(p): return p
     sys.exit("timed out")
 
@@ -1082,13 +1097,7 @@ def ours(p, frm):
 
 def inject(seq, ack, flags, tsval, tsecr):
     opts = b"\x01\x01\x08\x0a" + struct.pack("!II", tsval & 0xffffffff, tsecr)
-    tcp = struct.pack("!HHIIBBHHH", SPORT, DPORT, seq & 0xffffffff, ack,
-                      (20 + len(opts)) // 4 << 4, flags, 502, 0, 0) + opts
-    pseudo = b_ip + a_ip + struct.pack("!BBH", 0, 6, len(tcp))
-    tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0, b_ip, a_ip)
-    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
-    s.send(bytes.fromhex(A_MAC) + bytes.fromhex(B_MAC) + b"\x08\x00" + ip + tcp)
+    s.send(frame(SPORT, DPORT, seq, ack, flags, 502, opts))
 
 def spaced(n, *seg):
     # A millisecond apart, so that xtcp's worker takes each in a turn of
@@ -1140,19 +1149,15 @@ impl Forged {
     /// would (raw frames from B's interface), sends a second byte and
     /// closes; returns once xtcp has acknowledged that byte.
     pub fn into(net: &TestNet, dst: SocketAddr) -> Forged {
-        let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(dst.ip(), std::net::IpAddr::from(net.a.ip4), "side A's IPv4");
         let out = net
             .b
             .ns
             .command("python3")
-            .args(["-c", FORGER])
+            .args(["-c", &format!("{RAW_TCP}{FORGER}")])
+            .args(raw_tcp_args(net))
             .args([
-                net.b.ip4.to_string(),
-                dst.ip().to_string(),
                 dst.port().to_string(),
-                net.b.iface.clone(),
-                mac(net.a.mac),
-                mac(net.b.mac),
                 Forged::OOW.to_string(),
                 Forged::PAWS.to_string(),
                 Forged::SYNS.to_string(),
