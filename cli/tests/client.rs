@@ -1,7 +1,8 @@
 //! `xtcp client` against Debian's stock `iperf3 -s`: forward, `-R`,
 //! `--bidir`, `-P 4` over two queues, `-n`, `-J` output with iperf3's
-//! field names, and under loss the retransmissions it reports against the
-//! path's own count. Root needed (CI runs as root); each test builds its
+//! field names, under loss the retransmissions it reports against the
+//! path's own count, and the RTTs it (and `serve -R`) reports against a
+//! relay in the path that times each round trip. Root needed (CI runs as root); each test builds its
 //! own namespaces.
 
 use std::io::Read;
@@ -11,8 +12,9 @@ use std::time::Duration;
 mod common;
 
 use common::{
-    ENGINE, Reap, TICK, XTCP, clocks_agree, closed_unread, impair_b, near, output_and_cpu,
-    stock_server_received, tcp_buffer_max, testnet, wait_listening,
+    ENGINE, PathTimer, PathTimes, Reap, Server, TICK, XTCP, clocks_agree, closed_unread, impair_b,
+    iperf3_json, near, output_and_cpu, stock_server_received, tcp_buffer_max, testnet,
+    wait_listening,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -82,6 +84,64 @@ fn bytes(v: &serde_json::Value, path: &[&str]) -> u64 {
         x = &x[*p];
     }
     x.as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
+
+/// The RTTs xtcp reports when it sends — the client's, and serve's
+/// under `iperf3 -c -R` — against a relay in the path that holds B's
+/// frames 50 ms and times each segment's round trip from the middle of
+/// the path ([`PathTimer`]): summaries (`min_rtt`, `mean_rtt`,
+/// `max_rtt`) and each interval's `rtt` at least the least the relay
+/// timed (less a millisecond: a sample from timestamps, taken in
+/// recovery, counts whole ticks), and none of them, nor `rttvar`, beyond
+/// twice the most (the relay's delay again, for what the relay does not
+/// see: xtcp's own turn, the relay's wake-ups). A unit off by 10³, an
+/// RTT left at zero or one measured from the wrong send would fail.
+#[test]
+fn reported_rtts_hold_the_round_trips_a_relay_in_the_path_timed() {
+    let net = testnet(1);
+    let _iperf3 = iperf3_server(&net);
+    let timer = PathTimer::start(&net, Duration::from_millis(50));
+    // Paced: the relay is Python.
+    let client = xtcp_client(&net, 1, &["-t", "3", "-b", "10M"]);
+    let server = Server::start_with(&net, 1, &["-J"]);
+    iperf3_json(&net, &["-t", "3", "-b", "10M", "-R"]);
+    let served = server.json();
+    let times = timer.stop();
+    eprintln!("the relay timed {times:?}");
+    assert!(times.timed > 100 && times.least >= 0.05, "{times:?}");
+    check_rtts("xtcp client", &client, &times);
+    check_rtts("xtcp serve -R", &served, &times);
+}
+
+/// [`reported_rtts_hold_the_round_trips_a_relay_in_the_path_timed`]'s
+/// bounds on one report of xtcp's (`-J`, one sending stream).
+fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
+    let (least, most) = ((t.least * 1e6) as u64 - 1000, (2.0 * t.most * 1e6) as u64);
+    let sender = &v["end"]["streams"][0]["sender"];
+    let us = |x: &serde_json::Value, k: &str| {
+        x[k].as_u64()
+            .unwrap_or_else(|| panic!("{what}: {k} in {x}"))
+    };
+    let (min, mean, max) = (
+        us(sender, "min_rtt"),
+        us(sender, "mean_rtt"),
+        us(sender, "max_rtt"),
+    );
+    eprintln!("{what}: min_rtt {min} mean_rtt {mean} max_rtt {max} µs");
+    assert!(
+        least <= min && min <= mean && mean <= max && max <= most,
+        "{what}: {min} {mean} {max} µs against {least}..{most}"
+    );
+    let ivs = v["intervals"].as_array().unwrap();
+    assert!(ivs.len() >= 2, "{what}: {ivs:?}");
+    for iv in ivs {
+        let s = &iv["streams"][0];
+        let (rtt, var) = (us(s, "rtt"), us(s, "rttvar"));
+        assert!(
+            (least..=most).contains(&rtt) && var <= most,
+            "{what}: interval {s} against {least}..{most}"
+        );
+    }
 }
 
 #[test]

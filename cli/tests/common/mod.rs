@@ -1206,3 +1206,186 @@ impl Forged {
         );
     }
 }
+
+/// The relay of [`PathTimer`], in Python: moves Ethernet frames between
+/// two interfaces (raw sockets), those from the inner one (B's stack)
+/// held for a fixed delay, and times each TCP segment that occupies
+/// sequence space (data, SYN, FIN) coming from the outer one (side A),
+/// from when it has it to when it passes on the first ACK that covers
+/// it. A segment seen twice is not timed (Karn). On SIGTERM, or after
+/// its lifetime, it prints how many it timed and the least and most.
+const PATH_TIMER: &str = r#"
+import collections, json, select, signal, socket, struct, sys, time
+OUTER, INNER, DELAY, LIFE = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+PACKET_OUTGOING, M = 4, 0xffffffff
+
+def open_raw(ifname):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind((ifname, 0))
+    s.setblocking(False)
+    return s
+
+def tcp(f):
+    if len(f) < 54 or f[12:14] != b"\x08\x00" or f[23] != 6: return None
+    ip = f[14:]
+    ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
+    sp, dp, seq, ack, off, fl = struct.unpack("!HHIIBB", ip[ihl:ihl + 14])
+    used = tot - ihl - (off >> 4) * 4 + (fl & 2 != 0) + (fl & 1 != 0)
+    return (ip[12:16], sp, ip[16:20], dp), seq, ack, fl, used
+
+def frames(s):
+    while True:
+        try: f, addr = s.recvfrom(65535)
+        except BlockingIOError: return
+        if addr[2] != PACKET_OUTGOING: yield f
+
+stop = False
+def on_term(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, on_term)
+outer, inner = open_raw(OUTER), open_raw(INNER)
+sent = collections.defaultdict(dict)  # flow -> end sequence -> when taken (None: twice)
+held = collections.deque()            # (due, frame), from B, in order
+samples = []
+print("ready", flush=True)
+end = time.monotonic() + LIFE
+while not stop and time.monotonic() < end:
+    wait = max(0.0, held[0][0] - time.monotonic()) if held else 0.05
+    ready = select.select([outer, inner], [], [], min(wait, 0.05))[0]
+    if outer in ready:
+        for f in frames(outer):
+            t = time.monotonic()
+            p = tcp(f)
+            if p and p[4] > 0:
+                flow, e = sent[p[0]], (p[1] + p[4]) & M
+                flow[e] = None if e in flow else t
+            inner.send(f)
+    if inner in ready:
+        for f in frames(inner):
+            held.append((time.monotonic() + DELAY, f))
+    while held and held[0][0] <= time.monotonic():
+        f = held.popleft()[1]
+        p = tcp(f)
+        t = time.monotonic()
+        outer.send(f)
+        if p and p[3] & 0x10:
+            k = p[0]
+            flow = sent.get((k[2], k[3], k[0], k[1]))
+            for e in [e for e in flow or () if (p[2] - e) & M < 1 << 31]:
+                t0 = flow.pop(e)
+                if t0 is not None: samples.append(t - t0)
+print(json.dumps(dict(timed=len(samples), least=min(samples, default=0),
+                      most=max(samples, default=0))), flush=True)
+"#;
+
+/// A relay in side B's path that delays B's frames and times the round
+/// trips of A's segments from the middle of the path: an outside source
+/// for the RTTs xtcp reports.
+///
+/// B's interface is emptied (no address, another MAC) and the relay
+/// moves frames between it and a new veth pair in B, whose inner end
+/// takes B's addresses, MAC and neighbours: A and B see the same network
+/// as before, with every frame from B a fixed delay later. A round trip
+/// xtcp times (from its sending a segment to its taking the ACK) holds
+/// the relay's of the same segment (from the relay's having it to its
+/// passing on the ACK), so no RTT of xtcp's can be below the least the
+/// relay timed. The relay is Python: keep the rate low (`-b`), or its
+/// receive queue adds to xtcp's RTTs what the relay does not see.
+pub struct PathTimer {
+    child: Reap,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+/// What a [`PathTimer`] timed.
+#[derive(Debug)]
+pub struct PathTimes {
+    /// Segments timed.
+    pub timed: u64,
+    /// The least and the most, seconds.
+    pub least: f64,
+    pub most: f64,
+}
+
+impl PathTimer {
+    /// Puts the relay in B's path, holding B's frames for `delay`.
+    pub fn start(net: &TestNet, delay: Duration) -> PathTimer {
+        let ns = &net.b.ns;
+        let outer = net.b.iface.as_str();
+        let short = &outer[2..];
+        let (relay_end, inner) = (format!("po{short}"), format!("pi{short}"));
+        let mac = |m: [u8; 6]| {
+            m.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        let mtu = net.config.mtu.to_string();
+        let run = |args: &[&str]| {
+            ns.exec(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        };
+        let (b_mac, a_mac) = (mac(net.b.mac), mac(net.a.mac));
+        let (b4, b6) = (format!("{}/24", net.b.ip4), format!("{}/64", net.b.ip6));
+        run(&["ip", "addr", "flush", "dev", outer]);
+        run(&["ip", "link", "set", outer, "address", "02:00:00:00:00:b0"]);
+        run(&["ip", "link", "set", outer, "promisc", "on"]);
+        #[rustfmt::skip]
+        run(&["ip", "link", "add", &relay_end, "mtu", &mtu, "type", "veth",
+              "peer", "name", &inner, "mtu", &mtu]);
+        run(&["ip", "link", "set", &inner, "address", &b_mac]);
+        run(&["ip", "link", "set", &relay_end, "promisc", "on", "up"]);
+        run(&["ip", "addr", "add", &b4, "dev", &inner]);
+        run(&["ip", "addr", "add", &b6, "dev", &inner, "nodad"]);
+        run(&["ip", "link", "set", &inner, "up"]);
+        for a in [net.a.ip4.to_string(), net.a.ip6.to_string()] {
+            run(&[
+                "ip", "neigh", "replace", &a, "lladdr", &a_mac, "dev", &inner,
+            ]);
+        }
+        for iface in [outer, &relay_end, &inner] {
+            // As the test network's own ends: no segmentation offloads, so
+            // each frame fits the MTU; checksums made in software, so the
+            // relay's copies carry them.
+            #[rustfmt::skip]
+            run(&["ethtool", "-K", iface, "tso", "off", "gso", "off", "gro", "off", "tx", "off"]);
+        }
+        for iface in [outer, &relay_end] {
+            // The relay's ends take no part in B's stack.
+            run(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{iface}.disable_ipv6=1"),
+            ]);
+        }
+        let mut child = ns
+            .command("python3")
+            .args(["-c", PATH_TIMER, outer, &relay_end])
+            .arg(delay.as_secs_f64().to_string())
+            .arg("300")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let child = Reap(child);
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the relay did not start");
+        PathTimer { child, out }
+    }
+
+    /// Stops the relay; returns what it timed.
+    pub fn stop(mut self) -> PathTimes {
+        kill("-TERM", self.child.0.id());
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
+        PathTimes {
+            timed: v["timed"].as_u64().unwrap(),
+            least: v["least"].as_f64().unwrap(),
+            most: v["most"].as_f64().unwrap(),
+        }
+    }
+}
