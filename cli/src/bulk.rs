@@ -216,13 +216,14 @@ struct Unacceptable {
     /// Outside the receive window, duplicates of data already received
     /// included.
     out_of_window: u64,
-    /// ACKs sent to challenge an in-window RST or SYN, or an ACK too old
+    /// ACKs sent to challenge an in-window RST, any SYN, or an ACK too old
     /// (RFC 5961).
     challenge_acks: u64,
-    /// Of the unacceptable segments without data, those left unanswered:
-    /// they get one answer per 500 ms (RFC 5961 §7, as Linux's
-    /// `tcp_invalid_ratelimit`; Linux counts them in `TCPACKSkippedPAWS`
-    /// and `TCPACKSkippedSeq`).
+    /// Of the unacceptable segments without data, those left unanswered,
+    /// and challenge ACKs not sent: together they get one answer per
+    /// 500 ms (RFC 5961 §7, as Linux's `tcp_invalid_ratelimit`; Linux
+    /// counts them in `TCPACKSkippedPAWS`, `TCPACKSkippedSeq` and
+    /// `TCPACKSkippedChallenge`).
     answers_skipped: u64,
 }
 

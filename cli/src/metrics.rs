@@ -551,15 +551,16 @@ impl Collector for Exposition {
         by(
             &mut enc,
             "tcp_unacceptable_unanswered",
-            "Unacceptable TCP segments without data left unanswered: each connection answers \
-             one per 500 ms (RFC 5961 section 7), all queues.",
+            "Unacceptable TCP segments without data left unanswered, and challenge ACKs not \
+             sent: each connection answers (or challenges) one per 500 ms (RFC 5961 section 7), \
+             all queues.",
             None,
             &[(&[], s.tcp.unanswered)],
         )?;
         by(
             &mut enc,
             "tcp_challenge_acks",
-            "ACKs sent to challenge an in-window RST or SYN, or an ACK too old (RFC 5961), \
+            "ACKs sent to challenge an in-window RST, any SYN, or an ACK too old (RFC 5961), \
              all queues.",
             None,
             &[(&[], s.tcp.challenge_acks)],

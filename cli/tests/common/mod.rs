@@ -1044,10 +1044,11 @@ pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
 
 /// Side B's half of [`Forged::into`], in Python: connects to the address
 /// given, sends a byte and reads the connection's sequence numbers and
-/// timestamp off that segment (a raw socket on B's interface), injects
-/// forged segments of the connection as raw frames, sends a second byte,
-/// counts what xtcp answered until its ACK of that byte, closes, and
-/// prints the counts as JSON. It runs after [`RAW_TCP`].
+/// timestamp off that segment (a raw socket on B's interface); injects
+/// forged segments of the connection without data as raw frames, sends a
+/// second byte and counts what xtcp answered until its ACK of that byte;
+/// waits 0.6 s; forges SYNs, sends a third byte and counts again; closes,
+/// and prints the counts as JSON. It runs after [`RAW_TCP`].
 const FORGER: &str = r#"
 import json, time
 DPORT, OOW, PAWS, SYNS = map(int, sys.argv[6:])
@@ -1106,6 +1107,15 @@ def spaced(n, *seg):
         inject(*seg)
         time.sleep(0.001)
 
+def answered(nxt, byte):
+    # xtcp's pure ACKs of RCV.NXT = nxt until its ACK of `byte`, sent now.
+    c.sendall(byte)
+    answers = 0
+    while True:
+        p = next_packet(lambda p: ours(p, a_ip))
+        if p["ack"] == (nxt + 1) & 0xffffffff: return answers
+        if p["ack"] == nxt and p["len"] == 0 and p["flags"] == 0x10: answers += 1
+
 c.sendall(b"x")
 d = next_packet(lambda p: ours(p, b_ip) and p["len"] > 0)
 if d["ts"] is None: sys.exit("no timestamps on the connection")
@@ -1114,26 +1124,34 @@ next_packet(lambda p: ours(p, a_ip) and p["ack"] == nxt)
 start = time.monotonic()
 spaced(OOW, nxt + (1 << 30), ack, 0x10, tsval, tsecr)
 spaced(PAWS, nxt, ack, 0x10, tsval - 1000, tsecr)
-spaced(SYNS, nxt, 0, 0x02, tsval, tsecr)
-c.sendall(b"y")
-answers = 0
-while True:
-    p = next_packet(lambda p: ours(p, a_ip))
-    if p["ack"] == (nxt + 1) & 0xffffffff: break
-    if p["ack"] == nxt and p["len"] == 0 and p["flags"] == 0x10: answers += 1
+answers = answered(nxt, b"y")
 span = time.monotonic() - start
+# xtcp's last answer went out before its ACK of "y": past the throttle's
+# 500 ms, the first SYN is challenged. At RCV.NXT and outside the window
+# in turn: RFC 5961 challenges a SYN whatever its numbers.
+time.sleep(0.6)
+start = time.monotonic()
+for i in range(SYNS):
+    spaced(1, nxt + 1 + (i % 2 << 30), 0, 0x02, tsval + 1000, tsecr)
+challenges = answered(nxt + 1, b"z")
+syn_span = time.monotonic() - start
 c.close()
-print(json.dumps(dict(answers=answers, span=span)), flush=True)
+print(json.dumps(dict(answers=answers, span=span, challenges=challenges,
+                      syn_span=syn_span)), flush=True)
 "#;
 
 /// What [`Forged::into`] sent and saw.
 pub struct Forged {
     /// Pure ACKs of xtcp's on the connection between the first forged
-    /// segment and its ACK of the byte after them, counted on B's side.
+    /// segment without data and its ACK of the byte after them, counted on
+    /// B's side.
     pub answers: u64,
     /// Seconds from the first forged segment to xtcp's ACK of the byte
     /// after them: xtcp took each of them within that time.
     pub span: f64,
+    /// [`Forged::answers`] and [`Forged::span`] of the SYNs.
+    pub challenges: u64,
+    pub syn_span: f64,
 }
 
 impl Forged {
@@ -1143,11 +1161,13 @@ impl Forged {
     pub const SYNS: u64 = 5;
 
     /// Connects from side B to `dst` (xtcp's, IPv4), sends a byte, forges
-    /// [`Forged::OOW`] segments of that connection outside xtcp's window,
-    /// [`Forged::PAWS`] in it with an old timestamp and [`Forged::SYNS`]
-    /// SYNs at RCV.NXT, a millisecond apart, as an attacker in the path
-    /// would (raw frames from B's interface), sends a second byte and
-    /// closes; returns once xtcp has acknowledged that byte.
+    /// [`Forged::OOW`] segments of that connection outside xtcp's window
+    /// and [`Forged::PAWS`] in it with an old timestamp, a millisecond
+    /// apart, as an attacker in the path would (raw frames from B's
+    /// interface), and sends a second byte; once xtcp has acknowledged it,
+    /// waits 0.6 s, forges [`Forged::SYNS`] SYNs, at RCV.NXT and outside
+    /// the window in turn, and sends a third byte; closes once xtcp has
+    /// acknowledged that.
     pub fn into(net: &TestNet, dst: SocketAddr) -> Forged {
         assert_eq!(dst.ip(), std::net::IpAddr::from(net.a.ip4), "side A's IPv4");
         let out = net
@@ -1172,37 +1192,66 @@ impl Forged {
         Forged {
             answers: v["answers"].as_u64().unwrap(),
             span: v["span"].as_f64().unwrap(),
+            challenges: v["challenges"].as_u64().unwrap(),
+            syn_span: v["syn_span"].as_f64().unwrap(),
         }
     }
 
     /// Holds xtcp's counts — outside the window, PAWS, challenge ACKs,
-    /// answers skipped — to what was forged and what B saw: each kind
-    /// counted as sent; the segments without data answered at most once
-    /// per 500 ms of the span (sent 1 ms apart, they take about 0.15 s:
-    /// one answer), the rest skipped; on the wire those answers and a
-    /// challenge ACK per SYN, no more (answers due in one turn of xtcp's go
-    /// out as one ACK, so perhaps fewer).
+    /// answers skipped — to what was forged and what B saw. Each kind
+    /// without data counted as sent. Those answered at most once per
+    /// 500 ms of the span (sent 1 ms apart, they take about 0.15 s: one
+    /// answer), the rest skipped; the SYNs challenged the same way (the
+    /// first, 0.6 s after the last answer, at least), the rest skipped. On
+    /// the wire, those answers and challenges, no more (answers due in one
+    /// turn of xtcp's go out as one ACK, so perhaps fewer).
+    /// True once `counts` (as [`Forged::check`] takes them) can hold
+    /// every forged segment: each kind counted, a challenge, and each of
+    /// the others challenged, skipped or among the answers the span allows
+    /// (for counts read while the worker may still be publishing them).
+    pub fn all_counted(&self, [oow, paws, challenges, skipped]: [u64; 4]) -> bool {
+        oow >= Forged::OOW
+            && paws >= Forged::PAWS
+            && challenges >= 1
+            && challenges + skipped + Forged::answerable(self.span)
+                >= Forged::OOW + Forged::PAWS + Forged::SYNS
+    }
+
+    /// The most answers (or challenges) the throttle allows in `span`
+    /// seconds.
+    fn answerable(span: f64) -> u64 {
+        1 + (span / 0.5) as u64
+    }
+
     pub fn check(&self, what: &str, [oow, paws, challenges, skipped]: [u64; 4]) {
         eprintln!(
-            "xtcp counted {what}; B saw {} answers in {:.3} s",
-            self.answers, self.span
+            "xtcp counted {what}; B saw {} answers in {:.3} s, {} challenges in {:.3} s",
+            self.answers, self.span, self.challenges, self.syn_span
         );
-        assert_eq!(
-            (oow, paws, challenges),
-            (Forged::OOW, Forged::PAWS, Forged::SYNS),
-            "{what}"
-        );
-        let without_data = Forged::OOW + Forged::PAWS;
-        let answerable = 1 + (self.span / 0.5) as u64;
+        assert_eq!((oow, paws), (Forged::OOW, Forged::PAWS), "{what}");
+        let at_most = Forged::answerable;
         assert!(
-            skipped < without_data && skipped + answerable >= without_data,
-            "{what}: {} s",
+            (1..=at_most(self.syn_span)).contains(&challenges),
+            "{what}: SYNs for {} s",
+            self.syn_span
+        );
+        let answered = (Forged::OOW + Forged::PAWS + Forged::SYNS)
+            .checked_sub(challenges + skipped)
+            .unwrap_or_else(|| panic!("{what}: more skipped than forged"));
+        assert!(
+            (1..=at_most(self.span)).contains(&answered),
+            "{what}: {answered} answered in {} s",
             self.span
         );
         assert!(
-            (1..=without_data - skipped + Forged::SYNS).contains(&self.answers),
+            (1..=answered).contains(&self.answers),
             "{} answers on the wire; {what}",
             self.answers
+        );
+        assert!(
+            (1..=challenges).contains(&self.challenges),
+            "{} challenges on the wire; {what}",
+            self.challenges
         );
     }
 }

@@ -318,9 +318,8 @@ pub struct Connection<M = HeapFrames> {
     /// A duplicate that arrived, to report once in the next ACK's first
     /// SACK block (RFC 2883 D-SACK): offsets, end exclusive.
     dsack: Option<(u64, u64)>,
-    challenge_window: (Option<Instant>, u32),
     /// When a segment without data that was not acceptable was last
-    /// answered ([`Connection::answer_invalid`]).
+    /// answered, or a challenge ACK sent ([`Connection::throttled`]).
     last_invalid_ack: Option<Instant>,
     error: Option<ConnectionError>,
     closed: Option<CloseReason>,
@@ -613,7 +612,6 @@ impl<M: SendMemory> Connection<M> {
                 t
             },
             pending_rst: None,
-            challenge_window: (None, 0),
             last_invalid_ack: None,
             events: 0,
             error: None,
@@ -1516,8 +1514,14 @@ impl<M: SendMemory> Connection<M> {
             && let Some(ts) = seg.options.timestamp
             && (ts.tsval.wrapping_sub(self.ts_recent) as i32) < 0
         {
+            if f.contains(TcpFlags::SYN) {
+                // RFC 5961 §4.2: a SYN is challenged whatever its numbers
+                // (Linux's `syn_challenge`).
+                self.challenge_ack(now);
+                return;
+            }
             self.stats.paws_drops += 1;
-            self.answer_invalid(now, seg, payload_len);
+            self.answer_invalid(now, payload_len);
             return;
         }
         // Acceptability (RFC 9293 §3.10.7.4), with a zero-length probe or FIN at
@@ -1537,6 +1541,10 @@ impl<M: SendMemory> Connection<M> {
             rcv_wnd > 0 && (in_wnd(d) || in_wnd(d + seg_len as i64 - 1))
         };
         if !acceptable {
+            if f.contains(TcpFlags::SYN) && !f.contains(TcpFlags::RST) {
+                self.challenge_ack(now);
+                return;
+            }
             self.stats.out_of_window += 1;
             if !f.contains(TcpFlags::RST) {
                 if seg_len > 0 && d < 0 {
@@ -1551,7 +1559,7 @@ impl<M: SendMemory> Connection<M> {
                         self.note_dsack(start, end);
                     }
                 }
-                self.answer_invalid(now, seg, payload_len);
+                self.answer_invalid(now, payload_len);
             }
             return;
         }
@@ -1631,33 +1639,41 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// Answers a segment that is not acceptable with an ACK (RFC 9293
-    /// §3.10.7.4), at most one per [`Config::invalid_ack_interval`] where it
-    /// carries no data (or carries a SYN), as Linux's `tcp_oow_rate_limited`:
-    /// see that setting for why.
-    fn answer_invalid(&mut self, now: Instant, seg: &TcpRepr, payload_len: usize) {
-        if payload_len == 0 || seg.flags.contains(TcpFlags::SYN) {
-            if self
-                .last_invalid_ack
-                .is_some_and(|t| now.saturating_duration_since(t) < self.cfg.invalid_ack_interval)
-            {
-                self.stats.invalid_acks_skipped += 1;
-                return;
-            }
-            self.last_invalid_ack = Some(now);
+    /// §3.10.7.4): at once where it carries data, else unless
+    /// [`Connection::throttled`].
+    fn answer_invalid(&mut self, now: Instant, payload_len: usize) {
+        if payload_len == 0 && self.throttled(now) {
+            return;
         }
         self.ack_now = true;
     }
 
+    /// A challenge ACK (RFC 5961: an in-window RST, a SYN, an ACK too
+    /// old), unless [`Connection::throttled`]: Linux's
+    /// `tcp_send_challenge_ack` checks the same per-connection limit first
+    /// (its host-wide one is off by default since 5.19).
     fn challenge_ack(&mut self, now: Instant) {
-        let (start, count) = self.challenge_window;
-        let fresh =
-            start.is_none_or(|s| now.saturating_duration_since(s) >= Duration::from_secs(1));
-        let count = if fresh { 0 } else { count };
-        if count < self.cfg.challenge_ack_limit {
-            self.challenge_window = (if fresh { Some(now) } else { start }, count + 1);
+        if !self.throttled(now) {
             self.stats.challenge_acks += 1;
             self.ack_now = true;
         }
+    }
+
+    /// RFC 5961 §7's ACK throttling, as Linux's `tcp_oow_rate_limited`:
+    /// true, and counted, if an answer to an unacceptable segment without
+    /// data or a challenge ACK went out less than
+    /// [`Config::invalid_ack_interval`] ago (see that setting for why);
+    /// else that answer is this one, now.
+    fn throttled(&mut self, now: Instant) -> bool {
+        if self
+            .last_invalid_ack
+            .is_some_and(|t| now.saturating_duration_since(t) < self.cfg.invalid_ack_interval)
+        {
+            self.stats.invalid_acks_skipped += 1;
+            return true;
+        }
+        self.last_invalid_ack = Some(now);
+        false
     }
 
     /// ACK processing; false if the segment is to be dropped.
@@ -1667,7 +1683,7 @@ impl<M: SendMemory> Connection<M> {
         let top = self.max as i64;
         if ack_off > top {
             // Acknowledges something never sent.
-            self.answer_invalid(now, seg, payload_len);
+            self.answer_invalid(now, payload_len);
             return false;
         }
         if ack_off < self.una as i64 - self.max_snd_wnd as i64 {

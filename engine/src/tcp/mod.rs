@@ -296,12 +296,11 @@ pub struct Config {
     /// Largest number of discontiguous out-of-order ranges held (beyond it,
     /// out-of-order segments that would add a range are dropped).
     pub max_ooo_ranges: usize,
-    /// Challenge ACKs allowed per second (RFC 5961 §7).
-    pub challenge_ack_limit: u32,
     /// Least time between two ACKs answering segments without data that are
     /// not acceptable (PAWS, outside the window, an ACK of what was never
-    /// sent): RFC 5961 §7's ACK throttling, Linux's `tcp_invalid_ratelimit`
-    /// (500 ms too). Two ends that no longer agree on the sequence space
+    /// sent), challenge ACKs included (an in-window RST, a SYN, an ACK too
+    /// old: RFC 5961): RFC 5961 §7's ACK throttling, per connection as
+    /// Linux's `tcp_invalid_ratelimit` (500 ms too). Two ends that no longer agree on the sequence space
     /// (after a forged or corrupted segment was taken) would otherwise answer
     /// each other's ACKs for ever, as fast as the path carries them. A
     /// segment with data is answered at once: it is no part of such a loop,
@@ -336,7 +335,6 @@ impl Default for Config {
             delayed_ack: Duration::from_millis(40),
             time_wait: Duration::from_secs(1),
             max_ooo_ranges: 16,
-            challenge_ack_limit: 100,
             invalid_ack_interval: Duration::from_millis(500),
         }
     }
@@ -510,7 +508,9 @@ pub struct Stats {
     /// Of those, kept: the delivery rate rose by a quarter.
     pub send_buffer_trials_kept: u64,
     /// Segments without data, not acceptable, left unanswered because an
-    /// ACK answered one less than [`Config::invalid_ack_interval`] before
-    /// (Linux's `TCPACKSkippedPAWS` and `TCPACKSkippedSeq` together).
+    /// ACK answered one (or challenged one) less than
+    /// [`Config::invalid_ack_interval`] before, and challenge ACKs not sent
+    /// for the same reason (Linux's `TCPACKSkippedPAWS`,
+    /// `TCPACKSkippedSeq` and `TCPACKSkippedChallenge` together).
     pub invalid_acks_skipped: u64,
 }

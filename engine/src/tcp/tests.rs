@@ -505,18 +505,20 @@ fn off_target_rst_in_window_gets_a_challenge_ack_and_does_not_reset() {
     assert_eq!(c.state(), State::Established);
     assert!(out(&mut c, ms(21)).is_empty());
     assert_eq!(c.stats().challenge_acks, 1);
-    // A SYN on an established connection also gets a challenge ACK (RFC 5961 §4).
+    // A SYN on an established connection also gets a challenge ACK (RFC
+    // 5961 §4). Each answer below comes more than the throttle's 500 ms
+    // after the one before.
     c.handle_segment(
-        ms(22),
+        ms(600),
         &seg(TcpFlags::SYN, PEER_ISS + 5, SeqNumber(0), 0),
         &[],
     );
     assert_eq!(c.state(), State::Established);
     assert_eq!(c.stats().challenge_acks, 2);
-    assert_eq!(out(&mut c, ms(22)).len(), 1);
+    assert_eq!(out(&mut c, ms(600)).len(), 1);
     // An ACK for data never sent is answered with an ACK and ignored.
     c.handle_segment(
-        ms(23),
+        ms(1200),
         &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 500, 100),
         &[],
     );
@@ -525,13 +527,13 @@ fn off_target_rst_in_window_gets_a_challenge_ack_and_does_not_reset() {
         65535,
         "the bogus segment's window was ignored"
     );
-    assert_eq!(out(&mut c, ms(23)).len(), 1);
+    assert_eq!(out(&mut c, ms(1200)).len(), 1);
     // An ACK older than SND.UNA − MAX.SND.WND gets a challenge ACK (RFC 5961 §5).
     let old = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 - 100_000, 100);
-    c.handle_segment(ms(24), &old, b"data riding on it");
+    c.handle_segment(ms(1800), &old, b"data riding on it");
     assert_eq!(c.stats().challenge_acks, 3);
     assert_eq!(c.readable(), 0, "the segment was dropped");
-    assert_eq!(out(&mut c, ms(24)).len(), 1);
+    assert_eq!(out(&mut c, ms(1800)).len(), 1);
 }
 
 /// A peer that filled our window sends its ACKs with SEQ = SND.NXT, the
@@ -1717,28 +1719,57 @@ fn nagle_is_off_by_default_and_holds_small_segments_when_on() {
 }
 
 #[test]
-fn challenge_acks_are_rate_limited() {
-    let cfg = Config {
-        challenge_ack_limit: 10,
-        ..Config::default()
+fn challenge_acks_share_the_throttle_of_answers_to_unacceptable_segments() {
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    let with_ts = |flags, seq: SeqNumber, ack: SeqNumber, tsval: u32| {
+        let mut s = seg(flags, seq, ack, 1000);
+        s.options.timestamp = Some(TcpTimestamp { tsval, tsecr: 0 });
+        s
     };
-    let (mut c, _) = client_with(cfg, TcpOptions::NONE);
-    let mut acks = 0;
+    let nxt = PEER_ISS + 1;
+    let far = nxt + 50_000_000;
+    // In-window RSTs, SYNs at RCV.NXT, outside the window and failing
+    // PAWS, ACKs too old: each calls for a challenge ACK; 50 in 50 ms
+    // get one.
+    let mut answers = 0;
     for i in 0..50u64 {
-        let r = seg(TcpFlags::RST, PEER_ISS + 100 + i as usize, SeqNumber(0), 0);
-        c.handle_segment(ms(100 + i), &r, &[]);
-        acks += out(&mut c, ms(100 + i)).len();
+        let s = match i % 5 {
+            0 => with_ts(TcpFlags::RST, nxt + 100, SeqNumber(0), 1000),
+            1 => with_ts(TcpFlags::SYN, nxt, SeqNumber(0), 1000),
+            2 => with_ts(TcpFlags::SYN, far, SeqNumber(0), 1000),
+            3 => with_ts(TcpFlags::SYN, nxt, SeqNumber(0), 999),
+            _ => with_ts(TcpFlags::ACK, nxt, iss + 1 - 10_000_000, 1000),
+        };
+        c.handle_segment(ms(100 + i), &s, &[]);
+        answers += out(&mut c, ms(100 + i)).len();
     }
-    assert_eq!(acks, 10);
-    assert_eq!(c.stats().challenge_acks, 10);
+    assert_eq!(answers, 1);
+    let st = c.stats();
+    assert_eq!((st.challenge_acks, st.invalid_acks_skipped), (1, 49));
+    // A SYN is challenged whatever its numbers (RFC 5961 §4.2), not
+    // counted as outside the window or failing PAWS.
+    assert_eq!((st.out_of_window, st.paws_drops), (0, 0));
     assert_eq!(c.state(), State::Established);
-    // A second later the budget is back.
+    // An answer to a segment outside the window holds them back too.
+    c.handle_segment(ms(700), &with_ts(TcpFlags::ACK, far, iss + 1, 1000), &[]);
+    assert_eq!(out(&mut c, ms(700)).len(), 1);
     c.handle_segment(
-        ms(1200),
-        &seg(TcpFlags::RST, PEER_ISS + 100, SeqNumber(0), 0),
+        ms(701),
+        &with_ts(TcpFlags::SYN, nxt, SeqNumber(0), 1000),
         &[],
     );
-    assert_eq!(out(&mut c, ms(1200)).len(), 1);
+    assert!(out(&mut c, ms(701)).is_empty());
+    // Once the interval has passed, the next is challenged.
+    c.handle_segment(
+        ms(1200),
+        &with_ts(TcpFlags::RST, nxt + 100, SeqNumber(0), 1000),
+        &[],
+    );
+    let a = out(&mut c, ms(1200));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].repr.ack, nxt);
+    assert_eq!(c.stats().challenge_acks, 2);
+    assert_eq!(c.state(), State::Established);
 }
 
 #[test]

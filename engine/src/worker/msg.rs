@@ -92,7 +92,8 @@ pub struct WorkerCounters {
     pub tcp_out_of_window: u64,
     /// Challenge ACKs sent (RFC 5961).
     pub tcp_challenge_acks: u64,
-    /// Unacceptable segments without data left unanswered (RFC 5961 §7).
+    /// Unacceptable segments without data left unanswered, and challenge
+    /// ACKs not sent (RFC 5961 §7).
     pub tcp_unanswered: u64,
 }
 
