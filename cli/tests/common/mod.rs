@@ -1123,7 +1123,9 @@ nxt, ack, (tsval, tsecr) = (d["seq"] + d["len"]) & 0xffffffff, d["ack"], d["ts"]
 next_packet(lambda p: ours(p, a_ip) and p["ack"] == nxt)
 start = time.monotonic()
 spaced(OOW, nxt + (1 << 30), ack, 0x10, tsval, tsecr)
-spaced(PAWS, nxt, ack, 0x10, tsval - 1000, tsecr)
+# Older by more than any RTO's worth of ticks: not taken for a duplicate
+# ACK that the path reordered.
+spaced(PAWS, nxt, ack, 0x10, tsval - (1 << 20), tsecr)
 answers = answered(nxt, b"y")
 span = time.monotonic() - start
 # xtcp's last answer went out before its ACK of "y": past the throttle's

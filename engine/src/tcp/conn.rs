@@ -1512,7 +1512,7 @@ impl<M: SendMemory> Connection<M> {
         if self.ts_ok
             && !f.contains(TcpFlags::RST)
             && let Some(ts) = seg.options.timestamp
-            && (ts.tsval.wrapping_sub(self.ts_recent) as i32) < 0
+            && self.paws_rejects(seg, ts.tsval, payload_len, rcv_nxt)
         {
             if f.contains(TcpFlags::SYN) {
                 // RFC 5961 §4.2: a SYN is challenged whatever its numbers
@@ -1595,7 +1595,9 @@ impl<M: SendMemory> Connection<M> {
             && let Some(ts) = seg.options.timestamp
         {
             let seg_off = self.recv.nxt() as i64 + d;
-            if (ts.tsval.wrapping_sub(self.ts_recent) as i32) >= 0
+            // As Linux: TS.Recent of zero is replaced by any (see
+            // `paws_rejects`).
+            if ((ts.tsval.wrapping_sub(self.ts_recent) as i32) >= 0 || self.ts_recent == 0)
                 && seg_off <= self.last_ack_sent as i64
             {
                 self.ts_recent = ts.tsval;
@@ -1636,6 +1638,41 @@ impl<M: SendMemory> Connection<M> {
             // Data after the peer's FIN: acknowledge what we have.
             self.ack_now = true;
         }
+    }
+
+    /// PAWS (RFC 7323 §5) as Linux applies it (`tcp_paws_discard`): a
+    /// segment whose TSval is older than TS.Recent is rejected, except
+    /// - one a tick older (Linux's `TCP_PAWS_WINDOW`);
+    /// - any while TS.Recent is zero: some stacks send their SYN with
+    ///   TSval 0 and count from elsewhere after it, where every later
+    ///   TSval could look older than zero;
+    /// - a pure duplicate ACK that changes nothing and is at most an RTO's
+    ///   worth of ticks older, taking ticks as short as 1/1200 s
+    ///   (`tcp_disordered_ack`): ACKs that the path reordered, whose SACK
+    ///   blocks a recovery needs.
+    fn paws_rejects(
+        &self,
+        seg: &TcpRepr,
+        tsval: u32,
+        payload_len: usize,
+        rcv_nxt: SeqNumber,
+    ) -> bool {
+        let behind = self.ts_recent.wrapping_sub(tsval) as i32;
+        if behind <= 1 || self.ts_recent == 0 {
+            return false;
+        }
+        let window = (seg.window as usize) << self.snd_wscale;
+        let updates_window = self.snd_wl1 < seg.seq
+            || (seg.seq == self.snd_wl1 && (window > self.snd_wnd || window == 0));
+        let replay = self.rtt.rto().as_millis() * 6 / 5;
+        let disordered_dup_ack = seg.flags.contains(TcpFlags::ACK)
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
+            && payload_len == 0
+            && seg.seq == rcv_nxt
+            && self.ack_off(seg.ack) == self.una as i64
+            && !updates_window
+            && behind as u128 <= replay;
+        !disordered_dup_ack
     }
 
     /// Answers a segment that is not acceptable with an ACK (RFC 9293

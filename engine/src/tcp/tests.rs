@@ -608,6 +608,87 @@ fn paws_drops_an_old_duplicate() {
     assert_eq!(&buf[..n], b"new datafresh!!");
 }
 
+/// PAWS as Linux applies it: a TSval one tick older than TS.Recent
+/// passes (`TCP_PAWS_WINDOW`), and while TS.Recent is zero (a peer whose
+/// SYN-ACK carried TSval 0) any does, and replaces it.
+#[test]
+fn paws_takes_a_tick_older_and_any_tsval_after_a_syn_with_zero() {
+    let data = |iss: SeqNumber, off: usize, tsval: u32| {
+        let mut d = seg(
+            TcpFlags::ACK | TcpFlags::PSH,
+            PEER_ISS + 1 + off,
+            iss + 1,
+            1000,
+        );
+        d.options.timestamp = Some(TcpTimestamp { tsval, tsecr: 0 });
+        d
+    };
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    c.handle_segment(ms(20), &data(iss, 0, 2000), b"abcd");
+    c.handle_segment(ms(21), &data(iss, 4, 1999), b"efgh");
+    assert_eq!((c.readable(), c.stats().paws_drops), (8, 0));
+    c.handle_segment(ms(22), &data(iss, 8, 1998), b"ijkl");
+    assert_eq!((c.readable(), c.stats().paws_drops), (8, 1));
+
+    // Counting from elsewhere after a SYN-ACK with TSval 0: half the
+    // sequence space away, every later TSval looks older than zero.
+    let (mut c, iss) = client_with(Config::default(), all_options(0, 0));
+    let far = 0x9000_0000;
+    c.handle_segment(ms(20), &data(iss, 0, far), b"abcd");
+    assert_eq!((c.readable(), c.stats().paws_drops), (4, 0));
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    let a = out(&mut c, t);
+    assert_eq!(a.last().unwrap().repr.options.timestamp.unwrap().tsecr, far);
+    // TS.Recent is that TSval now: older ones are rejected again.
+    c.handle_segment(ms(21), &data(iss, 4, far - 100), b"efgh");
+    assert_eq!((c.readable(), c.stats().paws_drops), (4, 1));
+}
+
+/// Duplicate ACKs of a recovery, reordered on the way: the one sent
+/// first arrives last, with an older TSval. It is taken, its SACK block
+/// counted, as Linux's `tcp_disordered_ack` takes it; one that would move
+/// the window, one with data, or one older than an RTO's worth of ticks
+/// is still rejected.
+#[test]
+fn paws_takes_a_reordered_duplicate_ack() {
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    c.write(&[1u8; 4000]).unwrap();
+    let sent = out(&mut c, ms(20));
+    assert!(sent.len() >= 3, "{} segments", sent.len());
+    let mss = sent[0].len;
+    let window = 1000;
+    let dup = |tsval: u32, window: u16, sacked: usize| {
+        let mut a = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1, window);
+        a.options.timestamp = Some(TcpTimestamp { tsval, tsecr: 0 });
+        let block = (iss + 1 + sacked * mss, iss + 1 + (sacked + 1) * mss);
+        a.options.sack = crate::wire::SackBlocks::from_slice(&[block]).unwrap();
+        a
+    };
+    // An ACK that sets the window, then the second duplicate ACK (the
+    // third segment arrived) before the first: TS.Recent is 2000.
+    let mut update = dup(1900, window, 0);
+    update.options.sack = crate::wire::SackBlocks::default();
+    c.handle_segment(ms(29), &update, &[]);
+    c.handle_segment(ms(30), &dup(2000, window, 2), &[]);
+    assert_eq!((c.stats().paws_drops, c.stats().dup_acks), (0, 1));
+    // Then the first (the second segment arrived), sent 10 ticks before.
+    c.handle_segment(ms(31), &dup(1990, window, 1), &[]);
+    assert_eq!((c.stats().paws_drops, c.stats().dup_acks), (0, 2));
+    // Older than an RTO (1 s here: 1,200 ticks of the fastest clock).
+    c.handle_segment(ms(32), &dup(2000 - 1300, window, 0), &[]);
+    assert_eq!((c.stats().paws_drops, c.stats().dup_acks), (1, 2));
+    // One that would change the send window.
+    c.handle_segment(ms(33), &dup(1990, window + 1, 0), &[]);
+    assert_eq!((c.stats().paws_drops, c.stats().dup_acks), (2, 2));
+    // One with data.
+    let mut late = dup(1990, window, 0);
+    late.flags |= TcpFlags::PSH;
+    c.handle_segment(ms(34), &late, b"y");
+    assert_eq!((c.stats().paws_drops, c.stats().dup_acks), (3, 2));
+    assert_eq!(c.readable(), 0);
+}
+
 #[test]
 fn rto_backs_off_doubling_and_resets_on_ack() {
     let cfg = Config {
@@ -1737,7 +1818,7 @@ fn challenge_acks_share_the_throttle_of_answers_to_unacceptable_segments() {
             0 => with_ts(TcpFlags::RST, nxt + 100, SeqNumber(0), 1000),
             1 => with_ts(TcpFlags::SYN, nxt, SeqNumber(0), 1000),
             2 => with_ts(TcpFlags::SYN, far, SeqNumber(0), 1000),
-            3 => with_ts(TcpFlags::SYN, nxt, SeqNumber(0), 999),
+            3 => with_ts(TcpFlags::SYN, nxt, SeqNumber(0), 1000u32.wrapping_sub(2000)),
             _ => with_ts(TcpFlags::ACK, nxt, iss + 1 - 10_000_000, 1000),
         };
         c.handle_segment(ms(100 + i), &s, &[]);
@@ -1789,7 +1870,9 @@ fn acks_to_unacceptable_segments_without_data_are_throttled_not_those_with_data(
         let s = match i % 3 {
             0 => ack(far, iss + 1, 1000),
             1 => ack(PEER_ISS + 1, unsent, 1000),
-            _ => ack(PEER_ISS + 1, iss + 1, 999),
+            // Older by more than an RTO's worth of ticks: not taken as a
+            // reordered duplicate ACK.
+            _ => ack(PEER_ISS + 1, iss + 1, 1000u32.wrapping_sub(2000)),
         };
         c.handle_segment(ms(100 + i), &s, &[]);
         answers += out(&mut c, ms(100 + i)).len();
