@@ -413,7 +413,10 @@ pub struct EngineArgs {
     /// Send buffer per connection: `auto` (starts at 256K and doubles, up
     /// to 4M, while it holds less than twice the path's bandwidth-delay
     /// product, or, tried doubled where the peer acknowledges late, while
-    /// that raises the rate) or a fixed size (e.g. 1M).
+    /// that raises the rate) or a fixed size (e.g. 1M). Sizes are UMEM
+    /// frames (4 KiB each): in the single-descriptor layout a frame holds
+    /// one segment's payload, 1448 bytes at MTU 1500, so the buffer holds
+    /// about a third of its size of the stream.
     #[arg(long, default_value = "auto", value_parser = parse_bufsize)]
     pub sndbuf: BufSize,
     /// Congestion control.

@@ -89,15 +89,17 @@ fn bytes(v: &serde_json::Value, path: &[&str]) -> u64 {
 /// The RTTs xtcp reports when it sends — the client's, and serve's
 /// under `iperf3 -c -R` — against a relay in the path that holds B's
 /// frames 50 ms and times each segment's round trip from the middle of
-/// the path ([`PathTimer`]): summaries (`min_rtt`, `mean_rtt`,
-/// `max_rtt`) and each interval's `rtt` at least the least the relay
-/// timed (less a millisecond: a sample from timestamps, taken in
+/// the path ([`PathTimer`]), per data connection: summaries (`min_rtt`,
+/// `mean_rtt`, `max_rtt`) and each interval's `rtt` at least the least
+/// the relay timed (less a millisecond: a sample from timestamps, taken in
 /// recovery, counts whole ticks), and none of them, nor `rttvar`, beyond
 /// twice the most (the relay's delay again, for what the relay does not
-/// see: xtcp's own turn, the relay's wake-ups). A unit off by 10³, an
-/// RTT left at zero or one measured from the wrong send would fail.
+/// see: xtcp's own turn, the relay's wake-ups). A unit off by 10³, an RTT
+/// left at zero or one measured from the wrong send would fail. And the
+/// send buffer the client reports (`start.sndbuf_actual`) against the
+/// bytes the relay saw in flight when the buffer bounds the sender.
 #[test]
-fn reported_rtts_hold_the_round_trips_a_relay_in_the_path_timed() {
+fn reported_rtts_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
     let net = testnet(1);
     let _iperf3 = iperf3_server(&net);
     let timer = PathTimer::start(&net, Duration::from_millis(50));
@@ -106,14 +108,55 @@ fn reported_rtts_hold_the_round_trips_a_relay_in_the_path_timed() {
     let server = Server::start_with(&net, 1, &["-J"]);
     iperf3_json(&net, &["-t", "3", "-b", "10M", "-R"]);
     let served = server.json();
-    let times = timer.stop();
-    eprintln!("the relay timed {times:?}");
-    assert!(times.timed > 100 && times.least >= 0.05, "{times:?}");
-    check_rtts("xtcp client", &client, &times);
-    check_rtts("xtcp serve -R", &served, &times);
+    let (status, err, _) = server.stop();
+    assert!(status.success(), "{err}");
+    // Not paced, but bound by its send buffer: 32 KiB a round trip. (In
+    // the chained layout each of the buffer's frames holds 4 KiB of the
+    // stream; in the single-descriptor one, one segment's payload.)
+    let bound = xtcp_client(
+        &net,
+        1,
+        &["-t", "3", "--sndbuf", "32K", "--tx-layout", "chained"],
+    );
+    let flows = timer.stop();
+    eprintln!("the relay saw {flows:#?}");
+    let flow = |what: &str, v: &serde_json::Value, a: &str, b: &str| {
+        let c = &v["start"]["connected"][0];
+        let port = |k: &str| {
+            c[k].as_u64()
+                .unwrap_or_else(|| panic!("{what}: {k} in {c}"))
+        };
+        let (a, b) = (port(a), port(b));
+        let f = flows
+            .iter()
+            .find(|f| (u64::from(f.a_port), u64::from(f.b_port)) == (a, b))
+            .unwrap_or_else(|| panic!("{what}: the relay saw no flow {a} → {b}"));
+        assert!(f.timed > 100 && f.least >= 0.05, "{what}: {f:?}");
+        f
+    };
+    let ports = ("local_port", "remote_port");
+    check_rtts(
+        "xtcp client",
+        &client,
+        flow("client", &client, ports.0, ports.1),
+    );
+    check_rtts(
+        "xtcp serve -R",
+        &served,
+        flow("serve", &served, ports.0, ports.1),
+    );
+    let sndbuf = bound["start"]["sndbuf_actual"].as_u64().unwrap();
+    assert_eq!(sndbuf, 32 << 10, "{}", bound["start"]);
+    let f = flow("--sndbuf", &bound, ports.0, ports.1);
+    // What is in flight is in the send buffer (a FIN adds one), and with
+    // the buffer the bound, it fills.
+    assert!(
+        (sndbuf / 2..=sndbuf + 1).contains(&f.in_flight),
+        "sndbuf_actual {sndbuf}; in flight {f:?}"
+    );
 }
 
-/// [`reported_rtts_hold_the_round_trips_a_relay_in_the_path_timed`]'s
+/// [`reported_rtts_and_send_buffer_hold_what_a_relay_in_the_path_saw`]'s
 /// bounds on one report of xtcp's (`-J`, one sending stream).
 fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
     let (least, most) = ((t.least * 1e6) as u64 - 1000, (2.0 * t.most * 1e6) as u64);

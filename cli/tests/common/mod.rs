@@ -1260,11 +1260,13 @@ impl Forged {
 
 /// The relay of [`PathTimer`], in Python: moves Ethernet frames between
 /// two interfaces (raw sockets), those from the inner one (B's stack)
-/// held for a fixed delay, and times each TCP segment that occupies
-/// sequence space (data, SYN, FIN) coming from the outer one (side A),
-/// from when it has it to when it passes on the first ACK that covers
-/// it. A segment seen twice is not timed (Karn). On SIGTERM, or after
-/// its lifetime, it prints how many it timed and the least and most.
+/// held for a fixed delay. Per TCP flow from the outer one (side A), it
+/// times each segment that occupies sequence space (data, SYN, FIN), from
+/// when it has it to when it passes on the first ACK that covers it (a
+/// segment seen twice is not timed: Karn), and it takes the most sequence
+/// space in flight: above the last ACK it passed on, when a segment comes.
+/// On SIGTERM, or after its lifetime, it prints per flow how many it
+/// timed, the least and the most, and that most in flight.
 const PATH_TIMER: &str = r#"
 import collections, json, select, signal, socket, struct, sys, time
 OUTER, INNER, DELAY, LIFE = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
@@ -1291,15 +1293,19 @@ def frames(s):
         except BlockingIOError: return
         if addr[2] != PACKET_OUTGOING: yield f
 
+class Flow:
+    def __init__(self):
+        self.sent = {}  # end sequence -> when taken (None: seen twice)
+        self.samples, self.top, self.acked, self.in_flight = [], None, None, 0
+
 stop = False
 def on_term(*_):
     global stop
     stop = True
 signal.signal(signal.SIGTERM, on_term)
 outer, inner = open_raw(OUTER), open_raw(INNER)
-sent = collections.defaultdict(dict)  # flow -> end sequence -> when taken (None: twice)
-held = collections.deque()            # (due, frame), from B, in order
-samples = []
+flows = collections.defaultdict(Flow)
+held = collections.deque()  # (due, frame), from B, in order
 print("ready", flush=True)
 end = time.monotonic() + LIFE
 while not stop and time.monotonic() < end:
@@ -1310,8 +1316,11 @@ while not stop and time.monotonic() < end:
             t = time.monotonic()
             p = tcp(f)
             if p and p[4] > 0:
-                flow, e = sent[p[0]], (p[1] + p[4]) & M
-                flow[e] = None if e in flow else t
+                fl, e = flows[p[0]], (p[1] + p[4]) & M
+                fl.sent[e] = None if e in fl.sent else t
+                if fl.top is None or (e - fl.top) & M < 1 << 31: fl.top = e
+                if fl.acked is not None:
+                    fl.in_flight = max(fl.in_flight, (fl.top - fl.acked) & M)
             inner.send(f)
     if inner in ready:
         for f in frames(inner):
@@ -1323,12 +1332,15 @@ while not stop and time.monotonic() < end:
         outer.send(f)
         if p and p[3] & 0x10:
             k = p[0]
-            flow = sent.get((k[2], k[3], k[0], k[1]))
-            for e in [e for e in flow or () if (p[2] - e) & M < 1 << 31]:
-                t0 = flow.pop(e)
-                if t0 is not None: samples.append(t - t0)
-print(json.dumps(dict(timed=len(samples), least=min(samples, default=0),
-                      most=max(samples, default=0))), flush=True)
+            fl = flows.get((k[2], k[3], k[0], k[1]))
+            if fl is None: continue
+            if fl.acked is None or (p[2] - fl.acked) & M < 1 << 31: fl.acked = p[2]
+            for e in [e for e in fl.sent if (p[2] - e) & M < 1 << 31]:
+                t0 = fl.sent.pop(e)
+                if t0 is not None: fl.samples.append(t - t0)
+print(json.dumps([dict(a_port=k[1], b_port=k[3], timed=len(fl.samples),
+                       least=min(fl.samples, default=0), most=max(fl.samples, default=0),
+                       in_flight=fl.in_flight) for k, fl in flows.items()]), flush=True)
 "#;
 
 /// A relay in side B's path that delays B's frames and times the round
@@ -1349,14 +1361,20 @@ pub struct PathTimer {
     out: BufReader<std::process::ChildStdout>,
 }
 
-/// What a [`PathTimer`] timed.
+/// What a [`PathTimer`] saw of one flow from side A.
 #[derive(Debug)]
 pub struct PathTimes {
+    /// A's port and B's.
+    pub a_port: u16,
+    pub b_port: u16,
     /// Segments timed.
     pub timed: u64,
     /// The least and the most, seconds.
     pub least: f64,
     pub most: f64,
+    /// The most sequence space A had in flight: above the last ACK the
+    /// relay passed on to A, when a segment of A's came.
+    pub in_flight: u64,
 }
 
 impl PathTimer {
@@ -1426,17 +1444,24 @@ impl PathTimer {
         PathTimer { child, out }
     }
 
-    /// Stops the relay; returns what it timed.
-    pub fn stop(mut self) -> PathTimes {
+    /// Stops the relay; returns what it saw of each flow from A.
+    pub fn stop(mut self) -> Vec<PathTimes> {
         kill("-TERM", self.child.0.id());
         let mut line = String::new();
         self.out.read_line(&mut line).unwrap();
-        let v: serde_json::Value =
+        let v: Vec<serde_json::Value> =
             serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
-        PathTimes {
-            timed: v["timed"].as_u64().unwrap(),
-            least: v["least"].as_f64().unwrap(),
-            most: v["most"].as_f64().unwrap(),
-        }
+        let n = |f: &serde_json::Value, k: &str| f[k].as_u64().unwrap();
+        let x = |f: &serde_json::Value, k: &str| f[k].as_f64().unwrap();
+        v.iter()
+            .map(|f| PathTimes {
+                a_port: n(f, "a_port") as u16,
+                b_port: n(f, "b_port") as u16,
+                timed: n(f, "timed"),
+                least: x(f, "least"),
+                most: x(f, "most"),
+                in_flight: n(f, "in_flight"),
+            })
+            .collect()
     }
 }
