@@ -95,11 +95,13 @@ fn bytes(v: &serde_json::Value, path: &[&str]) -> u64 {
 /// recovery, counts whole ticks), and none of them, nor `rttvar`, beyond
 /// twice the most (the relay's delay again, for what the relay does not
 /// see: xtcp's own turn, the relay's wake-ups). A unit off by 10³, an RTT
-/// left at zero or one measured from the wrong send would fail. And the
-/// send buffer the client reports (`start.sndbuf_actual`) against the
-/// bytes the relay saw in flight when the buffer bounds the sender.
+/// left at zero or one measured from the wrong send would fail. The
+/// peer's window (each interval's `snd_wnd`, the stream's `max_snd_wnd`)
+/// within the least and most the relay saw B offer. And the send buffer
+/// the client reports (`start.sndbuf_actual`) against the bytes the relay
+/// saw in flight when the buffer bounds the sender.
 #[test]
-fn reported_rtts_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
+fn reported_rtts_windows_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
     let net = testnet(1);
     let _iperf3 = iperf3_server(&net);
     let timer = PathTimer::start(&net, Duration::from_millis(50));
@@ -156,7 +158,7 @@ fn reported_rtts_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
     );
 }
 
-/// [`reported_rtts_and_send_buffer_hold_what_a_relay_in_the_path_saw`]'s
+/// [`reported_rtts_windows_and_send_buffer_hold_what_a_relay_in_the_path_saw`]'s
 /// bounds on one report of xtcp's (`-J`, one sending stream).
 fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
     let (least, most) = ((t.least * 1e6) as u64 - 1000, (2.0 * t.most * 1e6) as u64);
@@ -175,6 +177,12 @@ fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
         least <= min && min <= mean && mean <= max && max <= most,
         "{what}: {min} {mean} {max} µs against {least}..{most}"
     );
+    let windows = t.window_least..=t.window_most;
+    let max_wnd = us(sender, "max_snd_wnd");
+    assert!(
+        windows.contains(&max_wnd),
+        "{what}: max_snd_wnd {max_wnd} against {t:?}"
+    );
     let ivs = v["intervals"].as_array().unwrap();
     assert!(ivs.len() >= 2, "{what}: {ivs:?}");
     for iv in ivs {
@@ -183,6 +191,11 @@ fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
         assert!(
             (least..=most).contains(&rtt) && var <= most,
             "{what}: interval {s} against {least}..{most}"
+        );
+        let wnd = us(s, "snd_wnd");
+        assert!(
+            windows.contains(&wnd) && wnd <= max_wnd,
+            "{what}: interval {s} against {t:?}"
         );
     }
 }

@@ -1263,10 +1263,12 @@ impl Forged {
 /// held for a fixed delay. Per TCP flow from the outer one (side A), it
 /// times each segment that occupies sequence space (data, SYN, FIN), from
 /// when it has it to when it passes on the first ACK that covers it (a
-/// segment seen twice is not timed: Karn), and it takes the most sequence
-/// space in flight: above the last ACK it passed on, when a segment comes.
-/// On SIGTERM, or after its lifetime, it prints per flow how many it
-/// timed, the least and the most, and that most in flight.
+/// segment seen twice is not timed: Karn), it takes the most sequence
+/// space in flight: above the last ACK it passed on, when a segment comes,
+/// and the least and most window B offered (scaled by the shift in B's
+/// SYN, after it). On SIGTERM, or after its lifetime, it prints per
+/// flow how many it timed, the least and the most, that most in flight,
+/// and those windows.
 const PATH_TIMER: &str = r#"
 import collections, json, select, signal, socket, struct, sys, time
 OUTER, INNER, DELAY, LIFE = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
@@ -1283,9 +1285,19 @@ def tcp(f):
     if len(f) < 54 or f[12:14] != b"\x08\x00" or f[23] != 6: return None
     ip = f[14:]
     ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
-    sp, dp, seq, ack, off, fl = struct.unpack("!HHIIBB", ip[ihl:ihl + 14])
-    used = tot - ihl - (off >> 4) * 4 + (fl & 2 != 0) + (fl & 1 != 0)
-    return (ip[12:16], sp, ip[16:20], dp), seq, ack, fl, used
+    sp, dp, seq, ack, off, fl, win = struct.unpack("!HHIIBBH", ip[ihl:ihl + 16])
+    hl = (off >> 4) * 4
+    used = tot - ihl - hl + (fl & 2 != 0) + (fl & 1 != 0)
+    return (ip[12:16], sp, ip[16:20], dp), seq, ack, fl, used, win, ip[ihl + 20:ihl + hl]
+
+def wscale(opts):
+    i = 0
+    while i < len(opts) and opts[i] != 0:
+        if opts[i] == 1: i += 1; continue
+        if i + 1 >= len(opts) or opts[i + 1] < 2: break
+        if opts[i] == 3 and opts[i + 1] == 3: return opts[i + 2]
+        i += opts[i + 1]
+    return 0
 
 def frames(s):
     while True:
@@ -1297,6 +1309,7 @@ class Flow:
     def __init__(self):
         self.sent = {}  # end sequence -> when taken (None: seen twice)
         self.samples, self.top, self.acked, self.in_flight = [], None, None, 0
+        self.shift, self.windows = 0, []
 
 stop = False
 def on_term(*_):
@@ -1330,17 +1343,24 @@ while not stop and time.monotonic() < end:
         p = tcp(f)
         t = time.monotonic()
         outer.send(f)
-        if p and p[3] & 0x10:
+        if p and p[3] & 2:
+            fl = flows[(p[0][2], p[0][3], p[0][0], p[0][1])]
+            fl.shift = wscale(p[6])
+            fl.windows.append(p[5])  # a SYN's window is not scaled
+        elif p and p[3] & 0x10:
             k = p[0]
             fl = flows.get((k[2], k[3], k[0], k[1]))
             if fl is None: continue
+            fl.windows.append(p[5] << fl.shift)
             if fl.acked is None or (p[2] - fl.acked) & M < 1 << 31: fl.acked = p[2]
             for e in [e for e in fl.sent if (p[2] - e) & M < 1 << 31]:
                 t0 = fl.sent.pop(e)
                 if t0 is not None: fl.samples.append(t - t0)
 print(json.dumps([dict(a_port=k[1], b_port=k[3], timed=len(fl.samples),
                        least=min(fl.samples, default=0), most=max(fl.samples, default=0),
-                       in_flight=fl.in_flight) for k, fl in flows.items()]), flush=True)
+                       in_flight=fl.in_flight, window_least=min(fl.windows, default=0),
+                       window_most=max(fl.windows, default=0))
+                  for k, fl in flows.items()]), flush=True)
 "#;
 
 /// A relay in side B's path that delays B's frames and times the round
@@ -1375,6 +1395,9 @@ pub struct PathTimes {
     /// The most sequence space A had in flight: above the last ACK the
     /// relay passed on to A, when a segment of A's came.
     pub in_flight: u64,
+    /// The least and the most window B offered A, bytes.
+    pub window_least: u64,
+    pub window_most: u64,
 }
 
 impl PathTimer {
@@ -1461,6 +1484,8 @@ impl PathTimer {
                 least: x(f, "least"),
                 most: x(f, "most"),
                 in_flight: n(f, "in_flight"),
+                window_least: n(f, "window_least"),
+                window_most: n(f, "window_most"),
             })
             .collect()
     }
