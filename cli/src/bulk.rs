@@ -210,7 +210,7 @@ struct ConnSummary {
 /// The peer's segments a connection did not take, and how it answered them
 /// (what Linux counts in `TcpExt`): forged or stale segments show here.
 #[derive(Debug, Serialize)]
-struct Unacceptable {
+pub(crate) struct Unacceptable {
     /// Failed PAWS: a timestamp older than the last one taken (RFC 7323).
     paws: u64,
     /// Outside the receive window, duplicates of data already received
@@ -228,7 +228,7 @@ struct Unacceptable {
 }
 
 impl Unacceptable {
-    fn of(s: &Stats) -> Unacceptable {
+    pub(crate) fn of(s: &Stats) -> Unacceptable {
         Unacceptable {
             paws: s.paws_drops,
             out_of_window: s.out_of_window,

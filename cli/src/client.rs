@@ -18,7 +18,7 @@ use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError};
 use xtcp_engine::worker::{Payload, Role, random_filler, run_app};
 
 use crate::args::{EngineArgs, parse_size};
-use crate::bulk::{connect_timeout_message, interrupt_flag};
+use crate::bulk::{Unacceptable, connect_timeout_message, interrupt_flag};
 use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::worker::bulk::{NO_STREAM, OpenOutput, spawn_writer};
 
@@ -619,9 +619,10 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     // what the engine reports of each connection (the control connection
     // first): its ports, congestion control, send MSS, pacing rate, the
     // send-buffer bytes written one by one (copied or zeroed; -Z leaves it
-    // at the first lap's frames), the send buffer's limit at the end, and
-    // its retransmissions to its close (iperf3's count ends with the test,
-    // before the data connections' FINs).
+    // at the first lap's frames), the send buffer's limit at the end, its
+    // retransmissions to its close (iperf3's count ends with the test,
+    // before the data connections' FINs), and the peer's segments it did not
+    // take (as `send`/`recv --json` report them).
     let mut conns: Vec<_> = report.connections.iter().collect();
     conns.sort_by_key(|r| r.id);
     let mut extra = serde_json::Map::new();
@@ -637,6 +638,7 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
             "pacing_rate": r.pacing_rate, "bytes_sent": r.bytes_sent,
             "bytes_received": r.bytes_received, "send_bytes_touched": r.send_bytes_touched,
             "send_buffer": r.send_buffer, "retransmits": r.stats.retransmits,
+            "unacceptable": Unacceptable::of(&r.stats),
         })).collect::<Vec<_>>() }),
     );
     if let Some(t) = &a.title {

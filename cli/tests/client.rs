@@ -12,8 +12,8 @@ use std::time::Duration;
 mod common;
 
 use common::{
-    ENGINE, PathTimer, PathTimes, Reap, Server, TICK, XTCP, clocks_agree, closed_unread, impair_b,
-    iperf3_json, near, output_and_cpu, stock_server_received, tcp_buffer_max, testnet,
+    ENGINE, Forged, PathTimer, PathTimes, Reap, Server, TICK, XTCP, clocks_agree, closed_unread,
+    impair_b, iperf3_json, near, output_and_cpu, stock_server_received, tcp_buffer_max, testnet,
     wait_listening,
 };
 use xtcp_engine::testnet::TestNet;
@@ -197,6 +197,38 @@ fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
             windows.contains(&wnd) && wnd <= max_wnd,
             "{what}: interval {s} against {t:?}"
         );
+    }
+}
+
+/// Forged segments of the connection the client sends data on (an
+/// attacker in the path): 100 outside the window and 50 failing PAWS.
+/// `-J` counts each kind as side B sent them, for the connection
+/// (`xtcp.connections[].unacceptable`), and what the client answers on the
+/// wire is one ACK per 500 ms ([`Forged::check`]).
+#[test]
+fn forged_segments_of_its_data_connection_are_counted_and_answered_twice_a_second() {
+    let net = testnet(1);
+    let _iperf3 = iperf3_server(&net);
+    // Paced, so that the forger (Python) sees every segment.
+    let (forged, v) = Forged::into_client(&net, 5201, || {
+        xtcp_client(&net, 1, &["-t", "3", "-b", "10M"])
+    });
+    let port = v["start"]["connected"][0]["local_port"].clone();
+    let conns = v["xtcp"]["connections"].as_array().unwrap();
+    let c = conns
+        .iter()
+        .find(|c| c["local_port"] == port)
+        .unwrap_or_else(|| panic!("no data connection {port} in {conns:?}"));
+    let u = &c["unacceptable"];
+    let n = |x: &serde_json::Value, k: &str| x[k].as_u64().unwrap_or_else(|| panic!("{k} in {x}"));
+    forged.check(
+        &format!("{u}"),
+        ["out_of_window", "paws", "challenge_acks", "answers_skipped"].map(|k| n(u, k)),
+    );
+    // The control connection took none.
+    for c in conns.iter().filter(|c| c["local_port"] != port) {
+        let u = &c["unacceptable"];
+        assert_eq!(n(u, "out_of_window") + n(u, "paws"), 0, "{c}");
     }
 }
 

@@ -1042,28 +1042,18 @@ pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
     block
 }
 
-/// Side B's half of [`Forged::into`], in Python: connects to the address
-/// given, sends a byte and reads the connection's sequence numbers and
-/// timestamp off that segment (a raw socket on B's interface); injects
-/// forged segments of the connection without data as raw frames, sends a
-/// second byte and counts what xtcp answered until its ACK of that byte;
-/// waits 0.6 s; forges SYNs, sends a third byte and counts again; closes,
-/// and prints the counts as JSON. It runs after [`RAW_TCP`].
-const FORGER: &str = r#"
+/// What side B's forgers share, in Python, after [`RAW_TCP`]: a raw
+/// socket on B's interface that sees both ways (`s`; "ready" is printed
+/// once it is open), a minute's deadline, `parse` (ports, numbers, flags, payload length, timestamp),
+/// `next_packet(pred)`, and `spaced(n, sport, dport, seq, ack, flags,
+/// tsval, tsecr)`, which injects `n` segments without data from B to A.
+const FORGE_TOOLS: &str = r#"
 import json, time
-DPORT, OOW, PAWS, SYNS = map(int, sys.argv[6:])
 deadline = time.monotonic() + 60
 s = raw_socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 s.settimeout(0.2)
-while True:
-    try:
-        c = socket.create_connection((A, DPORT), timeout=5)
-        break
-    except OSError as e:
-        if time.monotonic() > deadline: sys.exit("cannot connect: %s" % e)
-        time.sleep(0.05)
-SPORT = c.getsockname()[1]
+print("ready", flush=True)
 
 def parse(f):
     if f[12:14] != b"\x08\x00": return None
@@ -1092,20 +1082,35 @@ def next_packet(pred):
         if p and pred(p): return p
     sys.exit("timed out")
 
+def spaced(n, sport, dport, seq, ack, flags, tsval, tsecr):
+    # A millisecond apart, so that xtcp's worker takes each in a turn of
+    # its own, where answers due in one turn would go out as one ACK.
+    opts = b"\x01\x01\x08\x0a" + struct.pack("!II", tsval & 0xffffffff, tsecr)
+    for _ in range(n):
+        s.send(frame(sport, dport, seq, ack, flags, 502, opts))
+        time.sleep(0.001)
+"#;
+
+/// Side B's half of [`Forged::into`], after [`FORGE_TOOLS`]: connects to
+/// the address given, sends a byte and reads the connection's sequence
+/// numbers and timestamp off that segment; injects forged segments of the
+/// connection without data, sends a second byte and counts what xtcp
+/// answered until its ACK of that byte; waits 0.6 s; forges SYNs, sends a
+/// third byte and counts again; closes, and prints the counts as JSON.
+const FORGER: &str = r#"
+DPORT, OOW, PAWS, SYNS = map(int, sys.argv[6:])
+while True:
+    try:
+        c = socket.create_connection((A, DPORT), timeout=5)
+        break
+    except OSError as e:
+        if time.monotonic() > deadline: sys.exit("cannot connect: %s" % e)
+        time.sleep(0.05)
+SPORT = c.getsockname()[1]
+
 def ours(p, frm):
     ports = (p["sport"], p["dport"])
     return p["src"] == frm and SPORT in ports and DPORT in ports
-
-def inject(seq, ack, flags, tsval, tsecr):
-    opts = b"\x01\x01\x08\x0a" + struct.pack("!II", tsval & 0xffffffff, tsecr)
-    s.send(frame(SPORT, DPORT, seq, ack, flags, 502, opts))
-
-def spaced(n, *seg):
-    # A millisecond apart, so that xtcp's worker takes each in a turn of
-    # its own, where answers due in one turn would go out as one ACK.
-    for _ in range(n):
-        inject(*seg)
-        time.sleep(0.001)
 
 def answered(nxt, byte):
     # xtcp's pure ACKs of RCV.NXT = nxt until its ACK of `byte`, sent now.
@@ -1122,10 +1127,12 @@ if d["ts"] is None: sys.exit("no timestamps on the connection")
 nxt, ack, (tsval, tsecr) = (d["seq"] + d["len"]) & 0xffffffff, d["ack"], d["ts"]
 next_packet(lambda p: ours(p, a_ip) and p["ack"] == nxt)
 start = time.monotonic()
-spaced(OOW, nxt + (1 << 30), ack, 0x10, tsval, tsecr)
+# Timestamps ahead of the peer's, so that PAWS passes them wherever its
+# clock is by then.
+spaced(OOW, SPORT, DPORT, nxt + (1 << 30), ack, 0x10, tsval + (1 << 20), tsecr)
 # Older by more than any RTO's worth of ticks: not taken for a duplicate
 # ACK that the path reordered.
-spaced(PAWS, nxt, ack, 0x10, tsval - (1 << 20), tsecr)
+spaced(PAWS, SPORT, DPORT, nxt, ack, 0x10, tsval - (1 << 20), tsecr)
 answers = answered(nxt, b"y")
 span = time.monotonic() - start
 # xtcp's last answer went out before its ACK of "y": past the throttle's
@@ -1134,7 +1141,7 @@ span = time.monotonic() - start
 time.sleep(0.6)
 start = time.monotonic()
 for i in range(SYNS):
-    spaced(1, nxt + 1 + (i % 2 << 30), 0, 0x02, tsval + 1000, tsecr)
+    spaced(1, SPORT, DPORT, nxt + 1 + (i % 2 << 30), 0, 0x02, tsval + 1000, tsecr)
 challenges = answered(nxt + 1, b"z")
 syn_span = time.monotonic() - start
 c.close()
@@ -1142,14 +1149,43 @@ print(json.dumps(dict(answers=answers, span=span, challenges=challenges,
                       syn_span=syn_span)), flush=True)
 "#;
 
-/// What [`Forged::into`] sent and saw.
+/// Side B's half of [`Forged::into_client`], after [`FORGE_TOOLS`]: finds
+/// the connection xtcp sends data on to B's port (its first full
+/// segment), reads xtcp's RCV.NXT and B's timestamp off B's next segment
+/// of it, injects forged segments of it without data, and counts xtcp's
+/// pure ACKs of that RCV.NXT until xtcp's FIN; prints the counts as JSON.
+const CLIENT_FORGER: &str = r#"
+BPORT, OOW, PAWS = map(int, sys.argv[6:])
+d = next_packet(lambda p: p["src"] == a_ip and p["dport"] == BPORT and p["len"] >= 1000)
+APORT = d["sport"]
+
+def ours(p, frm):
+    return p["src"] == frm and {p["sport"], p["dport"]} == {APORT, BPORT}
+
+b = next_packet(lambda p: ours(p, b_ip) and p["ts"] is not None)
+nxt, ack, (tsval, tsecr) = b["seq"], b["ack"], b["ts"]
+start = time.monotonic()
+# B's kernel stamps its ACKs meanwhile: these, ahead of its clock, pass PAWS.
+spaced(OOW, BPORT, APORT, nxt + (1 << 30), ack, 0x10, tsval + (1 << 20), tsecr)
+spaced(PAWS, BPORT, APORT, nxt, ack, 0x10, tsval - (1 << 20), tsecr)
+answers = 0
+while True:
+    p = next_packet(lambda p: ours(p, a_ip))
+    if p["flags"] & 1: break
+    if p["ack"] == nxt and p["len"] == 0 and p["flags"] == 0x10: answers += 1
+span = time.monotonic() - start
+print(json.dumps(dict(answers=answers, span=span, challenges=0, syn_span=0.0)), flush=True)
+"#;
+
+/// What [`Forged::into`] or [`Forged::into_client`] sent and saw.
 pub struct Forged {
-    /// Pure ACKs of xtcp's on the connection between the first forged
-    /// segment without data and its ACK of the byte after them, counted on
-    /// B's side.
+    /// SYNs forged.
+    pub syns: u64,
+    /// Pure ACKs of xtcp's on the connection, answering the forged
+    /// segments without data, counted on B's side.
     pub answers: u64,
-    /// Seconds from the first forged segment to xtcp's ACK of the byte
-    /// after them: xtcp took each of them within that time.
+    /// Seconds from the first forged segment to the segment of xtcp's
+    /// that ended the count: xtcp took each of them within that time.
     pub span: f64,
     /// [`Forged::answers`] and [`Forged::span`] of the SYNs.
     pub challenges: u64,
@@ -1172,31 +1208,81 @@ impl Forged {
     /// acknowledged that.
     pub fn into(net: &TestNet, dst: SocketAddr) -> Forged {
         assert_eq!(dst.ip(), std::net::IpAddr::from(net.a.ip4), "side A's IPv4");
-        let out = net
+        Forged::run(net, FORGER, &[dst.port().to_string()], Forged::SYNS, || ()).0
+    }
+
+    /// Runs `during` (an xtcp that sends data to B's port `b_port` from
+    /// side A, IPv4) once side B watches; meanwhile forges, from B,
+    /// [`Forged::OOW`] and [`Forged::PAWS`] segments of the connection xtcp
+    /// sends data on (found by its first full segment), and counts xtcp's
+    /// answers until its FIN on that connection. Returns once both are
+    /// done.
+    pub fn into_client<T>(net: &TestNet, b_port: u16, during: impl FnOnce() -> T) -> (Forged, T) {
+        Forged::run(net, CLIENT_FORGER, &[b_port.to_string()], 0, during)
+    }
+
+    fn run<T>(
+        net: &TestNet,
+        main: &str,
+        args: &[String],
+        syns: u64,
+        during: impl FnOnce() -> T,
+    ) -> (Forged, T) {
+        let mut counts = vec![Forged::OOW.to_string(), Forged::PAWS.to_string()];
+        if syns > 0 {
+            counts.push(syns.to_string());
+        }
+        let mut child = net
             .b
             .ns
             .command("python3")
-            .args(["-c", &format!("{RAW_TCP}{FORGER}")])
+            .args(["-c", &format!("{RAW_TCP}{FORGE_TOOLS}{main}")])
             .args(raw_tcp_args(net))
-            .args([
-                dst.port().to_string(),
-                Forged::OOW.to_string(),
-                Forged::PAWS.to_string(),
-                Forged::SYNS.to_string(),
-            ])
+            .args(args)
+            .args(counts)
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .output()
+            .spawn()
             .expect("python3");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "the forger failed: {text}");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut child = Reap(child);
+        let mut ready = String::new();
+        out.read_line(&mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready", "the forger did not start");
+        let t = during();
+        let mut text = String::new();
+        out.read_to_string(&mut text).unwrap();
+        let status = child.0.wait().unwrap();
+        assert!(status.success(), "the forger failed: {text}");
         let v: serde_json::Value =
             serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
-        Forged {
+        let forged = Forged {
+            syns,
             answers: v["answers"].as_u64().unwrap(),
             span: v["span"].as_f64().unwrap(),
             challenges: v["challenges"].as_u64().unwrap(),
             syn_span: v["syn_span"].as_f64().unwrap(),
-        }
+        };
+        (forged, t)
+    }
+
+    /// True once `counts` (as [`Forged::check`] takes them) can hold
+    /// every forged segment: each kind counted, a challenge where SYNs
+    /// were forged, and each of the others challenged, skipped or among
+    /// the answers the span allows (for counts read while the worker may
+    /// still be publishing them).
+    pub fn all_counted(&self, [oow, paws, challenges, skipped]: [u64; 4]) -> bool {
+        oow >= Forged::OOW
+            && paws >= Forged::PAWS
+            && challenges >= u64::from(self.syns > 0)
+            && challenges + skipped + Forged::answerable(self.span)
+                >= Forged::OOW + Forged::PAWS + self.syns
+    }
+
+    /// The most answers (or challenges) the throttle allows in `span`
+    /// seconds.
+    fn answerable(span: f64) -> u64 {
+        1 + (span / 0.5) as u64
     }
 
     /// Holds xtcp's counts — outside the window, PAWS, challenge ACKs,
@@ -1207,24 +1293,6 @@ impl Forged {
     /// first, 0.6 s after the last answer, at least), the rest skipped. On
     /// the wire, those answers and challenges, no more (answers due in one
     /// turn of xtcp's go out as one ACK, so perhaps fewer).
-    /// True once `counts` (as [`Forged::check`] takes them) can hold
-    /// every forged segment: each kind counted, a challenge, and each of
-    /// the others challenged, skipped or among the answers the span allows
-    /// (for counts read while the worker may still be publishing them).
-    pub fn all_counted(&self, [oow, paws, challenges, skipped]: [u64; 4]) -> bool {
-        oow >= Forged::OOW
-            && paws >= Forged::PAWS
-            && challenges >= 1
-            && challenges + skipped + Forged::answerable(self.span)
-                >= Forged::OOW + Forged::PAWS + Forged::SYNS
-    }
-
-    /// The most answers (or challenges) the throttle allows in `span`
-    /// seconds.
-    fn answerable(span: f64) -> u64 {
-        1 + (span / 0.5) as u64
-    }
-
     pub fn check(&self, what: &str, [oow, paws, challenges, skipped]: [u64; 4]) {
         eprintln!(
             "xtcp counted {what}; B saw {} answers in {:.3} s, {} challenges in {:.3} s",
@@ -1232,12 +1300,18 @@ impl Forged {
         );
         assert_eq!((oow, paws), (Forged::OOW, Forged::PAWS), "{what}");
         let at_most = Forged::answerable;
+        let challenged = if self.syns > 0 {
+            1..=at_most(self.syn_span)
+        } else {
+            0..=0
+        };
         assert!(
-            (1..=at_most(self.syn_span)).contains(&challenges),
-            "{what}: SYNs for {} s",
+            challenged.contains(&challenges),
+            "{what}: {} SYNs for {} s",
+            self.syns,
             self.syn_span
         );
-        let answered = (Forged::OOW + Forged::PAWS + Forged::SYNS)
+        let answered = (Forged::OOW + Forged::PAWS + self.syns)
             .checked_sub(challenges + skipped)
             .unwrap_or_else(|| panic!("{what}: more skipped than forged"));
         assert!(
@@ -1251,7 +1325,7 @@ impl Forged {
             self.answers
         );
         assert!(
-            (1..=challenges).contains(&self.challenges),
+            (u64::from(self.syns > 0)..=challenges).contains(&self.challenges),
             "{} challenges on the wire; {what}",
             self.challenges
         );
