@@ -1,9 +1,10 @@
 //! `xtcp client` against Debian's stock `iperf3 -s`: forward, `-R`,
 //! `--bidir`, `-P 4` over two queues, `-n`, `-J` output with iperf3's
 //! field names, under loss the retransmissions it reports against the
-//! path's own count, and the RTTs it (and `serve -R`) reports against a
-//! relay in the path that times each round trip. Root needed (CI runs as root); each test builds its
-//! own namespaces.
+//! path's own count, the RTTs, windows and send buffer it (and `serve -R`)
+//! reports against what a relay in the path saw, and forged segments of
+//! its data connection as it counts them. Root needed (CI runs as root);
+//! each test builds its own namespaces.
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};

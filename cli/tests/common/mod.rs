@@ -1044,9 +1044,10 @@ pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
 
 /// What side B's forgers share, in Python, after [`RAW_TCP`]: a raw
 /// socket on B's interface that sees both ways (`s`; "ready" is printed
-/// once it is open), a minute's deadline, `parse` (ports, numbers, flags, payload length, timestamp),
-/// `next_packet(pred)`, and `spaced(n, sport, dport, seq, ack, flags,
-/// tsval, tsecr)`, which injects `n` segments without data from B to A.
+/// once it is open), a minute's deadline, `parse` (ports, numbers, flags,
+/// payload length, timestamp), `next_packet(pred)`, and `spaced(n, sport,
+/// dport, seq, ack, flags, tsval, tsecr)`, which injects `n` segments
+/// without data from B to A.
 const FORGE_TOOLS: &str = r#"
 import json, time
 deadline = time.monotonic() + 60

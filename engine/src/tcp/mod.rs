@@ -300,9 +300,10 @@ pub struct Config {
     /// not acceptable (PAWS, outside the window, an ACK of what was never
     /// sent), challenge ACKs included (an in-window RST, a SYN, an ACK too
     /// old: RFC 5961): RFC 5961 §7's ACK throttling, per connection as
-    /// Linux's `tcp_invalid_ratelimit` (500 ms too). Two ends that no longer agree on the sequence space
-    /// (after a forged or corrupted segment was taken) would otherwise answer
-    /// each other's ACKs for ever, as fast as the path carries them. A
+    /// Linux's `tcp_invalid_ratelimit` (500 ms too). Two ends that no
+    /// longer agree on the sequence space (after a forged or corrupted
+    /// segment was taken) would otherwise answer each other's ACKs for
+    /// ever, as fast as the path carries them. A
     /// segment with data is answered at once: it is no part of such a loop,
     /// and its sender may be waiting for that ACK.
     pub invalid_ack_interval: Duration,
