@@ -204,8 +204,9 @@ fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
 /// Forged segments of the connection the client sends data on (an
 /// attacker in the path): 100 outside the window and 50 failing PAWS.
 /// `-J` counts each kind as side B sent them, for the connection
-/// (`xtcp.connections[].unacceptable`), and what the client answers on the
-/// wire is one ACK per 500 ms ([`Forged::check`]).
+/// (`xtcp.connections[].unacceptable`), and what the client answers is
+/// one ACK per 500 ms ([`Forged::check`]; on the wire it may ride on a
+/// data segment).
 #[test]
 fn forged_segments_of_its_data_connection_are_counted_and_answered_twice_a_second() {
     let net = testnet(1);
