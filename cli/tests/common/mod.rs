@@ -1042,12 +1042,39 @@ pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
     block
 }
 
-/// What side B's forgers share, in Python, after [`RAW_TCP`]: a raw
-/// socket on B's interface that sees both ways (`s`; "ready" is printed
-/// once it is open), a minute's deadline, `parse` (ports, numbers, flags,
-/// payload length, timestamp), `next_packet(pred)`, and `spaced(n, sport,
-/// dport, seq, ack, flags, tsval, tsecr)`, which injects `n` segments
-/// without data from B to A.
+/// Python that reads an IPv4 TCP segment out of an Ethernet frame, for
+/// side B's forgers and for [`PathTimer`]'s relay: `parse(f)` gives its
+/// addresses, ports, numbers, flags, window, payload length, timestamp
+/// (TSval, TSecr) and window shift where present, or None.
+const TCP_PARSE: &str = r#"
+import struct
+
+def parse(f):
+    if len(f) < 34 or f[12:14] != b"\x08\x00" or f[23] != 6: return None
+    ip = f[14:]
+    ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
+    tcp = ip[ihl:tot]
+    if len(tcp) < 20: return None
+    sp, dp, seq, ack, off, flags, win = struct.unpack("!HHIIBBH", tcp[:16])
+    hl, ts, shift, i = (off >> 4) * 4, None, None, 20
+    while i + 1 < hl:
+        k = tcp[i]
+        if k == 0: break
+        if k == 1: i += 1; continue
+        n = tcp[i + 1]
+        if n < 2: break
+        if k == 8 and n == 10: ts = struct.unpack("!II", tcp[i + 2:i + 10])
+        if k == 3 and n == 3: shift = tcp[i + 2]
+        i += n
+    return dict(src=ip[12:16], dst=ip[16:20], sport=sp, dport=dp, seq=seq, ack=ack,
+                flags=flags, window=win, len=len(tcp) - hl, ts=ts, shift=shift)
+"#;
+
+/// What side B's forgers share, in Python, after [`RAW_TCP`] and
+/// [`TCP_PARSE`]: a raw socket on B's interface that sees both ways (`s`;
+/// "ready" is printed once it is open), a minute's deadline,
+/// `next_packet(pred)`, and `spaced(n, sport, dport, seq, ack, flags,
+/// tsval, tsecr)`, which injects `n` segments without data from B to A.
 const FORGE_TOOLS: &str = r#"
 import json, time
 deadline = time.monotonic() + 60
@@ -1055,25 +1082,6 @@ s = raw_socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 s.settimeout(0.2)
 print("ready", flush=True)
-
-def parse(f):
-    if f[12:14] != b"\x08\x00": return None
-    ip = f[14:]
-    if len(ip) < 20 or ip[9] != 6: return None
-    ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
-    tcp = ip[ihl:tot]
-    sp, dp, seq, ack, off, flags = struct.unpack("!HHIIBB", tcp[:14])
-    hl, ts, i = (off >> 4) * 4, None, 20
-    while i < hl:
-        k = tcp[i]
-        if k == 0: break
-        if k == 1: i += 1; continue
-        n = tcp[i + 1]
-        if n < 2: break
-        if k == 8 and n == 10: ts = struct.unpack("!II", tcp[i + 2:i + 10])
-        i += n
-    return dict(src=ip[12:16], sport=sp, dport=dp, seq=seq, ack=ack, flags=flags,
-                len=len(tcp) - hl, ts=ts)
 
 def next_packet(pred):
     while time.monotonic() < deadline:
@@ -1242,7 +1250,7 @@ impl Forged {
             .b
             .ns
             .command("python3")
-            .args(["-c", &format!("{RAW_TCP}{FORGE_TOOLS}{main}")])
+            .args(["-c", &format!("{RAW_TCP}{TCP_PARSE}{FORGE_TOOLS}{main}")])
             .args(raw_tcp_args(net))
             .args(args)
             .args(counts)
@@ -1341,9 +1349,9 @@ impl Forged {
     }
 }
 
-/// The relay of [`PathTimer`], in Python: moves Ethernet frames between
-/// two interfaces (raw sockets), those from the inner one (B's stack)
-/// held for a fixed delay. Per TCP flow from the outer one (side A), it
+/// The relay of [`PathTimer`], in Python (after [`TCP_PARSE`]): moves
+/// Ethernet frames between two interfaces (raw sockets), those from the
+/// inner one (B's stack) held for a fixed delay. Per TCP flow from the outer one (side A), it
 /// times each segment that occupies sequence space (data, SYN, FIN), from
 /// when it has it to when it passes on the first ACK that covers it (a
 /// segment seen twice is not timed: Karn), it takes the most sequence
@@ -1353,7 +1361,7 @@ impl Forged {
 /// flow how many it timed, the least and the most, that most in flight,
 /// and those windows.
 const PATH_TIMER: &str = r#"
-import collections, json, select, signal, socket, struct, sys, time
+import collections, json, select, signal, socket, sys, time
 OUTER, INNER, DELAY, LIFE = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 PACKET_OUTGOING, M = 4, 0xffffffff
 
@@ -1365,22 +1373,13 @@ def open_raw(ifname):
     return s
 
 def tcp(f):
-    if len(f) < 54 or f[12:14] != b"\x08\x00" or f[23] != 6: return None
-    ip = f[14:]
-    ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
-    sp, dp, seq, ack, off, fl, win = struct.unpack("!HHIIBBH", ip[ihl:ihl + 16])
-    hl = (off >> 4) * 4
-    used = tot - ihl - hl + (fl & 2 != 0) + (fl & 1 != 0)
-    return (ip[12:16], sp, ip[16:20], dp), seq, ack, fl, used, win, ip[ihl + 20:ihl + hl]
-
-def wscale(opts):
-    i = 0
-    while i < len(opts) and opts[i] != 0:
-        if opts[i] == 1: i += 1; continue
-        if i + 1 >= len(opts) or opts[i + 1] < 2: break
-        if opts[i] == 3 and opts[i + 1] == 3: return opts[i + 2]
-        i += opts[i + 1]
-    return 0
+    # `parse`, with the segment's flow (from its sender) and the sequence
+    # space it takes (data, SYN, FIN).
+    p = parse(f)
+    if p:
+        p["flow"] = (p["src"], p["sport"], p["dst"], p["dport"])
+        p["used"] = p["len"] + (p["flags"] & 2 != 0) + (p["flags"] & 1 != 0)
+    return p
 
 def frames(s):
     while True:
@@ -1411,8 +1410,8 @@ while not stop and time.monotonic() < end:
         for f in frames(outer):
             t = time.monotonic()
             p = tcp(f)
-            if p and p[4] > 0:
-                fl, e = flows[p[0]], (p[1] + p[4]) & M
+            if p and p["used"] > 0:
+                fl, e = flows[p["flow"]], (p["seq"] + p["used"]) & M
                 fl.sent[e] = None if e in fl.sent else t
                 if fl.top is None or (e - fl.top) & M < 1 << 31: fl.top = e
                 if fl.acked is not None:
@@ -1426,17 +1425,19 @@ while not stop and time.monotonic() < end:
         p = tcp(f)
         t = time.monotonic()
         outer.send(f)
-        if p and p[3] & 2:
-            fl = flows[(p[0][2], p[0][3], p[0][0], p[0][1])]
-            fl.shift = wscale(p[6])
-            fl.windows.append(p[5])  # a SYN's window is not scaled
-        elif p and p[3] & 0x10:
-            k = p[0]
-            fl = flows.get((k[2], k[3], k[0], k[1]))
+        if not p: continue
+        k = p["flow"]
+        back = (k[2], k[3], k[0], k[1])
+        if p["flags"] & 2:
+            fl = flows[back]
+            fl.shift = p["shift"] or 0
+            fl.windows.append(p["window"])  # a SYN's window is not scaled
+        elif p["flags"] & 0x10:
+            fl, ack = flows.get(back), p["ack"]
             if fl is None: continue
-            fl.windows.append(p[5] << fl.shift)
-            if fl.acked is None or (p[2] - fl.acked) & M < 1 << 31: fl.acked = p[2]
-            for e in [e for e in fl.sent if (p[2] - e) & M < 1 << 31]:
+            fl.windows.append(p["window"] << fl.shift)
+            if fl.acked is None or (ack - fl.acked) & M < 1 << 31: fl.acked = ack
+            for e in [e for e in fl.sent if (ack - e) & M < 1 << 31]:
                 t0 = fl.sent.pop(e)
                 if t0 is not None: fl.samples.append(t - t0)
 print(json.dumps([dict(a_port=k[1], b_port=k[3], timed=len(fl.samples),
@@ -1535,7 +1536,7 @@ impl PathTimer {
         }
         let mut child = ns
             .command("python3")
-            .args(["-c", PATH_TIMER, outer, &relay_end])
+            .args(["-c", &format!("{TCP_PARSE}{PATH_TIMER}"), outer, &relay_end])
             .arg(delay.as_secs_f64().to_string())
             .arg("300")
             .stdout(Stdio::piped())
