@@ -98,9 +98,11 @@ fn bytes(v: &serde_json::Value, path: &[&str]) -> u64 {
 /// see: xtcp's own turn, the relay's wake-ups). A unit off by 10³, an RTT
 /// left at zero or one measured from the wrong send would fail. The
 /// peer's window (each interval's `snd_wnd`, the stream's `max_snd_wnd`)
-/// within the least and most the relay saw B offer. And the send buffer
-/// the client reports (`start.sndbuf_actual`) against the bytes the relay
-/// saw in flight when the buffer bounds the sender.
+/// within the least and most the relay saw B offer. The congestion window
+/// (`snd_cwnd`, `max_snd_cwnd`) against the most the relay saw in flight
+/// ([`check_cwnd`]). And the send buffer the client reports
+/// (`start.sndbuf_actual`) against the bytes the relay saw in flight when
+/// the buffer bounds the sender.
 #[test]
 fn reported_rtts_windows_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
     let net = testnet(1);
@@ -151,6 +153,7 @@ fn reported_rtts_windows_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
     let sndbuf = bound["start"]["sndbuf_actual"].as_u64().unwrap();
     assert_eq!(sndbuf, 32 << 10, "{}", bound["start"]);
     let f = flow("--sndbuf", &bound, ports.0, ports.1);
+    check_cwnd("xtcp client --sndbuf 32K", &bound, f);
     // What is in flight is in the send buffer (a FIN adds one), and with
     // the buffer the bound, it fills.
     assert!(
@@ -178,6 +181,7 @@ fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
         least <= min && min <= mean && mean <= max && max <= most,
         "{what}: {min} {mean} {max} µs against {least}..{most}"
     );
+    check_cwnd(what, v, t);
     let windows = t.window_least..=t.window_most;
     let max_wnd = us(sender, "max_snd_wnd");
     assert!(
@@ -198,6 +202,56 @@ fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
             windows.contains(&wnd) && wnd <= max_wnd,
             "{what}: interval {s} against {t:?}"
         );
+    }
+}
+
+/// The congestion window of one report of xtcp's (`-J`, one sending
+/// stream: every interval's `snd_cwnd`, the end's `max_snd_cwnd`) against
+/// the most bytes a relay in the path saw in flight.
+///
+/// - At most three times that, and at least the initial window: the window
+///   grows only while it limits sending or, in slow start, while it is
+///   less than twice the largest flight (RFC 7661, as Linux's
+///   `tcp_is_cwnd_limited`), and the ACK that takes it past that adds at
+///   most what it acknowledges, a flight. (What the relay sees in flight
+///   is what xtcp had, less the segments still on their way to it.)
+/// - Where the relay saw nothing resent, no less than that flight, a
+///   segment and a FIN aside (a loss probe may send one segment beyond the
+///   window): the window limits every flight, and without a loss, found
+///   or feared, it never shrinks; so it holds from the report after that
+///   flight on, the last one, and the most.
+fn check_cwnd(what: &str, v: &serde_json::Value, t: &PathTimes) {
+    let sender = &v["end"]["streams"][0]["sender"];
+    let n = |x: &serde_json::Value, k: &str| {
+        x[k].as_u64()
+            .unwrap_or_else(|| panic!("{what}: {k} in {x}"))
+    };
+    let max = n(sender, "max_snd_cwnd");
+    let mss = v["start"]["tcp_mss_default"].as_u64().unwrap_or(1448);
+    let cwnds: Vec<u64> = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|iv| n(&iv["streams"][0], "snd_cwnd"))
+        .collect();
+    eprintln!(
+        "{what}: snd_cwnd {cwnds:?}, max_snd_cwnd {max}; the relay saw {} in flight, {} resent",
+        t.in_flight, t.resent
+    );
+    let most = (3 * t.in_flight).max(10 * mss);
+    assert!(
+        cwnds.iter().all(|&c| c <= max) && max <= most,
+        "{what}: snd_cwnd {cwnds:?}, max_snd_cwnd {max}: more than {most}; {t:?}"
+    );
+    if t.resent == 0 {
+        let least = t.in_flight.saturating_sub(mss + 1);
+        let last = *cwnds.last().unwrap();
+        assert!(
+            last >= least,
+            "{what}: the last snd_cwnd {last}: less than {least}; {t:?}"
+        );
+    } else {
+        eprintln!("{what}: resent, so the window may have shrunk: no lower bound");
     }
 }
 

@@ -1356,10 +1356,11 @@ impl Forged {
 /// when it has it to when it passes on the first ACK that covers it (a
 /// segment seen twice is not timed: Karn), it takes the most sequence
 /// space in flight: above the last ACK it passed on, when a segment comes,
-/// and the least and most window B offered (scaled by the shift in B's
-/// SYN, after it). On SIGTERM, or after its lifetime, it prints per
-/// flow how many it timed, the least and the most, that most in flight,
-/// and those windows.
+/// counts the segments that end at or below the highest it had seen
+/// (resent), and takes the least and most window B offered (scaled by the
+/// shift in B's SYN, after it). On SIGTERM, or after its lifetime, it
+/// prints per flow how many it timed, the least and the most, that most in
+/// flight, the resent, and those windows.
 const PATH_TIMER: &str = r#"
 import collections, json, select, signal, socket, sys, time
 OUTER, INNER, DELAY, LIFE = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
@@ -1391,6 +1392,7 @@ class Flow:
     def __init__(self):
         self.sent = {}  # end sequence -> when taken (None: seen twice)
         self.samples, self.top, self.acked, self.in_flight = [], None, None, 0
+        self.resent = 0  # segments that ended at or below the highest seen
         self.shift, self.windows = 0, []
 
 stop = False
@@ -1413,7 +1415,8 @@ while not stop and time.monotonic() < end:
             if p and p["used"] > 0:
                 fl, e = flows[p["flow"]], (p["seq"] + p["used"]) & M
                 fl.sent[e] = None if e in fl.sent else t
-                if fl.top is None or (e - fl.top) & M < 1 << 31: fl.top = e
+                if fl.top is None or (e - fl.top) & M < 1 << 31 and e != fl.top: fl.top = e
+                else: fl.resent += 1
                 if fl.acked is not None:
                     fl.in_flight = max(fl.in_flight, (fl.top - fl.acked) & M)
             inner.send(f)
@@ -1442,7 +1445,8 @@ while not stop and time.monotonic() < end:
                 if t0 is not None: fl.samples.append(t - t0)
 print(json.dumps([dict(a_port=k[1], b_port=k[3], timed=len(fl.samples),
                        least=min(fl.samples, default=0), most=max(fl.samples, default=0),
-                       in_flight=fl.in_flight, window_least=min(fl.windows, default=0),
+                       in_flight=fl.in_flight, resent=fl.resent,
+                       window_least=min(fl.windows, default=0),
                        window_most=max(fl.windows, default=0))
                   for k, fl in flows.items()]), flush=True)
 "#;
@@ -1479,6 +1483,10 @@ pub struct PathTimes {
     /// The most sequence space A had in flight: above the last ACK the
     /// relay passed on to A, when a segment of A's came.
     pub in_flight: u64,
+    /// Segments of A's that ended at or below the highest sequence number
+    /// A had sent before: retransmissions (none means A's congestion
+    /// window never shrank: only a loss, found or feared, shrinks it).
+    pub resent: u64,
     /// The least and the most window B offered A, bytes.
     pub window_least: u64,
     pub window_most: u64,
@@ -1568,6 +1576,7 @@ impl PathTimer {
                 least: x(f, "least"),
                 most: x(f, "most"),
                 in_flight: n(f, "in_flight"),
+                resent: n(f, "resent"),
                 window_least: n(f, "window_least"),
                 window_most: n(f, "window_most"),
             })
