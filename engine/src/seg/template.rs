@@ -7,7 +7,7 @@
 //! additions — no loop over the header, none over the payload.
 
 use super::{MAX_HEADER_LEN, SegError};
-use crate::wire::checksum::{self, fold};
+use crate::wire::checksum::{self, fold32};
 use crate::wire::{
     EthernetFrame, EthernetRepr, IpProtocol, IpRepr, Ipv4Packet, Ipv6Packet, SeqNumber, TcpFlags,
     TcpPacket, TcpRepr, ipv4, ipv6, locate_tcp, tcp,
@@ -30,6 +30,8 @@ pub struct HeaderTemplate {
     /// Pseudo-header (without length) + TCP header with seq, flags and
     /// checksum zero.
     tcp_base: u16,
+    /// Largest payload the IP length field allows ([`Self::max_payload`]).
+    max_payload: u32,
 }
 
 impl HeaderTemplate {
@@ -89,7 +91,13 @@ impl HeaderTemplate {
             ip_id,
             ip_base: 0,
             tcp_base: 0,
+            max_payload: 0,
         };
+        tpl.max_payload = if v6 {
+            65535 - (len - l.ip_off - ipv6::HEADER_LEN)
+        } else {
+            65535 - (len - l.ip_off)
+        } as u32;
         tpl.recompute();
         Ok(tpl)
     }
@@ -142,11 +150,7 @@ impl HeaderTemplate {
 
     /// Largest payload the IP length field allows with these headers.
     pub fn max_payload(&self) -> usize {
-        if self.v6 {
-            65535 - (self.len - self.ip_off - ipv6::HEADER_LEN)
-        } else {
-            65535 - (self.len - self.ip_off)
-        }
+        self.max_payload as usize
     }
 
     /// Flags of the burst (CWR goes on the first segment, FIN and PSH on the last).
@@ -214,36 +218,67 @@ impl HeaderTemplate {
         if payload_len > self.max_payload() {
             return Err(SegError::TooLarge);
         }
-        out.copy_from_slice(&self.buf[..len]);
+        copy_header(out, &self.buf[..len]);
+        // The IP and TCP headers' fixed parts as arrays: one bounds check
+        // each, the fields at constant offsets. (`from_headers` found both
+        // whole inside the first `len` bytes.)
         let ip = self.ip_off;
         if self.v6 {
             let pl = (len - ip - ipv6::HEADER_LEN + payload_len) as u16;
-            out[ip + ipv6::PAYLOAD_LEN_OFF..ip + ipv6::PAYLOAD_LEN_OFF + 2]
-                .copy_from_slice(&pl.to_be_bytes());
+            let h: &mut [u8; ipv6::HEADER_LEN] = fixed(out, ip)?;
+            h[ipv6::PAYLOAD_LEN_OFF..ipv6::PAYLOAD_LEN_OFF + 2].copy_from_slice(&pl.to_be_bytes());
         } else {
             let total = (len - ip + payload_len) as u16;
-            out[ip + ipv4::LENGTH_OFF..ip + ipv4::LENGTH_OFF + 2]
-                .copy_from_slice(&total.to_be_bytes());
-            out[ip + ipv4::IDENT_OFF..ip + ipv4::IDENT_OFF + 2]
-                .copy_from_slice(&ip_id.to_be_bytes());
-            let c = !fold(self.ip_base as u64 + total as u64 + ip_id as u64);
-            out[ip + ipv4::CHECKSUM_OFF..ip + ipv4::CHECKSUM_OFF + 2]
-                .copy_from_slice(&c.to_be_bytes());
+            let h: &mut [u8; 20] = fixed(out, ip)?;
+            h[ipv4::LENGTH_OFF..ipv4::LENGTH_OFF + 2].copy_from_slice(&total.to_be_bytes());
+            h[ipv4::IDENT_OFF..ipv4::IDENT_OFF + 2].copy_from_slice(&ip_id.to_be_bytes());
+            // Three 16-bit values: far below 2^32.
+            let c = !fold32(u32::from(self.ip_base) + u32::from(total) + u32::from(ip_id));
+            h[ipv4::CHECKSUM_OFF..ipv4::CHECKSUM_OFF + 2].copy_from_slice(&c.to_be_bytes());
         }
-        let t = self.tcp_off;
-        let tcp_len = (len - t + payload_len) as u64;
-        out[t + tcp::SEQ_OFF..t + tcp::SEQ_OFF + 4].copy_from_slice(&seq.0.to_be_bytes());
-        out[t + tcp::FLAGS_OFF] = flags.0;
-        let c = !fold(
-            self.tcp_base as u64
-                + (seq.0 >> 16) as u64
-                + (seq.0 & 0xffff) as u64
-                + flags.0 as u64
+        let tcp_len = (len - self.tcp_off + payload_len) as u32;
+        let t: &mut [u8; 20] = fixed(out, self.tcp_off)?;
+        t[tcp::SEQ_OFF..tcp::SEQ_OFF + 4].copy_from_slice(&seq.0.to_be_bytes());
+        t[tcp::FLAGS_OFF] = flags.0;
+        // Seven values of at most 16 bits: far below 2^32.
+        let c = !fold32(
+            u32::from(self.tcp_base)
+                + (seq.0 >> 16)
+                + (seq.0 & 0xffff)
+                + u32::from(flags.0)
                 + (tcp_len >> 16)
                 + (tcp_len & 0xffff)
-                + payload_sum as u64,
+                + u32::from(payload_sum),
         );
-        out[t + tcp::CHECKSUM_OFF..t + tcp::CHECKSUM_OFF + 2].copy_from_slice(&c.to_be_bytes());
+        t[tcp::CHECKSUM_OFF..tcp::CHECKSUM_OFF + 2].copy_from_slice(&c.to_be_bytes());
         Ok(())
+    }
+}
+
+/// `N` bytes of `out` from `at` as an array (a header's fixed part).
+#[inline(always)]
+fn fixed<const N: usize>(out: &mut [u8], at: usize) -> Result<&mut [u8; N], SegError> {
+    out.get_mut(at..)
+        .and_then(|r| r.first_chunk_mut::<N>())
+        .ok_or(SegError::OutOfBounds)
+}
+
+/// Copies a header (`dst` and `src` of one length): two overlapping
+/// fixed-size copies for the usual lengths (54 bytes for IPv4 without
+/// options up to 126 with IPv6 and 40 bytes of TCP options), which compile
+/// to a few vector moves where a length known only at run time would call
+/// `memcpy`; `copy_from_slice` for the rest.
+#[inline(always)]
+fn copy_header(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    let dst = &mut dst[..n];
+    if (32..=64).contains(&n) {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+    } else if (64..=128).contains(&n) {
+        dst[..64].copy_from_slice(&src[..64]);
+        dst[n - 64..].copy_from_slice(&src[n - 64..]);
+    } else {
+        dst.copy_from_slice(src);
     }
 }

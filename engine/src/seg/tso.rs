@@ -246,6 +246,7 @@ impl SegCursor {
     /// it must start at the frame's first stream byte (frames written with
     /// headroom, MSS at least the frame payload), else
     /// [`SegError::NoHeadroom`]. The caller owns the headroom bytes.
+    #[inline]
     pub fn next_in_headroom<M: FrameMemoryMut + ?Sized>(
         &mut self,
         tpl: &HeaderTemplate,
@@ -259,6 +260,7 @@ impl SegCursor {
         Some(self.emit_single(tpl, frames, mem, desc))
     }
 
+    #[inline]
     fn emit_single<M: FrameMemoryMut + ?Sized>(
         &mut self,
         tpl: &HeaderTemplate,

@@ -248,7 +248,6 @@ impl RxQueue {
             }
         }
         let size = self.umem.frame_size();
-        let id = self.umem.id();
         let (start, n) = self.ring.peek(max);
         // The headers of all that arrived start loading at once: each is a
         // cache miss (the kernel wrote it), and `f` parses them in turn.
@@ -260,7 +259,7 @@ impl RxQueue {
         for i in 0..n {
             let d = guard.0.read(start.wrapping_add(i));
             f(RxDesc {
-                frame: Frame::from_kernel(d.addr, size, id),
+                frame: self.umem.token(d.addr),
                 offset: d.addr.offset_in_frame(size) as u32,
                 len: d.len,
                 contd: d.is_contd(),

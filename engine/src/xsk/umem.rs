@@ -65,15 +65,6 @@ impl Frame {
     pub fn addr(&self) -> FrameAddr {
         self.addr
     }
-
-    /// Re-creates a token for a frame returned by the kernel.
-    #[inline]
-    pub(crate) fn from_kernel(addr: FrameAddr, size: FrameSize, umem: u32) -> Frame {
-        Frame {
-            addr: addr.frame_base(size),
-            umem,
-        }
-    }
 }
 
 /// The sockets bound on a UMEM and the bind flags they share: sockets that
@@ -251,36 +242,52 @@ impl Umem {
             .collect()
     }
 
-    /// This UMEM's id (tokens carry it).
+    /// The token of the frame holding `addr`, an address the kernel
+    /// returned (RX or completion ring).
+    ///
+    /// # Panics
+    /// If `addr` lies outside the UMEM (the kernel returns only addresses
+    /// it was given, so it would be a kernel bug): every token of a UMEM is
+    /// a whole frame inside it, which is what [`Umem::check`] relies on.
     #[inline]
-    pub(crate) fn id(&self) -> u32 {
-        self.id
+    pub(crate) fn token(&self, addr: FrameAddr) -> Frame {
+        let size = self.config.frame_size;
+        assert!(
+            addr.frame_index(size) < self.config.frame_count as usize,
+            "the kernel returned {addr:?}, outside UMEM {}",
+            self.id
+        );
+        Frame {
+            addr: addr.frame_base(size),
+            umem: self.id,
+        }
     }
 
     /// Panics unless `frame` is a token of this UMEM; returns its offset.
+    /// A token is a whole frame inside its UMEM from the start (tokens are
+    /// made only by [`Umem::take_frames`] and [`Umem::token`]), so naming
+    /// the UMEM is all there is to check: one comparison on every frame
+    /// access, of which sending a segment makes several.
     #[inline]
     pub(crate) fn check(&self, frame: &Frame) -> usize {
-        let fs = self.config.frame_size.bytes();
-        let base = frame.addr.0 as usize;
         assert!(
-            frame.umem == self.id
-                && base.is_multiple_of(fs)
-                && base + fs <= self.config.frame_count as usize * fs,
+            frame.umem == self.id,
             "frame {:?} of UMEM {} does not belong to UMEM {}",
             frame.addr,
             frame.umem,
             self.id
         );
-        base
+        frame.addr.0 as usize
     }
 
     /// The bytes of a frame userspace owns.
     #[inline]
     pub fn frame<'a>(&'a self, frame: &'a Frame) -> &'a [u8] {
         let base = self.check(frame);
-        // SAFETY: `check` keeps the range inside the mapping; the token proves
-        // userspace owns the frame (the kernel does not write it), and the
-        // shared borrow of the token prevents a concurrent `frame_mut`.
+        // SAFETY: a token of this UMEM (`check`) is a whole frame inside the
+        // mapping (`take_frames`, `token`); the token proves userspace owns
+        // the frame (the kernel does not write it), and the shared borrow of
+        // the token prevents a concurrent `frame_mut`.
         unsafe {
             std::slice::from_raw_parts(self.area.as_ptr().add(base), self.config.frame_size.bytes())
         }
@@ -315,8 +322,8 @@ impl Umem {
     #[inline]
     pub(crate) fn completed(&self, addr: FrameAddr) -> Option<Frame> {
         let idx = addr.frame_index(self.config.frame_size);
-        let token = Frame::from_kernel(addr, self.config.frame_size, self.id);
         let c = self.lent.get(idx)?;
+        let token = self.token(addr);
         match c.load(Ordering::Relaxed) {
             0 => Some(token),
             n if n == GIVEN_BACK | 1 => {
@@ -349,10 +356,12 @@ impl Umem {
     /// descriptors lent from it are in flight.
     #[inline]
     pub fn try_frame_mut<'a>(&'a self, frame: &'a mut Frame) -> Option<&'a mut [u8]> {
-        if self.is_lent(frame) {
+        let base = self.check(frame);
+        if self.lent[base >> self.config.frame_size.shift()].load(Ordering::Relaxed) != 0 {
             return None;
         }
-        Some(self.frame_mut(frame))
+        // SAFETY: as in `frame_mut`, whose assertion is the test just made.
+        Some(unsafe { self.writable(frame, base) })
     }
 
     /// The bytes of a frame userspace owns, writable.
@@ -367,11 +376,26 @@ impl Umem {
             "frame {:?} is being transmitted: it cannot be written until it completes",
             frame.addr
         );
-        // SAFETY: in bounds (`check`); tokens are unique per frame and this
-        // one is borrowed exclusively, so no other slice of the frame exists;
-        // the kernel does not touch frames whose token userspace holds, and
-        // none of this frame's descriptors is lent to the TX ring (asserted
-        // above: the kernel may be reading those).
+        // SAFETY: a token of this UMEM (`check`) is a whole frame inside the
+        // mapping (`take_frames`, `token`); tokens are unique per frame and
+        // this one is borrowed exclusively, so no other slice of the frame
+        // exists; the kernel does not touch frames whose token userspace
+        // holds, and none of this frame's descriptors is lent to the TX ring
+        // (asserted above: the kernel may be reading those).
+        unsafe { self.writable(frame, base) }
+    }
+
+    /// The bytes of `frame`, at `base`, writable.
+    ///
+    /// # Safety
+    /// `frame` is a token of this UMEM (`base` its offset, from `check`),
+    /// and none of its descriptors is lent to the TX ring.
+    #[inline]
+    unsafe fn writable<'a>(&'a self, frame: &'a mut Frame, base: usize) -> &'a mut [u8] {
+        debug_assert_eq!(frame.addr.0 as usize, base);
+        // SAFETY: the caller's contract: in bounds; the only slice of the
+        // frame (its token is borrowed exclusively for the slice's life);
+        // nothing in the kernel reads or writes it meanwhile.
         unsafe {
             std::slice::from_raw_parts_mut(
                 self.area.as_ptr().add(base),
@@ -400,10 +424,7 @@ mod tests {
         umem.frame_mut(&mut frames[3])[..4].copy_from_slice(b"xtcp");
         assert_eq!(&umem.frame(&frames[3])[..4], b"xtcp");
         assert_eq!(umem.frame(&frames[2])[0], 0);
-        assert_eq!(
-            Frame::from_kernel(FrameAddr(3 * 2048 + 256), FrameSize::F2048, umem.id),
-            frames[3]
-        );
+        assert_eq!(umem.token(FrameAddr(3 * 2048 + 256)), frames[3]);
     }
 
     #[test]
