@@ -10,7 +10,7 @@ use super::{MAX_HEADER_LEN, SegError};
 use crate::wire::checksum::{self, fold32};
 use crate::wire::{
     EthernetFrame, EthernetRepr, IpProtocol, IpRepr, Ipv4Packet, Ipv6Packet, SeqNumber, TcpFlags,
-    TcpPacket, TcpRepr, ipv4, ipv6, locate_tcp, tcp,
+    TcpPacket, TcpRepr, TcpTimestamp, ipv4, ipv6, locate_tcp, tcp,
 };
 
 /// A header template (see the module doc).
@@ -32,6 +32,10 @@ pub struct HeaderTemplate {
     tcp_base: u16,
     /// Largest payload the IP length field allows ([`Self::max_payload`]).
     max_payload: u32,
+    /// Where the timestamp option's TSval is in `buf`, if the header has
+    /// one at an even offset into the TCP header (as every sender lays it
+    /// out); 0 if not. [`Self::update`] rewrites it in place.
+    ts_off: u16,
 }
 
 impl HeaderTemplate {
@@ -92,7 +96,12 @@ impl HeaderTemplate {
             ip_base: 0,
             tcp_base: 0,
             max_payload: 0,
+            ts_off: 0,
         };
+        tpl.ts_off = timestamp_at(&frame[l.tcp_off + tcp::HEADER_LEN..len])
+            .map(|at| l.tcp_off + tcp::HEADER_LEN + at)
+            .filter(|at| (at - l.tcp_off) % 2 == 0)
+            .map_or(0, |at| at as u16);
         tpl.max_payload = if v6 {
             65535 - (len - l.ip_off - ipv6::HEADER_LEN)
         } else {
@@ -183,18 +192,37 @@ impl HeaderTemplate {
         self.fixed_ip_id = fixed;
     }
 
-    /// Updates the acknowledgement number.
-    pub fn set_ack(&mut self, ack: SeqNumber) {
+    /// Rewrites the fields an established connection changes between
+    /// bursts — the acknowledgement number, the window and the timestamp
+    /// option's values — in place, the TCP base sum updated for each
+    /// 16-bit word that changed (RFC 1624: add the complement of the old
+    /// word and the new one), instead of a template built anew. False,
+    /// with nothing changed, where the header's shape differs: a
+    /// timestamp given and the template has none (or none at an even
+    /// offset), or the template has one and none is given.
+    pub fn update(&mut self, ack: SeqNumber, window: u16, ts: Option<TcpTimestamp>) -> bool {
         let t = self.tcp_off;
-        TcpPacket::new_unchecked(&mut self.buf[t..self.len]).set_ack(ack);
-        self.recompute();
-    }
-
-    /// Updates the window.
-    pub fn set_window(&mut self, window: u16) {
-        let t = self.tcp_off;
-        TcpPacket::new_unchecked(&mut self.buf[t..self.len]).set_window(window);
-        self.recompute();
+        let ts_at = usize::from(self.ts_off);
+        if ts.is_some() != (ts_at != 0) {
+            return false;
+        }
+        let mut acc = u32::from(self.tcp_base);
+        let mut patch = |buf: &mut [u8; MAX_HEADER_LEN], at: usize, new: &[u8]| {
+            for (i, w) in new.chunks_exact(2).enumerate() {
+                let (o, n) = (at + 2 * i, u16::from_be_bytes([w[0], w[1]]));
+                acc += u32::from(!u16::from_be_bytes([buf[o], buf[o + 1]])) + u32::from(n);
+                buf[o..o + 2].copy_from_slice(w);
+            }
+        };
+        patch(&mut self.buf, t + tcp::ACK_OFF, &ack.0.to_be_bytes());
+        patch(&mut self.buf, t + tcp::WINDOW_OFF, &window.to_be_bytes());
+        if let Some(ts) = ts {
+            patch(&mut self.buf, ts_at, &ts.tsval.to_be_bytes());
+            patch(&mut self.buf, ts_at + 4, &ts.tsecr.to_be_bytes());
+        }
+        // The base and 14 words, each at most 0xffff: far below 2^32.
+        self.tcp_base = fold32(acc);
+        true
     }
 
     /// Writes one segment's header into `out[..header_len()]`.
@@ -253,6 +281,28 @@ impl HeaderTemplate {
         t[tcp::CHECKSUM_OFF..tcp::CHECKSUM_OFF + 2].copy_from_slice(&c.to_be_bytes());
         Ok(())
     }
+}
+
+/// Where the timestamp option's TSval is in a TCP options area.
+fn timestamp_at(opts: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(&k) = opts.get(i) {
+        match k {
+            tcp::OPT_EOL => return None,
+            tcp::OPT_NOP => i += 1,
+            _ => {
+                let l = usize::from(*opts.get(i + 1)?);
+                if k == tcp::OPT_TIMESTAMP && l == 10 && i + 10 <= opts.len() {
+                    return Some(i + 2);
+                }
+                if l < 2 {
+                    return None;
+                }
+                i += l;
+            }
+        }
+    }
+    None
 }
 
 /// `N` bytes of `out` from `at` as an array (a header's fixed part).

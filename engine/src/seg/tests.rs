@@ -355,28 +355,94 @@ fn tso_errors_leave_cursor() {
     );
 }
 
+/// A template whose acknowledgement number, window and timestamps were
+/// rewritten in place writes the headers a template built anew with them
+/// writes: the same bytes (the TCP checksum in either of ones-complement's
+/// two zeros), and checksums that verify.
+fn check_update(v6: bool, vlan: bool, ack: u32, window: u16, ts: Option<(u32, u32)>, seq: u32) {
+    let (eth, ip, mut tcp) = reprs(v6, vlan, ts.is_some(), TcpFlags::ACK);
+    let mut tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    tcp.ack = SeqNumber(ack);
+    tcp.window = window;
+    tcp.options.timestamp = ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr });
+    assert!(tpl.update(tcp.ack, window, tcp.options.timestamp));
+    let fresh = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    let data = pattern(1000, seq);
+    let (mem, frames) = stream_frames(&data, 0, 4096);
+    let mut out = Vec::new();
+    for t in [&tpl, &fresh] {
+        let mut s = StreamSegmenter::new(t, &frames, 0, 1000, SeqNumber(seq), 1448).unwrap();
+        let mut hdr = [0u8; 128];
+        let mut descs = [Desc::default(); 4];
+        let info = s
+            .next_segment(&mem, &mut hdr, FrameAddr(0), &mut descs)
+            .unwrap()
+            .unwrap();
+        let f = assemble(&hdr, &descs[..info.desc_count], &mem);
+        check_segment(
+            &f,
+            &info,
+            &descs[..info.desc_count],
+            TcpFlags::ACK,
+            true,
+            true,
+        );
+        let o = oracle(&f);
+        assert_eq!((o.ack, o.window), (ack, window));
+        out.push(f);
+    }
+    let l = locate_tcp(&out[0]).unwrap();
+    let c = l.tcp_off + 16;
+    let sums = [&out[0], &out[1]].map(|f| u16::from_be_bytes([f[c], f[c + 1]]));
+    assert!(
+        sums[0] == sums[1] || (sums[0] | sums[1] == 0xffff && sums[0] & sums[1] == 0),
+        "checksums {sums:04x?}"
+    );
+    out[0][c..c + 2].copy_from_slice(&sums[1].to_be_bytes());
+    assert_eq!(out[0], out[1]);
+}
+
 #[test]
 fn template_updates() {
+    check_update(false, false, 123_456, 4321, Some((5, 6)), 5);
+    check_update(true, true, u32::MAX, 0, Some((u32::MAX, 0)), u32::MAX - 10);
+    check_update(false, true, 0, u16::MAX, None, 0);
+    // The template from an emitted segment's headers has the same shape.
     let (eth, ip, tcp) = reprs(false, false, true, TcpFlags::ACK);
-    let mut tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
-    tpl.set_ack(SeqNumber(123_456));
-    tpl.set_window(4321);
-    let data = pattern(3000, 9);
-    let (mem, frames) = stream_frames(&data, 0, 4096);
-    let mut s = StreamSegmenter::new(&tpl, &frames, 0, 3000, SeqNumber(5), 1448).unwrap();
-    let mut hdr = [0u8; 128];
-    let mut descs = [Desc::default(); 4];
-    let info = s
-        .next_segment(&mem, &mut hdr, FrameAddr(0), &mut descs)
-        .unwrap()
-        .unwrap();
-    let f = assemble(&hdr, &descs[..info.desc_count], &mem);
-    let o = oracle(&f);
-    assert_eq!((o.ack, o.window), (123_456, 4321));
-    // The template from an emitted segment's headers reproduces it.
-    let again = HeaderTemplate::from_headers(&f).unwrap();
+    let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+    let again = HeaderTemplate::from_headers(tpl.bytes()).unwrap();
     assert_eq!(again.header_len(), tpl.header_len());
-    assert_eq!(again.seq(), SeqNumber(5));
+    assert_eq!(again.seq(), tcp.seq);
+}
+
+/// An update that would change the header's shape is refused and changes
+/// nothing: timestamps for a template without them, none for one with
+/// them, and a timestamp option at an odd offset (which the word-wise
+/// update cannot rewrite).
+#[test]
+fn template_updates_refused() {
+    let ts = Some(TcpTimestamp { tsval: 1, tsecr: 2 });
+    for (with, given) in [(false, ts), (true, None)] {
+        let (eth, ip, tcp) = reprs(false, false, with, TcpFlags::ACK);
+        let mut tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
+        let before = tpl.clone();
+        assert!(!tpl.update(SeqNumber(9), 9, given));
+        assert_eq!(tpl, before);
+    }
+    // NOP, the timestamp (at an odd offset), NOP.
+    let (eth, ip, tcp) = reprs(false, false, true, TcpFlags::ACK);
+    let mut hdr = HeaderTemplate::new(&eth, &ip, &tcp)
+        .unwrap()
+        .bytes()
+        .to_vec();
+    let opts = hdr.len() - 12;
+    assert_eq!(hdr[opts..opts + 4], [1, 1, 8, 10]);
+    hdr.copy_within(opts + 2..opts + 12, opts + 1);
+    hdr[opts + 11] = 1;
+    let mut tpl = HeaderTemplate::from_headers(&hdr).unwrap();
+    let before = tpl.clone();
+    assert!(!tpl.update(SeqNumber(9), 9, ts));
+    assert_eq!(tpl, before);
 }
 
 fn arb_burst() -> impl Strategy<Value = TcpFlags> {
@@ -423,6 +489,15 @@ proptest! {
     ) {
         let fsize = if f2k { FrameSize::F2048 } else { FrameSize::F4096 };
         run_tso(v6, vlan, ts, burst, len, mss, clip, fsize, start, fixed_id, blocks);
+    }
+
+    /// [`check_update`] at any values.
+    #[test]
+    fn template_update_properties(
+        v6 in any::<bool>(), vlan in any::<bool>(), ack in any::<u32>(), window in any::<u16>(),
+        ts in proptest::option::of(any::<(u32, u32)>()), seq in any::<u32>(),
+    ) {
+        check_update(v6, vlan, ack, window, ts, seq);
     }
 
     /// GSO splits correctly, and GRO merges the pieces back into the

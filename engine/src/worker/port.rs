@@ -61,7 +61,7 @@ use crate::tcp::{MAX_PIECES, Piece, Segment, SendMemory};
 use crate::wire::checksum::Accumulator;
 use crate::wire::{
     Error as WireError, EtherType, EthernetAddress, EthernetRepr, IpProtocol, IpRepr, Ipv4Repr,
-    Ipv6Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, locate_tcp,
+    Ipv6Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, TcpTimestamp, locate_tcp,
 };
 use crate::xsk::{Frame, RxDesc, TxBatch, TxDesc, Umem, Xsk};
 
@@ -130,14 +130,30 @@ fn queue_chained(
     Ok(())
 }
 
-/// A connection's header template and what it was built for: rebuilt when
-/// anything but the sequence number and flags (which `seg` fixes up per
-/// segment) differs.
+/// A connection's header template and what it was built for. The sequence
+/// number and flags `seg` fixes up per segment; the acknowledgement
+/// number, window and timestamps, which change from burst to burst, the
+/// template rewrites in place ([`HeaderTemplate::update`]); anything else
+/// that differs (addresses, other options) builds it anew.
 #[derive(Debug, Default)]
 pub struct HeaderCache {
     built: Option<(HeaderTemplate, [u8; 6], SocketAddr, SocketAddr, TcpRepr)>,
     /// Templates built (for tests and counters).
     pub builds: u64,
+}
+
+/// `repr` without what a template fixes up per segment or rewrites in
+/// place: what decides whether a template can be kept.
+fn shape(repr: &TcpRepr) -> TcpRepr {
+    let mut k = *repr;
+    k.seq = SeqNumber(0);
+    k.flags = TcpFlags(0);
+    k.ack = SeqNumber(0);
+    k.window = 0;
+    if let Some(ts) = k.options.timestamp.as_mut() {
+        *ts = TcpTimestamp::default();
+    }
+    k
 }
 
 impl HeaderCache {
@@ -152,11 +168,14 @@ impl HeaderCache {
         dst: SocketAddr,
         repr: &TcpRepr,
     ) -> Option<&HeaderTemplate> {
-        let mut key = *repr;
-        key.seq = SeqNumber(0);
-        key.flags = TcpFlags(0);
-        let fresh = matches!(&self.built, Some((_, m, s, d, k)) if *m == mac && *s == src && *d == dst && *k == key);
-        if !fresh {
+        let key = shape(repr);
+        let kept = match &mut self.built {
+            Some((tpl, m, s, d, k)) if *m == mac && *s == src && *d == dst && *k == key => {
+                tpl.update(repr.ack, repr.window, repr.options.timestamp)
+            }
+            _ => false,
+        };
+        if !kept {
             let ip = match (src.ip(), dst.ip()) {
                 (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
                     src: s,
