@@ -1505,7 +1505,7 @@ impl<M: SendMemory> Connection<M> {
         if self.state == State::TimeWait && f.contains(TcpFlags::FIN) && !f.contains(TcpFlags::RST)
         {
             self.ack_now = true;
-            self.set(Timer::TimeWait, Some(now + self.cfg.time_wait));
+            self.set_in(Timer::TimeWait, now, nanos(self.cfg.time_wait));
             return;
         }
         // PAWS (RFC 7323 §5).
@@ -1847,7 +1847,7 @@ impl<M: SendMemory> Connection<M> {
             if self.una >= self.max {
                 self.set(Timer::Retransmit, None);
             } else {
-                self.set(Timer::Retransmit, Some(now + self.rtt.rto()));
+                self.set_in(Timer::Retransmit, now, self.rtt.rto_ns());
             }
             self.tlp_out = false;
             self.tlp_second = false;
@@ -2074,7 +2074,7 @@ impl<M: SendMemory> Connection<M> {
         if !self.ack_now && self.unacked_bytes > 0 && !self.timers.armed(Timer::DelayedAck) {
             self.stats.delayed_acks += 1;
             let delay = self.delayed_ack();
-            self.set(Timer::DelayedAck, Some(now + delay));
+            self.set_in(Timer::DelayedAck, now, nanos(delay));
         }
     }
 
@@ -2111,7 +2111,7 @@ impl<M: SendMemory> Connection<M> {
         self.state = State::TimeWait;
         self.set(Timer::Retransmit, None);
         self.set(Timer::Persist, None);
-        self.set(Timer::TimeWait, Some(now + self.cfg.time_wait));
+        self.set_in(Timer::TimeWait, now, nanos(self.cfg.time_wait));
     }
 
     // ------------------------------------------------------------ sender
@@ -2556,7 +2556,7 @@ impl<M: SendMemory> Connection<M> {
                     self.stats.window_probes += 1;
                     let seg = self.data_segment(now, self.una, len, fin, false, 1);
                     self.set(Timer::Retransmit, None);
-                    self.set(Timer::Persist, Some(now + self.rtt.rto()));
+                    self.set_in(Timer::Persist, now, self.rtt.rto_ns());
                     return Some(seg);
                 }
             } else if self.nxt == self.una
@@ -2589,7 +2589,7 @@ impl<M: SendMemory> Connection<M> {
             if let Some(seg) = self.loss_probe(now, tail, fin_q) {
                 self.stats.loss_probes += 1;
                 self.tlp_out = true;
-                self.set(Timer::Retransmit, Some(now + self.rtt.rto()));
+                self.set_in(Timer::Retransmit, now, self.rtt.rto_ns());
                 return Some(seg);
             }
         }
@@ -2685,7 +2685,7 @@ impl<M: SendMemory> Connection<M> {
                 }
                 if !self.timers.armed(Timer::Rescue) {
                     let wait = self.rtt.srtt().map_or(self.rtt.rto(), |s| 2 * s);
-                    self.set(Timer::Rescue, Some(now + wait));
+                    self.set_in(Timer::Rescue, now, nanos(wait));
                 }
             }
         }
@@ -2696,7 +2696,7 @@ impl<M: SendMemory> Connection<M> {
             && !self.timers.armed(Timer::Retransmit)
             && !self.timers.armed(Timer::Persist)
         {
-            self.set(Timer::Persist, Some(now + self.rtt.rto()));
+            self.set_in(Timer::Persist, now, self.rtt.rto_ns());
         }
         None
     }
@@ -2769,7 +2769,7 @@ impl<M: SendMemory> Connection<M> {
     /// for its delayed ACK, two smoothed RTTs and the least RTO; never
     /// beyond the RTO. Disarms it otherwise.
     fn arm_loss_probe(&mut self, now: Instant) {
-        let Some(srtt) = self.rtt.srtt() else {
+        let Some(srtt) = self.rtt.srtt_ns() else {
             return;
         };
         // Not after an RTO either, until what it sends again is out and an
@@ -2791,8 +2791,12 @@ impl<M: SendMemory> Connection<M> {
         } else {
             PROBE_SLACK
         };
-        let pto = (2 * srtt + extra).min(self.rtt.rto());
-        self.set(Timer::LossProbe, Some(now + pto));
+        // In nanoseconds, as the timers keep it (on every ACK).
+        let pto = srtt
+            .saturating_mul(2)
+            .saturating_add(nanos(extra))
+            .min(self.rtt.rto_ns());
+        self.set_in(Timer::LossProbe, now, pto);
     }
 
     /// Congestion window validation (RFC 7661 §4.3's "cwnd-limited", as
@@ -3038,9 +3042,18 @@ impl<M: SendMemory> Connection<M> {
         self.timers.0[t as usize] = at.map_or(NO_TIMER, |at| self.since_epoch(at));
     }
 
+    /// Arms `t` for `after` nanoseconds from `now` (no `Instant` to add and
+    /// convert: the timers are nanoseconds since the epoch).
+    fn set_in(&mut self, t: Timer, now: Instant, after: u64) {
+        self.timers.0[t as usize] = self
+            .since_epoch(now)
+            .saturating_add(after)
+            .min(NO_TIMER - 1);
+    }
+
     fn arm_if_unset(&mut self, t: Timer, now: Instant) {
         if !self.timers.armed(t) {
-            self.timers.0[t as usize] = self.since_epoch(now + self.rtt.rto());
+            self.set_in(t, now, self.rtt.rto_ns());
         }
     }
 

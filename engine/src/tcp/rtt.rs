@@ -69,7 +69,12 @@ impl RttEstimator {
 
     /// The smoothed RTT, if sampled.
     pub fn srtt(&self) -> Option<Duration> {
-        (self.srtt != NONE).then(|| Duration::from_nanos(self.srtt))
+        self.srtt_ns().map(Duration::from_nanos)
+    }
+
+    /// [`Self::srtt`] in nanoseconds.
+    pub(crate) fn srtt_ns(&self) -> Option<u64> {
+        (self.srtt != NONE).then_some(self.srtt)
     }
 
     /// The smallest sample seen.
@@ -95,12 +100,15 @@ impl RttEstimator {
 
     /// The current RTO, backoff included, at most the maximum.
     pub fn rto(&self) -> Duration {
-        let b = self.base_rto_ns();
-        Duration::from_nanos(
-            b.checked_mul(1u64 << self.backoff_shift.min(16))
-                .unwrap_or(self.max)
-                .min(self.max),
-        )
+        Duration::from_nanos(self.rto_ns())
+    }
+
+    /// [`Self::rto`] in nanoseconds.
+    pub(crate) fn rto_ns(&self) -> u64 {
+        self.base_rto_ns()
+            .checked_mul(1u64 << self.backoff_shift.min(16))
+            .unwrap_or(self.max)
+            .min(self.max)
     }
 
     /// Doubles the RTO (RFC 6298 §5.5).
