@@ -229,7 +229,7 @@ impl HeaderTemplate {
     ///
     /// `payload_sum` is the Internet sum of the `payload_len` payload bytes
     /// (computed from their first byte).
-    #[inline]
+    #[inline(always)]
     pub fn write(
         &self,
         out: &mut [u8],

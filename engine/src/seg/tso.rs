@@ -294,7 +294,14 @@ impl SegCursor {
                 return Err(SegError::NoHeadroom);
             }
             let plen = self.remaining.min(self.mss).min(flen);
-            (f.addr, plen, piece_sum(f, 0, plen, &*mem, None)?, flen)
+            // A whole frame's sum is the frame's own (`piece_sum`'s first
+            // case, without the call).
+            let sum = if plen == flen {
+                f.sum
+            } else {
+                piece_sum(f, 0, plen, &*mem, None)?
+            };
+            (f.addr, plen, sum, flen)
         };
         if off != 0 || (addr.0 as usize) < hl {
             return Err(SegError::NoHeadroom);
