@@ -38,6 +38,7 @@ use super::send::{HeapFrames, Piece, SendBuffer, SendMemory};
 use super::{CloseReason, Config, ConnectionError, Event, FourTuple, Stats, WriteError};
 use crate::seg::clip_mss;
 use crate::wire::{SackBlocks, SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -251,7 +252,12 @@ pub struct Connection<M = HeapFrames> {
     closed_reported: bool,
     /// An RST to send: flags, sequence and acknowledgement numbers.
     pending_rst: Option<(TcpFlags, SeqNumber, SeqNumber)>,
-    epoch: Instant,
+    /// The connection's clock: the last time it converted to nanoseconds
+    /// since its epoch (when it was created), and what that came to
+    /// ([`Connection::since_epoch`]). One call into the TCP turns the same
+    /// `now` into nanoseconds for every timer, timestamp and sample it
+    /// takes, and `Instant`'s subtraction is ~50 instructions.
+    clock: Cell<(Instant, u64)>,
     cc: Box<dyn CongestionControl>,
     /// Loss recovery in progress until `una` reaches this offset.
     recover: Option<u64>,
@@ -260,10 +266,12 @@ pub struct Connection<M = HeapFrames> {
     send_auto: Option<usize>,
     /// A FIN seen beyond a hole, at this receive offset ([`NO_FIN`]: none).
     ooo_fin: u64,
-    /// Pacing: earliest departure of the next new-data segment.
-    pace_next: Option<Instant>,
-    /// Timed segment: send offset whose acknowledgement gives a sample.
-    rtt_timing: Option<(u64, Instant)>,
+    /// Pacing: earliest departure of the next new-data segment,
+    /// nanoseconds since the epoch ([`NO_TIMER`]: none).
+    pace_next: u64,
+    /// Timed segment: send offset whose acknowledgement gives a sample,
+    /// and when it went (nanoseconds since the epoch).
+    rtt_timing: Option<(u64, u64)>,
     /// SACK scoreboard (send offsets, truncated to 32 bits).
     sacked: RangeSet,
     timers: Timers,
@@ -279,8 +287,9 @@ pub struct Connection<M = HeapFrames> {
     send_share: usize,
     /// Auto-tuning's estimate of the bandwidth-delay product, bytes.
     bdp: usize,
-    /// Where its current interval began: (time, SND.UNA).
-    delivery: Option<(Instant, u64)>,
+    /// Where its current interval began: (nanoseconds since the epoch,
+    /// SND.UNA).
+    delivery: Option<(u64, u64)>,
     /// A send buffer doubled beyond the smallest-RTT estimate, on trial
     /// ([`Connection::probe_send_buffer`]).
     send_probe: Option<SendProbe>,
@@ -534,7 +543,7 @@ impl<M: SendMemory> Connection<M> {
         let mut c = Connection {
             tuple,
             state,
-            epoch: now,
+            clock: Cell::new((now, 0)),
             iss,
             syn_acked: false,
             una: 0,
@@ -584,7 +593,7 @@ impl<M: SendMemory> Connection<M> {
             sacked,
             force_retransmit: false,
             probe_pending: false,
-            pace_next: None,
+            pace_next: NO_TIMER,
             send_syn: true,
             irs: SeqNumber(0),
             recv,
@@ -760,21 +769,22 @@ impl<M: SendMemory> Connection<M> {
         if self.send_auto.is_none() {
             return;
         }
-        let (Some(min), Some(srtt)) = (self.rtt.min_rtt(), self.rtt.srtt()) else {
+        let (Some(min), Some(srtt)) = (self.rtt.min_rtt(), self.rtt.srtt_ns()) else {
             return;
         };
+        let now = self.since_epoch(now);
         let Some((t, from)) = self.delivery else {
             self.delivery = Some((now, self.una));
             return;
         };
-        let dt = now.saturating_duration_since(t);
-        if dt >= srtt && !dt.is_zero() {
-            let acked = u128::from(self.una.saturating_sub(from));
-            let sample = acked * min.as_nanos() / dt.as_nanos();
+        let dt = now.saturating_sub(t);
+        if dt >= srtt && dt != 0 {
+            let (acked, dt) = (u128::from(self.una.saturating_sub(from)), u128::from(dt));
+            let sample = acked * min.as_nanos() / dt;
             self.bdp = self.bdp.max(usize::try_from(sample).unwrap_or(usize::MAX));
             self.delivery = Some((now, self.una));
-            let rate = u64::try_from(acked * 1_000_000_000 / dt.as_nanos()).unwrap_or(u64::MAX);
-            let in_rtt = acked * srtt.as_nanos() / dt.as_nanos();
+            let rate = u64::try_from(acked * 1_000_000_000 / dt).unwrap_or(u64::MAX);
+            let in_rtt = acked * u128::from(srtt) / dt;
             self.probe_send_buffer(rate, usize::try_from(in_rtt).unwrap_or(usize::MAX));
             self.send_buf_limited = false;
         }
@@ -1095,7 +1105,14 @@ impl<M: SendMemory> Connection<M> {
     /// The earliest deadline at which `handle_timeout` must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let next = *self.timers.0.iter().min()?;
-        (next != NO_TIMER).then(|| self.epoch + Duration::from_nanos(next))
+        let (last, ns) = self.clock.get();
+        (next != NO_TIMER).then(|| {
+            if next >= ns {
+                last + Duration::from_nanos(next - ns)
+            } else {
+                last - Duration::from_nanos(ns - next)
+            }
+        })
     }
 
     /// True once closed and every output (RST, events) has been drained.
@@ -1384,7 +1401,7 @@ impl<M: SendMemory> Connection<M> {
             if self.retries == 0 {
                 // The SYN went out when the connection was created (Karn: only
                 // if it was not retransmitted).
-                self.rtt.sample(now.saturating_duration_since(self.epoch));
+                self.rtt.sample(Duration::from_nanos(self.since_epoch(now)));
                 self.stats.rtt_samples += 1;
             }
             self.retries = 0;
@@ -1608,7 +1625,7 @@ impl<M: SendMemory> Connection<M> {
                 if self.retries == 0 {
                     // The SYN-ACK went out when the connection was created
                     // (Karn: only if it was not retransmitted).
-                    self.rtt.sample(now.saturating_duration_since(self.epoch));
+                    self.rtt.sample(Duration::from_nanos(self.since_epoch(now)));
                     self.stats.rtt_samples += 1;
                 }
                 self.syn_acked = true;
@@ -1749,7 +1766,8 @@ impl<M: SendMemory> Connection<M> {
             if let Some((off, t)) = self.rtt_timing
                 && ack_off > off
             {
-                self.rtt.sample(now.saturating_duration_since(t));
+                let sent = self.since_epoch(now).saturating_sub(t);
+                self.rtt.sample(Duration::from_nanos(sent));
                 self.stats.rtt_samples += 1;
                 self.rtt_timing = None;
             } else if self.ts_ok
@@ -2625,10 +2643,8 @@ impl<M: SendMemory> Connection<M> {
                 self.cwnd_validate(pipe, true);
             }
             if sws_ok && cwnd_ok {
-                if let Some(t) = self.pace_next
-                    && t > now
-                {
-                    self.set(Timer::Pacing, Some(t));
+                if self.pace_next != NO_TIMER && self.pace_next > self.since_epoch(now) {
+                    self.timers.0[Timer::Pacing as usize] = self.pace_next;
                     return None;
                 }
                 let retx = self.nxt < self.max;
@@ -2841,9 +2857,14 @@ impl<M: SendMemory> Connection<M> {
         let gain = if cwnd < self.cc.ssthresh() { 2.0 } else { 1.2 };
         let rate = gain * cwnd.max(self.send_mss) as f64 / srtt.as_secs_f64().max(1e-6);
         // At most one second between segments, whatever a controller reports.
-        let gap = Duration::from_secs_f64((len as f64 / rate).min(1.0));
-        let from = self.pace_next.map_or(now, |t| t.max(now));
-        self.pace_next = Some(from + gap);
+        let gap = nanos(Duration::from_secs_f64((len as f64 / rate).min(1.0)));
+        let now = self.since_epoch(now);
+        let from = if self.pace_next == NO_TIMER {
+            now
+        } else {
+            self.pace_next.max(now)
+        };
+        self.pace_next = from.saturating_add(gap).min(NO_TIMER - 1);
     }
 
     /// A segment of `len` bytes at `off` (shortened to what one segment
@@ -2911,7 +2932,7 @@ impl<M: SendMemory> Connection<M> {
                 self.rtt_timing = None;
             }
         } else if self.rtt_timing.is_none() && end > off {
-            self.rtt_timing = Some((off, now));
+            self.rtt_timing = Some((off, self.since_epoch(now)));
         }
         if off == self.nxt {
             self.nxt = end;
@@ -3028,7 +3049,7 @@ impl<M: SendMemory> Connection<M> {
     }
 
     fn ts_now(&self, now: Instant) -> u32 {
-        let ms = now.saturating_duration_since(self.epoch).as_millis() as u32;
+        let ms = (self.since_epoch(now) / 1_000_000) as u32;
         // A per-connection offset (RFC 7323 §5.4) from the ISS.
         ms.wrapping_add(self.iss.0)
     }
@@ -3057,9 +3078,24 @@ impl<M: SendMemory> Connection<M> {
         }
     }
 
-    /// `at` as nanoseconds since the connection's epoch (for a timer).
+    /// `at` as nanoseconds since the connection's epoch (for a timer):
+    /// from the last conversion ([`Connection::clock`]), exact to the
+    /// nanosecond either way, and kept for the next. A time before the
+    /// epoch counts as the epoch (and is not kept: the clock stays exact).
     fn since_epoch(&self, at: Instant) -> u64 {
-        nanos(at.saturating_duration_since(self.epoch))
+        let (last, ns) = self.clock.get();
+        if last == at {
+            return ns;
+        }
+        let at_ns = match at.checked_duration_since(last) {
+            Some(d) => ns.saturating_add(nanos(d)).min(NO_TIMER - 1),
+            None => match ns.checked_sub(nanos(last.saturating_duration_since(at))) {
+                Some(n) => n,
+                None => return 0,
+            },
+        };
+        self.clock.set((at, at_ns));
+        at_ns
     }
 
     fn expired(&self, t: Timer, now: Instant) -> bool {
@@ -3162,6 +3198,29 @@ mod layout {
         ] {
             assert!(off < LINE, "{off}");
         }
+    }
+
+    /// The clock converts any time to nanoseconds since the epoch, exactly,
+    /// forwards and backwards from the last; a time before the epoch is the
+    /// epoch and leaves the clock as it was.
+    #[test]
+    fn the_clock_is_exact_either_way() {
+        let now = Instant::now();
+        let isn = IsnGenerator::new(1, now);
+        let t = FourTuple {
+            local: "198.18.0.1:1000".parse().expect("address"),
+            remote: "198.18.0.2:2000".parse().expect("address"),
+        };
+        let c = Connection::connect(Config::default(), t, &isn, now);
+        let ms = |m: u64| Duration::from_millis(m);
+        assert_eq!(c.since_epoch(now + ms(5)), 5_000_000);
+        assert_eq!(c.since_epoch(now + ms(5)), 5_000_000, "kept");
+        assert_eq!(c.since_epoch(now + ms(2)), 2_000_000);
+        assert_eq!(c.since_epoch(now - ms(3)), 0);
+        assert_eq!(c.since_epoch(now + ms(1)), 1_000_000);
+        let far = now + Duration::from_nanos(3_000_000_123);
+        assert_eq!(c.since_epoch(far), 3_000_000_123);
+        assert_eq!(c.since_epoch(now), 0);
     }
 
     /// A timer is kept to the nanosecond: set, read back, expired.
