@@ -5,6 +5,9 @@
 //! [`HeaderTemplate::write`] copies the template and fixes up sequence
 //! number, flags, IP id, lengths and both checksums with a handful of
 //! additions — no loop over the header, none over the payload.
+//! [`HeaderTemplate::update`] rewrites what changes between bursts (the
+//! acknowledgement number, window and timestamps) in place, adjusting the
+//! base sum word by word.
 
 use super::{MAX_HEADER_LEN, SegError};
 use crate::wire::checksum::{self, fold32};

@@ -13,9 +13,11 @@
 //!
 //! Send ([`XskPort::send_segment`]): every segment goes out through `seg`.
 //! Its headers come from the connection's [`HeaderTemplate`] (in a
-//! [`HeaderCache`], rebuilt only when the acknowledgement, window, options or
-//! addresses change; sequence number, flags, lengths, IPv4 id and both
-//! checksums are fixed up per segment), and its payload is never copied:
+//! [`HeaderCache`]: the acknowledgement number, window and timestamps
+//! rewritten in place when they change, the template built anew only when
+//! other options or the addresses do; sequence number, flags, lengths,
+//! IPv4 id and both checksums are fixed up per segment), and its payload is
+//! never copied:
 //!
 //! - chained layout ([`TxLayout::Chained`]): the headers in a frame from the
 //!   pool, then descriptors that point into the send buffer's frames
