@@ -3206,12 +3206,7 @@ mod layout {
     #[test]
     fn the_clock_is_exact_either_way() {
         let now = Instant::now();
-        let isn = IsnGenerator::new(1, now);
-        let t = FourTuple {
-            local: "198.18.0.1:1000".parse().expect("address"),
-            remote: "198.18.0.2:2000".parse().expect("address"),
-        };
-        let c = Connection::connect(Config::default(), t, &isn, now);
+        let c = opened(now);
         let ms = |m: u64| Duration::from_millis(m);
         assert_eq!(c.since_epoch(now + ms(5)), 5_000_000);
         assert_eq!(c.since_epoch(now + ms(5)), 5_000_000, "kept");
@@ -3223,16 +3218,21 @@ mod layout {
         assert_eq!(c.since_epoch(now), 0);
     }
 
-    /// A timer is kept to the nanosecond: set, read back, expired.
-    #[test]
-    fn timers_round_trip() {
-        let now = Instant::now();
+    /// A connection opened at `now` (its SYN not sent yet).
+    fn opened(now: Instant) -> Connection {
         let isn = IsnGenerator::new(1, now);
         let t = FourTuple {
             local: "198.18.0.1:1000".parse().expect("address"),
             remote: "198.18.0.2:2000".parse().expect("address"),
         };
-        let mut c = Connection::connect(Config::default(), t, &isn, now);
+        Connection::connect(Config::default(), t, &isn, now)
+    }
+
+    /// A timer is kept to the nanosecond: set, read back, expired.
+    #[test]
+    fn timers_round_trip() {
+        let now = Instant::now();
+        let mut c = opened(now);
         // The connect timeout is armed from the start.
         let connect = now + Config::default().connect_timeout.expect("a default");
         assert_eq!(c.poll_timeout(), Some(connect));
