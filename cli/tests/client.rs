@@ -209,12 +209,13 @@ fn check_rtts(what: &str, v: &serde_json::Value, t: &PathTimes) {
 /// stream: every interval's `snd_cwnd`, the end's `max_snd_cwnd`) against
 /// the most bytes a relay in the path saw in flight.
 ///
-/// - At most three times that, and at least the initial window: the window
-///   grows only while it limits sending or, in slow start, while it is
-///   less than twice the largest flight (RFC 7661, as Linux's
-///   `tcp_is_cwnd_limited`), and the ACK that takes it past that adds at
-///   most what it acknowledges, a flight. (What the relay sees in flight
-///   is what xtcp had, less the segments still on their way to it.)
+/// - At most three times that (or the initial window, ten segments, where
+///   that is more): the window grows only while it limits sending or, in
+///   slow start, while it is less than twice the largest flight (RFC 7661,
+///   as Linux's `tcp_is_cwnd_limited`), and the ACK that takes it past
+///   that adds at most what it acknowledges, a flight. (What the relay
+///   sees in flight is what xtcp had, less the segments still on their way
+///   to it.)
 /// - Where the relay saw nothing resent, no less than that flight, a
 ///   segment and a FIN aside (a loss probe may send one segment beyond the
 ///   window): the window limits every flight, and without a loss, found
