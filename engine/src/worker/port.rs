@@ -1320,4 +1320,61 @@ mod tests {
             }
         }
     }
+
+    /// The cache keeps its template across what changes from burst to
+    /// burst (the acknowledgement number, window and timestamps: rewritten
+    /// in place, the headers as a template built for them would write),
+    /// and builds anew for another shape (SACK blocks) or peer.
+    #[test]
+    fn the_header_cache_rewrites_in_place_and_builds_for_a_new_shape() {
+        use crate::wire::{SackBlocks, TcpOptions, TcpTimestamp};
+        let (mac, src, dst) = (
+            [2, 0, 0, 0, 0, 2],
+            SocketAddr::from((US, 40000)),
+            SocketAddr::from((PEER, 5201)),
+        );
+        let repr = |ack: u32, window: u16, tsecr: u32| TcpRepr {
+            src_port: 40000,
+            dst_port: 5201,
+            seq: SeqNumber(1000),
+            ack: SeqNumber(ack),
+            flags: TcpFlags::ACK,
+            window,
+            urgent: 0,
+            options: TcpOptions {
+                timestamp: Some(TcpTimestamp { tsval: 77, tsecr }),
+                ..TcpOptions::NONE
+            },
+        };
+        let mut cache = HeaderCache::default();
+        let headers = |cache: &mut HeaderCache, r: &TcpRepr, dst: SocketAddr| {
+            let tpl = cache
+                .template([2, 0, 0, 0, 0, 1], mac, src, dst, r)
+                .unwrap();
+            let mut out = [0u8; 128];
+            tpl.write(&mut out, r.seq, 1, r.flags, 0, 0).unwrap();
+            out[..tpl.header_len()].to_vec()
+        };
+        headers(&mut cache, &repr(1, 100, 5), dst);
+        for (ack, window, tsecr) in [(2, 100, 5), (2, 300, 6), (u32::MAX, 0, u32::MAX)] {
+            let r = repr(ack, window, tsecr);
+            let got = headers(&mut cache, &r, dst);
+            assert_eq!(cache.builds, 1, "rewritten in place");
+            let want = headers(&mut HeaderCache::default(), &r, dst);
+            let l = locate_tcp(&got).unwrap();
+            let t = TcpPacket::new_checked(&got[l.tcp_off..]).unwrap();
+            assert!(t.verify_checksum(l.pseudo_sum()));
+            let c = l.tcp_off + 16;
+            assert_eq!(
+                (got[..c].to_vec(), &got[c + 2..]),
+                (want[..c].to_vec(), &want[c + 2..])
+            );
+        }
+        let mut sack = repr(3, 100, 7);
+        sack.options.sack = SackBlocks::from_slice(&[(SeqNumber(10), SeqNumber(20))]).unwrap();
+        headers(&mut cache, &sack, dst);
+        assert_eq!(cache.builds, 2, "another shape");
+        headers(&mut cache, &sack, SocketAddr::from((PEER, 5202)));
+        assert_eq!(cache.builds, 3, "another peer");
+    }
 }
