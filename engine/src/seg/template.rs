@@ -13,7 +13,7 @@ use super::{MAX_HEADER_LEN, SegError};
 use crate::wire::checksum::{self, fold32};
 use crate::wire::{
     EthernetFrame, EthernetRepr, IpProtocol, IpRepr, Ipv4Packet, Ipv6Packet, SeqNumber, TcpFlags,
-    TcpPacket, TcpRepr, TcpTimestamp, ipv4, ipv6, locate_tcp, tcp,
+    TcpOption, TcpPacket, TcpRepr, TcpTimestamp, ipv4, ipv6, locate_tcp, tcp,
 };
 
 /// A header template (see the module doc).
@@ -286,23 +286,17 @@ impl HeaderTemplate {
     }
 }
 
-/// Where the timestamp option's TSval is in a TCP options area.
-fn timestamp_at(opts: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    while let Some(&k) = opts.get(i) {
-        match k {
-            tcp::OPT_EOL => return None,
-            tcp::OPT_NOP => i += 1,
-            _ => {
-                let l = usize::from(*opts.get(i + 1)?);
-                if k == tcp::OPT_TIMESTAMP && l == 10 && i + 10 <= opts.len() {
-                    return Some(i + 2);
-                }
-                if l < 2 {
-                    return None;
-                }
-                i += l;
-            }
+/// Where the timestamp option's TSval is in a TCP options area (walked by
+/// [`TcpOption::parse`]).
+fn timestamp_at(mut opts: &[u8]) -> Option<usize> {
+    let len = opts.len();
+    while !opts.is_empty() {
+        let (opt, rest) = TcpOption::parse(opts).ok()?;
+        match opt {
+            TcpOption::EndOfList => return None,
+            // TSval and TSecr are the option's last eight bytes.
+            TcpOption::Timestamp(_) => return Some(len - rest.len() - 8),
+            _ => opts = rest,
         }
     }
     None

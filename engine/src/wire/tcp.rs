@@ -37,10 +37,6 @@ pub const CHECKSUM_OFF: usize = field::CHECKSUM;
 pub const ACK_OFF: usize = field::ACK;
 /// Offset of the window.
 pub const WINDOW_OFF: usize = field::WINDOW;
-/// Option kinds: end of list, no-operation, timestamps.
-pub const OPT_EOL: u8 = kind::EOL;
-pub const OPT_NOP: u8 = kind::NOP;
-pub const OPT_TIMESTAMP: u8 = kind::TIMESTAMP;
 
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
