@@ -1204,7 +1204,7 @@ impl<M: SendMemory> Connection<M> {
                 });
                 self.arm_if_unset(Timer::Retransmit, now);
                 self.ack_now = false;
-                self.set(Timer::DelayedAck, None);
+                self.disarm(Timer::DelayedAck);
                 return Some(self.count_out(r, 0, 0));
             }
             _ => {}
@@ -1276,39 +1276,39 @@ impl<M: SendMemory> Connection<M> {
     /// Handles expired timers (any call at or after `poll_timeout`).
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.expired(Timer::Connect, now) {
-            self.set(Timer::Connect, None);
+            self.disarm(Timer::Connect);
             if self.state == State::SynSent {
                 self.fail(ConnectionError::ConnectTimeout);
                 return;
             }
         }
         if self.expired(Timer::TimeWait, now) {
-            self.set(Timer::TimeWait, None);
+            self.disarm(Timer::TimeWait);
             self.finish(CloseReason::Normal);
             return;
         }
         if self.expired(Timer::Pacing, now) {
-            self.set(Timer::Pacing, None);
+            self.disarm(Timer::Pacing);
         }
         if self.expired(Timer::DelayedAck, now) {
-            self.set(Timer::DelayedAck, None);
+            self.disarm(Timer::DelayedAck);
             self.ack_now = true;
         }
         if self.expired(Timer::Persist, now) {
-            self.set(Timer::Persist, None);
+            self.disarm(Timer::Persist);
             self.probe_pending = true;
             self.rtt.backoff();
         }
         if self.expired(Timer::Rescue, now) {
-            self.set(Timer::Rescue, None);
+            self.disarm(Timer::Rescue);
             self.rescue_due = self.recover.is_some();
         }
         if self.expired(Timer::LossProbe, now) {
-            self.set(Timer::LossProbe, None);
+            self.disarm(Timer::LossProbe);
             self.tlp_due = self.max > self.una && !self.tlp_out;
         }
         if self.expired(Timer::Retransmit, now) {
-            self.set(Timer::Retransmit, None);
+            self.disarm(Timer::Retransmit);
             self.on_rto(now);
         }
     }
@@ -1342,11 +1342,11 @@ impl<M: SendMemory> Connection<M> {
                 self.recover = None;
                 self.clear_rxt_log();
                 self.rescue_due = false;
-                self.set(Timer::Rescue, None);
+                self.disarm(Timer::Rescue);
                 self.tlp_due = false;
                 self.tlp_out = false;
                 self.tlp_second = false;
-                self.set(Timer::LossProbe, None);
+                self.disarm(Timer::LossProbe);
                 self.dupacks = 0;
                 // Nothing to undo after a timeout. A threshold raised for
                 // reordering that let DupThresh segments be SACKed above a
@@ -1390,7 +1390,7 @@ impl<M: SendMemory> Connection<M> {
         }
         self.take_syn(seg);
         // The peer answered: the connect timeout is over.
-        self.set(Timer::Connect, None);
+        self.disarm(Timer::Connect);
         if f.contains(TcpFlags::ACK) {
             self.syn_acked = true;
             self.snd_wl1 = seg.seq;
@@ -1406,7 +1406,7 @@ impl<M: SendMemory> Connection<M> {
             }
             self.retries = 0;
             self.rtt.reset_backoff();
-            self.set(Timer::Retransmit, None);
+            self.disarm(Timer::Retransmit);
             self.establish();
             self.ack_now = true;
         } else {
@@ -1506,7 +1506,7 @@ impl<M: SendMemory> Connection<M> {
                 self.syn_acked = true;
                 self.retries = 0;
                 self.rtt.reset_backoff();
-                self.set(Timer::Retransmit, None);
+                self.disarm(Timer::Retransmit);
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
                 self.snd_wnd = seg.window as usize;
@@ -1631,7 +1631,7 @@ impl<M: SendMemory> Connection<M> {
                 self.syn_acked = true;
                 self.retries = 0;
                 self.rtt.reset_backoff();
-                self.set(Timer::Retransmit, None);
+                self.disarm(Timer::Retransmit);
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
                 self.snd_wnd = (seg.window as usize) << self.snd_wscale;
@@ -1843,7 +1843,7 @@ impl<M: SendMemory> Connection<M> {
                     self.recover = None;
                     self.clear_rxt_log();
                     self.rescue_due = false;
-                    self.set(Timer::Rescue, None);
+                    self.disarm(Timer::Rescue);
                     self.cc.on_recovery_end(now);
                 }
                 Some(_) => {
@@ -1863,7 +1863,7 @@ impl<M: SendMemory> Connection<M> {
                 }
             }
             if self.una >= self.max {
-                self.set(Timer::Retransmit, None);
+                self.disarm(Timer::Retransmit);
             } else {
                 self.set_in(Timer::Retransmit, now, self.rtt.rto_ns());
             }
@@ -1973,7 +1973,7 @@ impl<M: SendMemory> Connection<M> {
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = seg.ack;
             if was_zero && window > 0 {
-                self.set(Timer::Persist, None);
+                self.disarm(Timer::Persist);
                 self.rtt.reset_backoff();
                 self.probe_pending = false;
             }
@@ -2127,8 +2127,8 @@ impl<M: SendMemory> Connection<M> {
 
     fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
-        self.set(Timer::Retransmit, None);
-        self.set(Timer::Persist, None);
+        self.disarm(Timer::Retransmit);
+        self.disarm(Timer::Persist);
         self.set_in(Timer::TimeWait, now, nanos(self.cfg.time_wait));
     }
 
@@ -2222,7 +2222,7 @@ impl<M: SendMemory> Connection<M> {
             self.recover = None;
             self.clear_rxt_log();
             self.rescue_due = false;
-            self.set(Timer::Rescue, None);
+            self.disarm(Timer::Rescue);
         }
     }
 
@@ -2573,7 +2573,7 @@ impl<M: SendMemory> Connection<M> {
                 if len > 0 || fin {
                     self.stats.window_probes += 1;
                     let seg = self.data_segment(now, self.una, len, fin, false, 1);
-                    self.set(Timer::Retransmit, None);
+                    self.disarm(Timer::Retransmit);
                     self.set_in(Timer::Persist, now, self.rtt.rto_ns());
                     return Some(seg);
                 }
@@ -2796,7 +2796,7 @@ impl<M: SendMemory> Connection<M> {
             || self.nxt < self.max
             || !self.state.synchronized()
         {
-            self.set(Timer::LossProbe, None);
+            self.disarm(Timer::LossProbe);
             return;
         }
         let new_data = self.recover.is_none() && self.new_data_len(self.send.tail()) > 0;
@@ -2940,7 +2940,7 @@ impl<M: SendMemory> Connection<M> {
         self.max = self.max.max(end);
         if end > off {
             self.arm_if_unset(Timer::Retransmit, now);
-            self.set(Timer::Persist, None);
+            self.disarm(Timer::Persist);
         }
         self.stats.bytes_sent += len as u64;
         if self.recover.is_some() {
@@ -3021,7 +3021,7 @@ impl<M: SendMemory> Connection<M> {
         self.last_ack_sent = self.recv.nxt() + u64::from(self.fin_received);
         self.ack_now = false;
         self.unacked_bytes = 0;
-        self.set(Timer::DelayedAck, None);
+        self.disarm(Timer::DelayedAck);
     }
 
     // ------------------------------------------------------------ helpers
@@ -3059,8 +3059,8 @@ impl<M: SendMemory> Connection<M> {
         self.pending_rst = Some((TcpFlags::RST, seq, SeqNumber(0)));
     }
 
-    fn set(&mut self, t: Timer, at: Option<Instant>) {
-        self.timers.0[t as usize] = at.map_or(NO_TIMER, |at| self.since_epoch(at));
+    fn disarm(&mut self, t: Timer) {
+        self.timers.0[t as usize] = NO_TIMER;
     }
 
     /// Arms `t` for `after` nanoseconds from `now` (no `Instant` to add and
@@ -3237,11 +3237,11 @@ mod layout {
         let connect = now + Config::default().connect_timeout.expect("a default");
         assert_eq!(c.poll_timeout(), Some(connect));
         let at = now + Duration::from_nanos(1_234_567_891);
-        c.set(Timer::Persist, Some(at));
+        c.set_in(Timer::Persist, now, 1_234_567_891);
         assert_eq!(c.poll_timeout(), Some(at));
         assert!(!c.expired(Timer::Persist, at - Duration::from_nanos(1)));
         assert!(c.expired(Timer::Persist, at));
-        c.set(Timer::Persist, None);
+        c.disarm(Timer::Persist);
         assert_eq!(c.poll_timeout(), Some(connect));
         assert!(!c.expired(Timer::Persist, connect));
     }
