@@ -23,8 +23,8 @@ use xtcp_engine::netlink::NetlinkSocket;
 use xtcp_engine::netlink::addr::{Holder, IfaceAddrs, iface_holding, route_iface, serving_ifaces};
 use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
 use xtcp_engine::worker::{
-    DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig, ListenOn, RxCsumPolicy,
-    TxLayoutPolicy, WaitStrategy, default_frames,
+    EngineConfig, FrameSizePolicy, ListenOn, RxCsumPolicy, TxLayoutPolicy, WaitStrategy,
+    default_frames,
 };
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
@@ -74,6 +74,16 @@ pub fn parse_ring(s: &str) -> Result<u32, String> {
         return Err(format!("{n} is not {}", range()));
     }
     Ok(n)
+}
+
+/// The engines' `--frame-size`: `auto`, 2048 or 4096.
+pub fn parse_frame_size_policy(s: &str) -> Result<FrameSizePolicy, String> {
+    if s == "auto" {
+        return Ok(FrameSizePolicy::Auto);
+    }
+    parse_frame_size(s)
+        .map(FrameSizePolicy::Fixed)
+        .map_err(|_| format!("frame size must be auto, 2048 or 4096, not `{s}`"))
 }
 
 /// `--frame-size`: 2048 or 4096.
@@ -359,9 +369,12 @@ pub struct EngineArgs {
     /// How idle workers wait.
     #[arg(long, default_value = "adaptive", value_parser = engine_wakeup())]
     pub wakeup: Wakeup,
-    /// UMEM frame size (2048 or 4096).
-    #[arg(long, default_value = "4096", value_parser = parse_frame_size)]
-    pub frame_size: FrameSize,
+    /// UMEM frame size: 2048, 4096, or auto: 2048 where each segment
+    /// takes one frame of its own (the single-descriptor layout) and fits
+    /// one of 2048 bytes with its headers (MTU up to about 1700), so that
+    /// the UMEM and every send buffer hold twice the stream; else 4096.
+    #[arg(long, default_value = "auto", value_parser = parse_frame_size_policy)]
+    pub frame_size: FrameSizePolicy,
     /// UMEM frames per queue: what the rings hold (fill 2 × ring, RX and
     /// TX one ring each) and the send buffers' frames, at least a ring's
     /// worth [default: 4 × ring + 8192].
@@ -492,18 +505,10 @@ impl EngineArgs {
             max_conns: self.max_conns as usize,
             ..EngineConfig::default()
         };
-        let fs = self.frame_size.bytes() as u64;
-        match self.sndbuf {
-            BufSize::Auto => {
-                c.tcp.send_frames = DEFAULT_SEND_BUFFER / fs as usize;
-                c.tcp.send_initial = Some(DEFAULT_SEND_INITIAL / fs as usize);
-            }
-            BufSize::Fixed(n) if (4 * fs..=1 << 30).contains(&n) => {
-                c.tcp.send_frames = n.div_ceil(fs) as usize;
-                c.tcp.send_initial = None;
-            }
-            BufSize::Fixed(_) => bail!("--sndbuf must be `auto` or between {} and 1G", 4 * fs),
-        }
+        c.send_buffer = match self.sndbuf {
+            BufSize::Auto => None,
+            BufSize::Fixed(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+        };
         c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
         c.tcp.congestion = match self.cc {
             CcArg::Newreno => CongestionAlgorithm::NewReno,

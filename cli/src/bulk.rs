@@ -391,7 +391,8 @@ fn summarise<'a>(
     }
 }
 
-/// "UMEM 64 MiB, 62 MiB of it on huge pages (transparent)".
+/// "UMEM 32 MiB, 30 MiB of it on huge pages (transparent), 2048-byte
+/// frames".
 fn umem_line(u: &UmemReport) -> String {
     let mib = |b: u64| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
     let huge = match u.huge_bytes {
@@ -406,7 +407,11 @@ fn umem_line(u: &UmemReport) -> String {
         ),
         None => "huge pages unknown".to_owned(),
     };
-    format!("UMEM {}, {huge}", mib(u.bytes))
+    format!(
+        "UMEM {}, {huge}, {}-byte frames",
+        mib(u.bytes),
+        u.frame_size
+    )
 }
 
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {

@@ -931,7 +931,7 @@ impl ClientRun {
             cookie: cookie.as_str().to_owned(),
             at: SystemTime::now(),
             pmtu: xtcp_engine::xsk::iface_mtu(&cfg.iface).unwrap_or(0),
-            sndbuf: (cfg.tcp.send_frames * cfg.tcp.frame_len) as u64,
+            sndbuf: cfg.send_buffer_bytes() as u64,
             rcvbuf: cfg.tcp.recv_buffer as u64,
             get_server_output: o.get_server_output,
         })
@@ -1316,7 +1316,7 @@ impl ServeRun {
             unit,
             port,
             pmtu: xtcp_engine::xsk::iface_mtu(&cfg.iface).unwrap_or(0),
-            sndbuf: (cfg.tcp.send_frames * cfg.tcp.frame_len) as u64,
+            sndbuf: cfg.send_buffer_bytes() as u64,
             rcvbuf: cfg.tcp.recv_buffer as u64,
         }
     }

@@ -352,7 +352,7 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
     assert_eq!(rings.into_iter().collect::<Vec<_>>(), vec![256, 2048]);
     for s in &samples {
         assert_eq!(s["mtu"], 9000, "{s}");
-        assert_eq!(s["frame_size"], 4096, "{s}");
+        assert_eq!(s["frame_size"], "auto", "{s}");
         assert_eq!(s["tx_burst"], 32, "{s}");
         assert!(s["ping_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
         assert_queue_delay(s);

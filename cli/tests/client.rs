@@ -123,6 +123,10 @@ fn reported_rtts_windows_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
         1,
         &["-t", "3", "--sndbuf", "32K", "--tx-layout", "chained"],
     );
+    // The same in the single-descriptor layout, which copy mode takes at
+    // MTU 1500: one segment a frame, and 2048-byte frames (`--frame-size
+    // auto`), so 16 segments' payload.
+    let single = xtcp_client(&net, 1, &["-t", "3", "--sndbuf", "32K"]);
     let flows = timer.stop();
     eprintln!("the relay saw {flows:#?}");
     let flow = |what: &str, v: &serde_json::Value, a: &str, b: &str| {
@@ -159,6 +163,15 @@ fn reported_rtts_windows_and_send_buffer_hold_what_a_relay_in_the_path_saw() {
     assert!(
         (sndbuf / 2..=sndbuf + 1).contains(&f.in_flight),
         "sndbuf_actual {sndbuf}; in flight {f:?}"
+    );
+    let f = flow("single", &single, ports.0, ports.1);
+    check_cwnd("xtcp client --sndbuf 32K, single layout", &single, f);
+    let mss = single["start"]["tcp_mss_default"].as_u64().unwrap();
+    let held = sndbuf / 2048 * mss;
+    // Above three quarters: 4096-byte frames would hold half.
+    assert!(
+        (held * 3 / 4..=held + 1).contains(&f.in_flight),
+        "{held} bytes of stream in 16 frames; in flight {f:?}"
     );
 }
 

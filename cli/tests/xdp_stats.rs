@@ -610,14 +610,27 @@ fn rw_mappings(smaps: &str) -> Vec<(u64, u64)> {
 /// The UMEM the report describes (`engine.umem` in the JSON, the `UMEM`
 /// part of the summary) is a mapping of the process, as the test reads
 /// `/proc/PID/smaps` from outside while it runs: one of exactly that
-/// size with exactly that much on huge pages. The engine offers the area
-/// to transparent huge pages; whether the kernel grants them is the
-/// system's business, so the count is checked, not a minimum.
+/// size with exactly that much on huge pages, and that size is the frames
+/// given times the frame size reported. The engine offers the area to
+/// transparent huge pages; whether the kernel grants them is the system's
+/// business, so the count is checked, not a minimum. The frame size: at
+/// MTU 1500 in copy mode each segment takes a frame of its own (the
+/// single-descriptor layout), so `auto` takes 2048-byte frames; a page
+/// where the layout is chained or the size is given.
 #[test]
 fn the_umem_report_matches_the_process_mapping() {
     let net = common::testnet(1);
-    for json in [true, false] {
-        let x = spawn_recv(&net, json, &[]);
+    // The frames every test's engine is given.
+    let at = ENGINE.iter().position(|a| *a == "--frames").unwrap();
+    let frames: u64 = ENGINE[at + 1].parse().unwrap();
+    let runs: [(bool, &[&str], u64); 4] = [
+        (true, &[], 2048),
+        (false, &[], 2048),
+        (true, &["--tx-layout", "chained"], 4096),
+        (false, &["--frame-size", "4096"], 4096),
+    ];
+    for (json, extra, frame) in runs {
+        let x = spawn_recv(&net, json, extra);
         let pid = x.child.0.id();
         let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
         let maps = rw_mappings(&smaps);
@@ -627,7 +640,9 @@ fn the_umem_report_matches_the_process_mapping() {
             let m = &v["engine"]["umem"];
             let (bytes, huge) = (u(m, "bytes"), u(m, "huge_bytes"));
             assert_eq!(m["reserved_hugepages"], false, "{m}");
-            assert!(bytes > 0 && huge <= bytes, "{m}");
+            assert_eq!(u(m, "frame_size"), frame, "{extra:?}: {m}");
+            assert_eq!(bytes, frames * frame, "{extra:?}: {m}");
+            assert!(huge <= bytes, "{m}");
             assert!(
                 maps.contains(&(bytes, huge)),
                 "no mapping of {bytes} bytes with {huge} on huge pages: {maps:?}"
@@ -639,12 +654,14 @@ fn the_umem_report_matches_the_process_mapping() {
                 .unwrap_or_else(|| panic!("no UMEM in the summary: {err}"));
             let (mib, huge_mib) = (after(line, "UMEM "), after(line, "MiB, "));
             assert!(line.contains("of it on huge pages (transparent)"), "{line}");
+            assert_eq!(after(line, "transparent), "), frame, "{extra:?}: {line}");
             // As the summary rounds (`{:.0}` of MiB).
             let round = |b: u64| -> u64 {
                 format!("{:.0}", b as f64 / f64::from(1 << 20))
                     .parse()
                     .unwrap()
             };
+            assert_eq!(mib, round(frames * frame), "{extra:?}: {line}");
             assert!(
                 maps.iter()
                     .any(|&(b, h)| round(b) == mib && round(h) == huge_mib),

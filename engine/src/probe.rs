@@ -1015,10 +1015,11 @@ fn limit(v: Option<u64>) -> Limit {
     v.map_or(Limit::Unlimited, Limit::Bytes)
 }
 
-/// Locked bytes of one queue's UMEM with the engine's defaults.
+/// Locked bytes of one queue's UMEM with the engine's defaults, at most
+/// (their frames are 2048 or 4096 bytes, as the MTU and layout decide).
 fn umem_default_bytes() -> u64 {
     let d = crate::worker::EngineConfig::default();
-    u64::from(d.frames) * d.frame_size.bytes() as u64
+    u64::from(d.frames) * crate::frame::FrameSize::F4096.bytes() as u64
 }
 
 /// What is missing for XDP + AF_XDP given effective caps and memlock.

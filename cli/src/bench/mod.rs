@@ -87,10 +87,11 @@ pub struct BenchArgs {
     /// the old sizes back afterwards.
     #[arg(long, value_delimiter = ',', value_parser = crate::args::parse_ring)]
     pub ring: Vec<u32>,
-    /// xtcp's UMEM frame sizes to sweep (2048, 4096); the kernel pairs have
-    /// no frames and run the same at every size [default: 4096].
+    /// xtcp's UMEM frame sizes to sweep (`auto`, 2048, 4096: xtcp's
+    /// `--frame-size`); the kernel pairs have no frames and run the same at
+    /// every size [default: auto].
     #[arg(long, value_delimiter = ',')]
-    pub frame_size: Vec<u32>,
+    pub frame_size: Vec<String>,
     /// xtcp's TX bursts to sweep (`--tx-burst`: TX frames one loop turn
     /// queues for all its connections, sent before the ACKs that arrive
     /// meanwhile are read). The
@@ -191,8 +192,10 @@ pub struct Point {
     pub nodelay: String,
     /// xtcp's RX/TX ring entries (and the NICs', with `--iface` and `--ring`).
     pub ring: u32,
-    /// xtcp's UMEM frame size.
-    pub frame_size: u32,
+    /// xtcp's `--frame-size` (in records of versions whose default was
+    /// 4096, a number, or nothing: 4096).
+    #[serde(default = "page_frames", deserialize_with = "number_or_text")]
+    pub frame_size: String,
     /// xtcp's `--tx-burst`.
     pub tx_burst: u32,
     /// `--mss-clip` value.
@@ -221,7 +224,7 @@ impl Default for Point {
             streams: 1,
             nodelay: "off".into(),
             ring: DEFAULT_RING,
-            frame_size: 4096,
+            frame_size: "auto".into(),
             tx_burst: 64,
             mss_clip: "on".into(),
             tx_layout: "auto".into(),
@@ -231,6 +234,25 @@ impl Default for Point {
             kernel_txqueue: "none".into(),
         }
     }
+}
+
+/// What a record that lacks `frame_size` ran with.
+fn page_frames() -> String {
+    "4096".into()
+}
+
+/// A value recorded as text, or as a number by earlier versions.
+fn number_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Number(u64),
+        Text(String),
+    }
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n.to_string(),
+        Value::Text(t) => t,
+    })
 }
 
 /// A swept parameter's value at a point, as text.
@@ -245,7 +267,7 @@ const DIMENSIONS: [(&str, &str, Dimension); 15] = [
     ("P", "streams", |p| p.streams.to_string()),
     ("nodel", "nodelay", |p| p.nodelay.clone()),
     ("ring", "ring", |p| p.ring.to_string()),
-    ("frame", "frame size", |p| p.frame_size.to_string()),
+    ("frame", "frame size", |p| p.frame_size.clone()),
     ("burst", "TX burst", |p| p.tx_burst.to_string()),
     ("clip", "MSS clip", |p| p.mss_clip.clone()),
     ("layout", "TX layout", |p| p.tx_layout.clone()),
@@ -445,7 +467,6 @@ const PAIRS: [&str; 4] = [
 fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
     let core = xtcp_engine::worker::cores::mask_cores(core + 1)[core].to_string();
     let ring = p.ring.to_string();
-    let frame_size = p.frame_size.to_string();
     let tx_burst = p.tx_burst.to_string();
     let mut v: Vec<String> = [
         "--iface",
@@ -459,7 +480,7 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
         "--ring",
         &ring,
         "--frame-size",
-        &frame_size,
+        &p.frame_size,
         "--tx-burst",
         &tx_burst,
         "--mss-clip",
@@ -911,7 +932,7 @@ struct Sweep {
     streams: Vec<u32>,
     nodelay: Vec<String>,
     ring: Vec<u32>,
-    frame_size: Vec<u32>,
+    frame_size: Vec<String>,
     tx_burst: Vec<u32>,
     mss_clip: Vec<String>,
     tx_layout: Vec<String>,
@@ -941,7 +962,7 @@ fn sweep(a: &BenchArgs) -> Sweep {
         streams: pick(&a.streams, &p.streams, &[1]),
         nodelay: pick(&a.nodelay, &p.nodelay, &s(&["off"])),
         ring: pick(&a.ring, &p.ring, &[DEFAULT_RING]),
-        frame_size: pick(&a.frame_size, &p.frame_size, &[4096]),
+        frame_size: pick(&a.frame_size, &p.frame_size, &s(&["auto"])),
         tx_burst: pick(&a.tx_burst, &p.tx_burst, &[64]),
         mss_clip: pick(&a.mss_clip, &p.mss_clip, &s(&["on"])),
         tx_layout: pick(&a.tx_layout, &p.tx_layout, &s(&["auto"])),
@@ -981,7 +1002,7 @@ fn points(w: &Sweep) -> Vec<Point> {
     v = expand(v, &w.streams, |p, x| p.streams = *x);
     v = expand(v, &w.nodelay, |p, x| p.nodelay = x.clone());
     v = expand(v, &w.ring, |p, x| p.ring = *x);
-    v = expand(v, &w.frame_size, |p, x| p.frame_size = *x);
+    v = expand(v, &w.frame_size, |p, x| p.frame_size = x.clone());
     v = expand(v, &w.tx_burst, |p, x| p.tx_burst = *x);
     v = expand(v, &w.mss_clip, |p, x| p.mss_clip = x.clone());
     v = expand(v, &w.tx_layout, |p, x| p.tx_layout = x.clone());
@@ -1053,6 +1074,7 @@ fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     }
     one_of("--mss-clip", &w.mss_clip, &["on", "off"])?;
     one_of("--tx-layout", &w.tx_layout, &["auto", "chained", "single"])?;
+    one_of("--frame-size", &w.frame_size, &["auto", "2048", "4096"])?;
     one_of("--nodelay", &w.nodelay, &["on", "off"])?;
     one_of("--bind", &w.bind, &["copy", "zerocopy"])?;
     one_of("--kernel-offloads", &w.kernel_offloads, &["on", "off"])?;
@@ -1087,11 +1109,6 @@ fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     for &b in &w.tx_burst {
         if !(1..=65536).contains(&b) {
             bail!("--tx-burst takes 1..=65536 frames, not {b}");
-        }
-    }
-    for &f in &w.frame_size {
-        if f != 2048 && f != 4096 {
-            bail!("--frame-size takes 2048 and/or 4096, not {f}");
         }
     }
     Ok(())

@@ -210,6 +210,7 @@ mod tests {
         assert_eq!((s.point.mtu, s.point.rcvbuf.as_str()), (9000, "64K"));
         assert_eq!(s.point.streams, 1, "an axis it lacks takes its default");
         assert_eq!(s.point.kernel_txqueue, "none");
+        assert_eq!(s.point.frame_size, "4096", "recorded as a number");
         assert_eq!(s.gbps, 12.5);
         // Written and read back in the new form.
         let new = dir.join("new.json");

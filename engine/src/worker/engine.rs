@@ -104,6 +104,18 @@ pub enum TxLayoutPolicy {
     Single,
 }
 
+/// The UMEM frame size as the user gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FrameSizePolicy {
+    /// 2048 bytes where the single-descriptor layout is used and a full
+    /// segment with its headers fits such a frame (up to an MTU of about
+    /// 1,700 bytes), else 4096 ([`frame_size`]).
+    #[default]
+    Auto,
+    /// This size.
+    Fixed(FrameSize),
+}
+
 /// Bytes at the start of each send-buffer frame kept for a segment's
 /// headers in the single-descriptor layout (Ethernet + IPv6 + TCP with
 /// options is at most 114; 256 keeps the slot a whole number of 256-byte
@@ -140,7 +152,7 @@ pub struct EngineConfig {
     /// How idle workers wait.
     pub wait: WaitStrategy,
     /// UMEM frame size.
-    pub frame_size: FrameSize,
+    pub frame_size: FrameSizePolicy,
     /// UMEM frames per queue.
     pub frames: u32,
     /// RX and TX ring entries (fill and completion rings get twice that).
@@ -165,7 +177,14 @@ pub struct EngineConfig {
     pub rx_csum: RxCsumPolicy,
     /// MSS to announce and send (default: MTU − IP − TCP headers).
     pub mss: Option<u16>,
-    /// TCP parameters (its `mss` is set from the MTU at start).
+    /// A connection's send buffer, bytes of UMEM frames, fixed; `None`
+    /// auto-tunes it from [`DEFAULT_SEND_INITIAL`] up to
+    /// [`DEFAULT_SEND_BUFFER`] ([`EngineConfig::send_buffer_bytes`]). Sets
+    /// the `send_frames` and `send_initial` of `tcp` at start, once the
+    /// frame size is known.
+    pub send_buffer: Option<usize>,
+    /// TCP parameters (its `mss`, and the send buffer's frames, are set
+    /// at start from the MTU and the frame size).
     pub tcp: tcp::Config,
     /// Between FIN and RST when stopping.
     pub grace: Duration,
@@ -232,10 +251,26 @@ impl EngineConfig {
                  RFC 9293), or leave it out to use the MTU's"
             ));
         }
+        if let Some(n) = self
+            .send_buffer
+            .filter(|n| !(MIN_SEND_BUFFER..=1 << 30).contains(n))
+        {
+            return Self::bad(format!(
+                "--sndbuf must be `auto` or between 16K and 1G, not {n} bytes"
+            ));
+        }
         if let Some(t) = self.tcp.connect_timeout.filter(|t| t.is_zero()) {
             return Self::bad(format!("--connect-timeout {t:?} must be above zero"));
         }
         Ok(())
+    }
+
+    /// The most bytes of frames a connection's send buffer holds: the
+    /// auto-tuned buffer's ceiling, or the fixed size rounded up to a
+    /// multiple of 4096 bytes (a whole number of frames of either size).
+    pub fn send_buffer_bytes(&self) -> usize {
+        self.send_buffer
+            .map_or(DEFAULT_SEND_BUFFER, |n| n.next_multiple_of(4096))
     }
 
     fn bad(m: String) -> Result<(), EngineError> {
@@ -257,6 +292,8 @@ pub const SEND_FRAMES: u32 = 8192;
 pub const DEFAULT_SEND_BUFFER: usize = 4 << 20;
 /// Where an auto-tuned send buffer starts, bytes of frames.
 pub const DEFAULT_SEND_INITIAL: usize = 256 << 10;
+/// The smallest fixed send buffer: four page-sized frames.
+const MIN_SEND_BUFFER: usize = 16 << 10;
 
 /// The default UMEM frames per queue for `ring`-entry rings: the rings'
 /// 4 × ring and [`SEND_FRAMES`].
@@ -273,7 +310,7 @@ impl Default for EngineConfig {
             xdp_mode: AttachMode::Auto,
             bind: BindMode::Auto,
             wait: WaitStrategy::Adaptive,
-            frame_size: FrameSize::from_bytes(4096).unwrap_or_default(),
+            frame_size: FrameSizePolicy::Auto,
             frames: default_frames(2048),
             ring: 2048,
             batch: 64,
@@ -282,9 +319,8 @@ impl Default for EngineConfig {
             hugepages: false,
             rx_csum: RxCsumPolicy::Auto,
             mss: None,
+            send_buffer: None,
             tcp: tcp::Config {
-                send_frames: DEFAULT_SEND_BUFFER / 4096,
-                send_initial: Some(DEFAULT_SEND_INITIAL / 4096),
                 recv_buffer: 4 << 20,
                 ..tcp::Config::default()
             },
@@ -292,6 +328,40 @@ impl Default for EngineConfig {
             report_interval: Duration::from_millis(100),
             max_conns: 1024,
         }
+    }
+}
+
+/// The UMEM frame size of `policy`: auto picks 2048 bytes where the
+/// single-descriptor layout is used (`layout`, and the device's
+/// descriptors per packet in zero-copy mode, `zc_segs`, decide as in
+/// [`run_app`]) and a full segment with its headers fits such a frame less
+/// [`TX_HEADROOM`] — which also fits it received, after the kernel's XDP
+/// headroom, as one descriptor. That is an MSS of 1,698 at most over IPv4
+/// (1,678 over IPv6): MTU 1500 and a little beyond. Every such frame
+/// carries one segment either way, so a 4096-byte frame would leave more
+/// than half of itself unused: with 2048-byte ones the same UMEM, and a
+/// send buffer of the same bytes of frames, holds twice the stream. Else
+/// 4096, a page: the chained layout's payload frames hold the stream
+/// whole, and larger segments take fewer descriptors.
+fn frame_size(
+    policy: FrameSizePolicy,
+    layout: TxLayoutPolicy,
+    zc_segs: Option<u32>,
+    ip_hl: usize,
+    mss: usize,
+) -> FrameSize {
+    let small = FrameSize::F2048;
+    let single = match layout {
+        TxLayoutPolicy::Chained => false,
+        TxLayoutPolicy::Single => true,
+        TxLayoutPolicy::Auto => zc_segs.is_none_or(|s| s < 3),
+    };
+    match policy {
+        FrameSizePolicy::Fixed(f) => f,
+        FrameSizePolicy::Auto if single && 14 + ip_hl + 60 + mss <= small.bytes() - TX_HEADROOM => {
+            small
+        }
+        FrameSizePolicy::Auto => FrameSize::F4096,
     }
 }
 
@@ -451,6 +521,8 @@ pub struct EngineReport {
 pub struct UmemReport {
     /// Bytes.
     pub bytes: u64,
+    /// Bytes of a frame ([`EngineConfig::frame_size`] resolved).
+    pub frame_size: usize,
     /// Of those, on 2 MiB pages once the sockets were bound (`None`: not
     /// known, `/proc/self/smaps` unreadable). Reserved hugepages
     /// (`--hugepages`) are all of it; otherwise the kernel's transparent
@@ -925,8 +997,6 @@ pub fn run_app(
     let v6 = locals.iter().any(IpAddr::is_ipv6);
     let dual = v6 && locals.iter().any(IpAddr::is_ipv4);
     let ip_hl = if v6 { 40 } else { 20 };
-    let fs = cfg.frame_size.bytes();
-    let rx_capacity = fs - XDP_HEADROOM;
     if let Some(m) = cfg.mss.filter(|&m| ip_hl == 40 && m < MIN_MSS_V6) {
         let v4_only = if dual {
             ", or serve IPv4 only (-4)"
@@ -942,7 +1012,6 @@ pub fn run_app(
     let mut payload_cap = cfg.mss.map_or(usize::MAX, usize::from);
     let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
-    let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
     // Every connection transmits (its ACKs at least).
     let bind_mode = crate::xsk::tx_bind_mode(cfg.bind, iface);
     let zc_segs = if bind_mode == BindMode::Copy {
@@ -950,6 +1019,10 @@ pub fn run_app(
     } else {
         zc_max_segs(iface)
     };
+    let frame_size = frame_size(cfg.frame_size, cfg.tx_layout, zc_segs, ip_hl, mss);
+    let fs = frame_size.bytes();
+    let rx_capacity = fs - XDP_HEADROOM;
+    let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
     let layout = match cfg.tx_layout {
         TxLayoutPolicy::Chained => TxLayout::Chained,
         TxLayoutPolicy::Single => TxLayout::Single,
@@ -1055,6 +1128,11 @@ pub fn run_app(
             tcp_cfg.segment_per_frame = true;
         }
     }
+    tcp_cfg.send_frames = cfg.send_buffer_bytes() / fs;
+    tcp_cfg.send_initial = cfg
+        .send_buffer
+        .is_none()
+        .then_some(DEFAULT_SEND_INITIAL / fs);
 
     let rx_csum = match cfg.rx_csum {
         RxCsumPolicy::Verify => RxCsum::Verify,
@@ -1081,7 +1159,7 @@ pub fn run_app(
     // buffer, which is UMEM frames, with it.
     let umem = Arc::new(Umem::new(UmemConfig {
         frame_count: cfg.frames.saturating_mul(cfg.queues),
-        frame_size: cfg.frame_size,
+        frame_size,
         headroom: 0,
         hugepages: cfg.hugepages,
     })?);
@@ -1108,6 +1186,7 @@ pub fn run_app(
     let zero_copy = crate::xsk::all_zero_copy(&bind);
     let umem_report = UmemReport {
         bytes: umem.bytes(),
+        frame_size: fs,
         huge_bytes: umem.huge_bytes(),
         reserved_hugepages: cfg.hugepages,
     };
@@ -1345,6 +1424,49 @@ pub fn run_app(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Auto takes 2048-byte frames exactly where a full segment takes the
+    /// single-descriptor layout and fits one with [`TX_HEADROOM`] in
+    /// front: up to an MSS of 1,698 over IPv4 and 1,678 over IPv6, in copy
+    /// mode or on a device that takes fewer than three descriptors per
+    /// packet in zero-copy mode; a given size stays.
+    #[test]
+    fn auto_frames_are_small_only_for_one_segment_each() {
+        use FrameSizePolicy::{Auto, Fixed};
+        use TxLayoutPolicy as L;
+        let (small, page) = (FrameSize::F2048, FrameSize::F4096);
+        for (layout, zc, ip_hl, mss, want) in [
+            (L::Auto, None, 20, 1460, small),
+            (L::Auto, None, 40, 1440, small),
+            (L::Auto, None, 20, 1698, small),
+            (L::Auto, None, 20, 1699, page),
+            (L::Auto, None, 40, 1678, small),
+            (L::Auto, None, 40, 1679, page),
+            (L::Auto, None, 20, 8960, page),
+            (L::Chained, None, 20, 1460, page),
+            (L::Single, None, 20, 1460, small),
+            (L::Single, Some(8), 20, 1460, small),
+            (L::Auto, Some(1), 20, 1460, small),
+            (L::Auto, Some(2), 20, 1460, small),
+            (L::Auto, Some(3), 20, 1460, page),
+            (L::Auto, Some(1), 20, 3000, page),
+        ] {
+            assert_eq!(
+                frame_size(Auto, layout, zc, ip_hl, mss),
+                want,
+                "{layout:?} {zc:?} {ip_hl} {mss}"
+            );
+            // The layout the engine then picks is single where auto took
+            // the small frame, and a full segment fits it.
+            if want == small && layout == L::Auto && zc.is_none() {
+                assert!(14 + ip_hl + 60 + mss <= small.bytes() - TX_HEADROOM);
+                assert!(14 + ip_hl + 20 + mss <= small.bytes() - XDP_HEADROOM);
+            }
+            for f in [small, page] {
+                assert_eq!(frame_size(Fixed(f), layout, zc, ip_hl, mss), f);
+            }
+        }
+    }
 
     #[test]
     fn bad_core_lists_are_refused() {
