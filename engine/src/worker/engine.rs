@@ -109,7 +109,8 @@ pub enum TxLayoutPolicy {
 pub enum FrameSizePolicy {
     /// 2048 bytes where the single-descriptor layout is used and a full
     /// segment with its headers fits such a frame (up to an MTU of about
-    /// 1,700 bytes), else 4096 ([`frame_size`]).
+    /// 1,700 bytes), else 4096; worked out at start, once the MTU and the
+    /// device are known.
     #[default]
     Auto,
     /// This size.
