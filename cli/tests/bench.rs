@@ -106,7 +106,7 @@ fn check_schema(json: &Path) {
 }
 
 fn check_meta(m: &serde_json::Value) {
-    assert_eq!(m["schema"], 2, "{m}");
+    assert_eq!(m["schema"], 3, "{m}");
     assert_eq!(m["xtcp_version"], env!("CARGO_PKG_VERSION"), "{m}");
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(m["kernel"], release.trim(), "{m}");
@@ -714,15 +714,27 @@ fn every_preset_runs_one_short_point_and_prints_the_published_table() {
 }
 
 /// Every row of the table `text` printed (one per MTU and pair: the MTU
-/// the one axis shown) holds the medians of that MTU's and pair's
-/// `samples`, as printed to their decimals (the retransmits' median
-/// truncated to a whole number); a row for every MTU and pair sampled.
+/// the one axis shown, and the frame size where the samples' is not the
+/// default, as in records of schema 2) holds the medians of that MTU's and
+/// pair's `samples`, as printed to their decimals (the retransmits'
+/// median truncated to a whole number); a row for every MTU and pair
+/// sampled.
 fn check_table(text: &str, samples: &[serde_json::Value]) {
     let header = text
         .lines()
         .find(|l| l.contains("pair") && l.contains("Gbit/s"))
         .unwrap_or_else(|| panic!("no table in {text}"));
-    assert!(header.trim_start().starts_with("MTU pair"), "{header}");
+    let frame = |s: &serde_json::Value| match &s["frame_size"] {
+        serde_json::Value::Number(n) => n.to_string(),
+        v => v.as_str().unwrap_or("auto").to_owned(),
+    };
+    let frame_shown = samples.iter().any(|s| frame(s) != "auto");
+    let dims_header = if frame_shown {
+        "MTU frame pair"
+    } else {
+        "MTU pair"
+    };
+    assert!(header.trim_start().starts_with(dims_header), "{header}");
     fn median(mut v: Vec<f64>) -> Option<f64> {
         v.sort_by(f64::total_cmp);
         let n = v.len();
@@ -754,10 +766,8 @@ fn check_table(text: &str, samples: &[serde_json::Value]) {
             continue;
         };
         let (dims, values) = line.split_once(pair).unwrap();
-        let mtu: u64 = dims
-            .trim()
-            .parse()
-            .unwrap_or_else(|e| panic!("{e}: {line}"));
+        let dims: Vec<&str> = dims.split_whitespace().collect();
+        let mtu: u64 = dims[0].parse().unwrap_or_else(|e| panic!("{e}: {line}"));
         assert!(
             rows.insert((mtu, *pair)),
             "two rows for {mtu} {pair}: {text}"
@@ -773,6 +783,11 @@ fn check_table(text: &str, samples: &[serde_json::Value]) {
             .filter(|s| s["mtu"] == mtu && s["pair"] == *pair)
             .collect();
         assert!(!of.is_empty(), "a row without samples: {line}");
+        if frame_shown {
+            assert_eq!(dims[1..], [frame(of[0])], "{line}");
+        } else {
+            assert_eq!(dims.len(), 1, "{line}");
+        }
         for ((field, decimals), shown) in COLUMNS.iter().zip(printed) {
             let m = median(of.iter().filter_map(|s| s[*field].as_f64()).collect());
             match m {
