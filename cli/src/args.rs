@@ -24,7 +24,6 @@ use xtcp_engine::netlink::addr::{Holder, IfaceAddrs, iface_holding, route_iface,
 use xtcp_engine::tcp::{CongestionAlgorithm, RecvWindow};
 use xtcp_engine::worker::{
     EngineConfig, FrameSizePolicy, ListenOn, RxCsumPolicy, TxLayoutPolicy, WaitStrategy,
-    default_frames,
 };
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
@@ -377,7 +376,8 @@ pub struct EngineArgs {
     pub frame_size: FrameSizePolicy,
     /// UMEM frames per queue: what the rings hold (fill 2 × ring, RX and
     /// TX one ring each) and the send buffers' frames, at least a ring's
-    /// worth [default: 4 × ring + 8192].
+    /// worth [default: 4 × ring, and 32 MiB of frames for the send
+    /// buffers: 8192 of 4096 bytes, 16384 of 2048].
     #[arg(long)]
     pub frames: Option<u32>,
     /// RX/TX ring entries, a power of two in 64..=16384 (fill/completion
@@ -426,10 +426,11 @@ pub struct EngineArgs {
     /// Send buffer per connection: `auto` (starts at 256K and doubles, up
     /// to 4M, while it holds less than twice the path's bandwidth-delay
     /// product, or, tried doubled where the peer acknowledges late, while
-    /// that raises the rate) or a fixed size (e.g. 1M). Sizes are UMEM
-    /// frames (4 KiB each): in the single-descriptor layout a frame holds
-    /// one segment's payload, 1448 bytes at MTU 1500, so the buffer holds
-    /// about a third of its size of the stream.
+    /// that raises the rate) or a fixed size (e.g. 1M). Sizes are bytes
+    /// of UMEM frames: in the single-descriptor layout a frame holds one
+    /// segment's payload, 1448 bytes of a 2-KiB frame at MTU 1500, so the
+    /// buffer holds about 70 % of its size of the stream (35 % with
+    /// `--frame-size 4096`).
     #[arg(long, default_value = "auto", value_parser = parse_bufsize)]
     pub sndbuf: BufSize,
     /// Congestion control.
@@ -485,7 +486,7 @@ impl EngineArgs {
                 Wakeup::Kick => bail!("--wakeup kick is xsk-bench's: use spin, poll or adaptive"),
             },
             frame_size: self.frame_size,
-            frames: self.frames.unwrap_or(default_frames(self.ring)),
+            frames: self.frames,
             ring: self.ring,
             batch: self.batch,
             tx_burst: self.tx_burst,
@@ -706,9 +707,9 @@ mod tests {
         assert!(help("recv").contains("-6, --version6"));
     }
 
-    /// The UMEM leaves the send buffers 8192 frames whatever the rings
-    /// (a fixed 16,384 left none at `--ring 4096`), and a `--frames` that
-    /// leaves less than a ring is refused with the numbers.
+    /// The UMEM leaves the send buffers 32 MiB of frames whatever the
+    /// rings (a fixed 16,384 frames left none at `--ring 4096`), and a
+    /// `--frames` that leaves less than a ring is refused with the numbers.
     #[test]
     fn frames_leave_the_send_buffers_their_part_at_every_ring() {
         let engine = |extra: &[&str]| {
@@ -723,15 +724,17 @@ mod tests {
             }
         };
         for ring in [64u32, 2048, 4096, 16384] {
-            let e = engine(&["--ring", &ring.to_string()]);
-            assert_eq!(
-                e.config().unwrap().frames,
-                4 * ring + xtcp_engine::worker::SEND_FRAMES
-            );
+            let e = engine(&["--ring", &ring.to_string()]).config().unwrap();
+            assert_eq!((e.ring, e.frames), (ring, None));
+            for (f, send) in [(FrameSize::F4096, 8192), (FrameSize::F2048, 16384)] {
+                assert_eq!(
+                    xtcp_engine::worker::default_frames(ring, f),
+                    4 * ring + send
+                );
+            }
         }
-        assert_eq!(engine(&[]).config().unwrap().frames, 16384);
         let e = engine(&["--ring", "4096", "--frames", "20480"]);
-        assert_eq!(e.config().unwrap().frames, 20480);
+        assert_eq!(e.config().unwrap().frames, Some(20480));
         let err = engine(&["--ring", "4096", "--frames", "16384"])
             .config()
             .unwrap()

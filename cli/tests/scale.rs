@@ -98,8 +98,8 @@ fn collect_stdout(x: &mut Watched) -> std::thread::JoinHandle<String> {
     })
 }
 
-/// What xtcp may use for `conns` connections: its UMEM (10,240 frames of 4
-/// KiB, the tests' `--frames`), a fixed part (code, rings, tables, the
+/// What xtcp may use for `conns` connections: its UMEM (the tests'
+/// `--frames`, of 4 KiB at most), a fixed part (code, rings, tables, the
 /// runtime; measured at about 40 MiB with one connection) and per
 /// connection its send-buffer bookkeeping and the receive-buffer pages it
 /// touched (measured: about 75 KiB), under 128 KiB. Memory that grew with
@@ -107,7 +107,7 @@ fn collect_stdout(x: &mut Watched) -> std::thread::JoinHandle<String> {
 /// beyond it: 256 MiB moved; and so would 4 MiB receive buffers cleared at
 /// allocation (measured before the fix: 394 MiB).
 fn memory_bound(conns: usize) -> u64 {
-    10240 * 4096 + (96 << 20) + conns as u64 * (128 << 10)
+    common::engine_frames() * 4096 + (96 << 20) + conns as u64 * (128 << 10)
 }
 
 /// 1,000 connections from `xtcp send` into one kernel listener at once,

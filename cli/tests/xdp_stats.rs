@@ -620,9 +620,7 @@ fn rw_mappings(smaps: &str) -> Vec<(u64, u64)> {
 #[test]
 fn the_umem_report_matches_the_process_mapping() {
     let net = common::testnet(1);
-    // The frames every test's engine is given.
-    let at = ENGINE.iter().position(|a| *a == "--frames").unwrap();
-    let frames: u64 = ENGINE[at + 1].parse().unwrap();
+    let frames = common::engine_frames();
     let runs: [(bool, &[&str], u64); 4] = [
         (true, &[], 2048),
         (false, &[], 2048),

@@ -342,8 +342,9 @@ pub struct Privileges {
     /// `RLIMIT_MEMLOCK` hard limit.
     pub memlock_hard: Limit,
     /// Bytes of locked memory one queue's UMEM takes with the engine's
-    /// defaults (16384 frames × 4096 bytes; the rings are not charged to
-    /// the memlock limit).
+    /// defaults, at most (16384 frames × 4096 bytes; 24,576 × 2048 where
+    /// auto takes the smaller frames; the rings are not charged to the
+    /// memlock limit).
     pub umem_default_bytes: u64,
     /// Whether the memlock limit lets one queue register the default UMEM:
     /// `CAP_IPC_LOCK` lifts the limit, otherwise the soft limit must hold
@@ -1015,11 +1016,14 @@ fn limit(v: Option<u64>) -> Limit {
     v.map_or(Limit::Unlimited, Limit::Bytes)
 }
 
-/// Locked bytes of one queue's UMEM with the engine's defaults, at most
-/// (their frames are 2048 or 4096 bytes, as the MTU and layout decide).
+/// Locked bytes of one queue's UMEM with the engine's defaults, at most:
+/// its frames are 2048 or 4096 bytes, as the MTU and layout decide, and
+/// the 4096-byte ones take more (the rings' frames are twice the bytes).
 fn umem_default_bytes() -> u64 {
-    let d = crate::worker::EngineConfig::default();
-    u64::from(d.frames) * crate::frame::FrameSize::F4096.bytes() as u64
+    use crate::frame::FrameSize;
+    let ring = crate::worker::EngineConfig::default().ring;
+    let f = FrameSize::F4096;
+    u64::from(crate::worker::default_frames(ring, f)) * f.bytes() as u64
 }
 
 /// What is missing for XDP + AF_XDP given effective caps and memlock.

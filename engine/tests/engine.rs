@@ -31,7 +31,7 @@ fn config(net: &TestNet, queues: u32) -> EngineConfig {
         bind: BindMode::Copy,
         // The test network turns checksum offload off: verify.
         rx_csum: RxCsumPolicy::Verify,
-        frames: 10240,
+        frames: Some(10240),
         ..EngineConfig::default()
     }
 }

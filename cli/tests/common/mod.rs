@@ -16,8 +16,15 @@ pub const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
 
 /// Engine options of every xtcp end on the test network: copy mode (veth
 /// has no zero-copy), verified checksums (offloads are off), and fewer
-/// UMEM frames than the default.
-pub const ENGINE: [&str; 6] = ["--bind", "copy", "--rx-csum", "verify", "--frames", "10240"];
+/// UMEM frames than the default: the rings' 8,192 and 4,096 for the send
+/// buffers (8 MiB of 2-KiB frames at MTU 1500, 16 MiB of 4-KiB ones).
+pub const ENGINE: [&str; 6] = ["--bind", "copy", "--rx-csum", "verify", "--frames", "12288"];
+
+/// The UMEM frames [`ENGINE`] gives.
+pub fn engine_frames() -> u64 {
+    let at = ENGINE.iter().position(|a| *a == "--frames").unwrap();
+    ENGINE[at + 1].parse().unwrap()
+}
 
 /// A test network with MTU 1500 and `queues` queues per side.
 pub fn testnet(queues: u32) -> TestNet {

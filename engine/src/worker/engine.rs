@@ -154,8 +154,9 @@ pub struct EngineConfig {
     pub wait: WaitStrategy,
     /// UMEM frame size.
     pub frame_size: FrameSizePolicy,
-    /// UMEM frames per queue.
-    pub frames: u32,
+    /// UMEM frames per queue (`None`: [`default_frames`] of the ring and
+    /// the frame size).
+    pub frames: Option<u32>,
     /// RX and TX ring entries (fill and completion rings get twice that).
     pub ring: u32,
     /// RX descriptors per batch (a turn takes batches until the RX ring is
@@ -225,15 +226,15 @@ impl EngineConfig {
         // The rings hold up to 4 × ring frames (fill 2 × ring, RX and TX
         // one each); the send buffers get the rest, at least a ring's worth
         // (with none, every connection sends from two segments).
-        if self.frames < 5 * self.ring {
+        if let Some(f) = self.frames.filter(|&f| f < 5 * self.ring) {
             return Self::bad(format!(
                 "--frames {f} is too few for --ring {r}: the rings hold up to {} (fill 2 × ring, \
                  RX and TX one ring each), and the send buffers need at least a ring's worth \
-                 more: give at least {} (5 × ring), or leave --frames out (4 × ring + \
-                 {SEND_FRAMES})",
+                 more: give at least {} (5 × ring), or leave --frames out (4 × ring and {} MiB \
+                 of frames for the send buffers)",
                 4 * self.ring,
                 5 * self.ring,
-                f = self.frames,
+                SEND_BYTES >> 20,
                 r = self.ring
             ));
         }
@@ -279,13 +280,16 @@ impl EngineConfig {
     }
 }
 
-/// UMEM frames per queue for the send buffers, beyond what the rings hold,
-/// by default (`--frames` left out): 32 MiB of 4 KiB frames, so 16,384
-/// frames in all with the default rings. A fixed count would leave less to
-/// the send buffers the larger the rings: 16,384 frames with 4096-entry
-/// rings left none, and every connection sent from two segments' worth
-/// (`xtcp bench --ring 4096` ran at a quarter of the rate).
-pub const SEND_FRAMES: u32 = 8192;
+/// UMEM per queue for the send buffers, bytes of frames beyond what the
+/// rings hold, by default (`--frames` left out): 8,192 frames of 4 KiB
+/// (16,384 frames in all with the default rings), or 16,384 of 2 KiB. A
+/// fixed count would leave less to the send buffers the larger the rings:
+/// 16,384 frames with 4096-entry rings left none, and every connection
+/// sent from two segments' worth (`xtcp bench --ring 4096` ran at a
+/// quarter of the rate). Bytes rather than frames, so that where a frame
+/// carries a segment of 1,448 bytes either way (the single-descriptor
+/// layout at MTU 1500) the smaller frames hold twice the stream.
+pub const SEND_BYTES: usize = 32 << 20;
 
 /// A connection's send buffer by default, bytes of frames: at most
 /// [`DEFAULT_SEND_BUFFER`], auto-tuned from [`DEFAULT_SEND_INITIAL`]
@@ -296,10 +300,10 @@ pub const DEFAULT_SEND_INITIAL: usize = 256 << 10;
 /// The smallest fixed send buffer: four page-sized frames.
 const MIN_SEND_BUFFER: usize = 16 << 10;
 
-/// The default UMEM frames per queue for `ring`-entry rings: the rings'
-/// 4 × ring and [`SEND_FRAMES`].
-pub fn default_frames(ring: u32) -> u32 {
-    4 * ring + SEND_FRAMES
+/// The default UMEM frames per queue for `ring`-entry rings and frames of
+/// `size`: the rings' 4 × ring and [`SEND_BYTES`] of frames.
+pub fn default_frames(ring: u32, size: FrameSize) -> u32 {
+    4 * ring + (SEND_BYTES / size.bytes()) as u32
 }
 
 impl Default for EngineConfig {
@@ -312,7 +316,7 @@ impl Default for EngineConfig {
             bind: BindMode::Auto,
             wait: WaitStrategy::Adaptive,
             frame_size: FrameSizePolicy::Auto,
-            frames: default_frames(2048),
+            frames: None,
             ring: 2048,
             batch: 64,
             tx_burst: 64,
@@ -1022,6 +1026,9 @@ pub fn run_app(
     };
     let frame_size = frame_size(cfg.frame_size, cfg.tx_layout, zc_segs, ip_hl, mss);
     let fs = frame_size.bytes();
+    let frames = cfg
+        .frames
+        .unwrap_or_else(|| default_frames(cfg.ring, frame_size));
     let rx_capacity = fs - XDP_HEADROOM;
     let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
     let layout = match cfg.tx_layout {
@@ -1159,7 +1166,7 @@ pub fn run_app(
     // connection handed over to another queue's worker takes its send
     // buffer, which is UMEM frames, with it.
     let umem = Arc::new(Umem::new(UmemConfig {
-        frame_count: cfg.frames.saturating_mul(cfg.queues),
+        frame_count: frames.saturating_mul(cfg.queues),
         frame_size,
         headroom: 0,
         hugepages: cfg.hugepages,
@@ -1167,7 +1174,7 @@ pub fn run_app(
     let mut all_frames = umem.take_frames();
     let mut ports = Vec::new();
     for q in 0..cfg.queues {
-        let frames = all_frames.split_off(all_frames.len().saturating_sub(cfg.frames as usize));
+        let frames = all_frames.split_off(all_frames.len().saturating_sub(frames as usize));
         let xsk = Xsk::bind_waiting(&umem, iface, q, &xsk_cfg, RELEASE_WAIT)?;
         steering.register(q, &xsk)?;
         ports.push(XskPort::new(
@@ -1496,7 +1503,7 @@ mod tests {
     fn frames_must_leave_the_send_buffers_a_ring() {
         let cfg = |frames| EngineConfig {
             ring: 4096,
-            frames,
+            frames: Some(frames),
             ..EngineConfig::default()
         };
         let e = cfg(16384).validate().unwrap_err().to_string();
