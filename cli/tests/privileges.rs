@@ -244,8 +244,9 @@ fn a_memlock_limit_below_the_umem_is_named_with_the_way_to_raise_it() {
     for needle in [
         "XDP_UMEM_REG",
         "RLIMIT_MEMLOCK, now 65536 bytes",
-        // The default UMEM: 16384 frames × 4096 bytes.
-        "needs 67108864 bytes",
+        // The default UMEM at MTU 1500: the rings' 8,192 frames and 32
+        // MiB of them for the send buffers, 24,576 × 2048 bytes.
+        "needs 50331648 bytes",
         "ulimit -l",
         "LimitMEMLOCK=",
         "CAP_IPC_LOCK",
