@@ -59,7 +59,8 @@ impl fmt::Debug for FrameAddr {
 pub enum FrameSize {
     /// 2048-byte frames: two per page.
     F2048,
-    /// 4096-byte frames: one page each (the default).
+    /// 4096-byte frames: one page each (the type's default; the engine's
+    /// `--frame-size auto` picks a size per MTU and layout).
     #[default]
     F4096,
 }
