@@ -110,7 +110,7 @@ pub enum FrameSizePolicy {
     /// 2048 bytes where the single-descriptor layout is used and a full
     /// segment with its headers fits such a frame (up to an MTU of about
     /// 1,700 bytes), else 4096; worked out at start, once the MTU and the
-    /// device are known.
+    /// device are known, with the layout.
     #[default]
     Auto,
     /// This size.
@@ -336,38 +336,57 @@ impl Default for EngineConfig {
     }
 }
 
-/// The UMEM frame size of `policy`: auto picks 2048 bytes where the
-/// single-descriptor layout is used (`layout`, and the device's
-/// descriptors per packet in zero-copy mode, `zc_segs`, decide as in
-/// [`run_app`]) and a full segment with its headers fits such a frame less
-/// [`TX_HEADROOM`] — which also fits it received, after the kernel's XDP
-/// headroom, as one descriptor. That is an MSS of 1,698 at most over IPv4
-/// (1,678 over IPv6): MTU 1500 and a little beyond. Every such frame
-/// carries one segment either way, so a 4096-byte frame would leave more
-/// than half of itself unused: with 2048-byte ones the same UMEM, and a
-/// send buffer of the same bytes of frames, holds twice the stream. Else
-/// 4096, a page: the chained layout's payload frames hold the stream
-/// whole, and larger segments take fewer descriptors.
-fn frame_size(
-    policy: FrameSizePolicy,
+/// The transmit layout of `layout` and the UMEM frame size of `frames`,
+/// for segments of up to `mss` bytes behind `ip_hl` bytes of IP header,
+/// where the device takes `zc_segs` descriptors per packet in zero-copy
+/// mode (`None`: copy mode).
+///
+/// The layout: zero-copy, chained (the device reads the payload where it
+/// lies) unless the device takes too few descriptors per packet; copy
+/// mode, single whenever a full segment fits a frame with its headers
+/// (the kernel copies every descriptor into an skb of its own, so one
+/// descriptor per segment is cheaper: one copy, no page fragments to
+/// allocate or, without scatter-gather, to linearise), else chained.
+///
+/// The frame size, auto: 2048 bytes where that layout is single with
+/// 2048-byte frames — a full segment with its headers fits one less
+/// [`TX_HEADROOM`], which also fits it received, after the kernel's XDP
+/// headroom, as one descriptor: an MSS of 1,698 at most over IPv4 (1,678
+/// over IPv6), MTU 1500 and a little beyond. Every frame then carries one
+/// segment either way, so a 4096-byte frame would leave more than half of
+/// itself unused: with 2048-byte ones the same UMEM, and a send buffer of
+/// the same bytes of frames, holds twice the stream. Else 4096, a page:
+/// the chained layout's payload frames hold the stream whole, and larger
+/// segments take fewer descriptors.
+fn layout_and_frames(
     layout: TxLayoutPolicy,
+    frames: FrameSizePolicy,
     zc_segs: Option<u32>,
     ip_hl: usize,
     mss: usize,
-) -> FrameSize {
-    let small = FrameSize::F2048;
-    let single = match layout {
-        TxLayoutPolicy::Chained => false,
-        TxLayoutPolicy::Single => true,
-        TxLayoutPolicy::Auto => zc_segs.is_none_or(|s| s < 3),
+) -> (TxLayout, FrameSize) {
+    let layout_with = |f: FrameSize| match layout {
+        TxLayoutPolicy::Chained => TxLayout::Chained,
+        TxLayoutPolicy::Single => TxLayout::Single,
+        TxLayoutPolicy::Auto => match zc_segs {
+            Some(s) if s < 3 => TxLayout::Single,
+            Some(_) => TxLayout::Chained,
+            None if 14 + ip_hl + 60 + mss <= f.bytes() - TX_HEADROOM => TxLayout::Single,
+            None => TxLayout::Chained,
+        },
     };
-    match policy {
+    let small = FrameSize::F2048;
+    let f = match frames {
         FrameSizePolicy::Fixed(f) => f,
-        FrameSizePolicy::Auto if single && 14 + ip_hl + 60 + mss <= small.bytes() - TX_HEADROOM => {
+        FrameSizePolicy::Auto
+            if layout_with(small) == TxLayout::Single
+                && 14 + ip_hl + 60 + mss <= small.bytes() - TX_HEADROOM =>
+        {
             small
         }
         FrameSizePolicy::Auto => FrameSize::F4096,
-    }
+    };
+    (layout_with(f), f)
 }
 
 /// Packets a veth queue holds in front of its XDP program
@@ -1024,32 +1043,14 @@ pub fn run_app(
     } else {
         zc_max_segs(iface)
     };
-    let frame_size = frame_size(cfg.frame_size, cfg.tx_layout, zc_segs, ip_hl, mss);
+    let (layout, frame_size) =
+        layout_and_frames(cfg.tx_layout, cfg.frame_size, zc_segs, ip_hl, mss);
     let fs = frame_size.bytes();
     let frames = cfg
         .frames
         .unwrap_or_else(|| default_frames(cfg.ring, frame_size));
     let rx_capacity = fs - XDP_HEADROOM;
     let chain = (14 + ip_hl + 20 + mss).div_ceil(rx_capacity);
-    let layout = match cfg.tx_layout {
-        TxLayoutPolicy::Chained => TxLayout::Chained,
-        TxLayoutPolicy::Single => TxLayout::Single,
-        // Zero-copy: chained (the device reads the payload where it lies)
-        // unless the device takes too few descriptors per packet.
-        TxLayoutPolicy::Auto if zc_segs.is_some() => {
-            if zc_segs.is_some_and(|s| s < 3) {
-                TxLayout::Single
-            } else {
-                TxLayout::Chained
-            }
-        }
-        // Copy mode: the kernel copies every descriptor into an skb of its
-        // own; one descriptor per segment is cheaper (one copy, no page
-        // fragments to allocate or, without scatter-gather, to linearise)
-        // whenever a full segment fits a frame with its headers.
-        TxLayoutPolicy::Auto if 14 + ip_hl + 60 + mss <= fs - TX_HEADROOM => TxLayout::Single,
-        TxLayoutPolicy::Auto => TxLayout::Chained,
-    };
     if layout == TxLayout::Chained
         && let Some(segs) = zc_segs
     {
@@ -1437,41 +1438,53 @@ mod tests {
     /// single-descriptor layout and fits one with [`TX_HEADROOM`] in
     /// front: up to an MSS of 1,698 over IPv4 and 1,678 over IPv6, in copy
     /// mode or on a device that takes fewer than three descriptors per
-    /// packet in zero-copy mode; a given size stays.
+    /// packet in zero-copy mode; a given size stays. The layout is single
+    /// in copy mode wherever a full segment fits the frame, and in
+    /// zero-copy mode where the device takes fewer than three descriptors.
     #[test]
     fn auto_frames_are_small_only_for_one_segment_each() {
         use FrameSizePolicy::{Auto, Fixed};
+        use TxLayout::{Chained as C, Single as S};
         use TxLayoutPolicy as L;
         let (small, page) = (FrameSize::F2048, FrameSize::F4096);
         for (layout, zc, ip_hl, mss, want) in [
-            (L::Auto, None, 20, 1460, small),
-            (L::Auto, None, 40, 1440, small),
-            (L::Auto, None, 20, 1698, small),
-            (L::Auto, None, 20, 1699, page),
-            (L::Auto, None, 40, 1678, small),
-            (L::Auto, None, 40, 1679, page),
-            (L::Auto, None, 20, 8960, page),
-            (L::Chained, None, 20, 1460, page),
-            (L::Single, None, 20, 1460, small),
-            (L::Single, Some(8), 20, 1460, small),
-            (L::Auto, Some(1), 20, 1460, small),
-            (L::Auto, Some(2), 20, 1460, small),
-            (L::Auto, Some(3), 20, 1460, page),
-            (L::Auto, Some(1), 20, 3000, page),
+            (L::Auto, None, 20, 1460, (S, small)),
+            (L::Auto, None, 40, 1440, (S, small)),
+            (L::Auto, None, 20, 1698, (S, small)),
+            (L::Auto, None, 20, 1699, (S, page)),
+            (L::Auto, None, 40, 1678, (S, small)),
+            (L::Auto, None, 40, 1679, (S, page)),
+            (L::Auto, None, 20, 3746, (S, page)),
+            (L::Auto, None, 20, 3747, (C, page)),
+            (L::Auto, None, 20, 8960, (C, page)),
+            (L::Chained, None, 20, 1460, (C, page)),
+            (L::Single, None, 20, 1460, (S, small)),
+            (L::Single, Some(8), 20, 1460, (S, small)),
+            (L::Auto, Some(1), 20, 1460, (S, small)),
+            (L::Auto, Some(2), 20, 1460, (S, small)),
+            (L::Auto, Some(3), 20, 1460, (C, page)),
+            (L::Auto, Some(1), 20, 3000, (S, page)),
         ] {
+            let what = format!("{layout:?} {zc:?} {ip_hl} {mss}");
             assert_eq!(
-                frame_size(Auto, layout, zc, ip_hl, mss),
+                layout_and_frames(layout, Auto, zc, ip_hl, mss),
                 want,
-                "{layout:?} {zc:?} {ip_hl} {mss}"
+                "{what}"
             );
-            // The layout the engine then picks is single where auto took
-            // the small frame, and a full segment fits it.
-            if want == small && layout == L::Auto && zc.is_none() {
+            // Where auto took the small frame, a full segment fits it,
+            // sent and received.
+            if want.1 == small && layout == L::Auto && zc.is_none() {
                 assert!(14 + ip_hl + 60 + mss <= small.bytes() - TX_HEADROOM);
                 assert!(14 + ip_hl + 20 + mss <= small.bytes() - XDP_HEADROOM);
             }
             for f in [small, page] {
-                assert_eq!(frame_size(Fixed(f), layout, zc, ip_hl, mss), f);
+                let (l, got) = layout_and_frames(layout, Fixed(f), zc, ip_hl, mss);
+                assert_eq!(got, f, "{what}");
+                // Copy mode's auto layout follows the frame given.
+                if layout == L::Auto && zc.is_none() {
+                    let fits = 14 + ip_hl + 60 + mss <= f.bytes() - TX_HEADROOM;
+                    assert_eq!(l == S, fits, "{what} {f:?}");
+                }
             }
         }
     }
