@@ -17,6 +17,11 @@
  * A duplicate is a clone redirected to the same hook; it carries a mark so
  * that it is not impaired again.
  *
+ * Besides the random drops, one chosen packet can be dropped for sure: the
+ * Nth TCP packet without SYN that the hook sees after userspace set the
+ * rates (it resets the count), so that a test of loss recovery always has a
+ * loss to recover from, however the dice fall.
+ *
  * Decisions are per packet as the hook sees it. On egress the local stack
  * hands over GSO packets (several TCP segments, split after this hook), so
  * there loss and duplication come in bursts of up to gso_segs segments; the
@@ -50,6 +55,7 @@ struct impair_config {
 	__u32 detour_ifindex; /* egress of the detour; 0: none */
 	__u8 detour_mac[6];   /* the MAC of its far end */
 	__u8 pad[2];
+	__u32 drop_nth;   /* the Nth packet without SYN is dropped; 0: none */
 };
 
 enum {
@@ -75,6 +81,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } impair_counters SEC(".maps");
+
+/* How many TCP packets without SYN the hook has seen since userspace last
+ * set the rates (while drop_nth is set): one count for all CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} impair_ordinal SEC(".maps");
 
 /* Per flow (source port << 16 | destination port): the highest sequence
  * number reached (the end of the furthest segment seen). */
@@ -170,6 +185,20 @@ static __always_inline void note_repeat(struct __sk_buff *skb,
 		*highest = end;
 }
 
+/* Counts the packet if it has no SYN, and says whether it is the Nth. */
+static __always_inline int is_nth(struct __sk_buff *skb,
+				  const struct tcp_at *at, __u32 nth)
+{
+	__u32 zero = 0;
+	__u8 flags;
+
+	if (!nth || bpf_skb_load_bytes(skb, at->l4_off + 13, &flags, 1) ||
+	    (flags & 0x02))
+		return 0;
+	__u64 *n = bpf_map_lookup_elem(&impair_ordinal, &zero);
+	return n && __sync_fetch_and_add(n, 1) + 1 == nth;
+}
+
 SEC("classifier")
 int xtcp_impair(struct __sk_buff *skb)
 {
@@ -187,7 +216,9 @@ int xtcp_impair(struct __sk_buff *skb)
 	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
 	bump(CNT_SEEN, segs);
 	note_repeat(skb, &at, segs);
-	if (cfg->drop_ppm && bpf_get_prandom_u32() % PPM < cfg->drop_ppm) {
+	int nth = is_nth(skb, &at, cfg->drop_nth);
+	if (nth ||
+	    (cfg->drop_ppm && bpf_get_prandom_u32() % PPM < cfg->drop_ppm)) {
 		bump(CNT_DROPPED, segs);
 		if (cfg->ingress)
 			return TC_ACT_SHOT;

@@ -134,6 +134,85 @@ fn ingress_loss_drops_about_the_configured_fraction() {
     assert_eq!(c.duplicated, 0);
 }
 
+/// The sequence numbers of the tap's TCP packets to `port`: reads until
+/// `want` have come (bounded by a minute), then until it is quiet for 300 ms.
+fn tap_seqs(mut tap: &Socket, port: u16, want: usize) -> Vec<u32> {
+    let mut seqs = Vec::new();
+    let mut buf = [0u8; 2048];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let quiet = seqs.len() >= want || Instant::now() > deadline;
+        let wait = Duration::from_millis(if quiet { 300 } else { 100 });
+        tap.set_read_timeout(Some(wait)).unwrap();
+        match tap.read(&mut buf) {
+            Ok(len) if len >= 28 => {
+                let ihl = usize::from(buf[0] & 0xf) * 4;
+                let t = &buf[ihl..];
+                if u16::from_be_bytes([t[2], t[3]]) == port {
+                    seqs.push(u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
+                }
+            }
+            Ok(_) => {}
+            Err(_) if quiet => return seqs,
+            Err(_) => {}
+        }
+    }
+}
+
+/// `drop_nth` drops the Nth packet without SYN, and only it, whatever the
+/// rate (here none); setting the rates again counts from there.
+#[test]
+fn the_nth_packet_without_syn_is_dropped_for_sure() {
+    let net = net();
+    let cfg = ImpairConfig {
+        port: Some(PORT),
+        drop_nth: 5,
+        ..ImpairConfig::default()
+    };
+    let mut imp = {
+        let _g = net.b.ns.enter().unwrap();
+        Impairment::attach(&net.b.iface, Hook::Ingress, cfg).unwrap()
+    };
+    let tap = tcp_tap(&net.b);
+    let syn = {
+        let b = etherparse::PacketBuilder::ethernet2(net.a.mac, net.b.mac)
+            .ipv4(net.a.ip4.octets(), net.b.ip4.octets(), 64)
+            .tcp(40000, PORT, 1000, 65535)
+            .syn();
+        let mut out = Vec::with_capacity(b.size(0));
+        b.write(&mut out, &[]).unwrap();
+        out
+    };
+    let send_seqs = |seqs: std::ops::Range<u32>| {
+        let _g = net.a.ns.enter().unwrap();
+        let raw = raw_ip_sender();
+        for seq in seqs {
+            send_ip(
+                &raw,
+                &tcp_frame(&net.a, &net.b, 40000, PORT, seq, b"nth"),
+                net.b.ip4,
+            );
+        }
+    };
+    {
+        let _g = net.a.ns.enter().unwrap();
+        send_ip(&raw_ip_sender(), &syn, net.b.ip4);
+    }
+    send_seqs(0..10);
+    let c = wait_seen(&imp, 11);
+    assert_eq!((c.seen, c.dropped), (11, 1), "{c:?}");
+    // The SYN passed and was not counted: the fifth of the others went.
+    let mut want = vec![1000];
+    want.extend((0..10).filter(|&s| s != 4));
+    assert_eq!(tap_seqs(&tap, PORT, want.len()), want);
+    imp.set(cfg).unwrap();
+    send_seqs(100..110);
+    let c = wait_seen(&imp, 21);
+    assert_eq!((c.seen, c.dropped), (21, 2), "{c:?}");
+    let want: Vec<u32> = (100..110).filter(|&s| s != 104).collect();
+    assert_eq!(tap_seqs(&tap, PORT, want.len()), want);
+}
+
 #[test]
 fn duplication_and_port_filter() {
     let net = net();

@@ -31,13 +31,14 @@ fn pattern(o: usize) -> u8 {
 
 fn transfer(mtu: u32, v6: bool, loss_percent: f64, clip: bool, layout: TxLayout) {
     let net = testnet(mtu, 1);
-    // Random loss on the kernel's side, both directions (no netem here).
+    // Random loss on the kernel's side, both directions (no netem here),
+    // and one packet each way for sure (`ImpairConfig::loss`).
     let impair = (loss_percent > 0.0).then(|| {
         let _g = net.b.ns.enter().unwrap();
         let cfg = ImpairConfig::loss(loss_percent);
         // At 64 KiB MTU the kernel's side sends a few hundred packets in
         // all (GSO packets of several segments over IPv6): 4 × the loss
-        // there, so that some are dropped.
+        // there, so that more than the one sure drop is recovered.
         let back = ImpairConfig::loss(if mtu > 9000 {
             4.0 * loss_percent
         } else {

@@ -1,8 +1,9 @@
 //! Path impairment for tests: a tc (TCX) program on the kernel peer's side
 //! of a test network that drops, duplicates and (sending them by a slower
-//! detour) reorders TCP packets at random and counts what it did (this
-//! kernel has no netem), and the retransmissions that pass it. Attached through a BPF link, so it goes away with the
-//! process.
+//! detour) reorders TCP packets at random, or drops one chosen packet for
+//! sure, and counts what it did (this kernel has no netem), and the
+//! retransmissions that pass it. Attached through a BPF link, so it goes
+//! away with the process.
 
 use aya::Ebpf;
 use aya::maps::{Array, MapData, PerCpuArray};
@@ -26,6 +27,10 @@ pub enum Hook {
 /// which are dropped or duplicated whole (set the device's `gso_max_segs`
 /// to 1 for per-segment decisions). Only packets that were not dropped can
 /// be duplicated, so the duplicate rate is `(1 - drop) × dup`.
+///
+/// Besides those at random, [`ImpairConfig::drop_nth`] drops one chosen
+/// packet for sure, so that a test of loss recovery always has a loss to
+/// recover from: a rate alone can drop none of a few dozen GSO packets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ImpairConfig {
     /// Dropped.
@@ -41,7 +46,16 @@ pub struct ImpairConfig {
     pub detour_ppm: u32,
     /// Where they go; `None`: nowhere (no reordering).
     pub detour: Option<Detour>,
+    /// The Nth TCP packet without SYN that the hook sees (counted from 1,
+    /// over all flows that match `port`, since the rates were last set) is
+    /// dropped whatever the rate; 0: none.
+    pub drop_nth: u32,
 }
+
+/// The packet that [`ImpairConfig::loss`] drops for sure: late enough to
+/// be past the handshake and the first round trips, early enough that every
+/// lossy test's transfer has it, each way.
+pub const LOSS_NTH: u32 = 32;
 
 /// An interface of the impaired host whose egress delivers back into it
 /// (one end of a veth pair whose other end is in the same namespace),
@@ -57,10 +71,13 @@ pub struct Detour {
 }
 
 impl ImpairConfig {
-    /// Drops `percent` % of the TCP packets.
+    /// Drops `percent` % of the TCP packets at random and, if `percent` is
+    /// above 0, the [`LOSS_NTH`]th packet without SYN for sure.
     pub fn loss(percent: f64) -> ImpairConfig {
+        let drop_ppm = (percent * 10_000.0).round() as u32;
         ImpairConfig {
-            drop_ppm: (percent * 10_000.0).round() as u32,
+            drop_ppm,
+            drop_nth: if drop_ppm > 0 { LOSS_NTH } else { 0 },
             ..ImpairConfig::default()
         }
     }
@@ -87,10 +104,11 @@ pub struct ImpairCounters {
 
 /// The impairment program attached to one interface and hook.
 pub struct Impairment {
-    config: Array<MapData, [u32; 8]>,
+    config: Array<MapData, [u32; 9]>,
+    ordinal: Array<MapData, u64>,
     counters: PerCpuArray<MapData, u64>,
     hook: Hook,
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
 }
 
 impl std::fmt::Debug for Impairment {
@@ -112,7 +130,7 @@ impl Impairment {
             source: e,
         };
         let mut ebpf = Ebpf::load(xtcp_ebpf::IMPAIR).map_err(|e| load_err(Box::new(e)))?;
-        let mut config: Array<MapData, [u32; 8]> = Array::try_from(
+        let config: Array<MapData, [u32; 9]> = Array::try_from(
             ebpf.take_map("impair_cfg")
                 .ok_or_else(|| load_err("map impair_cfg missing".into()))?,
         )
@@ -128,13 +146,24 @@ impl Impairment {
             map: "impair_counters",
             source,
         })?;
-        config
-            .set(0, encode(cfg, hook), 0)
-            .map_err(|source| XdpError::Map {
-                map: "impair_cfg",
-                source,
-            })?;
-        let prog: &mut SchedClassifier = ebpf
+        let ordinal = Array::try_from(
+            ebpf.take_map("impair_ordinal")
+                .ok_or_else(|| load_err("map impair_ordinal missing".into()))?,
+        )
+        .map_err(|source| XdpError::Map {
+            map: "impair_ordinal",
+            source,
+        })?;
+        let mut imp = Impairment {
+            config,
+            ordinal,
+            counters,
+            hook,
+            ebpf,
+        };
+        imp.set(cfg)?;
+        let prog: &mut SchedClassifier = imp
+            .ebpf
             .program_mut(xtcp_ebpf::IMPAIR_PROGRAM)
             .ok_or_else(|| load_err("program xtcp_impair missing".into()))?
             .try_into()
@@ -154,22 +183,22 @@ impl Impairment {
                 ),
                 source: Box::new(source),
             })?;
-        Ok(Impairment {
-            config,
-            counters,
-            hook,
-            _ebpf: ebpf,
-        })
+        Ok(imp)
     }
 
-    /// Changes the rates.
+    /// Changes the rates, and counts towards [`ImpairConfig::drop_nth`]
+    /// from here.
     pub fn set(&mut self, cfg: ImpairConfig) -> Result<(), XdpError> {
         self.config
             .set(0, encode(cfg, self.hook), 0)
             .map_err(|source| XdpError::Map {
                 map: "impair_cfg",
                 source,
-            })
+            })?;
+        self.ordinal.set(0, 0, 0).map_err(|source| XdpError::Map {
+            map: "impair_ordinal",
+            source,
+        })
     }
 
     /// Reads the counters.
@@ -193,7 +222,7 @@ impl Impairment {
 }
 
 /// The program's `struct impair_config`, as the words of its map value.
-fn encode(cfg: ImpairConfig, hook: Hook) -> [u32; 8] {
+fn encode(cfg: ImpairConfig, hook: Hook) -> [u32; 9] {
     let (ifindex, mac) = cfg.detour.map_or((0, [0; 6]), |d| (d.ifindex, d.mac));
     [
         cfg.drop_ppm.min(1_000_000),
@@ -204,5 +233,6 @@ fn encode(cfg: ImpairConfig, hook: Hook) -> [u32; 8] {
         ifindex,
         u32::from_ne_bytes([mac[0], mac[1], mac[2], mac[3]]),
         u32::from_ne_bytes([mac[4], mac[5], 0, 0]),
+        cfg.drop_nth,
     ]
 }
