@@ -205,7 +205,6 @@ pub struct Connection<M = HeapFrames> {
     /// Right edge of the window we advertised (receive offset).
     rcv_adv: u64,
     unacked_bytes: usize,
-    largest_seg: usize,
     last_ack_sent: u64,
     /// Highest offset retransmitted in this recovery (RFC 6675 HighRxt).
     high_rxt: u64,
@@ -219,6 +218,11 @@ pub struct Connection<M = HeapFrames> {
     snd_wl1: SeqNumber,
     snd_wl2: SeqNumber,
     ts_recent: u32,
+    /// When TS.Recent was last set, seconds since the epoch (RFC 7323
+    /// §5.5's 24 days count from it; Linux's `ts_recent_stamp`).
+    ts_recent_at: u32,
+    /// The largest payload received, bytes.
+    largest_seg: u32,
     retries: u32,
     dupacks: u32,
     max_flight: u32,
@@ -452,6 +456,11 @@ fn rcv_nxt_off(nxt: u64, d: i64) -> u64 {
 /// [`Connection`]'s `ooo_fin` when no FIN waits beyond a hole.
 const NO_FIN: u64 = u64::MAX;
 
+/// How long TS.Recent holds for PAWS without being set again (RFC 7323
+/// §5.5; Linux's `TCP_PAWS_24DAYS`): less than the 24.8 days in which a
+/// clock of a millisecond a tick moves half the 32-bit timestamp space.
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
 fn key(off: u64) -> SeqNumber {
     SeqNumber(off as u32)
 }
@@ -520,7 +529,7 @@ impl<M: SendMemory> Connection<M> {
         // The SYN it was made from is its first segment received (as Linux
         // counts a passive socket's `tcpi_segs_in`).
         c.stats.segments_received = 1;
-        c.take_syn(syn);
+        c.take_syn(now, syn);
         c.snd_wnd = syn.window as usize;
         c.max_snd_wnd = c.snd_wnd;
         c.snd_wl1 = syn.seq;
@@ -609,6 +618,7 @@ impl<M: SendMemory> Connection<M> {
             sack_ok: false,
             ts_ok: false,
             ts_recent: 0,
+            ts_recent_at: 0,
             last_ack_sent: 0,
             timers: {
                 let mut t = Timers::NONE;
@@ -1388,7 +1398,7 @@ impl<M: SendMemory> Connection<M> {
         if !f.contains(TcpFlags::SYN) {
             return;
         }
-        self.take_syn(seg);
+        self.take_syn(now, seg);
         // The peer answered: the connect timeout is over.
         self.disarm(Timer::Connect);
         if f.contains(TcpFlags::ACK) {
@@ -1419,7 +1429,7 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// Records the peer's SYN and negotiates options.
-    fn take_syn(&mut self, seg: &TcpRepr) {
+    fn take_syn(&mut self, now: Instant, seg: &TcpRepr) {
         self.irs = seg.seq;
         let o = &seg.options;
         if self.cfg.window_scaling
@@ -1436,7 +1446,7 @@ impl<M: SendMemory> Connection<M> {
         self.sack_ok = self.cfg.sack && o.sack_permitted;
         self.ts_ok = self.cfg.timestamps && o.timestamp.is_some();
         if let Some(ts) = o.timestamp {
-            self.ts_recent = ts.tsval;
+            self.set_ts_recent(now, ts.tsval);
         }
         // RFC 9293 §3.7.1: 536 when the option is absent.
         let peer_mss = o.mss.unwrap_or(536) as usize;
@@ -1529,7 +1539,7 @@ impl<M: SendMemory> Connection<M> {
         if self.ts_ok
             && !f.contains(TcpFlags::RST)
             && let Some(ts) = seg.options.timestamp
-            && self.paws_rejects(seg, ts.tsval, payload_len, rcv_nxt)
+            && self.paws_rejects(now, seg, ts.tsval, payload_len, rcv_nxt)
         {
             if f.contains(TcpFlags::SYN) {
                 // RFC 5961 §4.2: a SYN is challenged whatever its numbers
@@ -1612,12 +1622,14 @@ impl<M: SendMemory> Connection<M> {
             && let Some(ts) = seg.options.timestamp
         {
             let seg_off = self.recv.nxt() as i64 + d;
-            // As Linux: TS.Recent of zero is replaced by any (see
-            // `paws_rejects`).
-            if ((ts.tsval.wrapping_sub(self.ts_recent) as i32) >= 0 || self.ts_recent == 0)
+            // As Linux: TS.Recent of zero, or one unset for 24 days, is
+            // replaced by any (see `paws_rejects`).
+            if ((ts.tsval.wrapping_sub(self.ts_recent) as i32) >= 0
+                || self.ts_recent == 0
+                || self.ts_recent_expired(now))
                 && seg_off <= self.last_ack_sent as i64
             {
-                self.ts_recent = ts.tsval;
+                self.set_ts_recent(now, ts.tsval);
             }
         }
         if self.state == State::SynReceived {
@@ -1663,19 +1675,24 @@ impl<M: SendMemory> Connection<M> {
     /// - any while TS.Recent is zero: some stacks send their SYN with
     ///   TSval 0 and count from elsewhere after it, where every later
     ///   TSval could look older than zero;
+    /// - any once TS.Recent was set 24 days ago or more (RFC 7323 §5.5):
+    ///   after an idle time that long, a peer's clock ticking every
+    ///   millisecond has moved half the timestamp space on, and its TSvals
+    ///   look older than the last it sent;
     /// - a pure duplicate ACK that changes nothing and is at most an RTO's
     ///   worth of ticks older, taking ticks as short as 1/1200 s
     ///   (`tcp_disordered_ack`): ACKs that the path reordered, whose SACK
     ///   blocks a recovery needs.
     fn paws_rejects(
         &self,
+        now: Instant,
         seg: &TcpRepr,
         tsval: u32,
         payload_len: usize,
         rcv_nxt: SeqNumber,
     ) -> bool {
         let behind = self.ts_recent.wrapping_sub(tsval) as i32;
-        if behind <= 1 || self.ts_recent == 0 {
+        if behind <= 1 || self.ts_recent == 0 || self.ts_recent_expired(now) {
             return false;
         }
         let window = (seg.window as usize) << self.snd_wscale;
@@ -2004,7 +2021,9 @@ impl<M: SendMemory> Connection<M> {
         let off = rcv_nxt_off(self.recv.nxt(), d);
         let edge = self.rcv_adv.max(self.window_edge());
         if payload_len > 0 {
-            self.largest_seg = self.largest_seg.max(payload_len);
+            self.largest_seg = self
+                .largest_seg
+                .max(u32::try_from(payload_len).unwrap_or(u32::MAX));
             // A part that arrived before (below RCV.NXT, or within a block
             // held out of order) is the duplicate the next ACK reports.
             // (An in-order segment, the common case, looks up nothing.)
@@ -2051,13 +2070,15 @@ impl<M: SendMemory> Connection<M> {
                     // Filled (part of) a hole: tell the sender at once.
                     self.ack_now = true;
                 }
-                if self.unacked_bytes >= 2 * self.largest_seg {
+                if self.unacked_bytes >= 2 * self.largest_seg as usize {
                     self.ack_now = true;
                 }
                 // What remains of the window we offered holds no full segment:
                 // the sender is stalled until it hears from us, so a delayed
                 // ACK would only idle the connection.
-                if (self.rcv_adv.saturating_sub(self.recv.nxt()) as usize) < self.largest_seg {
+                if (self.rcv_adv.saturating_sub(self.recv.nxt()) as usize)
+                    < self.largest_seg as usize
+                {
                     self.stats.window_full += 1;
                     self.ack_now = true;
                 }
@@ -3046,6 +3067,22 @@ impl<M: SendMemory> Connection<M> {
     fn count_out(&mut self, repr: TcpRepr, offset: u64, len: usize) -> Segment {
         self.stats.segments_sent += 1;
         Segment::single(repr, offset, len)
+    }
+
+    fn set_ts_recent(&mut self, now: Instant, tsval: u32) {
+        self.ts_recent = tsval;
+        self.ts_recent_at = self.seconds(now);
+    }
+
+    /// TS.Recent was set [`PAWS_IDLE`] ago or more: PAWS no longer holds
+    /// it against a segment (RFC 7323 §5.5).
+    fn ts_recent_expired(&self, now: Instant) -> bool {
+        u64::from(self.seconds(now).saturating_sub(self.ts_recent_at)) >= PAWS_IDLE.as_secs()
+    }
+
+    /// `now` in whole seconds since the epoch (136 years fit).
+    fn seconds(&self, now: Instant) -> u32 {
+        u32::try_from(self.since_epoch(now) / 1_000_000_000).unwrap_or(u32::MAX)
     }
 
     fn ts_now(&self, now: Instant) -> u32 {

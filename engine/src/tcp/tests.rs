@@ -645,6 +645,54 @@ fn paws_takes_a_tick_older_and_any_tsval_after_a_syn_with_zero() {
     assert_eq!((c.readable(), c.stats().paws_drops), (4, 1));
 }
 
+/// After 24 days with TS.Recent unset (RFC 7323 §5.5), PAWS holds it
+/// against nothing: a peer whose millisecond clock has moved on more than
+/// half the timestamp space while the connection was idle (25 days) sends
+/// TSvals that look older than the last. They are taken, and TS.Recent is
+/// theirs from then on; before 24 days such a TSval is rejected.
+#[test]
+fn paws_lets_go_of_ts_recent_after_24_days() {
+    let day = 24 * 3600 * 1000;
+    let data = |iss: SeqNumber, off: usize, tsval: u32| {
+        let mut d = seg(
+            TcpFlags::ACK | TcpFlags::PSH,
+            PEER_ISS + 1 + off,
+            iss + 1,
+            1000,
+        );
+        d.options.timestamp = Some(TcpTimestamp { tsval, tsecr: 0 });
+        d
+    };
+    let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
+    c.handle_segment(ms(20), &data(iss, 0, 2000), b"abcd");
+    assert_eq!((c.readable(), c.stats().paws_drops), (4, 0));
+    // Its ACK goes: TS.Recent is taken from segments up to what it acked.
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    assert_eq!(out(&mut c, t).len(), 1);
+    // The peer's clock 25 days on: older than 2000, by the sign of the gap.
+    let later = 2000u32.wrapping_add((25 * day) as u32);
+    assert!((2000u32.wrapping_sub(later) as i32) > 1);
+    c.handle_segment(ms(20 + 23 * day), &data(iss, 4, later), b"efgh");
+    assert_eq!((c.readable(), c.stats().paws_drops), (4, 1));
+    let at = ms(20 + 25 * day);
+    c.handle_segment(at, &data(iss, 4, later), b"efgh");
+    assert_eq!((c.readable(), c.stats().paws_drops), (8, 1));
+    let mut a = out(&mut c, at);
+    if a.is_empty() {
+        let t = c.poll_timeout().unwrap();
+        c.handle_timeout(t);
+        a = out(&mut c, t);
+    }
+    assert_eq!(
+        a.last().unwrap().repr.options.timestamp.unwrap().tsecr,
+        later
+    );
+    // PAWS holds the new TS.Recent: a second older is rejected.
+    c.handle_segment(at, &data(iss, 8, later - 1000), b"ijkl");
+    assert_eq!((c.readable(), c.stats().paws_drops), (8, 2));
+}
+
 /// Duplicate ACKs of a recovery, reordered on the way: the one sent
 /// first arrives last, with an older TSval. It is taken, its SACK block
 /// counted, as Linux's `tcp_disordered_ack` takes it; one that would move
