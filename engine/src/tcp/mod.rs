@@ -164,7 +164,7 @@
 //!
 //! RTTM on every ACK (RTT comes from one timed segment per round trip; timestamp
 //! echoes are used only after a retransmission, where Karn's rule leaves no
-//! timed segment), the PAWS 24-day idle rule, RACK's time-based loss
+//! timed segment), RACK's time-based loss
 //! detection (TLP and a lost retransmission's detection are above; the
 //! reordering allowance counts segments, not time), F-RTO and the undo of
 //! an RTO, more than one recovery's undo at a time (a D-SACK that comes
