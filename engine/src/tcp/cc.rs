@@ -10,8 +10,27 @@
 //! `undo` (at most once after an `on_congestion_event`, never after an
 //! `on_rto`) when the connection finds that recovery needless. Windows are
 //! in bytes.
+//!
+//! Both controllers leave their initial slow start by HyStart++ (RFC 9406,
+//! [`HyStart`]) where the RTT grows before a loss ends it.
 
 use std::time::{Duration, Instant};
+
+/// An ACK that advanced SND.UNA, as a controller sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ack {
+    /// Bytes it newly acknowledged.
+    pub acked: usize,
+    /// The smoothed RTT, if known.
+    pub srtt: Option<Duration>,
+    /// The RTT this ACK measured, if it measured one (its timestamp echo:
+    /// HyStart++ takes a sample from every ACK, in 1-ms ticks).
+    pub rtt_sample: Option<Duration>,
+    /// SND.UNA after it, a send offset.
+    pub una: u64,
+    /// The highest offset sent (SND.NXT, or SND.MAX after going back).
+    pub sent: u64,
+}
 
 /// A congestion controller.
 pub trait CongestionControl: Send + std::fmt::Debug {
@@ -19,9 +38,8 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     fn window(&self) -> usize;
     /// The slow-start threshold, bytes.
     fn ssthresh(&self) -> usize;
-    /// `acked` new bytes were acknowledged (not in recovery). `rtt` is the
-    /// smoothed RTT if known.
-    fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>);
+    /// An ACK acknowledged new bytes (not in recovery).
+    fn on_ack(&mut self, now: Instant, ack: &Ack);
     /// Loss detected by duplicate ACKs / SACK: a recovery starts with
     /// `in_flight` bytes outstanding.
     fn on_congestion_event(&mut self, now: Instant, in_flight: usize);
@@ -73,12 +91,142 @@ impl CongestionAlgorithm {
         }
     }
 
-    /// A controller of this kind.
-    pub fn build(self, mss: usize, initial_segments: usize) -> Box<dyn CongestionControl> {
+    /// A controller of this kind; `hystart`: its initial slow start ends
+    /// by HyStart++ too ([`HyStart`]).
+    pub fn build(
+        self,
+        mss: usize,
+        initial_segments: usize,
+        hystart: bool,
+    ) -> Box<dyn CongestionControl> {
+        let h = HyStart::new(hystart);
         match self {
-            CongestionAlgorithm::NewReno => Box::new(NewReno::new(mss, initial_segments)),
-            CongestionAlgorithm::Cubic => Box::new(Cubic::new(mss, initial_segments)),
+            CongestionAlgorithm::NewReno => Box::new(NewReno {
+                hystart: h,
+                ..NewReno::new(mss, initial_segments)
+            }),
+            CongestionAlgorithm::Cubic => Box::new(Cubic {
+                hystart: h,
+                ..Cubic::new(mss, initial_segments)
+            }),
         }
+    }
+}
+
+/// RFC 9406's constants: the RTT increase that ends slow start is an
+/// eighth of the last round's least RTT, within 4..16 ms, judged once a
+/// round has 8 samples; Conservative Slow Start grows a quarter as fast,
+/// for at most 5 rounds.
+const MIN_RTT_THRESH: u64 = 4_000_000;
+const MAX_RTT_THRESH: u64 = 16_000_000;
+const MIN_RTT_DIVISOR: u64 = 8;
+const N_RTT_SAMPLE: u32 = 8;
+const CSS_GROWTH_DIVISOR: usize = 4;
+const CSS_ROUNDS: u32 = 5;
+/// No RTT, no round, not in CSS.
+const NONE: u64 = u64::MAX;
+
+/// HyStart++ (RFC 9406): slow start that ends before the loss that would
+/// end it. Each round (a window of data, from one ACK of SND.NXT to the
+/// next) keeps the least RTT its ACKs measured; once a round has 8 samples
+/// and its least RTT is above the last round's by the threshold (the
+/// bottleneck's queue has begun to fill), the window grows a quarter as
+/// fast (Conservative Slow Start, CSS). If the RTT falls back below where
+/// CSS began, that was jitter and slow start resumes; after 5 rounds of
+/// CSS, congestion avoidance begins (`ssthresh` = the window). Without it
+/// a slow start doubles the window until the queue overflows, and the last
+/// round loses as much as the path holds.
+///
+/// For the initial slow start only (the RFC's recommendation): a loss or an
+/// RTO turns it off, and the slow starts after an RTO climb to the
+/// `ssthresh` the loss set. Unlike the RFC's unpaced sender, growth is
+/// not limited to 8 segments an ACK (L), as in the plain slow start. RTT
+/// samples come from timestamp echoes: a connection without timestamps
+/// has none and keeps the plain slow start.
+#[derive(Debug, Clone, Copy)]
+pub struct HyStart {
+    on: bool,
+    /// Where the current round ends: SND.NXT when it began.
+    window_end: u64,
+    /// Least RTT of the last round and of this one, ns.
+    last_round_min: u64,
+    round_min: u64,
+    /// RTT samples in this round.
+    samples: u32,
+    /// In CSS: the least RTT of the round that began it, ns.
+    css_baseline: u64,
+    /// Rounds begun in CSS.
+    css_rounds: u32,
+}
+
+impl HyStart {
+    /// On, or off: slow start as before HyStart++.
+    pub fn new(on: bool) -> HyStart {
+        HyStart {
+            on,
+            window_end: NONE,
+            last_round_min: NONE,
+            round_min: NONE,
+            samples: 0,
+            css_baseline: NONE,
+            css_rounds: 0,
+        }
+    }
+
+    /// In Conservative Slow Start.
+    pub fn in_css(&self) -> bool {
+        self.on && self.css_baseline != NONE
+    }
+
+    /// An ACK in slow start: the bytes the window grows by, and whether
+    /// slow start ends with it (the window then is the new `ssthresh`).
+    fn on_ack(&mut self, ack: &Ack) -> (usize, bool) {
+        if !self.on {
+            return (ack.acked, false);
+        }
+        if self.window_end == NONE || ack.una >= self.window_end {
+            // A new round.
+            self.window_end = ack.sent;
+            self.last_round_min = self.round_min;
+            self.round_min = NONE;
+            self.samples = 0;
+            if self.css_baseline != NONE {
+                self.css_rounds += 1;
+                if self.css_rounds >= CSS_ROUNDS {
+                    self.on = false;
+                    return (ack.acked / CSS_GROWTH_DIVISOR, true);
+                }
+            }
+        }
+        if let Some(rtt) = ack.rtt_sample {
+            let ns = u64::try_from(rtt.as_nanos()).unwrap_or(NONE - 1);
+            self.round_min = self.round_min.min(ns);
+            self.samples += 1;
+        }
+        let judged = self.samples >= N_RTT_SAMPLE && self.round_min != NONE;
+        if self.css_baseline != NONE {
+            if judged && self.round_min < self.css_baseline {
+                // The RTT came down again: jitter, not a queue.
+                self.css_baseline = NONE;
+                return (ack.acked, false);
+            }
+            return (ack.acked / CSS_GROWTH_DIVISOR, false);
+        }
+        if judged && self.last_round_min != NONE {
+            let thresh =
+                (self.last_round_min / MIN_RTT_DIVISOR).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH);
+            if self.round_min >= self.last_round_min.saturating_add(thresh) {
+                self.css_baseline = self.round_min;
+                self.css_rounds = 0;
+                return (ack.acked / CSS_GROWTH_DIVISOR, false);
+            }
+        }
+        (ack.acked, false)
+    }
+
+    /// A loss or an RTO: the initial slow start is over.
+    fn end(&mut self) {
+        self.on = false;
     }
 }
 
@@ -94,10 +242,12 @@ pub struct NewReno {
     acked_acc: usize,
     /// (cwnd, ssthresh) before the last congestion event, for `undo`.
     prior: Option<(usize, usize)>,
+    hystart: HyStart,
 }
 
 impl NewReno {
-    /// A controller with an initial window of `initial_segments` × `mss`.
+    /// A controller with an initial window of `initial_segments` × `mss`,
+    /// HyStart++ on.
     pub fn new(mss: usize, initial_segments: usize) -> NewReno {
         NewReno {
             mss,
@@ -106,6 +256,7 @@ impl NewReno {
             ssthresh: usize::MAX,
             acked_acc: 0,
             prior: None,
+            hystart: HyStart::new(true),
         }
     }
 }
@@ -117,11 +268,15 @@ impl CongestionControl for NewReno {
     fn ssthresh(&self) -> usize {
         self.ssthresh
     }
-    fn on_ack(&mut self, _now: Instant, acked: usize, _rtt: Option<Duration>) {
+    fn on_ack(&mut self, _now: Instant, ack: &Ack) {
         if self.cwnd < self.ssthresh {
-            self.cwnd = slow_start(self.cwnd, self.ssthresh, acked);
+            let (grow, exit) = self.hystart.on_ack(ack);
+            self.cwnd = slow_start(self.cwnd, self.ssthresh, grow);
+            if exit {
+                self.ssthresh = self.cwnd;
+            }
         } else {
-            self.acked_acc += acked;
+            self.acked_acc += ack.acked;
             if self.acked_acc >= self.cwnd {
                 self.acked_acc -= self.cwnd;
                 self.cwnd += self.mss;
@@ -129,6 +284,7 @@ impl CongestionControl for NewReno {
         }
     }
     fn on_congestion_event(&mut self, _now: Instant, in_flight: usize) {
+        self.hystart.end();
         self.prior = Some((self.cwnd, self.ssthresh));
         self.ssthresh = (in_flight / 2).max(2 * self.mss);
         self.cwnd = self.ssthresh;
@@ -144,6 +300,7 @@ impl CongestionControl for NewReno {
         }
     }
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        self.hystart.end();
         self.prior = None;
         self.ssthresh = (in_flight / 2).max(2 * self.mss);
         self.cwnd = self.mss;
@@ -176,6 +333,7 @@ pub struct Cubic {
     s: CubicState,
     /// The state before the last congestion event, for `undo`.
     prior: Option<CubicState>,
+    hystart: HyStart,
 }
 
 /// What a congestion event changes in [`Cubic`]: its window and curve.
@@ -201,7 +359,8 @@ const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
 
 impl Cubic {
-    /// A controller with an initial window of `initial_segments` × `mss`.
+    /// A controller with an initial window of `initial_segments` × `mss`,
+    /// HyStart++ on.
     pub fn new(mss: usize, initial_segments: usize) -> Cubic {
         Cubic {
             mss,
@@ -217,6 +376,7 @@ impl Cubic {
                 cwnd_epoch: 0.0,
             },
             prior: None,
+            hystart: HyStart::new(true),
         }
     }
 
@@ -248,11 +408,16 @@ impl CongestionControl for Cubic {
     fn ssthresh(&self) -> usize {
         self.s.ssthresh
     }
-    fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>) {
+    fn on_ack(&mut self, now: Instant, ack: &Ack) {
         if self.s.cwnd < self.s.ssthresh {
-            self.s.cwnd = slow_start(self.s.cwnd, self.s.ssthresh, acked);
+            let (grow, exit) = self.hystart.on_ack(ack);
+            self.s.cwnd = slow_start(self.s.cwnd, self.s.ssthresh, grow);
+            if exit {
+                self.s.ssthresh = self.s.cwnd;
+            }
             return;
         }
+        let (acked, rtt) = (ack.acked, ack.srtt);
         let mss = self.mss as f64;
         let epoch = match self.s.epoch {
             Some(e) => e,
@@ -288,6 +453,7 @@ impl CongestionControl for Cubic {
         self.s.cwnd = ((next * mss) as usize).max(self.s.cwnd);
     }
     fn on_congestion_event(&mut self, _now: Instant, in_flight: usize) {
+        self.hystart.end();
         self.prior = Some(self.s);
         self.reduce(in_flight);
         self.s.cwnd = self.s.ssthresh;
@@ -302,6 +468,7 @@ impl CongestionControl for Cubic {
         }
     }
     fn on_rto(&mut self, _now: Instant, in_flight: usize) {
+        self.hystart.end();
         self.prior = None;
         self.reduce(in_flight);
         self.s.cwnd = self.mss;
@@ -319,18 +486,27 @@ impl CongestionControl for Cubic {
 mod tests {
     use super::*;
 
+    /// An ACK of `acked` bytes with smoothed RTT `srtt` and no sample.
+    fn ack(acked: usize, srtt: Option<Duration>) -> Ack {
+        Ack {
+            acked,
+            srtt,
+            ..Ack::default()
+        }
+    }
+
     #[test]
     fn newreno_slow_start_avoidance_and_loss() {
         let now = Instant::now();
         let mut c = NewReno::new(1000, 10);
         assert_eq!(c.window(), 10_000);
-        c.on_ack(now, 1000, None);
+        c.on_ack(now, &ack(1000, None));
         assert_eq!(c.window(), 11_000);
         c.on_congestion_event(now, 20_000);
         assert_eq!((c.window(), c.ssthresh()), (10_000, 10_000));
         // Congestion avoidance: one MSS per window of ACKed bytes.
         for _ in 0..10 {
-            c.on_ack(now, 1000, None);
+            c.on_ack(now, &ack(1000, None));
         }
         assert_eq!(c.window(), 11_000);
         c.on_rto(now, 11_000);
@@ -348,14 +524,14 @@ mod tests {
             Box::new(Cubic::new(1000, 10)),
         ];
         for c in &mut ccs {
-            c.on_ack(now, 18_000, None);
+            c.on_ack(now, &ack(18_000, None));
             assert_eq!(c.window(), 28_000, "{}", c.name());
             c.on_congestion_event(now, 100_000);
             c.on_rto(now, 100_000);
             // From one segment up to the ssthresh the loss set.
             let ss = c.ssthresh();
             for _ in 0..20 {
-                c.on_ack(now, 18_000, None);
+                c.on_ack(now, &ack(18_000, None));
             }
             assert!(c.window() >= ss, "{}", c.name());
             assert!(c.window() <= ss + 18_000, "{}: {}", c.name(), c.window());
@@ -374,10 +550,10 @@ mod tests {
             Box::new(Cubic::new(1000, 10)),
         ];
         for c in &mut ccs {
-            c.on_ack(t0, 40_000, rtt);
+            c.on_ack(t0, &ack(40_000, rtt));
             c.on_congestion_event(t0, 50_000);
             c.on_recovery_end(t0);
-            c.on_ack(t0, 20_000, rtt);
+            c.on_ack(t0, &ack(20_000, rtt));
             let (w, ss) = (c.window(), c.ssthresh());
             c.on_congestion_event(t0, c.window());
             assert!(c.window() < w, "{}", c.name());
@@ -396,13 +572,96 @@ mod tests {
         }
     }
 
+    /// Round `r` of a slow start: ten ACKs of 1,000 bytes, each with an
+    /// RTT sample of `rtt_ms`; what each grew the window by.
+    fn round(c: &mut NewReno, r: u64, rtt_ms: u64) -> Vec<usize> {
+        let now = Instant::now();
+        (0..10)
+            .map(|i| {
+                let before = c.window();
+                c.on_ack(
+                    now,
+                    &Ack {
+                        acked: 1000,
+                        srtt: Some(Duration::from_millis(20)),
+                        rtt_sample: Some(Duration::from_millis(rtt_ms)),
+                        una: r * 100_000 + (i + 1) * 1000,
+                        sent: (r + 1) * 100_000,
+                    },
+                );
+                c.window() - before
+            })
+            .collect()
+    }
+
+    /// HyStart++ (RFC 9406) step by step: a round whose least RTT is 4 ms
+    /// above the last round's enters Conservative Slow Start at its eighth
+    /// sample (a quarter of the growth); one whose RTT falls below where
+    /// CSS began resumes slow start; five rounds begun in CSS end slow
+    /// start. After a loss it is off.
+    #[test]
+    fn hystart_plus_plus_rounds() {
+        let full = vec![1000; 10];
+        let mut css = vec![1000; 7];
+        css.extend([250; 3]);
+        let mut c = NewReno::new(1000, 10);
+        assert_eq!(round(&mut c, 0, 20), full);
+        assert_eq!(round(&mut c, 1, 20), full);
+        // 3 ms more is below the threshold (4 ms: 20 / 8 is less).
+        assert_eq!(round(&mut c, 2, 23), full);
+        assert!(!c.hystart.in_css());
+        assert_eq!(round(&mut c, 3, 27), css);
+        assert!(c.hystart.in_css());
+        // Jitter: at the eighth sample the RTT is below CSS's baseline.
+        assert_eq!(round(&mut c, 4, 26)[..7], [250; 7]);
+        assert!(!c.hystart.in_css());
+        assert_eq!(round(&mut c, 5, 26), full);
+        assert_eq!(round(&mut c, 6, 31), css);
+        for r in 7..11 {
+            assert_eq!(round(&mut c, r, 31), vec![250; 10], "round {r}");
+            assert_eq!(c.ssthresh(), usize::MAX);
+        }
+        // The fifth round begun in CSS: congestion avoidance from here.
+        let w = c.window();
+        assert_eq!(round(&mut c, 11, 31)[0], 250);
+        assert_eq!(c.ssthresh(), w + 250);
+        assert!(!c.hystart.in_css());
+        assert!(round(&mut c, 12, 31).iter().sum::<usize>() < 1000);
+
+        // Off after a loss: the slow start after an RTO is the plain one.
+        let mut c = NewReno::new(1000, 10);
+        round(&mut c, 0, 20);
+        c.on_rto(Instant::now(), 1_000_000);
+        for r in 1..4 {
+            assert_eq!(round(&mut c, r, 20 + 10 * r), full);
+        }
+        // And where it is turned off.
+        let mut c = CongestionAlgorithm::NewReno.build(1000, 10, false);
+        for (r, rtt) in [(0, 20), (1, 20), (2, 40), (3, 80)] {
+            let before = c.window();
+            for i in 0..10 {
+                c.on_ack(
+                    Instant::now(),
+                    &Ack {
+                        acked: 1000,
+                        srtt: None,
+                        rtt_sample: Some(Duration::from_millis(rtt)),
+                        una: r * 100_000 + (i + 1) * 1000,
+                        sent: (r + 1) * 100_000,
+                    },
+                );
+            }
+            assert_eq!(c.window() - before, 10_000);
+        }
+    }
+
     #[test]
     fn cubic_reduces_by_beta_and_regrows_to_wmax() {
         let t0 = Instant::now();
         let mut c = Cubic::new(1000, 10);
         // Slow start to 100 segments.
         while c.window() < 100_000 {
-            c.on_ack(t0, 2000, None);
+            c.on_ack(t0, &ack(2000, None));
         }
         c.on_congestion_event(t0, c.window());
         let after = c.window();
@@ -413,7 +672,7 @@ mod tests {
         for _ in 0..400 {
             now += rtt;
             let w = c.window();
-            c.on_ack(now, w, Some(rtt));
+            c.on_ack(now, &ack(w, Some(rtt)));
         }
         assert!(c.window() > 100_000, "regrew beyond W_max: {}", c.window());
         // A second loss below the previous W_max triggers fast convergence.

@@ -29,7 +29,7 @@
 //! retransmissions, from timestamp echoes (RFC 7323 RTTM); timestamps also
 //! serve PAWS.
 
-use super::cc::CongestionControl;
+use super::cc::{Ack, CongestionControl};
 use super::isn::IsnGenerator;
 use super::ranges::RangeSet;
 use super::recv::{Accepted, RecvBuffer, RecvWindow};
@@ -544,7 +544,9 @@ impl<M: SendMemory> Connection<M> {
         state: State,
         mem: M,
     ) -> Self {
-        let cc = cfg.congestion.build(536, cfg.initial_cwnd_segments);
+        let cc = cfg
+            .congestion
+            .build(536, cfg.initial_cwnd_segments, cfg.hystart);
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
         let send = SendBuffer::new(cfg.frame_len, cfg.send_frames, mem);
         let recv = RecvBuffer::new(cfg.recv_buffer, cfg.recv_window, cfg.max_ooo_ranges);
@@ -664,6 +666,10 @@ impl<M: SendMemory> Connection<M> {
     /// Congestion window, bytes.
     pub fn cwnd(&self) -> usize {
         self.cc.window()
+    }
+    /// Slow-start threshold, bytes (`usize::MAX` until slow start ends).
+    pub fn ssthresh(&self) -> usize {
+        self.cc.ssthresh()
     }
     /// Current RTO, backoff included.
     pub fn rto(&self) -> Duration {
@@ -929,7 +935,7 @@ impl<M: SendMemory> Connection<M> {
         } else {
             usize::from(self.cfg.mss)
         };
-        self.cc = algo.build(mss, self.cfg.initial_cwnd_segments);
+        self.cc = algo.build(mss, self.cfg.initial_cwnd_segments, self.cfg.hystart);
     }
 
     /// Replaces the congestion controller (before the handshake completes:
@@ -1787,21 +1793,15 @@ impl<M: SendMemory> Connection<M> {
                 self.rtt.sample(Duration::from_nanos(sent));
                 self.stats.rtt_samples += 1;
                 self.rtt_timing = None;
-            } else if self.ts_ok
-                && (self.retries > 0 || self.recover.is_some())
-                && let Some(ts) = seg.options.timestamp
-                && ts.tsecr != 0
+            } else if (self.retries > 0 || self.recover.is_some())
+                && let Some(rtt) = self.echo_rtt(now, seg)
             {
                 // RTTM (RFC 7323 §4): the echo names the transmission it
                 // answers, so even an ACK of retransmitted data gives a sample
                 // where Karn's rule forbids the timed-segment one (1 ms ticks).
-                let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
-                if ticks < 60_000 {
-                    self.rtt
-                        .sample(Duration::from_millis(u64::from(ticks.max(1))));
-                    self.stats.rtt_samples += 1;
-                    self.stats.ts_rtt_samples += 1;
-                }
+                self.rtt.sample(rtt.max(Duration::from_millis(1)));
+                self.stats.rtt_samples += 1;
+                self.stats.ts_rtt_samples += 1;
             }
             self.una = ack_off;
             // The echo names a transmission from before the recovery's
@@ -1875,7 +1875,14 @@ impl<M: SendMemory> Connection<M> {
                     // receive window or a slow application, and then
                     // allow a burst that nothing has probed).
                     if self.is_cwnd_limited() {
-                        self.cc.on_ack(now, acked, self.rtt.srtt());
+                        let ack = Ack {
+                            acked,
+                            srtt: self.rtt.srtt(),
+                            rtt_sample: self.echo_rtt(now, seg),
+                            una: self.una,
+                            sent: self.max.max(self.nxt),
+                        };
+                        self.cc.on_ack(now, &ack);
                     }
                 }
             }
@@ -3067,6 +3074,17 @@ impl<M: SendMemory> Connection<M> {
     fn count_out(&mut self, repr: TcpRepr, offset: u64, len: usize) -> Segment {
         self.stats.segments_sent += 1;
         Segment::single(repr, offset, len)
+    }
+
+    /// The RTT an ACK's timestamp echo measures (RFC 7323 §4), 1-ms ticks:
+    /// None without timestamps, an echo, or for one a minute old or more.
+    fn echo_rtt(&self, now: Instant, seg: &TcpRepr) -> Option<Duration> {
+        let ts = seg
+            .options
+            .timestamp
+            .filter(|t| self.ts_ok && t.tsecr != 0)?;
+        let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
+        (ticks < 60_000).then(|| Duration::from_millis(u64::from(ticks)))
     }
 
     fn set_ts_recent(&mut self, now: Instant, tsval: u32) {

@@ -155,7 +155,10 @@
 //! the window is below twice the largest flight of the current window of
 //! data, in congestion avoidance only where it stopped a send), so that a
 //! sender held back by the peer's window or its source keeps a window it
-//! has used.
+//! has used. The initial slow start ends by HyStart++ (RFC 9406,
+//! [`cc::HyStart`]) where the RTT that ACKs' timestamp echoes measure grows
+//! by a threshold over a round, before the queue it fills overflows, as
+//! Linux's CUBIC ends it by HyStart; [`Config::hystart`] turns it off.
 //!
 //! A closed (or too small) send window arms the persist timer: a one-byte probe
 //! (or the bytes that fit), backed off like the RTO.
@@ -169,7 +172,8 @@
 //! reordering allowance counts segments, not time), F-RTO and the undo of
 //! an RTO, more than one recovery's undo at a time (a D-SACK that comes
 //! after the next recovery began is not counted for the one before, as in
-//! Linux), HyStart, ECN, urgent data, keep-alive, RFC 7661's reduction of
+//! Linux), Linux's HyStart ACK-train test (HyStart++ judges by delay only),
+//! ECN, urgent data, keep-alive, RFC 7661's reduction of
 //! an unused window after an idle or application-limited period (the window
 //! only stops growing).
 //!
@@ -276,6 +280,9 @@ pub struct Config {
     pub timestamps: bool,
     /// Congestion control.
     pub congestion: CongestionAlgorithm,
+    /// The initial slow start ends by HyStart++ (RFC 9406) where the RTT
+    /// grows, not only by a loss ([`cc::HyStart`]).
+    pub hystart: bool,
     /// Initial congestion window, in segments (RFC 6928: 10).
     pub initial_cwnd_segments: usize,
     /// RTO before the first RTT sample (RFC 6298: 1 s).
@@ -324,6 +331,7 @@ impl Default for Config {
             sack: true,
             timestamps: true,
             congestion: CongestionAlgorithm::Cubic,
+            hystart: true,
             initial_cwnd_segments: 10,
             pacing: false,
             nagle: false,

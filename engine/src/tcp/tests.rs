@@ -2505,7 +2505,7 @@ impl CongestionControl for FixedWindow {
     fn ssthresh(&self) -> usize {
         0
     }
-    fn on_ack(&mut self, _: Instant, _: usize, _: Option<Duration>) {}
+    fn on_ack(&mut self, _: Instant, _: &crate::tcp::cc::Ack) {}
     fn on_congestion_event(&mut self, _: Instant, _: usize) {}
     fn on_recovery_end(&mut self, _: Instant) {}
     fn undo(&mut self) {}
@@ -3846,4 +3846,58 @@ fn a_path_that_only_loses_teaches_no_reordering() {
         assert!(st.fast_retransmits > 0, "loss {loss}, seed {seed}: {st:?}");
         assert_eq!(st.reordering, 0, "loss {loss}, seed {seed}: {st:?}");
     }
+}
+
+/// The client sends 64 MiB over 1 Gbit/s paths of `one_way_ms` each way,
+/// the data's with a queue of `queue` packets, HyStart++ on or off:
+/// (goodput, the client's retransmissions, its `ssthresh` at the end).
+fn slow_start_into_a_queue(hystart: bool, one_way_ms: u64, queue: usize) -> (f64, u64, usize) {
+    let conn = Config {
+        hystart,
+        send_frames: 16384,
+        recv_buffer: 64 << 20,
+        recv_window: RecvWindow::Fixed(64 << 20),
+        ..Config::default()
+    };
+    let cfg = SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: LinkConfig {
+            queue_limit: queue,
+            ..fast_link(one_way_ms)
+        },
+        s2c: fast_link(one_way_ms),
+        client_bytes: 64 << 20,
+        server_bytes: 0,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    (goodput(&sim), st.retransmits, sim.client.ssthresh())
+}
+
+/// Slow start into a deep queue. Without HyStart++ the window doubles
+/// until the queue overflows, and the last round loses thousands of
+/// segments; with it, the RTT's growth ends slow start first. A 4-ms path
+/// with 96 ms of queue (8,000 packets): no loss at all, the threshold set
+/// by HyStart++ alone. A 20-ms path with 48 ms of queue: the window still
+/// overshoots (the RTT rises a round after the window passed the path's
+/// BDP, and Conservative Slow Start goes on growing), but by less.
+#[test]
+fn hystart_ends_slow_start_before_the_queue_overflows() {
+    let on = slow_start_into_a_queue(true, 2, 8000);
+    let off = slow_start_into_a_queue(false, 2, 8000);
+    eprintln!("4 ms, 8,000 packets: HyStart++ on {on:?}, off {off:?}");
+    assert_eq!(on.1, 0, "no retransmission: {on:?}");
+    assert!(on.2 < usize::MAX, "slow start ended: {on:?}");
+    assert!(off.1 > 1000, "{off:?}");
+    assert!(on.0 > off.0, "goodput: {on:?} against {off:?}");
+
+    let on = slow_start_into_a_queue(true, 10, 4000);
+    let off = slow_start_into_a_queue(false, 10, 4000);
+    eprintln!("20 ms, 4,000 packets: HyStart++ on {on:?}, off {off:?}");
+    assert!(2 * on.1 < off.1, "retransmissions: {on:?} against {off:?}");
+    assert!(on.0 > off.0, "goodput: {on:?} against {off:?}");
 }
