@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use serde::Serialize;
 use xtcp_engine::tcp::{CloseReason, ConnectionError, Stats};
 use xtcp_engine::worker::bulk::{
-    FileSource, NO_STREAM, OpenOutput, Source, spawn_reader, spawn_writer,
+    FileSource, NO_STREAM, OpenOutput, Source, Written, spawn_reader, spawn_writer,
 };
 use xtcp_engine::worker::{
     ConnReport, EngineConfig, EngineReport, Progress, Role, SinkKind, UmemReport,
@@ -276,11 +276,27 @@ fn summarise<'a>(
     report: &'a EngineReport,
     cfg: &EngineConfig,
     sending: bool,
-    writer: Option<anyhow::Result<u64>>,
+    writer: Option<Written>,
     expected: usize,
 ) -> Summary<'a> {
-    // The cause of everything else that failed, so said first.
+    // The cause of everything else that failed, so said first: an
+    // interface gone, then an output that failed (the connection it fed
+    // was reset for it).
     let mut error = report.iface_gone.then(|| iface_gone(&report.iface));
+    // The writer never got a stream (no connection came, said below as for
+    // the other sinks), or its stream stopped short (its connection
+    // failed, said below): not an output error.
+    let output_failed = writer.as_ref().and_then(|w| {
+        w.result
+            .as_ref()
+            .err()
+            .filter(|e| e.kind() != NO_STREAM && e.kind() != std::io::ErrorKind::UnexpectedEof)
+    });
+    if let (Some(e), Some(w)) = (output_failed, &writer) {
+        error.get_or_insert_with(|| {
+            format!("writing the output failed after {} bytes: {e}", w.bytes)
+        });
+    }
     let conns: Vec<ConnSummary> = report
         .connections
         .iter()
@@ -311,26 +327,15 @@ fn summarise<'a>(
             }
         })
         .collect();
-    let no_stream = |e: &anyhow::Error| {
-        e.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == NO_STREAM)
-    };
-    match &writer {
-        // The writer never got a stream: no connection came (said below,
-        // as for the other sinks), not an output error.
-        Some(Err(e)) if no_stream(e) => {}
-        Some(Err(e)) => {
-            error.get_or_insert_with(|| format!("writing the output failed: {e:#}"));
+    if let Some(w) = &writer
+        && w.result.is_ok()
+    {
+        let got: u64 = conns.iter().map(|c| c.bytes_received).sum();
+        if w.bytes != got {
+            error.get_or_insert_with(|| {
+                format!("the output has {} bytes of the {got} received", w.bytes)
+            });
         }
-        Some(Ok(w)) => {
-            let got: u64 = conns.iter().map(|c| c.bytes_received).sum();
-            if *w != got {
-                error.get_or_insert_with(|| {
-                    format!("the output has {w} bytes of the {got} received")
-                });
-            }
-        }
-        None => {}
     }
     if report.interrupted && report.connections.is_empty() {
         error.get_or_insert_with(|| "interrupted: no connection arrived".into());
@@ -341,16 +346,21 @@ fn summarise<'a>(
     if conns.len() < expected {
         error.get_or_insert_with(|| format!("{} of {expected} connections finished", conns.len()));
     }
-    let bytes: u64 = conns
-        .iter()
-        .map(|c| {
-            if sending {
-                c.bytes_sent
-            } else {
-                c.bytes_received
-            }
-        })
-        .sum();
+    // Received into an output: what it holds.
+    let bytes: u64 = match &writer {
+        Some(w) if w.result.as_ref().is_err_and(|e| e.kind() == NO_STREAM) => 0,
+        Some(w) => w.bytes,
+        None => conns
+            .iter()
+            .map(|c| {
+                if sending {
+                    c.bytes_sent
+                } else {
+                    c.bytes_received
+                }
+            })
+            .sum(),
+    };
     let seconds = report.seconds;
     let gib = bytes as f64 / f64::from(1u32 << 30);
     Summary {
@@ -732,7 +742,7 @@ fn recv_output(a: &RecvArgs) -> anyhow::Result<RecvOutput> {
 /// (kept in `writer`).
 fn single_sink(
     open: OpenOutput,
-    writer: &mut Option<std::thread::JoinHandle<std::io::Result<u64>>>,
+    writer: &mut Option<std::thread::JoinHandle<Written>>,
 ) -> anyhow::Result<SinkKind> {
     let (sink, t) = spawn_writer(open).context("starting the writer thread")?;
     *writer = Some(t);
@@ -768,18 +778,25 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         RecvOutput::Discard => SinkKind::Discard,
         RecvOutput::File(p) => {
             // Created (or truncated) when the first connection brings its
-            // first bytes or its end, not before.
+            // first bytes or its end, not before. Written unbuffered (the
+            // writer's chunks are 256 KiB), so that what the writer counts
+            // is what the file holds.
             let open: OpenOutput = Box::new(move || {
                 let f = std::fs::File::create(&p).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("creating {}: {e}", p.display()))
                 })?;
-                Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
-                    as Box<dyn std::io::Write + Send>)
+                Ok(Box::new(f) as Box<dyn std::io::Write + Send>)
             });
             single_sink(open, &mut writer)?
         }
+        // Standard output's descriptor itself, not Rust's line-buffered
+        // `Stdout`: what the writer counts is what went out.
         RecvOutput::Stdout => single_sink(
-            Box::new(|| Ok(Box::new(std::io::stdout()) as Box<dyn std::io::Write + Send>)),
+            Box::new(|| {
+                use std::os::fd::AsFd;
+                let fd = std::io::stdout().as_fd().try_clone_to_owned()?;
+                Ok(Box::new(std::fs::File::from(fd)) as Box<dyn std::io::Write + Send>)
+            }),
             &mut writer,
         )?,
     };
@@ -794,9 +811,11 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
         .with_context(|| format!("xtcp recv on {}", cfg.iface))?;
     meter.done();
-    let written = writer.map(|t| match t.join() {
-        Ok(r) => r.map_err(anyhow::Error::from),
-        Err(_) => Err(anyhow::anyhow!("the writer thread panicked")),
+    let written = writer.map(|t| {
+        t.join().unwrap_or_else(|_| Written {
+            bytes: 0,
+            result: Err(std::io::Error::other("the writer thread panicked")),
+        })
     });
     let expected = usize::from(!a.keep_listening);
     let s = summarise(&report, &cfg, false, written, expected);

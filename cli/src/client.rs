@@ -536,10 +536,10 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     // TCP's receive buffer instead).
     let writer = match sink {
         Some(f) => {
-            let open: OpenOutput = Box::new(move || {
-                Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
-                    as Box<dyn std::io::Write + Send>)
-            });
+            // Unbuffered (the writer's chunks are 256 KiB): what the
+            // writer counts is what the file holds.
+            let open: OpenOutput =
+                Box::new(move || Ok(Box::new(f) as Box<dyn std::io::Write + Send>));
             let (sink, t) = spawn_writer(open).context("starting the writer thread")?;
             app.set_sink(sink);
             Some(t)
@@ -582,13 +582,19 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         None => None,
     };
     let file_name = || a.file.as_deref().unwrap_or(Path::new("")).display();
-    match &written {
+    if let Some(w) = &written
+        && let Err(e) = &w.result
         // No byte and no end came (the test failed before its stream
         // ran), or the stream did not end (the test did not either: said
         // below).
-        Some(Err(e)) if e.kind() == NO_STREAM || e.kind() == std::io::ErrorKind::UnexpectedEof => {}
-        Some(Err(e)) => bail!("-F {}: writing what arrived: {e}", file_name()),
-        _ => {}
+        && e.kind() != NO_STREAM
+        && e.kind() != std::io::ErrorKind::UnexpectedEof
+    {
+        bail!(
+            "-F {}: writing what arrived failed after {} bytes: {e}",
+            file_name(),
+            w.bytes
+        );
     }
     if report.iface_gone {
         bail!("{}", crate::bulk::iface_gone(&report.iface));
@@ -669,9 +675,11 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
         // The file holds every byte that arrived (the omitted seconds'
         // too), or the run fails and the old file stays.
         let on_disk = match &written {
-            Some(Ok(n)) => *n,
-            Some(Err(e)) if e.kind() == NO_STREAM => 0,
-            Some(Err(e)) => bail!("-F {}: {e}", file_name()),
+            Some(w) => match &w.result {
+                Ok(()) => w.bytes,
+                Err(e) if e.kind() == NO_STREAM => 0,
+                Err(e) => bail!("-F {}: {e}", file_name()),
+            },
             None => 0,
         };
         let arrived: u64 = o

@@ -830,6 +830,59 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
     }
 }
 
+/// An output that fills up: `recv` says why it failed (the disk is full,
+/// not only that it reset the connection), and the bytes it reports are
+/// what the file holds. The file is on a 1-MiB tmpfs of a mount namespace
+/// of its own.
+#[test]
+fn a_full_disk_is_named_and_the_report_says_what_the_file_holds() {
+    let net = testnet(1500);
+    let dir = tmp("full-disk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = 5230u16;
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend(["--listen".into(), port.to_string()]);
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let d = dir.display();
+    let script = format!(
+        "mount -t tmpfs -o size=1m xtcp-test {d} || exit 99; \
+         {XTCP} {} --out {d}/o.bin; rc=$?; \
+         echo \"on disk $(stat -c %s {d}/o.bin)\" >&2; exit $rc",
+        quoted.join(" ")
+    );
+    let mut cmd = net.a.ns.command("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .stdout(Stdio::null());
+    let mut xtcp = Watched::spawn_command(cmd);
+    xtcp.wait_for("listening on");
+    let len = 4 << 20;
+    let mut data = vec![0u8; len];
+    pattern_fill(SEED, 0, &mut data);
+    {
+        let _g = net.b.ns.enter().unwrap();
+        let mut s = std::net::TcpStream::connect((net.a.ip4, port)).unwrap();
+        // Reset by xtcp part-way: the error is expected.
+        let _ = s.write_all(&data);
+    }
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end");
+    eprintln!("{err}");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    let on_disk: u64 = err
+        .split("on disk ")
+        .nth(1)
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(on_disk > 0 && on_disk < len as u64, "{err}");
+    assert_eq!(reported_bytes(&err), on_disk, "{err}");
+    assert!(
+        err.contains(&format!("writing the output failed after {on_disk} bytes")),
+        "{err}"
+    );
+    assert_detached(&net);
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]

@@ -137,15 +137,14 @@ pub struct Watched {
 
 impl Watched {
     pub fn spawn(net: &TestNet, args: &[String], stdout: Stdio) -> Watched {
-        let mut child = net
-            .a
-            .ns
-            .command(XTCP)
-            .args(args)
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut cmd = net.a.ns.command(XTCP);
+        cmd.args(args).stdout(stdout);
+        Watched::spawn_command(cmd)
+    }
+
+    /// Runs `cmd` (its standard error watched).
+    pub fn spawn_command(mut cmd: Command) -> Watched {
+        let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
         let mut pipe = child.stderr.take().unwrap();
         let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let e = err.clone();

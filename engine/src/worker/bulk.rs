@@ -582,50 +582,79 @@ pub type OpenOutput = Box<dyn FnOnce() -> io::Result<Box<dyn Write + Send>> + Se
 /// reached it (no connection arrived): [`io::ErrorKind::NotConnected`].
 pub const NO_STREAM: io::ErrorKind = io::ErrorKind::NotConnected;
 
+/// What a writer thread wrote, and how it ended.
+#[derive(Debug)]
+pub struct Written {
+    /// Bytes its output took, counted as `write` took them: where the
+    /// output does not buffer (a `File`, not a `BufWriter`), what the file
+    /// holds, also after a failed write.
+    pub bytes: u64,
+    /// Ok once the stream ended and the output was flushed; else the open
+    /// or write error, an error of kind [`NO_STREAM`] if the sink went away
+    /// before any stream reached it, or of kind
+    /// [`io::ErrorKind::UnexpectedEof`] if the stream stopped short (its
+    /// connection failed).
+    pub result: io::Result<()>,
+}
+
+/// Writes all of `b` to `out`, adding to `total` what each `write` took.
+fn write_counted(out: &mut dyn Write, mut b: &[u8], total: &mut u64) -> io::Result<()> {
+    while !b.is_empty() {
+        match out.write(b) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                *total += n as u64;
+                b = &b[n..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Starts a thread that writes what the sink receives to the output `open`
-/// gives; returns the worker's end and the thread (it returns the bytes
-/// written once the stream ended, the open or write error, or an error of
-/// kind [`NO_STREAM`] if the sink went away before any stream reached it).
-pub fn spawn_writer(open: OpenOutput) -> io::Result<(Sink, JoinHandle<io::Result<u64>>)> {
+/// gives; returns the worker's end and the thread, which returns what it
+/// wrote and how it ended ([`Written`]).
+pub fn spawn_writer(open: OpenOutput) -> io::Result<(Sink, JoinHandle<Written>)> {
     let (free_tx, free_rx) = chunks();
     let (full_tx, full_rx) = bounded::<Drain>(CHUNKS + 1);
     let t = std::thread::Builder::new()
         .name("xtcp-writer".into())
-        .spawn(move || -> io::Result<u64> {
-            let mut total = 0u64;
-            let mut open = Some(open);
-            let mut output: Option<Box<dyn Write + Send>> = None;
-            while let Ok(d) = full_rx.recv() {
-                let out = match &mut output {
-                    Some(o) => o,
-                    None => output.insert(open.take().map_or_else(
-                        || Err(io::Error::other("the output was opened twice")),
-                        |f| f(),
-                    )?),
-                };
-                match d {
-                    Drain::Data(mut c) => {
-                        out.write_all(&c.buf[..c.len])?;
-                        total += c.len as u64;
-                        c.len = 0;
-                        let _ = free_tx.try_send(c);
-                    }
-                    Drain::Eof => {
-                        out.flush()?;
-                        return Ok(total);
+        .spawn(move || {
+            let mut bytes = 0u64;
+            let result = (|| {
+                let mut open = Some(open);
+                let mut output: Option<Box<dyn Write + Send>> = None;
+                while let Ok(d) = full_rx.recv() {
+                    let out = match &mut output {
+                        Some(o) => o,
+                        None => output.insert(open.take().map_or_else(
+                            || Err(io::Error::other("the output was opened twice")),
+                            |f| f(),
+                        )?),
+                    };
+                    match d {
+                        Drain::Data(mut c) => {
+                            write_counted(out, &c.buf[..c.len], &mut bytes)?;
+                            c.len = 0;
+                            let _ = free_tx.try_send(c);
+                        }
+                        Drain::Eof => return out.flush(),
                     }
                 }
-            }
-            match output {
-                None => Err(io::Error::new(NO_STREAM, "no connection arrived")),
-                Some(mut o) => {
-                    o.flush()?;
-                    Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the connection ended before its stream did",
-                    ))
+                match output {
+                    None => Err(io::Error::new(NO_STREAM, "no connection arrived")),
+                    Some(mut o) => {
+                        o.flush()?;
+                        Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the connection ended before its stream did",
+                        ))
+                    }
                 }
-            }
+            })();
+            Written { bytes, result }
         })?;
     let sink = Sink::Pipe(PipeSink {
         full: full_tx,
@@ -722,7 +751,8 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(reader.join().unwrap().unwrap(), data.len() as u64);
-        assert_eq!(writer.join().unwrap().unwrap(), data.len() as u64);
+        let w = writer.join().unwrap();
+        assert_eq!((w.bytes, w.result.is_ok()), (data.len() as u64, true));
         assert!(*out.lock().unwrap() == data);
     }
 
@@ -768,7 +798,8 @@ mod tests {
         let (a, b) = data[first..].split_at(CHUNK_LEN + 1);
         assert_eq!(sink.close((a, b)), data.len() - first);
         assert!(!sink.broken());
-        assert_eq!(writer.join().unwrap().unwrap(), data.len() as u64);
+        let w = writer.join().unwrap();
+        assert_eq!((w.bytes, w.result.is_ok()), (data.len() as u64, true));
         assert!(*out.lock().unwrap() == data);
     }
 
@@ -777,8 +808,9 @@ mod tests {
         let (open, _, opened) = recording();
         let (sink, writer) = spawn_writer(open).unwrap();
         drop(sink);
-        let e = writer.join().unwrap().unwrap_err();
-        assert_eq!(e.kind(), NO_STREAM);
+        let w = writer.join().unwrap();
+        assert_eq!(w.result.unwrap_err().kind(), NO_STREAM);
+        assert_eq!(w.bytes, 0);
         assert!(!opened.load(std::sync::atomic::Ordering::SeqCst));
     }
 
@@ -787,7 +819,8 @@ mod tests {
         let (open, out, opened) = recording();
         let (mut sink, writer) = spawn_writer(open).unwrap();
         assert_eq!(sink.close((&[], &[])), 0);
-        assert_eq!(writer.join().unwrap().unwrap(), 0);
+        let w = writer.join().unwrap();
+        assert_eq!((w.bytes, w.result.is_ok()), (0, true));
         assert!(opened.load(std::sync::atomic::Ordering::SeqCst));
         assert!(out.lock().unwrap().is_empty());
     }
@@ -798,12 +831,44 @@ mod tests {
         let (mut sink, writer) = spawn_writer(open).unwrap();
         let data = vec![7u8; CHUNK_LEN * 2];
         let _ = sink.consume((&data, &[]));
-        assert!(writer.join().unwrap().is_err());
+        assert!(writer.join().unwrap().result.is_err());
         // The writer is gone: the next attempt notices.
         let _ = sink.consume((&data, &[]));
         let _ = sink.consume((&data, &[]));
         assert!(sink.broken());
         assert!(sink.close((&data, &[])) < data.len());
+    }
+
+    /// An output that fills up part-way through a write (a full disk):
+    /// the writer says so, and counts exactly what it took, the part of the
+    /// last chunk included.
+    #[test]
+    fn a_full_output_counts_what_it_took() {
+        struct Full(Vec<u8>, usize);
+        impl Write for Full {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                let room = self.1 - self.0.len();
+                if room == 0 {
+                    return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+                // Short writes, as a file system near full gives them.
+                let n = b.len().min(room).min(10_000);
+                self.0.extend_from_slice(&b[..n]);
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let room = CHUNK_LEN + 54_321;
+        let open: OpenOutput = Box::new(move || Ok(Box::new(Full(Vec::new(), room)) as _));
+        let (mut sink, writer) = spawn_writer(open).unwrap();
+        let data = vec![9u8; 4 * CHUNK_LEN];
+        let _ = sink.close((&data, &[]));
+        let w = writer.join().unwrap();
+        assert_eq!(w.bytes, room as u64);
+        let e = w.result.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
     }
 
     /// A file read in place, vectored, in odd pieces: every byte, in order,
