@@ -340,6 +340,23 @@ fn entropy() -> [u8; 36] {
 
 /// `xtcp client`.
 pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
+    let mut run = None;
+    let r = run_client(a, &mut run);
+    if let Err(e) = &r {
+        // As iperf3: with -J (or --json-stream) a failed test still writes
+        // its document, the error in it.
+        let msg = crate::error_chain(e);
+        match &run {
+            Some(run) => run.fail(&msg),
+            None => crate::report::fail_before_the_run(a, &msg),
+        }
+    }
+    r
+}
+
+/// The test; `slot` gets its report's writer once there is one (for
+/// [`client`] to write a failure with).
+fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> anyhow::Result<()> {
     if a.udp {
         clap::Error::raw(
             clap::error::ErrorKind::ArgumentConflict,
@@ -523,7 +540,13 @@ pub fn client(a: &ClientArgs) -> anyhow::Result<()> {
     };
     let count = Iperf3Client::connections(&config);
     let cookie = Cookie::from_entropy(&entropy());
-    let run = crate::report::ClientRun::new(a, &cfg, &config.params, &cookie, host)?;
+    let run = &*slot.insert(crate::report::ClientRun::new(
+        a,
+        &cfg,
+        &config.params,
+        &cookie,
+        host,
+    )?);
     let mut app = Iperf3Client::new(
         config,
         cookie,

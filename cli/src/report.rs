@@ -896,6 +896,39 @@ pub(crate) struct ClientRun {
     sndbuf: u64,
     rcvbuf: u64,
     get_server_output: bool,
+    /// The summary (or the JSON document, or its end event) was written.
+    finished: Rc<std::cell::Cell<bool>>,
+}
+
+/// The document `iperf3 -J` writes for a test that failed before it had
+/// one (it could not connect, say): no stream, no interval, the error.
+fn failure_document(msg: &str) -> Value {
+    json!({
+        "start": { "connected": [], "version": VERSION, "system_info": system_info() },
+        "intervals": [],
+        "end": {},
+        "error": msg,
+    })
+}
+
+/// A client that failed before its run began (its arguments, its
+/// interface): with `-J` the document that says so, with `--json-stream`
+/// the error event; where the output goes (`--logfile`, or standard
+/// output).
+pub(crate) fn fail_before_the_run(a: &crate::client::ClientArgs, msg: &str) {
+    let o = &a.output;
+    if !(a.json_output || o.json_stream) {
+        return;
+    }
+    let Ok(mut out) = Output::open(o.logfile.as_deref(), o.style.style()) else {
+        return;
+    };
+    if o.json_stream {
+        out.json(&json_stream_line("error", json!(msg)));
+    } else if let Ok(t) = serde_json::to_string_pretty(&failure_document(msg)) {
+        out.json(&t);
+    }
+    out.flush();
 }
 
 impl ClientRun {
@@ -934,7 +967,29 @@ impl ClientRun {
             sndbuf: cfg.send_buffer_bytes() as u64,
             rcvbuf: cfg.tcp.recv_buffer as u64,
             get_server_output: o.get_server_output,
+            finished: Rc::default(),
         })
+    }
+
+    /// The test failed (`msg`) before [`ClientRun::finish`] wrote its
+    /// report: with `-J` the document that says so (as iperf3's when it
+    /// cannot connect), with `--json-stream` the error event. Nothing in
+    /// text mode (the error goes to standard error), nor after `finish`
+    /// (its report carries the test's error).
+    pub(crate) fn fail(&self, msg: &str) {
+        if self.finished.replace(true) {
+            return;
+        }
+        let mut out = self.out.borrow_mut();
+        match self.mode {
+            Mode::Text => return,
+            Mode::Json => match serde_json::to_string_pretty(&failure_document(msg)) {
+                Ok(t) => out.json(&t),
+                Err(_) => return,
+            },
+            Mode::JsonStream => out.json(&json_stream_line("error", json!(msg))),
+        }
+        out.flush();
     }
 
     fn shell(&self) -> ClientRun {
@@ -954,6 +1009,7 @@ impl ClientRun {
             sndbuf: self.sndbuf,
             rcvbuf: self.rcvbuf,
             get_server_output: self.get_server_output,
+            finished: self.finished.clone(),
         }
     }
 
@@ -1120,6 +1176,7 @@ impl ClientRun {
             (local, remote)
         };
         r.error = o.result.as_ref().err().map(ToString::to_string);
+        self.finished.set(true);
         let server_text = o.peer.as_ref().and_then(|p| p.server_output_text.clone());
         let server_json = o.peer.as_ref().and_then(|p| p.server_output_json.clone());
         if self.mode == Mode::JsonStream {

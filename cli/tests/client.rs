@@ -616,6 +616,38 @@ fn no_server_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("connection refused"), "{err}");
+    // With -J, as iperf3's: the document, its error the same; with
+    // --json-stream the error event.
+    let out = client_command(&net)
+        .args(["-t", "1", "-J"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let e = v["error"].as_str().unwrap();
+    assert!(
+        e.contains("connection refused") && err.contains(e),
+        "{v} / {err}"
+    );
+    assert_eq!(v["intervals"], serde_json::json!([]), "{v}");
+    assert_eq!(v["start"]["connected"], serde_json::json!([]), "{v}");
+    let out = client_command(&net)
+        .args(["-t", "1", "--json-stream"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(last["event"], "error", "{text}");
+    assert!(
+        last["data"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused"),
+        "{text}"
+    );
 }
 
 /// A server on side B that reads the client's cookie from the control
