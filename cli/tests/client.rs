@@ -650,6 +650,96 @@ fn no_server_is_a_clear_error() {
     );
 }
 
+/// Ctrl-C in the middle of a test, as iperf3's client takes it: the
+/// server is told (`CLIENT_TERMINATE`: the stock server logs it and ends
+/// the test), the report is of what was sent until then (its seconds end
+/// at the interrupt, its rate is its bytes over them), and the error says
+/// the client was interrupted, not that the peer closed anything.
+#[test]
+fn an_interrupted_test_reports_what_it_sent_until_then() {
+    use std::io::BufRead;
+    let net = testnet(1);
+    let log = std::env::temp_dir().join(format!("xtcp-interrupted-{}.log", std::process::id()));
+    let _server = iperf3_server_with(&net, &["--logfile", log.to_str().unwrap()], Stdio::null());
+    let mut child = Reap(
+        client_command(&net)
+            .args(["-t", "60", "-b", "20M", "--json-stream"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
+    // Two intervals: a second of the test has passed.
+    let mut intervals = 0;
+    while intervals < 2 {
+        let l = lines.next().expect("the client ended early").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        if v["event"] == "interval" {
+            intervals += 1;
+        }
+    }
+    let pid = child.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    let status = child.0.wait().unwrap();
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("interrupt - the client has terminated"),
+        "{err}"
+    );
+    assert!(!err.contains("peer closed"), "{err}");
+    let event = |name: &str| {
+        rest.iter()
+            .find(|v| v["event"] == name)
+            .unwrap_or_else(|| panic!("no {name} event: {rest:?}"))
+    };
+    assert_eq!(
+        event("error")["data"],
+        "interrupt - the client has terminated"
+    );
+    let sent = &event("end")["data"]["sum_sent"];
+    let (bytes, seconds) = (num(sent, &["bytes"]), num(sent, &["seconds"]));
+    // Two intervals of one second were reported before the interrupt.
+    assert!((2.0..60.0).contains(&seconds), "{sent}");
+    assert!(bytes > 0.0, "{sent}");
+    let rate = num(sent, &["bits_per_second"]);
+    assert!(
+        (rate - bytes * 8.0 / seconds).abs() <= 1e-6 * rate,
+        "{sent}"
+    );
+    // The stock server was told, and ended the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("the client has terminated") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server's log: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&log);
+}
+
 /// A server on side B that reads the client's cookie from the control
 /// connection and then ends it: with a FIN (`close`) or an RST (`reset`).
 const ENDING_SERVER: &str = r#"

@@ -812,6 +812,10 @@ pub trait App {
     fn finished(&self) -> bool {
         false
     }
+    /// The run is interrupted (the interrupt flag: SIGINT or SIGTERM in the
+    /// CLI) before the application finished: what it writes now (iperf3's
+    /// `CLIENT_TERMINATE`) goes ahead of the FINs; the engine stops next.
+    fn interrupt(&mut self, _now: Instant) {}
 }
 
 /// Opens the connections planned by [`Role::ConnectApp`].
@@ -1321,7 +1325,12 @@ pub fn run_app(
         };
         if stop_at.is_none() && (done || interrupt.load(Ordering::Relaxed)) {
             interrupted = !done;
-            shared.stop.store(true, Ordering::Relaxed);
+            if interrupted && let Some(a) = app.as_mut() {
+                a.interrupt(Instant::now());
+            }
+            // Release: the application's last orders, sent on the
+            // connections' channels before, are there when a worker sees it.
+            shared.stop.store(true, Ordering::Release);
             stop_at = Some(Instant::now());
         }
         if handles.iter().all(|h| h.is_finished()) {
@@ -1351,7 +1360,7 @@ pub fn run_app(
             if stop_at.is_none() && gone {
                 tracing::warn!(iface, "the interface went away: stopping");
                 iface_gone = true;
-                shared.stop.store(true, Ordering::Relaxed);
+                shared.stop.store(true, Ordering::Release);
                 stop_at = Some(Instant::now());
             }
         }

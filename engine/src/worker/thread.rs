@@ -738,7 +738,7 @@ impl Worker {
         loop {
             let now = Instant::now();
             self.counters.turns += 1;
-            if !stopping && self.shared.stop.load(Ordering::Relaxed) {
+            if !stopping && self.shared.stop.load(Ordering::Acquire) {
                 stopping = true;
                 stop_began = now;
                 self.begin_stop(now);

@@ -363,6 +363,28 @@ impl App for Iperf3Client {
         self.outcome.is_some()
     }
 
+    /// As iperf3's client on Ctrl-C: `CLIENT_TERMINATE` to the server, the
+    /// test's last interval and its outcome with what was counted until
+    /// now (its seconds end here), the error [`Error::Interrupted`].
+    fn interrupt(&mut self, now: Instant) {
+        if self.outcome.is_some() {
+            return;
+        }
+        if self.running {
+            self.running = false;
+            self.ended = Some(now);
+            self.meter.end_at(now);
+            for iv in self.meter.finish(now) {
+                (self.on_interval)(&iv);
+            }
+        }
+        if let Some(s) = self.session.as_mut() {
+            s.terminate(now);
+        }
+        self.events(now);
+        self.finish(now, Err(Error::Interrupted));
+    }
+
     fn handle(&mut self, now: Instant, msg: AppIn) {
         match msg {
             AppIn::Opened {

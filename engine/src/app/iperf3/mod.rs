@@ -128,6 +128,10 @@ pub enum Error {
     Timeout { phase: &'static str },
     #[error("the peer terminated the test")]
     PeerTerminated,
+    /// This side was interrupted (SIGINT or SIGTERM) and ended the test
+    /// (`CLIENT_TERMINATE`), as iperf3's client on Ctrl-C.
+    #[error("interrupt - the client has terminated")]
+    Interrupted,
     #[error("the server refused the test (busy)")]
     AccessDenied,
     #[error("the server reported error {i_errno} (errno {errno}){}",
