@@ -50,8 +50,9 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub mtu: Vec<u32>,
     /// Receive buffers to sweep (`auto` or sizes like 64K): xtcp's
-    /// `--rcvbuf`, and iperf3's `-w` on the kernel pairs (which iperf3
-    /// applies to the send buffer too) [default: auto].
+    /// `--rcvbuf`, and iperf3's `-w` on every client, which the server
+    /// takes for its side (a kernel client applies it to its own send
+    /// buffer too) [default: auto].
     #[arg(long, value_delimiter = ',')]
     pub rcvbuf: Vec<String>,
     /// Send buffers to sweep (`auto`, sizes like 128K, or `rcvbuf`: the
@@ -500,8 +501,10 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
 }
 
 /// The iperf3 client options of a point that both kinds of client take
-/// (`-t`, `-P`, `-l`), for an xtcp client `-Z`, and for a kernel client
-/// its own (`-w`, `-N`, and `-Z` with `--kernel-zerocopy on`).
+/// (`-t`, `-P`, `-l`, and `-w`: the receiving end's buffer, which the
+/// client sends to the server for its side), for an xtcp client `-Z`, and
+/// for a kernel client its own (`-N`, and `-Z` with `--kernel-zerocopy
+/// on`).
 fn client_args(a: &BenchArgs, p: &Point, kernel: bool) -> Vec<String> {
     let mut v: Vec<String> = vec![
         "-t".into(),
@@ -513,6 +516,13 @@ fn client_args(a: &BenchArgs, p: &Point, kernel: bool) -> Vec<String> {
     if p.length != "default" {
         v.extend(["-l".into(), p.length.clone()]);
     }
+    // Every pair's receiver gets the point's buffer: a kernel server from
+    // the client's -w (an xtcp client's too: without it the kernel server
+    // of xtcp → kernel kept its auto-tuned buffer while the other pairs'
+    // receivers had the point's), an xtcp end from its --rcvbuf as well.
+    if p.rcvbuf != "auto" {
+        v.extend(["-w".into(), p.rcvbuf.clone()]);
+    }
     if !kernel {
         // xtcp's zero source (frames filled once), as bench has always
         // measured xtcp's sender; its copying source is `xtcp client`'s
@@ -520,9 +530,6 @@ fn client_args(a: &BenchArgs, p: &Point, kernel: bool) -> Vec<String> {
         v.push("-Z".into());
     }
     if kernel {
-        if p.rcvbuf != "auto" {
-            v.extend(["-w".into(), p.rcvbuf.clone()]);
-        }
         if p.nodelay == "on" {
             v.push("-N".into());
         }
@@ -1575,6 +1582,24 @@ mod tests {
             ..Point::default()
         };
         assert_eq!(p.label(), "MTU=1500 rcvbuf=8K P=32");
+    }
+
+    /// The point's receive buffer reaches every pair's receiver: each
+    /// client, xtcp's too, passes it as iperf3's -w (a kernel server takes
+    /// it from there); `auto` passes nothing.
+    #[test]
+    fn every_client_passes_the_receive_buffer() {
+        let a = BenchArgs::default();
+        let p = Point {
+            rcvbuf: "8K".into(),
+            ..Point::default()
+        };
+        for kernel in [true, false] {
+            let v = client_args(&a, &p, kernel);
+            assert!(v.windows(2).any(|w| w == ["-w", "8K"]), "{v:?}");
+            let v = client_args(&a, &Point::default(), kernel);
+            assert!(!v.iter().any(|x| x == "-w"), "{v:?}");
+        }
     }
 
     #[test]
