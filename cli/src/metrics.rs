@@ -674,26 +674,46 @@ impl Drop for MetricsServer {
     }
 }
 
+/// `--metrics`' listening socket at `at`, or an error that says why not.
+fn bind(at: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(at).map_err(|e| bind_error(at, &e))
+}
+
+fn bind_error(at: SocketAddr, e: &std::io::Error) -> anyhow::Error {
+    use std::io::ErrorKind::*;
+    let why = match e.kind() {
+        AddrInUse => {
+            "address in use: another program listens there; stop it or choose another port"
+                .to_owned()
+        }
+        AddrNotAvailable => {
+            "address not available: it is not an address of this host (in this network \
+             namespace)"
+                .to_owned()
+        }
+        PermissionDenied => {
+            format!("permission denied ({e}): a port below 1024 needs CAP_NET_BIND_SERVICE")
+        }
+        _ => e.to_string(),
+    };
+    anyhow::anyhow!("--metrics {at}: {why}")
+}
+
+/// What `serve --check-config` checks of `--metrics`: that the address is
+/// this host's and the port may be bound. In use counts as fine: a running
+/// server (the one the configuration is for, say) holds it.
+pub fn check(at: SocketAddr) -> anyhow::Result<()> {
+    match TcpListener::bind(at) {
+        Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => Err(bind_error(at, &e)),
+        _ => Ok(()),
+    }
+}
+
 /// Binds `at` (a kernel TCP socket) and serves the metrics of `queues`
 /// queues of `iface` there from a thread of its own. Fails at once, naming
 /// `--metrics` and the address, if the address cannot be bound.
 pub fn serve(at: SocketAddr, iface: &str, queues: u32) -> anyhow::Result<MetricsServer> {
-    let listener = TcpListener::bind(at).map_err(|e| {
-        use std::io::ErrorKind::*;
-        let why = match e.kind() {
-            AddrInUse => "address in use: another program listens there; stop it or choose \
-                          another port"
-                .to_owned(),
-            AddrNotAvailable => "address not available: it is not an address of this host \
-                                 (in this network namespace)"
-                .to_owned(),
-            PermissionDenied => {
-                format!("permission denied ({e}): a port below 1024 needs CAP_NET_BIND_SERVICE")
-            }
-            _ => e.to_string(),
-        };
-        anyhow::anyhow!("--metrics {at}: {why}")
-    })?;
+    let listener = bind(at)?;
     let http = Arc::new(
         tiny_http::Server::from_listener(listener, None)
             .map_err(|e| anyhow::anyhow!("--metrics {at}: {e}"))?,

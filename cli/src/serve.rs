@@ -244,15 +244,22 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         cfg.cores = Some(vec![core]);
     }
     let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
+    if let Some(f) = &a.check_config {
+        // What serve checks before it sets anything up (all of the above),
+        // and what setting up would meet, short of taking the interface:
+        // the engine's settings, the interface's queues, the addresses and
+        // ports it would bind (serve's and --metrics').
+        xtcp_engine::worker::check_listener(&cfg, on, a.port)?;
+        if let Some(m) = a.metrics {
+            crate::metrics::check(m)?;
+        }
+        println!("xtcp serve: {}: configuration OK", f.display());
+        return Ok(());
+    }
     // The interface, and the addresses the engine would listen on there:
     // an interface without one is an error before anything is set up.
     let index = xtcp_engine::xsk::ifindex(&cfg.iface)?;
     xtcp_engine::worker::listen_addrs(&cfg.iface, index, on)?;
-    if let Some(f) = &a.check_config {
-        // What serve checks before it sets anything up (all of the above).
-        println!("xtcp serve: {}: configuration OK", f.display());
-        return Ok(());
-    }
     // -I, -D: the pid file checked while errors reach the terminal, the
     // fork while this process has one thread, the pid written after it.
     let mut pidfile = a

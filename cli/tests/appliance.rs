@@ -90,6 +90,67 @@ fn check_config_names_the_key_and_the_line_of_what_is_wrong() {
     assert!(err.contains("xtcp-no-such0"), "{err}");
 }
 
+/// `--check-config` finds what serve would refuse at start, short of
+/// taking the interface: the engine's settings, more queues than the
+/// interface has, an address of no interface (-B), a `--metrics` address
+/// it cannot bind. In a namespace of its own, on its veth.
+#[test]
+fn check_config_finds_what_serve_would_refuse() {
+    let net = testnet(1);
+    let dir = TempDir::new("check-config-engine");
+    let f = dir.file(
+        "serve.toml",
+        &format!("iface = \"{}\"\nport = 5201\n", net.a.iface),
+    );
+    let check_in = |extra: &[&str]| {
+        let out = net
+            .a
+            .ns
+            .command(XTCP)
+            .arg("serve")
+            .arg("--check-config")
+            .arg(&f)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = check_in(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("configuration OK"), "{out}");
+    for (extra, says) in [
+        (&["--queues", "0"][..], "--queues must be at least 1"),
+        (&["--queues", "4"], "has 1 receive queue"),
+        (&["--mss", "10"], "--mss 10 is too small"),
+        (
+            &["--ring", "64", "--frames", "100"],
+            "--frames 100 is too few",
+        ),
+        (&["-B", "198.51.100.7"], "198.51.100.7:5201"),
+        (
+            &["--metrics", "198.51.100.7:9100"],
+            "--metrics 198.51.100.7:9100: address not available",
+        ),
+    ] {
+        let (code, out, err) = check_in(extra);
+        assert_eq!(code, 1, "{extra:?}: {out} {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+        assert!(!out.contains("configuration OK"), "{extra:?}: {out}");
+    }
+    // A port in use (by the server running with this configuration, say)
+    // is no error of the configuration.
+    let _held = {
+        let _g = net.a.ns.enter().unwrap();
+        std::net::TcpListener::bind((net.a.ip4, 5201)).unwrap()
+    };
+    let (code, _, err) = check_in(&[]);
+    assert_eq!(code, 0, "{err}");
+}
+
 /// A config file serving on A's interface at `port`, one JSON line per
 /// test to `log`, with the tests' engine options (`ENGINE`) as keys.
 fn config_text(net: &TestNet, port: u16, log: &Path) -> String {

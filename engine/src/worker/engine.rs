@@ -614,6 +614,56 @@ pub fn listen_addrs(iface: &str, index: u32, on: ListenOn) -> Result<Vec<IpAddr>
     listen_addrs_and_tentative(iface, index, on).map(|(a, _)| a)
 }
 
+/// What a listener on `port` would meet, checked without setting anything
+/// up (`serve --check-config`): the settings ([`EngineConfig::validate`]),
+/// the interface and its receive queues, the addresses it would serve
+/// ([`listen_addrs`], returned), and that the kernel would let it have the
+/// port on each. A port in use counts as fine there: a running server (the
+/// one a configuration is checked for, say) holds it.
+pub fn check_listener(
+    cfg: &EngineConfig,
+    on: ListenOn,
+    port: u16,
+) -> Result<Vec<IpAddr>, EngineError> {
+    cfg.validate()?;
+    let index = ifindex(&cfg.iface)?;
+    if let Some(n) = rx_queues(&cfg.iface).filter(|&n| cfg.queues > n) {
+        return Err(EngineError::Config(format!(
+            "--queues {}: {} has {n} receive queue{}: give at most {n} (`ethtool -L` sets a \
+             NIC's channels)",
+            cfg.queues,
+            cfg.iface,
+            if n == 1 { "" } else { "s" }
+        )));
+    }
+    let ips = listen_addrs(&cfg.iface, index, on)?;
+    for &ip in &ips {
+        let at = SocketAddr::new(ip, port);
+        match reserve(at) {
+            Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => {
+                return Err(EngineError::Reserve {
+                    addr: at,
+                    source: e,
+                    hint: " (is the address configured on the interface?)",
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(ips)
+}
+
+/// The receive queues `iface` has (`/sys/class/net/IFACE/queues/rx-N`);
+/// None where sysfs does not say.
+fn rx_queues(iface: &str) -> Option<u32> {
+    let dir = std::fs::read_dir(format!("/sys/class/net/{iface}/queues")).ok()?;
+    let n = dir
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    u32::try_from(n).ok().filter(|&n| n > 0)
+}
+
 /// [`listen_addrs`], and the addresses of the interface that `on` would
 /// take but that are tentative (IPv6 duplicate address detection not
 /// finished, or failed).

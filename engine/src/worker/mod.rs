@@ -39,8 +39,8 @@ pub use cores::validate_cores;
 pub use engine::{
     App, AppIn, AppOut, CpuTimes, DEFAULT_SEND_BUFFER, DEFAULT_SEND_INITIAL, EngineConfig,
     EngineError, EngineReport, FrameSizePolicy, ListenOn, Opener, Progress, Role, RxCsumPolicy,
-    SEND_BYTES, TX_HEADROOM, TxLayoutPolicy, UmemReport, default_frames, listen_addrs, process_cpu,
-    process_times, run, run_app,
+    SEND_BYTES, TX_HEADROOM, TxLayoutPolicy, UmemReport, check_listener, default_frames,
+    listen_addrs, process_cpu, process_times, run, run_app,
 };
 pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters, filler_period, random_filler};
 pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
