@@ -376,8 +376,8 @@ pub struct EngineArgs {
     pub frame_size: FrameSizePolicy,
     /// UMEM frames per queue: what the rings hold (fill 2 × ring, RX and
     /// TX one ring each) and the send buffers' frames, at least a ring's
-    /// worth [default: 4 × ring, and 32 MiB of frames for the send
-    /// buffers: 8192 of 4096 bytes, 16384 of 2048].
+    /// worth: 5 × ring at least [default: 4 × ring, and 32 MiB of frames
+    /// for the send buffers: 8192 of 4096 bytes, 16384 of 2048].
     #[arg(long)]
     pub frames: Option<u32>,
     /// RX/TX ring entries, a power of two in 64..=16384 (fill/completion

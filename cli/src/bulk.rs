@@ -620,11 +620,13 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
                 Some(p) => {
                     let f = std::fs::File::open(p)
                         .with_context(|| format!("opening {}", p.display()))?;
-                    let regular = f
+                    let m = f
                         .metadata()
-                        .with_context(|| format!("reading {}", p.display()))?
-                        .is_file();
-                    Some((f, regular))
+                        .with_context(|| format!("reading {}", p.display()))?;
+                    if m.is_dir() {
+                        bail!("{} is a directory: give a file to send", p.display());
+                    }
+                    Some((f, m.is_file()))
                 }
                 None => None,
             };
@@ -671,17 +673,17 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fails unless `p` can be written, without changing anything on disk: an
-/// existing file is opened for writing (not truncated), a new one needs an
-/// existing directory.
-fn check_writable(p: &std::path::Path) -> anyhow::Result<()> {
+/// Fails unless `p` (given as `flag`) can be written, without changing
+/// anything on disk: an existing file is opened for writing (not
+/// truncated), a new one needs an existing directory.
+pub(crate) fn check_writable(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
     match std::fs::metadata(p) {
-        Ok(m) if m.is_dir() => bail!("--out {} is a directory", p.display()),
+        Ok(m) if m.is_dir() => bail!("{flag} {} is a directory", p.display()),
         Ok(_) => {
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(p)
-                .with_context(|| format!("--out {}: cannot write it", p.display()))?;
+                .with_context(|| format!("{flag} {}: cannot write it", p.display()))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = match p.parent() {
@@ -689,10 +691,10 @@ fn check_writable(p: &std::path::Path) -> anyhow::Result<()> {
                 _ => std::path::Path::new("."),
             };
             if !dir.is_dir() {
-                bail!("--out {}: no directory {}", p.display(), dir.display());
+                bail!("{flag} {}: no directory {}", p.display(), dir.display());
             }
         }
-        Err(e) => return Err(e).with_context(|| format!("--out {}", p.display())),
+        Err(e) => return Err(e).with_context(|| format!("{flag} {}", p.display())),
     }
     Ok(())
 }
@@ -723,7 +725,7 @@ fn recv_output(a: &RecvArgs) -> anyhow::Result<RecvOutput> {
         );
     }
     if let Some(p) = &a.out {
-        check_writable(p)?;
+        check_writable("--out", p)?;
         return Ok(RecvOutput::File(p.clone()));
     }
     if std::io::stdout().is_terminal() {

@@ -39,12 +39,13 @@ pub struct ClientArgs {
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
-    /// Seconds to transmit [default: 10] (ignored with -n or -k; with -F,
-    /// the test ends at -t or at the file's end, whichever comes first).
-    #[arg(short, long, value_name = "SECS")]
+    /// Seconds to transmit [default: 10]; one end condition of -t, -n and
+    /// -k, as iperf3 (with -F, the test ends at -t or at the file's end,
+    /// whichever comes first).
+    #[arg(short, long, value_name = "SECS", conflicts_with_all = ["bytes", "blocks"])]
     pub time: Option<u32>,
     /// Bytes to transmit (e.g. 2G) instead of a time.
-    #[arg(short = 'n', long = "bytes", value_parser = parse_size)]
+    #[arg(short = 'n', long = "bytes", value_parser = parse_size, conflicts_with = "blocks")]
     pub bytes: Option<u64>,
     /// Blocks to transmit instead of a time.
     #[arg(short = 'k', long = "blockcount")]
@@ -53,7 +54,7 @@ pub struct ClientArgs {
     #[arg(short = 'P', long, default_value_t = 1)]
     pub parallel: u32,
     /// Reverse: the server sends.
-    #[arg(short = 'R', long)]
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
     pub reverse: bool,
     /// Both directions at once.
     #[arg(long)]
@@ -63,7 +64,8 @@ pub struct ClientArgs {
     /// (at most the engine's `--rcvbuf`).
     #[arg(short = 'w', long = "window", value_parser = parse_size)]
     pub window: Option<u64>,
-    /// Block length (iperf3 counts -k in blocks of this size).
+    /// Block length (iperf3 counts -k in blocks of this size; 0, as
+    /// iperf3's, is the default: 128K).
     #[arg(short = 'l', long = "length", value_parser = parse_size)]
     pub length: Option<u64>,
     /// Seconds at the start to leave out of the results.
@@ -414,10 +416,13 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         } else {
             let f = std::fs::File::open(path)
                 .with_context(|| format!("-F {}: cannot open it", path.display()))?;
-            let len = f
+            let m = f
                 .metadata()
-                .with_context(|| format!("-F {}", path.display()))?
-                .len();
+                .with_context(|| format!("-F {}", path.display()))?;
+            if m.is_dir() {
+                bail!("-F {} is a directory: give a file to send", path.display());
+            }
+            let len = m.len();
             if len == 0 {
                 bail!("-F {}: the file is empty", path.display());
             }
@@ -487,7 +492,7 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         reverse: a.reverse,
         bidirectional: a.bidir,
         omit_secs: a.omit,
-        block_len: match a.length {
+        block_len: match a.length.filter(|&l| l > 0) {
             Some(l) => u32::try_from(l).context("-l is too large")?,
             None => TestParams::default().block_len,
         },

@@ -790,7 +790,7 @@ fn zero_copy_chain_guard(
     match spec.bind {
         BindMode::ZeroCopy => bail!(
             "{what}, but {} takes at most {segs} descriptor{} per packet in zero-copy mode \
-             (xdp-zc-max-segs = {segs}, see `xtcp probe {}`): {}",
+             (xdp-zc-max-segs = {segs}, see `xtcp probe --iface {}`): {}",
             spec.iface,
             if segs == 1 { "" } else { "s" },
             spec.iface,

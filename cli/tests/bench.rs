@@ -457,6 +457,53 @@ fn iface_errors_name_the_interface_and_leave_nothing_behind() {
     }
 }
 
+/// Where the record and the plot would go is checked before anything
+/// runs: a sweep is not lost at its end to a path that cannot be written,
+/// and nothing is set up.
+#[test]
+fn unwritable_outputs_are_refused_before_the_sweep() {
+    let svg = temp("early.svg");
+    for (flag, path, want) in [
+        (
+            "--json",
+            "/nonexistent/dir/x.json",
+            "--json /nonexistent/dir/x.json: no directory",
+        ),
+        (
+            "--plot",
+            "/nonexistent/dir/x.svg",
+            "--plot /nonexistent/dir/x.svg: no directory",
+        ),
+        ("--json", "/etc", "--json /etc is a directory"),
+    ] {
+        let child = Command::new(XTCP)
+            .args(["bench", "--mtu", "1500", "-t", "1", flag, path])
+            .args(
+                ["--plot".as_ref(), svg.as_os_str()]
+                    .iter()
+                    .filter(|_| flag == "--json"),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag} {path}: {err}");
+        assert!(err.contains(want), "{flag} {path}: `{want}` not in {err}");
+        // Refused before the sweep: no point ran, no network was made.
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_no_bench_namespaces(pid);
+    }
+    assert!(!svg.exists(), "no plot of a sweep that did not run");
+}
+
 /// Every client (stock iperf3 and xtcp's) reports the sender's minimum and
 /// mean RTT; the queueing delay is the one less the other, never negative.
 fn assert_queue_delay(s: &serde_json::Value) {

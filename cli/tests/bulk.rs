@@ -572,6 +572,20 @@ fn user_errors_are_clear() {
         ]),
         "needs --pattern",
     );
+    // A directory is refused before anything is sent (it opens, and only
+    // a read would fail).
+    fails(
+        run(&[
+            "send",
+            "--iface",
+            &net.a.iface,
+            "--connect",
+            "198.18.0.2:1",
+            "--file",
+            "/etc",
+        ]),
+        "/etc is a directory",
+    );
     fails(
         run(&[
             "send",

@@ -942,6 +942,36 @@ fn udp_refused_and_no_delay_small_blocks() {
     let _server = StockServer::start(&net, &[]);
     let v = client_json(&net, &["-N", "-l", "100", "-k", "3"]);
     assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), 300);
+    drop(_server);
+    // -l 0 is iperf3's default block (128K): two of them.
+    let _server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-l", "0", "-k", "2"]);
+    assert_eq!(u(&v["start"]["test_start"]["blksize"]), 128 * 1024);
+    assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), 256 * 1024);
+}
+
+/// As iperf3's: one end condition of -t, -n and -k, and not -R with
+/// --bidir; refused as usage errors (exit 2) before anything is set up.
+#[test]
+fn conflicting_test_options_are_refused() {
+    for args in [
+        &["-n", "1M", "-k", "10"][..],
+        &["-t", "3", "-n", "1M"],
+        &["-t", "3", "-k", "10"],
+        &["-R", "--bidir"],
+    ] {
+        let out = Command::new(XTCP)
+            .args(["client", "--iface", "lo", "-c", "198.18.0.2"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cannot be used with"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 // ---- serve ----------------------------------------------------------

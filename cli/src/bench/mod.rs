@@ -160,7 +160,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub points: Option<usize>,
     /// Write the run as JSON: `{"meta": {...}, "samples": [...]}`
-    /// (docs/BENCHMARKS.md, "The record").
+    /// (docs/BENCHMARKS.md, "Reading `xtcp bench`", its last part).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw Gbit/s, CPU s/GiB and (where measured) RTT under load against
@@ -1185,10 +1185,9 @@ fn zero_copy_missing(net: &TestNet) -> anyhow::Result<Option<String>> {
             .with_context(|| format!("probing {}", side.iface))?;
         if r.xdp.zero_copy != Support::Yes {
             return Ok(Some(format!(
-                "{} (driver {}) has no AF_XDP zero-copy (`xtcp probe {}` says {})",
+                "{} (driver {}) has no AF_XDP zero-copy (xtcp's probe of it says {})",
                 side.iface,
                 r.interface.driver.as_deref().unwrap_or("unknown"),
-                side.iface,
                 r.xdp.zero_copy.as_str()
             )));
         }
@@ -1328,6 +1327,14 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     }
     let w = sweep(a);
     check_args(a, &w)?;
+    // Where the record and the plot go, checked before the sweep: a path
+    // that cannot be written would otherwise lose a sweep's results at its
+    // end.
+    for (flag, p) in [("--json", &a.json), ("--plot", &a.plot)] {
+        if let Some(p) = p {
+            crate::bulk::check_writable(flag, p)?;
+        }
+    }
     let ends = xtcp_engine::worker::cores::mask_cores(2);
     if ends[0] == ends[1] {
         eprintln!(
@@ -1482,13 +1489,14 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             println!("{line}");
         }
     }
-    if let Some(p) = &a.json {
-        rec.write(p)?;
-    }
-    if let Some(p) = &a.plot {
+    // Both written, whichever fails.
+    let json = a.json.as_ref().map(|p| rec.write(p));
+    let plot = a.plot.as_ref().map(|p| {
         std::fs::write(p, plot::plot(a.preset, &rec.samples))
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
+            .with_context(|| format!("writing {}", p.display()))
+    });
+    json.transpose()?;
+    plot.transpose()?;
     Ok(())
 }
 

@@ -856,7 +856,7 @@ impl Xsk {
                     format!("AF_XDP {iface} queue {queue}, {mode}"),
                     e,
                     format!(
-                        "queue {queue} may not exist on {iface} (see `xtcp probe {iface}`), \
+                        "queue {queue} may not exist on {iface} (see `xtcp probe --iface {iface}`), \
                          or the device refused this mode"
                     ),
                 ),
