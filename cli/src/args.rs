@@ -44,9 +44,21 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         }
         _ => (t, 1),
     };
-    let v: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size like 65536, 64K, 4M or 1G"))?;
+    let not_a_size = || format!("`{s}` is not a size like 65536, 64K, 1.5M or 1G");
+    if num.contains('.') {
+        // A fraction of a unit, as iperf3 takes it: whole bytes, rounded
+        // down.
+        let f: f64 = num.parse().map_err(|_| not_a_size())?;
+        let bytes = (f * mul as f64).floor();
+        if !bytes.is_finite() || bytes < 0.0 {
+            return Err(not_a_size());
+        }
+        if bytes >= u64::MAX as f64 {
+            return Err(format!("`{s}` is too large"));
+        }
+        return Ok(bytes as u64);
+    }
+    let v: u64 = num.parse().map_err(|_| not_a_size())?;
     v.checked_mul(mul)
         .ok_or_else(|| format!("`{s}` is too large"))
 }
@@ -661,6 +673,33 @@ mod tests {
         let mut cli = parse(args);
         cli.cmd.resolve_old_spellings();
         format!("{:?}", cli.cmd)
+    }
+
+    /// Sizes as iperf3 takes them: binary units, fractions of one (whole
+    /// bytes, rounded down), and clear errors for the rest.
+    #[test]
+    fn sizes() {
+        for (s, n) in [
+            ("65536", 65536),
+            ("64K", 64 << 10),
+            ("64k", 64 << 10),
+            ("1.5M", 3 << 19),
+            ("0.5K", 512),
+            ("1.3K", 1331),
+            ("2G", 2 << 30),
+        ] {
+            assert_eq!(parse_size(s), Ok(n), "{s}");
+        }
+        assert!(parse_size("1KB").unwrap_err().contains("unknown unit `B`"));
+        assert!(parse_size("1.5.2M").unwrap_err().contains("is not a size"));
+        assert!(parse_size("-1.5M").unwrap_err().contains("is not a size"));
+        assert!(parse_size("NaNK").unwrap_err().contains("is not a size"));
+        assert!(parse_size("20000000T").unwrap_err().contains("too large"));
+        assert!(
+            parse_size("2000000000.5T")
+                .unwrap_err()
+                .contains("too large")
+        );
     }
 
     fn help(cmd: &str) -> String {

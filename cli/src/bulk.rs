@@ -26,14 +26,15 @@ use crate::xdpstats::XdpSummary;
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("input").args(["file", "pattern", "zeros"])))]
 pub struct SendArgs {
-    /// The receiver's address (IPv4 or IPv6).
+    /// The receiver: an address (IPv4 or IPv6), or a name resolved (its
+    /// first address).
     #[arg(
         short = 'c',
         long = "client",
         value_name = "HOST",
         required_unless_present = "connect"
     )]
-    pub host: Option<IpAddr>,
+    pub host: Option<String>,
     /// The receiver's port.
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
@@ -89,16 +90,24 @@ impl SendArgs {
     /// `--connect ADDR:PORT` (an earlier spelling) as `-c ADDR -p PORT`.
     pub fn resolve_old_spellings(&mut self) {
         if let Some(a) = self.connect.take() {
-            self.host = Some(a.ip());
+            self.host = Some(a.ip().to_string());
             self.port = a.port();
         }
     }
 
     /// The receiver.
     pub fn remote(&self) -> anyhow::Result<SocketAddr> {
-        match (self.connect, self.host) {
+        use std::net::ToSocketAddrs;
+        match (self.connect, self.host.as_deref()) {
             (Some(a), _) => Ok(a),
-            (None, Some(h)) => Ok(SocketAddr::new(h, self.port)),
+            (None, Some(h)) => match h.trim_matches(['[', ']']).parse::<IpAddr>() {
+                Ok(ip) => Ok(SocketAddr::new(ip, self.port)),
+                Err(_) => (h, self.port)
+                    .to_socket_addrs()
+                    .with_context(|| format!("-c {h}: cannot resolve the host"))?
+                    .next()
+                    .with_context(|| format!("-c {h}: the name has no address")),
+            },
             (None, None) => bail!("send needs the receiver: -c HOST [-p PORT]"),
         }
     }

@@ -572,6 +572,23 @@ fn user_errors_are_clear() {
         ]),
         "needs --pattern",
     );
+    // A name is resolved (here through /etc/hosts): to an address the
+    // kernel routes elsewhere, which is said.
+    fails(
+        run(&[
+            "send",
+            "--iface",
+            &net.a.iface,
+            "-c",
+            "localhost",
+            "--pattern",
+            "1",
+            "--bytes",
+            "1M",
+        ]),
+        // (127.0.0.1 or ::1, whichever the resolver gives first)
+        "through lo",
+    );
     // A directory is refused before anything is sent (it opens, and only
     // a read would fail).
     fails(
