@@ -380,6 +380,22 @@ fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
     if args.stamp && args.mode != Mode::Txonly && !args.testnet {
         bail!("--stamp applies to txonly (the sender): add --mode txonly or drop --stamp");
     }
+    // The sender's addresses mean nothing to the other modes: refused, as
+    // --stamp is, not ignored (--testnet sets its own).
+    if args.mode != Mode::Txonly || args.testnet {
+        for (flag, given) in [
+            ("--src-ip", args.src_ip.is_some()),
+            ("--dst-ip", args.dst_ip.is_some()),
+            ("--dst-mac", args.dst_mac.is_some()),
+        ] {
+            if given {
+                bail!(
+                    "{flag} applies to txonly on an interface of yours (the sender's \
+                     addresses; --testnet sets its own): add --mode txonly or drop {flag}"
+                );
+            }
+        }
+    }
     Ok(())
 }
 

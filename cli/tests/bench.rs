@@ -890,6 +890,16 @@ fn from_prints_the_medians_of_the_records_samples() {
     let two = v["samples"].as_array().unwrap().clone();
     assert!(two.iter().any(|s| s["repeat"] == 1), "two repetitions");
     check_table(&from(&rec), &two);
+    // A sweep's flag would not apply: refused, not ignored.
+    let out = Command::new(XTCP)
+        .args(["bench", "--from"])
+        .arg(&rec)
+        .args(["--mtu", "1500", "--ring", "64"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--mtu, --ring would not apply"), "{err}");
     // A third repetition: the first one's figures scaled, each differently,
     // and drops where the record had none.
     let mut three = two.clone();

@@ -408,6 +408,11 @@ fn clear_errors_for_what_users_get_wrong() {
         &run(&["--iface", "xtcp-nope0"]),
         &["no interface named `xtcp-nope0`"],
     );
+    // The sender's addresses with a mode that sends nothing: refused.
+    fails_with(
+        &run(&["--iface", a, "--mode", "rxdrop", "--dst-ip", &peer]),
+        &["--dst-ip applies to txonly"],
+    );
     fails_with(
         &run(&[
             "--iface",

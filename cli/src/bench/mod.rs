@@ -1503,6 +1503,37 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
 /// `--from FILE`: the table (and the preset's comparison, the plot) of a
 /// record, run nothing.
 fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
+    // What would shape a sweep does nothing here: said, not ignored
+    // (--preset, --iface and --json clap refuses).
+    let given: Vec<&str> = [
+        ("--mtu", !a.mtu.is_empty()),
+        ("--rcvbuf", !a.rcvbuf.is_empty()),
+        ("--sndbuf", !a.sndbuf.is_empty()),
+        ("--length", !a.length.is_empty()),
+        ("-P", !a.streams.is_empty()),
+        ("--nodelay", !a.nodelay.is_empty()),
+        ("--ring", !a.ring.is_empty()),
+        ("--frame-size", !a.frame_size.is_empty()),
+        ("--tx-burst", !a.tx_burst.is_empty()),
+        ("--mss-clip", !a.mss_clip.is_empty()),
+        ("--tx-layout", !a.tx_layout.is_empty()),
+        ("--bind", !a.bind.is_empty()),
+        ("--kernel-offloads", !a.kernel_offloads.is_empty()),
+        ("--kernel-zerocopy", !a.kernel_zerocopy.is_empty()),
+        ("--kernel-txqueue", !a.kernel_txqueue.is_empty()),
+        ("--points", a.points.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, set)| set.then_some(flag))
+    .collect();
+    if !given.is_empty() {
+        bail!(
+            "--from prints a record and runs nothing: {} would not apply (drop {}; --plot \
+             draws the record)",
+            given.join(", "),
+            if given.len() == 1 { "it" } else { "them" }
+        );
+    }
     let rec = record::Record::read(from)?;
     let preset = rec
         .meta
