@@ -20,7 +20,13 @@ use common::{
 use xtcp_engine::testnet::TestNet;
 
 fn check(file: &Path, extra: &[&str]) -> (i32, String, String) {
-    let out = Command::new(XTCP)
+    check_with(Command::new(XTCP), file, extra)
+}
+
+/// `serve --check-config FILE <extra>` run by `cmd` (xtcp, or xtcp in a
+/// namespace): exit code, stdout, stderr.
+fn check_with(mut cmd: Command, file: &Path, extra: &[&str]) -> (i32, String, String) {
+    let out = cmd
         .arg("serve")
         .arg("--check-config")
         .arg(file)
@@ -102,23 +108,7 @@ fn check_config_finds_what_serve_would_refuse() {
         "serve.toml",
         &format!("iface = \"{}\"\nport = 5201\n", net.a.iface),
     );
-    let check_in = |extra: &[&str]| {
-        let out = net
-            .a
-            .ns
-            .command(XTCP)
-            .arg("serve")
-            .arg("--check-config")
-            .arg(&f)
-            .args(extra)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let check_in = |extra: &[&str]| check_with(net.a.ns.command(XTCP), &f, extra);
     let (code, out, err) = check_in(&[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("configuration OK"), "{out}");

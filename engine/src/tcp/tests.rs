@@ -608,21 +608,25 @@ fn paws_drops_an_old_duplicate() {
     assert_eq!(&buf[..n], b"new datafresh!!");
 }
 
+/// The peer's data segment at receive offset `off` (acknowledging our
+/// SYN, `iss + 1`) with TSval `tsval`.
+fn ts_data(iss: SeqNumber, off: usize, tsval: u32) -> TcpRepr {
+    let mut d = seg(
+        TcpFlags::ACK | TcpFlags::PSH,
+        PEER_ISS + 1 + off,
+        iss + 1,
+        1000,
+    );
+    d.options.timestamp = Some(TcpTimestamp { tsval, tsecr: 0 });
+    d
+}
+
 /// PAWS as Linux applies it: a TSval one tick older than TS.Recent
 /// passes (`TCP_PAWS_WINDOW`), and while TS.Recent is zero (a peer whose
 /// SYN-ACK carried TSval 0) any does, and replaces it.
 #[test]
 fn paws_takes_a_tick_older_and_any_tsval_after_a_syn_with_zero() {
-    let data = |iss: SeqNumber, off: usize, tsval: u32| {
-        let mut d = seg(
-            TcpFlags::ACK | TcpFlags::PSH,
-            PEER_ISS + 1 + off,
-            iss + 1,
-            1000,
-        );
-        d.options.timestamp = Some(TcpTimestamp { tsval, tsecr: 0 });
-        d
-    };
+    let data = ts_data;
     let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
     c.handle_segment(ms(20), &data(iss, 0, 2000), b"abcd");
     c.handle_segment(ms(21), &data(iss, 4, 1999), b"efgh");
@@ -653,16 +657,7 @@ fn paws_takes_a_tick_older_and_any_tsval_after_a_syn_with_zero() {
 #[test]
 fn paws_lets_go_of_ts_recent_after_24_days() {
     let day = 24 * 3600 * 1000;
-    let data = |iss: SeqNumber, off: usize, tsval: u32| {
-        let mut d = seg(
-            TcpFlags::ACK | TcpFlags::PSH,
-            PEER_ISS + 1 + off,
-            iss + 1,
-            1000,
-        );
-        d.options.timestamp = Some(TcpTimestamp { tsval, tsecr: 0 });
-        d
-    };
+    let data = ts_data;
     let (mut c, iss) = client_with(Config::default(), all_options(1000, 0));
     c.handle_segment(ms(20), &data(iss, 0, 2000), b"abcd");
     assert_eq!((c.readable(), c.stats().paws_drops), (4, 0));
