@@ -92,6 +92,15 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// `-i`: seconds as [`parse_secs`], or 0: no interval reports (as
+/// `client` and `serve` take it).
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    if s.trim().parse::<f64>() == Ok(0.0) {
+        return Ok(Duration::ZERO);
+    }
+    parse_secs(s)
+}
+
 /// Arguments of `xtcp xsk-bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct XskBenchArgs {
@@ -130,8 +139,8 @@ pub struct XskBenchArgs {
     #[arg(short = 't', long = "time", alias = "duration", value_name = "SECS",
           default_value = "10", value_parser = parse_secs)]
     pub duration: Duration,
-    /// Report interval, in seconds.
-    #[arg(short = 'i', long, value_name = "SECS", default_value = "1", value_parser = parse_secs)]
+    /// Report interval, in seconds (0: none, only the summary).
+    #[arg(short = 'i', long, value_name = "SECS", default_value = "1", value_parser = parse_interval)]
     pub interval: Duration,
     /// XDP attach mode.
     #[arg(long, value_enum, default_value = "auto")]
@@ -480,7 +489,7 @@ struct Meter<'a> {
 
 impl Meter<'_> {
     fn tick(&mut self, now: Instant, packets: u64, bytes: u64) {
-        if now.duration_since(self.last) < self.interval {
+        if self.interval.is_zero() || now.duration_since(self.last) < self.interval {
             return;
         }
         let dt = now.duration_since(self.last).as_secs_f64();

@@ -282,15 +282,21 @@ fn without_iface_the_errors_name_what_was_tried() {
             &candidates,
         ],
     );
-    // IPv6: the candidates are those with IPv6 addresses.
-    let out = run_a(&net, &args(&["recv", "-B", "2001:2::99", "--discard"]));
-    let err = stderr(&out);
-    assert!(!out.status.success());
-    assert!(
-        err.contains(&format!("the candidates are {} (", net.a.iface))
-            && err.contains(&net.a.ip6.to_string()),
-        "{err}"
-    );
+    // IPv6: the candidates are those with IPv6 addresses, not link-local
+    // ones (a listener never serves those), for :: too.
+    for b in ["2001:2::99", "::"] {
+        let out = run_a(&net, &args(&["recv", "-B", b, "--discard"]));
+        let err = stderr(&out);
+        assert!(!out.status.success());
+        assert!(
+            err.contains(&format!(
+                "the candidates are {} ({})",
+                net.a.iface, net.a.ip6
+            )),
+            "-B {b}: {err}"
+        );
+        assert!(!err.contains("fe80"), "-B {b}: {err}");
+    }
     // Listening without -B where two interfaces have addresses: which one
     // is meant? (A second veth pair, both ends in A's namespace, goes
     // with it.)

@@ -84,6 +84,25 @@ fn testnet_rxdrop_counts_what_txonly_sent() {
     assert_eq!(v["tx"]["xdp_stats"]["tx_invalid_descs"], 0);
 }
 
+/// `-i 0`: no interval reports, as `client` and `serve` take it; the
+/// totals as ever. (`-i 0.2` over a second has them.)
+#[test]
+fn interval_zero_reports_only_the_totals() {
+    for (i, some) in [("0.2", true), ("0", false)] {
+        let out = Command::new(XTCP)
+            .args(["xsk-bench", "--testnet", "--duration", "1", "--size", "64"])
+            .args(["-i", i, "--json"])
+            .output()
+            .unwrap();
+        let v = json(&out);
+        for side in ["tx", "rx"] {
+            assert!(v[side]["packets"].as_u64().unwrap() > 0, "{v}");
+            let n = v[side]["intervals"].as_array().unwrap().len();
+            assert_eq!(n > 0, some, "-i {i}: {side} has {n} intervals");
+        }
+    }
+}
+
 /// rxdrop's counts against an outside sender's and the receiving
 /// driver's: B's kernel sends a known number of TCP SYNs (raw frames, not
 /// xtcp), A's veth counts what its XDP redirected into the socket and

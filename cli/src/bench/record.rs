@@ -165,6 +165,17 @@ impl Record {
         let v: serde_json::Value = serde_json::from_slice(&text)
             .with_context(|| format!("{}: not JSON", path.display()))?;
         let rec = match v {
+            // Another tool's list (benches/engine-vs-kernel.py writes one):
+            // said as such, not as a field that failed to parse.
+            serde_json::Value::Array(ref a)
+                if a.first().is_some_and(|s| s.get("pair").is_none()) =>
+            {
+                bail!(
+                    "{}: a list, but not of xtcp bench samples (they have a `pair`): give a \
+                     record that `xtcp bench --json` wrote",
+                    path.display()
+                )
+            }
             serde_json::Value::Array(_) => Record {
                 meta: None,
                 samples: serde_json::from_value(v)
@@ -204,6 +215,15 @@ mod tests {
                  "xdp_server": null, "drop_pct": null}]"#,
         )
         .unwrap();
+        // Another tool's list (engine-vs-kernel.py's) is named as such.
+        let other = dir.join("other.json");
+        std::fs::write(
+            &other,
+            r#"[{"gbps": 7.0, "direction": "kernel -> kernel"}]"#,
+        )
+        .unwrap();
+        let e = Record::read(&other).unwrap_err().to_string();
+        assert!(e.contains("a list, but not of xtcp bench samples"), "{e}");
         let r = Record::read(&old).unwrap();
         assert!(r.meta.is_none());
         assert_eq!(r.samples.len(), 1);

@@ -128,13 +128,15 @@ pub enum Holder {
     /// The interface that has the address.
     Found(LinkInfo),
     /// No interface has it; these interfaces (up, not loopback) have
-    /// addresses of its family, with those addresses.
+    /// addresses of its family (IPv6 ones not link-local), with those
+    /// addresses.
     NotFound(Vec<IfaceAddrs>),
 }
 
 /// The interface that has the local address `addr`, or, for the
 /// unspecified address or one that no interface has, the interfaces that
-/// could be meant: up, not loopback, with an address of `addr`'s family.
+/// could be meant: up, not loopback, with an address of `addr`'s family
+/// that a listener serves (not IPv6 link-local).
 pub fn iface_holding(sock: &mut NetlinkSocket, addr: IpAddr) -> Result<Holder, NetlinkError> {
     let addrs = get_addrs(sock)?;
     if !addr.is_unspecified()
@@ -145,7 +147,12 @@ pub fn iface_holding(sock: &mut NetlinkSocket, addr: IpAddr) -> Result<Holder, N
             LinkSelector::Index(a.ifindex),
         )?));
     }
-    let of_family = addrs.iter().filter(|a| a.addr.is_ipv4() == addr.is_ipv4());
+    // The addresses that could be meant instead: of the family asked for,
+    // and none that a listener never serves (IPv6 link-local).
+    let of_family = addrs.iter().filter(|a| match a.addr {
+        IpAddr::V4(_) => addr.is_ipv4(),
+        IpAddr::V6(v6) => addr.is_ipv6() && !v6.is_unicast_link_local(),
+    });
     Ok(Holder::NotFound(up_ifaces(sock, of_family)?))
 }
 
