@@ -914,6 +914,128 @@ fn a_full_disk_is_named_and_the_report_says_what_the_file_holds() {
     assert_detached(&net);
 }
 
+/// A kernel receiver that stops reading: its window shuts, xtcp probes,
+/// Linux drops the probe's byte (beyond its shut window) and answers at
+/// SND.UNA; then it reads again and its window update comes. The transfer
+/// resumes from SND.UNA and ends byte-exact. (It stalled for good after
+/// three probes: SND.NXT stayed past the probe's byte, and nothing went
+/// and no timer was armed.) The receiver reads again once the third probe
+/// went (the path's count of segments sent again, on B's ingress), not
+/// after a time.
+#[test]
+fn a_zero_window_against_linux_ends_byte_exact() {
+    const RECEIVER: &str = r#"
+import os, socket, sys, time
+ip, port, pause_at, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+l.bind((ip, port)); l.listen(1)
+c, _ = l.accept()
+f, n, paused = open(path, "wb"), 0, False
+while True:
+    if not paused and n >= pause_at:
+        paused = True
+        print("paused", flush=True)
+        deadline = time.time() + 60
+        while not os.path.exists(path + ".go") and time.time() < deadline:
+            time.sleep(0.01)
+    b = c.recv(65536)
+    if not b:
+        break
+    f.write(b); n += len(b)
+f.close()
+print("received", n, flush=True)
+"#;
+    let net = testnet(1500);
+    let len: u64 = 16 << 20;
+    let got = tmp("zero-window.bin");
+    let go = got.with_extension("bin.go");
+    let _ = std::fs::remove_file(&go);
+    let port = 5231u16;
+    // Counts only: what B receives, and the segments sent again.
+    let (ingress, _egress) = impair_b(
+        &net,
+        xtcp_engine::xdp::impair::ImpairConfig {
+            port: Some(port),
+            ..Default::default()
+        },
+    );
+    let receiver = Reap(
+        net.b
+            .ns
+            .command("python3")
+            .args([
+                "-c",
+                RECEIVER,
+                &net.b.ip4.to_string(),
+                &port.to_string(),
+                "4000000",
+            ])
+            .arg(&got)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&net.b.ns, port, WAIT, None);
+    let mut args = vec!["send".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend([
+        "-c".into(),
+        net.b.ip4.to_string(),
+        "-p".into(),
+        port.to_string(),
+        "--pattern".into(),
+        SEED.to_string(),
+        "--bytes".into(),
+        len.to_string(),
+        "--json".into(),
+    ]);
+    let send = Reap(
+        net.a
+            .ns
+            .command("timeout")
+            .arg("120")
+            .arg(XTCP)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // The window shut and probes went again (the first ones dropped):
+    // three probes in all (with one, it resumed even before the fix).
+    let deadline = Instant::now() + WAIT;
+    while ingress.counters().unwrap().repeated < 2 {
+        assert!(Instant::now() < deadline, "no probe went twice");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::write(&go, b"").unwrap();
+    let read = |pipe: Option<&mut dyn std::io::Read>| {
+        let mut t = String::new();
+        if let Some(p) = pipe {
+            p.read_to_string(&mut t).unwrap();
+        }
+        t
+    };
+    let (mut send, mut receiver) = (send, receiver);
+    let stdout = read(send.0.stdout.as_mut().map(|p| p as _));
+    let err = read(send.0.stderr.as_mut().map(|p| p as _));
+    assert!(send.0.wait().unwrap().success(), "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
+    let text = read(receiver.0.stdout.as_mut().map(|p| p as _));
+    assert!(receiver.0.wait().unwrap().success(), "{text}");
+    assert_eq!(
+        text.lines().last(),
+        Some(format!("received {len}").as_str()),
+        "{text}"
+    );
+    assert_pattern_file(&got, len as usize, &err);
+    let _ = std::fs::remove_file(&got);
+    let _ = std::fs::remove_file(&go);
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]

@@ -2000,6 +2000,14 @@ impl<M: SendMemory> Connection<M> {
                 self.disarm(Timer::Persist);
                 self.rtt.reset_backoff();
                 self.probe_pending = false;
+                // What went beyond SND.UNA while the window was shut (a
+                // probe's byte, which a peer like Linux drops: its ACK is
+                // still at SND.UNA) goes again, from SND.UNA, with what
+                // follows. (Left at SND.NXT past that byte, a transfer into
+                // Linux stalled for good after three probes.)
+                if self.nxt > self.una {
+                    self.nxt = self.una;
+                }
             }
         }
         if self.fin_acked {

@@ -1772,6 +1772,49 @@ fn zero_window_probing_resumes_a_stalled_transfer() {
     assert_eq!(sim.s2c_stats().lost, 1);
 }
 
+/// A zero-window probe that the peer drops, as Linux drops a byte beyond
+/// a closed window (its ACK still at SND.UNA, window 0), then the peer's
+/// window update: the transfer resumes at SND.UNA, the probe's byte
+/// included. (Before, SND.NXT stayed past the probe's byte: here new data
+/// went from there, leaving a hole; against Linux, after three probes,
+/// nothing went at all: `cli/tests/bulk.rs`,
+/// `a_zero_window_against_linux_ends_byte_exact`.)
+#[test]
+fn a_dropped_probe_then_a_window_update_resumes_the_transfer() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.write(&[5u8; 20_000]).unwrap();
+    let sent: usize = out(&mut c, ms(11)).iter().map(|s| s.len).sum();
+    assert!(sent > 0);
+    // All of it acknowledged, the window shut.
+    let shut = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + sent, 0);
+    c.handle_segment(ms(20), &shut, &[]);
+    assert!(out(&mut c, ms(20)).is_empty(), "nothing into a shut window");
+    // The persist timer: a one-byte probe, which the peer drops.
+    let t = c.poll_timeout().expect("the persist timer");
+    c.handle_timeout(t);
+    let probe = out(&mut c, t);
+    assert_eq!(probe.len(), 1);
+    assert_eq!((probe[0].repr.seq, probe[0].len), (iss + 1 + sent, 1));
+    assert_eq!(c.stats().window_probes, 1);
+    c.handle_segment(t + Duration::from_millis(10), &shut, &[]);
+    // The window opens.
+    let at = t + Duration::from_millis(500);
+    let open = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + sent, 33_040);
+    c.handle_segment(at, &open, &[]);
+    let mut resumed = out(&mut c, at);
+    if resumed.is_empty() {
+        // Not at once: then a timer must bring it, soon.
+        let t = c.poll_timeout().expect("a timer is armed");
+        assert!(t <= at + Duration::from_secs(3), "{t:?}");
+        c.handle_timeout(t);
+        resumed = out(&mut c, t);
+    }
+    assert!(!resumed.is_empty(), "the transfer resumed");
+    assert_eq!(resumed[0].repr.seq, iss + 1 + sent, "at SND.UNA");
+    let more: usize = resumed.iter().map(|s| s.len).sum();
+    assert!(more > 1, "{more} bytes");
+}
+
 #[test]
 fn jumbo_mtu_run_uses_large_segments() {
     let conn = Config {
