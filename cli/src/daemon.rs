@@ -8,7 +8,6 @@
 //! [`PidFile::write`] with the daemon's pid; dropping the [`PidFile`] (serve
 //! returns, after SIGINT/SIGTERM too) removes the file.
 
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -69,17 +68,50 @@ impl PidFile {
     }
 }
 
+impl PidFile {
+    /// Fails unless the pid file could be written (`--check-config`): its
+    /// directory exists, and an existing file can be opened for writing.
+    pub(crate) fn check_writable(&self) -> anyhow::Result<()> {
+        crate::bulk::check_writable("-I", &self.path)
+    }
+}
+
 impl Drop for PidFile {
     fn drop(&mut self) {
         if self.written {
             // Only if it still names us (a later serve may have replaced it).
             let ours = std::fs::read_to_string(&self.path)
                 .is_ok_and(|t| t.trim() == std::process::id().to_string());
-            if ours {
-                let _ = std::fs::remove_file(&self.path);
+            if ours && let Err(e) = std::fs::remove_file(&self.path) {
+                // After --user the directory may not let us (a root-owned
+                // /run): said, not left silently.
+                eprintln!(
+                    "xtcp serve: -I {}: cannot remove it ({e}){}",
+                    self.path.display(),
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        ": after --user, give a pid file in a directory that user may write \
+                         (a systemd unit's RuntimeDirectory)"
+                    } else {
+                        ""
+                    }
+                );
             }
         }
     }
+}
+
+/// Points standard output and error at `log` (appended), as [`daemonize`]
+/// does: after the log file was rotated (SIGHUP), so that the daemon lets
+/// the old one go.
+pub(crate) fn redirect_std(log: &Path) -> anyhow::Result<()> {
+    let out = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("--logfile {}: cannot open it", log.display()))?;
+    rustix::stdio::dup2_stdout(&out).context("dup2 onto standard output")?;
+    rustix::stdio::dup2_stderr(&out).context("dup2 onto standard error")?;
+    Ok(())
 }
 
 /// Detaches as daemon(3) does, without changing directory: fork (the
@@ -110,17 +142,8 @@ pub(crate) fn daemonize(log: Option<&Path>) -> anyhow::Result<()> {
         _ => std::process::exit(0),
     }
     rustix::process::setsid().context("-D: setsid failed")?;
-    for (from, to) in [
-        (null.as_raw_fd(), libc::STDIN_FILENO),
-        (out.as_raw_fd(), libc::STDOUT_FILENO),
-        (out.as_raw_fd(), libc::STDERR_FILENO),
-    ] {
-        // SAFETY: dup2(2) on two descriptors this process holds open
-        // (`null`, `out`, and the standard ones); it only replaces what the
-        // standard descriptor refers to.
-        if unsafe { libc::dup2(from, to) } == -1 {
-            bail!("-D: dup2 failed: {}", std::io::Error::last_os_error());
-        }
-    }
+    rustix::stdio::dup2_stdin(&null).context("-D: dup2 onto standard input")?;
+    rustix::stdio::dup2_stdout(&out).context("-D: dup2 onto standard output")?;
+    rustix::stdio::dup2_stderr(&out).context("-D: dup2 onto standard error")?;
     Ok(())
 }

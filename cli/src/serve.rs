@@ -244,14 +244,31 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         cfg.cores = Some(vec![core]);
     }
     let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
+    if a.daemon && a.logfile.is_some() && (a.json || a.json_lines) {
+        // A daemon's standard error goes to its log file (as iperf3 -D's):
+        // there its diagnostics would sit between the JSON objects.
+        bail!(
+            "-D with --logfile and {}: the daemon's diagnostics would go into the log file \
+             between the JSON objects; run serve under systemd (contrib/xtcp-serve.service: \
+             the journal keeps them) or without -D, its standard error sent where you want it",
+            if a.json { "-J" } else { "--json-lines" }
+        );
+    }
     if let Some(f) = &a.check_config {
         // What serve checks before it sets anything up (all of the above),
         // and what setting up would meet, short of taking the interface:
         // the engine's settings, the interface's queues, the addresses and
-        // ports it would bind (serve's and --metrics').
+        // ports it would bind (serve's and --metrics'), the files it would
+        // write (the log file, the pid file).
         xtcp_engine::worker::check_listener(&cfg, on, a.port)?;
         if let Some(m) = a.metrics {
             crate::metrics::check(m)?;
+        }
+        if let Some(p) = &a.logfile {
+            crate::bulk::check_writable("--logfile", p)?;
+        }
+        if let Some(p) = &a.pidfile {
+            crate::daemon::PidFile::check(p)?.check_writable()?;
         }
         println!("xtcp serve: {}: configuration OK", f.display());
         return Ok(());
@@ -478,6 +495,13 @@ fn reload(
         .send(config)
         .context("the server has stopped taking configurations")?;
     output.borrow_mut().replace(out);
+    // A daemon's standard output and error are its log file: the new one
+    // from now on, so that the rotated file is let go.
+    if running.daemon
+        && let Some(p) = &new.logfile
+    {
+        crate::daemon::redirect_std(p)?;
+    }
     let restart: Vec<&str> = [
         (
             "the engine settings",
@@ -491,6 +515,19 @@ fn reload(
         ("one_off", running.one_off != new.one_off),
         ("user", running.user != new.user),
         ("metrics", running.metrics != new.metrics),
+        // The output's form is fixed when serve starts (the log file is
+        // opened again, in the running form).
+        ("format", running.style.format != new.style.format),
+        (
+            "timestamps",
+            running.style.timestamps != new.style.timestamps,
+        ),
+        (
+            "forceflush",
+            running.style.forceflush != new.style.forceflush,
+        ),
+        ("daemon", running.daemon != new.daemon),
+        ("pidfile", running.pidfile != new.pidfile),
     ]
     .into_iter()
     .filter_map(|(name, changed)| changed.then_some(name))
@@ -500,7 +537,9 @@ fn reload(
             "reloaded {}: limits, allow/deny and users apply from the next test",
             f.display()
         ),
-        None => "reloaded (no config file: the command line's settings stay)".to_owned(),
+        None => "reloaded (no config file: the command line's settings stay; the log file, \
+                 the key and the users file are read again)"
+            .to_owned(),
     };
     if restart.is_empty() {
         Ok(what)

@@ -113,7 +113,19 @@ fn check_config_finds_what_serve_would_refuse() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("configuration OK"), "{out}");
     for (extra, says) in [
-        (&["--queues", "0"][..], "--queues must be at least 1"),
+        (
+            &["--logfile", "/nonexistent/dir/x.log"][..],
+            "--logfile /nonexistent/dir/x.log: no directory",
+        ),
+        (
+            &["-I", "/nonexistent/x.pid"],
+            "-I /nonexistent/x.pid: no directory",
+        ),
+        (
+            &["-D", "--json-lines", "--logfile", "/tmp/x.jsonl"],
+            "the daemon's diagnostics would go into the log file",
+        ),
+        (&["--queues", "0"], "--queues must be at least 1"),
         (&["--queues", "4"], "has 1 receive queue"),
         (&["--mss", "10"], "--mss 10 is too small"),
         (
@@ -250,11 +262,14 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
     let lines = wait_lines(&log, 1, &mut server);
     check_record(&lines[0], &v, &net, "forward");
 
-    // After rotation: SIGHUP reopens the file.
+    // After rotation: SIGHUP reopens the file. A changed output form is
+    // named as kept until a restart (the lines keep the running form).
     let rotated = dir.0.join("tests.jsonl.1");
     std::fs::rename(&log, &rotated).unwrap();
+    std::fs::write(&conf, format!("{text}format = \"m\"\n")).unwrap();
     server.signal("-HUP");
     server.wait_for("reloaded");
+    server.wait_for("changed but kept until serve restarts: format");
     let v = iperf3_json(&net, &["-p", "5311", "-n", "64M", "-R"]);
     let lines = wait_lines(&log, 1, &mut server);
     check_record(&lines[0], &v, &net, "reverse");

@@ -1114,6 +1114,29 @@ fn serve_daemon_with_pidfile() {
         stderr(&again)
     );
 
+    // Log rotation: SIGHUP reopens the log, the daemon's standard error
+    // (its diagnostics) included: they go to the new file, and the
+    // rotated one is let go.
+    let rotated = format!("{log}.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    kill("-HUP", pid);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("reloaded")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the reload's reply is not in the new log"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let holds_rotated = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .any(|t| t == Path::new(&rotated));
+    assert!(!holds_rotated, "the daemon let the rotated log go");
+
     kill("-TERM", pid);
     let deadline = Instant::now() + Duration::from_secs(30);
     while Path::new(&format!("/proc/{pid}")).exists() {
@@ -1121,8 +1144,9 @@ fn serve_daemon_with_pidfile() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!Path::new(&pidfile).exists(), "the pid file is removed");
-    let text = std::fs::read_to_string(&log).unwrap();
+    let text = std::fs::read_to_string(&rotated).unwrap();
     assert!(text.contains("xtcp serve: test from"), "{text}");
+    assert!(!text.contains("reloaded"), "{text}");
 }
 
 /// Waits (bounded) until serve's log says it listens.
