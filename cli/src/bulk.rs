@@ -325,7 +325,10 @@ fn summarise<'a>(
                 local: r.tuple.local,
                 remote: r.tuple.remote,
                 result: res.err().unwrap_or_else(|| "ok".into()),
-                bytes_sent: r.bytes_sent,
+                // Delivered as far as TCP knows: what the peer acknowledged
+                // (all that was written, once the connection closed
+                // cleanly; less where it ended before).
+                bytes_sent: r.bytes_acked,
                 bytes_received: r.bytes_received,
                 retransmits: r.stats.retransmits,
                 send_buffer: r.send_buffer,
@@ -829,15 +832,23 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         })
     });
     let expected = usize::from(!a.keep_listening);
-    let s = summarise(&report, &cfg, false, written, expected);
+    let mut s = summarise(&report, &cfg, false, written, expected);
+    // --keep-listening serves until it is stopped: stopped with every
+    // connection it served ended well, the run is a success, in the report
+    // as in the exit status.
+    if a.keep_listening
+        && report.interrupted
+        && s.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("interrupted"))
+        && s.connections.iter().all(|c| c.result == "ok")
+    {
+        s.error = None;
+        s.ok = true;
+    }
     print_summary(&s, a.json, "received")?;
     if let Some(e) = s.error {
-        if !(a.keep_listening
-            && report.interrupted
-            && s.connections.iter().all(|c| c.result == "ok"))
-        {
-            bail!("{e}");
-        }
+        bail!("{e}");
     }
     Ok(())
 }

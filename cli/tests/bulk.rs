@@ -1036,6 +1036,97 @@ print("received", n, flush=True)
     let _ = std::fs::remove_file(&go);
 }
 
+/// A receiver that resets the connection part-way: `send`'s count is what
+/// the receiver's kernel acknowledged (its `bytes_received`, read once its
+/// window is shut and nothing more gets in), not what xtcp wrote into its
+/// send buffer, which ran ahead by up to a buffer's worth.
+#[test]
+fn a_reset_transfer_reports_what_the_peer_acknowledged() {
+    const RECEIVER: &str = r#"
+import socket, struct, subprocess, sys, time
+ip, port, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def zero_window_advs():
+    out = subprocess.run(["nstat", "-az", "TcpExtTCPToZeroWindowAdv"],
+                         capture_output=True, text=True).stdout
+    return sum(int(l.split()[1]) for l in out.splitlines()
+               if l.startswith("TcpExtTCPToZeroWindowAdv"))
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+l.bind((ip, port)); l.listen(1)
+before = zero_window_advs()
+c, _ = l.accept()
+n = 0
+while n < stop_at:
+    b = c.recv(65536)
+    if not b:
+        sys.exit("the stream ended early")
+    n += len(b)
+# Stop reading: once the window is shut, nothing more is taken in.
+deadline = time.time() + 60
+while zero_window_advs() == before and time.time() < deadline:
+    time.sleep(0.01)
+ss = subprocess.run(["ss", "-Htin", "sport = :%d" % port], capture_output=True, text=True).stdout
+got = [w for w in ss.split() if w.startswith("bytes_received:")]
+print(got[0].split(":")[1], flush=True)
+c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+c.close()
+"#;
+    let net = testnet(1500);
+    let port = 5232u16;
+    let mut receiver = Reap(
+        net.b
+            .ns
+            .command("python3")
+            .args([
+                "-c",
+                RECEIVER,
+                &net.b.ip4.to_string(),
+                &port.to_string(),
+                "3000000",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&net.b.ns, port, WAIT, None);
+    let mut args = vec!["send".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend([
+        "-c".into(),
+        net.b.ip4.to_string(),
+        "-p".into(),
+        port.to_string(),
+        "--pattern".into(),
+        SEED.to_string(),
+        "--bytes".into(),
+        (64u64 << 20).to_string(),
+        "--json".into(),
+    ]);
+    let out = net
+        .a
+        .ns
+        .command("timeout")
+        .arg("120")
+        .arg(XTCP)
+        .args(&args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "reset: {err}");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut receiver.0.stdout.take().unwrap(), &mut text).unwrap();
+    assert!(receiver.0.wait().unwrap().success(), "{text}");
+    let acked: u64 = text.trim().parse().unwrap_or_else(|_| panic!("{text}"));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["bytes"].as_u64(), Some(acked), "{j}");
+    assert_eq!(
+        j["connections"][0]["bytes_sent"].as_u64(),
+        Some(acked),
+        "{j}"
+    );
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]

@@ -265,10 +265,17 @@ fn a_thousand_kernel_clients_into_xtcp_recv_arrive_byte_exact() {
     }
     let rss = peak_rss(x.child.0.id()).expect("xtcp is running");
     x.signal("-INT");
-    let (_, err) = x.wait_exit_within(WAIT, "xtcp recv after SIGINT");
+    let (status, err) = x.wait_exit_within(WAIT, "xtcp recv after SIGINT");
     let out = reader.join().unwrap();
     let v = assert_report(&out, &err, "bytes_received", rss);
     assert_eq!(v["engine"]["workers"][0]["refused"], 0);
+    // Stopped with every connection served well: a success, in the exit
+    // status and in the report alike.
+    assert!(status.success(), "{err}");
+    assert_eq!(
+        (&v["ok"], &v["error"]),
+        (&true.into(), &serde_json::Value::Null)
+    );
 }
 
 /// With `--max-conns 4`, a fifth connection is reset (counted as refused)

@@ -915,6 +915,11 @@ impl<M: SendMemory> Connection<M> {
     pub fn in_flight(&self) -> usize {
         self.pipe()
     }
+    /// Payload bytes the peer acknowledged (SND.UNA's offset, the FIN not
+    /// counted).
+    pub fn bytes_acked(&self) -> u64 {
+        self.una.min(self.send.tail())
+    }
 
     // ------------------------------------------------------------ mutators
 

@@ -111,6 +111,9 @@ pub struct ConnReport {
     pub reason: CloseReason,
     /// Payload bytes the application wrote.
     pub bytes_sent: u64,
+    /// Of those, what the peer acknowledged (less than written where the
+    /// connection ended before the rest was).
+    pub bytes_acked: u64,
     /// Payload bytes the application read.
     pub bytes_received: u64,
     /// TCP counters.

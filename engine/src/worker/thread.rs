@@ -1416,6 +1416,7 @@ impl Worker {
                         tuple: s.conn.tuple(),
                         reason,
                         bytes_sent: s.written,
+                        bytes_acked: s.conn.bytes_acked(),
                         bytes_received: s.read,
                         stats: *s.conn.stats(),
                         mismatch: match s.sink {
