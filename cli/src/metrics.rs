@@ -633,7 +633,7 @@ impl Collector for Exposition {
         by(
             &mut enc,
             "test",
-            "Data bytes of iperf3 tests, by direction as xtcp sees it: received, sent.",
+            "Data bytes of iperf3 tests as the tests count them (without -O's omitted seconds), by direction as xtcp sees it: received, sent.",
             bytes,
             &[
                 (&[("direction", "received")], t.received),
