@@ -68,14 +68,6 @@ impl PidFile {
     }
 }
 
-impl PidFile {
-    /// Fails unless the pid file could be written (`--check-config`): its
-    /// directory exists, and an existing file can be opened for writing.
-    pub(crate) fn check_writable(&self) -> anyhow::Result<()> {
-        crate::bulk::check_writable("-I", &self.path)
-    }
-}
-
 impl Drop for PidFile {
     fn drop(&mut self) {
         if self.written {

@@ -267,8 +267,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         if let Some(p) = &a.logfile {
             crate::bulk::check_writable("--logfile", p)?;
         }
+        // Writable only: a running server (the one this configuration is
+        // checked for, say) names itself in it.
         if let Some(p) = &a.pidfile {
-            crate::daemon::PidFile::check(p)?.check_writable()?;
+            crate::bulk::check_writable("-I", p)?;
         }
         println!("xtcp serve: {}: configuration OK", f.display());
         return Ok(());

@@ -143,13 +143,15 @@ fn check_config_finds_what_serve_would_refuse() {
         assert!(err.contains(says), "{extra:?}: {err}");
         assert!(!out.contains("configuration OK"), "{extra:?}: {out}");
     }
-    // A port in use (by the server running with this configuration, say)
-    // is no error of the configuration.
+    // A port in use and a pid file naming a running process (the server
+    // running with this configuration, say) are no error of the
+    // configuration.
     let _held = {
         let _g = net.a.ns.enter().unwrap();
         std::net::TcpListener::bind((net.a.ip4, 5201)).unwrap()
     };
-    let (code, _, err) = check_in(&[]);
+    let pid = dir.file("serve.pid", &format!("{}\n", std::process::id()));
+    let (code, _, err) = check_in(&["-I", pid.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
 }
 
