@@ -914,6 +914,41 @@ fn a_full_disk_is_named_and_the_report_says_what_the_file_holds() {
     assert_detached(&net);
 }
 
+/// A Python receiver in side B: `script` run with B's address, `port` and
+/// `extra` as its arguments, its stdout piped; returns once it listens.
+fn python_receiver(net: &TestNet, script: &str, port: u16, extra: &[&str]) -> Reap {
+    let r = Reap(
+        net.b
+            .ns
+            .command("python3")
+            .args(["-c", script, &net.b.ip4.to_string(), &port.to_string()])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&net.b.ns, port, WAIT, None);
+    r
+}
+
+/// `xtcp send` of `len` bytes of the pattern to B's `port`, `--json`.
+fn send_pattern_args(net: &TestNet, port: u16, len: u64) -> Vec<String> {
+    let mut args = vec!["send".to_string()];
+    args.extend(engine_args(net, true));
+    args.extend([
+        "-c".into(),
+        net.b.ip4.to_string(),
+        "-p".into(),
+        port.to_string(),
+        "--pattern".into(),
+        SEED.to_string(),
+        "--bytes".into(),
+        len.to_string(),
+        "--json".into(),
+    ]);
+    args
+}
+
 /// A kernel receiver that stops reading: its window shuts, xtcp probes,
 /// Linux drops the probe's byte (beyond its shut window) and answers at
 /// SND.UNA; then it reads again and its window update comes. The transfer
@@ -961,36 +996,8 @@ print("received", n, flush=True)
             ..Default::default()
         },
     );
-    let receiver = Reap(
-        net.b
-            .ns
-            .command("python3")
-            .args([
-                "-c",
-                RECEIVER,
-                &net.b.ip4.to_string(),
-                &port.to_string(),
-                "4000000",
-            ])
-            .arg(&got)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    wait_listening(&net.b.ns, port, WAIT, None);
-    let mut args = vec!["send".to_string()];
-    args.extend(engine_args(&net, true));
-    args.extend([
-        "-c".into(),
-        net.b.ip4.to_string(),
-        "-p".into(),
-        port.to_string(),
-        "--pattern".into(),
-        SEED.to_string(),
-        "--bytes".into(),
-        len.to_string(),
-        "--json".into(),
-    ]);
+    let receiver = python_receiver(&net, RECEIVER, port, &["4000000", got.to_str().unwrap()]);
+    let args = send_pattern_args(&net, port, len);
     let send = Reap(
         net.a
             .ns
@@ -1074,35 +1081,8 @@ c.close()
 "#;
     let net = testnet(1500);
     let port = 5232u16;
-    let mut receiver = Reap(
-        net.b
-            .ns
-            .command("python3")
-            .args([
-                "-c",
-                RECEIVER,
-                &net.b.ip4.to_string(),
-                &port.to_string(),
-                "3000000",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    wait_listening(&net.b.ns, port, WAIT, None);
-    let mut args = vec!["send".to_string()];
-    args.extend(engine_args(&net, true));
-    args.extend([
-        "-c".into(),
-        net.b.ip4.to_string(),
-        "-p".into(),
-        port.to_string(),
-        "--pattern".into(),
-        SEED.to_string(),
-        "--bytes".into(),
-        (64u64 << 20).to_string(),
-        "--json".into(),
-    ]);
+    let mut receiver = python_receiver(&net, RECEIVER, port, &["3000000"]);
+    let args = send_pattern_args(&net, port, 64 << 20);
     let out = net
         .a
         .ns
