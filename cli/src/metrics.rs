@@ -612,6 +612,15 @@ impl Collector for Exposition {
             w,
             |c| c.listener.syns_dropped,
         )?;
+        per_queue(
+            &mut enc,
+            "listener_syns_invalid",
+            "SYNs the listener dropped as invalid: FIN set too (as Linux drops them).",
+            None,
+            counter,
+            w,
+            |c| c.listener.syns_invalid,
+        )?;
 
         // iperf3 tests.
         let t = &s.tests;
@@ -787,6 +796,7 @@ mod tests {
         w.xdp.rx_ring_full = seed + 15;
         w.xdp.rx_fill_ring_empty_descs = seed + 16;
         w.listener.syns_accepted = seed + 17;
+        w.listener.syns_invalid = seed + 22;
         w
     }
 
@@ -828,6 +838,8 @@ mod tests {
         let fill = r#"xtcp_xdp_fill_ring_empty_total{queue="1"}"#;
         assert_eq!(value(&t, fill), 216);
         assert_eq!(value(&t, r#"xtcp_listener_syns_total{queue="1"}"#), 217);
+        let invalid = r#"xtcp_listener_syns_invalid_total{queue="0"}"#;
+        assert_eq!(value(&t, invalid), 122);
         // TCP: the sums over the queues.
         assert_eq!(value(&t, "xtcp_tcp_segments_sent_total"), 111 + 211);
         assert_eq!(value(&t, "xtcp_tcp_retransmits_total"), 112 + 212);

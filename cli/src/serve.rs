@@ -442,9 +442,11 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let refused: u64 = report.workers.iter().map(|w| w.refused).sum();
     eprintln!(
         "xtcp serve: listener: {} SYNs taken, {} dropped (half-open table full, or another queue's \
-         flow), at most {} half-open at once; {} handshakes completed, {} connections refused (--max-conns)",
+         flow), {} invalid (FIN set), at most {} half-open at once; {} handshakes completed, {} \
+         connections refused (--max-conns)",
         listener.syns_accepted,
         listener.syns_dropped,
+        listener.syns_invalid,
         listener.half_open_peak,
         listener.established,
         refused

@@ -5,7 +5,7 @@
 //! queue lose nothing at the redirect and retransmit no more than into the
 //! kernel (a CPU hog running), 32 spread over two queues, handshakes that
 //! end on another queue than their SYN, a SYN flood during a test counted
-//! and bounded.
+//! and bounded, SYNs with FIN set unanswered and counted.
 //! Root needed (CI runs as root); each test builds its own namespaces.
 
 use std::io::{Read, Write};
@@ -984,6 +984,38 @@ fn a_syn_flood_during_a_test_is_counted_and_bounded() {
         (1..=1024).contains(&peak),
         "half-open connections held at once: {peak} (the table has 1024): {fin}"
     );
+}
+
+/// A SYN with FIN set gets no SYN-ACK and opens nothing (Linux drops it in
+/// LISTEN too); the listener counts each one it saw, and a test after them
+/// runs as ever.
+#[test]
+fn syns_with_fin_get_no_answer_and_are_counted() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["-1", "-J"]);
+    let dropped_before = link_stat(&net.b.ns, &net.b.iface, "tx", "dropped");
+    const SYN_FINS: u32 = 64;
+    assert_eq!(
+        common::syn_fins_answered(&net, 5201, SYN_FINS),
+        0,
+        "SYN-ACKs for SYN+FIN segments"
+    );
+    let v = iperf3_json(&net, &["-n", "1M"]);
+    assert!(v.get("error").is_none(), "{v}");
+    let _test = server.json();
+    let fin = server.json();
+    let l = &fin["listener"];
+    let lost = fin["xdp"]["dropped_at_redirect"].as_u64().unwrap()
+        + link_stat(&net.b.ns, &net.b.iface, "tx", "dropped")
+        - dropped_before;
+    let invalid = l["syns_invalid"].as_u64().unwrap();
+    assert!(
+        invalid <= u64::from(SYN_FINS) && invalid + lost >= u64::from(SYN_FINS),
+        "{invalid} SYN+FINs counted, {lost} packets lost before the listener: {fin}"
+    );
+    // The proper SYN's half-open connection, the test's two.
+    assert_eq!(l["syns_accepted"], 3, "{fin}");
 }
 
 /// Every handshake ends on another queue than the one its SYN came in on,

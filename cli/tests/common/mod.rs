@@ -359,6 +359,56 @@ for i in range({count}):
     );
 }
 
+/// Sends `count` segments with both SYN and FIN from side B to A's port
+/// `port` (source ports 2000 on), then one proper SYN (source port 9999),
+/// as raw frames, and waits (60 s at most) for the proper SYN's SYN-ACK.
+/// Returns how many SYN-ACKs for the SYN+FIN ports came before it: A
+/// answers in the order the segments came, so any answer to them would.
+pub fn syn_fins_answered(net: &TestNet, port: u16, count: u32) -> u64 {
+    let script = format!(
+        r#"{RAW_TCP}
+import time
+s = raw_socket()
+for i in range({count}):
+    s.send(frame(2000 + i, {port}, 5000 + i, 0, 0x03, 64240))
+s.send(frame(9999, {port}, 7000, 0, 0x02, 64240))
+answered, end = 0, time.monotonic() + 60
+s.settimeout(1)
+while time.monotonic() < end:
+    try:
+        f = s.recv(65536)
+    except socket.timeout:
+        continue
+    if f[12:14] != b"\x08\x00" or f[23] != 6 or f[26:30] != a_ip:
+        continue
+    tcp = f[14 + (f[14] & 15) * 4:]
+    dport, flags = struct.unpack("!H", tcp[2:4])[0], tcp[13]
+    if flags & 0x12 != 0x12:
+        continue
+    if dport == 9999:
+        print(answered)
+        sys.exit(0)
+    if 2000 <= dport < 2000 + {count}:
+        answered += 1
+sys.exit("no SYN-ACK for the proper SYN in 60 s")
+"#
+    );
+    let out = net
+        .b
+        .ns
+        .command("python3")
+        .args(["-c", &script])
+        .args(raw_tcp_args(net))
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "the SYN+FINs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
 /// `xtcp serve` in side A's namespace: its stdout lines arrive on a
 /// channel, its stderr is echoed (with the test's output).
 pub struct Server {

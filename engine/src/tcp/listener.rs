@@ -43,6 +43,9 @@ pub struct ListenerStats {
     /// SYNs dropped: the half-open table was full, or the [`HalfOpenIndex`]
     /// refused the flow (another listener took its SYN first).
     pub syns_dropped: u64,
+    /// SYNs with FIN set, dropped as Linux drops them: a connection cannot
+    /// open and close in one segment (a scanner's probe, or a forged one).
+    pub syns_invalid: u64,
     /// Handshakes completed.
     pub established: u64,
     /// Connections dropped because the accept queue was full.
@@ -64,6 +67,7 @@ impl ListenerStats {
     pub fn add(&mut self, o: &ListenerStats) {
         self.syns_accepted += o.syns_accepted;
         self.syns_dropped += o.syns_dropped;
+        self.syns_invalid += o.syns_invalid;
         self.established += o.established;
         self.backlog_dropped += o.backlog_dropped;
         self.half_open_expired += o.half_open_expired;
@@ -235,6 +239,10 @@ impl<M: SendMemory + Default> Listener<M> {
         if f.contains(TcpFlags::ACK) || !f.contains(TcpFlags::SYN) {
             // Nothing here to acknowledge: reset (RFC 9293 LISTEN rules).
             self.queue_rst(tuple, seg, payload_len);
+            return;
+        }
+        if f.contains(TcpFlags::FIN) {
+            self.stats.syns_invalid += 1;
             return;
         }
         if self.half_open.len() >= self.max_half_open

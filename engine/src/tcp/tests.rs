@@ -1264,6 +1264,34 @@ fn syn_flood_keeps_the_listener_bounded() {
     assert_eq!(l.half_open_count(), 1);
 }
 
+/// A SYN with FIN set opens nothing and gets no answer (Linux drops it in
+/// LISTEN too); it is counted, and a proper SYN from the same peer after it
+/// is taken.
+#[test]
+fn a_syn_with_fin_is_dropped_and_counted() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let peer: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 64, 8);
+    for flags in [
+        TcpFlags::SYN | TcpFlags::FIN,
+        TcpFlags::SYN | TcpFlags::FIN | TcpFlags::PSH,
+    ] {
+        let mut syn = their_syn(all_options(1, 0));
+        syn.flags = flags;
+        l.handle_segment(t0(), peer, &syn, b"");
+        assert!(l.poll_transmit(t0()).is_none(), "{flags:?} is answered");
+        assert_eq!(l.half_open_count(), 0, "{flags:?} opened a connection");
+    }
+    assert_eq!(l.stats().syns_invalid, 2);
+    assert_eq!(l.stats().syns_accepted, 0);
+    l.handle_segment(t0(), peer, &their_syn(all_options(1, 0)), b"");
+    assert!(
+        l.poll_transmit(t0()).is_some(),
+        "a SYN-ACK for the proper SYN"
+    );
+    assert_eq!(l.stats().syns_accepted, 1);
+}
+
 // ---------------------------------------------------------------- performance
 
 fn fast_link(delay_ms: u64) -> LinkConfig {
