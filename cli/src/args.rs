@@ -453,8 +453,9 @@ pub struct EngineArgs {
     pub grace: f64,
     /// Connections each queue's worker holds at most. A connection beyond
     /// it is refused with a reset (counted as `refused`); those held go on
-    /// undisturbed. Frames and the RX ring are shared among the
-    /// connections held.
+    /// undisturbed. Those in TIME-WAIT do not count: at the limit they end
+    /// at once. Frames and the RX ring are shared among the connections
+    /// held.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_conns: u32,
 }

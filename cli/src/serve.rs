@@ -243,7 +243,12 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         xtcp_engine::worker::validate_cores("-A", &[core])?;
         cfg.cores = Some(vec![core]);
     }
-    let server_config: ServerConfig = a.limits.server_config(a.one_off)?;
+    let server_config = capped(
+        a.limits.server_config(a.one_off)?,
+        a,
+        a.engine.max_conns,
+        cfg.queues,
+    )?;
     if a.daemon && a.logfile.is_some() && (a.json || a.json_lines) {
         // A daemon's standard error goes to its log file (as iperf3 -D's):
         // there its diagnostics would sit between the JSON objects.
@@ -385,7 +390,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 m.observe(p);
             }
             if hup.swap(false, Ordering::Relaxed) {
-                match reload(a, &output, &reload_tx) {
+                match reload(a, &output, &reload_tx, cfg.queues) {
                     Ok(msg) => eprintln!("xtcp serve: {msg}"),
                     Err(e) => eprintln!(
                         "xtcp serve: reload failed, the running configuration stays: {}",
@@ -481,6 +486,39 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `c` with the most data streams a test may open kept within what the
+/// workers can hold: `--max-conns` on each of `queues` queues, less the
+/// test's control connection. A test asking for more is then refused at its
+/// parameters, as iperf3 refuses `-P` above its maximum, instead of failing
+/// when one of its data connections is reset. An explicit `--max-streams`
+/// above that is an error.
+fn capped(
+    mut c: ServerConfig,
+    a: &ServeArgs,
+    max_conns: u32,
+    queues: u32,
+) -> anyhow::Result<ServerConfig> {
+    let conns = u64::from(max_conns) * u64::from(queues);
+    let cap = u32::try_from(conns.saturating_sub(1)).unwrap_or(u32::MAX);
+    if c.max_streams > cap {
+        if let Some(n) = a.limits.max_streams {
+            bail!(
+                "--max-streams {n}: the workers hold at most {conns} connections (--max-conns \
+                 {max_conns} on {queues} queue(s)), one of them a test's control connection; give \
+                 --max-streams {cap} or less, or a larger --max-conns"
+            );
+        }
+        if cap == 0 {
+            bail!(
+                "--max-conns 1 on one queue: a test needs two connections at least (its control \
+                 connection and a data stream); give --max-conns 2 or more"
+            );
+        }
+        c.max_streams = cap;
+    }
+    Ok(c)
+}
+
 /// SIGHUP: serve's settings read again (the command line, and the config
 /// file as it is now). The output file is opened anew (after log rotation,
 /// or at a new `logfile`); settings that need a restart are named and keep
@@ -489,10 +527,17 @@ fn reload(
     running: &ServeArgs,
     output: &RefCell<Output>,
     server: &crossbeam_channel::Sender<ServerConfig>,
+    queues: u32,
 ) -> anyhow::Result<String> {
     let new = crate::serve_args_again()?;
-    // Everything read and checked before anything changes.
-    let config = new.limits.server_config(running.one_off)?;
+    // Everything read and checked before anything changes; the workers
+    // keep the connections they hold (--max-conns) until a restart.
+    let config = capped(
+        new.limits.server_config(running.one_off)?,
+        &new,
+        running.engine.max_conns,
+        queues,
+    )?;
     let out = Output::open(new.logfile.as_deref(), serve_style(&new))?;
     // The server takes the newest of those it has not taken yet.
     server

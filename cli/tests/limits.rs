@@ -380,10 +380,35 @@ fn max_streams_refuses_more_streams() {
     assert_refused_with(&out, "number of parallel streams too large (maximum = 128)");
     let line = server.outcome();
     assert!(
-        line.contains("(iperf3 error 6)") && line.contains("3 data streams requested, limit 2"),
+        line.contains("(iperf3 error 6)")
+            && line
+                .contains("3 data streams requested, limit 2 (--max-streams, within --max-conns)"),
         "{line}"
     );
     let out = iperf3(&net, &["-t", "1", "-P", "1", "--bidir"], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(server.outcome().contains(": ok;"));
+}
+
+/// `--max-conns` bounds a test's streams too: with 3 connections on the
+/// one queue, a test of three streams (four connections) is refused at its
+/// parameters with iperf3's code, not failed when a data connection is
+/// reset; two streams are served.
+#[test]
+fn max_conns_refuses_a_test_it_cannot_hold() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["--max-conns", "3"]);
+    let out = iperf3(&net, &["-t", "1", "-P", "3"], &[]);
+    assert_refused_with(&out, "number of parallel streams too large (maximum = 128)");
+    let line = server.outcome();
+    assert!(
+        line.contains("(iperf3 error 6)")
+            && line
+                .contains("3 data streams requested, limit 2 (--max-streams, within --max-conns)"),
+        "{line}"
+    );
+    let out = iperf3(&net, &["-t", "1", "-P", "2"], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(server.outcome().contains(": ok;"));
 }
@@ -538,4 +563,13 @@ fn bad_limit_flags_are_refused_before_any_banner() {
         "{e}"
     );
     assert!(Path::new(&key).exists());
+    let e = run(&["--max-conns", "4", "--max-streams", "8"]);
+    assert!(
+        e.contains(
+            "--max-streams 8: the workers hold at most 4 connections (--max-conns 4 on 1 queue(s))"
+        ) && e.contains("give --max-streams 3 or less"),
+        "{e}"
+    );
+    let e = run(&["--max-conns", "1"]);
+    assert!(e.contains("a test needs two connections at least"), "{e}");
 }

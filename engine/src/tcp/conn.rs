@@ -1294,6 +1294,18 @@ impl<M: SendMemory> Connection<M> {
         }
     }
 
+    /// Ends TIME-WAIT now, as its timer would (closed normally). For a
+    /// worker that needs the room: Linux likewise closes a connection at
+    /// once instead of keeping its TIME-WAIT when `tcp_max_tw_buckets` are
+    /// in use. The cost is the one of a lost last ACK after xtcp exits: a
+    /// retransmitted FIN gets a reset, which ends the peer's LAST-ACK as the
+    /// ACK would have. No effect in any other state.
+    pub fn end_time_wait(&mut self) {
+        if self.state == State::TimeWait {
+            self.finish(CloseReason::Normal);
+        }
+    }
+
     /// Handles expired timers (any call at or after `poll_timeout`).
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.expired(Timer::Connect, now) {

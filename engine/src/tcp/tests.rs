@@ -912,6 +912,27 @@ fn time_wait_is_quiet_only_once_the_ack_of_the_peers_fin_is_out() {
     assert!(c.is_time_wait_quiet());
 }
 
+/// `end_time_wait` closes a connection in TIME-WAIT at once, normally and
+/// with nothing to send, and leaves any other state alone.
+#[test]
+fn end_time_wait_closes_at_once_and_only_in_time_wait() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.close(ms(20));
+    out(&mut c, ms(20));
+    c.end_time_wait();
+    assert_eq!(c.state(), State::FinWait1);
+    let pfin = seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS + 1, iss + 2, 65535);
+    c.handle_segment(ms(40), &pfin, &[]);
+    assert_eq!(out(&mut c, ms(40)).len(), 1);
+    assert_eq!(c.state(), State::TimeWait);
+    events(&mut c);
+    c.end_time_wait();
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(events(&mut c), vec![Event::Closed(CloseReason::Normal)]);
+    assert!(out(&mut c, ms(41)).is_empty());
+    assert_eq!(c.poll_timeout(), None);
+}
+
 #[test]
 fn abort_sends_rst_and_closes() {
     let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);

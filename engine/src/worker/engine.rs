@@ -1266,7 +1266,11 @@ pub fn run_app(
         done: AtomicUsize::new(0),
         tcp: tcp_cfg,
         isn,
-        registry: Registry::new(plan.len() + (cfg.max_conns + max_half_open) * cfg.queues as usize),
+        registry: Registry::new(
+            plan.len()
+                + (cfg.max_conns + super::thread::time_wait_room(cfg.max_conns) + max_half_open)
+                    * cfg.queues as usize,
+        ),
         deferred,
         plan,
         next_hop_mac,

@@ -226,6 +226,11 @@ impl<T: Keyed> Table<T> {
         self.slots.get_mut(pos)?.as_mut()
     }
 
+    /// Positions there are (held or free).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Every connection (for what is not per packet: stop, reports).
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().flatten()

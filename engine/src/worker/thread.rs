@@ -447,6 +447,40 @@ impl HalfOpenIndex for HalfOpen {
     }
 }
 
+/// Positions a worker keeps beyond `max_conns` for connections in TIME-WAIT,
+/// which do not count against it: when a new connection finds `max_conns`
+/// taken, those in TIME-WAIT end at once ([`Connection::end_time_wait`])
+/// and make room on the worker's next turn; until then the new connections
+/// take these.
+pub fn time_wait_room(max_conns: usize) -> usize {
+    max_conns / 8 + 4
+}
+
+/// The connections `table` holds that count against `max_conns`: those not
+/// in TIME-WAIT (nor closed, waiting to go). Only at `max_conns` does it
+/// look further, and then it ends every TIME-WAIT, marking each for the
+/// turn that removes it.
+fn live_conns(table: &mut Table, max_conns: usize) -> usize {
+    if table.len() < max_conns {
+        return table.len();
+    }
+    let mut live = 0;
+    for pos in 0..table.capacity() {
+        let Some(s) = table.get_mut(pos) else {
+            continue;
+        };
+        match s.conn.state() {
+            State::Closed => {}
+            State::TimeWait => {
+                s.conn.end_time_wait();
+                table.mark(pos);
+            }
+            _ => live += 1,
+        }
+    }
+    live
+}
+
 /// What taking the connections a listener established needs of its worker.
 struct Admit<'a> {
     table: &'a mut Table,
@@ -496,7 +530,9 @@ impl Admit<'_> {
                     mismatch: None,
                 }),
                 // The one sink goes only to a connection that will be kept.
-                SinkKind::Single(rx) if table.len() < shared.max_conns => rx.try_recv().ok(),
+                SinkKind::Single(rx) if live_conns(table, shared.max_conns) < shared.max_conns => {
+                    rx.try_recv().ok()
+                }
                 SinkKind::Single(_) => None,
                 SinkKind::App => Some(Sink::Discard),
             };
@@ -504,7 +540,10 @@ impl Admit<'_> {
             // Registered to this worker since its SYN ([`HalfOpen`]).
             let key = shared.registry.key(&tuple);
             match sink {
-                Some(sink) if table.len() < shared.max_conns && !table.is_full() => {
+                Some(sink)
+                    if live_conns(table, shared.max_conns) < shared.max_conns
+                        && !table.is_full() =>
+                {
                     let congestion = conn.congestion_name();
                     let mss = conn.send_mss() as u32;
                     let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
@@ -617,7 +656,7 @@ impl Worker {
         // Room for the connections it may accept, those it opens, and those
         // handed over to it.
         let planned = shared.plan.iter().filter(|p| p.opener == index).count();
-        let capacity = shared.max_conns + planned;
+        let capacity = shared.max_conns + planned + time_wait_room(shared.max_conns);
         Worker {
             index,
             table: Table::new(capacity),

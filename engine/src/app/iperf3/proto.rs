@@ -484,7 +484,7 @@ impl TestParams {
             return Err((
                 ierrno::IENUMSTREAMS,
                 format!(
-                    "{} data streams requested, limit {max_streams}",
+                    "{} data streams requested, limit {max_streams} (--max-streams, within --max-conns)",
                     self.stream_count()
                 ),
             ));
