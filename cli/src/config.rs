@@ -4,7 +4,8 @@
 //! (`frame_size = 4096` is `--frame-size 4096`), except three that carry the
 //! names operators know from iperf3 and perfSONAR: `address`
 //! (`--bind-address`), `max_duration` (`--server-max-duration`) and
-//! `bitrate_limit` (`--server-bitrate-limit`). A switch takes `true` or
+//! `bitrate_limit` (`--server-bitrate-limit`); `log` is xtcp's global
+//! `--log` (serve's flags include it once the command is built). A switch takes `true` or
 //! `false`, a list flag a TOML array (or the same comma-separated string the
 //! command line takes), every other key a string or a number.
 //!
@@ -14,8 +15,8 @@
 //! file (a list given on the command line replaces the file's; a switch set
 //! to `true` in the file cannot be turned off from the command line). Every value goes through the same parser as its flag, and
 //! an unknown key or a bad value is an error that names the file, the line
-//! and the key. The same expansion runs again when serve reloads its
-//! configuration (SIGHUP).
+//! and the key; settings that conflict ([`file_error`]) name the file. The
+//! same expansion runs again when serve reloads its configuration (SIGHUP).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -102,6 +103,30 @@ pub fn expand(argv: Vec<OsString>, serve: &Command) -> anyhow::Result<Vec<OsStri
     let mut out = argv;
     out.splice(found.insert_at..found.insert_at, flags);
     Ok(out)
+}
+
+/// What to say for `e`, clap's error for the command line `raw` once the
+/// config file was expanded into it, when the command line alone parses
+/// (`cmd`): the file's settings are in it (a conflict, or a flag the file
+/// and the command line both give that takes one value), and clap's message
+/// alone would not name the file. `None` for other errors (and for help).
+pub fn file_error(e: &clap::Error, cmd: &Command, raw: &[OsString]) -> Option<String> {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        return None;
+    }
+    let found = find(raw)?;
+    cmd.clone().try_get_matches_from(raw).ok()?;
+    Some(format!(
+        "{}: its settings, with the command line: {} (a key is its flag's long name with _ for -)",
+        found.file.display(),
+        clap_message(e)
+    ))
 }
 
 /// Whether the command line `tail` gives `arg`.
@@ -378,6 +403,69 @@ mod tests {
                 file: PathBuf::from("/etc/x.toml")
             })
         );
+    }
+
+    /// xtcp's own command, built (serve's flags with the global ones).
+    fn xtcp_cmd() -> Command {
+        use clap::CommandFactory;
+        let mut c = crate::Cli::command();
+        c.build();
+        c
+    }
+
+    #[test]
+    fn the_global_log_filter_is_a_key_its_value_checked() {
+        let cmd = xtcp_cmd();
+        let serve = cmd.find_subcommand("serve").unwrap();
+        let f = file("log = \"warn\"\n");
+        let a = expand(
+            argv(&format!("xtcp serve --config {}", f.0.display())),
+            serve,
+        )
+        .unwrap();
+        assert_eq!(&a[2..4], &[OsString::from("--log"), "warn".into()]);
+        let m = cmd.clone().try_get_matches_from(a).unwrap();
+        assert_eq!(m.get_one::<String>("log").unwrap(), "warn");
+        let f = file("log = \"x[{\"\n");
+        let e = expand(
+            argv(&format!("xtcp serve --config {}", f.0.display())),
+            serve,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("line 1: `log = \"x[{\"`") && e.contains("not a log filter"),
+            "{e}"
+        );
+    }
+
+    /// A conflict the file's settings make is told with the file's name;
+    /// the command line's own errors are clap's.
+    #[test]
+    fn a_conflict_of_the_files_settings_names_the_file() {
+        let cmd = xtcp_cmd();
+        let serve = cmd.find_subcommand("serve").unwrap();
+        let f = file("iface = \"v0\"\njson = true\njson_lines = true\n");
+        let raw = argv(&format!("xtcp serve --config {}", f.0.display()));
+        let e = cmd
+            .clone()
+            .try_get_matches_from(expand(raw.clone(), serve).unwrap())
+            .unwrap_err();
+        let msg = file_error(&e, &cmd, &raw).unwrap();
+        assert!(
+            msg.starts_with(&format!("{}: its settings", f.0.display()))
+                && msg.contains("'--json' cannot be used with '--json-lines'"),
+            "{msg}"
+        );
+        let raw = argv(&format!(
+            "xtcp serve --json --json-lines --config {}",
+            f.0.display()
+        ));
+        let e = cmd
+            .clone()
+            .try_get_matches_from(expand(raw.clone(), serve).unwrap())
+            .unwrap_err();
+        assert_eq!(file_error(&e, &cmd, &raw), None, "the command line's own");
     }
 
     #[test]

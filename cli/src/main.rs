@@ -25,7 +25,7 @@ mod xsk_bench;
 #[command(name = "xtcp", version, about, long_about = None)]
 struct Cli {
     /// Log level filter (error, warn, info, debug, trace), or RUST_LOG syntax.
-    #[arg(long, global = true, default_value = "info", env = "XTCP_LOG")]
+    #[arg(long, global = true, default_value = "info", env = "XTCP_LOG", value_parser = log_filter)]
     log: String,
     #[command(subcommand)]
     cmd: Cmd,
@@ -71,13 +71,22 @@ impl Cmd {
     }
 }
 
+/// `--log`'s value, if tracing takes it as a filter.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| format!("not a log filter ({e}): give error, warn, info, debug or trace"))
+}
+
 fn main() {
     // Connections' multi-megabyte receive buffers take memory as they fill,
     // not at allocation (see the function).
     let _ = xtcp_engine::sys::lazy_large_allocations(256 << 10);
     let cli = parse_command_line();
+    let _ = LOG.set(cli.log.clone());
     tracing_subscriber::fmt()
         .with_env_filter(
+            // Checked by `log_filter` as the command line was parsed.
             tracing_subscriber::EnvFilter::try_new(&cli.log)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
@@ -111,7 +120,13 @@ fn parse_command_line() -> Cli {
             std::process::exit(2);
         }
     };
-    let m = cmd.get_matches_from(argv);
+    let m = cmd.clone().try_get_matches_from(argv).unwrap_or_else(|e| {
+        if let Some(msg) = config::file_error(&e, &cmd, &std::env::args_os().collect::<Vec<_>>()) {
+            eprintln!("xtcp: error: {msg}");
+            std::process::exit(2);
+        }
+        e.exit()
+    });
     let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
     cli.cmd.resolve_old_spellings();
     cli
@@ -121,29 +136,46 @@ fn parse_command_line() -> Cli {
 /// it is now expanded into them.
 fn expanded_command_line() -> anyhow::Result<(clap::Command, Vec<std::ffi::OsString>)> {
     use clap::CommandFactory;
-    let cmd = Cli::command();
+    let mut cmd = Cli::command();
+    // Built, serve's flags include the global ones (`--log`).
+    cmd.build();
     let serve = cmd.find_subcommand("serve").expect("serve is a subcommand");
     let argv = config::expand(std::env::args_os().collect(), serve)?;
     Ok((cmd, argv))
 }
 
+/// The log filter this process runs with (`--log`, the config file's `log`
+/// or `XTCP_LOG`): fixed at start.
+static LOG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Whether serve's settings read again give another log filter than the
+/// one running (which only a restart changes).
+pub(crate) fn log_changed(new: &str) -> bool {
+    LOG.get().is_some_and(|l| l != new)
+}
+
 /// Serve's settings read again (SIGHUP): the same command line, with the
-/// config file as it is now.
-pub(crate) fn serve_args_again() -> anyhow::Result<serve::ServeArgs> {
+/// config file as it is now; and the log filter they give.
+pub(crate) fn serve_args_again() -> anyhow::Result<(serve::ServeArgs, String)> {
     use clap::FromArgMatches;
     let (cmd, argv) = expanded_command_line()?;
     let parsed = cmd
+        .clone()
         .try_get_matches_from(argv)
         .and_then(|m| Cli::from_arg_matches(&m));
     match parsed {
         Ok(Cli {
-            cmd: Cmd::Serve(a), ..
-        }) => Ok(a),
+            cmd: Cmd::Serve(a),
+            log,
+        }) => Ok((a, log)),
         Ok(_) => anyhow::bail!("the command line is not `xtcp serve` any more"),
-        Err(e) => anyhow::bail!(
-            "{}",
-            e.render().to_string().lines().next().unwrap_or_default()
-        ),
+        Err(e) => match config::file_error(&e, &cmd, &std::env::args_os().collect::<Vec<_>>()) {
+            Some(msg) => anyhow::bail!("{msg}"),
+            None => anyhow::bail!(
+                "{}",
+                e.render().to_string().lines().next().unwrap_or_default()
+            ),
+        },
     }
 }
 

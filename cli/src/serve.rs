@@ -529,7 +529,7 @@ fn reload(
     server: &crossbeam_channel::Sender<ServerConfig>,
     queues: u32,
 ) -> anyhow::Result<String> {
-    let new = crate::serve_args_again()?;
+    let (new, log) = crate::serve_args_again()?;
     // Everything read and checked before anything changes; the workers
     // keep the connections they hold (--max-conns) until a restart.
     let config = capped(
@@ -577,6 +577,7 @@ fn reload(
         ),
         ("daemon", running.daemon != new.daemon),
         ("pidfile", running.pidfile != new.pidfile),
+        ("log", crate::log_changed(&log)),
     ]
     .into_iter()
     .filter_map(|(name, changed)| changed.then_some(name))

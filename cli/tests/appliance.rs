@@ -268,10 +268,10 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
     // named as kept until a restart (the lines keep the running form).
     let rotated = dir.0.join("tests.jsonl.1");
     std::fs::rename(&log, &rotated).unwrap();
-    std::fs::write(&conf, format!("{text}format = \"m\"\n")).unwrap();
+    std::fs::write(&conf, format!("{text}format = \"m\"\nlog = \"debug\"\n")).unwrap();
     server.signal("-HUP");
     server.wait_for("reloaded");
-    server.wait_for("changed but kept until serve restarts: format");
+    server.wait_for("changed but kept until serve restarts: format, log");
     let v = iperf3_json(&net, &["-p", "5311", "-n", "64M", "-R"]);
     let lines = wait_lines(&log, 1, &mut server);
     check_record(&lines[0], &v, &net, "reverse");
