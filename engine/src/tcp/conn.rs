@@ -300,6 +300,13 @@ pub struct Connection<M = HeapFrames> {
     /// Delivery intervals to wait before the next trial, and the wait
     /// after the next failed one (doubling from [`PROBE_BACKOFF`]).
     send_probe_wait: (u32, u32),
+    /// SND.MAX (an offset) right after a zero-window probe sent a byte (or
+    /// the FIN) that nothing had sent before; 0 for none. While SND.MAX is
+    /// still there, that byte going again — the next probes, and the data
+    /// from SND.UNA once the window opens — is no retransmission: nothing
+    /// was lost, and Linux's senders, whose probes carry no data, count
+    /// none in the same exchange.
+    probe_end: u64,
     /// The send buffer was full and all of it sent since the last delivery
     /// interval ended (nothing more could go until an ACK).
     send_buf_limited: bool,
@@ -575,6 +582,7 @@ impl<M: SendMemory> Connection<M> {
             delivery: None,
             send_probe: None,
             send_probe_wait: (0, PROBE_BACKOFF),
+            probe_end: 0,
             send_buf_limited: false,
             last_rate: 0,
             fin_queued: false,
@@ -2625,7 +2633,11 @@ impl<M: SendMemory> Connection<M> {
                 let fin = len == 0 && fin_q && self.una == tail;
                 if len > 0 || fin {
                     self.stats.window_probes += 1;
+                    let new = self.una == self.max;
                     let seg = self.data_segment(now, self.una, len, fin, false, 1);
+                    if new {
+                        self.probe_end = self.max;
+                    }
                     self.disarm(Timer::Retransmit);
                     self.set_in(Timer::Persist, now, self.rtt.rto_ns());
                     return Some(seg);
@@ -2700,7 +2712,7 @@ impl<M: SendMemory> Connection<M> {
                     self.timers.0[Timer::Pacing as usize] = self.pace_next;
                     return None;
                 }
-                let retx = self.nxt < self.max;
+                let retx = self.sent_before(self.nxt);
                 // Whole segments behind this one, as far as both windows and
                 // `max_segs` allow (the tail that is not a whole segment
                 // waits for the next call, where the rules above decide).
@@ -2842,8 +2854,11 @@ impl<M: SendMemory> Connection<M> {
             return;
         };
         // Not after an RTO either, until what it sends again is out and an
-        // ACK has reset the backoff (Linux's Loss state).
+        // ACK has reset the backoff (Linux's Loss state); nor into a shut
+        // window, which the persist timer probes (what is in flight then is
+        // the probe's byte: Linux's probes carry none, and arm no probe).
         if self.max <= self.una
+            || self.snd_wnd == 0
             || self.tlp_out
             || self.retries > 0
             || self.nxt < self.max
@@ -2920,6 +2935,14 @@ impl<M: SendMemory> Connection<M> {
         self.pace_next = from.saturating_add(gap).min(NO_TIMER - 1);
     }
 
+    /// Whether what goes from `off` went before: a retransmission. Not
+    /// the byte a zero-window probe sent first, while nothing went beyond
+    /// it (`probe_end`).
+    #[inline]
+    fn sent_before(&self, off: u64) -> bool {
+        off < self.max && !(self.max == self.probe_end && off + 1 == self.probe_end)
+    }
+
     /// A segment of `len` bytes at `off` (shortened to what one segment
     /// may carry), or with `segs` > 1 a burst of `segs` segments of
     /// `len / segs` bytes each (one segment if they would not fit whole).
@@ -2961,7 +2984,7 @@ impl<M: SendMemory> Connection<M> {
             r.flags |= TcpFlags::PSH;
         }
         let end = off + len as u64 + u64::from(fin);
-        let retx = retx || off < self.max;
+        let retx = retx || self.sent_before(off);
         if retx {
             self.stats.retransmits += 1;
             self.stats.bytes_retransmitted += len as u64;

@@ -1846,6 +1846,21 @@ fn a_dropped_probe_then_a_window_update_resumes_the_transfer() {
     assert_eq!((probe[0].repr.seq, probe[0].len), (iss + 1 + sent, 1));
     assert_eq!(c.stats().window_probes, 1);
     c.handle_segment(t + Duration::from_millis(10), &shut, &[]);
+    // A second probe, the same byte: a probe, not a retransmission (nothing
+    // was lost; Linux, whose probes carry no data, counts none).
+    let t = c.poll_timeout().expect("the persist timer again");
+    c.handle_timeout(t);
+    let probe = out(&mut c, t);
+    assert_eq!((probe[0].repr.seq, probe[0].len), (iss + 1 + sent, 1));
+    assert_eq!((probe[0].repr.seq, probe[0].len), (iss + 1 + sent, 1));
+    assert_eq!(c.stats().window_probes, 2);
+    assert_eq!(
+        c.stats().loss_probes,
+        0,
+        "a shut window is the persist timer's"
+    );
+    assert_eq!(c.stats().retransmits, 0);
+    c.handle_segment(t + Duration::from_millis(10), &shut, &[]);
     // The window opens.
     let at = t + Duration::from_millis(500);
     let open = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + sent, 33_040);
@@ -1862,6 +1877,23 @@ fn a_dropped_probe_then_a_window_update_resumes_the_transfer() {
     assert_eq!(resumed[0].repr.seq, iss + 1 + sent, "at SND.UNA");
     let more: usize = resumed.iter().map(|s| s.len).sum();
     assert!(more > 1, "{more} bytes");
+    assert_eq!(
+        (c.stats().retransmits, c.stats().bytes_retransmitted),
+        (0, 0),
+        "the probe's byte going with the data is no retransmission"
+    );
+    // What is lost after that (no ACK comes) is retransmitted, and counted:
+    // a loss probe, then the RTO at SND.UNA.
+    for _ in 0..4 {
+        let t = c.poll_timeout().expect("a timer");
+        c.handle_timeout(t);
+        out(&mut c, t);
+        if c.stats().rto_expirations > 0 {
+            break;
+        }
+    }
+    assert_eq!(c.stats().rto_expirations, 1);
+    assert!(c.stats().retransmits >= 1, "{:?}", c.stats());
 }
 
 #[test]
