@@ -71,7 +71,8 @@ pub struct ClientArgs {
     /// Seconds at the start to leave out of the results.
     #[arg(short = 'O', long = "omit", default_value_t = 0)]
     pub omit: u32,
-    /// Seconds between interval lines (0: none).
+    /// Seconds between interval lines (0: one line for the whole test, at
+    /// its end, as iperf3).
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
     /// JSON output shaped like iperf3's, plus xtcp's `xdp` object (the
@@ -555,7 +556,12 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     let mut app = Iperf3Client::new(
         config,
         cookie,
-        (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
+        // -i 0: one interval, the whole test (iperf3 prints that one line).
+        Some(if a.interval > 0.0 {
+            Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))
+        } else {
+            Duration::ZERO
+        }),
         run.on_interval(),
     );
     app.set_on_start(run.on_start());

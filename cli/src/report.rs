@@ -199,6 +199,16 @@ impl Output {
         std::mem::swap(&mut self.dest, &mut new.dest);
     }
 
+    /// `xtcp: error: {msg}` as a line, if this output is a log file (as
+    /// iperf3 writes its errors into `--logfile`; standard error has it
+    /// too), flushed.
+    pub(crate) fn error_into_file(&mut self, msg: &str) {
+        if matches!(self.dest, Dest::File(_)) {
+            self.line(&format!("xtcp: error: {msg}"));
+            self.flush();
+        }
+    }
+
     /// Starts keeping a copy of every line from now on.
     pub(crate) fn start_capture(&mut self) {
         self.capture = Some(String::new());
@@ -917,13 +927,15 @@ fn failure_document(msg: &str) -> Value {
 /// output).
 pub(crate) fn fail_before_the_run(a: &crate::client::ClientArgs, msg: &str) {
     let o = &a.output;
-    if !(a.json_output || o.json_stream) {
+    if !(a.json_output || o.json_stream || o.logfile.is_some()) {
         return;
     }
     let Ok(mut out) = Output::open(o.logfile.as_deref(), o.style.style()) else {
         return;
     };
-    if o.json_stream {
+    if !(a.json_output || o.json_stream) {
+        out.error_into_file(msg);
+    } else if o.json_stream {
         out.json(&json_stream_line("error", json!(msg)));
     } else if let Ok(t) = serde_json::to_string_pretty(&failure_document(msg)) {
         out.json(&t);
@@ -978,11 +990,19 @@ impl ClientRun {
     /// (its report carries the test's error).
     pub(crate) fn fail(&self, msg: &str) {
         if self.finished.replace(true) {
+            // The outcome is written; in text, the error follows it into
+            // a log file (as iperf3 writes its errors into `--logfile`).
+            if self.mode == Mode::Text {
+                self.out.borrow_mut().error_into_file(msg);
+            }
             return;
         }
         let mut out = self.out.borrow_mut();
         match self.mode {
-            Mode::Text => return,
+            Mode::Text => {
+                out.error_into_file(msg);
+                return;
+            }
             Mode::Json => match serde_json::to_string_pretty(&failure_document(msg)) {
                 Ok(t) => out.json(&t),
                 Err(_) => return,
@@ -1201,7 +1221,10 @@ impl ClientRun {
                         ));
                     }
                 }
-                out.line("\niperf Done.");
+                // As iperf3: only a test that ended well is "Done".
+                if r.error.is_none() {
+                    out.line("\niperf Done.");
+                }
             }
             Mode::Json => {
                 let mut v = r.json();

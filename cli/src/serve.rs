@@ -71,7 +71,8 @@ pub struct ServeArgs {
     /// exit status.
     #[arg(short = '1', long)]
     pub one_off: bool,
-    /// Seconds between interval lines while a test runs (0: none).
+    /// Seconds between interval lines while a test runs (0: one line for
+    /// the whole test, at its end, as iperf3).
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
     pub interval: f64,
     /// JSON output shaped like `iperf3 -s -J`'s: one document per test;
@@ -332,8 +333,14 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         (run.clone(), run.clone(), run.clone(), run.clone());
     let mut server = Iperf3Server::new(
         server_config,
-        (a.interval > 0.0 && mode != ServeMode::JsonLines)
-            .then(|| Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))),
+        // -i 0: one interval, the whole test (as iperf3 -s -i 0).
+        (mode != ServeMode::JsonLines).then(|| {
+            if a.interval > 0.0 {
+                Duration::from_secs_f64(a.interval.clamp(0.1, 3600.0))
+            } else {
+                Duration::ZERO
+            }
+        }),
         Box::new(move |iv: &Interval| iv_run.interval(iv)),
         Box::new(move |o: &TestOutcome| {
             if let Some(m) = &test_metrics {

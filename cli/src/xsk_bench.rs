@@ -92,8 +92,8 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// `-i`: seconds as [`parse_secs`], or 0: no interval reports (as
-/// `client` and `serve` take it).
+/// `-i`: seconds as [`parse_secs`], or 0: no interval reports, only the
+/// summary (as xdpsock has none).
 fn parse_interval(s: &str) -> Result<Duration, String> {
     if s.trim().parse::<f64>() == Ok(0.0) {
         return Ok(Duration::ZERO);

@@ -740,6 +740,146 @@ fn an_interrupted_test_reports_what_it_sent_until_then() {
     let _ = std::fs::remove_file(&log);
 }
 
+/// The stock server interrupted in the middle of a test (it sends
+/// `SERVER_TERMINATE`, as on Ctrl-C): as iperf3's client, xtcp reports what
+/// it sent until then — the last, partial interval included, the summary's
+/// seconds ending there and its rate its bytes over them (it said "0.00-0.00
+/// sec … 0.00 bits/sec" before) — and the error is the server's ending. In
+/// text, into `--logfile`: the summary, the error, and no "iperf Done.".
+#[test]
+fn a_test_the_server_ends_reports_what_was_sent_until_then() {
+    use std::io::BufRead;
+    let net = testnet(1);
+    let log = std::env::temp_dir().join(format!("xtcp-server-ended-{}.log", std::process::id()));
+    for text in [false, true] {
+        let _ = std::fs::remove_file(&log);
+        let mut server =
+            iperf3_server_with(&net, &["-1", "-i", "0.2", "--forceflush"], Stdio::piped());
+        let mut child = client_command(&net);
+        child.args(["-t", "60", "-b", "20M", "-i", "0.2"]);
+        if text {
+            child.args(["--logfile", log.to_str().unwrap()]);
+        } else {
+            child.arg("--json-stream");
+        }
+        let mut child = Reap(
+            child
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        // Two intervals on the server's side: the test is under way there.
+        let mut server_lines = std::io::BufReader::new(server.0.stdout.take().unwrap()).lines();
+        let mut intervals = 0;
+        while intervals < 2 {
+            let l = server_lines
+                .next()
+                .expect("the server ended early")
+                .unwrap();
+            if l.contains(" sec ") {
+                intervals += 1;
+            }
+        }
+        let pid = server.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut out = String::new();
+        child
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = child.0.wait().unwrap();
+        let mut err = String::new();
+        child
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(status.code(), Some(1), "{err}");
+        assert!(err.contains("the server has terminated"), "{err}");
+        if text {
+            let text = std::fs::read_to_string(&log).unwrap();
+            let _ = std::fs::remove_file(&log);
+            assert!(!text.contains("iperf Done."), "{text}");
+            assert!(
+                text.lines().last().is_some_and(
+                    |l| l.contains("xtcp: error: ") && l.contains("the server has terminated")
+                ),
+                "{text}"
+            );
+            let sender = text
+                .lines()
+                .find(|l| l.ends_with("sender"))
+                .unwrap_or_else(|| panic!("{text}"));
+            assert!(
+                !sender.contains(" 0.00-0.00 ") && !sender.contains(" 0.00 bits/sec"),
+                "{sender}"
+            );
+            continue;
+        }
+        let events: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let event = |name: &str| {
+            events
+                .iter()
+                .find(|v| v["event"] == name)
+                .unwrap_or_else(|| panic!("no {name} event: {out}"))
+        };
+        assert_eq!(event("error")["data"], "the server has terminated");
+        let sent = &event("end")["data"]["sum_sent"];
+        let (bytes, seconds) = (num(sent, &["bytes"]), num(sent, &["seconds"]));
+        assert!(bytes > 0.0 && seconds >= 0.4, "{sent}");
+        let rate = num(sent, &["bits_per_second"]);
+        assert!(
+            (rate - bytes * 8.0 / seconds).abs() <= 1e-6 * rate,
+            "{sent}"
+        );
+        // The intervals hold every byte, the last one ending with the test.
+        let ivs: Vec<&serde_json::Value> =
+            events.iter().filter(|v| v["event"] == "interval").collect();
+        let sum: f64 = ivs.iter().map(|v| num(&v["data"]["sum"], &["bytes"])).sum();
+        assert_eq!(sum, bytes, "{out}");
+        let last_end = num(&ivs.last().unwrap()["data"]["sum"], &["end"]);
+        assert!((last_end - seconds).abs() < 1e-3, "{last_end} {seconds}");
+    }
+}
+
+/// `-i 0`, as iperf3's: no interval while the test runs, then one, the
+/// whole test, which holds every byte.
+#[test]
+fn interval_zero_reports_the_whole_test_as_one_interval() {
+    let net = testnet(1);
+    let _server = iperf3_server(&net);
+    let v = xtcp_client(&net, 1, &["-n", "64M", "-i", "0"]);
+    let ivs = v["intervals"].as_array().unwrap();
+    assert_eq!(ivs.len(), 1, "{v}");
+    let iv = &ivs[0]["sum"];
+    assert_eq!(num(iv, &["start"]), 0.0, "{v}");
+    assert_eq!(
+        num(iv, &["bytes"]),
+        num(&v["end"]["sum_sent"], &["bytes"]),
+        "{v}"
+    );
+    assert_eq!(
+        num(&v["end"]["sum_sent"], &["bytes"]),
+        f64::from(64u32 << 20),
+        "{v}"
+    );
+}
+
 /// A server on side B that reads the client's cookie from the control
 /// connection and then ends it: with a FIN (`close`) or an RST (`reset`).
 const ENDING_SERVER: &str = r#"

@@ -84,8 +84,7 @@ fn testnet_rxdrop_counts_what_txonly_sent() {
     assert_eq!(v["tx"]["xdp_stats"]["tx_invalid_descs"], 0);
 }
 
-/// `-i 0`: no interval reports, as `client` and `serve` take it; the
-/// totals as ever. (`-i 0.2` over a second has them.)
+/// `-i 0`: no interval reports; the totals as ever. (`-i 0.2` over a second has them.)
 #[test]
 fn interval_zero_reports_only_the_totals() {
     for (i, some) in [("0.2", true), ("0", false)] {

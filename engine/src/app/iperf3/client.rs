@@ -493,7 +493,7 @@ impl ClientSession {
                     let state = decode_state(b)?;
                     match (phase, state) {
                         (_, State::AccessDenied) => return Err(Error::AccessDenied),
-                        (_, State::ServerTerminate) => return Err(Error::PeerTerminated),
+                        (_, State::ServerTerminate) => return Err(Error::ServerTerminated),
                         (_, State::ServerError) => self.phase = Phase::ServerErrorCodes,
                         (Phase::ParamExchange, State::ParamExchange) => {
                             proto::encode_json(&self.config.params.to_json(), &mut self.output);

@@ -206,6 +206,17 @@ impl Iperf3Client {
         if self.outcome.is_some() {
             return;
         }
+        if self.running {
+            // Ended while it ran (interrupted here, the server terminated,
+            // the control connection lost): as iperf3's client, the last
+            // interval, and the counts' seconds end now.
+            self.running = false;
+            self.ended = Some(now);
+            self.meter.end_at(now);
+            for iv in self.meter.finish(now) {
+                (self.on_interval)(&iv);
+            }
+        }
         // As iperf3's client ends a test: the data connections closed,
         // IPERF_DONE (already queued) and then the control connection closed;
         // after a failure the data connections are reset.
@@ -369,14 +380,6 @@ impl App for Iperf3Client {
     fn interrupt(&mut self, now: Instant) {
         if self.outcome.is_some() {
             return;
-        }
-        if self.running {
-            self.running = false;
-            self.ended = Some(now);
-            self.meter.end_at(now);
-            for iv in self.meter.finish(now) {
-                (self.on_interval)(&iv);
-            }
         }
         if let Some(s) = self.session.as_mut() {
             s.terminate(now);

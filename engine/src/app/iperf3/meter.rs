@@ -156,11 +156,12 @@ pub(crate) struct Meter {
 }
 
 impl Meter {
-    /// A meter reporting every `period` (None: no interval reports, RTT
-    /// statistics only).
+    /// A meter reporting every `period` (zero: one interval, the whole
+    /// test, at its end, as iperf3's `-i 0` prints one line; None: no
+    /// interval reports, RTT statistics only).
     pub(crate) fn new(period: Option<Duration>) -> Meter {
         Meter {
-            period: period.filter(|p| !p.is_zero()),
+            period,
             omit: Duration::ZERO,
             started: None,
             begin: None,
@@ -262,7 +263,7 @@ impl Meter {
     /// returns None. Closes the current interval once its period is over,
     /// and hands it out a tenth of a period later.
     pub(crate) fn poll(&mut self, now: Instant) -> Option<Interval> {
-        let period = self.period?;
+        let period = self.period.filter(|p| !p.is_zero())?;
         if self.end.is_some() {
             return None;
         }
@@ -559,6 +560,24 @@ mod tests {
         );
         assert_eq!(m.congestion(Role::Send), Some("cubic"));
         assert_eq!(m.congestion(Role::Receive), None);
+    }
+
+    /// A zero period (`-i 0`): nothing while the test runs, then one
+    /// interval, the whole test.
+    #[test]
+    fn a_zero_period_gives_the_whole_test_as_one_interval() {
+        let t = Instant::now();
+        let mut m = Meter::new(Some(Duration::ZERO));
+        m.start(t, &streams(), Duration::ZERO);
+        m.count(StreamId(1), 5, 0, None);
+        assert!(m.poll(t + Duration::from_secs(2)).is_none());
+        m.count(StreamId(1), 7, 1, None);
+        m.end_at(t + Duration::from_millis(2500));
+        let ivs = m.finish(t + Duration::from_secs(3));
+        assert_eq!(ivs.len(), 1, "{ivs:?}");
+        assert_eq!((ivs[0].start, ivs[0].end), (0.0, 2.5));
+        assert_eq!(ivs[0].streams[0].bytes, 12);
+        assert_eq!(ivs[0].streams[0].retransmits, 1);
     }
 
     #[test]

@@ -126,8 +126,14 @@ pub enum Error {
     },
     #[error("timed out while {phase}")]
     Timeout { phase: &'static str },
-    #[error("the peer terminated the test")]
-    PeerTerminated,
+    /// The server sent `SERVER_TERMINATE` (it was interrupted), in
+    /// iperf3's words.
+    #[error("the server has terminated")]
+    ServerTerminated,
+    /// The client sent `CLIENT_TERMINATE` (it was interrupted), in iperf3's
+    /// words.
+    #[error("the client has terminated")]
+    ClientTerminated,
     /// This side was interrupted (SIGINT or SIGTERM) and ended the test
     /// (`CLIENT_TERMINATE`), as iperf3's client on Ctrl-C.
     #[error("interrupt - the client has terminated")]

@@ -691,7 +691,7 @@ impl ServerSession {
                     };
                     let state = decode_state(b).map_err(|e| (e, Some(ierrno::IEMESSAGE)))?;
                     match (self.phase, state) {
-                        (_, State::ClientTerminate) => return Err((Error::PeerTerminated, None)),
+                        (_, State::ClientTerminate) => return Err((Error::ClientTerminated, None)),
                         // iperf3 servers ignore a TEST_START from the client.
                         (Phase::Running, State::TestStart) => {}
                         (Phase::Running, State::TestEnd) => {

@@ -660,7 +660,7 @@ fn server_rejects_bad_state_bytes() {
                 phase: "running",
             },
         ),
-        (12, Error::PeerTerminated),
+        (12, Error::ClientTerminated),
     ] {
         let mut s = server_at_create_streams(json!({"parallel": 1}), t0);
         s.accept_stream(t0, COOKIE).unwrap();
@@ -1430,7 +1430,7 @@ fn client_server_refusals() {
     c.handle_control(t0, &[9, 10, 1, 2, 11]);
     assert!(matches!(
         events_client(&mut c).last(),
-        Some(Event::Error(Error::PeerTerminated))
+        Some(Event::Error(Error::ServerTerminated))
     ));
 
     let mut c = client(TestParams::default(), t0);
