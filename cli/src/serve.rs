@@ -366,7 +366,8 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             if one_off && o.ends_one_off() {
                 failed2.store(o.result.is_err(), Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
-            } else if o.refused.is_none() {
+            } else if o.refused.is_none() && !stop.load(Ordering::Relaxed) {
+                // (Not when stopping: no test comes after.)
                 test_run.banner();
             }
         }),

@@ -1018,6 +1018,115 @@ fn syns_with_fin_get_no_answer_and_are_counted() {
     assert_eq!(l["syns_accepted"], 3, "{fin}");
 }
 
+/// serve interrupted in the middle of a test, as iperf3's server takes
+/// it: the client is told (`SERVER_TERMINATE`: the stock client says "the
+/// server has terminated" and prints its summary), and serve reports the
+/// test with what it received until then, its last partial interval
+/// included, the error its own interruption (it read "the client sent
+/// IPERF_DONE while running" before, and the stock client "control socket
+/// has closed unexpectedly").
+#[test]
+fn an_interrupted_server_tells_the_client_and_reports_the_test() {
+    use std::io::BufRead;
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["-J"]);
+    let mut client = Reap(
+        net.b
+            .ns
+            .command("timeout")
+            .args(["120", "iperf3", "-c", &net.a.ip4.to_string()])
+            .args(["-t", "60", "-b", "200M", "--forceflush"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufReader::new(client.0.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    while seen.matches(" sec ").count() < 2 {
+        let l = lines.next().expect("the client ended early").unwrap();
+        seen.push_str(&l);
+        seen.push('\n');
+    }
+    common::kill("-INT", server.child.0.id());
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let mut err = String::new();
+    client
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = client.0.wait().unwrap();
+    let rest = rest.join("\n");
+    assert_eq!(status.code(), Some(1), "{seen}{rest}{err}");
+    assert!(
+        err.contains("iperf3: error - the server has terminated") && rest.contains("sender"),
+        "{rest}{err}"
+    );
+    let doc = server.json();
+    assert_eq!(
+        doc["error"], "interrupt - the server has terminated",
+        "{doc}"
+    );
+    let received = doc["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(received > 0, "{doc}");
+    let intervals: u64 = doc["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["sum"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(intervals, received, "the last interval is there: {doc}");
+}
+
+/// A stock client that leaves after an error of its own (`-w` above what
+/// the kernel lets it set: iperf3 says "socket buffer size not set
+/// correctly" and sends `IPERF_DONE`) is reported as such, not as a
+/// protocol error of the client's ("state IperfDone is not valid").
+#[test]
+fn a_client_that_fails_on_its_side_is_reported_as_such() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start(&net, 1);
+    let max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let w = format!("{}K", (max * 4).div_ceil(1024).max(1024));
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .args([
+            "60",
+            "iperf3",
+            "-c",
+            &net.a.ip4.to_string(),
+            "-t",
+            "1",
+            "-w",
+            &w,
+        ])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("socket buffer size"), "{text}");
+    let line = server.outcome();
+    assert!(
+        line.contains(
+            "failed: the client ended the test while waiting for the data connections \
+             (IPERF_DONE): an error on its side"
+        ),
+        "{line}"
+    );
+}
+
 /// Every handshake ends on another queue than the one its SYN came in on,
 /// and its data comes in on the SYN's: the listener that took the SYN
 /// completes the handshake all the same and the tests complete byte-exact,

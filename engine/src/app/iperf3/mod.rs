@@ -134,10 +134,18 @@ pub enum Error {
     /// words.
     #[error("the client has terminated")]
     ClientTerminated,
+    /// The client sent `IPERF_DONE` before the test was over: iperf3's
+    /// client leaves so after an error of its own.
+    #[error("the client ended the test while {phase} (IPERF_DONE): an error on its side")]
+    ClientQuit { phase: &'static str },
     /// This side was interrupted (SIGINT or SIGTERM) and ended the test
     /// (`CLIENT_TERMINATE`), as iperf3's client on Ctrl-C.
     #[error("interrupt - the client has terminated")]
     Interrupted,
+    /// This server was interrupted (SIGINT or SIGTERM) while a test ran,
+    /// and told the client (`SERVER_TERMINATE`), as iperf3's server.
+    #[error("interrupt - the server has terminated")]
+    ServerInterrupted,
     #[error("the server refused the test (busy)")]
     AccessDenied,
     #[error("the server reported error {i_errno} (errno {errno}){}",

@@ -508,10 +508,20 @@ impl Iperf3Server {
 
     /// The test is over: close what is left, report, forget it.
     fn end(&mut self, now: Instant) {
-        let Some(t) = self.test.take() else {
+        let Some(mut t) = self.test.take() else {
             return;
         };
         self.idle_since = Some(now);
+        if t.running {
+            // Ended while it ran (interrupted, its client gone, a limit):
+            // its last interval ends now, as the test.
+            t.running = false;
+            t.ended = Some(now);
+            t.meter.end_at(now);
+            for iv in t.meter.finish(now) {
+                (self.on_interval)(&iv);
+            }
+        }
         self.order(t.ctrl, AppOut::Close);
         for id in &t.data {
             self.order(*id, AppOut::Abort);
@@ -809,5 +819,19 @@ impl App for Iperf3Server {
 
     fn finished(&self) -> bool {
         self.idle_done
+    }
+
+    /// As iperf3's server on Ctrl-C: a test under way is told
+    /// (`SERVER_TERMINATE`, which its client reports as "the server has
+    /// terminated", with what it counted until then), and reported with
+    /// what was counted until now, the error [`Error::ServerInterrupted`].
+    fn interrupt(&mut self, now: Instant) {
+        let Some(t) = self.test.as_mut() else {
+            return;
+        };
+        t.session.terminate(now);
+        t.result = Some(Err(Error::ServerInterrupted));
+        self.events(now);
+        self.end(now);
     }
 }

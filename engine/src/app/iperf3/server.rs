@@ -706,6 +706,12 @@ impl ServerSession {
                             self.events.push_back(Event::Done);
                             return Ok(());
                         }
+                        // iperf3's client says IPERF_DONE as it leaves after
+                        // an error of its own (a stream it could not set
+                        // up, a failed write).
+                        (p, State::IperfDone) => {
+                            return Err((Error::ClientQuit { phase: p.name() }, None));
+                        }
                         (p, s) => {
                             return Err((
                                 Error::UnexpectedState {
