@@ -1127,6 +1127,29 @@ fn a_client_that_fails_on_its_side_is_reported_as_such() {
     );
 }
 
+/// serve holds its port: a stock `iperf3 -s` started beside it, on the
+/// same port (on every address, or on serve's), is refused ("Address
+/// already in use"), instead of listening where XDP takes every packet
+/// from it.
+#[test]
+fn a_kernel_server_cannot_take_serves_port() {
+    need_iperf3();
+    let net = testnet(1);
+    let _server = Server::start(&net, 1);
+    for bind in [None, Some(net.a.ip4.to_string())] {
+        let mut c = net.a.ns.command("timeout");
+        c.args(["30", "iperf3", "-s", "-1"]);
+        if let Some(b) = &bind {
+            c.args(["-B", b]);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "-B {bind:?}: {text}");
+        assert!(text.contains("Address already in use"), "{text}");
+    }
+}
+
 /// Every handshake ends on another queue than the one its SYN came in on,
 /// and its data comes in on the SYN's: the listener that took the SYN
 /// completes the handshake all the same and the tests complete byte-exact,

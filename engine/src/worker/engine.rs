@@ -604,6 +604,12 @@ fn reserve(addr: SocketAddr) -> std::io::Result<Reservation> {
     // listening still makes this fail.
     rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
     bind(&fd, &addr)?;
+    // Then not any more: a kernel server binding the port afterwards with
+    // SO_REUSEADDR (iperf3 -s, on any address that covers ours) would
+    // otherwise share it with a socket that does not listen, and listen on
+    // a port whose packets XDP takes from it. Now its `listen` fails with
+    // EADDRINUSE.
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, false)?;
     Ok(Reservation(fd))
 }
 
