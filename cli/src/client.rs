@@ -118,6 +118,10 @@ pub struct ClientArgs {
     /// when the test succeeds).
     #[arg(short = 'F', long = "file", value_name = "PATH")]
     pub file: Option<PathBuf>,
+    /// Our address, as iperf3's `-B` (default: the kernel's preferred
+    /// source for the route to the server); one of the interface's.
+    #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
+    pub bind_address: Option<IpAddr>,
     /// Source port of the data connections (consecutive ones with -P; the
     /// control connection takes the port after them).
     #[arg(long = "cport", value_name = "PORT",
@@ -584,7 +588,7 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     let flag = interrupt_flag()?;
     let role = Role::ConnectApp {
         remote,
-        local: None,
+        local: a.bind_address,
         count,
         port: a.cport,
     };

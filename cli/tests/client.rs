@@ -857,6 +857,50 @@ fn a_test_the_server_ends_reports_what_was_sent_until_then() {
     }
 }
 
+/// `-B ADDR`, as iperf3's: the test's connections come from that address
+/// of the interface (the stock server says so); an address the host does
+/// not have is a clear error.
+#[test]
+fn bind_address_is_the_connections_source() {
+    let net = testnet(1);
+    let second = "198.18.0.11";
+    let st = net
+        .a
+        .ns
+        .command("ip")
+        .args(["addr", "add", &format!("{second}/24"), "dev", &net.a.iface])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut server = iperf3_server_with(&net, &["-1", "-J"], Stdio::piped());
+    let v = xtcp_client(&net, 1, &["-n", "8M", "-B", second]);
+    assert_eq!(v["start"]["connected"][0]["local_host"], second, "{v}");
+    let mut text = String::new();
+    server
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let theirs: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        theirs["start"]["connected"][0]["remote_host"], second,
+        "{theirs}"
+    );
+    assert_eq!(
+        theirs["end"]["sum_received"]["bytes"],
+        v["end"]["sum_sent"]["bytes"]
+    );
+    let out = client_command(&net)
+        .args(["-n", "1M", "-B", "198.18.0.99"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("198.18.0.99"), "{err}");
+}
+
 /// `-i 0`, as iperf3's: no interval while the test runs, then one, the
 /// whole test, which holds every byte.
 #[test]

@@ -991,7 +991,7 @@ pub fn run_app(
                 Some(l) => l,
                 None => iface_ipv4(iface)?.map(IpAddr::V4).ok_or_else(|| {
                     EngineError::Config(format!(
-                        "no source address for {}: pass --local ADDR",
+                        "no source address for {}: give one with -B ADDR",
                         remote.ip()
                     ))
                 })?,
