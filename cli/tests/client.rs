@@ -691,14 +691,7 @@ fn an_interrupted_test_reports_what_it_sent_until_then() {
         .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
         .collect();
     let status = child.0.wait().unwrap();
-    let mut err = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = common::drain(&mut child.0.stderr);
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(
         err.contains("interrupt - the client has terminated"),
@@ -789,23 +782,9 @@ fn a_test_the_server_ends_reports_what_was_sent_until_then() {
                 .unwrap()
                 .success()
         );
-        let mut out = String::new();
-        child
-            .0
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
+        let out = common::drain(&mut child.0.stdout);
         let status = child.0.wait().unwrap();
-        let mut err = String::new();
-        child
-            .0
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = common::drain(&mut child.0.stderr);
         assert_eq!(status.code(), Some(1), "{err}");
         assert!(err.contains("the server has terminated"), "{err}");
         if text {
@@ -875,15 +854,8 @@ fn bind_address_is_the_connections_source() {
     let mut server = iperf3_server_with(&net, &["-1", "-J"], Stdio::piped());
     let v = xtcp_client(&net, 1, &["-n", "8M", "-B", second]);
     assert_eq!(v["start"]["connected"][0]["local_host"], second, "{v}");
-    let mut text = String::new();
-    server
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    let theirs: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let theirs: serde_json::Value =
+        serde_json::from_str(&common::drain(&mut server.0.stdout)).unwrap();
     assert_eq!(
         theirs["start"]["connected"][0]["remote_host"], second,
         "{theirs}"

@@ -1051,14 +1051,7 @@ fn an_interrupted_server_tells_the_client_and_reports_the_test() {
     }
     common::kill("-INT", server.child.0.id());
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
-    let mut err = String::new();
-    client
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = common::drain(&mut client.0.stderr);
     let status = client.0.wait().unwrap();
     let rest = rest.join("\n");
     assert_eq!(status.code(), Some(1), "{seen}{rest}{err}");

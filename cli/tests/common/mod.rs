@@ -347,16 +347,24 @@ for i in range({count}):
     s.send(frame(1024 + i, {port}, 1000 + i, 0, 0x02, 64240, ip_id=i & 0xffff))
 "#
     );
+    run_raw_tcp(net, cpu, &script, "the SYN flood");
+}
+
+/// Runs `script` (which starts with [`RAW_TCP`]) in side B, on CPU `cpu` if
+/// given; it must succeed (else the failure names `what`). Returns its
+/// standard output.
+fn run_raw_tcp(net: &TestNet, cpu: Option<u32>, script: &str, what: &str) -> String {
     let out = on_cpu(&net.b.ns, cpu, "python3")
-        .args(["-c", &script])
+        .args(["-c", script])
         .args(raw_tcp_args(net))
         .output()
         .expect("python3");
     assert!(
         out.status.success(),
-        "the SYN flood: {}",
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Sends `count` segments with both SYN and FIN from side B to A's port
@@ -393,20 +401,10 @@ while time.monotonic() < end:
 sys.exit("no SYN-ACK for the proper SYN in 60 s")
 "#
     );
-    let out = net
-        .b
-        .ns
-        .command("python3")
-        .args(["-c", &script])
-        .args(raw_tcp_args(net))
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "the SYN+FINs: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    run_raw_tcp(net, None, &script, "the SYN+FINs")
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// `xtcp serve` in side A's namespace: its stdout lines arrive on a
@@ -677,6 +675,17 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// All that is left to read on a child's pipe (`child.stdout`,
+/// `child.stderr`), taken: until the child closes it.
+pub fn drain<R: std::io::Read>(pipe: &mut Option<R>) -> String {
+    let mut s = String::new();
+    pipe.take()
+        .expect("the pipe is there")
+        .read_to_string(&mut s)
+        .unwrap();
+    s
 }
 
 /// Sends `sig` (`-STOP`, `-TERM`, …) to the process `pid`, which must exist.
