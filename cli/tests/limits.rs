@@ -287,7 +287,8 @@ fn bitrate_limit_refuses_a_high_b_and_ends_a_fast_test() {
     assert!(!out.status.success(), "{}", text(&out.stdout));
     let line = server.outcome();
     assert!(
-        line.contains("failed: ended by the server's bitrate limit"),
+        line.contains("failed: ended by the server's bitrate limit")
+            && line.ends_with(", congestion cubic"),
         "{line}"
     );
     // The rate the server measured over its last second, and what it

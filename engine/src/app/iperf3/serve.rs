@@ -571,7 +571,12 @@ impl Iperf3Server {
                 (None, _) => 0.0,
             },
             cpu: t.cpu,
-            congestion: t.congestion,
+            // As the end of a test sets it; for one ended early (a limit,
+            // its client gone), as the streams' counts carried it.
+            congestion: t
+                .congestion
+                .or(t.meter.congestion(Role::Send))
+                .or(t.meter.congestion(Role::Receive)),
             pacing_rate: t
                 .session
                 .params()
