@@ -686,27 +686,57 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
 }
 
 /// Fails unless `p` (given as `flag`) can be written, without changing
-/// anything on disk: an existing file is opened for writing (not
-/// truncated), a new one needs an existing directory.
+/// anything the user has: an existing file is opened for writing (not
+/// truncated); a new one needs a directory where a file can be made (one
+/// is made and removed to know: a directory like `/proc` or a read-only
+/// mount refuses it). With `beside`, a file is made beside an existing one
+/// too (what is written to a temporary file and renamed over it needs
+/// that).
 pub(crate) fn check_writable(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
-    match std::fs::metadata(p) {
+    check_writable_how(flag, p, false)
+}
+
+/// [`check_writable`] for what is written beside `p` and renamed over it.
+pub(crate) fn check_replaceable(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
+    check_writable_how(flag, p, true)
+}
+
+fn check_writable_how(flag: &str, p: &std::path::Path, beside: bool) -> anyhow::Result<()> {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let exists = match std::fs::metadata(p) {
         Ok(m) if m.is_dir() => bail!("{flag} {} is a directory", p.display()),
         Ok(_) => {
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(p)
                 .with_context(|| format!("{flag} {}: cannot write it", p.display()))?;
+            true
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let dir = match p.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => std::path::Path::new("."),
-            };
             if !dir.is_dir() {
                 bail!("{flag} {}: no directory {}", p.display(), dir.display());
             }
+            false
         }
         Err(e) => return Err(e).with_context(|| format!("{flag} {}", p.display())),
+    };
+    if !exists || beside {
+        let probe = dir.join(format!(".xtcp-write-check-{}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .with_context(|| {
+                format!(
+                    "{flag} {}: cannot make a file in {}",
+                    p.display(),
+                    dir.display()
+                )
+            })?;
+        let _ = std::fs::remove_file(&probe);
     }
     Ok(())
 }

@@ -506,7 +506,8 @@ fn capped(
     max_conns: u32,
     queues: u32,
 ) -> anyhow::Result<ServerConfig> {
-    let conns = u64::from(max_conns) * u64::from(queues);
+    // (No queues is refused with its own message later.)
+    let conns = u64::from(max_conns) * u64::from(queues.max(1));
     let cap = u32::try_from(conns.saturating_sub(1)).unwrap_or(u32::MAX);
     if c.max_streams > cap {
         if let Some(n) = a.limits.max_streams {

@@ -475,6 +475,17 @@ fn unwritable_outputs_are_refused_before_the_sweep() {
             "--plot /nonexistent/dir/x.svg: no directory",
         ),
         ("--json", "/etc", "--json /etc is a directory"),
+        // A directory where no file can be made.
+        (
+            "--json",
+            "/proc/x.json",
+            "--json /proc/x.json: cannot make a file in /proc",
+        ),
+        (
+            "--plot",
+            "/proc/x.svg",
+            "--plot /proc/x.svg: cannot make a file in /proc",
+        ),
     ] {
         let child = Command::new(XTCP)
             .args(["bench", "--mtu", "1500", "-t", "1", flag, path])

@@ -868,18 +868,21 @@ fn metrics_cost_scraped_every_100ms_vs_not() {
 #[test]
 fn connections_beyond_max_conns_are_counted_as_refused() {
     let net = testnet(1);
-    let _x = serve(&net, 1, &["--max-conns", "1"]);
+    // (The least serve takes: a test needs two connections.)
+    let _x = serve(&net, 1, &["--max-conns", "2"]);
     let dst = SocketAddr::new(net.a.ip4.into(), 5201);
     let in_b = net.b.ns.enter().unwrap();
-    // The first is held (xtcp waits for its cookie); the next two are
-    // reset once their handshake completes: B's kernel says so to the
+    // The first two are held (xtcp waits for their cookies); the next two
+    // are reset once their handshake completes: B's kernel says so to the
     // application (at its first read, or already when the connect returns
     // if the reset came first).
-    let held = TcpStream::connect_timeout(&dst, Duration::from_secs(10)).unwrap();
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect_timeout(&dst, Duration::from_secs(10)).unwrap())
+        .collect();
     let mut resets = 0;
     let reset = |r: std::io::Result<usize>| match r {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 1,
-        r => panic!("a connection beyond --max-conns 1: {r:?}"),
+        r => panic!("a connection beyond --max-conns 2: {r:?}"),
     };
     for _ in 0..2 {
         resets += match TcpStream::connect_timeout(&dst, Duration::from_secs(10)) {
@@ -894,7 +897,7 @@ fn connections_beyond_max_conns_are_counted_as_refused() {
     scrape_until(&net, "the refused connections counted", |t| {
         let refused = must(t, r#"xtcp_connections_refused_total{queue="0"}"#);
         let live = must(t, r#"xtcp_connections{queue="0"}"#);
-        (refused == resets && live == 1)
+        (refused == resets && live == 2)
             .then_some(())
             .ok_or(format!(
                 "refused {refused}, held {live}; B saw {resets} resets"

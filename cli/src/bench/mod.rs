@@ -1330,10 +1330,12 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     // Where the record and the plot go, checked before the sweep: a path
     // that cannot be written would otherwise lose a sweep's results at its
     // end.
-    for (flag, p) in [("--json", &a.json), ("--plot", &a.plot)] {
-        if let Some(p) = p {
-            crate::bulk::check_writable(flag, p)?;
-        }
+    if let Some(p) = &a.json {
+        // Written beside it, then renamed over it.
+        crate::bulk::check_replaceable("--json", p)?;
+    }
+    if let Some(p) = &a.plot {
+        crate::bulk::check_writable("--plot", p)?;
     }
     let ends = xtcp_engine::worker::cores::mask_cores(2);
     if ends[0] == ends[1] {
