@@ -280,7 +280,7 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
         assert!(s["gbps"].as_f64().unwrap() > 0.0, "{s}");
         assert!(s["cpu_s_per_gib"].as_f64().unwrap() > 0.0, "{s}");
         assert!(s["ping_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
-        assert_queue_delay(s);
+        assert_queue_delay(s, 1);
         assert_xdp(s);
         if s["pair"] != "kernel → kernel" {
             assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
@@ -322,8 +322,9 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
             "256,2048",
             "--tx-burst",
             "32",
+            // Three readings of the RTT a stream at least.
             "-t",
-            "1",
+            "3",
         ],
         &json,
         &svg,
@@ -355,7 +356,7 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
         assert_eq!(s["frame_size"], "auto", "{s}");
         assert_eq!(s["tx_burst"], 32, "{s}");
         assert!(s["ping_rtt_us"].as_f64().unwrap() > 0.0, "{s}");
-        assert_queue_delay(s);
+        assert_queue_delay(s, 3);
         assert_xdp(s);
     }
     // Gbit/s, CPU and RTT panels with a line per pair, and the idle RTT.
@@ -366,6 +367,130 @@ fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
     );
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_file(&svg);
+    assert_no_bench_namespaces(pid);
+}
+
+/// A closed terminal (SIGHUP) and then two Ctrl-C in the middle of a sweep:
+/// bench stops, prints and records the runs it completed (the record says
+/// it is incomplete), removes its namespaces, and exits 130. (A second
+/// Ctrl-C used to end it at once and leave them, and SIGHUP too.)
+#[test]
+fn signals_keep_the_runs_done_and_leave_nothing_behind() {
+    use std::io::BufRead;
+    let _serial = serial();
+    let json = temp("bench-signals.json");
+    let mut child = Command::new(XTCP)
+        .args([
+            "bench", "--mtu", "1500", "-t", "2", "--repeat", "3", "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // A run done: its progress line (standard error is no terminal).
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    while !seen.contains("[1/12]") {
+        let l = err.next().expect("bench ended early").unwrap();
+        seen.push_str(&l);
+        seen.push('\n');
+    }
+    for sig in ["-HUP", "-INT", "-INT"] {
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let rest: Vec<String> = err.map(Result::unwrap).collect();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rest = rest.join("\n");
+    assert_eq!(out.status.code(), Some(130), "{seen}{rest}");
+    assert!(rest.contains("xtcp bench: interrupted after "), "{rest}");
+    assert!(
+        text.contains(PAIRS[0]),
+        "the runs done are in the table: {text}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["meta"]["incomplete"], "interrupted", "{v}");
+    let n = v["samples"].as_array().unwrap().len();
+    assert!((1..12).contains(&n), "{n} samples");
+    let _ = std::fs::remove_file(&json);
+    assert_no_bench_namespaces(pid);
+}
+
+/// A run that fails (here the third iperf3 client, made to fail by a
+/// wrapper first in PATH) ends the sweep: the runs before it are printed
+/// and recorded, the error says where it stopped, and nothing is left.
+/// (One failure used to lose every result.)
+#[test]
+fn a_failed_run_keeps_the_runs_before_it() {
+    let _serial = serial();
+    let (json, dir) = (temp("bench-failed.json"), temp("bench-failed-bin"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v iperf3"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let count = dir.join("count");
+    std::fs::write(
+        dir.join("iperf3"),
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -c \"*)\n  n=$(($(cat {c} 2>/dev/null || echo 0) + 1)); echo $n > {c}\n  if [ $n -eq 2 ]; then echo '{{\"error\": \"made to fail\"}}'; exit 1; fi;;\nesac\nexec {real} \"$@\"\n",
+            c = count.display(),
+            real = real.trim()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .args(["+x", dir.join("iperf3").to_str().unwrap()])
+        .status()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let child = Command::new(XTCP)
+        .args(["bench", "--mtu", "1500", "-t", "1", "--json"])
+        .arg(&json)
+        .env("PATH", path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // kernel → kernel and xtcp → kernel ran; kernel → xtcp's client failed.
+    assert!(
+        err.contains("the sweep stopped after 2 of 4 runs") && err.contains("made to fail"),
+        "{err}"
+    );
+    assert!(text.contains(PAIRS[0]) && text.contains(PAIRS[1]), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        v["meta"]["incomplete"]
+            .as_str()
+            .is_some_and(|e| e.contains("made to fail")),
+        "{v}"
+    );
+    assert_eq!(v["samples"].as_array().unwrap().len(), 2, "{v}");
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_dir_all(&dir);
     assert_no_bench_namespaces(pid);
 }
 
@@ -515,9 +640,17 @@ fn unwritable_outputs_are_refused_before_the_sweep() {
     assert!(!svg.exists(), "no plot of a sweep that did not run");
 }
 
-/// Every client (stock iperf3 and xtcp's) reports the sender's minimum and
-/// mean RTT; the queueing delay is the one less the other, never negative.
-fn assert_queue_delay(s: &serde_json::Value) {
+/// Every client (stock iperf3 and xtcp's) reports the sender's RTT each
+/// interval; from tests of `secs` seconds (a reading a second), bench takes
+/// the least and the mean, and the queueing delay is the one less the
+/// other, never negative. Under three readings a stream they are not shown.
+fn assert_queue_delay(s: &serde_json::Value, secs: u32) {
+    if secs < 3 {
+        for k in ["min_rtt_us", "rtt_us", "queue_delay_us"] {
+            assert!(s[k].is_null(), "{k} from {secs} readings: {s}");
+        }
+        return;
+    }
     let rtt = s["rtt_us"].as_f64().unwrap_or_else(|| panic!("{s}"));
     let min = s["min_rtt_us"].as_f64().unwrap_or_else(|| panic!("{s}"));
     assert!(min > 0.0 && min <= rtt, "{s}");
@@ -649,7 +782,7 @@ fn new_axes_take_effect_at_one_short_point() {
         let q = s["qdisc"].as_str().unwrap();
         assert!(q.contains("pfifo") && q.contains("limit 100p"), "{q}");
         assert_eq!(s["kernel_txqueue"], "100", "{s}");
-        assert_queue_delay(s);
+        assert_queue_delay(s, 1);
         assert_xdp(s);
     }
     let _ = std::fs::remove_file(&json);
@@ -693,6 +826,40 @@ fn zero_copy_on_veth_is_refused_with_the_reason() {
         let note = "this process may run on core 0 only: the two ends of xtcp → xtcp share it";
         assert_eq!(err.contains(note), one_core, "one core {one_core}: {err}");
         assert_no_bench_namespaces(pid);
+    }
+}
+
+/// Flags that would run something else than asked are refused before
+/// anything runs: an axis a preset sets (the run would be another
+/// experiment under the preset's name, beside its published table), and a
+/// receive buffer above what iperf3's `-w` takes.
+#[test]
+fn conflicting_sweep_flags_are_refused_before_anything_runs() {
+    for (args, want) in [
+        (
+            &["--preset", "mss-clip", "--mtu", "1500"][..],
+            "--preset mss-clip sets --mtu itself",
+        ),
+        (
+            &["--preset", "ring-queue", "--ring", "64", "--mtu", "1500"][..],
+            "--preset ring-queue sets --mtu, --ring itself",
+        ),
+        (
+            &["--rcvbuf", "1G"][..],
+            "--rcvbuf 1G: takes auto or a size in 4096..=536870912",
+        ),
+    ] {
+        let out = Command::new(XTCP)
+            .arg("bench")
+            .args(args)
+            .args(["-t", "1"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: `{want}` not in {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing runs");
     }
 }
 
@@ -746,7 +913,7 @@ fn every_preset_runs_one_short_point_and_prints_the_published_table() {
         let samples = samples(&json);
         assert_eq!(samples.len(), 4, "{preset}: one point: {samples:?}");
         for s in &samples {
-            assert_queue_delay(s);
+            assert_queue_delay(s, 1);
         }
         check_svg(
             &svg,
@@ -911,6 +1078,17 @@ fn from_prints_the_medians_of_the_records_samples() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("--mtu, --ring would not apply"), "{err}");
+    for flag in [["-t", "7"], ["--repeat", "3"]] {
+        let out = Command::new(XTCP)
+            .args(["bench", "--from"])
+            .arg(&rec)
+            .args(flag)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {err}");
+        assert!(err.contains("cannot be used with"), "{flag:?}: {err}");
+    }
     // A third repetition: the first one's figures scaled, each differently,
     // and drops where the record had none.
     let mut three = two.clone();
@@ -977,7 +1155,10 @@ fn from_reads_a_record_of_an_earlier_version() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("a record of an earlier version"), "{text}");
+    assert!(
+        text.contains("a bare list of samples (no meta") && text.contains("shows at its default"),
+        "{text}"
+    );
     // A row (of medians) per MTU and pair.
     let rows = text
         .lines()

@@ -26,7 +26,8 @@ mod record;
 
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -43,7 +44,8 @@ use preset::Preset;
 pub struct BenchArgs {
     /// Run a published experiment (its sweep and parameters) and print the
     /// published table next to ours: loopback-mtu, lo0-space, rcvbuf-small,
-    /// ring-queue, mss-clip (docs/REPRODUCTIONS.md).
+    /// ring-queue, mss-clip (docs/REPRODUCTIONS.md). The axes it sets cannot
+    /// be given too.
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
     /// MTUs to sweep [default: 1500,9000,16384,32768,65535].
@@ -149,11 +151,12 @@ pub struct BenchArgs {
         long = "time",
         alias = "duration",
         value_name = "SECS",
-        default_value_t = 5
+        default_value_t = 5,
+        conflicts_with = "from"
     )]
     pub duration: u32,
     /// Repetitions of each point (medians are shown).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "from")]
     pub repeat: u32,
     /// Run only the first N points of the sweep (e.g. one short point of a
     /// preset, to check that it runs).
@@ -370,7 +373,7 @@ pub struct Sample {
     /// Of which the kernel.
     pub cpu_receiver_system: f64,
     /// Both sides' CPU seconds per GiB moved.
-    pub cpu_s_per_gib: f64,
+    pub cpu_s_per_gib: Option<f64>,
     /// Gbit/s divided by the kernel → kernel run of the same repetition.
     pub ratio: Option<f64>,
     /// Jain's fairness index of the streams' received bytes (1 = equal;
@@ -675,9 +678,14 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
             .output()?
     };
     // `-1` servers exit after their test (xtcp after its grace period and
-    // its closing statistics); give them a moment, then reap.
+    // its closing statistics); give them a moment, then reap. After a
+    // failed client there is no test to wait for.
     let start = Instant::now();
-    let patience = Duration::from_secs(if kernel_server { 5 } else { 20 });
+    let patience = match (out.status.success(), kernel_server) {
+        (false, _) => Duration::ZERO,
+        (true, true) => Duration::from_secs(5),
+        (true, false) => Duration::from_secs(20),
+    };
     while server.0.try_wait()?.is_none() && start.elapsed() < patience {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -736,6 +744,19 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
     if !pair.starts_with("kernel") && v.get("xdp").is_none() {
         bail!("{pair}: xtcp client -J printed no XDP statistics");
     }
+    // The receiver's count as the client relays it is the server's own:
+    // a run where they differ, or where nothing arrived, measured nothing
+    // that can be shown.
+    let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    if received == 0 {
+        bail!("{pair}: nothing arrived in the test: {}", server_err());
+    }
+    if let Some(sb) = server_bytes.filter(|&sb| sb != received) {
+        bail!(
+            "{pair}: the client reports {received} bytes received, the server's own count is \
+             {sb}"
+        );
+    }
     Ok(PairOutput {
         client: v,
         server_close,
@@ -757,15 +778,52 @@ fn link_rx(net: &TestNet) -> Option<(u64, u64)> {
     Some((rx["bytes"].as_u64()?, rx["packets"].as_u64()?))
 }
 
-/// The sender's `field` RTT (`mean_rtt`, `min_rtt`) in µs, averaged over
-/// the streams that report it (iperf3's `end.streams[].sender`).
-fn sender_rtt_us(v: &serde_json::Value, field: &str) -> Option<f64> {
-    let rtts: Vec<f64> = v["end"]["streams"]
-        .as_array()?
+/// The least RTT readings a stream needs for its least and mean to say
+/// anything about queueing (a reading per interval: one per second).
+const MIN_RTT_READINGS: usize = 3;
+
+/// The sender's (least, mean) RTT in µs, each averaged over the streams,
+/// from its readings one per interval (`intervals[].streams[].rtt` of the
+/// client's `-J`, the omitted ones left out): stock iperf3 makes its
+/// `min_rtt` and `mean_rtt` of exactly these, while xtcp's client makes its
+/// own of every sample (many a second), whose least is near the idle round
+/// trip; from the intervals, every pair's figures are the same kind. `None`
+/// if a stream has fewer than [`MIN_RTT_READINGS`].
+fn sender_rtts_us(v: &serde_json::Value) -> Option<(f64, f64)> {
+    let mut by_stream: Vec<(i64, Vec<f64>)> = Vec::new();
+    for iv in v["intervals"].as_array()? {
+        for st in iv["streams"].as_array()? {
+            if st["sender"] != true || st["omitted"] == true {
+                continue;
+            }
+            // (0: no estimate yet.)
+            let (Some(id), Some(rtt)) = (
+                st["socket"].as_i64(),
+                st["rtt"].as_f64().filter(|r| *r > 0.0),
+            ) else {
+                continue;
+            };
+            match by_stream.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, r)) => r.push(rtt),
+                None => by_stream.push((id, vec![rtt])),
+            }
+        }
+    }
+    if by_stream.is_empty() || by_stream.iter().any(|(_, r)| r.len() < MIN_RTT_READINGS) {
+        return None;
+    }
+    let n = by_stream.len() as f64;
+    let least = by_stream
         .iter()
-        .filter_map(|s| s["sender"][field].as_f64())
-        .collect();
-    (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64)
+        .map(|(_, r)| r.iter().copied().fold(f64::INFINITY, f64::min))
+        .sum::<f64>()
+        / n;
+    let mean = by_stream
+        .iter()
+        .map(|(_, r)| r.iter().sum::<f64>() / r.len() as f64)
+        .sum::<f64>()
+        / n;
+    Some((least, mean))
 }
 
 /// Mean less minimum RTT of the same sender: the delay the load adds.
@@ -850,6 +908,7 @@ fn sample(out: &PairOutput, pair: &str, point: &Point) -> Sample {
         })
         .unwrap_or_default();
     let server = out.server_close.as_ref();
+    let rtts = sender_rtts_us(v);
     Sample {
         point: point.clone(),
         repeat: 0,
@@ -872,17 +931,13 @@ fn sample(out: &PairOutput, pair: &str, point: &Point) -> Sample {
         cpu_receiver: remote,
         cpu_receiver_user: c("remote_user"),
         cpu_receiver_system: c("remote_system"),
-        cpu_s_per_gib: if gib > 0.0 {
-            (host + remote) / 100.0 * secs / gib
-        } else {
-            0.0
-        },
+        cpu_s_per_gib: (gib > 0.0).then(|| (host + remote) / 100.0 * secs / gib),
         ratio: None,
         jain: jain(&per_stream),
         ping_rtt_us: None,
-        min_rtt_us: sender_rtt_us(v, "min_rtt"),
-        rtt_us: sender_rtt_us(v, "mean_rtt"),
-        queue_delay_us: queue_delay_us(sender_rtt_us(v, "mean_rtt"), sender_rtt_us(v, "min_rtt")),
+        min_rtt_us: rtts.map(|r| r.0),
+        rtt_us: rtts.map(|r| r.1),
+        queue_delay_us: queue_delay_us(rtts.map(|r| r.1), rtts.map(|r| r.0)),
         offloads: None,
         qdisc: None,
         client_start: client_start(v),
@@ -1073,6 +1128,64 @@ fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     if a.duration == 0 || a.repeat == 0 {
         bail!("-t (--time) and --repeat must be at least 1");
     }
+    if let Some(preset) = a.preset {
+        // A preset runs its published setup: an axis of its given too
+        // would run another experiment under its name and beside its
+        // published table.
+        let p = preset.args();
+        let both: Vec<&str> = [
+            ("--mtu", !a.mtu.is_empty() && !p.mtu.is_empty()),
+            ("--rcvbuf", !a.rcvbuf.is_empty() && !p.rcvbuf.is_empty()),
+            ("--sndbuf", !a.sndbuf.is_empty() && !p.sndbuf.is_empty()),
+            ("--length", !a.length.is_empty() && !p.length.is_empty()),
+            ("-P", !a.streams.is_empty() && !p.streams.is_empty()),
+            ("--nodelay", !a.nodelay.is_empty() && !p.nodelay.is_empty()),
+            ("--ring", !a.ring.is_empty() && !p.ring.is_empty()),
+            (
+                "--frame-size",
+                !a.frame_size.is_empty() && !p.frame_size.is_empty(),
+            ),
+            (
+                "--tx-burst",
+                !a.tx_burst.is_empty() && !p.tx_burst.is_empty(),
+            ),
+            (
+                "--mss-clip",
+                !a.mss_clip.is_empty() && !p.mss_clip.is_empty(),
+            ),
+            (
+                "--tx-layout",
+                !a.tx_layout.is_empty() && !p.tx_layout.is_empty(),
+            ),
+            ("--bind", !a.bind.is_empty() && !p.bind.is_empty()),
+            (
+                "--kernel-offloads",
+                !a.kernel_offloads.is_empty() && !p.kernel_offloads.is_empty(),
+            ),
+            (
+                "--kernel-zerocopy",
+                !a.kernel_zerocopy.is_empty() && !p.kernel_zerocopy.is_empty(),
+            ),
+            (
+                "--kernel-txqueue",
+                !a.kernel_txqueue.is_empty() && !p.kernel_txqueue.is_empty(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(flag, both)| both.then_some(flag))
+        .collect();
+        if !both.is_empty() {
+            let name = clap::ValueEnum::to_possible_value(&preset)
+                .map(|v| v.get_name().to_owned())
+                .unwrap_or_default();
+            bail!(
+                "--preset {name} sets {} itself, to its published setup: drop {}, or run your \
+                 own sweep without --preset",
+                both.join(", "),
+                if both.len() == 1 { "it" } else { "them" }
+            );
+        }
+    }
     if a.points == Some(0) {
         bail!("--points must be at least 1");
     }
@@ -1089,7 +1202,8 @@ fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     if w.rcvbuf.is_empty() {
         bail!("--rcvbuf needs at least one value");
     }
-    sizes_or("--rcvbuf", &w.rcvbuf, &["auto"], 4096..=1 << 30)?;
+    // (At most iperf3's most for -w, which every client gets: 512 MiB.)
+    sizes_or("--rcvbuf", &w.rcvbuf, &["auto"], 4096..=1 << 29)?;
     sizes_or("--sndbuf", &w.sndbuf, &["auto", "rcvbuf"], 16384..=1 << 30)?;
     sizes_or("--length", &w.length, &["default"], 1..=1 << 20)?;
     for q in &w.kernel_txqueue {
@@ -1279,13 +1393,13 @@ impl Table {
             .map(|(&d, &w)| format!("{:>w$} ", (DIMENSIONS[d].2)(p)))
             .collect();
         line += &format!(
-            "{:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9.2} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7}",
+            "{:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7}",
             pair,
             m(&|s| s.gbps),
             m(&|s| s.retransmits as f64) as u64,
             m(&|s| s.cpu_sender),
             m(&|s| s.cpu_receiver),
-            m(&|s| s.cpu_s_per_gib),
+            or_dash(o(&|s| s.cpu_s_per_gib), 2),
             ratio,
             or_dash(o(&|s| s.ping_rtt_us), 0),
             or_dash(o(&|s| s.min_rtt_us), 0),
@@ -1350,7 +1464,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     let before = record::Meta::start(a);
     // Ctrl-C ends the runs (iperf3 gets it too) and unwinds, so that the
     // interfaces and namespaces are cleaned up.
-    let interrupted = crate::bulk::interrupt_flag()?;
+    let interrupted = interrupt_flag()?;
     let (mut net, nic_rings) = network(a, &w)?;
     if points.iter().any(|p| p.bind == "zerocopy") {
         if let Some(why) = zero_copy_missing(&net)? {
@@ -1393,100 +1507,119 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         .context("reading net.ipv4.tcp_wmem")?;
     let mut sndbuf_now = "auto".to_owned();
     let mut txqueue_now = "none".to_owned();
+    // A run that fails, or Ctrl-C, ends the sweep; what was measured until
+    // then is kept: printed, recorded and plotted.
+    let mut failure: Option<anyhow::Error> = None;
     for p in &points {
         let label = p.label();
-        if net.config.mtu != p.mtu {
-            net.set_mtu(p.mtu)
-                .with_context(|| format!("setting MTU {}", p.mtu))?;
-            net.wait_carrier(Duration::from_secs(10), "the MTU change")?;
-        }
-        if nic_rings {
-            net.set_ring(p.ring)
-                .with_context(|| format!("setting the NICs' rings to {}", p.ring))?;
-            net.wait_carrier(Duration::from_secs(10), "ethtool -G")?;
-        }
-        if p.kernel_txqueue != txqueue_now {
-            net.set_txqueue(p.kernel_txqueue.parse().ok())
-                .with_context(|| {
-                    format!("setting the kernel's TX queue to {}", p.kernel_txqueue)
-                })?;
-            txqueue_now = p.kernel_txqueue.clone();
-        }
-        if p.sndbuf != sndbuf_now {
-            let value = match p.sndbuf.as_str() {
-                "auto" => wmem.clone(),
-                size => {
-                    let n = crate::args::parse_size(size).map_err(anyhow::Error::msg)?;
-                    format!("4096 {n} {n}")
-                }
-            };
-            for side in [&net.a, &net.b] {
-                sysctl(&side.ns, "net.ipv4.tcp_wmem", &value)?;
-            }
-            sndbuf_now = p.sndbuf.clone();
-        }
-        bar.set_message(format!("{label}: idle RTT"));
-        let ping = ping_rtt_us(&net).with_context(|| format!("{label}: idle RTT"))?;
         let mut point: Vec<Sample> = Vec::new();
-        for rep in 0..a.repeat {
-            let mut kernel_gbps = None;
-            for pair in PAIRS {
-                if interrupted.load(Ordering::Relaxed) {
-                    bail!("interrupted");
-                }
-                // Offloads on for the kernel pair only where asked; an xtcp
-                // end needs them off.
-                let offloads = pair == PAIRS[0] && p.kernel_offloads == "on";
-                if net.config.offloads != offloads {
-                    net.set_offloads(offloads)
-                        .context("switching the veth's offloads")?;
-                }
-                bar.set_message(format!("{label}: {pair} (run {}/{})", rep + 1, a.repeat));
-                let v = match run_pair(&net, pair, a, p) {
-                    // Ctrl-C reached iperf3 too: say why the run failed.
-                    Err(_) if interrupted.load(Ordering::Relaxed) => bail!("interrupted"),
-                    r => r.with_context(|| format!("{label}, {pair}"))?,
-                };
-                let mut s = sample(&v, pair, p);
-                s.repeat = rep;
-                s.ping_rtt_us = Some(ping);
-                s.offloads = Some(offload_state(&net)?);
-                s.qdisc = net
-                    .a
-                    .ns
-                    .exec(&["tc", "qdisc", "show", "dev", &net.a.iface])
-                    .ok()
-                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-                if pair == PAIRS[0] {
-                    kernel_gbps = Some(s.gbps);
-                } else if let Some(k) = kernel_gbps.filter(|k| *k > 0.0) {
-                    s.ratio = Some(s.gbps / k);
-                }
-                bar.inc(1);
-                if bar.is_hidden() {
-                    eprintln!(
-                        "[{}/{total}] {label} {pair}: {:.2} Gbit/s, RTT {} µs",
-                        bar.position(),
-                        s.gbps,
-                        or_dash(s.rtt_us, 0)
-                    );
-                }
-                point.push(s);
+        let ran = (|| -> anyhow::Result<()> {
+            if net.config.mtu != p.mtu {
+                net.set_mtu(p.mtu)
+                    .with_context(|| format!("setting MTU {}", p.mtu))?;
+                net.wait_carrier(Duration::from_secs(10), "the MTU change")?;
             }
-        }
+            if nic_rings {
+                net.set_ring(p.ring)
+                    .with_context(|| format!("setting the NICs' rings to {}", p.ring))?;
+                net.wait_carrier(Duration::from_secs(10), "ethtool -G")?;
+            }
+            if p.kernel_txqueue != txqueue_now {
+                net.set_txqueue(p.kernel_txqueue.parse().ok())
+                    .with_context(|| {
+                        format!("setting the kernel's TX queue to {}", p.kernel_txqueue)
+                    })?;
+                txqueue_now = p.kernel_txqueue.clone();
+            }
+            if p.sndbuf != sndbuf_now {
+                let value = match p.sndbuf.as_str() {
+                    "auto" => wmem.clone(),
+                    size => {
+                        let n = crate::args::parse_size(size).map_err(anyhow::Error::msg)?;
+                        format!("4096 {n} {n}")
+                    }
+                };
+                for side in [&net.a, &net.b] {
+                    sysctl(&side.ns, "net.ipv4.tcp_wmem", &value)?;
+                }
+                sndbuf_now = p.sndbuf.clone();
+            }
+            bar.set_message(format!("{label}: idle RTT"));
+            let ping = ping_rtt_us(&net).with_context(|| format!("{label}: idle RTT"))?;
+            for rep in 0..a.repeat {
+                let mut kernel_gbps = None;
+                for pair in PAIRS {
+                    if interrupted.load(Ordering::Relaxed) {
+                        bail!("interrupted");
+                    }
+                    // Offloads on for the kernel pair only where asked; an xtcp
+                    // end needs them off.
+                    let offloads = pair == PAIRS[0] && p.kernel_offloads == "on";
+                    if net.config.offloads != offloads {
+                        net.set_offloads(offloads)
+                            .context("switching the veth's offloads")?;
+                    }
+                    bar.set_message(format!("{label}: {pair} (run {}/{})", rep + 1, a.repeat));
+                    let v = match run_pair(&net, pair, a, p) {
+                        // Ctrl-C reached iperf3 too: say why the run failed.
+                        Err(_) if interrupted.load(Ordering::Relaxed) => bail!("interrupted"),
+                        r => r.with_context(|| format!("{label}, {pair}"))?,
+                    };
+                    let mut s = sample(&v, pair, p);
+                    s.repeat = rep;
+                    s.ping_rtt_us = Some(ping);
+                    s.offloads = Some(offload_state(&net)?);
+                    s.qdisc = net
+                        .a
+                        .ns
+                        .exec(&["tc", "qdisc", "show", "dev", &net.a.iface])
+                        .ok()
+                        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+                    if pair == PAIRS[0] {
+                        kernel_gbps = Some(s.gbps);
+                    } else if let Some(k) = kernel_gbps.filter(|k| *k > 0.0) {
+                        s.ratio = Some(s.gbps / k);
+                    }
+                    bar.inc(1);
+                    if bar.is_hidden() {
+                        eprintln!(
+                            "[{}/{total}] {label} {pair}: {:.2} Gbit/s, RTT {} µs",
+                            bar.position(),
+                            s.gbps,
+                            or_dash(s.rtt_us, 0)
+                        );
+                    }
+                    point.push(s);
+                }
+            }
+            Ok(())
+        })();
         for line in table.rows(&point) {
             bar.suspend(|| println!("{line}"));
         }
         samples.extend(point);
+        if let Err(e) = ran {
+            failure = Some(e);
+            break;
+        }
     }
     bar.finish_and_clear();
     drop(net);
     meta.finish();
+    let stopped = interrupted.load(Ordering::Relaxed);
+    meta.incomplete = failure.as_ref().map(|e| {
+        if stopped {
+            "interrupted".to_owned()
+        } else {
+            format!("{e:#}")
+        }
+    });
+    let runs = samples.len();
     let rec = record::Record {
         meta: Some(meta),
         samples,
     };
-    if let Some(preset) = a.preset {
+    if let (Some(preset), None) = (a.preset, &failure) {
         for line in preset::compare(preset, &rec.samples) {
             println!("{line}");
         }
@@ -1499,7 +1632,40 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     });
     json.transpose()?;
     plot.transpose()?;
+    if let Some(e) = failure {
+        let kept = match (&a.json, runs) {
+            (_, 0) => String::new(),
+            (Some(p), _) => format!("; the table and {} hold them", p.display()),
+            (None, _) => "; the table holds them".to_owned(),
+        };
+        if stopped {
+            // As a process ended by SIGINT: 128 + 2, once everything set up
+            // is gone (the network: dropped above) and the results are out.
+            eprintln!("xtcp bench: interrupted after {runs} of {total} runs{kept}");
+            std::process::exit(130);
+        }
+        return Err(e.context(format!(
+            "the sweep stopped after {runs} of {total} runs{kept}"
+        )));
+    }
     Ok(())
+}
+
+/// The flag SIGINT, SIGTERM and SIGHUP set, which ends the sweep. Unlike
+/// `send`'s, a second signal does not end the process at once, nor does a
+/// closed terminal (SIGHUP): whatever comes, bench removes what it set up
+/// (its namespaces, or puts adopted interfaces back) before it exits.
+fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, flag.clone())
+            .context("installing the SIGINT/SIGTERM/SIGHUP handler")?;
+    }
+    Ok(flag)
 }
 
 /// `--from FILE`: the table (and the preset's comparison, the plot) of a
@@ -1554,11 +1720,16 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
             m.date,
             m.command_line.join(" ")
         );
+        if let Some(why) = &m.incomplete {
+            println!(
+                "{}: incomplete ({why}): the samples are the runs that completed",
+                from.display()
+            );
+        }
     } else {
         println!(
-            "{}: a record of an earlier version (no meta); the axes added since (sndbuf, \
-             length, streams, nodelay, bind, kernel-offloads, kernel-zerocopy, kernel-txqueue) \
-             are not in it and show at their defaults",
+            "{}: a bare list of samples (no meta: what ran where is not known); an axis a \
+             sample does not have shows at its default",
             from.display()
         );
     }
@@ -1653,15 +1824,29 @@ mod tests {
     }
 
     #[test]
-    fn sender_rtts_are_averaged_over_streams_and_absent_when_unreported() {
-        let v = serde_json::json!({ "end": { "streams": [
-            { "sender": { "mean_rtt": 100, "min_rtt": 60 } },
-            { "sender": { "mean_rtt": 300, "min_rtt": 80 } },
-        ] } });
-        assert_eq!(sender_rtt_us(&v, "mean_rtt"), Some(200.0));
-        assert_eq!(sender_rtt_us(&v, "min_rtt"), Some(70.0));
-        let v = serde_json::json!({ "end": { "streams": [ { "sender": { "bytes": 1 } } ] } });
-        assert_eq!(sender_rtt_us(&v, "mean_rtt"), None);
+    fn sender_rtts_come_from_the_interval_readings_averaged_over_streams() {
+        let iv = |a: f64, b: f64| {
+            serde_json::json!({ "streams": [
+                { "socket": 5, "sender": true, "omitted": false, "rtt": a },
+                { "socket": 7, "sender": true, "omitted": false, "rtt": b },
+            ] })
+        };
+        // An omitted interval is left out.
+        let mut ivs = vec![serde_json::json!({ "streams": [
+            { "socket": 5, "sender": true, "omitted": true, "rtt": 1.0 },
+            { "socket": 7, "sender": true, "omitted": true, "rtt": 1.0 },
+        ] })];
+        ivs.extend([iv(100.0, 300.0), iv(60.0, 80.0), iv(140.0, 520.0)]);
+        let v = serde_json::json!({ "intervals": ivs });
+        // Least: (60 + 80) / 2; means: 100 and 300, their mean 200.
+        assert_eq!(sender_rtts_us(&v), Some((70.0, 200.0)));
+        // Fewer than three readings: nothing to say about queueing.
+        let v = serde_json::json!({ "intervals": [iv(100.0, 300.0), iv(60.0, 80.0)] });
+        assert_eq!(sender_rtts_us(&v), None);
+        // A receiver's streams have none.
+        let v = serde_json::json!({ "intervals": [{ "streams": [
+            { "socket": 5, "sender": false, "rtt": 5.0 }] }] });
+        assert_eq!(sender_rtts_us(&v), None);
     }
 
     #[test]
@@ -1684,7 +1869,7 @@ mod tests {
             gbps: 10.0,
             cpu_sender: 50.0,
             cpu_receiver: 50.0,
-            cpu_s_per_gib: 0.1,
+            cpu_s_per_gib: Some(0.1),
             ping_rtt_us: Some(40.0),
             min_rtt_us: rtt.map(|r| r / 2.0),
             rtt_us: rtt,

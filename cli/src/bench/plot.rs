@@ -253,7 +253,7 @@ fn sweep_panels(samples: &[Sample], y_start: f64) -> (String, f64) {
     let bottom = if slanted { 100.0 } else { pad };
     let mut panels: Vec<(&str, Metric)> = vec![
         ("Gbit/s", |s| Some(s.gbps)),
-        ("CPU s/GiB", |s| Some(s.cpu_s_per_gib)),
+        ("CPU s/GiB", |s| s.cpu_s_per_gib),
     ];
     if samples.iter().any(|s| s.rtt_us.is_some()) {
         panels.push(("RTT under load, µs", |s| s.rtt_us));

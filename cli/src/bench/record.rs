@@ -60,6 +60,11 @@ pub struct Meta {
     /// Their offloads when the run started (`{"a": {"tso": "off", …},
     /// "b": …}`); each sample has the state during its run.
     pub offloads: Option<serde_json::Value>,
+    /// Why the sweep ended before its last run (`interrupted`, or the
+    /// error of the run that failed); absent for a whole sweep. The
+    /// samples are the runs that completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 fn loadavg() -> Vec<f64> {
