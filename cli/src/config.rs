@@ -5,9 +5,10 @@
 //! names operators know from iperf3 and perfSONAR: `address`
 //! (`--bind-address`), `max_duration` (`--server-max-duration`) and
 //! `bitrate_limit` (`--server-bitrate-limit`); `log` is xtcp's global
-//! `--log` (serve's flags include it once the command is built). A switch takes `true` or
-//! `false`, a list flag a TOML array (or the same comma-separated string the
-//! command line takes), every other key a string or a number.
+//! `--log` (serve's flags include it once the command is built). A switch
+//! takes `true` or `false`, a list flag a TOML array (or the same
+//! comma-separated string the command line takes), every other key a string
+//! or a number.
 //!
 //! The file is read before the command line is parsed: its settings become
 //! flags placed right after `serve`, ahead of the command line's, and a
