@@ -721,6 +721,9 @@ impl TestReport<'_> {
                     None,
                     "sender",
                 ));
+            } else if verbose {
+                // iperf3 -s -V says what it does not show.
+                out.push(format!("[{id}]{t} (sender statistics not available)"));
             }
             if show_receiver {
                 out.push(report_line(
@@ -734,6 +737,8 @@ impl TestReport<'_> {
                     None,
                     "receiver",
                 ));
+            } else if verbose {
+                out.push(format!("[{id}]{t} (receiver statistics not available)"));
             }
         }
         for forward in [true, false] {
@@ -783,7 +788,9 @@ impl TestReport<'_> {
                 ));
             }
         }
-        if verbose {
+        // (iperf3's server prints its CPU line only where it sends.)
+        let sends = self.params.reverse || self.params.bidirectional;
+        if verbose && (self.side == Side::Client || sends) {
             let (local, remote) = match (self.side, self.params.reverse) {
                 (Side::Client, false) | (Side::Server, true) => ("sender", "receiver"),
                 _ => ("receiver", "sender"),
@@ -798,10 +805,18 @@ impl TestReport<'_> {
                 self.remote_cpu.user,
                 self.remote_cpu.system
             ));
-            if let Some(c) = &self.sender_cc {
+        }
+        if verbose {
+            // A server tells only its own side's (iperf3 -s -V).
+            let bidir = self.params.bidirectional;
+            let (snd, rcv) = match self.side {
+                Side::Client => (true, true),
+                Side::Server => (self.params.reverse || bidir, !self.params.reverse || bidir),
+            };
+            if let Some(c) = self.sender_cc.as_ref().filter(|_| snd) {
                 out.push(format!("snd_tcp_congestion {c}"));
             }
-            if let Some(c) = &self.receiver_cc {
+            if let Some(c) = self.receiver_cc.as_ref().filter(|_| rcv) {
                 out.push(format!("rcv_tcp_congestion {c}"));
             }
         }
@@ -1379,6 +1394,10 @@ pub(crate) struct ServeRun {
     pmtu: u32,
     sndbuf: u64,
     rcvbuf: u64,
+    /// `-V`.
+    verbose: bool,
+    /// `--mss`, as iperf3 -s -V tells its own `-M` (0: the default).
+    mss: u16,
 }
 
 impl ServeRun {
@@ -1388,6 +1407,7 @@ impl ServeRun {
         unit: char,
         port: u16,
         cfg: &xtcp_engine::worker::EngineConfig,
+        verbose: bool,
     ) -> ServeRun {
         ServeRun {
             out,
@@ -1398,6 +1418,17 @@ impl ServeRun {
             pmtu: xtcp_engine::xsk::iface_mtu(&cfg.iface).unwrap_or(0),
             sndbuf: cfg.send_buffer_bytes() as u64,
             rcvbuf: cfg.tcp.recv_buffer as u64,
+            verbose,
+            mss: cfg.mss.unwrap_or(0),
+        }
+    }
+
+    /// With `-V`, iperf3 -s -V's first lines: the version and the host.
+    pub(crate) fn verbose_header(&self) {
+        if self.mode == ServeMode::Text && self.verbose {
+            let mut out = self.out.borrow_mut();
+            out.line(VERSION);
+            out.line(&system_info());
         }
     }
 
@@ -1435,13 +1466,29 @@ impl ServeRun {
         if t.params.get_server_output {
             out.start_capture();
         }
+        if self.verbose {
+            out.line(&format!(
+                "Time: {}",
+                strftime("%a, %d %b %Y %H:%M:%S GMT", SystemTime::now(), false)
+            ));
+        }
         out.line(&format!(
             "Accepted connection from {}, port {}",
             t.client.remote.ip().to_canonical(),
             t.client.remote.port()
         ));
+        if self.verbose {
+            if let Some(c) = &t.cookie {
+                out.line(&format!("      Cookie: {}", c.as_str()));
+            }
+            let default = if self.mss == 0 { " (default)" } else { "" };
+            out.line(&format!("      TCP MSS: {}{default}", self.mss));
+        }
         for (s, tuple) in &t.streams {
             out.line(&connected_line(s.id.0, tuple));
+        }
+        if self.verbose {
+            out.line(&starting_line(&t.params));
         }
         let sends = t.streams.iter().any(|(s, _)| s.role == Role::Send);
         out.line(header(t.params.bidirectional, sends, sends));
@@ -1498,7 +1545,7 @@ impl ServeRun {
                 if o.refused.is_none() {
                     if let Some(r) = self.report(o, &st.intervals, st.began) {
                         let mut out = self.out.borrow_mut();
-                        for l in r.summary_lines(self.unit, false) {
+                        for l in r.summary_lines(self.unit, self.verbose) {
                             out.line(&l);
                         }
                     }

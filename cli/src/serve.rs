@@ -71,6 +71,12 @@ pub struct ServeArgs {
     /// exit status.
     #[arg(short = '1', long)]
     pub one_off: bool,
+    /// More detail, as iperf3 -s -V: the version and host lines, and for
+    /// each test its time, cookie, MSS setting and parameters, and the
+    /// summary's details (what the other side's statistics are, the
+    /// congestion control).
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
     /// Seconds between interval lines while a test runs (0: one line for
     /// the whole test, at its end, as iperf3).
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
@@ -328,7 +334,14 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     } else {
         ServeMode::Text
     };
-    let run = ServeRun::new(output.clone(), mode, a.style.unit(), a.port, &cfg);
+    let run = ServeRun::new(
+        output.clone(),
+        mode,
+        a.style.unit(),
+        a.port,
+        &cfg,
+        a.verbose,
+    );
     let (iv_run, test_run, start_run, gso_run) =
         (run.clone(), run.clone(), run.clone(), run.clone());
     let mut server = Iperf3Server::new(
@@ -425,6 +438,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     crate::bulk::bind_mode(p.zero_copy)
                 );
                 eprintln!("xtcp serve: {status}, iperf3 clients welcome; Ctrl-C stops");
+                run.verbose_header();
                 run.banner();
                 notify.ready(&status);
             }
@@ -586,6 +600,7 @@ fn reload(
         ),
         ("daemon", running.daemon != new.daemon),
         ("pidfile", running.pidfile != new.pidfile),
+        ("verbose", running.verbose != new.verbose),
         ("log", crate::log_changed(&log)),
     ]
     .into_iter()

@@ -553,6 +553,89 @@ fn get_server_output_both_ways() {
     );
 }
 
+/// `xtcp serve -V` prints what `iperf3 -s -V` prints, line kind by line
+/// kind and in the same order, receiving and sending: the version and host
+/// lines, the test's time, cookie (the client's own, as its `-V` shows
+/// it), MSS setting and parameters, and the summary's details.
+#[test]
+fn serve_verbose_prints_iperf3_s_v_lines() {
+    let net = testnet(1);
+    let b = net.b.ip4.to_string();
+    const KINDS: [&str; 13] = [
+        "iperf 3.",
+        "Linux ",
+        "Time: ",
+        "Accepted connection from ",
+        "      Cookie: ",
+        "      TCP MSS: ",
+        "Starting Test: ",
+        "Test Complete. Summary Results:",
+        "(sender statistics not available)",
+        "(receiver statistics not available)",
+        "CPU Utilization: ",
+        "snd_tcp_congestion ",
+        "rcv_tcp_congestion ",
+    ];
+    let kinds = |text: &str| -> Vec<&'static str> {
+        text.lines()
+            .filter_map(|l| KINDS.iter().find(|k| l.contains(**k)))
+            .copied()
+            .collect()
+    };
+    for mode in [&[][..], &["-R"][..]] {
+        let server = stock_server(&net.b.ns, &b, 5201, &["-1", "-V"]);
+        let out = net
+            .a
+            .ns
+            .command("timeout")
+            .args(["60", "iperf3", "-c", &b, "-t", "1"])
+            .args(mode)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let stock = stock_output(server);
+        let server = Server::start_with(&net, 1, &["-1", "-V"]);
+        let out = net
+            .b
+            .ns
+            .command("timeout")
+            .args([
+                "60",
+                "iperf3",
+                "-c",
+                &net.a.ip4.to_string(),
+                "-t",
+                "1",
+                "-V",
+            ])
+            .args(mode)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let client = String::from_utf8_lossy(&out.stdout);
+        let mut mine = String::new();
+        loop {
+            let l = server.line();
+            if l.starts_with("xtcp serve: test") {
+                break;
+            }
+            mine.push_str(&l);
+            mine.push('\n');
+        }
+        assert_eq!(
+            kinds(&mine),
+            kinds(&stock),
+            "{mode:?}: {mine}\n---\n{stock}"
+        );
+        let cookie = |t: &str| {
+            t.lines()
+                .find_map(|l| l.trim().strip_prefix("Cookie: ").map(str::to_owned))
+                .unwrap_or_else(|| panic!("no cookie in {t}"))
+        };
+        assert_eq!(cookie(&mine), cookie(&client), "{mode:?}");
+    }
+}
+
 /// Serve prints iperf3 -s's lines: the banner per test, "Accepted
 /// connection from", the stream's addresses (the client's own port), the
 /// header, the intervals and the summary; `-f M` rates from the bytes

@@ -144,6 +144,8 @@ pub struct TestStart {
     pub streams: Vec<(StreamInfo, FourTuple)>,
     /// The client's parameters.
     pub params: TestParams,
+    /// The test's cookie.
+    pub cookie: Option<Cookie>,
 }
 
 /// What a server returns to a client that asked for its output
@@ -476,6 +478,7 @@ impl Iperf3Server {
                             client: t.client,
                             streams,
                             params: (*params).clone(),
+                            cookie: t.session.cookie().copied(),
                         });
                     }
                     for id in senders {
