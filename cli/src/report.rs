@@ -1227,11 +1227,16 @@ impl ClientRun {
                     out.line(&l);
                 }
                 if self.get_server_output {
+                    // As iperf3: a blank line (with -T's or --timestamps'
+                    // prefix), then the server's text as it sent it, none
+                    // of its lines prefixed.
                     if let Some(t) = &server_text {
-                        out.line(&format!("\nServer output:\n{t}"));
+                        out.line("");
+                        out.json(&format!("Server output:\n{t}"));
                     } else if let Some(v) = &server_json {
-                        out.line(&format!(
-                            "\nServer output:\n{}",
+                        out.line("");
+                        out.json(&format!(
+                            "Server output:\n{}",
                             serde_json::to_string_pretty(v)?
                         ));
                     }

@@ -505,11 +505,19 @@ fn get_server_output_both_ways() {
     let b = net.b.ip4.to_string();
     {
         let server = stock_server(&net.b.ns, &b, 5201, &["-1"]);
-        let text = xtcp_client(&net, &["-t", "1", "--get-server-output"]);
+        let text = xtcp_client(&net, &["-t", "1", "--get-server-output", "-T", "run1"]);
         let stock_text = stock_output(server);
-        let (_, theirs) = text
-            .split_once("\nServer output:\n")
+        // As a stock client: -T's prefix on the blank line before, none on
+        // the server's own lines, and again on the lines after them.
+        let (ours, theirs) = text
+            .split_once("run1:  \nServer output:\n")
             .unwrap_or_else(|| panic!("{text}"));
+        assert!(ours.lines().all(|l| l.starts_with("run1:  ")), "{ours}");
+        let (theirs, after) = theirs
+            .split_once("\nrun1:  \n")
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(!theirs.contains("run1:"), "{theirs}");
+        assert_eq!(after.trim_end(), "run1:  iperf Done.", "{text}");
         let accepted = format!("Accepted connection from {}, port ", net.a.ip4);
         assert!(theirs.contains(&accepted), "{theirs}");
         // The receiver line the stock server printed, word for word.
