@@ -112,7 +112,9 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Check the configuration (the file, with the flags given here) and
     /// exit: 0 and "configuration OK" when serve would start with it, else
-    /// the first error, naming the key and the line.
+    /// the first error: 2 for the file itself (naming the key and the
+    /// line), 1 for settings serve refuses together or on this host
+    /// (naming their flags).
     #[arg(long, value_name = "FILE", conflicts_with = "config")]
     pub check_config: Option<PathBuf>,
     /// Once set up, run as this user: its primary group, no supplementary
@@ -524,17 +526,17 @@ fn capped(
     let conns = u64::from(max_conns) * u64::from(queues.max(1));
     let cap = u32::try_from(conns.saturating_sub(1)).unwrap_or(u32::MAX);
     if c.max_streams > cap {
+        if cap == 0 {
+            bail!(
+                "--max-conns 1 on one queue: a test needs two connections at least (its control \
+                 connection and a data stream); give --max-conns 2 or more"
+            );
+        }
         if let Some(n) = a.limits.max_streams {
             bail!(
                 "--max-streams {n}: the workers hold at most {conns} connections (--max-conns \
                  {max_conns} on {queues} queue(s)), one of them a test's control connection; give \
                  --max-streams {cap} or less, or a larger --max-conns"
-            );
-        }
-        if cap == 0 {
-            bail!(
-                "--max-conns 1 on one queue: a test needs two connections at least (its control \
-                 connection and a data stream); give --max-conns 2 or more"
             );
         }
         c.max_streams = cap;
