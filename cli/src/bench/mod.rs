@@ -1124,6 +1124,28 @@ fn sizes_or(
     Ok(())
 }
 
+/// Each sweep axis's flag, and whether `a` sets it (the command line, or a
+/// preset's [`Preset::args`]).
+fn axes(a: &BenchArgs) -> [(&'static str, bool); 15] {
+    [
+        ("--mtu", !a.mtu.is_empty()),
+        ("--rcvbuf", !a.rcvbuf.is_empty()),
+        ("--sndbuf", !a.sndbuf.is_empty()),
+        ("--length", !a.length.is_empty()),
+        ("-P", !a.streams.is_empty()),
+        ("--nodelay", !a.nodelay.is_empty()),
+        ("--ring", !a.ring.is_empty()),
+        ("--frame-size", !a.frame_size.is_empty()),
+        ("--tx-burst", !a.tx_burst.is_empty()),
+        ("--mss-clip", !a.mss_clip.is_empty()),
+        ("--tx-layout", !a.tx_layout.is_empty()),
+        ("--bind", !a.bind.is_empty()),
+        ("--kernel-offloads", !a.kernel_offloads.is_empty()),
+        ("--kernel-zerocopy", !a.kernel_zerocopy.is_empty()),
+        ("--kernel-txqueue", !a.kernel_txqueue.is_empty()),
+    ]
+}
+
 fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     if a.duration == 0 || a.repeat == 0 {
         bail!("-t (--time) and --repeat must be at least 1");
@@ -1132,48 +1154,11 @@ fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
         // A preset runs its published setup: an axis of its given too
         // would run another experiment under its name and beside its
         // published table.
-        let p = preset.args();
-        let both: Vec<&str> = [
-            ("--mtu", !a.mtu.is_empty() && !p.mtu.is_empty()),
-            ("--rcvbuf", !a.rcvbuf.is_empty() && !p.rcvbuf.is_empty()),
-            ("--sndbuf", !a.sndbuf.is_empty() && !p.sndbuf.is_empty()),
-            ("--length", !a.length.is_empty() && !p.length.is_empty()),
-            ("-P", !a.streams.is_empty() && !p.streams.is_empty()),
-            ("--nodelay", !a.nodelay.is_empty() && !p.nodelay.is_empty()),
-            ("--ring", !a.ring.is_empty() && !p.ring.is_empty()),
-            (
-                "--frame-size",
-                !a.frame_size.is_empty() && !p.frame_size.is_empty(),
-            ),
-            (
-                "--tx-burst",
-                !a.tx_burst.is_empty() && !p.tx_burst.is_empty(),
-            ),
-            (
-                "--mss-clip",
-                !a.mss_clip.is_empty() && !p.mss_clip.is_empty(),
-            ),
-            (
-                "--tx-layout",
-                !a.tx_layout.is_empty() && !p.tx_layout.is_empty(),
-            ),
-            ("--bind", !a.bind.is_empty() && !p.bind.is_empty()),
-            (
-                "--kernel-offloads",
-                !a.kernel_offloads.is_empty() && !p.kernel_offloads.is_empty(),
-            ),
-            (
-                "--kernel-zerocopy",
-                !a.kernel_zerocopy.is_empty() && !p.kernel_zerocopy.is_empty(),
-            ),
-            (
-                "--kernel-txqueue",
-                !a.kernel_txqueue.is_empty() && !p.kernel_txqueue.is_empty(),
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(flag, both)| both.then_some(flag))
-        .collect();
+        let both: Vec<&str> = axes(a)
+            .into_iter()
+            .zip(axes(&preset.args()))
+            .filter_map(|((flag, given), (_, set))| (given && set).then_some(flag))
+            .collect();
         if !both.is_empty() {
             let name = clap::ValueEnum::to_possible_value(&preset)
                 .map(|v| v.get_name().to_owned())
@@ -1673,27 +1658,11 @@ fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
 fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     // What would shape a sweep does nothing here: said, not ignored
     // (--preset, --iface and --json clap refuses).
-    let given: Vec<&str> = [
-        ("--mtu", !a.mtu.is_empty()),
-        ("--rcvbuf", !a.rcvbuf.is_empty()),
-        ("--sndbuf", !a.sndbuf.is_empty()),
-        ("--length", !a.length.is_empty()),
-        ("-P", !a.streams.is_empty()),
-        ("--nodelay", !a.nodelay.is_empty()),
-        ("--ring", !a.ring.is_empty()),
-        ("--frame-size", !a.frame_size.is_empty()),
-        ("--tx-burst", !a.tx_burst.is_empty()),
-        ("--mss-clip", !a.mss_clip.is_empty()),
-        ("--tx-layout", !a.tx_layout.is_empty()),
-        ("--bind", !a.bind.is_empty()),
-        ("--kernel-offloads", !a.kernel_offloads.is_empty()),
-        ("--kernel-zerocopy", !a.kernel_zerocopy.is_empty()),
-        ("--kernel-txqueue", !a.kernel_txqueue.is_empty()),
-        ("--points", a.points.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(flag, set)| set.then_some(flag))
-    .collect();
+    let given: Vec<&str> = axes(a)
+        .into_iter()
+        .chain([("--points", a.points.is_some())])
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect();
     if !given.is_empty() {
         bail!(
             "--from prints a record and runs nothing: {} would not apply (drop {}; --plot \
