@@ -679,14 +679,7 @@ fn an_interrupted_test_reports_what_it_sent_until_then() {
             intervals += 1;
         }
     }
-    let pid = child.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    common::kill("-INT", child.0.id());
     let rest: Vec<serde_json::Value> = lines
         .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
         .collect();
@@ -774,14 +767,7 @@ fn a_test_the_server_ends_reports_what_was_sent_until_then() {
                 intervals += 1;
             }
         }
-        let pid = server.0.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-INT", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        common::kill("-INT", server.0.id());
         let out = common::drain(&mut child.0.stdout);
         let status = child.0.wait().unwrap();
         let err = common::drain(&mut child.0.stderr);

@@ -603,19 +603,8 @@ fn serve_verbose_prints_iperf3_s_v_lines() {
         assert!(out.status.success());
         let stock = stock_output(server);
         let server = Server::start_with(&net, 1, &["-1", "-V"]);
-        let out = net
-            .b
-            .ns
-            .command("timeout")
-            .args([
-                "60",
-                "iperf3",
-                "-c",
-                &net.a.ip4.to_string(),
-                "-t",
-                "1",
-                "-V",
-            ])
+        let out = common::stock_client(&net)
+            .args(["-t", "1", "-V"])
             .args(mode)
             .output()
             .unwrap();

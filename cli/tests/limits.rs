@@ -40,9 +40,8 @@ fn assert_served(net: &TestNet, line: &str, client: &serde_json::Value, context:
 /// `iperf3 -c <A's IPv4> <extra>` from side B, with `env`; its output
 /// whatever the result.
 fn iperf3(net: &TestNet, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = net.b.ns.command("timeout");
-    c.args(["60", "iperf3", "-c", &net.a.ip4.to_string()])
-        .args(extra);
+    let mut c = common::stock_client(net);
+    c.args(extra);
     for (k, v) in env {
         c.env(k, v);
     }

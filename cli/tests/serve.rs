@@ -1090,20 +1090,8 @@ fn a_client_that_fails_on_its_side_is_reported_as_such() {
         .parse()
         .unwrap();
     let w = format!("{}K", (max * 4).div_ceil(1024).max(1024));
-    let out = net
-        .b
-        .ns
-        .command("timeout")
-        .args([
-            "60",
-            "iperf3",
-            "-c",
-            &net.a.ip4.to_string(),
-            "-t",
-            "1",
-            "-w",
-            &w,
-        ])
+    let out = common::stock_client(&net)
+        .args(["-t", "1", "-w", &w])
         .output()
         .unwrap();
     let text =

@@ -564,6 +564,14 @@ pub fn need_iperf3() {
     );
 }
 
+/// Stock `iperf3 -c` from side B to A's IPv4 address, at most 60 s: the
+/// caller adds the test's flags.
+pub fn stock_client(net: &TestNet) -> std::process::Command {
+    let mut c = net.b.ns.command("timeout");
+    c.args(["60", "iperf3", "-c", &net.a.ip4.to_string()]);
+    c
+}
+
 /// Runs `iperf3 -c <A's IPv4> -J <extra>` from side B; returns its JSON,
 /// which must report no error.
 pub fn iperf3_json(net: &TestNet, extra: &[&str]) -> serde_json::Value {

@@ -522,6 +522,7 @@ impl Admit<'_> {
             conn.send_memory_mut()
                 .attach((*umem).clone(), shared.tx_headroom);
             let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
+            let room = live_conns(table, shared.max_conns) < shared.max_conns && !table.is_full();
             let sink = match &shared.sinks {
                 SinkKind::Discard => Some(Sink::Discard),
                 SinkKind::Verify(seed) => Some(Sink::Verify {
@@ -530,9 +531,7 @@ impl Admit<'_> {
                     mismatch: None,
                 }),
                 // The one sink goes only to a connection that will be kept.
-                SinkKind::Single(rx) if live_conns(table, shared.max_conns) < shared.max_conns => {
-                    rx.try_recv().ok()
-                }
+                SinkKind::Single(rx) if room => rx.try_recv().ok(),
                 SinkKind::Single(_) => None,
                 SinkKind::App => Some(Sink::Discard),
             };
@@ -540,10 +539,7 @@ impl Admit<'_> {
             // Registered to this worker since its SYN ([`HalfOpen`]).
             let key = shared.registry.key(&tuple);
             match sink {
-                Some(sink)
-                    if live_conns(table, shared.max_conns) < shared.max_conns
-                        && !table.is_full() =>
-                {
+                Some(sink) if room => {
                     let congestion = conn.congestion_name();
                     let mss = conn.send_mss() as u32;
                     let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
