@@ -307,6 +307,12 @@ pub struct Connection<M = HeapFrames> {
     /// was lost, and Linux's senders, whose probes carry no data, count
     /// none in the same exchange.
     probe_end: u64,
+    /// Under [`Config::user_timeout`]: when the data unacknowledged since
+    /// the first retransmission timeout of a row was sent (the timer's
+    /// arming: nanoseconds since the epoch), and when the first
+    /// zero-window probe of a row went; [`NO_TIMER`]: none.
+    stall_since: u64,
+    probe_since: u64,
     /// The send buffer was full and all of it sent since the last delivery
     /// interval ended (nothing more could go until an ACK).
     send_buf_limited: bool,
@@ -583,6 +589,8 @@ impl<M: SendMemory> Connection<M> {
             send_probe: None,
             send_probe_wait: (0, PROBE_BACKOFF),
             probe_end: 0,
+            stall_since: NO_TIMER,
+            probe_since: NO_TIMER,
             send_buf_limited: false,
             last_rate: 0,
             fin_queued: false,
@@ -949,6 +957,12 @@ impl<M: SendMemory> Connection<M> {
             usize::from(self.cfg.mss)
         };
         self.cc = algo.build(mss, self.cfg.initial_cwnd_segments, self.cfg.hystart);
+    }
+
+    /// Caps the rate new data is paced at from now on, bytes a second
+    /// ([`Config::max_pacing_rate`]; 0: no cap).
+    pub fn set_max_pacing_rate(&mut self, bytes_per_second: u64) {
+        self.cfg.max_pacing_rate = bytes_per_second;
     }
 
     /// Replaces the congestion controller (before the handshake completes:
@@ -1337,6 +1351,10 @@ impl<M: SendMemory> Connection<M> {
         }
         if self.expired(Timer::Persist, now) {
             self.disarm(Timer::Persist);
+            if self.past_user_timeout(self.probe_since, now) {
+                self.fail(ConnectionError::UserTimeout);
+                return;
+            }
             self.probe_pending = true;
             self.rtt.backoff();
         }
@@ -1372,7 +1390,16 @@ impl<M: SendMemory> Connection<M> {
                 if self.max <= self.una {
                     return;
                 }
-                if self.retries > self.cfg.max_retries {
+                if self.stall_since == NO_TIMER {
+                    // The timer was armed one RTO (before this backoff) ago.
+                    self.stall_since = self.since_epoch(now).saturating_sub(self.rtt.rto_ns());
+                }
+                if self.cfg.user_timeout.is_some() {
+                    if self.past_user_timeout(self.stall_since, now) {
+                        self.fail(ConnectionError::UserTimeout);
+                        return;
+                    }
+                } else if self.retries > self.cfg.max_retries {
                     self.fail(ConnectionError::TimedOut);
                     return;
                 }
@@ -1877,6 +1904,11 @@ impl<M: SendMemory> Connection<M> {
                     }
                 }
             }
+            if self.retries != 0 {
+                // (A stall begins only with a timeout: the common ACK reads
+                // no cold state.)
+                self.stall_since = NO_TIMER;
+            }
             self.retries = 0;
             self.rtt.reset_backoff();
             self.dupacks = 0;
@@ -2025,6 +2057,7 @@ impl<M: SendMemory> Connection<M> {
                 self.disarm(Timer::Persist);
                 self.rtt.reset_backoff();
                 self.probe_pending = false;
+                self.probe_since = NO_TIMER;
                 // What went beyond SND.UNA while the window was shut (a
                 // probe's byte, which a peer like Linux drops: its ACK is
                 // still at SND.UNA) goes again, from SND.UNA, with what
@@ -2633,6 +2666,9 @@ impl<M: SendMemory> Connection<M> {
                 let fin = len == 0 && fin_q && self.una == tail;
                 if len > 0 || fin {
                     self.stats.window_probes += 1;
+                    if self.probe_since == NO_TIMER {
+                        self.probe_since = self.since_epoch(now);
+                    }
                     let new = self.una == self.max;
                     let seg = self.data_segment(now, self.una, len, fin, false, 1);
                     if new {
@@ -2915,15 +2951,27 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// Spaces new-data segments at `gain × cwnd / SRTT` (gain 2 in slow start,
-    /// 1.2 after, as Linux does) when pacing is on and an RTT is known.
+    /// 1.2 after, as Linux does) when pacing is on and an RTT is known, at
+    /// most at [`Config::max_pacing_rate`] (alone if pacing is off).
     fn pace(&mut self, now: Instant, len: usize) {
-        if !self.cfg.pacing {
+        let cap = self.cfg.max_pacing_rate;
+        if !self.cfg.pacing && cap == 0 {
             return;
         }
-        let Some(srtt) = self.rtt.srtt() else { return };
-        let cwnd = self.cc.window();
-        let gain = if cwnd < self.cc.ssthresh() { 2.0 } else { 1.2 };
-        let rate = gain * cwnd.max(self.send_mss) as f64 / srtt.as_secs_f64().max(1e-6);
+        let own = match self.rtt.srtt() {
+            Some(srtt) if self.cfg.pacing => {
+                let cwnd = self.cc.window();
+                let gain = if cwnd < self.cc.ssthresh() { 2.0 } else { 1.2 };
+                Some(gain * cwnd.max(self.send_mss) as f64 / srtt.as_secs_f64().max(1e-6))
+            }
+            _ => None,
+        };
+        let rate = match own {
+            Some(r) if cap > 0 => r.min(cap as f64),
+            Some(r) => r,
+            None if cap > 0 => cap as f64,
+            None => return,
+        };
         // At most one second between segments, whatever a controller reports.
         let gap = nanos(Duration::from_secs_f64((len as f64 / rate).min(1.0)));
         let now = self.since_epoch(now);
@@ -3169,10 +3217,28 @@ impl<M: SendMemory> Connection<M> {
     /// Arms `t` for `after` nanoseconds from `now` (no `Instant` to add and
     /// convert: the timers are nanoseconds since the epoch).
     fn set_in(&mut self, t: Timer, now: Instant, after: u64) {
-        self.timers.0[t as usize] = self
-            .since_epoch(now)
-            .saturating_add(after)
-            .min(NO_TIMER - 1);
+        let mut at = self.since_epoch(now).saturating_add(after);
+        // No later than the user timeout of a stall (which only a timeout
+        // begins: the common arming reads no cold state) or a shut window.
+        let since = match t {
+            Timer::Retransmit if self.retries > 0 => self.stall_since,
+            Timer::Persist => self.probe_since,
+            _ => NO_TIMER,
+        };
+        if since != NO_TIMER
+            && let Some(ut) = self.cfg.user_timeout
+        {
+            at = at.min(since.saturating_add(ut.as_nanos() as u64));
+        }
+        self.timers.0[t as usize] = at.min(NO_TIMER - 1);
+    }
+
+    /// Whether [`Config::user_timeout`] has passed since `since`
+    /// (nanoseconds since the epoch; [`NO_TIMER`]: never).
+    fn past_user_timeout(&self, since: u64, now: Instant) -> bool {
+        self.cfg.user_timeout.is_some_and(|ut| {
+            since != NO_TIMER && self.since_epoch(now).saturating_sub(since) >= ut.as_nanos() as u64
+        })
     }
 
     fn arm_if_unset(&mut self, t: Timer, now: Instant) {
@@ -3297,6 +3363,7 @@ mod layout {
             offset_of!(Config, mss),
             offset_of!(Config, segment_per_frame),
             offset_of!(Config, pacing),
+            offset_of!(Config, max_pacing_rate),
             offset_of!(Config, nagle),
         ] {
             assert!(off < LINE, "{off}");

@@ -247,6 +247,11 @@ pub struct Config {
     /// a millisecond. An ACK goes at once for every second full-size
     /// segment and for out-of-order data.
     pub delayed_ack: Duration,
+    /// The most new data is paced at, bytes a second, whatever `pacing`
+    /// says (Linux's `SO_MAX_PACING_RATE`, iperf3's `--fq-rate`): with
+    /// `pacing` the smaller of the two rates, without it this one; 0: no
+    /// cap.
+    pub max_pacing_rate: u64,
     /// Bytes of one send-buffer frame (page size). The send buffer is
     /// `send_frames` × `frame_len` bytes.
     pub frame_len: usize,
@@ -314,6 +319,15 @@ pub struct Config {
     /// segment with data is answered at once: it is no part of such a loop,
     /// and its sender may be waiting for that ACK.
     pub invalid_ack_interval: Duration,
+    /// Linux's `TCP_USER_TIMEOUT` (iperf3's `--snd-timeout`): the
+    /// connection fails with [`ConnectionError::UserTimeout`] once data it
+    /// sent has gone unacknowledged this long (counted from when the
+    /// retransmission timer that first expired was armed, as Linux counts
+    /// from the first retransmitted segment's send), or its peer's window
+    /// has stayed shut this long since the first zero-window probe; the
+    /// timers are clamped so that this is seen on time. It then replaces
+    /// `max_retries`, as in Linux. None: `max_retries` alone bounds it.
+    pub user_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -334,6 +348,7 @@ impl Default for Config {
             hystart: true,
             initial_cwnd_segments: 10,
             pacing: false,
+            max_pacing_rate: 0,
             nagle: false,
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
@@ -345,6 +360,7 @@ impl Default for Config {
             time_wait: Duration::from_secs(1),
             max_ooo_ranges: 16,
             invalid_ack_interval: Duration::from_millis(500),
+            user_timeout: None,
         }
     }
 }
@@ -391,6 +407,10 @@ pub enum ConnectionError {
     /// Our SYN went unanswered for [`Config::connect_timeout`].
     #[error("no answer to the connection request")]
     ConnectTimeout,
+    /// Sent data went unacknowledged (or the peer's window stayed shut)
+    /// for [`Config::user_timeout`].
+    #[error("sent data unacknowledged for the user timeout")]
+    UserTimeout,
 }
 
 /// What a connection tells the application, through [`Connection::poll_event`].

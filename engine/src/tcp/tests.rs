@@ -801,6 +801,141 @@ fn retransmissions_give_up_with_timed_out() {
     );
 }
 
+/// Runs `c`'s timers (no ACK comes) until it closes; the time it did.
+fn until_closed(c: &mut Connection, most: usize) -> Instant {
+    for _ in 0..most {
+        let d = c.poll_timeout().expect("a timer while open");
+        c.handle_timeout(d);
+        out(c, d);
+        if c.state() == State::Closed {
+            return d;
+        }
+    }
+    panic!("still {:?} after {most} timeouts", c.state());
+}
+
+/// `TCP_USER_TIMEOUT`: unacknowledged data ends the connection when the
+/// user timeout has passed since the stall began (when the first timer
+/// that expired was armed), not after `max_retries`, and on time, not at
+/// the next backed-off RTO. An acknowledgement that moves SND.UNA begins
+/// the count again.
+#[test]
+fn user_timeout_ends_a_stall_on_time_and_replaces_max_retries() {
+    let ut = Duration::from_secs(2);
+    let cfg = Config {
+        max_retries: 1,
+        user_timeout: Some(ut),
+        ..Config::default()
+    };
+    let (mut c, iss) = client_with(cfg.clone(), TcpOptions::NONE);
+    events(&mut c);
+    c.write(&[3u8; 200]).unwrap();
+    let sent = out(&mut c, ms(100));
+    assert_eq!(sent.len(), 1);
+    // A stall of 1.5 s (RTOs at 0.3, 0.7, 1.5 s), then the first 100
+    // bytes are acknowledged: a new count.
+    while let Some(t) = c.poll_timeout().filter(|&t| t < ms(1600)) {
+        c.handle_timeout(t);
+        out(&mut c, t);
+    }
+    assert_eq!(c.stats().rto_expirations, 3);
+    assert_eq!(
+        c.state(),
+        State::Established,
+        "past max_retries, within the user timeout"
+    );
+    let progress = ms(1650);
+    c.handle_segment(
+        progress,
+        &seg(TcpFlags::ACK, PEER_ISS + 1, iss + 101, 65535),
+        &[],
+    );
+    out(&mut c, progress);
+    let closed = until_closed(&mut c, 30);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Error(ConnectionError::UserTimeout),
+            Event::Closed(CloseReason::Error(ConnectionError::UserTimeout))
+        ]
+    );
+    // The new stall began when the timer armed by that ACK was: at the ACK.
+    assert_eq!(
+        closed,
+        progress + ut,
+        "at the user timeout, not a later RTO"
+    );
+    assert!(
+        c.stats().rto_expirations > 4,
+        "{:?}",
+        c.stats().rto_expirations
+    );
+
+    // Without it, max_retries ends it: at the second timeout.
+    let cfg = Config {
+        user_timeout: None,
+        ..cfg
+    };
+    let (mut c, _) = client_with(cfg, TcpOptions::NONE);
+    events(&mut c);
+    c.write(&[3u8; 200]).unwrap();
+    out(&mut c, ms(100));
+    until_closed(&mut c, 3);
+    assert_eq!(c.stats().rto_expirations, 2);
+    assert_eq!(events(&mut c)[0], Event::Error(ConnectionError::TimedOut));
+}
+
+/// `TCP_USER_TIMEOUT` and a shut window: a peer that answers every
+/// zero-window probe with its window still shut ends the connection once
+/// the user timeout has passed since the first probe (as Linux since 5.9);
+/// without a user timeout the probes go on.
+#[test]
+fn user_timeout_ends_a_window_that_stays_shut() {
+    let ut = Duration::from_secs(3);
+    for user_timeout in [Some(ut), None] {
+        let cfg = Config {
+            user_timeout,
+            ..Config::default()
+        };
+        let (mut c, iss) = client_with(cfg, TcpOptions::NONE);
+        events(&mut c);
+        c.write(&[5u8; 20_000]).unwrap();
+        let sent: usize = out(&mut c, ms(11)).iter().map(|s| s.len).sum();
+        let shut = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + sent, 0);
+        c.handle_segment(ms(20), &shut, &[]);
+        assert!(out(&mut c, ms(20)).is_empty(), "nothing into a shut window");
+        let mut first = None;
+        let mut t = ms(20);
+        for _ in 0..100 {
+            let Some(d) = c.poll_timeout() else { break };
+            t = d;
+            c.handle_timeout(t);
+            let probes = out(&mut c, t);
+            if c.state() == State::Closed {
+                break;
+            }
+            if probes.is_empty() {
+                continue;
+            }
+            first.get_or_insert(t);
+            c.handle_segment(t + Duration::from_millis(1), &shut, &[]);
+            out(&mut c, t + Duration::from_millis(1));
+            if t > ms(20_000) {
+                break;
+            }
+        }
+        let first = first.expect("probes went");
+        match user_timeout {
+            Some(ut) => {
+                assert_eq!(c.state(), State::Closed);
+                assert_eq!(t, first + ut, "at the user timeout");
+                assert!(events(&mut c).contains(&Event::Error(ConnectionError::UserTimeout)));
+            }
+            None => assert_eq!(c.state(), State::Established, "still probing at {t:?}"),
+        }
+    }
+}
+
 #[test]
 fn fin_beyond_a_hole_is_held_until_the_hole_fills() {
     let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
@@ -2607,6 +2742,61 @@ fn pacing_keeps_the_bottleneck_queue_short() {
     eprintln!("max queue: {bursty} bursty ({t_bursty:?}), {paced} paced ({t_paced:?})");
     assert!(paced * 2 <= bursty, "paced {paced} vs bursty {bursty}");
     assert!(t_paced.as_secs_f64() < 1.3 * t_bursty.as_secs_f64());
+}
+
+/// `max_pacing_rate` (iperf3's `--fq-rate`): a transfer over a path ten
+/// times faster takes as long as the cap says, with TCP's own pacing or
+/// without it; and the time between two segments is their length at the
+/// cap.
+#[test]
+fn max_pacing_rate_caps_the_rate() {
+    let cap = 1_250_000; // bytes a second: 10 Mbit/s
+    let bytes = 1 << 20;
+    for pacing in [false, true] {
+        let conn = Config {
+            pacing,
+            max_pacing_rate: cap,
+            send_frames: 256,
+            ..Config::default()
+        };
+        let link = LinkConfig {
+            bandwidth: 100_000_000,
+            delay: Duration::from_millis(1),
+            queue_limit: 10_000,
+            ..LinkConfig::default()
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: link.clone(),
+            s2c: link,
+            client_bytes: bytes,
+            server_bytes: 0,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(60)));
+        clean_close(&sim, &cfg);
+        let want = bytes as f64 / cap as f64;
+        let took = sim.server_app().last_read_at.unwrap().as_secs_f64();
+        assert!(
+            (0.95 * want..1.15 * want).contains(&took),
+            "pacing {pacing}: {took} s for {want} s at the cap"
+        );
+    }
+    // Two segments: the second waits the first's length at the cap.
+    let (mut c, _) = client_with(
+        Config {
+            max_pacing_rate: cap,
+            ..Config::default()
+        },
+        TcpOptions::NONE,
+    );
+    c.write(&[1u8; 10_000]).unwrap();
+    let first = out(&mut c, ms(100));
+    assert_eq!(first.len(), 1, "the next waits");
+    let gap = Duration::from_secs_f64(first[0].len as f64 / cap as f64);
+    assert_eq!(c.poll_timeout(), Some(ms(100) + gap));
 }
 
 /// A controller that never changes its window: shows the trait is what the

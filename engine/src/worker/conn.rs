@@ -322,6 +322,8 @@ impl Slot {
                 AppOut::Window(n) => {
                     c.set_recv_window(RecvWindow::Fixed(n));
                 }
+                AppOut::Marks(m) => self.hdr.set_marks(m),
+                AppOut::MaxPacingRate(r) => c.set_max_pacing_rate(r),
                 AppOut::Close => a.close = true,
                 AppOut::Abort => {
                     a.pending.clear();

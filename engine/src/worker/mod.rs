@@ -42,7 +42,9 @@ pub use engine::{
     SEND_BYTES, TX_HEADROOM, TxLayoutPolicy, UmemReport, check_listener, default_frames,
     listen_addrs, process_cpu, process_times, run, run_app,
 };
-pub use msg::{ConnReport, Payload, TcpSample, WorkerCounters, filler_period, random_filler};
-pub use port::{HeaderCache, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
+pub use msg::{
+    ConnReport, Payload, TcpSample, WorkerCounters, filler_period, random_filler, repeating_pattern,
+};
+pub use port::{HeaderCache, IpMarks, PortConfig, PortCounters, RxCsum, TxLayout, XskPort};
 pub use sendmem::UmemFrames;
 pub use thread::WaitStrategy;

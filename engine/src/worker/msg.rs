@@ -275,6 +275,13 @@ pub fn random_filler(len: usize) -> Arc<[u8]> {
     bytes.into()
 }
 
+/// `len` bytes of iperf3's `--repeating-payload` pattern ("0123456789"
+/// over and over, from '0' at the start of each block), for
+/// [`Payload::Filler`].
+pub fn repeating_pattern(len: usize) -> Arc<[u8]> {
+    (0..len).map(|i| b'0' + (i % 10) as u8).collect()
+}
+
 /// [`Payload::Filler`]'s bytes for a send buffer of `limit` slots of
 /// `slot_len` bytes: the first [`filler_period`] of them, repeated to fill
 /// it if they are fewer.
@@ -340,6 +347,12 @@ pub enum AppOut {
     /// Never offer a receive window above this many bytes (iperf3's `-w`;
     /// clamped to the receive buffer).
     Window(usize),
+    /// Pace what this connection sends at this many bytes a second at
+    /// most (iperf3's `--fq-rate`, a socket's `SO_MAX_PACING_RATE`).
+    MaxPacingRate(u64),
+    /// Mark this connection's packets from now on (iperf3's `-S`/`--dscp`
+    /// and `-L`, which iperf3 sets on a data connection once it is open).
+    Marks(super::port::IpMarks),
     /// Close (FIN) once everything written so far is queued.
     Close,
     /// Reset.
@@ -375,5 +388,6 @@ mod tests {
         r.iter().for_each(|&b| count[usize::from(b)] += 1);
         assert!(count.iter().all(|&c| c < 2 * 256), "{count:?}");
         assert_ne!(r, random_filler(1 << 16));
+        assert_eq!(&repeating_pattern(12)[..], b"012345678901");
     }
 }

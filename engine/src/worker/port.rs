@@ -136,12 +136,33 @@ fn queue_chained(
 /// number and flags `seg` fixes up per segment; the acknowledgement
 /// number, window and timestamps, which change from burst to burst, the
 /// template rewrites in place ([`HeaderTemplate::update`]); anything else
-/// that differs (addresses, other options) builds it anew.
+/// that differs (addresses, other options, the [`IpMarks`]) builds it anew.
 #[derive(Debug, Default)]
 pub struct HeaderCache {
     built: Option<(HeaderTemplate, [u8; 6], SocketAddr, SocketAddr, TcpRepr)>,
+    marks: IpMarks,
     /// Templates built (for tests and counters).
     pub builds: u64,
+}
+
+/// What a connection's IP headers carry besides addresses and lengths
+/// (iperf3's `-S`/`--dscp` and `-L`; a socket's `IP_TOS`, `IPV6_TCLASS`
+/// and flow label). Zero: none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IpMarks {
+    /// The IPv4 TOS byte, or the IPv6 traffic class. Its two ECN bits are
+    /// sent as 0 (Not-ECT): xtcp does not negotiate ECN, and Linux's TCP
+    /// drops them from `IP_TOS` too.
+    pub tos: u8,
+    /// The IPv6 flow label (20 bits; IPv4 has none).
+    pub flow_label: u32,
+}
+
+impl IpMarks {
+    /// The ECN field of the TOS byte / traffic class.
+    const ECN: u8 = 0b11;
+    /// The largest flow label.
+    pub const FLOW_LABEL_MAX: u32 = 0xf_ffff;
 }
 
 /// `repr` without what a template fixes up per segment or rewrites in
@@ -159,6 +180,15 @@ fn shape(repr: &TcpRepr) -> TcpRepr {
 }
 
 impl HeaderCache {
+    /// Marks every header built from now on with `marks` (the template is
+    /// built anew if they change).
+    pub fn set_marks(&mut self, marks: IpMarks) {
+        if marks != self.marks {
+            self.marks = marks;
+            self.built = None;
+        }
+    }
+
     /// The template for `repr` from `src` to `dst` via `mac`, with `repr`'s
     /// flags set; `None` if the headers cannot be built (mixed address
     /// families, too long).
@@ -185,7 +215,7 @@ impl HeaderCache {
                     protocol: IpProtocol::TCP,
                     payload_len: 0,
                     ttl: 64,
-                    dscp_ecn: 0,
+                    dscp_ecn: self.marks.tos & !IpMarks::ECN,
                     ident: 0,
                     dont_frag: true,
                 }),
@@ -195,8 +225,8 @@ impl HeaderCache {
                     next_header: IpProtocol::TCP,
                     payload_len: 0,
                     hop_limit: 64,
-                    traffic_class: 0,
-                    flow_label: 0,
+                    traffic_class: self.marks.tos & !IpMarks::ECN,
+                    flow_label: self.marks.flow_label & IpMarks::FLOW_LABEL_MAX,
                 }),
                 _ => return None,
             };
@@ -1376,5 +1406,72 @@ mod tests {
         assert_eq!(cache.builds, 2, "another shape");
         headers(&mut cache, &sack, SocketAddr::from((PEER, 5202)));
         assert_eq!(cache.builds, 3, "another peer");
+    }
+
+    /// [`IpMarks`] go into every header built after them, the ECN bits
+    /// left 0 and the IPv4 header checksum right; setting others builds
+    /// the template anew, setting the same ones does not.
+    #[test]
+    fn marks_set_the_tos_traffic_class_and_flow_label() {
+        use etherparse::{NetHeaders, PacketHeaders};
+        let repr = TcpRepr {
+            src_port: 40000,
+            dst_port: 5201,
+            seq: SeqNumber(1000),
+            ack: SeqNumber(1),
+            flags: TcpFlags::ACK,
+            window: 100,
+            urgent: 0,
+            options: crate::wire::TcpOptions::NONE,
+        };
+        let headers = |cache: &mut HeaderCache, src: SocketAddr, dst: SocketAddr| {
+            let tpl = cache
+                .template([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], src, dst, &repr)
+                .unwrap();
+            let mut out = [0u8; 128];
+            tpl.write(&mut out, repr.seq, 1, repr.flags, 0, 0).unwrap();
+            out[..tpl.header_len()].to_vec()
+        };
+        let v4 = (
+            SocketAddr::from((US, 40000)),
+            SocketAddr::from((PEER, 5201)),
+        );
+        let mut cache = HeaderCache::default();
+        let h = headers(&mut cache, v4.0, v4.1);
+        assert_eq!(Ipv4Packet::new_checked(&h[14..]).unwrap().dscp_ecn(), 0);
+        cache.set_marks(IpMarks {
+            tos: 0xb8 | 0b11,
+            flow_label: 0,
+        });
+        let h = headers(&mut cache, v4.0, v4.1);
+        assert_eq!(cache.builds, 2, "built anew for the marks");
+        let ip = Ipv4Packet::new_checked(&h[14..]).unwrap();
+        assert_eq!(ip.dscp_ecn(), 0xb8, "EF, the ECN bits cleared");
+        assert!(ip.verify_checksum());
+        cache.set_marks(IpMarks {
+            tos: 0xb8 | 0b11,
+            flow_label: 0,
+        });
+        headers(&mut cache, v4.0, v4.1);
+        assert_eq!(cache.builds, 2, "the same marks keep the template");
+
+        let (a, b): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
+            ("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap());
+        let mut cache = HeaderCache::default();
+        cache.set_marks(IpMarks {
+            tos: 0x28,
+            flow_label: 0xabcde,
+        });
+        let h = headers(
+            &mut cache,
+            SocketAddr::from((a, 40000)),
+            SocketAddr::from((b, 5201)),
+        );
+        let p = PacketHeaders::from_ethernet_slice(&h).unwrap();
+        let Some(NetHeaders::Ipv6(ip6, _)) = p.net else {
+            panic!("not IPv6: {:?}", p.net);
+        };
+        assert_eq!(ip6.traffic_class, 0x28);
+        assert_eq!(ip6.flow_label.value(), 0xabcde);
     }
 }

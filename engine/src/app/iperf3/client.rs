@@ -221,8 +221,8 @@ impl ClientSession {
                 if self.test_end.is_some_and(|t| now >= t) {
                     self.finish_running();
                 } else if now >= self.progress_at + self.config.idle_timeout {
-                    self.fail(Error::Timeout {
-                        phase: self.phase.name(),
+                    self.fail(Error::IdleTimeout {
+                        idle: self.config.idle_timeout,
                     });
                 }
             }
@@ -310,6 +310,17 @@ impl ClientSession {
             self.fail(e);
         }
         Ok(())
+    }
+
+    /// Leaves the test after an error on this side (`IPERF_DONE` where the
+    /// server expects none, as iperf3's client leaves when a data
+    /// connection fails).
+    pub fn quit(&mut self, _now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        self.send_state(State::IperfDone);
+        self.phase = Phase::Failed;
     }
 
     /// Abandons the test (`CLIENT_TERMINATE`, as iperf3 on Ctrl-C).

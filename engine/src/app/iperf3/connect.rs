@@ -17,9 +17,9 @@ use super::{
     ClientConfig, ClientSession, ControlEnd, Cookie, EndReport, Error, Event, Results, Role,
     StreamInfo, StreamStats, cpu_util,
 };
-use crate::tcp::FourTuple;
+use crate::tcp::{CloseReason, FourTuple};
 use crate::worker::bulk::Sink;
-use crate::worker::{App, AppIn, AppOut, CpuTimes, Opener, process_times};
+use crate::worker::{App, AppIn, AppOut, CpuTimes, IpMarks, Opener, process_times};
 
 /// How the test went.
 #[derive(Debug, Clone)]
@@ -424,6 +424,18 @@ impl App for Iperf3Client {
                 if let Some(w) = self.config.params.window {
                     let _ = out.try_send(AppOut::Window(w as usize));
                 }
+                // `--fq-rate`, `-S`/`--dscp` and `-L`, as iperf3 sets them
+                // on each data connection.
+                let p = &self.config.params;
+                if let Some(r) = p.fq_rate {
+                    let _ = out.try_send(AppOut::MaxPacingRate(r / 8));
+                }
+                if p.tos.is_some() || p.flow_label.is_some() {
+                    let _ = out.try_send(AppOut::Marks(IpMarks {
+                        tos: p.tos.unwrap_or(0) as u8,
+                        flow_label: p.flow_label.unwrap_or(0),
+                    }));
+                }
                 let _ = out.try_send(if info.role == Role::Send && self.running {
                     self.send_order(send_limit(&self.config.params, &self.streams), now)
                 } else if let Some(s) = (info.role == Role::Receive)
@@ -494,6 +506,15 @@ impl App for Iperf3Client {
                 } else if let Some(s) = self.stopping.as_mut() {
                     s.retain(|&x| x != id);
                     self.end_when_stopped(now);
+                } else if let (true, CloseReason::Error(e)) = (self.running, reason) {
+                    // A data connection failed while the test ran (reset,
+                    // timed out): the test has failed, as iperf3's client's
+                    // does when a stream's read or write fails.
+                    if let Some(s) = self.session.as_mut() {
+                        s.quit(now);
+                    }
+                    self.events(now);
+                    self.finish(now, Err(Error::StreamFailed(e)));
                 }
             }
         }

@@ -177,6 +177,9 @@ pub enum Error {
     },
     #[error("ended by the idle timeout: no data or control progress for {} s", .idle.as_secs_f64())]
     IdleTimeout { idle: Duration },
+    /// A data connection failed while the test ran.
+    #[error("a data connection failed: {0}")]
+    StreamFailed(crate::tcp::ConnectionError),
 }
 
 /// How the control connection ended, as the caller's transport saw it:
@@ -212,7 +215,9 @@ impl From<crate::tcp::CloseReason> for ControlEnd {
             CloseReason::Normal => ControlEnd::Closed,
             CloseReason::Aborted => ControlEnd::Aborted,
             CloseReason::Error(ConnectionError::Reset) => ControlEnd::Reset,
-            CloseReason::Error(ConnectionError::TimedOut) => ControlEnd::TimedOut,
+            CloseReason::Error(ConnectionError::TimedOut | ConnectionError::UserTimeout) => {
+                ControlEnd::TimedOut
+            }
             CloseReason::Error(ConnectionError::Refused) => ControlEnd::Refused,
             CloseReason::Error(ConnectionError::ConnectTimeout) => ControlEnd::NoAnswer,
         }

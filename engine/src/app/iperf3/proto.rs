@@ -134,6 +134,8 @@ pub mod ierrno {
     pub const IEOMIT: i32 = 12;
     /// Both reverse and bidirectional.
     pub const IEREVERSEBIDIR: i32 = 25;
+    /// A TOS value beyond a byte.
+    pub const IEBADTOS: i32 = 21;
     /// The test's total bit rate is above the server's limit
     /// (`--server-bitrate-limit`): asked for, or measured while running.
     pub const IETOTALRATE: i32 = 27;
@@ -167,6 +169,7 @@ pub mod ierrno {
             IEOMIT => "bogus value for --omit",
             IEUNIMP => "an option you are trying to set is not implemented yet",
             IEREVERSEBIDIR => "cannot be both reverse and bidirectional",
+            IEBADTOS => "bad TOS value (must be between 0 and 255 inclusive)",
             IETOTALRATE => "total required bandwidth is larger than server limit",
             IEMAXSERVERTESTDURATIONEXCEEDED => {
                 "client's requested duration exceeds the server's maximum permitted limit"
@@ -505,6 +508,12 @@ impl TestParams {
             return Err((
                 ierrno::IEOMIT,
                 format!("omit {} s too long", self.omit_secs),
+            ));
+        }
+        if self.tos.is_some_and(|t| t > 0xff) {
+            return Err((
+                ierrno::IEBADTOS,
+                format!("TOS {} is not a byte", self.tos.unwrap_or(0)),
             ));
         }
         if self.reverse && self.bidirectional {

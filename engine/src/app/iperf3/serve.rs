@@ -52,17 +52,25 @@ use super::{
     ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
 use crate::tcp::{CongestionAlgorithm, FourTuple};
-use crate::worker::{App, AppIn, AppOut, CpuTimes, Payload, process_times, random_filler};
+use crate::worker::{
+    App, AppIn, AppOut, CpuTimes, IpMarks, Payload, process_times, random_filler, repeating_pattern,
+};
 
 /// The order that starts a sending stream: paced to the client's `-b`
 /// (iperf3's `bandwidth`, per stream), random bytes as iperf3's server
-/// sends (a path that compresses gains nothing from them), at no per-byte
-/// cost after the first lap ([`Payload::Filler`]).
+/// sends (a path that compresses gains nothing from them), or iperf3's
+/// repeating pattern if the client asked (`--repeating-payload`), at no
+/// per-byte cost after the first lap ([`Payload::Filler`]).
 fn send_order(params: &TestParams, limit: Option<u64>, start: Instant) -> AppOut {
+    let len = params.block_len.max(1) as usize;
     AppOut::Send {
         limit,
         rate: params.bandwidth.filter(|&r| r > 0),
-        payload: Payload::Filler(random_filler(params.block_len.max(1) as usize)),
+        payload: Payload::Filler(if params.repeating_payload {
+            repeating_pattern(len)
+        } else {
+            random_filler(len)
+        }),
         start,
     }
 }
@@ -247,7 +255,7 @@ pub struct Iperf3Server {
     server_output: Option<MakeServerOutput>,
     /// Since when no connection arrived and no test ran.
     idle_since: Option<Instant>,
-    /// `exit_when_idle` and idle for `idle_timeout`.
+    /// `exit_when_idle` and idle for its time.
     idle_done: bool,
 }
 
@@ -674,10 +682,14 @@ impl App for Iperf3Server {
                                 let running = self.test.as_ref().is_some_and(|t| t.running);
                                 let mut window = None;
                                 let mut congestion = None;
+                                let mut tos = None;
+                                let mut fq_rate = None;
                                 if let Some(t) = self.test.as_mut() {
                                     t.data.push(id);
                                     t.stream_tuples.insert(id, (info.id, c.tuple));
                                     window = t.session.params().and_then(|p| p.window);
+                                    tos = t.session.params().and_then(|p| p.tos);
+                                    fq_rate = t.session.params().and_then(|p| p.fq_rate);
                                     congestion = t
                                         .session
                                         .params()
@@ -688,6 +700,24 @@ impl App for Iperf3Server {
                                 // data connection.
                                 if let Some(w) = window {
                                     self.order(id, AppOut::Window(w as usize));
+                                }
+                                // iperf3's `-S`/`--dscp`: the TOS byte (IPv6
+                                // traffic class) of every data connection's
+                                // packets. Its `-L` goes unused, as by a stock
+                                // server (which sets it on its own connects only).
+                                if let Some(tos) = tos {
+                                    self.order(
+                                        id,
+                                        AppOut::Marks(IpMarks {
+                                            tos: tos as u8,
+                                            flow_label: 0,
+                                        }),
+                                    );
+                                }
+                                // iperf3's `--fq-rate` (bits a second): the most
+                                // each data connection is paced at.
+                                if let Some(r) = fq_rate {
+                                    self.order(id, AppOut::MaxPacingRate(r / 8));
                                 }
                                 // iperf3's `-C`: the test's congestion control
                                 // on every data connection (the session refused
@@ -803,9 +833,11 @@ impl App for Iperf3Server {
                 self.config = c;
             }
         }
-        if self.test.is_none() && self.config.exit_when_idle {
+        if self.test.is_none()
+            && let Some(idle) = self.config.exit_when_idle
+        {
             let since = *self.idle_since.get_or_insert(now);
-            if now.saturating_duration_since(since) >= self.config.idle_timeout {
+            if now.saturating_duration_since(since) >= idle {
                 self.idle_done = true;
             }
         }

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::auth::testing::{Padding, token};
 use super::*;
-use crate::tcp::{CloseReason, CongestionAlgorithm, FourTuple};
-use crate::worker::{App, AppIn, AppOut};
+use crate::tcp::{CloseReason, CongestionAlgorithm, ConnectionError, FourTuple};
+use crate::worker::{App, AppIn, AppOut, IpMarks};
 
 const COOKIE: &[u8; COOKIE_LEN] = b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
 const OTHER: &[u8; COOKIE_LEN] = b"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\0";
@@ -70,8 +70,14 @@ struct Orders {
     abort: bool,
     /// The rate of the `Send` order.
     rate: Option<u64>,
+    /// Its payload's first bytes, if a filler.
+    filler: Vec<u8>,
     /// The congestion control ordered.
     congestion: Option<CongestionAlgorithm>,
+    /// The IP marks ordered.
+    marks: Option<IpMarks>,
+    /// The pacing cap ordered, bytes a second.
+    max_pacing: Option<u64>,
 }
 
 struct Harness {
@@ -156,11 +162,16 @@ impl Harness {
                 AppOut::Write(b) => o.written.extend(b),
                 AppOut::Relay => o.relay = true,
                 AppOut::Count => o.count = true,
-                AppOut::Send { rate, .. } => {
+                AppOut::Send { rate, payload, .. } => {
                     o.send = true;
                     o.rate = rate;
+                    if let crate::worker::Payload::Filler(b) = payload {
+                        o.filler = b.iter().take(12).copied().collect();
+                    }
                 }
                 AppOut::Congestion(a) => o.congestion = Some(a),
+                AppOut::Marks(m) => o.marks = Some(m),
+                AppOut::MaxPacingRate(r) => o.max_pacing = Some(r),
                 AppOut::Stop => o.stop = true,
                 AppOut::Window(_) | AppOut::CountInto(_) => {}
                 AppOut::Close => o.close = true,
@@ -337,8 +348,55 @@ fn busy_while_running_and_while_connecting_streams() {
     assert!(first.ends_one_off());
 }
 
-/// A refused test's parameters are reported with the reason, as a test
-/// that ended (iperf3 -s -1 exits on them).
+/// `-S`: every data connection's packets carry the TOS byte, both ways of
+/// a `--bidir` test (a stock server sets `IP_TOS` on each); `-L` is not
+/// the server's to set, as in iperf3. A TOS beyond a byte is refused.
+/// `--fq-rate` caps each one's pacing. `--repeating-payload`: what serve
+/// sends is iperf3's pattern.
+#[test]
+fn tos_marks_and_repeating_payload() {
+    let mut h = Harness::new(ServerConfig::default());
+    let (ctrl, data) = h.start(
+        "198.18.0.2",
+        json!({"bidirectional": true, "parallel": 2, "TOS": 0xb8, "flowlabel": 5,
+               "fqrate": 80_000_000}),
+    );
+    assert_eq!(data.len(), 4);
+    for &d in &data {
+        let o = h.orders(d);
+        let want = IpMarks {
+            tos: 0xb8,
+            flow_label: 0,
+        };
+        assert_eq!(o.marks, Some(want));
+        assert_eq!(o.max_pacing, Some(10_000_000), "--fq-rate's bits as bytes");
+    }
+    assert_eq!(h.orders(ctrl).marks, None, "not the control connection");
+    let sent_random = data.iter().any(|&d| {
+        let o = h.orders(d);
+        o.send && o.filler != b"012345678901"
+    });
+    assert!(sent_random, "random bytes unless asked");
+
+    // `--repeating-payload`: iperf3's pattern.
+    let mut h = Harness::new(ServerConfig::default());
+    let (_, data) = h.start(
+        "198.18.0.2",
+        json!({"reverse": true, "repeating_payload": 1}),
+    );
+    let o = h.orders(data[0]);
+    assert!(o.send);
+    assert_eq!(o.filler, b"012345678901");
+
+    let mut h = Harness::new(ServerConfig::default());
+    let ctrl = h.open("198.18.0.2");
+    h.send(ctrl, COOKIE);
+    h.send(ctrl, &params(json!({"TOS": 256})));
+    let mut want = vec![9];
+    want.extend(server_error(ierrno::IEBADTOS, 0));
+    assert_eq!(h.written(ctrl), want);
+}
+
 /// A reverse test's `-C` and `-b`: each sending stream runs the asked-for
 /// congestion control and is paced to the rate; the results name the
 /// algorithm; a name xtcp lacks is refused with IESETCONGESTION.
@@ -352,6 +410,11 @@ fn congestion_and_rate_of_a_reverse_test() {
     for &d in &data {
         let o = h.orders(d);
         assert_eq!(o.congestion, Some(CongestionAlgorithm::NewReno));
+        assert_eq!(
+            (o.marks, o.max_pacing),
+            (None, None),
+            "no TOS, no --fq-rate"
+        );
         assert!(o.send);
         assert_eq!(o.rate, Some(100_000_000), "per stream, as iperf3");
     }
@@ -559,8 +622,7 @@ fn reload_applies_to_the_next_test_only() {
 #[test]
 fn one_off_idle_exit() {
     let mut h = Harness::new(ServerConfig {
-        idle_timeout: Duration::from_secs(2),
-        exit_when_idle: true,
+        exit_when_idle: Some(Duration::from_secs(2)),
         ..ServerConfig::default()
     });
     h.advance(Duration::ZERO);
@@ -627,6 +689,93 @@ fn auth_outcomes() {
     assert!(
         !out.ends_one_off(),
         "iperf3 -s -1 goes on after a failed login"
+    );
+}
+
+/// A data connection that fails while the test runs (here its user
+/// timeout) fails the test, as a stream's failed write fails iperf3's
+/// client: the server is told (`IPERF_DONE`, as iperf3's client leaves
+/// after an error of its own), the connections are reset, and the outcome
+/// names the cause.
+#[test]
+fn client_fails_the_test_when_a_data_connection_fails() {
+    let mut c = Iperf3Client::new(
+        ClientConfig {
+            params: TestParams {
+                time_secs: 10,
+                parallel: 2,
+                ..TestParams::default()
+            },
+            ..ClientConfig::default()
+        },
+        Cookie::parse(COOKIE).unwrap(),
+        None,
+        Box::new(|_| {}),
+    );
+    let t0 = Instant::now();
+    let tuple = FourTuple {
+        local: "198.18.0.2:40000".parse().unwrap(),
+        remote: SERVER.parse().unwrap(),
+    };
+    let (tx0, rx0) = unbounded();
+    let opened = |id, out| AppIn::Opened {
+        id,
+        tuple,
+        out,
+        congestion: "cubic",
+        mss: 1448,
+    };
+    c.handle(t0, opened(0, tx0));
+    c.handle(
+        t0,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![9],
+        },
+    );
+    c.handle(
+        t0,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![10],
+        },
+    );
+    let (tx1, _rx1) = unbounded();
+    c.handle(t0, opened(1, tx1));
+    let (tx2, rx2) = unbounded();
+    c.handle(t0, opened(2, tx2));
+    c.handle(
+        t0,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![1, 2],
+        },
+    );
+    assert!(!c.finished());
+    let t1 = t0 + Duration::from_secs(2);
+    c.handle(
+        t1,
+        AppIn::Closed {
+            id: 1,
+            reason: CloseReason::Error(ConnectionError::UserTimeout),
+        },
+    );
+    assert!(c.finished());
+    let o = c.outcome().unwrap();
+    assert_eq!(
+        o.result,
+        Err(Error::StreamFailed(ConnectionError::UserTimeout))
+    );
+    let mut written = Vec::new();
+    while let Ok(o) = rx0.try_recv() {
+        if let AppOut::Write(b) = o {
+            written.extend(b);
+        }
+    }
+    assert_eq!(written.last(), Some(&16), "IPERF_DONE last: {written:?}");
+    assert!(
+        rx2.try_iter().any(|o| matches!(o, AppOut::Abort)),
+        "the other stream reset"
     );
 }
 

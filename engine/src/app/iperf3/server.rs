@@ -78,7 +78,8 @@ pub struct ServerConfig {
     /// Time without data or control progress after which a running test is
     /// ended ([`Error::IdleTimeout`], `IENOMSG` to the client), in either
     /// direction (iperf3's `--rcv-timeout` watches only a receiving server;
-    /// xtcp's `--idle-timeout` sets this).
+    /// xtcp's `--rcv-timeout` sets this, and its `--idle-timeout` unless
+    /// both are given).
     pub idle_timeout: Duration,
     /// Slack after `omit + time` before a timed test is declared dead.
     pub end_grace: Duration,
@@ -96,8 +97,8 @@ pub struct ServerConfig {
     /// parameters carry a token that passes.
     pub auth: Option<Arc<Authenticator>>,
     /// `iperf3 -s -1 --idle-timeout N`: the server finishes once no
-    /// connection arrived for `idle_timeout` while no test runs.
-    pub exit_when_idle: bool,
+    /// connection arrived for N while no test runs.
+    pub exit_when_idle: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -112,7 +113,7 @@ impl Default for ServerConfig {
             max_duration: None,
             bitrate_limit: None,
             auth: None,
-            exit_when_idle: false,
+            exit_when_idle: None,
         }
     }
 }

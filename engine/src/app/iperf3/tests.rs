@@ -1291,6 +1291,39 @@ fn client_byte_budget_ends_test() {
     assert_eq!(events_client(&mut c), [Event::TestEnd]);
 }
 
+/// A running test that moves nothing for the idle timeout (`--rcv-timeout`)
+/// fails with it; bytes moving push it back.
+#[test]
+fn client_idle_timeout_ends_a_silent_test() {
+    let t0 = Instant::now();
+    let idle = Duration::from_millis(1500);
+    let mut c = ClientSession::new(
+        ClientConfig {
+            params: TestParams {
+                reverse: true,
+                time_secs: 60,
+                ..TestParams::default()
+            },
+            idle_timeout: idle,
+            ..ClientConfig::default()
+        },
+        Cookie::parse(COOKIE).unwrap(),
+        t0,
+    )
+    .unwrap();
+    c.handle_control(t0, &[9, 10, 1, 2]);
+    events_client(&mut c);
+    assert_eq!(c.poll_timeout(), Some(t0 + idle));
+    c.record_bytes(StreamId(1), 1);
+    let t1 = t0 + Duration::from_secs(1);
+    c.handle_timeout(t1);
+    assert!(events_client(&mut c).is_empty());
+    assert_eq!(c.poll_timeout(), Some(t1 + idle));
+    c.handle_timeout(t1 + idle);
+    let ev = events_client(&mut c);
+    assert_eq!(only_error(&ev), &Error::IdleTimeout { idle });
+}
+
 #[test]
 fn client_block_budget_counts_after_omit() {
     let t0 = Instant::now();
