@@ -358,8 +358,8 @@ pub struct EngineArgs {
     /// the interface the kernel routes the peer through (client, send), or
     /// the one that holds the -B address (serve, recv), without -B the only
     /// interface up with an address to serve; the one found is named on
-    /// standard error.
-    #[arg(long)]
+    /// standard error. `--bind-dev` (iperf3's name) is the same.
+    #[arg(long, visible_alias = "bind-dev")]
     pub iface: Option<String>,
     /// Queues to serve (0..N), one pinned worker each.
     #[arg(long, default_value_t = 1)]
@@ -458,6 +458,13 @@ pub struct EngineArgs {
     /// held.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_conns: u32,
+    /// Fail a connection whose sent data stays unacknowledged (or whose
+    /// peer's window stays shut) for this many milliseconds:
+    /// TCP_USER_TIMEOUT, as iperf3's --snd-timeout (0, the default: a limit
+    /// of 15 retransmission timeouts in a row instead).
+    #[arg(long, value_name = "MS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub snd_timeout: u64,
 }
 
 impl EngineArgs {
@@ -524,6 +531,8 @@ impl EngineArgs {
             BufSize::Fixed(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
         };
         c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
+        c.tcp.user_timeout =
+            (self.snd_timeout > 0).then(|| Duration::from_millis(self.snd_timeout));
         c.tcp.congestion = match self.cc {
             CcArg::Newreno => CongestionAlgorithm::NewReno,
             CcArg::Cubic => CongestionAlgorithm::Cubic,

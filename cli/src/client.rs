@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use xtcp_engine::app::iperf3::{ClientConfig, Cookie, Iperf3Client, TestParams};
 use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError};
-use xtcp_engine::worker::{Payload, Role, random_filler, run_app};
+use xtcp_engine::worker::{Payload, Role, random_filler, repeating_pattern, run_app};
 
 use crate::args::{EngineArgs, parse_size};
 use crate::bulk::{Unacceptable, connect_timeout_message, interrupt_flag};
@@ -135,9 +135,61 @@ pub struct ClientArgs {
     /// The server's RSA public key (PEM), for --username.
     #[arg(long, value_name = "PATH", requires = "username")]
     pub rsa_public_key_path: Option<PathBuf>,
+    /// The TOS byte of the data connections' packets (the IPv6 traffic
+    /// class), 0-255 (0x.. hex, 0.. octal), as iperf3's -S. The two ECN
+    /// bits go out as 0: xtcp does not negotiate ECN (Linux's TCP drops
+    /// them from IP_TOS too). Sent to the server, which may mark its own
+    /// (xtcp serve does; Debian 12's iperf3 3.12 does not).
+    #[arg(short = 'S', long = "tos", value_name = "N", value_parser = parse_tos,
+          conflicts_with = "dscp")]
+    pub tos: Option<u8>,
+    /// The DSCP of the data connections' packets, 0-63 or a name (af11 …
+    /// af43, cs0 … cs7, ef, va; lowdelay, throughput, reliability), as
+    /// iperf3's --dscp: -S with the code point in the TOS byte's upper six
+    /// bits.
+    #[arg(long = "dscp", value_name = "N|NAME", value_parser = parse_dscp)]
+    pub dscp: Option<u8>,
+    /// The IPv6 flow label of the data connections' packets, 1-0xfffff, as
+    /// iperf3's -L (IPv6 only).
+    #[arg(short = 'L', long = "flowlabel", value_name = "N", value_parser = parse_flowlabel)]
+    pub flowlabel: Option<u32>,
+    /// iperf3's --dont-fragment, passed on to the server: xtcp's TCP sets
+    /// IPv4's Don't Fragment bit on every packet anyway, as Linux's TCP
+    /// does (iperf3 itself applies the flag to UDP only).
+    #[arg(long)]
+    pub dont_fragment: bool,
+    /// A string for the JSON of both ends (`extra_data`), as iperf3's.
+    #[arg(long, value_name = "STR")]
+    pub extra_data: Option<String>,
+    /// Send iperf3's repeating pattern ("0123456789" over and over, from
+    /// the start of each -l block) instead of random bytes; a server that
+    /// sends (-R, --bidir) is asked to send it too.
+    #[arg(long, conflicts_with_all = ["zerocopy", "file"])]
+    pub repeating_payload: bool,
+    /// End the test when it moves nothing for this many milliseconds while
+    /// it runs, as iperf3's --rcv-timeout (100..=86400000; default 120000).
+    #[arg(long, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    pub rcv_timeout: Option<u64>,
+    /// Debug logging, as iperf3's -d: --log debug (`-d=1` … `-d=4`:
+    /// error, warn, info, debug).
+    #[arg(short = 'd', long = "debug", value_name = "LEVEL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "4",
+          value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub debug: Option<u8>,
+    /// Pace each data connection at this many bits a second at most (K, M,
+    /// G, T = 10^3..), as iperf3's --fq-rate (a socket's
+    /// SO_MAX_PACING_RATE): every segment spaced, where -b paces the
+    /// average; also asked of the server for the streams it sends.
+    #[arg(long = "fq-rate", value_name = "RATE", value_parser = parse_rate)]
+    pub fq_rate: Option<u64>,
     /// UDP: refused, xtcp speaks TCP only.
     #[arg(short = 'u', long = "udp")]
     pub udp: bool,
+    /// iperf3's flags for SCTP and UDP, and for the timer of its -b:
+    /// refused with why (xtcp speaks TCP, and paces each segment).
+    #[command(flatten)]
+    pub refused: RefusedArgs,
     /// Give up when the server does not answer the connection request
     /// within this many milliseconds (iperf3's flag).
     #[arg(long, value_name = "MS", default_value_t = 10_000,
@@ -149,6 +201,40 @@ pub struct ClientArgs {
     pub output: crate::report::ClientOutputArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// iperf3 client flags xtcp has no use for: each is refused with why, not
+/// as an unknown argument.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RefusedArgs {
+    #[arg(long, hide = true)]
+    sctp: bool,
+    #[arg(short = 'X', long = "xbind", hide = true, value_name = "NAME")]
+    xbind: Option<String>,
+    #[arg(long, hide = true, value_name = "N")]
+    nstreams: Option<String>,
+    #[arg(long = "udp-counters-64bit", hide = true)]
+    udp_counters_64bit: bool,
+    #[arg(long = "pacing-timer", hide = true, value_name = "USECS")]
+    pacing_timer: Option<String>,
+}
+
+impl RefusedArgs {
+    /// Why the first flag given is refused.
+    fn refusal(&self) -> Option<&'static str> {
+        if self.sctp || self.xbind.is_some() || self.nstreams.is_some() {
+            Some("--sctp, -X and --nstreams are SCTP's: xtcp speaks TCP only")
+        } else if self.udp_counters_64bit {
+            Some("--udp-counters-64bit is UDP's: xtcp speaks TCP only")
+        } else if self.pacing_timer.is_some() {
+            Some(
+                "--pacing-timer sets the timer of iperf3's -b: xtcp paces each segment (-b, \
+                 --fq-rate) and has no such timer",
+            )
+        } else {
+            None
+        }
+    }
 }
 
 /// `-A N[,M]`.
@@ -164,6 +250,83 @@ fn parse_affinity(s: &str) -> Result<(usize, Option<u32>), String> {
         None => None,
     };
     Ok((n, m))
+}
+
+/// A number as C's `strtol(s, _, 0)` reads it: decimal, `0x` hex, `0`
+/// octal.
+fn parse_c_number(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else if t.len() > 1
+        && let Some(o) = t.strip_prefix('0')
+    {
+        u64::from_str_radix(o, 8).ok()
+    } else {
+        t.parse().ok()
+    }
+}
+
+/// `-S N`: a byte.
+fn parse_tos(s: &str) -> Result<u8, String> {
+    parse_c_number(s)
+        .and_then(|v| u8::try_from(v).ok())
+        .ok_or_else(|| format!("`{s}`: give a TOS byte, 0-255 (e.g. 0x10 or 16)"))
+}
+
+/// `--dscp`: a code point (0-63) or a name (iperf3's), as the TOS byte it
+/// makes.
+fn parse_dscp(s: &str) -> Result<u8, String> {
+    // (name, TOS byte): the code point shifted into the upper six bits;
+    // the last three are RFC 1349's TOS bits, as iperf3 takes them.
+    const NAMES: &[(&str, u8)] = &[
+        ("af11", 10 << 2),
+        ("af12", 12 << 2),
+        ("af13", 14 << 2),
+        ("af21", 18 << 2),
+        ("af22", 20 << 2),
+        ("af23", 22 << 2),
+        ("af31", 26 << 2),
+        ("af32", 28 << 2),
+        ("af33", 30 << 2),
+        ("af41", 34 << 2),
+        ("af42", 36 << 2),
+        ("af43", 38 << 2),
+        ("cs0", 0),
+        ("cs1", 8 << 2),
+        ("cs2", 16 << 2),
+        ("cs3", 24 << 2),
+        ("cs4", 32 << 2),
+        ("cs5", 40 << 2),
+        ("cs6", 48 << 2),
+        ("cs7", 56 << 2),
+        ("ef", 46 << 2),
+        ("va", 44 << 2),
+        ("lowdelay", 0x10),
+        ("throughput", 0x08),
+        ("reliability", 0x04),
+    ];
+    if let Some(&(_, tos)) = NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(s.trim())) {
+        return Ok(tos);
+    }
+    parse_c_number(s)
+        .and_then(|v| u8::try_from(v).ok())
+        .filter(|&v| v < 64)
+        .map(|v| v << 2)
+        .ok_or_else(|| {
+            format!(
+                "`{s}`: give a DSCP, 0-63, or one of af11-13, af21-23, af31-33, af41-43, cs0-7, \
+                 ef, va, lowdelay, throughput, reliability"
+            )
+        })
+}
+
+/// `-L N`: an IPv6 flow label.
+fn parse_flowlabel(s: &str) -> Result<u32, String> {
+    parse_c_number(s)
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|v| (1..=xtcp_engine::worker::IpMarks::FLOW_LABEL_MAX).contains(v))
+        .ok_or_else(|| format!("`{s}`: give an IPv6 flow label, 1-0xfffff"))
 }
 
 /// `-C NAME`: one of xtcp's.
@@ -371,10 +534,19 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         )
         .exit();
     }
+    if let Some(why) = a.refused.refusal() {
+        clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, format!("{why}\n")).exit();
+    }
     let host = resolve_host(a)?;
+    if a.flowlabel.is_some() && host.is_ipv4() {
+        bail!(
+            "-L: a flow label is IPv6's; {host} is an IPv4 address (give an IPv6 server or drop -L)"
+        );
+    }
     let mut cfg = a.engine.config_to(host)?;
     let connect_timeout = Duration::from_millis(a.connect_timeout);
     cfg.tcp.connect_timeout = Some(connect_timeout);
+
     if a.parallel == 0 || a.parallel > 128 {
         bail!("-P must be between 1 and 128");
     }
@@ -524,19 +696,32 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         server_affinity: a.affinity.and_then(|(_, m)| m),
         authtoken,
         get_server_output: a.output.get_server_output,
+        fq_rate: a.fq_rate.filter(|&r| r > 0),
+        tos: a.tos.or(a.dscp).filter(|&t| t > 0).map(u32::from),
+        flow_label: a.flowlabel,
+        dont_fragment: a.dont_fragment,
+        extra_data: a.extra_data.clone(),
+        repeating_payload: a.repeating_payload,
+        zerocopy: a.zerocopy,
         ..TestParams::default()
     };
     let payload = match send_file {
         Some((f, _)) => Payload::File(f),
         None if a.zerocopy => Payload::Zeros,
+        None if a.repeating_payload => {
+            Payload::Filler(repeating_pattern(params.block_len as usize))
+        }
         None => Payload::Filler(random_filler(params.block_len as usize)),
     };
-    let config = ClientConfig {
+    let mut config = ClientConfig {
         params,
         payload,
         end_after_sent: file_end,
         ..ClientConfig::default()
     };
+    if let Some(ms) = a.rcv_timeout {
+        config.idle_timeout = Duration::from_millis(ms);
+    }
     // A byte or block budget that this side's sending streams split
     // exactly ends once the server's TCP acknowledged every byte of it
     // (not so with --bidir, where the received bytes may end it first,
@@ -688,6 +873,9 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     if let Some(t) = &a.title {
         extra.insert("title".into(), json!(t));
     }
+    if let Some(d) = &a.extra_data {
+        extra.insert("extra_data".into(), json!(d));
+    }
     run.finish(&o, &XdpSummary::of(&report), extra)?;
     if o.result.is_ok()
         && let Some((read, sent)) = crate::report::server_read_short(&o)
@@ -740,4 +928,33 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
 /// The largest `-w`: the engine's receive buffer.
 fn rcvbuf_limit(cfg: &xtcp_engine::worker::EngineConfig) -> usize {
     cfg.tcp.recv_buffer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-S`, `--dscp` and `-L` read numbers as iperf3 (C's `strtol` base 0)
+    /// and names as iperf3; out of range is refused with what to give.
+    #[test]
+    fn tos_dscp_and_flow_label_values() {
+        assert_eq!(parse_tos("0x10"), Ok(0x10));
+        assert_eq!(parse_tos("064"), Ok(52));
+        assert_eq!(parse_tos("52"), Ok(52));
+        assert_eq!(parse_tos("0"), Ok(0));
+        assert!(parse_tos("256").unwrap_err().contains("0-255"));
+        assert!(parse_tos("0x").is_err());
+        assert_eq!(parse_dscp("46"), Ok(0xb8));
+        assert_eq!(parse_dscp("EF"), Ok(0xb8));
+        assert_eq!(parse_dscp("af11"), Ok(0x28));
+        assert_eq!(parse_dscp("cs7"), Ok(0xe0));
+        assert_eq!(parse_dscp("lowdelay"), Ok(0x10));
+        assert_eq!(parse_dscp("0x3f"), Ok(0xfc));
+        assert!(parse_dscp("64").unwrap_err().contains("0-63"));
+        assert!(parse_dscp("af44").is_err());
+        assert_eq!(parse_flowlabel("0xfffff"), Ok(0xfffff));
+        assert_eq!(parse_flowlabel("1"), Ok(1));
+        assert!(parse_flowlabel("0").is_err(), "iperf3 takes 1 up");
+        assert!(parse_flowlabel("0x100000").is_err());
+    }
 }

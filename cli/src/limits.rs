@@ -58,6 +58,12 @@ pub struct LimitArgs {
     #[arg(long = "idle-timeout", value_name = "SECS",
           value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub idle_timeout: Option<u32>,
+    /// As iperf3's --rcv-timeout: end a running test that moves nothing
+    /// for this many milliseconds (100..=86400000; default 120000). It
+    /// takes the place of --idle-timeout's for the running test.
+    #[arg(long = "rcv-timeout", value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    pub rcv_timeout: Option<u64>,
     /// Most data streams one test may open, both directions of --bidir
     /// counted (1..=256; default 256, iperf3's -P 128 both ways); more is
     /// refused as iperf3 refuses -P above its maximum.
@@ -101,7 +107,10 @@ impl LimitArgs {
         };
         if let Some(s) = self.idle_timeout {
             c.idle_timeout = Duration::from_secs(s.into());
-            c.exit_when_idle = one_off;
+            c.exit_when_idle = one_off.then_some(c.idle_timeout);
+        }
+        if let Some(ms) = self.rcv_timeout {
+            c.idle_timeout = Duration::from_millis(ms);
         }
         if let Some(n) = self.max_streams {
             c.max_streams = n;
@@ -160,7 +169,7 @@ mod tests {
             (c.idle_timeout, c.max_streams),
             (d.idle_timeout, d.max_streams)
         );
-        assert!(c.auth.is_none() && !c.exit_when_idle);
+        assert!(c.auth.is_none() && c.exit_when_idle.is_none());
     }
 
     #[test]
@@ -194,9 +203,25 @@ mod tests {
             })
         );
         assert_eq!(c.idle_timeout, Duration::from_secs(7));
-        assert!(c.exit_when_idle, "-1 with --idle-timeout");
+        assert_eq!(
+            c.exit_when_idle,
+            Some(Duration::from_secs(7)),
+            "-1 with --idle-timeout"
+        );
         assert_eq!(c.max_streams, 8);
-        assert!(!l.server_config(false).unwrap().exit_when_idle);
+        assert!(l.server_config(false).unwrap().exit_when_idle.is_none());
+        // --rcv-timeout, in ms, is the running test's; --idle-timeout keeps
+        // the exit of -1.
+        let c = parse(&["--idle-timeout", "7", "--rcv-timeout", "2500"])
+            .unwrap()
+            .server_config(true)
+            .unwrap();
+        assert_eq!(c.idle_timeout, Duration::from_millis(2500));
+        assert_eq!(c.exit_when_idle, Some(Duration::from_secs(7)));
+        assert!(
+            parse(&["--rcv-timeout", "99"]).is_err(),
+            "iperf3's least is 100 ms"
+        );
         // Zero is no limit, as in iperf3.
         let c = parse(&["--server-max-duration", "0", "--server-bitrate-limit", "0"])
             .unwrap()

@@ -71,6 +71,19 @@ impl Cmd {
     }
 }
 
+/// The log filter: `--log`'s, or that of iperf3's `-d` level where
+/// `client` or `serve` was given one.
+fn effective_log(log: &str, debug: Option<u8>) -> String {
+    match debug {
+        Some(1) => "error",
+        Some(2) => "warn",
+        Some(3) => "info",
+        Some(_) => "debug",
+        None => log,
+    }
+    .to_owned()
+}
+
 /// `--log`'s value, if tracing takes it as a filter.
 fn log_filter(s: &str) -> Result<String, String> {
     tracing_subscriber::EnvFilter::try_new(s)
@@ -83,11 +96,17 @@ fn main() {
     // not at allocation (see the function).
     let _ = xtcp_engine::sys::lazy_large_allocations(256 << 10);
     let cli = parse_command_line();
-    let _ = LOG.set(cli.log.clone());
+    let debug = match &cli.cmd {
+        Cmd::Client(a) => a.debug,
+        Cmd::Serve(a) => a.debug,
+        _ => None,
+    };
+    let log = effective_log(&cli.log, debug);
+    let _ = LOG.set(log.clone());
     tracing_subscriber::fmt()
         .with_env_filter(
             // Checked by `log_filter` as the command line was parsed.
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
+            tracing_subscriber::EnvFilter::try_new(&log)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
@@ -167,7 +186,10 @@ pub(crate) fn serve_args_again() -> anyhow::Result<(serve::ServeArgs, String)> {
         Ok(Cli {
             cmd: Cmd::Serve(a),
             log,
-        }) => Ok((a, log)),
+        }) => {
+            let log = effective_log(&log, a.debug);
+            Ok((a, log))
+        }
         Ok(_) => anyhow::bail!("the command line is not `xtcp serve` any more"),
         Err(e) => match config::file_error(&e, &cmd, &std::env::args_os().collect::<Vec<_>>()) {
             Some(msg) => anyhow::bail!("{msg}"),

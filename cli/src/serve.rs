@@ -77,6 +77,12 @@ pub struct ServeArgs {
     /// congestion control).
     #[arg(short = 'V', long)]
     pub verbose: bool,
+    /// Debug logging, as iperf3's -d: --log debug (`-d=1` … `-d=4`:
+    /// error, warn, info, debug).
+    #[arg(short = 'd', long = "debug", value_name = "LEVEL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "4",
+          value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub debug: Option<u8>,
     /// Seconds between interval lines while a test runs (0: one line for
     /// the whole test, at its end, as iperf3).
     #[arg(short = 'i', long = "interval", default_value_t = 1.0)]

@@ -1160,3 +1160,473 @@ fn wait_listening_xtcp(log: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+// ---- IP marks, pacing caps, timeouts -------------------------------------
+
+/// A capture on side B's interface (a raw socket; both ways): per kind of
+/// TCP packet (source address and port, destination port, TOS byte or
+/// traffic class, flow label, DF, with data or not), how many were seen,
+/// and the first 64 payload bytes of the first with as many. Prints
+/// "ready" once the socket is open, and the kinds as a JSON list on
+/// SIGTERM or after LIFE seconds.
+const SNIFF: &str = r#"
+import collections, json, signal, socket, struct, sys, time
+IFACE, LIFE = sys.argv[1], float(sys.argv[2])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind((IFACE, 0))
+s.settimeout(0.1)
+stop = False
+def on_term(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, on_term)
+seen, payload = collections.Counter(), {}
+print("ready", flush=True)
+end = time.monotonic() + LIFE
+while not stop and time.monotonic() < end:
+    try: f = s.recv(65535)
+    except (socket.timeout, InterruptedError): continue
+    ip = f[14:]
+    if f[12:14] == b"\x08\x00" and ip[9] == 6:
+        ihl, tot = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
+        tos, fl, df = ip[1], 0, struct.unpack("!H", ip[6:8])[0] >> 14 & 1
+        src, tcp = socket.inet_ntop(socket.AF_INET, ip[12:16]), ip[ihl:tot]
+    elif f[12:14] == b"\x86\xdd" and ip[6] == 6:
+        w = struct.unpack("!I", ip[0:4])[0]
+        tos, fl, df = w >> 20 & 0xff, w & 0xfffff, 0
+        src = socket.inet_ntop(socket.AF_INET6, ip[8:24])
+        tcp = ip[40:40 + struct.unpack("!H", ip[4:6])[0]]
+    else:
+        continue
+    sp, dp = struct.unpack("!HH", tcp[:4])
+    data = tcp[(tcp[12] >> 4) * 4:]
+    k = (src, sp, dp, tos, fl, df, len(data) > 0)
+    seen[k] += 1
+    if len(data) >= 64 and k not in payload: payload[k] = data[:64].hex()
+print(json.dumps([dict(src=k[0], sport=k[1], dport=k[2], tos=k[3], fl=k[4], df=k[5],
+                       data=k[6], count=n, payload=payload.get(k, ""))
+                  for k, n in seen.items()]), flush=True)
+"#;
+
+/// [`SNIFF`] running in side B.
+struct Capture(Option<Child>);
+
+/// One kind of packet a [`Capture`] saw.
+#[derive(Debug, serde::Deserialize)]
+struct Kind {
+    src: String,
+    sport: u16,
+    dport: u16,
+    tos: u8,
+    fl: u32,
+    df: u8,
+    data: bool,
+    count: u64,
+    payload: String,
+}
+
+impl Capture {
+    fn start(net: &TestNet) -> Capture {
+        let mut child = net
+            .b
+            .ns
+            .command("python3")
+            .args(["-c", SNIFF, &net.b.iface, "120"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = [0u8; 6];
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut line)
+            .expect("the capture opens its socket");
+        assert_eq!(&line, b"ready\n");
+        Capture(Some(child))
+    }
+
+    /// Stops it; what it saw.
+    fn stop(mut self) -> Vec<Kind> {
+        let mut child = self.0.take().unwrap();
+        kill("-TERM", child.id());
+        let mut text = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        child.wait().unwrap();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("capture: {e}: {text}"))
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The kinds of packets `port` sent, from `addr`.
+fn sent_from<'a>(kinds: &'a [Kind], addr: &str, port: u16) -> Vec<&'a Kind> {
+    kinds
+        .iter()
+        .filter(|k| k.src == addr && k.sport == port)
+        .collect()
+}
+
+/// A payload's bytes from [`Kind::payload`].
+fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Checks that what the connection from `port` at `addr` (to `to`, if
+/// given) sent carried `tos` and `flow_label` (DF set, under IPv4), data
+/// among it, all but what went before the connection was the test's: its
+/// handshake and the ACK of its cookie, at most three packets without
+/// data (iperf3 3.12 too marks a data connection once it is open); returns
+/// one payload of it.
+fn marked(
+    kinds: &[Kind],
+    (addr, port, to): (&str, u16, Option<u16>),
+    tos: u8,
+    flow_label: u32,
+) -> Vec<u8> {
+    let sent: Vec<&Kind> = sent_from(kinds, addr, port)
+        .into_iter()
+        .filter(|k| to.is_none_or(|p| k.dport == p))
+        .collect();
+    assert!(
+        sent.iter().any(|k| k.data && k.count > 10),
+        "no data from {addr} port {port}: {kinds:?}"
+    );
+    let mut before = 0;
+    for k in &sent {
+        if (k.tos, k.fl) != (tos, flow_label) {
+            assert!(!k.data, "{k:?}");
+            before += k.count;
+        }
+        assert!(k.df == 1 || addr.contains(':'), "{k:?}");
+    }
+    assert!(before <= 3, "{before} unmarked: {sent:?}");
+    unhex(&sent.iter().find(|k| !k.payload.is_empty()).unwrap().payload)
+}
+
+/// iperf3's `--repeating-payload`: digits, each the one after the last.
+fn is_repeating_pattern(b: &[u8]) -> bool {
+    b.iter().all(u8::is_ascii_digit) && b.windows(2).all(|w| w[1] - b'0' == (w[0] - b'0' + 1) % 10)
+}
+
+/// `-S`, `--dscp` and `-L` mark every packet of xtcp's data connections
+/// (the two ECN bits of `-S 0xb9` left 0) and none of its control
+/// connection's; `--repeating-payload` sends iperf3's digits; the stock
+/// server gets `--extra-data` and both JSON documents carry it. `-L` is
+/// refused towards an IPv4 server.
+#[test]
+fn tos_dscp_and_flow_label_mark_the_data_connections() {
+    let net = testnet(1);
+    let (a4, b4) = (net.a.ip4.to_string(), net.b.ip4.to_string());
+    let server = StockServer::start(&net, &[]);
+    let cap = Capture::start(&net);
+    let v = client_json(
+        &net,
+        &[
+            "-t",
+            "2",
+            "-b",
+            "40M",
+            "-S",
+            "0xb9",
+            "--repeating-payload",
+            "--extra-data",
+            "x-123",
+        ],
+    );
+    let kinds = cap.stop();
+    assert_eq!(server.json()["extra_data"], "x-123");
+    assert_eq!(v["extra_data"], "x-123");
+    assert_eq!(v["start"]["test_start"]["tos"], 0xb9, "as iperf3 prints it");
+    let ports = |v: &serde_json::Value| {
+        let c = v["xtcp"]["connections"].as_array().unwrap();
+        let p = |id: u64| {
+            let c = c.iter().find(|c| c["id"] == id).unwrap();
+            u16::try_from(u(&c["local_port"])).unwrap()
+        };
+        (p(0), p(1))
+    };
+    let (ctrl, data) = ports(&v);
+    let payload = marked(&kinds, (&a4, data, None), 0xb8, 0);
+    assert!(is_repeating_pattern(&payload), "{payload:?}");
+    for k in sent_from(&kinds, &a4, ctrl) {
+        assert_eq!(k.tos, 0, "the control connection: {k:?}");
+    }
+
+    let server = StockServer::start(&net, &[]);
+    let cap = Capture::start(&net);
+    let b6 = net.b.ip6.to_string();
+    let out = client(
+        &net,
+        &[
+            "-c", &b6, "-J", "-t", "1", "-b", "20M", "--dscp", "ef", "-L", "0x12345",
+        ],
+    )
+    .run()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kinds = cap.stop();
+    server.json();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (ctrl, data) = ports(&v);
+    let a6 = net.a.ip6.to_string();
+    let payload = marked(&kinds, (&a6, data, None), 0xb8, 0x12345);
+    assert!(!is_repeating_pattern(&payload), "random bytes unless asked");
+    for k in sent_from(&kinds, &a6, ctrl) {
+        assert_eq!((k.tos, k.fl), (0, 0), "the control connection: {k:?}");
+    }
+
+    let out = client(&net, &["-c", &b4, "-t", "1", "-L", "5"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("-L: a flow label is IPv6's"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A stock client's `-R -S 0x28 --repeating-payload --fq-rate 80M`
+/// against xtcp serve: what serve sends on the data connection carries
+/// the TOS byte and iperf3's digits, its control connection's packets do
+/// not, and the stream is paced at 80 Mbit/s (within 5 % of serve's test
+/// time, as `-b` in [`serve_paces_a_reverse_test_to_the_clients_bitrate`]).
+#[test]
+fn serve_marks_and_paces_what_it_sends() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start(&net, 1);
+    let cap = Capture::start(&net);
+    let v = stock_client(
+        &net,
+        &[
+            "-R",
+            "-t",
+            "3",
+            "-S",
+            "0x28",
+            "--repeating-payload",
+            "--fq-rate",
+            "80M",
+        ],
+    );
+    let kinds = cap.stop();
+    assert!(v.get("error").is_none(), "{v}");
+    let line = server.outcome();
+    let a4 = net.a.ip4.to_string();
+    let data_port = u16::try_from(u(&v["start"]["connected"][0]["local_port"])).unwrap();
+    let payload = marked(&kinds, (&a4, 5201, Some(data_port)), 0x28, 0);
+    assert!(is_repeating_pattern(&payload), "{payload:?}");
+    for k in sent_from(&kinds, &a4, 5201) {
+        if k.dport != data_port {
+            assert_eq!(k.tos, 0, "the control connection: {k:?}");
+        }
+    }
+    let secs = line_seconds(&line);
+    let got = u(&v["end"]["sum_received"]["bytes"]) as f64 * 8.0 / secs;
+    within(got, 80e6, "-R --fq-rate 80M");
+}
+
+/// `--fq-rate 100M -P 2`: each of xtcp's streams is paced at 100 Mbit/s
+/// at most (iperf3's socket pacing), with no -b: the stock server
+/// receives each at that rate.
+#[test]
+fn fq_rate_caps_each_stream() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-t", "3", "-P", "2", "--fq-rate", "100M"]);
+    let (total, per) = received_rates(&server.json(), &v);
+    assert_eq!(per.len(), 2);
+    for r in per {
+        within(r, 100e6, "-P 2 --fq-rate 100M, a stream");
+    }
+    within(total, 200e6, "-P 2 --fq-rate 100M, the sum");
+}
+
+/// Waits (bounded) until side B's end of a connection to or from port
+/// 5201 has received, or had acknowledged, 100 kB: the test's data flows.
+fn wait_b_received(net: &TestNet) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net
+            .b
+            .ns
+            .command("ss")
+            .args([
+                "-Htni",
+                "state",
+                "established",
+                "( sport = :5201 or dport = :5201 )",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let most = text
+            .split_whitespace()
+            .filter_map(|w| {
+                w.strip_prefix("bytes_received:")
+                    .or_else(|| w.strip_prefix("bytes_acked:"))?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0);
+        if most > 100_000 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no data arrived in B: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--snd-timeout 1500`: with every packet dropped both ways in the middle
+/// of a test, xtcp's data connection fails once its data has gone
+/// unacknowledged that long (TCP_USER_TIMEOUT; without it, 15 timeouts
+/// in a row take minutes), and the client says so.
+#[test]
+fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
+    use xtcp_engine::xdp::impair::ImpairConfig;
+    let net = testnet(1);
+    let _server = StockServer::start(&net, &[]);
+    let b = net.b.ip4.to_string();
+    let mut c = client(
+        &net,
+        &["-c", &b, "-t", "60", "-b", "20M", "--snd-timeout", "1500"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_b_received(&net);
+    let _cut = common::impair_b(
+        &net,
+        ImpairConfig {
+            drop_ppm: 1_000_000,
+            ..ImpairConfig::default()
+        },
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the client went on");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("sent data unacknowledged for the user timeout"),
+        "{status}: {err}"
+    );
+}
+
+/// `-R --rcv-timeout 1500`: the stock server stopped (SIGSTOP) in the
+/// middle of the test sends nothing more, and xtcp's client ends the test
+/// with iperf3's idle timeout once nothing moved for that long.
+#[test]
+fn rcv_timeout_ends_a_test_that_stops_moving() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let pid = server.0.as_ref().unwrap().id();
+    let b = net.b.ip4.to_string();
+    let mut c = client(
+        &net,
+        &[
+            "-c",
+            &b,
+            "-R",
+            "-t",
+            "60",
+            "-b",
+            "20M",
+            "--rcv-timeout",
+            "1500",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_b_received(&net);
+    kill("-STOP", pid);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the client went on");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    kill("-CONT", pid);
+    drop(server);
+    let mut err = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("ended by the idle timeout: no data or control progress for 1.5 s"),
+        "{status}: {err}"
+    );
+}
+
+/// `-d` logs at debug level (iperf3's debug output: xtcp's `--log debug`),
+/// `--bind-dev` names the interface as `--iface` does, and iperf3's flags
+/// for SCTP, UDP and its -b timer are refused with why.
+#[test]
+fn debug_bind_dev_and_the_flags_refused() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let b = net.b.ip4.to_string();
+    let out = net
+        .a
+        .ns
+        .command("timeout")
+        .args([
+            "60",
+            XTCP,
+            "client",
+            "--bind-dev",
+            &net.a.iface,
+            "-c",
+            &b,
+            "-t",
+            "1",
+            "-d",
+        ])
+        .args(ENGINE)
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    server.json();
+    let err = stderr(&out);
+    assert!(err.contains(" DEBUG "), "{err}");
+    for (flag, why) in [
+        (&["--sctp"][..], "SCTP's"),
+        (&["-X", "10.0.0.1"][..], "SCTP's"),
+        (&["--nstreams", "2"][..], "SCTP's"),
+        (&["--udp-counters-64bit"][..], "UDP's"),
+        (&["--pacing-timer", "1000"][..], "paces each segment"),
+    ] {
+        let out = client(&net, &["-c", &b]).args(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+        assert!(stderr(&out).contains(why), "{flag:?}: {}", stderr(&out));
+    }
+}
