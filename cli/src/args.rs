@@ -358,7 +358,7 @@ pub struct EngineArgs {
     /// the interface the kernel routes the peer through (client, send), or
     /// the one that holds the -B address (serve, recv), without -B the only
     /// interface up with an address to serve; the one found is named on
-    /// standard error. `--bind-dev` (iperf3's name) is the same.
+    /// standard error.
     #[arg(long, visible_alias = "bind-dev")]
     pub iface: Option<String>,
     /// Queues to serve (0..N), one pinned worker each.

@@ -177,8 +177,8 @@ pub struct ClientArgs {
           require_equals = true, default_missing_value = "4",
           value_parser = clap::value_parser!(u8).range(1..=4))]
     pub debug: Option<u8>,
-    /// Pace each data connection at this many bits a second at most (K, M,
-    /// G, T = 10^3..), as iperf3's --fq-rate (a socket's
+    /// Pace each data connection at this many bits of payload a second at
+    /// most (K, M, G, T = 10^3..), as iperf3's --fq-rate (a socket's
     /// SO_MAX_PACING_RATE): every segment spaced, where -b paces the
     /// average; also asked of the server for the streams it sends.
     #[arg(long = "fq-rate", value_name = "RATE", value_parser = parse_rate)]
