@@ -61,6 +61,10 @@ pub struct ClientStart {
 /// Called when a client's test starts ([`ClientStart`]).
 pub type OnStart = Box<dyn FnMut(&ClientStart)>;
 
+/// How long a data connection's failure waits for the server's word on
+/// the control connection before it fails the test itself.
+const STREAM_FAIL_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The iperf3 client application.
 pub struct Iperf3Client {
     config: ClientConfig,
@@ -71,6 +75,11 @@ pub struct Iperf3Client {
     streams: Vec<StreamInfo>,
     running: bool,
     stopping: Option<Vec<usize>>,
+    /// A data connection failed while the test ran: when, and how. The
+    /// test fails [`STREAM_FAIL_GRACE`] later, unless the server has told
+    /// why meanwhile (it resets the data connections as it ends a test:
+    /// its message on the control connection may come after).
+    stream_failed: Option<(Instant, crate::tcp::ConnectionError)>,
     started: Option<Instant>,
     ended: Option<Instant>,
     cpu_start: CpuTimes,
@@ -133,6 +142,7 @@ impl Iperf3Client {
             streams: Vec::new(),
             running: false,
             stopping: None,
+            stream_failed: None,
             started: None,
             ended: None,
             cpu_start: CpuTimes::default(),
@@ -508,13 +518,9 @@ impl App for Iperf3Client {
                     self.end_when_stopped(now);
                 } else if let (true, CloseReason::Error(e)) = (self.running, reason) {
                     // A data connection failed while the test ran (reset,
-                    // timed out): the test has failed, as iperf3's client's
-                    // does when a stream's read or write fails.
-                    if let Some(s) = self.session.as_mut() {
-                        s.quit(now);
-                    }
-                    self.events(now);
-                    self.finish(now, Err(Error::StreamFailed(e)));
+                    // timed out): the test fails, as iperf3's client's does
+                    // when a stream's read or write fails (in `poll`).
+                    self.stream_failed.get_or_insert((now, e));
                 }
             }
         }
@@ -522,6 +528,17 @@ impl App for Iperf3Client {
     }
 
     fn poll(&mut self, now: Instant) {
+        if let Some((at, e)) = self.stream_failed
+            && now >= at + STREAM_FAIL_GRACE
+            && self.outcome.is_none()
+        {
+            if let Some(s) = self.session.as_mut() {
+                s.quit(now);
+            }
+            self.events(now);
+            // What was counted until the failure.
+            self.finish(at, Err(Error::StreamFailed(e)));
+        }
         if let Some(s) = self.session.as_mut() {
             if s.poll_timeout().is_some_and(|d| now >= d) {
                 s.handle_timeout(now);

@@ -692,13 +692,9 @@ fn auth_outcomes() {
     );
 }
 
-/// A data connection that fails while the test runs (here its user
-/// timeout) fails the test, as a stream's failed write fails iperf3's
-/// client: the server is told (`IPERF_DONE`, as iperf3's client leaves
-/// after an error of its own), the connections are reset, and the outcome
-/// names the cause.
-#[test]
-fn client_fails_the_test_when_a_data_connection_fails() {
+/// An [`Iperf3Client`] of two streams whose test runs; its orders to the
+/// control connection and to the second stream.
+fn running_client() -> (Iperf3Client, Receiver<AppOut>, Receiver<AppOut>, Instant) {
     let mut c = Iperf3Client::new(
         ClientConfig {
             params: TestParams {
@@ -717,7 +713,6 @@ fn client_fails_the_test_when_a_data_connection_fails() {
         local: "198.18.0.2:40000".parse().unwrap(),
         remote: SERVER.parse().unwrap(),
     };
-    let (tx0, rx0) = unbounded();
     let opened = |id, out| AppIn::Opened {
         id,
         tuple,
@@ -725,33 +720,33 @@ fn client_fails_the_test_when_a_data_connection_fails() {
         congestion: "cubic",
         mss: 1448,
     };
+    let control = |bytes: &[u8]| AppIn::Data {
+        id: 0,
+        bytes: bytes.to_vec(),
+    };
+    let (tx0, rx0) = unbounded();
     c.handle(t0, opened(0, tx0));
-    c.handle(
-        t0,
-        AppIn::Data {
-            id: 0,
-            bytes: vec![9],
-        },
-    );
-    c.handle(
-        t0,
-        AppIn::Data {
-            id: 0,
-            bytes: vec![10],
-        },
-    );
-    let (tx1, _rx1) = unbounded();
+    // PARAM_EXCHANGE, CREATE_STREAMS; the streams; TEST_START, TEST_RUNNING.
+    c.handle(t0, control(&[9]));
+    c.handle(t0, control(&[10]));
+    let (tx1, _) = unbounded();
     c.handle(t0, opened(1, tx1));
     let (tx2, rx2) = unbounded();
     c.handle(t0, opened(2, tx2));
-    c.handle(
-        t0,
-        AppIn::Data {
-            id: 0,
-            bytes: vec![1, 2],
-        },
-    );
+    c.handle(t0, control(&[1, 2]));
     assert!(!c.finished());
+    (c, rx0, rx2, t0)
+}
+
+/// A data connection that fails while the test runs (here its user
+/// timeout) fails the test, as a stream's failed write fails iperf3's
+/// client, unless the server tells why first: the server is told
+/// (`IPERF_DONE`, as iperf3's client leaves after an error of its own),
+/// the connections are reset, and the outcome names the cause. A reset
+/// the server's `SERVER_TERMINATE` follows is the server's ending.
+#[test]
+fn client_fails_the_test_when_a_data_connection_fails() {
+    let (mut c, rx0, rx2, t0) = running_client();
     let t1 = t0 + Duration::from_secs(2);
     c.handle(
         t1,
@@ -760,23 +755,47 @@ fn client_fails_the_test_when_a_data_connection_fails() {
             reason: CloseReason::Error(ConnectionError::UserTimeout),
         },
     );
+    // The server may say why on the control connection: a moment for it.
+    c.poll(t1 + Duration::from_millis(100));
+    assert!(!c.finished());
+    c.poll(t1 + Duration::from_millis(200));
     assert!(c.finished());
     let o = c.outcome().unwrap();
     assert_eq!(
         o.result,
         Err(Error::StreamFailed(ConnectionError::UserTimeout))
     );
-    let mut written = Vec::new();
-    while let Ok(o) = rx0.try_recv() {
-        if let AppOut::Write(b) = o {
-            written.extend(b);
-        }
-    }
+    let written: Vec<u8> = rx0
+        .try_iter()
+        .filter_map(|o| match o {
+            AppOut::Write(b) => Some(b),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     assert_eq!(written.last(), Some(&16), "IPERF_DONE last: {written:?}");
     assert!(
         rx2.try_iter().any(|o| matches!(o, AppOut::Abort)),
         "the other stream reset"
     );
+
+    let (mut c, _rx0, _rx2, t0) = running_client();
+    c.handle(
+        t0,
+        AppIn::Closed {
+            id: 1,
+            reason: CloseReason::Error(ConnectionError::Reset),
+        },
+    );
+    c.handle(
+        t0,
+        AppIn::Data {
+            id: 0,
+            bytes: vec![11],
+        },
+    );
+    c.poll(t0 + Duration::from_secs(1));
+    assert_eq!(c.outcome().unwrap().result, Err(Error::ServerTerminated));
 }
 
 /// The client on the engine adds up the retransmits of its sending
