@@ -351,6 +351,37 @@ impl ListenFamily {
     }
 }
 
+/// iperf3's `-B ADDR[%DEV]` (and `-c HOST[%DEV]`): an address, and after
+/// `%` the interface, iperf3's shorthand for `--bind-dev`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddrDev {
+    pub ip: IpAddr,
+    pub dev: Option<String>,
+}
+
+/// `ADDR[%DEV]`.
+pub fn parse_addr_dev(s: &str) -> Result<AddrDev, String> {
+    let (addr, dev) = split_dev(s);
+    let ip = addr
+        .trim_matches(['[', ']'])
+        .parse()
+        .map_err(|_| format!("`{addr}` is not an IP address (give ADDR or ADDR%DEV)"))?;
+    Ok(AddrDev {
+        ip,
+        dev: dev.map(str::to_owned),
+    })
+}
+
+/// `HOST[%DEV]` split at the `%`; a `%` with nothing after it is no
+/// interface.
+pub fn split_dev(s: &str) -> (&str, Option<&str>) {
+    match s.split_once('%') {
+        Some((a, d)) if !d.is_empty() => (a, Some(d)),
+        Some((a, _)) => (a, None),
+        None => (s, None),
+    }
+}
+
 /// Engine options shared by `send`, `recv`, `serve` and `client`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
@@ -490,6 +521,22 @@ impl EngineArgs {
             None => iface_at(on)?,
         };
         Ok(c)
+    }
+
+    /// These options with the interface `%DEV` named (iperf3's `-B
+    /// ADDR%DEV`, `-c HOST%DEV`: `--bind-dev DEV`); `--iface` naming
+    /// another is an error.
+    pub fn with_dev(&self, flag: &str, dev: Option<&str>) -> anyhow::Result<EngineArgs> {
+        let mut e = self.clone();
+        if let Some(d) = dev {
+            match &self.iface {
+                Some(i) if i != d => {
+                    bail!("{flag} …%{d} and --iface {i} name two interfaces: give one")
+                }
+                _ => e.iface = Some(d.to_owned()),
+            }
+        }
+        Ok(e)
     }
 
     /// Everything but the interface, checked.
@@ -671,6 +718,51 @@ fn candidates(found: &[IfaceAddrs], what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// iperf3's `ADDR%DEV`: the address, and the interface after `%`;
+    /// `--iface` naming another is an error.
+    #[test]
+    fn an_address_may_name_its_interface() {
+        let v4: IpAddr = "198.18.0.1".parse().unwrap();
+        assert_eq!(
+            parse_addr_dev("198.18.0.1%veth0"),
+            Ok(AddrDev {
+                ip: v4,
+                dev: Some("veth0".into())
+            })
+        );
+        assert_eq!(
+            parse_addr_dev("[2001:2::1]"),
+            Ok(AddrDev {
+                ip: "2001:2::1".parse().unwrap(),
+                dev: None
+            })
+        );
+        assert_eq!(parse_addr_dev("198.18.0.1%").map(|a| a.dev), Ok(None));
+        assert!(parse_addr_dev("nope%eth0").unwrap_err().contains("`nope`"));
+        assert_eq!(
+            split_dev("host.example%eth1"),
+            ("host.example", Some("eth1"))
+        );
+        let cli = parse(&["client", "-c", "198.18.0.2", "--iface", "a0"]);
+        let crate::Cmd::Client(c) = cli.cmd else {
+            panic!()
+        };
+        assert_eq!(
+            c.engine
+                .with_dev("-B", Some("a0"))
+                .unwrap()
+                .iface
+                .as_deref(),
+            Some("a0")
+        );
+        assert_eq!(
+            c.engine.with_dev("-B", None).unwrap().iface.as_deref(),
+            Some("a0")
+        );
+        let e = c.engine.with_dev("-B", Some("b0")).unwrap_err().to_string();
+        assert!(e.contains("two interfaces"), "{e}");
+    }
     use clap::{CommandFactory, Parser};
 
     fn parse(args: &[&str]) -> crate::Cli {
@@ -727,7 +819,7 @@ mod tests {
         let on = |args: &[&str]| {
             let cli = parse(args);
             let (family, addr) = match cli.cmd {
-                crate::Cmd::Serve(a) => (a.family, a.addr),
+                crate::Cmd::Serve(a) => (a.family, a.addr.map(|b| b.ip)),
                 crate::Cmd::Recv(a) => (a.family, a.addr),
                 c => panic!("{c:?}"),
             };

@@ -26,8 +26,9 @@ use xtcp_engine::worker::bulk::{NO_STREAM, OpenOutput, spawn_writer};
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClientArgs {
     /// The iperf3 server: an address, or a name resolved (to the family
-    /// `-4`/`-6` ask for).
-    #[arg(short = 'c', long = "client")]
+    /// `-4`/`-6` ask for); `HOST%DEV` also names the interface, as
+    /// iperf3's (`--bind-dev DEV`).
+    #[arg(short = 'c', long = "client", value_name = "HOST[%DEV]")]
     pub host: String,
     /// Only IPv4: the host's IPv4 address (an IPv6 literal is refused).
     #[arg(short = '4', long = "version4", conflicts_with = "version6")]
@@ -120,8 +121,10 @@ pub struct ClientArgs {
     pub file: Option<PathBuf>,
     /// Our address, as iperf3's `-B` (default: the kernel's preferred
     /// source for the route to the server); one of the interface's.
-    #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
-    pub bind_address: Option<IpAddr>,
+    /// `ADDR%DEV` also names the interface, as iperf3's (`--bind-dev DEV`).
+    #[arg(short = 'B', long = "bind-address", value_name = "ADDR[%DEV]",
+          value_parser = crate::args::parse_addr_dev)]
+    pub bind_address: Option<crate::args::AddrDev>,
     /// Source port of the data connections (consecutive ones with -P; the
     /// control connection takes the port after them).
     #[arg(long = "cport", value_name = "PORT",
@@ -379,7 +382,8 @@ pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
 fn resolve_host(a: &ClientArgs) -> anyhow::Result<IpAddr> {
     let want = |ip: &IpAddr| (!a.version4 || ip.is_ipv4()) && (!a.version6 || ip.is_ipv6());
     let flag = if a.version4 { "-4" } else { "-6" };
-    if let Ok(ip) = a.host.trim_matches(['[', ']']).parse::<IpAddr>() {
+    let host = crate::args::split_dev(&a.host).0;
+    if let Ok(ip) = host.trim_matches(['[', ']']).parse::<IpAddr>() {
         if !want(&ip) {
             bail!(
                 "{flag}: {ip} is an {} address; give an {} address or drop {flag}",
@@ -389,9 +393,9 @@ fn resolve_host(a: &ClientArgs) -> anyhow::Result<IpAddr> {
         }
         return Ok(ip);
     }
-    let addrs: Vec<IpAddr> = (a.host.as_str(), a.port)
+    let addrs: Vec<IpAddr> = (host, a.port)
         .to_socket_addrs()
-        .with_context(|| format!("-c {}: cannot resolve the host", a.host))?
+        .with_context(|| format!("-c {host}: cannot resolve the host"))?
         .map(|s| s.ip())
         .collect();
     addrs.iter().copied().find(want).with_context(|| {
@@ -543,7 +547,17 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
             "-L: a flow label is IPv6's; {host} is an IPv4 address (give an IPv6 server or drop -L)"
         );
     }
-    let mut cfg = a.engine.config_to(host)?;
+    // `-c HOST%DEV`, `-B ADDR%DEV`: iperf3's `--bind-dev DEV`.
+    let dev_c = crate::args::split_dev(&a.host).1;
+    let dev_b = a.bind_address.as_ref().and_then(|b| b.dev.as_deref());
+    let dev = match (dev_c, dev_b) {
+        (Some(c), Some(b)) if c != b => {
+            bail!("-c …%{c} and -B …%{b} name two interfaces: give one")
+        }
+        (c, b) => c.or(b),
+    };
+    let flag = if dev_c.is_some() { "-c" } else { "-B" };
+    let mut cfg = a.engine.with_dev(flag, dev)?.config_to(host)?;
     let connect_timeout = Duration::from_millis(a.connect_timeout);
     cfg.tcp.connect_timeout = Some(connect_timeout);
 
@@ -773,7 +787,7 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     let flag = interrupt_flag()?;
     let role = Role::ConnectApp {
         remote,
-        local: a.bind_address,
+        local: a.bind_address.as_ref().map(|b| b.ip),
         count,
         port: a.cport,
     };

@@ -986,7 +986,7 @@ impl ClientRun {
             unit: o.style.unit(),
             params: params.clone(),
             host,
-            host_name: a.host.clone(),
+            host_name: crate::args::split_dev(&a.host).0.to_owned(),
             port: a.port,
             cookie: cookie.as_str().to_owned(),
             at: SystemTime::now(),

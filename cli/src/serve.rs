@@ -19,7 +19,6 @@
 //!   everything.
 
 use std::cell::RefCell;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -58,9 +57,11 @@ pub struct ServeArgs {
     pub affinity: Option<usize>,
     /// Address to serve on (default: every address of the interface: its
     /// IPv4 addresses and its IPv6 addresses but link-local ones; -4 or -6
-    /// takes one family)
-    #[arg(short = 'B', long = "bind-address")]
-    pub addr: Option<IpAddr>,
+    /// takes one family); `ADDR%DEV` also names the interface, as iperf3's
+    /// (`--bind-dev DEV`)
+    #[arg(short = 'B', long = "bind-address", value_name = "ADDR[%DEV]",
+          value_parser = crate::args::parse_addr_dev)]
+    pub addr: Option<crate::args::AddrDev>,
     #[command(flatten)]
     pub family: ListenFamily,
     /// Port (iperf3's default).
@@ -246,8 +247,9 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     // `--user`: looked up and checked before anything is set up, before
     // any thread exists; the drop comes with the first progress report.
     let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
-    let on = a.family.on(a.addr)?;
-    let mut cfg = a.engine.config_at(on)?;
+    let on = a.family.on(a.addr.as_ref().map(|b| b.ip))?;
+    let dev = a.addr.as_ref().and_then(|b| b.dev.as_deref());
+    let mut cfg = a.engine.with_dev("-B", dev)?.config_at(on)?;
     if let Some(core) = a.affinity {
         if cfg.queues != 1 {
             bail!(

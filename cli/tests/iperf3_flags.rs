@@ -1588,8 +1588,9 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
 }
 
 /// `-d` logs at debug level (iperf3's debug output: xtcp's `--log debug`),
-/// `--bind-dev` names the interface as `--iface` does, and iperf3's flags
-/// for SCTP, UDP and its -b timer are refused with why.
+/// `--bind-dev` names the interface as `--iface` does, and so does iperf3's
+/// `-c HOST%DEV`; iperf3's flags for SCTP, UDP and its -b timer are
+/// refused with why.
 #[test]
 fn debug_bind_dev_and_the_flags_refused() {
     let net = testnet(1);
@@ -1618,6 +1619,31 @@ fn debug_bind_dev_and_the_flags_refused() {
     server.json();
     let err = stderr(&out);
     assert!(err.contains(" DEBUG "), "{err}");
+
+    let server = StockServer::start(&net, &[]);
+    let at_dev = format!("{b}%{}", net.a.iface);
+    let out = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["60", XTCP, "client", "-c", &at_dev, "-t", "1"])
+        .args(ENGINE)
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("Connecting to host {b}, port")),
+        "the host without %DEV"
+    );
+    assert!(!stderr(&out).contains("DEBUG"));
+    let got = server.json()["end"]["sum_received"]["bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(got > 0);
+    let out = client(&net, &["-c", &format!("{b}%other0")])
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains("two interfaces"), "{}", stderr(&out));
     for (flag, why) in [
         (&["--sctp"][..], "SCTP's"),
         (&["-X", "10.0.0.1"][..], "SCTP's"),
