@@ -381,6 +381,11 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
         total += st[0]["bytes"].as_u64().unwrap();
     }
     assert_eq!(total, sent, "{ivs:?}");
+    // The stream's receiver: `end` the server's time, `seconds` this
+    // side's, as iperf3 writes them.
+    let r = &v["end"]["streams"][0]["receiver"];
+    assert_eq!(r["end"], v["end"]["sum_received"]["seconds"], "{r}");
+    assert_eq!(r["seconds"], v["end"]["sum_sent"]["seconds"], "{r}");
 
     // Reverse: the kernel sends, xtcp receives.
     let v = xtcp_client(&net, 1, &["-t", "2", "-R"]);
