@@ -1534,7 +1534,7 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
     c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(!status.success(), "{err}");
     assert!(
-        err.contains("sent data unacknowledged for the user timeout"),
+        err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
         "{status}: {err}"
     );
 }

@@ -409,7 +409,7 @@ pub enum ConnectionError {
     ConnectTimeout,
     /// Sent data went unacknowledged (or the peer's window stayed shut)
     /// for [`Config::user_timeout`].
-    #[error("sent data unacknowledged for the user timeout")]
+    #[error("sent data unacknowledged for the user timeout (--snd-timeout)")]
     UserTimeout,
 }
 
