@@ -493,7 +493,7 @@ pub struct EngineArgs {
     /// peer's window stays shut) for this many milliseconds:
     /// TCP_USER_TIMEOUT, as iperf3's --snd-timeout (0, the default: a limit
     /// of 15 retransmission timeouts in a row instead).
-    #[arg(long, value_name = "MS", default_value_t = 0,
+    #[arg(long, value_name = "MS", default_value_t = 0, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub snd_timeout: u64,
 }

@@ -142,19 +142,22 @@ pub struct ClientArgs {
     /// class), 0-255 (0x.. hex, 0.. octal), as iperf3's -S. The two ECN
     /// bits go out as 0: xtcp does not negotiate ECN (Linux's TCP drops
     /// them from IP_TOS too). Sent to the server, which may mark its own
-    /// (xtcp serve does; Debian 12's iperf3 3.12 does not).
+    /// (xtcp serve does; Debian 12's iperf3 3.12 only over IPv6). The last
+    /// of -S and --dscp counts, as in iperf3.
     #[arg(short = 'S', long = "tos", value_name = "N", value_parser = parse_tos,
-          conflicts_with = "dscp")]
+          overrides_with = "dscp", allow_negative_numbers = true)]
     pub tos: Option<u8>,
     /// The DSCP of the data connections' packets, 0-63 or a name (af11 …
     /// af43, cs0 … cs7, ef, va; lowdelay, throughput, reliability), as
     /// iperf3's --dscp: -S with the code point in the TOS byte's upper six
     /// bits.
-    #[arg(long = "dscp", value_name = "N|NAME", value_parser = parse_dscp)]
+    #[arg(long = "dscp", value_name = "N|NAME", value_parser = parse_dscp,
+          overrides_with = "tos", allow_negative_numbers = true)]
     pub dscp: Option<u8>,
     /// The IPv6 flow label of the data connections' packets, 1-0xfffff, as
     /// iperf3's -L (IPv6 only).
-    #[arg(short = 'L', long = "flowlabel", value_name = "N", value_parser = parse_flowlabel)]
+    #[arg(short = 'L', long = "flowlabel", value_name = "N", value_parser = parse_flowlabel,
+          allow_negative_numbers = true)]
     pub flowlabel: Option<u32>,
     /// iperf3's --dont-fragment, passed on to the server: xtcp's TCP sets
     /// IPv4's Don't Fragment bit on every packet anyway, as Linux's TCP
@@ -164,18 +167,21 @@ pub struct ClientArgs {
     /// A string for the JSON of both ends (`extra_data`), as iperf3's.
     #[arg(long, value_name = "STR")]
     pub extra_data: Option<String>,
-    /// Send iperf3's repeating pattern ("0123456789" over and over, from
-    /// the start of each -l block) instead of random bytes; a server that
-    /// sends (-R, --bidir) is asked to send it too.
-    #[arg(long, conflicts_with_all = ["zerocopy", "file"])]
+    /// Send iperf3's digits ("0123456789" over and over) instead of random
+    /// bytes: the -l block iperf3 fills with them, repeated with the send
+    /// buffer's period as the random bytes are (see -Z), not block by
+    /// block; with -Z too, the digits are sent, as by iperf3. A server that
+    /// sends (-R, --bidir) is asked to send them too.
+    #[arg(long, conflicts_with = "file")]
     pub repeating_payload: bool,
-    /// End the test when it moves nothing for this many milliseconds while
-    /// it runs, as iperf3's --rcv-timeout (100..=86400000; default 120000).
-    #[arg(long, value_name = "MS",
+    /// With -R or --bidir: end the test when it moves nothing for this many
+    /// milliseconds while it runs, as iperf3's --rcv-timeout
+    /// (100..=86400000; default 120000).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     pub rcv_timeout: Option<u64>,
-    /// Debug logging, as iperf3's -d: --log debug (`-d=1` … `-d=4`:
-    /// error, warn, info, debug).
+    /// Debug logging, as iperf3's -d: in the place of --log, debug (`-d=1`
+    /// … `-d=4`: error, warn, info, debug), on standard error.
     #[arg(short = 'd', long = "debug", value_name = "LEVEL", num_args = 0..=1,
           require_equals = true, default_missing_value = "4",
           value_parser = clap::value_parser!(u8).range(1..=4))]
@@ -183,7 +189,8 @@ pub struct ClientArgs {
     /// Pace each data connection at this many bits of payload a second at
     /// most (K, M, G, T = 10^3..), as iperf3's --fq-rate (a socket's
     /// SO_MAX_PACING_RATE): every segment spaced, where -b paces the
-    /// average; also asked of the server for the streams it sends.
+    /// average. Sent to the server for the streams it sends (xtcp serve
+    /// paces them; Debian 12's iperf3 3.12 does not).
     #[arg(long = "fq-rate", value_name = "RATE", value_parser = parse_rate)]
     pub fq_rate: Option<u64>,
     /// UDP: refused, xtcp speaks TCP only.
@@ -721,10 +728,10 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     };
     let payload = match send_file {
         Some((f, _)) => Payload::File(f),
-        None if a.zerocopy => Payload::Zeros,
         None if a.repeating_payload => {
             Payload::Filler(repeating_pattern(params.block_len as usize))
         }
+        None if a.zerocopy => Payload::Zeros,
         None => Payload::Filler(random_filler(params.block_len as usize)),
     };
     let mut config = ClientConfig {
@@ -734,6 +741,12 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         ..ClientConfig::default()
     };
     if let Some(ms) = a.rcv_timeout {
+        if !a.reverse && !a.bidir {
+            bail!(
+                "--rcv-timeout {ms}: the client's receive timeout is for a test it receives \
+                 (-R, --bidir), as in iperf3"
+            );
+        }
         config.idle_timeout = Duration::from_millis(ms);
     }
     // A byte or block budget that this side's sending streams split

@@ -51,6 +51,8 @@ enum Cmd {
     #[command(args_override_self = true)]
     Serve(serve::ServeArgs),
     /// An iperf3 client (tests against `iperf3 -s`) on xtcp's own TCP.
+    // As iperf3's, the last of a flag given twice wins.
+    #[command(args_override_self = true)]
     Client(client::ClientArgs),
     /// xtcp against the kernel's TCP, side by side (iperf3 tests), over a
     /// sweep, on a test network of its own or on two interfaces (--iface).

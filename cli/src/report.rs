@@ -22,8 +22,8 @@ use std::rc::Rc;
 use anyhow::Context;
 use serde_json::{Value, json};
 use xtcp_engine::app::iperf3::{
-    ClientOutcome, Cookie, CpuUtil, Interval, Role, RttSummary, ServerOutput, StreamTcp,
-    TestOutcome, TestParams, TestStart,
+    ClientOutcome, Cookie, CpuUtil, Error as Iperf3Error, Interval, Role, RttSummary, ServerOutput,
+    StreamTcp, TestOutcome, TestParams, TestStart,
 };
 use xtcp_engine::tcp::FourTuple;
 
@@ -1222,8 +1222,17 @@ impl ClientRun {
         let mut out = self.out.borrow_mut();
         match self.mode {
             Mode::Text => {
-                for l in r.summary_lines(self.unit, self.verbose) {
-                    out.line(&l);
+                // As iperf3's client: the summary of a test that ended
+                // well, or that the server or an interrupt ended; after
+                // another failure, only the error.
+                let summary = matches!(
+                    &o.result,
+                    Ok(()) | Err(Iperf3Error::ServerTerminated | Iperf3Error::Interrupted)
+                );
+                if summary {
+                    for l in r.summary_lines(self.unit, self.verbose) {
+                        out.line(&l);
+                    }
                 }
                 for l in xdp.lines() {
                     out.line(&l);
@@ -1577,10 +1586,22 @@ impl ServeRun {
                 r.json()
             }
         };
-        if o.params.is_none() {
+        match &o.params {
             // No test ran: no parameters to describe.
-            if let Some(s) = v["start"].as_object_mut() {
-                s.remove("test_start");
+            None => {
+                if let Some(s) = v["start"].as_object_mut() {
+                    s.remove("test_start");
+                }
+            }
+            // The client's `-T` and `--extra-data`, as `iperf3 -s -J`
+            // writes them.
+            Some(p) => {
+                if let Some(t) = &p.title {
+                    v["title"] = t.clone().into();
+                }
+                if let Some(d) = &p.extra_data {
+                    v["extra_data"] = d.clone().into();
+                }
             }
         }
         v

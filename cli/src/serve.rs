@@ -78,8 +78,8 @@ pub struct ServeArgs {
     /// congestion control).
     #[arg(short = 'V', long)]
     pub verbose: bool,
-    /// Debug logging, as iperf3's -d: --log debug (`-d=1` … `-d=4`:
-    /// error, warn, info, debug).
+    /// Debug logging, as iperf3's -d: in the place of --log, debug (`-d=1`
+    /// … `-d=4`: error, warn, info, debug), on standard error.
     #[arg(short = 'd', long = "debug", value_name = "LEVEL", num_args = 0..=1,
           require_equals = true, default_missing_value = "4",
           value_parser = clap::value_parser!(u8).range(1..=4))]

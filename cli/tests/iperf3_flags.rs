@@ -1408,6 +1408,7 @@ fn tos_dscp_and_flow_label_mark_the_data_connections() {
 /// the TOS byte and iperf3's digits, its control connection's packets do
 /// not, and the stream is paced at 80 Mbit/s (within 5 % of serve's test
 /// time, as `-b` in [`serve_paces_a_reverse_test_to_the_clients_bitrate`]).
+/// `serve -J` has the client's `-T` and `--extra-data`.
 #[test]
 fn serve_marks_and_paces_what_it_sends() {
     need_iperf3();
@@ -1442,6 +1443,17 @@ fn serve_marks_and_paces_what_it_sends() {
     let secs = line_seconds(&line);
     let got = u(&v["end"]["sum_received"]["bytes"]) as f64 * 8.0 / secs;
     within(got, 80e6, "-R --fq-rate 80M");
+
+    // serve -J writes the client's -T and --extra-data, as iperf3 -s -J.
+    server.stop();
+    let server = Server::start_with(&net, 1, &["-J"]);
+    let v = stock_client(&net, &["-t", "1", "-T", "t9", "--extra-data", "x-9"]);
+    assert!(v.get("error").is_none(), "{v}");
+    let s = server.json();
+    assert_eq!(
+        (&s["title"], &s["extra_data"]),
+        (&"t9".into(), &"x-9".into())
+    );
 }
 
 /// `--fq-rate 100M -P 2`: each of xtcp's streams is paced at 100 Mbit/s
@@ -1496,6 +1508,18 @@ fn wait_b_received(net: &TestNet) {
     }
 }
 
+/// A failed test's output: its intervals, no summary (as iperf3's client
+/// after an error that is not the server's ending nor an interrupt).
+fn no_summary(c: &mut Child) {
+    let mut text = String::new();
+    c.stdout.take().unwrap().read_to_string(&mut text).unwrap();
+    assert!(text.contains("sec"), "intervals: {text}");
+    assert!(
+        !text.contains("sender") && !text.contains("receiver"),
+        "{text}"
+    );
+}
+
 /// `--snd-timeout 1500`: with every packet dropped both ways in the middle
 /// of a test, xtcp's data connection fails once its data has gone
 /// unacknowledged that long (TCP_USER_TIMEOUT; without it, 15 timeouts
@@ -1510,7 +1534,7 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
         &net,
         &["-c", &b, "-t", "60", "-b", "20M", "--snd-timeout", "1500"],
     )
-    .stdout(Stdio::null())
+    .stdout(Stdio::piped())
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
@@ -1537,6 +1561,55 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
         err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
         "{status}: {err}"
     );
+    no_summary(&mut c);
+}
+
+/// `serve --snd-timeout 1500`: a stock client's `-R` test whose path goes
+/// silent (every packet dropped) is ended by serve once what it sent has
+/// gone unacknowledged that long, and its record says why (a data
+/// connection's failure used to leave the test running to its end) and
+/// counts the retransmissions that went unanswered (a stalled stream
+/// reported no count before its end).
+#[test]
+fn serve_snd_timeout_ends_a_test_whose_stream_fails() {
+    use xtcp_engine::xdp::impair::ImpairConfig;
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["--snd-timeout", "1500", "--json-lines"]);
+    let a4 = net.a.ip4.to_string();
+    let _client = common::Reap(
+        net.b
+            .ns
+            .command("iperf3")
+            .args(["-c", &a4, "-R", "-t", "60", "-b", "20M"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_b_received(&net);
+    let _cut = common::impair_b(
+        &net,
+        ImpairConfig {
+            drop_ppm: 1_000_000,
+            ..ImpairConfig::default()
+        },
+    );
+    let v = loop {
+        let l = server.line();
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&l)
+            && v.get("result").is_some()
+        {
+            break v;
+        }
+    };
+    assert_eq!(v["result"], "failed", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("a data connection failed: sent data unacknowledged for the user timeout"),
+        "{v}"
+    );
+    assert!(u(&v["retransmits"]) >= 1, "{v}");
 }
 
 /// `-R --rcv-timeout 1500`: the stock server stopped (SIGSTOP) in the
@@ -1562,7 +1635,7 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
             "1500",
         ],
     )
-    .stdout(Stdio::null())
+    .stdout(Stdio::piped())
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
@@ -1585,6 +1658,7 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
         err.contains("ended by the idle timeout: no data or control progress for 1.5 s"),
         "{status}: {err}"
     );
+    no_summary(&mut c);
 }
 
 /// `-d` logs at debug level (iperf3's debug output: xtcp's `--log debug`),

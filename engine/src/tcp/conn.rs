@@ -2966,14 +2966,20 @@ impl<M: SendMemory> Connection<M> {
             }
             _ => None,
         };
-        let rate = match own {
-            Some(r) if cap > 0 => r.min(cap as f64),
-            Some(r) => r,
-            None if cap > 0 => cap as f64,
+        let (rate, capped) = match own {
+            Some(r) if cap > 0 && (cap as f64) < r => (cap as f64, true),
+            Some(r) => (r, false),
+            None if cap > 0 => (cap as f64, true),
             None => return,
         };
-        // At most one second between segments, whatever a controller reports.
-        let gap = nanos(Duration::from_secs_f64((len as f64 / rate).min(1.0)));
+        // At most one second between segments, whatever a controller
+        // reports; a cap set is kept to, however low.
+        let secs = len as f64 / rate;
+        let gap = nanos(Duration::from_secs_f64(if capped {
+            secs.min(1e6)
+        } else {
+            secs.min(1.0)
+        }));
         let now = self.since_epoch(now);
         let from = if self.pace_next == NO_TIMER {
             now

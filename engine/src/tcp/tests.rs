@@ -2784,19 +2784,26 @@ fn max_pacing_rate_caps_the_rate() {
             "pacing {pacing}: {took} s for {want} s at the cap"
         );
     }
-    // Two segments: the second waits the first's length at the cap.
-    let (mut c, _) = client_with(
-        Config {
-            max_pacing_rate: cap,
-            ..Config::default()
-        },
-        TcpOptions::NONE,
-    );
-    c.write(&[1u8; 10_000]).unwrap();
-    let first = out(&mut c, ms(100));
-    assert_eq!(first.len(), 1, "the next waits");
-    let gap = Duration::from_secs_f64(first[0].len as f64 / cap as f64);
-    assert_eq!(c.poll_timeout(), Some(ms(100) + gap));
+    // Two segments: the second waits the first's length at the cap, also
+    // where that is more than a second (100 bytes a second here).
+    for cap in [cap, 100] {
+        let (mut c, iss) = client_with(
+            Config {
+                max_pacing_rate: cap,
+                ..Config::default()
+            },
+            TcpOptions::NONE,
+        );
+        c.write(&[1u8; 10_000]).unwrap();
+        let first = out(&mut c, ms(100));
+        assert_eq!(first.len(), 1, "the next waits");
+        // Acknowledged at once: no timer but the pacer's is left.
+        let ack = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + first[0].len, 65535);
+        c.handle_segment(ms(100), &ack, &[]);
+        assert!(out(&mut c, ms(100)).is_empty(), "paced");
+        let gap = Duration::from_secs_f64(first[0].len as f64 / cap as f64);
+        assert_eq!(c.poll_timeout(), Some(ms(100) + gap), "cap {cap}");
+    }
 }
 
 /// A controller that never changes its window: shows the trait is what the

@@ -185,6 +185,17 @@ impl AppConn {
         self.retransmits = retrans;
     }
 
+    /// At the connection's end: the last count, if the stream still counts
+    /// (not once stopped: [`AppIn::Stopped`] said no count follows).
+    pub(super) fn final_count(&mut self, c: &Conn, out: &Sender<Msg>) {
+        if matches!(
+            self.mode,
+            AppMode::Count | AppMode::Send | AppMode::Draining
+        ) {
+            self.report_count(c, out);
+        }
+    }
+
     /// Reports the last count, then that the stream stopped.
     fn stopped(&mut self, c: &Conn, out: &Sender<Msg>) {
         self.report_count(c, out);

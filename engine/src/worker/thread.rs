@@ -1472,7 +1472,11 @@ impl Worker {
                     let _ = out.send(Msg::Closed(Box::new(r)));
                 }
             }
-            if let (Some(reason), Some(a)) = (closed, s.appconn.as_ref()) {
+            if let (Some(reason), Some(a)) = (closed, s.appconn.as_mut()) {
+                // A stream that ends while it counts (it failed, or the peer
+                // closed it) reports what it moved and retransmitted last,
+                // and its TCP state then, first.
+                a.final_count(&s.conn, out);
                 let _ = out.send(Msg::App(AppIn::Closed { id: a.id, reason }));
             }
             if closed.is_some() {

@@ -211,11 +211,7 @@ impl ClientSession {
             self.counted_from = Some(now);
             self.check_budget();
         }
-        let all = self.table.all_bytes();
-        if all != self.progress_mark {
-            self.progress_mark = all;
-            self.progress_at = now;
-        }
+        self.note_progress(now);
         match self.phase {
             Phase::Running => {
                 if self.test_end.is_some_and(|t| now >= t) {
@@ -246,6 +242,18 @@ impl ClientSession {
             self.check_budget();
         }
         ok
+    }
+
+    /// Call at `now` after [`ClientSession::record_bytes`]: the idle timeout
+    /// counts from the last time bytes moved (checked at timeouts alone,
+    /// it would count from the first check after them, up to a whole
+    /// timeout late).
+    pub fn note_progress(&mut self, now: Instant) {
+        let all = self.table.all_bytes();
+        if all != self.progress_mark {
+            self.progress_mark = all;
+            self.progress_at = now;
+        }
     }
 
     /// Retransmits counted so far on sending stream `id`.

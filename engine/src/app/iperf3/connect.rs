@@ -485,6 +485,7 @@ impl App for Iperf3Client {
                 if let (Some(info), Some(s)) = (self.info(id), self.session.as_mut()) {
                     self.meter.sample(info.id, &tcp);
                     s.record_bytes(info.id, bytes);
+                    s.note_progress(now);
                     if info.role == Role::Send {
                         // Counts carry the retransmits since the last.
                         s.add_retransmits(info.id, retransmits);

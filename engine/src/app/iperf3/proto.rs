@@ -158,6 +158,10 @@ pub mod ierrno {
     pub const IEAUTHTEST: i32 = 142;
     /// Nothing received for too long.
     pub const IENOMSG: i32 = 144;
+    /// A data stream's write failed (its errno follows).
+    pub const IESTREAMWRITE: i32 = 205;
+    /// A data stream's read failed (its errno follows).
+    pub const IESTREAMREAD: i32 = 206;
 
     /// What iperf3's `iperf_strerror` says for `i_errno` (the ones a server
     /// sends a client; None for others).
@@ -180,6 +184,8 @@ pub mod ierrno {
             }
             IEAUTHTEST => "test authorization failed",
             IENOMSG => "idle timeout for receiving data",
+            IESTREAMWRITE => "unable to write to stream socket",
+            IESTREAMREAD => "unable to read from stream socket",
             IERECVPARAMS => "unable to receive parameters from client",
             _ => return None,
         })

@@ -234,7 +234,16 @@ struct Test {
     peer: Option<Results>,
     /// Data connections by connection id: stream id and addresses.
     stream_tuples: HashMap<usize, (StreamId, FourTuple)>,
+    /// A data connection failed while the test ran: when, its role, and
+    /// how. The test fails [`STREAM_FAIL_GRACE`] later, unless the client
+    /// has ended it meanwhile (a client that ends a test may reset its
+    /// data connections before its word on the control connection comes).
+    stream_failed: Option<(Instant, Role, crate::tcp::ConnectionError)>,
 }
+
+/// How long a data connection's failure waits for the client's word on
+/// the control connection before it fails the test.
+const STREAM_FAIL_GRACE: Duration = Duration::from_millis(200);
 
 /// Called when a test starts (its streams all connected).
 pub type OnTestStart = Box<dyn FnMut(&TestStart)>;
@@ -644,6 +653,7 @@ impl App for Iperf3Server {
                             congestion: None,
                             peer: None,
                             stream_tuples: HashMap::new(),
+                            stream_failed: None,
                         });
                         if let Some(c) = self.conns.get_mut(&id) {
                             c.kind = Kind::Control;
@@ -795,6 +805,7 @@ impl App for Iperf3Server {
                     if t.data.contains(&id) || t.stopping.as_ref().is_some_and(|s| s.contains(&id))
                     {
                         t.session.record_bytes(info.id, bytes);
+                        t.session.note_progress(now);
                         if info.role == Role::Send {
                             // Counts carry the retransmits since the last.
                             t.session.add_retransmits(info.id, retransmits);
@@ -811,10 +822,22 @@ impl App for Iperf3Server {
                 self.finish_end(now);
             }
             AppIn::Closed { id, reason } => {
-                self.conns.remove(&id);
+                let gone = self.conns.remove(&id);
                 if let Some(t) = self.test.as_mut() {
                     if t.ctrl == id && !t.session.is_finished() {
                         t.session.handle_control_eof(now, reason.into());
+                    }
+                    // A data connection that fails while the test runs
+                    // (reset, timed out) fails the test, as a stream's
+                    // failed read or write fails iperf3's server's (in
+                    // `poll`).
+                    if let (Some(Kind::Data(info)), crate::tcp::CloseReason::Error(e)) =
+                        (gone.map(|c| c.kind), reason)
+                        && t.running
+                        && t.stopping.is_none()
+                        && t.data.contains(&id)
+                    {
+                        t.stream_failed.get_or_insert((now, info.role, e));
                     }
                     if let Some(s) = t.stopping.as_mut() {
                         s.retain(|&x| x != id);
@@ -842,6 +865,12 @@ impl App for Iperf3Server {
             }
         }
         if let Some(t) = self.test.as_mut() {
+            if let Some((at, role, e)) = t.stream_failed
+                && now >= at + STREAM_FAIL_GRACE
+            {
+                t.stream_failed = None;
+                t.session.stream_failed(role, e);
+            }
             if t.session.poll_timeout().is_some_and(|d| now >= d) {
                 t.session.handle_timeout(now);
             }

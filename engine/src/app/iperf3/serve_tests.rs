@@ -519,7 +519,8 @@ fn bitrate_limit_ends_a_running_test() {
 }
 
 /// A running test that makes no progress is ended by the idle timeout,
-/// named in its result.
+/// named in its result, counted from the last bytes (not from the next
+/// check after them).
 #[test]
 fn idle_timeout_ends_a_stalled_test() {
     let mut h = Harness::new(ServerConfig {
@@ -532,8 +533,12 @@ fn idle_timeout_ends_a_stalled_test() {
     h.count(data[0], 1000, 0);
     h.advance(Duration::from_secs(2));
     assert!(h.written(ctrl).is_empty(), "progress within 3 s");
-    h.advance(Duration::from_secs(2));
-    h.advance(Duration::from_secs(1));
+    h.advance(Duration::from_millis(999));
+    assert!(
+        h.written(ctrl).is_empty(),
+        "3 s after the last bytes: not yet"
+    );
+    h.advance(Duration::from_millis(1));
     assert_eq!(h.written(ctrl), server_error(ierrno::IENOMSG, 0));
     let out = h.outcomes().pop().unwrap();
     assert_eq!(
@@ -543,7 +548,33 @@ fn idle_timeout_ends_a_stalled_test() {
         })
     );
     assert_eq!(out.received, 2000);
-    assert_eq!(out.seconds, 7.0, "it ran until the server ended it");
+    assert_eq!(out.seconds, 5.0, "it ran until the server ended it");
+}
+
+/// A data connection that fails while the test runs fails the test: the
+/// client is told as iperf3's server tells a stream's failed write
+/// (IESTREAMWRITE and the errno, ETIMEDOUT for a user timeout), once the
+/// client has had a moment to end the test itself; the outcome names the
+/// cause.
+#[test]
+fn a_failed_data_connection_fails_the_test() {
+    let mut h = Harness::new(ServerConfig::default());
+    let (ctrl, data) = h.start("198.18.0.2", json!({"time": 30, "reverse": true}));
+    h.count(data[0], 1000, 0);
+    h.advance(Duration::from_secs(1));
+    h.handle(AppIn::Closed {
+        id: data[0],
+        reason: CloseReason::Error(ConnectionError::UserTimeout),
+    });
+    h.advance(Duration::from_millis(100));
+    assert!(h.written(ctrl).is_empty(), "a moment for the client's word");
+    h.advance(Duration::from_millis(100));
+    assert_eq!(h.written(ctrl), server_error(ierrno::IESTREAMWRITE, 110));
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(
+        out.result,
+        Err(Error::StreamFailed(ConnectionError::UserTimeout))
+    );
 }
 
 /// Retransmits arrive as counts since the last report; the results the

@@ -320,11 +320,8 @@ impl ServerSession {
             self.omit_end = None;
             self.counted_from = Some(now);
         }
-        let all = self.table.all_bytes();
-        if all != self.progress_mark {
-            self.progress_mark = all;
-            self.progress_at = now;
-        }
+        self.note_progress(now);
+        let all = self.progress_mark;
         if self.phase == Phase::Running {
             if let Some(r) = self.rate.as_mut() {
                 if let Err(over) = r.sample(now, all) {
@@ -399,6 +396,36 @@ impl ServerSession {
     /// on a sending one). Returns false for an id this test does not have.
     pub fn record_bytes(&mut self, id: StreamId, len: u64) -> bool {
         self.table.record(id, len)
+    }
+
+    /// A data connection of role `role` failed while the test ran: the
+    /// test fails, and the client is told as iperf3's server's stream
+    /// errors read (`IESTREAMWRITE` or `IESTREAMREAD`, with the errno:
+    /// "unable to write to stream socket: Connection timed out").
+    pub fn stream_failed(&mut self, role: Role, e: crate::tcp::ConnectionError) {
+        use crate::tcp::ConnectionError as E;
+        let code = match role {
+            Role::Send => ierrno::IESTREAMWRITE,
+            Role::Receive => ierrno::IESTREAMREAD,
+        };
+        let errno = match e {
+            E::Reset => 104,                                         // ECONNRESET
+            E::Refused => 111,                                       // ECONNREFUSED
+            E::TimedOut | E::UserTimeout | E::ConnectTimeout => 110, // ETIMEDOUT
+        };
+        self.fail_errno(Error::StreamFailed(e), Some(code), errno);
+    }
+
+    /// Call at `now` after [`ServerSession::record_bytes`]: the idle timeout
+    /// counts from the last time bytes moved (checked at timeouts alone,
+    /// it would count from the first check after them, up to a whole
+    /// timeout late).
+    pub fn note_progress(&mut self, now: Instant) {
+        let all = self.table.all_bytes();
+        if all != self.progress_mark {
+            self.progress_mark = all;
+            self.progress_at = now;
+        }
     }
 
     /// Retransmits counted so far on sending stream `id`.
@@ -550,13 +577,18 @@ impl ServerSession {
 
     /// Ends the session; with `code`, tells the client (`SERVER_ERROR`).
     fn fail(&mut self, e: Error, code: Option<i32>) {
+        self.fail_errno(e, code, 0);
+    }
+
+    /// [`ServerSession::fail`] with the `errno` that goes with `code`.
+    fn fail_errno(&mut self, e: Error, code: Option<i32>, errno: i32) {
         if self.is_finished() {
             return;
         }
         if let Some(code) = code {
             self.send_state(State::ServerError);
             self.output.extend_from_slice(&code.to_be_bytes());
-            self.output.extend_from_slice(&0i32.to_be_bytes());
+            self.output.extend_from_slice(&errno.to_be_bytes());
         }
         self.phase = Phase::Failed;
         self.events.push_back(Event::Error(e));

@@ -1292,7 +1292,8 @@ fn client_byte_budget_ends_test() {
 }
 
 /// A running test that moves nothing for the idle timeout (`--rcv-timeout`)
-/// fails with it; bytes moving push it back.
+/// fails with it, counted from when bytes last moved (not from the next
+/// check after them).
 #[test]
 fn client_idle_timeout_ends_a_silent_test() {
     let t0 = Instant::now();
@@ -1314,9 +1315,10 @@ fn client_idle_timeout_ends_a_silent_test() {
     c.handle_control(t0, &[9, 10, 1, 2]);
     events_client(&mut c);
     assert_eq!(c.poll_timeout(), Some(t0 + idle));
+    let t1 = t0 + Duration::from_millis(400);
     c.record_bytes(StreamId(1), 1);
-    let t1 = t0 + Duration::from_secs(1);
-    c.handle_timeout(t1);
+    c.note_progress(t1);
+    c.handle_timeout(t0 + idle);
     assert!(events_client(&mut c).is_empty());
     assert_eq!(c.poll_timeout(), Some(t1 + idle));
     c.handle_timeout(t1 + idle);
