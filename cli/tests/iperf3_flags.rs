@@ -1508,6 +1508,23 @@ fn wait_b_received(net: &TestNet) {
     }
 }
 
+/// Waits (bounded) for the client `c` to exit, which must be a failure;
+/// its standard error.
+fn failed(c: &mut Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the client went on");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(!status.success(), "{status}: {err}");
+    err
+}
+
 /// A failed test's output: its intervals, no summary (as iperf3's client
 /// after an error that is not the server's ending nor an interrupt).
 fn no_summary(c: &mut Child) {
@@ -1546,20 +1563,10 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
             ..ImpairConfig::default()
         },
     );
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the client went on");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(!status.success(), "{err}");
+    let err = failed(&mut c);
     assert!(
         err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
-        "{status}: {err}"
+        "{err}"
     );
     no_summary(&mut c);
 }
@@ -1641,22 +1648,12 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
     .unwrap();
     wait_b_received(&net);
     kill("-STOP", pid);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the client went on");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let err = failed(&mut c);
     kill("-CONT", pid);
     drop(server);
-    let mut err = String::new();
-    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(!status.success(), "{err}");
     assert!(
         err.contains("ended by the idle timeout: no data or control progress for 1.5 s"),
-        "{status}: {err}"
+        "{err}"
     );
     no_summary(&mut c);
 }
