@@ -623,7 +623,8 @@ impl TestReport<'_> {
                         "max_rtt": us(rtt.map(|r| r.max)), "min_rtt": us(rtt.map(|r| r.min)),
                         "mean_rtt": us(rtt.and_then(|r| r.mean())), "sender": ours },
                     // As iperf3's: the receiver's `end` is its own time,
-                    // `seconds` this side's (3.12 to 3.20 alike).
+                    // `seconds` this side's (3.12 and its development
+                    // tree alike).
                     "receiver": { "socket": s.id, "start": 0.0, "end": tr,
                         "seconds": self.seconds, "bytes": s.received,
                         "bits_per_second": rate(s.received, tr), "sender": ours },
