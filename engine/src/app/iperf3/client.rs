@@ -586,5 +586,10 @@ impl ClientSession {
         self.events.push_back(Event::StartTest {
             params: Box::new(p.clone()),
         });
+        // Bytes that came before TEST_RUNNING was read (the server sends
+        // right after it, on other connections) count towards -n and -k:
+        // a budget they fill ends the test now (else nothing more comes to
+        // check it, and the test ran until killed).
+        self.check_budget();
     }
 }

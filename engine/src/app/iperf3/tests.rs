@@ -1326,6 +1326,30 @@ fn client_idle_timeout_ends_a_silent_test() {
     assert_eq!(only_error(&ev), &Error::IdleTimeout { idle });
 }
 
+/// `-R -n`: the server sends right after TEST_RUNNING, on the data
+/// connections, so the whole budget may be counted before the client reads
+/// TEST_RUNNING itself; the test then ends as it runs.
+#[test]
+fn client_byte_budget_filled_before_test_running_ends_the_test() {
+    let t0 = Instant::now();
+    let mut c = client(
+        TestParams {
+            time_secs: 0,
+            bytes: 1000,
+            reverse: true,
+            ..TestParams::default()
+        },
+        t0,
+    );
+    c.handle_control(t0, &[9, 10, 1]);
+    events_client(&mut c);
+    c.record_bytes(StreamId(1), 1000);
+    assert!(events_client(&mut c).is_empty());
+    c.handle_control(t0, &[2]);
+    let ev = events_client(&mut c);
+    assert_eq!(ev.last(), Some(&Event::TestEnd), "{ev:?}");
+}
+
 #[test]
 fn client_block_budget_counts_after_omit() {
     let t0 = Instant::now();
