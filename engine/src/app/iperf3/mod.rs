@@ -22,7 +22,8 @@
 //!      `handle_timeout(now)` once `poll_timeout()` has passed;
 //!    - outputs, after every input: write everything `poll_transmit()`
 //!      returns, in order, then act on every `poll_event()`;
-//!    - data: `record_bytes(id, len)` whenever a data connection moved bytes.
+//!    - data: `record_bytes(id, len)` whenever a data connection moved
+//!      bytes, then `note_progress(now)` (the idle timeout counts from it).
 //! 3. Close the control connection once the session is finished (after the
 //!    last `poll_transmit`).
 //!
