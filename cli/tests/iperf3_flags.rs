@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Server, TempDir, XTCP, closed_unread, kill, need_iperf3, repeated_block,
+    ENGINE, Server, TempDir, Watched, XTCP, closed_unread, kill, need_iperf3, repeated_block,
     stock_server_received, tcp_mib, testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
@@ -1510,17 +1510,8 @@ fn wait_b_received(net: &TestNet) {
 
 /// Waits (bounded) for the client `c` to exit, which must be a failure;
 /// its standard error.
-fn failed(c: &mut Child) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the client went on");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+fn failed(c: &mut Watched) -> String {
+    let (status, err) = c.wait_exit_within(Duration::from_secs(90), "the client went on");
     assert!(!status.success(), "{status}: {err}");
     err
 }
@@ -1547,14 +1538,12 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
     let net = testnet(1);
     let _server = StockServer::start(&net, &[]);
     let b = net.b.ip4.to_string();
-    let mut c = client(
+    let mut cmd = client(
         &net,
         &["-c", &b, "-t", "60", "-b", "20M", "--snd-timeout", "1500"],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    );
+    cmd.stdout(Stdio::piped());
+    let mut c = Watched::spawn_command(cmd);
     wait_b_received(&net);
     let _cut = common::impair_b(
         &net,
@@ -1568,7 +1557,7 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
         err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
         "{err}"
     );
-    no_summary(&mut c);
+    no_summary(&mut c.child.0);
 }
 
 /// `serve --snd-timeout 1500`: a stock client's `-R` test whose path goes
@@ -1628,7 +1617,7 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
     let server = StockServer::start(&net, &[]);
     let pid = server.0.as_ref().unwrap().id();
     let b = net.b.ip4.to_string();
-    let mut c = client(
+    let mut cmd = client(
         &net,
         &[
             "-c",
@@ -1641,11 +1630,9 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
             "--rcv-timeout",
             "1500",
         ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    );
+    cmd.stdout(Stdio::piped());
+    let mut c = Watched::spawn_command(cmd);
     wait_b_received(&net);
     kill("-STOP", pid);
     let err = failed(&mut c);
@@ -1655,7 +1642,7 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
         err.contains("ended by the idle timeout: no data or control progress for 1.5 s"),
         "{err}"
     );
-    no_summary(&mut c);
+    no_summary(&mut c.child.0);
 }
 
 /// `-d` logs at debug level (iperf3's debug output: xtcp's `--log debug`),

@@ -2765,18 +2765,7 @@ fn max_pacing_rate_caps_the_rate() {
             queue_limit: 10_000,
             ..LinkConfig::default()
         };
-        let cfg = SimConfig {
-            client: conn.clone(),
-            server: conn,
-            c2s: link.clone(),
-            s2c: link,
-            client_bytes: bytes,
-            server_bytes: 0,
-            ..SimConfig::default()
-        };
-        let mut sim = Sim::new(cfg.clone());
-        assert!(sim.drive_bounded(Duration::from_secs(60)));
-        clean_close(&sim, &cfg);
+        let sim = bulk_run(conn, link.clone(), link, bytes, 1);
         let want = bytes as f64 / cap as f64;
         let took = sim.server_app().last_read_at.unwrap().as_secs_f64();
         assert!(

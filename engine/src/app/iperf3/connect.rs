@@ -15,7 +15,7 @@ use super::CpuUtil;
 use super::meter::{Interval, Meter, RttSummary, StreamTcp};
 use super::{
     ClientConfig, ClientSession, ControlEnd, Cookie, EndReport, Error, Event, Results, Role,
-    StreamInfo, StreamStats, cpu_util,
+    STREAM_FAIL_GRACE, StreamInfo, StreamStats, cpu_util,
 };
 use crate::tcp::{CloseReason, FourTuple};
 use crate::worker::bulk::Sink;
@@ -60,10 +60,6 @@ pub struct ClientStart {
 
 /// Called when a client's test starts ([`ClientStart`]).
 pub type OnStart = Box<dyn FnMut(&ClientStart)>;
-
-/// How long a data connection's failure waits for the server's word on
-/// the control connection before it fails the test itself.
-const STREAM_FAIL_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The iperf3 client application.
 pub struct Iperf3Client {

@@ -336,6 +336,12 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// test is abandoned; iperf3's `DEFAULT_NO_MSG_RCVD_TIMEOUT` is 120 s.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a data connection that failed while its test ran waits for
+/// the peer's word on the control connection before it fails the test
+/// itself: a peer that ends a test resets the data connections, and its
+/// message (`SERVER_TERMINATE`, `CLIENT_TERMINATE`) may come after.
+const STREAM_FAIL_GRACE: Duration = Duration::from_millis(200);
+
 /// Default largest JSON message accepted.
 pub const DEFAULT_MAX_JSON_LEN: usize = 64 * 1024;
 

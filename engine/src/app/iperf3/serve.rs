@@ -48,8 +48,8 @@ use super::proto::Results;
 use super::proto::{Cookie, DEFAULT_TCP_BLOCK_LEN, State, ierrno};
 use super::streams::StreamId;
 use super::{
-    ACCESS_DENIED_BYTE, COOKIE_LEN, ControlEnd, EndReport, Error, Event, Role, Route, ServerConfig,
-    ServerSession, StreamInfo, TestParams, cpu_util, route,
+    ACCESS_DENIED_BYTE, COOKIE_LEN, ControlEnd, EndReport, Error, Event, Role, Route,
+    STREAM_FAIL_GRACE, ServerConfig, ServerSession, StreamInfo, TestParams, cpu_util, route,
 };
 use crate::tcp::{CongestionAlgorithm, FourTuple};
 use crate::worker::{
@@ -240,10 +240,6 @@ struct Test {
     /// data connections before its word on the control connection comes).
     stream_failed: Option<(Instant, Role, crate::tcp::ConnectionError)>,
 }
-
-/// How long a data connection's failure waits for the client's word on
-/// the control connection before it fails the test.
-const STREAM_FAIL_GRACE: Duration = Duration::from_millis(200);
 
 /// Called when a test starts (its streams all connected).
 pub type OnTestStart = Box<dyn FnMut(&TestStart)>;

@@ -723,16 +723,21 @@ fn auth_outcomes() {
     );
 }
 
-/// An [`Iperf3Client`] of two streams whose test runs; its orders to the
-/// control connection and to the second stream.
-fn running_client() -> (Iperf3Client, Receiver<AppOut>, Receiver<AppOut>, Instant) {
+/// An [`Iperf3Client`] whose test of `params` runs, its
+/// `params.parallel` streams open; its orders to the control connection
+/// and to each stream.
+fn running_client(
+    params: TestParams,
+) -> (
+    Iperf3Client,
+    Receiver<AppOut>,
+    Vec<Receiver<AppOut>>,
+    Instant,
+) {
+    let streams = params.parallel as usize;
     let mut c = Iperf3Client::new(
         ClientConfig {
-            params: TestParams {
-                time_secs: 10,
-                parallel: 2,
-                ..TestParams::default()
-            },
+            params,
             ..ClientConfig::default()
         },
         Cookie::parse(COOKIE).unwrap(),
@@ -760,13 +765,30 @@ fn running_client() -> (Iperf3Client, Receiver<AppOut>, Receiver<AppOut>, Instan
     // PARAM_EXCHANGE, CREATE_STREAMS; the streams; TEST_START, TEST_RUNNING.
     c.handle(t0, control(&[9]));
     c.handle(t0, control(&[10]));
-    let (tx1, _) = unbounded();
-    c.handle(t0, opened(1, tx1));
-    let (tx2, rx2) = unbounded();
-    c.handle(t0, opened(2, tx2));
+    let rxs = (1..=streams)
+        .map(|id| {
+            let (tx, rx) = unbounded();
+            c.handle(t0, opened(id, tx));
+            rx
+        })
+        .collect();
     c.handle(t0, control(&[1, 2]));
     assert!(!c.finished());
-    (c, rx0, rx2, t0)
+    (c, rx0, rxs, t0)
+}
+
+/// [`running_client`] of a 10-second test of two streams.
+fn two_stream_client() -> (
+    Iperf3Client,
+    Receiver<AppOut>,
+    Vec<Receiver<AppOut>>,
+    Instant,
+) {
+    running_client(TestParams {
+        time_secs: 10,
+        parallel: 2,
+        ..TestParams::default()
+    })
 }
 
 /// A data connection that fails while the test runs (here its user
@@ -777,7 +799,7 @@ fn running_client() -> (Iperf3Client, Receiver<AppOut>, Receiver<AppOut>, Instan
 /// the server's `SERVER_TERMINATE` follows is the server's ending.
 #[test]
 fn client_fails_the_test_when_a_data_connection_fails() {
-    let (mut c, rx0, rx2, t0) = running_client();
+    let (mut c, rx0, rxs, t0) = two_stream_client();
     let t1 = t0 + Duration::from_secs(2);
     c.handle(
         t1,
@@ -806,11 +828,11 @@ fn client_fails_the_test_when_a_data_connection_fails() {
         .collect();
     assert_eq!(written.last(), Some(&16), "IPERF_DONE last: {written:?}");
     assert!(
-        rx2.try_iter().any(|o| matches!(o, AppOut::Abort)),
+        rxs[1].try_iter().any(|o| matches!(o, AppOut::Abort)),
         "the other stream reset"
     );
 
-    let (mut c, _rx0, _rx2, t0) = running_client();
+    let (mut c, _rx0, _rxs, t0) = two_stream_client();
     c.handle(
         t0,
         AppIn::Closed {
@@ -833,67 +855,10 @@ fn client_fails_the_test_when_a_data_connection_fails() {
 /// streams too (counts carry those since the last).
 #[test]
 fn client_retransmits_add_up_over_counts() {
-    let cookie = Cookie::parse(COOKIE).unwrap();
-    let mut c = Iperf3Client::new(
-        ClientConfig {
-            params: TestParams {
-                time_secs: 1,
-                ..TestParams::default()
-            },
-            ..ClientConfig::default()
-        },
-        cookie,
-        None,
-        Box::new(|_| {}),
-    );
-    let t0 = Instant::now();
-    let tuple = FourTuple {
-        local: "198.18.0.2:40000".parse().unwrap(),
-        remote: SERVER.parse().unwrap(),
-    };
-    let (tx0, rx0) = unbounded();
-    c.handle(
-        t0,
-        AppIn::Opened {
-            id: 0,
-            tuple,
-            out: tx0,
-            congestion: "cubic",
-            mss: 1448,
-        },
-    );
-    c.handle(
-        t0,
-        AppIn::Data {
-            id: 0,
-            bytes: vec![9],
-        },
-    );
-    c.handle(
-        t0,
-        AppIn::Data {
-            id: 0,
-            bytes: vec![10],
-        },
-    );
-    let (tx1, _rx1) = unbounded();
-    c.handle(
-        t0,
-        AppIn::Opened {
-            id: 1,
-            tuple,
-            out: tx1,
-            congestion: "cubic",
-            mss: 1448,
-        },
-    );
-    c.handle(
-        t0,
-        AppIn::Data {
-            id: 0,
-            bytes: vec![1, 2],
-        },
-    );
+    let (mut c, rx0, _rxs, t0) = running_client(TestParams {
+        time_secs: 1,
+        ..TestParams::default()
+    });
     for r in [1, 0, 6] {
         c.handle(
             t0,
