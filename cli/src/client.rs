@@ -154,8 +154,8 @@ pub struct ClientArgs {
     #[arg(long = "dscp", value_name = "N|NAME", value_parser = parse_dscp,
           overrides_with = "tos", allow_negative_numbers = true)]
     pub dscp: Option<u8>,
-    /// The IPv6 flow label of the data connections' packets, 1-0xfffff, as
-    /// iperf3's -L (IPv6 only).
+    /// The IPv6 flow label of the data connections' packets from the SYN
+    /// on, 1-0xfffff, as iperf3's -L (IPv6 only).
     #[arg(short = 'L', long = "flowlabel", value_name = "N", value_parser = parse_flowlabel,
           allow_negative_numbers = true)]
     pub flowlabel: Option<u32>,

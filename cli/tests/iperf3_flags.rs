@@ -1165,8 +1165,8 @@ fn wait_listening_xtcp(log: &str) {
 
 /// A capture on side B's interface (a raw socket; both ways): per kind of
 /// TCP packet (source address and port, destination port, TOS byte or
-/// traffic class, flow label, DF, with data or not), how many were seen,
-/// and the first 64 payload bytes of the first with as many. Prints
+/// traffic class, flow label, DF, SYN or not, with data or not), how many
+/// were seen, and the first 64 payload bytes of the first with as many. Prints
 /// "ready" once the socket is open, and the kinds as a JSON list on
 /// SIGTERM or after LIFE seconds.
 const SNIFF: &str = r#"
@@ -1201,11 +1201,11 @@ while not stop and time.monotonic() < end:
         continue
     sp, dp = struct.unpack("!HH", tcp[:4])
     data = tcp[(tcp[12] >> 4) * 4:]
-    k = (src, sp, dp, tos, fl, df, len(data) > 0)
+    k = (src, sp, dp, tos, fl, df, len(data) > 0, tcp[13] & 2 != 0)
     seen[k] += 1
     if len(data) >= 64 and k not in payload: payload[k] = data[:64].hex()
 print(json.dumps([dict(src=k[0], sport=k[1], dport=k[2], tos=k[3], fl=k[4], df=k[5],
-                       data=k[6], count=n, payload=payload.get(k, ""))
+                       data=k[6], syn=k[7], count=n, payload=payload.get(k, ""))
                   for k, n in seen.items()]), flush=True)
 "#;
 
@@ -1222,6 +1222,7 @@ struct Kind {
     fl: u32,
     df: u8,
     data: bool,
+    syn: bool,
     count: u64,
     payload: String,
 }
@@ -1388,6 +1389,16 @@ fn tos_dscp_and_flow_label_mark_the_data_connections() {
     let a6 = net.a.ip6.to_string();
     let payload = marked(&kinds, (&a6, data, None), 0xb8, 0x12345);
     assert!(!is_repeating_pattern(&payload), "random bytes unless asked");
+    // The flow label from the SYN on, the traffic class once open, as
+    // iperf3 3.12 sets them (the label before connecting).
+    let syn: Vec<_> = sent_from(&kinds, &a6, data)
+        .into_iter()
+        .filter(|k| k.syn)
+        .collect();
+    assert!(
+        !syn.is_empty() && syn.iter().all(|k| (k.tos, k.fl) == (0, 0x12345)),
+        "the SYN: {syn:?}"
+    );
     for k in sent_from(&kinds, &a6, ctrl) {
         assert_eq!((k.tos, k.fl), (0, 0), "the control connection: {k:?}");
     }

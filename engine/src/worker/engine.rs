@@ -54,7 +54,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, bounded};
@@ -65,7 +65,7 @@ use super::conn::SinkKind;
 use super::cores::{neighbour_warning, others_on, shared_within, validate_cores, worker_cores};
 pub use super::msg::{AppIn, AppOut};
 use super::msg::{ConnReport, Msg, WorkerCounters};
-use super::port::{PortConfig, RxCsum, TxLayout, XskPort};
+use super::port::{IpMarks, PortConfig, RxCsum, TxLayout, XskPort};
 use super::registry::Registry;
 use super::thread::{Ctl, Planned, Shared, WaitStrategy, Worker};
 use crate::frame::FrameSize;
@@ -885,7 +885,16 @@ impl Opener {
     /// turn); [`AppIn::Opened`] with id `i` follows once it is established,
     /// or [`AppIn::Closed`] if it fails.
     pub fn open(&self, i: usize) {
+        self.open_marked(i, IpMarks::default());
+    }
+
+    /// [`open`](Self::open), its packets marked with `marks` from the SYN
+    /// on (as a socket whose `IP_TOS` or flow label is set before
+    /// `connect`).
+    pub fn open_marked(&self, i: usize, marks: IpMarks) {
         if let Some(p) = self.shared.plan.get(i) {
+            p.tos.store(marks.tos, Ordering::Relaxed);
+            p.flow_label.store(marks.flow_label, Ordering::Relaxed);
             p.go.store(true, Ordering::Release);
         }
     }
@@ -1029,6 +1038,8 @@ pub fn run_app(
                     opener: i % n_workers,
                     source: rx,
                     go: AtomicBool::new(!deferred),
+                    tos: AtomicU8::new(0),
+                    flow_label: AtomicU32::new(0),
                 });
             }
             let rule = Rule {

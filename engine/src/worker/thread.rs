@@ -56,7 +56,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -64,7 +64,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::bulk::{Sink, Source};
 use super::conn::{AppConn, Conn, SinkKind, Slot, take_direct};
 use super::msg::{AppIn, ConnReport, Msg, WorkerCounters};
-use super::port::{HeaderCache, XskPort};
+use super::port::{HeaderCache, IpMarks, XskPort};
 use super::registry::{Key, Registry};
 use super::sendmem::UmemFrames;
 use super::table::Table;
@@ -135,6 +135,13 @@ pub struct Planned {
     pub source: Receiver<Source>,
     /// Open it (set from the start, or by the application).
     pub go: AtomicBool,
+    /// Its IP marks from the SYN on, set before `go` ([`Opener::open_marked`]):
+    /// the TOS byte or traffic class, and the flow label.
+    ///
+    /// [`Opener::open_marked`]: super::Opener::open_marked
+    pub tos: AtomicU8,
+    /// See `tos`.
+    pub flow_label: AtomicU32,
 }
 
 /// Messages between workers: hand a connection over to the worker whose
@@ -931,6 +938,10 @@ impl Worker {
                 source,
                 Sink::Discard,
             );
+            slot.hdr.set_marks(IpMarks {
+                tos: p.tos.load(Ordering::Relaxed),
+                flow_label: p.flow_label.load(Ordering::Relaxed),
+            });
             if self.shared.deferred {
                 let (tx, rx) = crossbeam_channel::bounded(1024);
                 slot.appconn = Some(Box::new(AppConn::new(i, rx, Some(tx))));

@@ -296,6 +296,16 @@ impl Iperf3Client {
         }
     }
 
+    /// Opens data connection `i`, labelled with `-L` from its SYN on, as
+    /// iperf3 sets the flow label before it connects (its `-S` only once
+    /// the connection is open: [`AppIn::Opened`]).
+    fn open_stream(&self, i: usize) {
+        if let Some(o) = &self.opener {
+            let flow_label = self.config.params.flow_label.unwrap_or(0);
+            o.open_marked(i, IpMarks { tos: 0, flow_label });
+        }
+    }
+
     fn events(&mut self, now: Instant) {
         loop {
             let Some(s) = self.session.as_mut() else {
@@ -312,9 +322,7 @@ impl Iperf3Client {
                 Event::CreateStreams { .. } => {
                     self.streams = s.streams();
                     if !self.streams.is_empty() {
-                        if let Some(o) = &self.opener {
-                            o.open(1);
-                        }
+                        self.open_stream(1);
                     }
                 }
                 Event::StartTest { .. } => {
@@ -431,7 +439,7 @@ impl App for Iperf3Client {
                     let _ = out.try_send(AppOut::Window(w as usize));
                 }
                 // `--fq-rate`, `-S`/`--dscp` and `-L`, as iperf3 sets them
-                // on each data connection.
+                // on each data connection (`-L` again: it marked the SYN).
                 let p = &self.config.params;
                 if let Some(r) = p.fq_rate {
                     let _ = out.try_send(AppOut::MaxPacingRate(r / 8));
@@ -454,9 +462,7 @@ impl App for Iperf3Client {
                 });
                 self.conns.insert(id, out);
                 if id < self.streams.len() {
-                    if let Some(o) = &self.opener {
-                        o.open(id + 1);
-                    }
+                    self.open_stream(id + 1);
                 }
             }
             AppIn::Data { id: 0, bytes } => {
