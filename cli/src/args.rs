@@ -479,7 +479,10 @@ pub struct EngineArgs {
     /// Congestion control.
     #[arg(long, value_enum, default_value = "cubic")]
     pub cc: CcArg,
-    /// Seconds between FIN and RST when interrupted.
+    /// Seconds between FIN and RST when stopping (interrupted, or the
+    /// transfer or test over): the wait for the peer's FIN. After a
+    /// client's failed test, a connection is reset as soon as the peer
+    /// acknowledged its FIN.
     #[arg(long, default_value_t = 2.0)]
     pub grace: f64,
     /// Connections each queue's worker holds at most. A connection beyond

@@ -1226,10 +1226,11 @@ impl ClientRun {
                 // As iperf3's client: the summary of a test that ended
                 // well, or that the server or an interrupt ended; after
                 // another failure, only the error.
-                let summary = matches!(
-                    &o.result,
-                    Ok(()) | Err(Iperf3Error::ServerTerminated | Iperf3Error::Interrupted)
-                );
+                let summary = o
+                    .result
+                    .as_ref()
+                    .err()
+                    .is_none_or(Iperf3Error::is_orderly_end);
                 if summary {
                     for l in r.summary_lines(self.unit, self.verbose) {
                         out.line(&l);

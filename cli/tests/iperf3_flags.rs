@@ -1571,6 +1571,44 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
     no_summary(&mut c.child.0);
 }
 
+/// A failed test's client leaves once the server has acknowledged its FIN,
+/// as iperf3's client exits at once after an error, not after the peer's
+/// FIN: with the stock server stopped (SIGSTOP), its kernel still
+/// acknowledges, the data connection's window stays shut until
+/// `--snd-timeout` fails it, and the server never closes. With `--grace
+/// 600` the client would wait ten minutes for that FIN.
+#[test]
+fn a_failed_client_leaves_once_its_fin_is_acknowledged() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let pid = server.0.as_ref().unwrap().id();
+    let b = net.b.ip4.to_string();
+    let mut cmd = client(
+        &net,
+        &[
+            "-c",
+            &b,
+            "-t",
+            "60",
+            "--snd-timeout",
+            "1000",
+            "--grace",
+            "600",
+        ],
+    );
+    cmd.stdout(Stdio::piped());
+    let mut c = Watched::spawn_command(cmd);
+    wait_b_received(&net);
+    kill("-STOP", pid);
+    let err = failed(&mut c);
+    kill("-CONT", pid);
+    assert!(
+        err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
+        "{err}"
+    );
+    no_summary(&mut c.child.0);
+}
+
 /// `serve --snd-timeout 1500`: a stock client's `-R` test whose path goes
 /// silent (every packet dropped) is ended by serve once what it sent has
 /// gone unacknowledged that long, and its record says why (a data

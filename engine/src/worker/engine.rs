@@ -27,7 +27,8 @@
 //! collects counters and connection reports over a channel and decides when
 //! the run is over. Stop (the interrupt flag — SIGINT/SIGTERM in the CLI —
 //! or the transfer done): workers send FINs, reset what is not closed after
-//! the grace period, and exit; then the steering program detaches (it is
+//! the grace period (after an application's failure, [`App::failed`], as
+//! soon as the peer acknowledged the FIN), and exit; then the steering program detaches (it is
 //! held by a BPF link, so even a crash leaves nothing attached) and only
 //! then the sockets close, so that a packet of xtcp's never meets a queue
 //! without a socket (`no_socket` in the XDP summary counts any that does).
@@ -868,6 +869,14 @@ pub trait App {
     fn finished(&self) -> bool {
         false
     }
+    /// True if it finished with an error after which it leaves at once:
+    /// the engine stops without waiting for the peers' FINs. A connection
+    /// whose own FIN (and so all its data) the peer acknowledged is reset
+    /// then instead of lingering until the peer closes too, where a
+    /// process exiting after an error would leave that to its kernel.
+    fn failed(&self) -> bool {
+        false
+    }
     /// The run is interrupted (the interrupt flag: SIGINT or SIGTERM in the
     /// CLI) before the application finished: what it writes now (iperf3's
     /// `CLIENT_TERMINATE`) goes ahead of the FINs; the engine stops next.
@@ -1279,6 +1288,7 @@ pub fn run_app(
     let max_half_open = 1024;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
+        failed: AtomicBool::new(false),
         grace: cfg.grace,
         done: AtomicUsize::new(0),
         tcp: tcp_cfg,
@@ -1398,6 +1408,9 @@ pub fn run_app(
             interrupted = !done;
             if interrupted && let Some(a) = app.as_mut() {
                 a.interrupt(Instant::now());
+            }
+            if app.as_ref().is_some_and(|a| a.failed()) {
+                shared.failed.store(true, Ordering::Relaxed);
             }
             // Release: the application's last orders, sent on the
             // connections' channels before, are there when a worker sees it.

@@ -178,6 +178,12 @@ pub enum Ctl {
 pub struct Shared {
     /// Stop: close connections (FIN), reset them after the grace period, exit.
     pub stop: AtomicBool,
+    /// Set before `stop` when the application failed ([`App::failed`]): a
+    /// stopping connection is reset as soon as the peer acknowledged its
+    /// FIN, not after the grace period.
+    ///
+    /// [`App::failed`]: super::App::failed
+    pub failed: AtomicBool,
     /// Grace period between FIN and RST on stop.
     pub grace: Duration,
     /// Workers stopping whose connections are done (closed, or quiet in
@@ -1307,7 +1313,11 @@ impl Worker {
                     shares.recv_bytes
                 });
             }
-            if s.deadline.is_some_and(|d| now >= d) && s.conn.state() != State::Closed {
+            if s.deadline.is_some_and(|d| {
+                now >= d
+                    || (s.conn.state() == State::FinWait2 && shared.failed.load(Ordering::Relaxed))
+            }) && s.conn.state() != State::Closed
+            {
                 s.deadline = None;
                 s.conn.abort(now);
             }

@@ -388,6 +388,15 @@ impl App for Iperf3Client {
         self.outcome.is_some()
     }
 
+    /// As iperf3's client, which exits at once after an error (its kernel
+    /// finishes the close): once the server has acknowledged `IPERF_DONE`
+    /// and the FIN, xtcp leaves too.
+    fn failed(&self) -> bool {
+        self.outcome
+            .as_ref()
+            .is_some_and(|o| o.result.as_ref().is_err_and(|e| !e.is_orderly_end()))
+    }
+
     /// As iperf3's client on Ctrl-C: `CLIENT_TERMINATE` to the server, the
     /// test's last interval and its outcome with what was counted until
     /// now (its seconds end here), the error [`Error::Interrupted`].

@@ -183,6 +183,16 @@ pub enum Error {
     StreamFailed(crate::tcp::ConnectionError),
 }
 
+impl Error {
+    /// A client's test that ended this way has its summary (iperf3's
+    /// client prints one when the server or an interrupt ended the test),
+    /// and both ends close in order; after any other error the client
+    /// leaves at once.
+    pub fn is_orderly_end(&self) -> bool {
+        matches!(self, Error::ServerTerminated | Error::Interrupted)
+    }
+}
+
 /// How the control connection ended, as the caller's transport saw it:
 /// part of [`Error::ControlClosed`], so that a user reads whether the peer
 /// closed it, reset it or stopped answering.
