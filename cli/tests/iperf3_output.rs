@@ -253,6 +253,23 @@ fn serve_json_and_server_output_have_every_key_stock_iperf3_s_writes() {
             );
             assert_eq!(&out["end"][key]["bytes"], theirs, "{mode:?} {key}: {out}");
         }
+        // What only the client counted: serve's document and the output it
+        // returned have the client's count (the output is made once the
+        // client's results are in; stock iperf3 3.12 writes 0 there).
+        let keys: &[&str] = match *mode {
+            [] => &["sum_sent"],
+            ["-R"] => &["sum_received"],
+            _ => &["sum_sent", "sum_received_bidir_reverse"],
+        };
+        for key in keys {
+            let theirs = &client["end"][key]["bytes"];
+            assert!(theirs.as_u64().unwrap() > 0, "{key}: {client}");
+            assert_eq!(
+                &doc["end"][key]["bytes"], theirs,
+                "{mode:?} {key}: serve {doc}\nclient {client}"
+            );
+            assert_eq!(&out["end"][key]["bytes"], theirs, "{mode:?} {key}: {out}");
+        }
     }
 }
 

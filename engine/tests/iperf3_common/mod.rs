@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use xtcp_engine::app::iperf3::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, ClientConfig, ClientSession, ControlEnd, Cookie, EndReport,
-    Error, Event, Results, Role, Route, ServerConfig, ServerSession, StreamInfo, StreamStats,
-    TestParams, route,
+    Error, Event, Results, Role, Route, ServerConfig, ServerOutput, ServerSession, StreamInfo,
+    StreamStats, TestParams, route,
 };
 
 pub const IPERF3: &str = "/usr/bin/iperf3";
@@ -513,18 +513,23 @@ fn server_loop(
                     // whole-block reads before it looks at the control
                     // connection again: only EOF ends such a read.
                     t.data.clear();
-                    let text = format!(
-                        "xtcp test driver: {} bytes received, {} sent\n",
-                        t.session.counted_bytes(Role::Receive),
-                        t.session.counted_bytes(Role::Send)
-                    );
-                    let report = EndReport {
-                        server_output_text: Some(text),
-                        ..EndReport::default()
-                    };
-                    t.session.end_test(Instant::now(), report).unwrap();
+                    t.session
+                        .end_test(Instant::now(), EndReport::default())
+                        .unwrap();
                 }
-                Event::PeerResults(r) => t.peer = Some(*r),
+                Event::PeerResults(r) => {
+                    t.peer = Some(*r);
+                    if t.session.params().is_some_and(|p| p.get_server_output) {
+                        let text = format!(
+                            "xtcp test driver: {} bytes received, {} sent\n",
+                            t.session.counted_bytes(Role::Receive),
+                            t.session.counted_bytes(Role::Send)
+                        );
+                        t.session
+                            .send_server_output(Instant::now(), ServerOutput::Text(text))
+                            .unwrap();
+                    }
+                }
                 Event::Done => t.result = Some(Ok(())),
                 Event::Error(e) => t.result = Some(Err(e)),
             }

@@ -281,7 +281,7 @@ impl Iperf3Client {
         for iv in self.meter.finish(now) {
             (self.on_interval)(&iv);
         }
-        let mut report = EndReport::engine(cpu_util(self.cpu_start, self.started, now), None);
+        let mut report = EndReport::engine(cpu_util(self.cpu_start, self.started, now));
         // What iperf3 sends as `congestion_used`: its own sockets' algorithm
         // (the peer reports it as the sender's or receiver's).
         report.congestion_used = self

@@ -89,10 +89,9 @@ pub use proto::{
     MAX_TIME_SECS, Protocol, Results, State, StreamResult, TestParams, ierrno,
 };
 pub use serve::{
-    Iperf3Server, MakeServerOutput, OnTestStart, ServerOutput, StreamOutcome, TestOutcome,
-    TestStart,
+    Iperf3Server, MakeServerOutput, OnTestStart, StreamOutcome, TestOutcome, TestStart,
 };
-pub use server::{Route, ServerConfig, ServerSession, route};
+pub use server::{Route, ServerConfig, ServerOutput, ServerSession, route};
 pub use streams::{Role, StreamId, StreamInfo, StreamStats};
 
 /// Why a session ended early, or why a call was refused.
@@ -282,12 +281,6 @@ pub struct EndReport {
     pub sender_has_retransmits: bool,
     /// Congestion control algorithm used, if known.
     pub congestion_used: Option<String>,
-    /// Server only: text to return when the client asked for the server's
-    /// output (`--get-server-output`).
-    pub server_output_text: Option<String>,
-    /// Server only: instead of the text, a JSON document (a server with
-    /// `-J`).
-    pub server_output_json: Option<serde_json::Value>,
 }
 
 /// CPU utilisation over a test, in percent of one core, split as iperf3
@@ -326,15 +319,13 @@ pub(crate) fn cpu_util(
 impl EndReport {
     /// The report of an engine side: CPU as [`cpu_util`] measures it,
     /// retransmits counted on sending streams.
-    pub(crate) fn engine(util: CpuUtil, server_output_text: Option<String>) -> EndReport {
+    pub(crate) fn engine(util: CpuUtil) -> EndReport {
         EndReport {
             cpu_util_total: util.total,
             cpu_util_user: util.user,
             cpu_util_system: util.system,
             sender_has_retransmits: true,
             congestion_used: None,
-            server_output_text,
-            server_output_json: None,
         }
     }
 }

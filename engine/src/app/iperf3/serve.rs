@@ -49,7 +49,8 @@ use super::proto::{Cookie, DEFAULT_TCP_BLOCK_LEN, State, ierrno};
 use super::streams::StreamId;
 use super::{
     ACCESS_DENIED_BYTE, COOKIE_LEN, ControlEnd, EndReport, Error, Event, Role, Route,
-    STREAM_FAIL_GRACE, ServerConfig, ServerSession, StreamInfo, TestParams, cpu_util, route,
+    STREAM_FAIL_GRACE, ServerConfig, ServerOutput, ServerSession, StreamInfo, TestParams, cpu_util,
+    route,
 };
 use crate::tcp::{CongestionAlgorithm, FourTuple};
 use crate::worker::{
@@ -154,16 +155,6 @@ pub struct TestStart {
     pub params: TestParams,
     /// The test's cookie.
     pub cookie: Option<Cookie>,
-}
-
-/// What a server returns to a client that asked for its output
-/// (`--get-server-output`): its text, or with `-J` its JSON document.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ServerOutput {
-    /// `server_output_text`.
-    Text(String),
-    /// `server_output_json`.
-    Json(serde_json::Value),
 }
 
 impl TestOutcome {
@@ -303,10 +294,9 @@ impl Iperf3Server {
     }
 
     /// `f` makes what a client that asked for the server's output
-    /// (`--get-server-output`) gets back: called once the data streams have
-    /// stopped, with the test as the server counted it (`result` Ok,
-    /// `peer` None: the client's results come after). Without it, a line
-    /// with the byte counts.
+    /// (`--get-server-output`) gets back: called once the client's results
+    /// are in, with the test as the server counted it and `peer` those
+    /// results (`result` Ok). Without it, a line with the byte counts.
     pub fn set_server_output(&mut self, f: MakeServerOutput) {
         self.server_output = Some(f);
     }
@@ -400,8 +390,7 @@ impl Iperf3Server {
         t.congestion = of(Role::Send).or_else(|| of(Role::Receive));
         let cpu = cpu_util(t.cpu_start, t.started, now);
         t.cpu = cpu;
-        let wants_output = t.session.params().is_some_and(|p| p.get_server_output);
-        let mut report = EndReport::engine(cpu, None);
+        let mut report = EndReport::engine(cpu);
         // The algorithm the streams ran as the engine reports it, else as
         // their counts carried it.
         report.congestion_used = t
@@ -409,20 +398,6 @@ impl Iperf3Server {
             .or(t.meter.congestion(Role::Send))
             .or(t.meter.congestion(Role::Receive))
             .map(str::to_owned);
-        if wants_output {
-            let snapshot = Self::outcome_of(t, now, Ok(()));
-            match self.server_output.as_mut().map(|f| f(&snapshot)) {
-                Some(ServerOutput::Json(v)) => report.server_output_json = Some(v),
-                Some(ServerOutput::Text(text)) => report.server_output_text = Some(text),
-                None => {
-                    report.server_output_text = Some(format!(
-                        "xtcp serve: {} bytes received, {} sent\n",
-                        snapshot.received, snapshot.sent
-                    ))
-                }
-            }
-        }
-        let t = self.test.as_mut().expect("the test is there");
         if let Err(e) = t.session.end_test(now, report) {
             t.result.get_or_insert(Err(e));
         }
@@ -446,7 +421,24 @@ impl Iperf3Server {
             };
             match ev {
                 Event::CreateStreams { .. } => {}
-                Event::PeerResults(r) => t.peer = Some(*r),
+                Event::PeerResults(r) => {
+                    t.peer = Some(*r);
+                    // The client asked for our output: made now that the
+                    // client's counts are in, so that it has both ends'.
+                    if t.session.params().is_some_and(|p| p.get_server_output) {
+                        let snapshot = Self::outcome_of(t, now, Ok(()));
+                        let output = match self.server_output.as_mut() {
+                            Some(f) => f(&snapshot),
+                            None => ServerOutput::Text(format!(
+                                "xtcp serve: {} bytes received, {} sent\n",
+                                snapshot.received, snapshot.sent
+                            )),
+                        };
+                        if let Err(e) = t.session.send_server_output(now, output) {
+                            t.result.get_or_insert(Err(e));
+                        }
+                    }
+                }
                 Event::StartTest { params } => {
                     t.running = true;
                     t.started = Some(now);

@@ -900,7 +900,7 @@ fn client_retransmits_add_up_over_counts() {
 /// The start callback sees every stream with its addresses; a client that
 /// asks `get_server_output` gets what the server-output callback made
 /// (JSON here) in its results, made from the test as the server counted
-/// it; the outcome carries each stream's TCP (largest windows, MSS,
+/// it and the client's results; the outcome carries each stream's TCP (largest windows, MSS,
 /// congestion control), the client's results and the cookie; the
 /// congestion control goes to the client as `congestion_used`.
 #[test]
@@ -959,7 +959,11 @@ fn start_and_server_output_callbacks_and_stream_outcomes() {
     assert_eq!(v["congestion_used"], "cubic", "{v}");
     let snap = made.borrow()[0].clone();
     assert_eq!((snap.sent, snap.result.clone()), (3000, Ok(())));
-    assert!(snap.peer.is_none(), "made before the client's results");
+    assert_eq!(
+        snap.peer.as_ref().map(|p| p.streams[0].bytes),
+        Some(1000),
+        "made with the client's results in"
+    );
     let out = h.outcomes().pop().unwrap();
     assert_eq!(
         out.cookie.map(|c| c.as_bytes().to_vec()),

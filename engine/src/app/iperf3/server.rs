@@ -7,14 +7,16 @@
 //! on [`Event::CreateStreams`], route new connections to `accept_stream`
 //! while `expects_streams()` → on [`Event::StartTest`] move data and
 //! `record_bytes` → on [`Event::TestEnd`] stop, drain, close the data
-//! connections, `end_test` → …
-//! → [`Event::Done`] or [`Event::Error`], after which `is_finished()` is true.
+//! connections, `end_test` → [`Event::PeerResults`] (when the client asked
+//! for the server's output: `send_server_output`) → [`Event::Done`] or
+//! [`Event::Error`], after which `is_finished()` is true.
 //!
 //! Protocol, server side: read the cookie; write `PARAM_EXCHANGE`; read the
 //! parameters; write `CREATE_STREAMS`; accept the data connections; write
 //! `TEST_START`, `TEST_RUNNING`; read `TEST_END`; close the data
 //! connections (the caller does); write `EXCHANGE_RESULTS`; read the
-//! client's results; write ours and `DISPLAY_RESULTS`; read `IPERF_DONE`.
+//! client's results; write ours (with the server's output, made with the
+//! client's results in) and `DISPLAY_RESULTS`; read `IPERF_DONE`.
 //! `CLIENT_TERMINATE` is honoured at any point.
 //!
 //! Limits ([`ServerConfig`]), checked on the parameters in iperf3 3.20's
@@ -179,6 +181,7 @@ enum Phase {
     Running,
     AwaitReport,
     ClientResults,
+    AwaitOutput,
     AwaitDone,
     Done,
     Failed,
@@ -193,11 +196,22 @@ impl Phase {
             Phase::Running => "running",
             Phase::AwaitReport => "waiting for the local end report",
             Phase::ClientResults => "waiting for the client's results",
+            Phase::AwaitOutput => "waiting for the server's output",
             Phase::AwaitDone => "waiting for IPERF_DONE",
             Phase::Done => "done",
             Phase::Failed => "failed",
         }
     }
+}
+
+/// What a server returns to a client that asked for its output
+/// (`--get-server-output`): its text, or with `-J` its JSON document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerOutput {
+    /// `server_output_text`.
+    Text(String),
+    /// `server_output_json`.
+    Json(serde_json::Value),
 }
 
 /// One iperf3 test, server side. See the module doc for the call order.
@@ -463,6 +477,46 @@ impl ServerSession {
             self.fail(e, code);
         }
         Ok(())
+    }
+
+    /// After [`Event::PeerResults`], when the client asked for the
+    /// server's output (`--get-server-output`): sends our results with
+    /// `output`, which the caller made with the client's results in, so
+    /// that it counts both ends (iperf3's server writes its output before
+    /// it has the client's results, and 0 for what only the client
+    /// counted).
+    pub fn send_server_output(&mut self, now: Instant, output: ServerOutput) -> Result<(), Error> {
+        if self.phase != Phase::AwaitOutput {
+            return Err(Error::WrongPhase {
+                call: "send_server_output",
+                phase: self.phase.name(),
+            });
+        }
+        self.send_results(now, Some(output));
+        // What the client sent meanwhile.
+        if let Err((e, code)) = self.process(now) {
+            self.fail(e, code);
+        }
+        Ok(())
+    }
+
+    /// Our results (with `output`) and `DISPLAY_RESULTS`.
+    fn send_results(&mut self, now: Instant, output: Option<ServerOutput>) {
+        let report = self.report.clone().unwrap_or_default();
+        // The counted bytes' time (the omitted seconds left out).
+        let elapsed = match (self.counted_from, self.ended) {
+            (Some(s), Some(e)) => e.saturating_duration_since(s),
+            _ => Duration::ZERO,
+        };
+        let mut mine = self.table.results(&report, elapsed);
+        match output {
+            Some(ServerOutput::Json(v)) => mine.server_output_json = Some(v),
+            Some(ServerOutput::Text(t)) => mine.server_output_text = Some(t),
+            None => {}
+        }
+        proto::encode_json(&mine.to_json(), &mut self.output);
+        self.send_state(State::DisplayResults);
+        self.enter(Phase::AwaitDone, now);
     }
 
     /// The server is shutting down: tell the client (`SERVER_TERMINATE`)
@@ -766,23 +820,17 @@ impl ServerSession {
                     let peer = proto::Results::from_json(&map, max)
                         .and_then(|r| self.table.check_peer(&r).map(|()| r))
                         .map_err(|e| (e, Some(ierrno::IERECVRESULTS)))?;
-                    let report = self.report.clone().unwrap_or_default();
-                    // The counted bytes' time (the omitted seconds left out).
-                    let elapsed = match (self.counted_from, self.ended) {
-                        (Some(s), Some(e)) => e.saturating_duration_since(s),
-                        _ => Duration::ZERO,
-                    };
-                    let mut mine = self.table.results(&report, elapsed);
-                    if self.params.as_ref().is_some_and(|p| p.get_server_output) {
-                        mine.server_output_text = report.server_output_text.clone();
-                        mine.server_output_json = report.server_output_json.clone();
-                    }
-                    proto::encode_json(&mine.to_json(), &mut self.output);
-                    self.send_state(State::DisplayResults);
                     self.events.push_back(Event::PeerResults(Box::new(peer)));
-                    self.enter(Phase::AwaitDone, now);
+                    if self.params.as_ref().is_some_and(|p| p.get_server_output) {
+                        // Our results go with the output the caller makes
+                        // now that the client's are in.
+                        self.enter(Phase::AwaitOutput, now);
+                        return Ok(());
+                    }
+                    self.send_results(now, None);
                 }
-                Phase::Done | Phase::Failed => return Ok(()),
+                // (Nothing comes before our results.)
+                Phase::AwaitOutput | Phase::Done | Phase::Failed => return Ok(()),
             }
         }
     }
