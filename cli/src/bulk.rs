@@ -20,6 +20,7 @@ use xtcp_engine::worker::{
 };
 
 use crate::args::{EngineArgs, ListenFamily, parse_size};
+use crate::outfile::{ReplaceFile, create_tmp};
 use crate::xdpstats::XdpSummary;
 
 /// Arguments of `xtcp send`.
@@ -134,7 +135,10 @@ pub struct RecvArgs {
     #[arg(long, hide = true, value_name = "[ADDR:]PORT", value_parser = parse_listen,
           conflicts_with_all = ["addr", "port"])]
     pub listen: Option<(Option<IpAddr>, u16)>,
-    /// Write the received stream to this file (default: standard output).
+    /// Write the received stream to this file (default: standard output):
+    /// it replaces FILE once the stream ended well (the peer's FIN); a
+    /// stream that did not leaves FILE as it was and what arrived in
+    /// FILE.partial.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Check the received stream against `xtcp send --pattern SEED`.
@@ -817,17 +821,23 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let on = a.family.on(addr)?;
     let cfg = a.engine.config_at(on)?;
     let mut writer = None;
+    let mut replace = None;
     let sinks = match out {
         RecvOutput::Verify(seed) => SinkKind::Verify(seed),
         RecvOutput::Discard => SinkKind::Discard,
         RecvOutput::File(p) => {
-            // Created (or truncated) when the first connection brings its
-            // first bytes or its end, not before. Written unbuffered (the
-            // writer's chunks are 256 KiB), so that what the writer counts
-            // is what the file holds.
+            // Written beside it, made when the first connection brings its
+            // first bytes or its end (not before), and renamed over it once
+            // the stream ended well; else it goes to FILE.partial and FILE
+            // stays as it was. Written unbuffered (the writer's chunks are
+            // 256 KiB), so that what the writer counts is what the file
+            // holds.
+            let r = ReplaceFile::new("--out", &p)?;
+            let tmp = r.tmp().to_owned();
+            replace = Some(r);
             let open: OpenOutput = Box::new(move || {
-                let f = std::fs::File::create(&p).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("creating {}: {e}", p.display()))
+                let f = create_tmp(&tmp).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("creating {}: {e}", tmp.display()))
                 })?;
                 Ok(Box::new(f) as Box<dyn std::io::Write + Send>)
             });
@@ -875,6 +885,29 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     {
         s.error = None;
         s.ok = true;
+    }
+    if let Some(r) = replace {
+        let out = a
+            .out
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""))
+            .display();
+        if s.error.is_none() {
+            if let Err(e) = r.commit() {
+                s.error = Some(format!("{e:#}"));
+                s.ok = false;
+            }
+        } else if let Some(e) = s.error.as_mut() {
+            match r.keep_partial() {
+                Ok(Some(p)) => e.push_str(&format!(
+                    "; {out} is as it was: the {} bytes received (every one acknowledged) are in {}",
+                    s.bytes,
+                    p.display()
+                )),
+                Ok(None) => e.push_str(&format!("; {out} is as it was")),
+                Err(k) => e.push_str(&format!("; {k:#}")),
+            }
+        }
     }
     print_summary(&s, a.json, "received")?;
     if let Some(e) = s.error {

@@ -19,6 +19,7 @@ use xtcp_engine::worker::{Payload, Role, random_filler, repeating_pattern, run_a
 
 use crate::args::{EngineArgs, parse_size};
 use crate::bulk::{Unacceptable, connect_timeout_message, interrupt_flag};
+use crate::outfile::ReplaceFile;
 use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::worker::bulk::{NO_STREAM, OpenOutput, spawn_writer};
 
@@ -448,60 +449,6 @@ fn password() -> anyhow::Result<String> {
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
-/// `-F` with `-R`: the received bytes go to a temporary file next to
-/// `path`, renamed over it when the test succeeds (and removed otherwise),
-/// so that a failed run leaves an existing file as it was.
-struct ReceiveFile {
-    tmp: PathBuf,
-    path: PathBuf,
-    done: bool,
-}
-
-impl ReceiveFile {
-    fn create(path: &Path) -> anyhow::Result<(ReceiveFile, std::fs::File)> {
-        let name = path
-            .file_name()
-            .with_context(|| format!("-F {}: not a file name", path.display()))?;
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".xtcp-{}", std::process::id()));
-        let tmp = path.with_file_name(tmp_name);
-        let f = std::fs::File::options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .with_context(|| format!("-F {}: creating {}", path.display(), tmp.display()))?;
-        Ok((
-            ReceiveFile {
-                tmp,
-                path: path.to_owned(),
-                done: false,
-            },
-            f,
-        ))
-    }
-
-    fn commit(mut self) -> anyhow::Result<()> {
-        std::fs::rename(&self.tmp, &self.path).with_context(|| {
-            format!(
-                "-F: renaming {} to {}",
-                self.tmp.display(),
-                self.path.display()
-            )
-        })?;
-        self.done = true;
-        Ok(())
-    }
-}
-
-impl Drop for ReceiveFile {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
 fn entropy() -> [u8; 36] {
     use std::hash::{BuildHasher, Hasher};
     let mut out = [0u8; 36];
@@ -608,9 +555,12 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
                     path.display()
                 );
             }
-            let (r, f) = ReceiveFile::create(path)?;
+            // Written beside it and renamed over it when the test
+            // succeeds (removed otherwise): a failed run leaves an existing
+            // file as it was.
+            let r = ReplaceFile::new("-F", path)?;
+            sink = Some(r.create()?);
             recv_file = Some(r);
-            sink = Some(f);
         } else {
             let f = std::fs::File::open(path)
                 .with_context(|| format!("-F {}: cannot open it", path.display()))?;

@@ -13,6 +13,7 @@ mod daemon;
 mod limits;
 mod metrics;
 mod notify;
+mod outfile;
 mod privs;
 mod probe;
 mod report;

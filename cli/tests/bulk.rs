@@ -782,7 +782,8 @@ fn reported_bytes(err: &str) -> u64 {
 
 /// However `xtcp recv` ends (SIGINT, SIGTERM, the peer's RST, its
 /// interface going away), every byte it acknowledged is in its output, and
-/// its report says so.
+/// its report says so: on standard output, or, with `--out FILE`, in
+/// `FILE.partial`, FILE left as it was (the stream did not end well).
 #[test]
 fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
     let net = testnet(1500);
@@ -803,7 +804,16 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
     for (k, (how, len, stdout)) in cases.into_iter().enumerate() {
         let port = 5210 + k as u16;
         let out = tmp(&format!("acked-{k}.bin"));
-        let _ = std::fs::remove_file(&out);
+        let partial = tmp(&format!("acked-{k}.bin.partial"));
+        let _ = std::fs::remove_file(&partial);
+        // What the file held before: kept (half the file cases have none).
+        let old = (!stdout && k % 2 == 0).then_some(b"old".as_slice());
+        match old {
+            Some(b) => std::fs::write(&out, b).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(&out);
+            }
+        }
         let mut args = vec!["recv".to_string()];
         args.extend(engine_args(&net, true));
         args.extend([
@@ -852,7 +862,24 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
         );
         assert!(!err.contains("panicked"), "{err}");
         assert_eq!(reported_bytes(&err), len as u64, "{how} {len}: {err}");
-        assert_pattern_file(&out, len, &err);
+        if stdout {
+            assert_pattern_file(&out, len, &err);
+        } else {
+            assert_pattern_file(&partial, len, &err);
+            assert!(
+                err.contains(&format!(
+                    "{} is as it was: the {len} bytes received (every one acknowledged) are in {}",
+                    out.display(),
+                    partial.display()
+                )),
+                "{err}"
+            );
+            match old {
+                Some(b) => assert_eq!(std::fs::read(&out).unwrap(), b, "{how}: {err}"),
+                None => assert!(!out.exists(), "{how}: {err}"),
+            }
+            let _ = std::fs::remove_file(&partial);
+        }
         let _ = std::fs::remove_file(&out);
         if how != "gone" {
             assert_detached(&net);
@@ -863,8 +890,8 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
 
 /// An output that fills up: `recv` says why it failed (the disk is full,
 /// not only that it reset the connection), and the bytes it reports are
-/// what the file holds. The file is on a 1-MiB tmpfs of a mount namespace
-/// of its own.
+/// what the file holds (`FILE.partial`: the stream did not end well). The
+/// file is on a 1-MiB tmpfs of a mount namespace of its own.
 #[test]
 fn a_full_disk_is_named_and_the_report_says_what_the_file_holds() {
     let net = testnet(1500);
@@ -879,7 +906,7 @@ fn a_full_disk_is_named_and_the_report_says_what_the_file_holds() {
     let script = format!(
         "mount -t tmpfs -o size=1m xtcp-test {d} || exit 99; \
          {XTCP} {} --out {d}/o.bin; rc=$?; \
-         echo \"on disk $(stat -c %s {d}/o.bin)\" >&2; exit $rc",
+         echo \"on disk $(stat -c %s {d}/o.bin.partial)\" >&2; exit $rc",
         quoted.join(" ")
     );
     let mut cmd = net.a.ns.command("unshare");
