@@ -251,7 +251,14 @@ impl Unacceptable {
     }
 }
 
-fn describe(r: &ConnReport, connect_timeout: Duration) -> Result<(), String> {
+/// A connection's end in words: Ok, or what went wrong; `interrupted`: the
+/// run was (SIGINT/SIGTERM), `sending`: this side sends.
+fn describe(
+    r: &ConnReport,
+    connect_timeout: Duration,
+    interrupted: bool,
+    sending: bool,
+) -> Result<(), String> {
     if let Some(e) = r.source_error {
         return Err(format!("reading the input failed: {e}"));
     }
@@ -262,6 +269,14 @@ fn describe(r: &ConnReport, connect_timeout: Duration) -> Result<(), String> {
     }
     match r.reason {
         CloseReason::Normal => Ok(()),
+        CloseReason::Aborted if interrupted && sending => Err(
+            "interrupted before the stream's end: reset, so that the receiver knows its stream \
+             is short"
+                .into(),
+        ),
+        CloseReason::Aborted if interrupted => {
+            Err("interrupted: reset after --grace (the peer had not closed)".into())
+        }
         CloseReason::Aborted => Err("aborted (reset sent)".into()),
         CloseReason::Error(ConnectionError::ConnectTimeout) => {
             Err(connect_timeout_message(r, connect_timeout))
@@ -314,7 +329,12 @@ fn summarise<'a>(
         .connections
         .iter()
         .map(|r| {
-            let res = describe(r, cfg.tcp.connect_timeout.unwrap_or_default());
+            let res = describe(
+                r,
+                cfg.tcp.connect_timeout.unwrap_or_default(),
+                report.interrupted,
+                sending,
+            );
             if let Err(e) = &res {
                 error.get_or_insert_with(|| {
                     format!(

@@ -1134,6 +1134,56 @@ c.close()
     );
 }
 
+/// SIGINT to `xtcp send` before its source's end resets the connection,
+/// so that the receiver learns its stream is short: a FIN would tell it
+/// that it has the whole stream (a file, standard input, `-n` bytes).
+#[test]
+fn an_interrupted_send_resets_so_the_receiver_knows_the_stream_is_short() {
+    const RECEIVER: &str = r#"
+import socket, sys
+ip, port = sys.argv[1], int(sys.argv[2])
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.settimeout(60)
+l.bind((ip, port)); l.listen(1)
+c, _ = l.accept()
+c.settimeout(60)
+n, said = 0, False
+try:
+    while True:
+        b = c.recv(65536)
+        if not b:
+            print("eof", n, flush=True)
+            break
+        n += len(b)
+        if n >= 1000000 and not said:
+            said = True
+            print("started", flush=True)
+except ConnectionResetError:
+    print("reset", n, flush=True)
+"#;
+    let net = testnet(1500);
+    let port = 5233u16;
+    let mut receiver = python_receiver(&net, RECEIVER, port, &[]);
+    let mut lines =
+        std::io::BufRead::lines(std::io::BufReader::new(receiver.0.stdout.take().unwrap()));
+    let args = send_pattern_args(&net, port, 1 << 40);
+    let mut send = Watched::spawn(&net, &args, Stdio::null());
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "started", "the stream flows");
+    send.signal("-INT");
+    let (status, err) = send.wait_exit("xtcp send did not stop on SIGINT");
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let last = lines.next().unwrap().unwrap();
+    assert!(
+        last.starts_with("reset "),
+        "the receiver saw: {last}; xtcp: {err}"
+    );
+    assert!(receiver.0.wait().unwrap().success());
+    assert_detached(&net);
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]

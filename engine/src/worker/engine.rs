@@ -26,13 +26,14 @@
 //! Run: one pinned thread per queue ([`super::thread`]); this thread
 //! collects counters and connection reports over a channel and decides when
 //! the run is over. Stop (the interrupt flag — SIGINT/SIGTERM in the CLI —
-//! or the transfer done): workers send FINs, reset what is not closed after
-//! the grace period (after an application's failure, [`App::failed`], as
-//! soon as the peer acknowledged the FIN), and exit; then the steering
-//! program detaches (it is held by a BPF link, so even a crash leaves
-//! nothing attached) and only then the sockets close, so that a packet of
-//! xtcp's never meets a queue without a socket (`no_socket` in the XDP
-//! summary counts any that does).
+//! or the transfer done): workers send FINs (a reset instead where a
+//! stream's source had more to give: the receiver then knows it is short),
+//! reset what is not closed after the grace period (after an application's
+//! failure, [`App::failed`], as soon as the peer acknowledged the FIN), and
+//! exit; then the steering program detaches (it is held by a BPF link, so
+//! even a crash leaves nothing attached) and only then the sockets close,
+//! so that a packet of xtcp's never meets a queue without a socket
+//! (`no_socket` in the XDP summary counts any that does).
 //!
 //! TIME-WAIT at exit: a worker that is stopping leaves as soon as every
 //! connection it holds is closed or in TIME-WAIT with the ACK of the peer's

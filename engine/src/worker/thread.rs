@@ -426,7 +426,8 @@ fn mac_slot(ip: &IpAddr) -> usize {
     (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % MAC_TABLE
 }
 
-/// Stops one connection: FIN now, reset at `deadline`.
+/// Stops one connection: FIN now, reset at `deadline`; a stream cut short
+/// (its source had more to give) is reset at once.
 fn stop_slot(s: &mut Slot, now: Instant, deadline: Instant, out: &Sender<Msg>) {
     s.deadline = Some(deadline);
     // An application's last orders go first: what it wrote before it
@@ -435,7 +436,14 @@ fn stop_slot(s: &mut Slot, now: Instant, deadline: Instant, out: &Sender<Msg>) {
         s.app_conn(now, &mut a, out);
         s.appconn = Some(a);
     }
-    s.conn.close(now);
+    // A FIN would tell the receiver that it has the whole stream (a file,
+    // standard input, `-n` bytes): one stopped before its source's end is
+    // reset, so that the receiver knows it has not.
+    if s.appconn.is_none() && !matches!(s.source, Source::Empty) && !s.src_done {
+        s.conn.abort(now);
+    } else {
+        s.conn.close(now);
+    }
 }
 
 /// The workers' registry as a listener's [`HalfOpenIndex`]: a half-open
