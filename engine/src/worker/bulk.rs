@@ -528,6 +528,9 @@ fn chunks() -> (Sender<Chunk>, Receiver<Chunk>) {
 
 /// Starts a thread that reads `input` to its end in chunks; returns the
 /// worker's end of the pipe and the thread (it returns the bytes read).
+/// What each read returns is handed over at once, so that a slow producer's
+/// bytes (`tail -f log | xtcp send`) go out as they come, not once a chunk
+/// is full; a fast one's reads fill whole chunks anyway.
 pub fn spawn_reader(
     mut input: Box<dyn Read + Send>,
 ) -> io::Result<(Source, JoinHandle<io::Result<u64>>)> {
@@ -540,24 +543,23 @@ pub fn spawn_reader(
             // Ends when the input ends or the worker drops its end.
             while let Ok(mut c) = free_rx.recv() {
                 c.len = 0;
-                while c.len < c.buf.len() {
-                    match input.read(&mut c.buf[c.len..]) {
-                        Ok(0) => break,
-                        Ok(n) => c.len += n,
+                let n = loop {
+                    match input.read(&mut c.buf) {
+                        Ok(n) => break n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
                             let _ = full_tx.send(Fill::Error(e.kind()));
                             return Err(e);
                         }
                     }
-                }
-                total += c.len as u64;
-                let last = c.len < c.buf.len();
-                if c.len > 0 && full_tx.send(Fill::Data(c)).is_err() {
+                };
+                if n == 0 {
+                    let _ = full_tx.send(Fill::Eof);
                     return Ok(total);
                 }
-                if last {
-                    let _ = full_tx.send(Fill::Eof);
+                c.len = n;
+                total += n as u64;
+                if full_tx.send(Fill::Data(c)).is_err() {
                     return Ok(total);
                 }
             }
@@ -754,6 +756,42 @@ mod tests {
         let w = writer.join().unwrap();
         assert_eq!((w.bytes, w.result.is_ok()), (data.len() as u64, true));
         assert!(*out.lock().unwrap() == data);
+    }
+
+    /// What a slow producer wrote reaches the worker before the producer
+    /// writes more or ends (it used to wait for a whole chunk).
+    #[test]
+    fn a_slow_producers_bytes_are_handed_over_at_once() {
+        /// "hello", then nothing until `go` says so, then the end.
+        struct Slow {
+            said: bool,
+            go: crossbeam_channel::Receiver<()>,
+        }
+        impl Read for Slow {
+            fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+                if !self.said {
+                    self.said = true;
+                    b[..5].copy_from_slice(b"hello");
+                    return Ok(5);
+                }
+                let _ = self.go.recv();
+                Ok(0)
+            }
+        }
+        let (go_tx, go) = crossbeam_channel::bounded::<()>(1);
+        let (mut src, reader) = spawn_reader(Box::new(Slow { said: false, go })).unwrap();
+        let mut buf = [0u8; 64];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut got = 0;
+        while got == 0 {
+            assert!(std::time::Instant::now() < deadline, "the bytes never came");
+            let (a, b) = buf.split_at_mut(32);
+            got = src.produce((a, b)).0;
+            std::thread::yield_now();
+        }
+        assert_eq!(&buf[..got], b"hello");
+        go_tx.send(()).unwrap();
+        assert_eq!(reader.join().unwrap().unwrap(), 5);
     }
 
     /// An output that records what it got and whether it was ever opened.
