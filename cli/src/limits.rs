@@ -111,6 +111,7 @@ impl LimitArgs {
         }
         if let Some(ms) = self.rcv_timeout {
             c.idle_timeout = Duration::from_millis(ms);
+            c.idle_timeout_flag = "--rcv-timeout";
         }
         if let Some(n) = self.max_streams {
             c.max_streams = n;
@@ -203,6 +204,7 @@ mod tests {
             })
         );
         assert_eq!(c.idle_timeout, Duration::from_secs(7));
+        assert_eq!(c.idle_timeout_flag, "--idle-timeout", "named in the error");
         assert_eq!(
             c.exit_when_idle,
             Some(Duration::from_secs(7)),
@@ -217,6 +219,7 @@ mod tests {
             .server_config(true)
             .unwrap();
         assert_eq!(c.idle_timeout, Duration::from_millis(2500));
+        assert_eq!(c.idle_timeout_flag, "--rcv-timeout");
         assert_eq!(c.exit_when_idle, Some(Duration::from_secs(7)));
         assert!(
             parse(&["--rcv-timeout", "99"]).is_err(),

@@ -1688,7 +1688,9 @@ fn rcv_timeout_ends_a_test_that_stops_moving() {
     kill("-CONT", pid);
     drop(server);
     assert!(
-        err.contains("ended by the idle timeout: no data or control progress for 1.5 s"),
+        err.contains(
+            "ended by the idle timeout (--rcv-timeout): no data or control progress for 1.5 s"
+        ),
         "{err}"
     );
     no_summary(&mut c.child.0);

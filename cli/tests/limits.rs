@@ -329,7 +329,9 @@ fn rcv_timeout_ends_the_test_of_a_stopped_client() {
     kill("-STOP", pid);
     let line = server.outcome();
     assert!(
-        line.contains("failed: ended by the idle timeout: no data or control progress for 2 s"),
+        line.contains(
+            "failed: ended by the idle timeout (--rcv-timeout): no data or control progress for 2 s"
+        ),
         "{line}"
     );
     assert!(count(&line, "received") > 0, "{line}");

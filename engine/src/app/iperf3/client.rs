@@ -47,6 +47,8 @@ pub struct ClientConfig {
     pub handshake_timeout: Duration,
     /// Time without data progress after which a running test is abandoned.
     pub idle_timeout: Duration,
+    /// The option that sets `idle_timeout`, for the error.
+    pub idle_timeout_flag: &'static str,
     /// What the sending streams send: iperf3's pattern over and over (the
     /// default, as iperf3 writes its buffer; a frame already holding the
     /// bytes is not rewritten), or zeros that cost nothing per byte (`-Z`).
@@ -65,6 +67,7 @@ impl Default for ClientConfig {
             max_json_len: 1024 * 1024,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            idle_timeout_flag: "--rcv-timeout",
             payload: crate::worker::Payload::Zeros,
             end_after_sent: None,
         }
@@ -219,6 +222,7 @@ impl ClientSession {
                 } else if now >= self.progress_at + self.config.idle_timeout {
                     self.fail(Error::IdleTimeout {
                         idle: self.config.idle_timeout,
+                        flag: self.config.idle_timeout_flag,
                     });
                 }
             }

@@ -175,8 +175,10 @@ pub enum Error {
         seconds: f64,
         limit: u64,
     },
-    #[error("ended by the idle timeout: no data or control progress for {} s", .idle.as_secs_f64())]
-    IdleTimeout { idle: Duration },
+    /// `flag`: the option that sets it.
+    #[error("ended by the idle timeout ({flag}): no data or control progress for {} s",
+            .idle.as_secs_f64())]
+    IdleTimeout { idle: Duration, flag: &'static str },
     /// A data connection failed while the test ran.
     #[error("a data connection failed: {0}")]
     StreamFailed(crate::tcp::ConnectionError),

@@ -544,7 +544,8 @@ fn idle_timeout_ends_a_stalled_test() {
     assert_eq!(
         out.result,
         Err(Error::IdleTimeout {
-            idle: Duration::from_secs(3)
+            idle: Duration::from_secs(3),
+            flag: "--idle-timeout"
         })
     );
     assert_eq!(out.received, 2000);

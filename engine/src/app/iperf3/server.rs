@@ -83,6 +83,8 @@ pub struct ServerConfig {
     /// xtcp's `--rcv-timeout` sets this, and its `--idle-timeout` unless
     /// both are given).
     pub idle_timeout: Duration,
+    /// The option that set `idle_timeout`, for the error.
+    pub idle_timeout_flag: &'static str,
     /// Slack after `omit + time` before a timed test is declared dead.
     pub end_grace: Duration,
     /// Clients allowed and denied ([`super::Iperf3Server`] checks them when
@@ -110,6 +112,7 @@ impl Default for ServerConfig {
             max_streams: 256,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            idle_timeout_flag: "--idle-timeout",
             end_grace: Duration::from_secs(10),
             access: AccessList::default(),
             max_duration: None,
@@ -355,6 +358,7 @@ impl ServerSession {
                 self.fail(
                     Error::IdleTimeout {
                         idle: self.config.idle_timeout,
+                        flag: self.config.idle_timeout_flag,
                     },
                     Some(ierrno::IENOMSG),
                 );

@@ -774,7 +774,8 @@ fn server_timeouts() {
     assert_eq!(
         e,
         &Error::IdleTimeout {
-            idle: Duration::from_secs(5)
+            idle: Duration::from_secs(5),
+            flag: "--idle-timeout"
         }
     );
     assert!(e.to_string().contains("idle timeout"), "{e}");
@@ -1323,7 +1324,13 @@ fn client_idle_timeout_ends_a_silent_test() {
     assert_eq!(c.poll_timeout(), Some(t1 + idle));
     c.handle_timeout(t1 + idle);
     let ev = events_client(&mut c);
-    assert_eq!(only_error(&ev), &Error::IdleTimeout { idle });
+    assert_eq!(
+        only_error(&ev),
+        &Error::IdleTimeout {
+            idle,
+            flag: "--rcv-timeout"
+        }
+    );
 }
 
 /// `-R -n`: the server sends right after TEST_RUNNING, on the data
