@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -604,16 +604,49 @@ impl Meter {
 
 /// The flag the first SIGINT or SIGTERM sets (the engine then closes its
 /// connections and hands every received byte to its output); a second one
-/// ends the process at once, with status 130.
+/// ends the process at once, with status 130, and says so.
 pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    interrupt_flag_writing(false, None)
+}
+
+/// [`interrupt_flag`] for `recv` (`writer`: what it receives goes to an
+/// output): a second signal's message says that what the writer did not
+/// write yet is lost, and `keep`'s file written so far (`--out`'s, beside
+/// it) is renamed to its second path, which the message names.
+fn interrupt_flag_writing(
+    writer: bool,
+    keep: Option<(std::path::PathBuf, std::path::PathBuf)>,
+) -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
     let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // Registered first, so it sees the flag as the earlier signal left it.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
-            .context("installing the SIGINT/SIGTERM handler")?;
-        signal_hook::flag::register(sig, flag.clone())
-            .context("installing the SIGINT/SIGTERM handler")?;
-    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .context("installing the SIGINT/SIGTERM handler")?;
+    let f = flag.clone();
+    std::thread::Builder::new()
+        .name("xtcp-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if !f.swap(true, Ordering::SeqCst) {
+                    continue;
+                }
+                let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                let mut msg = format!(
+                    "xtcp: a second {name}: exiting at once, without finishing the stop (status \
+                     130)"
+                );
+                if writer {
+                    msg.push_str("; received bytes not yet written are lost");
+                }
+                if let Some((tmp, to)) = &keep {
+                    if std::fs::rename(tmp, to).is_ok() {
+                        msg.push_str(&format!(", those written are in {}", to.display()));
+                    }
+                }
+                eprintln!("{msg}");
+                std::process::exit(130);
+            }
+        })
+        .context("starting the signal thread")?;
     Ok(flag)
 }
 
@@ -874,7 +907,8 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
             &mut writer,
         )?,
     };
-    let flag = interrupt_flag()?;
+    let keep = replace.as_ref().map(|r| (r.tmp().to_owned(), r.partial()));
+    let flag = interrupt_flag_writing(writer.is_some(), keep)?;
     let mut meter = Meter::new(Some(cfg.iface.clone()));
     let role = Role::Listen {
         on,

@@ -888,6 +888,60 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
     }
 }
 
+/// A second SIGINT while `recv` waits out its `--grace` for the peer's FIN
+/// exits at once (status 130) and says so: what the writer had written of
+/// `--out FILE` is in `FILE.partial`, FILE is as it was. (It exited without
+/// a word, the bytes in a file of its own.)
+#[test]
+fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
+    let net = testnet(1500);
+    let port = 5234u16;
+    let out = tmp("second-signal.bin");
+    let partial = tmp("second-signal.bin.partial");
+    let _ = std::fs::remove_file(&partial);
+    std::fs::write(&out, b"old").unwrap();
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend([
+        "--listen".into(),
+        port.to_string(),
+        "--grace".into(),
+        "600".into(),
+        "--out".into(),
+        out.display().to_string(),
+    ]);
+    let mut xtcp = Watched::spawn(&net, &args, Stdio::null());
+    xtcp.wait_for("listening on");
+    let len = 1_000_000;
+    let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
+    xtcp.signal("-INT");
+    // The first was taken: xtcp's FIN is in, the sender holds on.
+    wait_ss(
+        &net.b.ns,
+        &["-t", "state", "close-wait", &format!("dport = :{port}")],
+        "xtcp's FIN",
+        WAIT,
+        None,
+    );
+    xtcp.signal("-INT");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not exit on the second SIGINT");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("a second SIGINT: exiting at once")
+            && err.contains(&format!("those written are in {}", partial.display())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), b"old", "{err}");
+    let got = std::fs::read(&partial).unwrap();
+    assert!(got.len() <= len, "{err}");
+    let mut want = vec![0u8; got.len()];
+    pattern_fill(SEED, 0, &mut want);
+    assert!(got == want, "the partial file is the stream's start");
+    drop(sock);
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&partial);
+}
+
 /// An output that fills up: `recv` says why it failed (the disk is full,
 /// not only that it reset the connection), and the bytes it reports are
 /// what the file holds (`FILE.partial`: the stream did not end well). The
