@@ -53,7 +53,7 @@ pub struct SendArgs {
         alias = "local"
     )]
     pub local: Option<IpAddr>,
-    /// Send this file (default: standard input).
+    /// Send this file (default, or `-`: standard input).
     #[arg(short = 'F', long)]
     pub file: Option<PathBuf>,
     /// Send the seeded pseudo-random stream (check it with `xtcp recv --verify SEED`).
@@ -135,7 +135,8 @@ pub struct RecvArgs {
     #[arg(long, hide = true, value_name = "[ADDR:]PORT", value_parser = parse_listen,
           conflicts_with_all = ["addr", "port"])]
     pub listen: Option<(Option<IpAddr>, u16)>,
-    /// Write the received stream to this file (default: standard output):
+    /// Write the received stream to this file (default, or `-`: standard
+    /// output):
     /// it replaces FILE once the stream ended well (the peer's FIN); a
     /// stream that did not leaves FILE as it was and what arrived in
     /// FILE.partial.
@@ -685,7 +686,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
                      several streams)"
                 );
             }
-            let file = match input {
+            let file = match input.as_ref().filter(|p| p.as_os_str() != "-") {
                 Some(p) => {
                     let f = std::fs::File::open(p)
                         .with_context(|| format!("opening {}", p.display()))?;
@@ -823,7 +824,7 @@ fn recv_output(a: &RecvArgs) -> anyhow::Result<RecvOutput> {
              output takes one connection's stream"
         );
     }
-    if let Some(p) = &a.out {
+    if let Some(p) = a.out.as_ref().filter(|p| p.as_os_str() != "-") {
         check_writable("--out", p)?;
         return Ok(RecvOutput::File(p.clone()));
     }

@@ -461,6 +461,84 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     assert_eq!(&got, want, "SHA-256 of what xtcp received");
 }
 
+/// `send -F -` reads standard input, `recv --out -` writes standard
+/// output, as `-` means in other tools (they were taken as file names).
+#[test]
+fn a_dash_is_standard_input_and_output() {
+    let net = testnet(1500);
+    let len = 300_000;
+    let mut data = vec![0u8; len];
+    pattern_fill(SEED, 0, &mut data);
+    let src = tmp("dash-src.bin");
+    std::fs::write(&src, &data).unwrap();
+    // send -F - → socat.
+    let got = tmp("dash-sent.bin");
+    let _ = std::fs::remove_file(&got);
+    let socat = net
+        .b
+        .ns
+        .command("socat")
+        .args([
+            "-u",
+            &socat_listen(net.b.ip4.into(), 5203),
+            &format!("OPEN:{},creat,trunc", got.display()),
+        ])
+        .spawn()
+        .expect("socat (apt install socat)");
+    let mut socat = Reap(socat);
+    wait_listening(&net.b.ns, 5203, WAIT, Some(&mut socat.0));
+    let mut args = vec!["send".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend([
+        "-c".into(),
+        net.b.ip4.to_string(),
+        "-p".into(),
+        "5203".into(),
+    ]);
+    args.extend(["-F".into(), "-".into()]);
+    let out = net
+        .a
+        .ns
+        .command(XTCP)
+        .args(&args)
+        .stdin(std::fs::File::open(&src).unwrap())
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(socat.0.wait().unwrap().success());
+    assert!(std::fs::read(&got).unwrap() == data, "what socat got");
+    // socat → recv --out -.
+    let got = tmp("dash-received.bin");
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend(["--listen".into(), "5204".into(), "--out".into(), "-".into()]);
+    let mut xtcp = Watched::spawn(
+        &net,
+        &args,
+        Stdio::from(std::fs::File::create(&got).unwrap()),
+    );
+    xtcp.wait_for("listening on");
+    let sent = net
+        .b
+        .ns
+        .command("socat")
+        .args([
+            "-u",
+            &format!("OPEN:{}", src.display()),
+            &socat_addr(net.a.ip4.into(), 5204),
+        ])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let (status, err) = xtcp.wait_exit("xtcp recv did not exit");
+    assert!(status.success(), "{err}");
+    assert!(std::fs::read(&got).unwrap() == data, "what recv wrote");
+    assert!(!Path::new("-").exists());
+    for p in [&src, &got, &tmp("dash-sent.bin")] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 fn matrix(mtu: u32) {
     let net = testnet(mtu);
     for v6 in [false, true] {
