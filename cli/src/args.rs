@@ -329,7 +329,10 @@ pub struct ListenFamily {
 
 impl ListenFamily {
     /// The addresses to listen on: `-B`'s (of the family asked for, if
-    /// one is), or the interface's of that family (of both by default).
+    /// one is), or the interface's of that family (of both by default). The
+    /// unspecified address is every address, as for a socket bound to it:
+    /// `-B 0.0.0.0` the interface's IPv4 ones, `-B ::` all of them (both
+    /// families, as iperf3's dual-stack socket), or its IPv6 ones with -6.
     pub fn on(self, addr: Option<IpAddr>) -> anyhow::Result<ListenOn> {
         let (flag, want) = match (self.version4, self.version6) {
             (true, _) => ("-4", Some(false)),
@@ -343,6 +346,11 @@ impl ListenFamily {
                 family(a.is_ipv6()),
                 family(v6)
             ),
+            (Some(a), want) if a.is_unspecified() => Ok(match (a.is_ipv6(), want) {
+                (false, _) => ListenOn::EveryV4,
+                (true, Some(true)) => ListenOn::EveryV6,
+                (true, _) => ListenOn::Every,
+            }),
             (Some(a), _) => Ok(ListenOn::Addr(a)),
             (None, Some(false)) => Ok(ListenOn::EveryV4),
             (None, Some(true)) => Ok(ListenOn::EveryV6),
@@ -632,8 +640,8 @@ pub fn iface_to(peer: IpAddr) -> anyhow::Result<String> {
 /// error. Without an address, the one interface that is up, not loopback,
 /// and has an address a listener would serve (IPv4, or IPv6 but
 /// link-local, of the family asked for), as `iperf3 -s` needs no address
-/// either; with several such, or with the unspecified address, nothing
-/// says which is meant: the error lists those that could be.
+/// either (`-B 0.0.0.0` and `-B ::` are every address too); with several
+/// such, nothing says which is meant: the error lists those that could be.
 pub fn iface_at(on: ListenOn) -> anyhow::Result<String> {
     let mut sock = route_socket()?;
     let ListenOn::Addr(wanted) = on else {
@@ -689,12 +697,6 @@ pub fn iface_at(on: ListenOn) -> anyhow::Result<String> {
             "an IPv6 address"
         },
     );
-    if wanted.is_unspecified() {
-        bail!(
-            "cannot infer --iface: -B {wanted} is every address, not one interface's; {listed}: \
-             give --iface"
-        )
-    }
     bail!(
         "cannot infer --iface: no interface here has the address {wanted} (-B); {listed}: give \
          -B with one of their addresses, or --iface"
@@ -834,6 +836,14 @@ mod tests {
         assert_eq!(on(&["serve", "-4"]), Ok(ListenOn::EveryV4));
         assert_eq!(on(&["recv", "-6", "--discard"]), Ok(ListenOn::EveryV6));
         assert_eq!(on(&["serve", "-B", "198.18.0.1"]), Ok(ListenOn::Addr(v4)));
+        // The unspecified address: every address, as a socket bound to it.
+        assert_eq!(on(&["serve", "-B", "0.0.0.0"]), Ok(ListenOn::EveryV4));
+        assert_eq!(on(&["serve", "-B", "::"]), Ok(ListenOn::Every));
+        assert_eq!(
+            on(&["recv", "-6", "-B", "::", "--discard"]),
+            Ok(ListenOn::EveryV6)
+        );
+        assert!(on(&["serve", "-4", "-B", "::"]).is_err());
         assert_eq!(
             on(&["serve", "-6", "-B", "2001:2::1"]),
             Ok(ListenOn::Addr(v6))

@@ -413,6 +413,30 @@ fn minus_4_and_minus_6_serve_one_family() {
     assert!(!err.contains("listening"), "{err}");
 }
 
+/// `-B ::` and `-B 0.0.0.0` are every address, as for a socket bound to
+/// them: `::` serves both families (as iperf3's dual-stack socket),
+/// `0.0.0.0` the IPv4 ones. (With `--iface`, both served nothing: every
+/// client was refused.)
+#[test]
+fn unspecified_bind_addresses_serve_every_address() {
+    need_iperf3();
+    let net = testnet(1);
+    let (ip4, ip6) = (net.a.ip4.to_string(), net.a.ip6.to_string());
+    for (b, clients) in [("::", vec![&ip4, &ip6]), ("0.0.0.0", vec![&ip4])] {
+        let server = Server::start_with(&net, 1, &["-B", b]);
+        for addr in clients {
+            let v = iperf3_json_to(&net, &[], addr, &["-t", "1"]);
+            let line = server.outcome();
+            assert!(line.contains(": ok;"), "-B {b}, a client of {addr}: {line}");
+            let n = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
+            assert!(n > 0, "-B {b}: {v}");
+            assert_eq!(n, count(&line, "received"), "-B {b}: {line}");
+        }
+        let (status, err, _) = server.stop();
+        assert!(status.success(), "{err}");
+    }
+}
+
 /// An address still tentative (IPv6 duplicate address detection not
 /// finished, or failed) cannot be served: serve without -B names it on
 /// standard error and serves the others. Made deterministic by a failed
