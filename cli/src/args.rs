@@ -346,6 +346,10 @@ impl ListenFamily {
                 family(a.is_ipv6()),
                 family(v6)
             ),
+            (Some(IpAddr::V6(a)), _) if a.is_unicast_link_local() => bail!(
+                "-B {a}: a link-local address, which xtcp does not serve (an interface's IPv4 \
+                 addresses and IPv6 ones but link-local): give one of those, or leave -B out"
+            ),
             (Some(a), want) if a.is_unspecified() => Ok(match (a.is_ipv6(), want) {
                 (false, _) => ListenOn::EveryV4,
                 (true, Some(true)) => ListenOn::EveryV6,
@@ -844,6 +848,11 @@ mod tests {
             Ok(ListenOn::EveryV6)
         );
         assert!(on(&["serve", "-4", "-B", "::"]).is_err());
+        let err = on(&["recv", "-B", "fe80::1", "--discard"]).unwrap_err();
+        assert!(
+            err.contains("-B fe80::1: a link-local address, which xtcp does not serve"),
+            "{err}"
+        );
         assert_eq!(
             on(&["serve", "-6", "-B", "2001:2::1"]),
             Ok(ListenOn::Addr(v6))
