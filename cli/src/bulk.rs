@@ -474,9 +474,16 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         .iter()
         .map(|b| if b.zerocopy { "zero-copy" } else { "copy" })
         .collect();
+    // Per GiB only where the bytes say something of it (a few bytes'
+    // setup time over them is no rate).
+    let per_gib = if s.bytes >= 1 << 20 {
+        format!(" ({:.2} s/GiB)", s.cpu_seconds_per_gib)
+    } else {
+        String::new()
+    };
     eprintln!(
         "xtcp: {verb} {} bytes in {:.3} s = {:.2} Gbit/s, {} retransmits, {} segments sent, \
-         {} received ({} bytes taken in place from the RX frames), CPU {:.2} s ({:.2} s/GiB)",
+         {} received ({} bytes taken in place from the RX frames), CPU {:.2} s{per_gib}",
         s.bytes,
         s.seconds,
         s.gbps,
@@ -485,7 +492,6 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         s.segments_received,
         s.bytes_in_place,
         s.cpu_seconds,
-        s.cpu_seconds_per_gib
     );
     let copied: u64 = e.workers.iter().map(|w| w.port.tx_copied).sum();
     eprintln!(
@@ -499,7 +505,10 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         e.tx_layout,
         umem_line(&e.umem),
         if copied > 0 {
-            format!(" ({copied} segments copied: not at the start of a send-buffer frame)")
+            format!(
+                " ({copied} segment{} copied: not at the start of a send-buffer frame)",
+                if copied == 1 { "" } else { "s" }
+            )
         } else {
             String::new()
         }
@@ -515,7 +524,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         eprintln!(
             "xtcp: queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
              no connection {}, held {} and misplaced {} (another queue's), refused {} \
-             (--max-conns), tx ring/frames full {} turns",
+             (--max-conns, or the one output taken), tx ring/frames full {} turns",
             w.queue,
             p.rx_segments,
             p.tx_packets,
@@ -534,7 +543,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     for c in &s.connections {
         if c.result != "ok" || s.connections.len() > 1 {
             eprintln!(
-                "xtcp: connection {} {} → {} (queue {}): {}, {} bytes sent, {} received, \
+                "xtcp: connection {} {} → {} (queue {}): {}; {} bytes sent, {} received, \
                  {} retransmits",
                 c.id,
                 c.local,
