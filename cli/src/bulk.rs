@@ -575,14 +575,18 @@ struct Meter {
     /// A listener's interface: "listening on" it is printed once the
     /// engine is up (setup succeeded), with the addresses it serves.
     listener: Option<String>,
+    /// Print a line per connection as it ends (`recv --keep-listening`),
+    /// this many printed so far.
+    each: Option<usize>,
 }
 
 impl Meter {
-    fn new(listener: Option<String>) -> Meter {
+    fn new(listener: Option<String>, each: bool) -> Meter {
         Meter {
             tty: std::io::stderr().is_terminal(),
             last: Instant::now(),
             listener,
+            each: each.then_some(0),
         }
     }
 
@@ -594,6 +598,7 @@ impl Meter {
                 bind_mode(p.zero_copy)
             );
         }
+        self.ended(p.ended);
         if self.tty && self.last.elapsed() >= Duration::from_millis(500) {
             self.last = Instant::now();
             eprint!(
@@ -602,6 +607,31 @@ impl Meter {
                 p.bytes_received >> 20,
                 p.retransmits
             );
+        }
+    }
+
+    /// A line for each connection in `ended` not yet printed, if asked
+    /// for.
+    fn ended(&mut self, ended: &[ConnReport]) {
+        let Some(done) = self.each.as_mut() else {
+            return;
+        };
+        for r in ended.iter().skip(*done) {
+            let secs = r
+                .established
+                .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64());
+            let how = match describe(r, Duration::ZERO, false, false) {
+                Ok(()) => "ok".to_owned(),
+                Err(e) => format!("failed: {e}"),
+            };
+            eprintln!(
+                "{}xtcp recv: connection {} from {}: {how}; {} bytes received in {secs:.3} s",
+                if self.tty { "\r" } else { "" },
+                r.id,
+                r.tuple.remote,
+                r.bytes_received
+            );
+            *done += 1;
         }
     }
 
@@ -734,7 +764,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         }
     };
     let flag = interrupt_flag()?;
-    let mut meter = Meter::new(None);
+    let mut meter = Meter::new(None, false);
     let role = Role::Connect {
         remote,
         local: a.local,
@@ -919,7 +949,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     };
     let keep = replace.as_ref().map(|r| (r.tmp().to_owned(), r.partial()));
     let flag = interrupt_flag_writing(writer.is_some(), keep)?;
-    let mut meter = Meter::new(Some(cfg.iface.clone()));
+    let mut meter = Meter::new(Some(cfg.iface.clone()), a.keep_listening);
     let role = Role::Listen {
         on,
         port,
@@ -928,6 +958,8 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     };
     let report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
         .with_context(|| format!("xtcp recv on {}", cfg.iface))?;
+    // Those that ended after the last progress call.
+    meter.ended(&report.connections);
     meter.done();
     let written = writer.map(|t| {
         t.join().unwrap_or_else(|_| Written {

@@ -840,6 +840,45 @@ fn sigint_closes_connections_and_detaches() {
     assert_detached(&net);
 }
 
+/// `recv --keep-listening` says how each connection ended as it ends (a
+/// failed `--verify` showed only at Ctrl-C).
+#[test]
+fn keep_listening_says_how_each_connection_ended() {
+    let net = testnet(1500);
+    let port = 5235u16;
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend([
+        "--listen".into(),
+        port.to_string(),
+        "--verify".into(),
+        SEED.to_string(),
+        "--keep-listening".into(),
+    ]);
+    let mut xtcp = Watched::spawn(&net, &args, Stdio::null());
+    xtcp.wait_for("listening on");
+    // Zeros, not the pattern.
+    let sent = net
+        .b
+        .ns
+        .command("sh")
+        .args([
+            "-c",
+            &format!(
+                "head -c 100000 /dev/zero | socat -u - {}",
+                socat_addr(net.a.ip4.into(), port)
+            ),
+        ])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    xtcp.wait_for(&format!("xtcp recv: connection 0 from {}:", net.b.ip4));
+    xtcp.wait_for("failed: --verify failed: the stream differs from the pattern at byte ");
+    xtcp.signal("-INT");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
+    assert!(!status.success(), "a connection failed: {err}");
+}
+
 /// The received output is exactly the first `len` bytes of the pattern.
 fn assert_pattern_file(p: &Path, len: usize, err: &str) {
     let got = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}; {err}", p.display()));

@@ -269,6 +269,15 @@ fn a_thousand_kernel_clients_into_xtcp_recv_arrive_byte_exact() {
     let out = reader.join().unwrap();
     let v = assert_report(&out, &err, "bytes_received", rss);
     assert_eq!(v["engine"]["workers"][0]["refused"], 0);
+    // A line for each as it ended.
+    let each = format!(": ok; {EACH} bytes received in ");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("xtcp recv: connection ") && l.contains(&each))
+            .count(),
+        CONNS,
+        "{err}"
+    );
     // Stopped with every connection served well: a success, in the exit
     // status and in the report alike.
     assert!(status.success(), "{err}");

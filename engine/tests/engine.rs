@@ -65,6 +65,7 @@ fn engine_live(
             *l.lock().unwrap() = Progress {
                 workers: &[],
                 listen: &[],
+                ended: &[],
                 ..*p
             }
         })

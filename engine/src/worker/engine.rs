@@ -579,6 +579,8 @@ pub struct Progress<'a> {
     pub retransmits: u64,
     /// Connections ended.
     pub closed: usize,
+    /// Their reports, in the order they ended.
+    pub ended: &'a [ConnReport],
     /// Received packets dropped for a bad TCP checksum.
     pub drop_checksum: u64,
     /// Received packets dropped for truncated or malformed headers.
@@ -1454,6 +1456,7 @@ pub fn run_app(
             workers: &workers,
             steer,
             closed: connections.len(),
+            ended: &connections,
             listen: &listening,
             zero_copy,
             ..Progress::default()
