@@ -136,10 +136,9 @@ pub struct RecvArgs {
           conflicts_with_all = ["addr", "port"])]
     pub listen: Option<(Option<IpAddr>, u16)>,
     /// Write the received stream to this file (default, or `-`: standard
-    /// output):
-    /// it replaces FILE once the stream ended well (the peer's FIN); a
-    /// stream that did not leaves FILE as it was and what arrived in
-    /// FILE.partial.
+    /// output): it replaces FILE once the stream ended well (the peer's
+    /// FIN); a stream that did not leaves FILE as it was and what arrived
+    /// in FILE.partial.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Check the received stream against `xtcp send --pattern SEED`.
@@ -996,7 +995,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         } else if let Some(e) = s.error.as_mut() {
             match r.keep_partial() {
                 Ok(Some(p)) => e.push_str(&format!(
-                    "; {out} is as it was: the {} bytes received (every one acknowledged) are in {}",
+                    "; {out} is as it was: the {} bytes written are in {}",
                     s.bytes,
                     p.display()
                 )),

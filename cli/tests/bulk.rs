@@ -461,6 +461,39 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     assert_eq!(&got, want, "SHA-256 of what xtcp received");
 }
 
+/// An `--mss` above what the MTU carries is clamped, and said so (it was
+/// taken without a word).
+#[test]
+fn an_mss_above_the_mtu_is_said_to_be_clamped() {
+    let net = testnet(1500);
+    let socat = net
+        .b
+        .ns
+        .command("socat")
+        .args([
+            "-u",
+            &socat_listen(net.b.ip4.into(), 5236),
+            "OPEN:/dev/null",
+        ])
+        .spawn()
+        .expect("socat (apt install socat)");
+    let mut socat = Reap(socat);
+    wait_listening(&net.b.ns, 5236, WAIT, Some(&mut socat.0));
+    let mut args = send_pattern_args(&net, 5236, 1 << 20);
+    args.extend(["--mss".into(), "9000".into()]);
+    let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
+    let err = ok(&out);
+    assert!(
+        err.contains(&format!(
+            "--mss 9000 is more than {}'s MTU of 1500 carries: MSS 1460",
+            net.a.iface
+        )),
+        "{err}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["engine"]["mss"], 1460, "{j}");
+}
+
 /// `send -F -` reads standard input, `recv --out -` writes standard
 /// output, as `-` means in other tools (they were taken as file names).
 #[test]
@@ -985,7 +1018,7 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
             assert_pattern_file(&partial, len, &err);
             assert!(
                 err.contains(&format!(
-                    "{} is as it was: the {len} bytes received (every one acknowledged) are in {}",
+                    "{} is as it was: the {len} bytes written are in {}",
                     out.display(),
                     partial.display()
                 )),

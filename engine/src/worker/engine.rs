@@ -1120,6 +1120,11 @@ pub fn run_app(
     let mut payload_cap = cfg.mss.map_or(usize::MAX, usize::from);
     let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
+    // (Over IPv4 beside IPv6, 20 bytes more: `mss_v4` below.)
+    let most = link_mss + if dual { 20 } else { 0 };
+    if let Some(m) = cfg.mss.filter(|&m| usize::from(m) > most) {
+        tracing::info!("--mss {m} is more than {iface}'s MTU of {mtu} carries: MSS {most}");
+    }
     // Every connection transmits (its ACKs at least).
     let bind_mode = crate::xsk::tx_bind_mode(cfg.bind, iface);
     let zc_segs = if bind_mode == BindMode::Copy {
