@@ -160,6 +160,22 @@ fn socat_addr(ip: IpAddr, port: u16) -> String {
     }
 }
 
+/// socat in side B listening on `ip`:`port`, writing what it receives to
+/// `to` (a socat address: `OPEN:/dev/null`, `OPEN:FILE,creat,trunc`);
+/// returns once it listens.
+fn socat_receiver(net: &TestNet, ip: IpAddr, port: u16, to: &str) -> Reap {
+    let mut socat = Reap(
+        net.b
+            .ns
+            .command("socat")
+            .args(["-u", &socat_listen(ip, port), to])
+            .spawn()
+            .expect("socat (apt install socat)"),
+    );
+    wait_listening(&net.b.ns, port, WAIT, Some(&mut socat.0));
+    socat
+}
+
 fn socat_listen(ip: IpAddr, port: u16) -> String {
     match ip {
         IpAddr::V4(a) => format!("TCP4-LISTEN:{port},bind={a},reuseaddr"),
@@ -202,19 +218,12 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool, len: u64
     };
     let _ = a;
     let out_file = tmp(&format!("sent-{}-{v6}-{clip}.bin", net.a.iface));
-    let socat = Reap(
-        net.b
-            .ns
-            .command("socat")
-            .args([
-                "-u",
-                &socat_listen(b, 5201),
-                &format!("OPEN:{},creat,trunc", out_file.display()),
-            ])
-            .spawn()
-            .expect("socat (apt install socat)"),
+    let socat = socat_receiver(
+        net,
+        b,
+        5201,
+        &format!("OPEN:{},creat,trunc", out_file.display()),
     );
-    wait_listening(&net.b.ns, 5201, WAIT, None);
     let mut args = vec!["send".to_string()];
     args.extend(engine_args(net, clip));
     args.extend([
@@ -466,19 +475,7 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
 #[test]
 fn an_mss_above_the_mtu_is_said_to_be_clamped() {
     let net = testnet(1500);
-    let socat = net
-        .b
-        .ns
-        .command("socat")
-        .args([
-            "-u",
-            &socat_listen(net.b.ip4.into(), 5236),
-            "OPEN:/dev/null",
-        ])
-        .spawn()
-        .expect("socat (apt install socat)");
-    let mut socat = Reap(socat);
-    wait_listening(&net.b.ns, 5236, WAIT, Some(&mut socat.0));
+    let _socat = socat_receiver(&net, net.b.ip4.into(), 5236, "OPEN:/dev/null");
     let mut args = send_pattern_args(&net, 5236, 1 << 20);
     args.extend(["--mss".into(), "9000".into()]);
     let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
@@ -507,19 +504,12 @@ fn a_dash_is_standard_input_and_output() {
     // send -F - → socat.
     let got = tmp("dash-sent.bin");
     let _ = std::fs::remove_file(&got);
-    let socat = net
-        .b
-        .ns
-        .command("socat")
-        .args([
-            "-u",
-            &socat_listen(net.b.ip4.into(), 5203),
-            &format!("OPEN:{},creat,trunc", got.display()),
-        ])
-        .spawn()
-        .expect("socat (apt install socat)");
-    let mut socat = Reap(socat);
-    wait_listening(&net.b.ns, 5203, WAIT, Some(&mut socat.0));
+    let mut socat = socat_receiver(
+        &net,
+        net.b.ip4.into(),
+        5203,
+        &format!("OPEN:{},creat,trunc", got.display()),
+    );
     let mut args = vec!["send".to_string()];
     args.extend(engine_args(&net, true));
     args.extend([
@@ -602,19 +592,7 @@ fn byte_exact_both_ways_mtu_65535_ipv4_ipv6_clip_on_off() {
 #[test]
 fn killed_kernel_peer_is_reported_and_nothing_stays_attached() {
     let net = testnet(1500);
-    let socat = net
-        .b
-        .ns
-        .command("socat")
-        .args([
-            "-u",
-            &socat_listen(net.b.ip4.into(), 5201),
-            "OPEN:/dev/null",
-        ])
-        .spawn()
-        .expect("socat (apt install socat)");
-    let mut socat = Reap(socat);
-    wait_listening(&net.b.ns, 5201, WAIT, None);
+    let mut socat = socat_receiver(&net, net.b.ip4.into(), 5201, "OPEN:/dev/null");
     let mut args = vec!["send".to_string()];
     args.extend(engine_args(&net, true));
     args.extend([

@@ -1580,33 +1580,35 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
 #[test]
 fn a_failed_client_leaves_once_its_fin_is_acknowledged() {
     let net = testnet(1);
-    let server = StockServer::start(&net, &[]);
-    let pid = server.0.as_ref().unwrap().id();
-    let b = net.b.ip4.to_string();
-    let mut cmd = client(
+    let err = failed_with_the_server_stopped(
         &net,
-        &[
-            "-c",
-            &b,
-            "-t",
-            "60",
-            "--snd-timeout",
-            "1000",
-            "--grace",
-            "600",
-        ],
+        &["-t", "60", "--snd-timeout", "1000", "--grace", "600"],
     );
-    cmd.stdout(Stdio::piped());
-    let mut c = Watched::spawn_command(cmd);
-    wait_b_received(&net);
-    kill("-STOP", pid);
-    let err = failed(&mut c);
-    kill("-CONT", pid);
     assert!(
         err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
         "{err}"
     );
+}
+
+/// xtcp's client against a stock server (B's IPv4 address) with `args`,
+/// the server stopped (SIGSTOP) once the test's data flows: the client's
+/// standard error once it has failed, with no summary.
+fn failed_with_the_server_stopped(net: &TestNet, args: &[&str]) -> String {
+    let server = StockServer::start(net, &[]);
+    let pid = server.0.as_ref().unwrap().id();
+    let b = net.b.ip4.to_string();
+    let mut all = vec!["-c", b.as_str()];
+    all.extend(args);
+    let mut cmd = client(net, &all);
+    cmd.stdout(Stdio::piped());
+    let mut c = Watched::spawn_command(cmd);
+    wait_b_received(net);
+    kill("-STOP", pid);
+    let err = failed(&mut c);
+    kill("-CONT", pid);
+    drop(server);
     no_summary(&mut c.child.0);
+    err
 }
 
 /// `serve --snd-timeout 1500`: a stock client's `-R` test whose path goes
@@ -1663,37 +1665,16 @@ fn serve_snd_timeout_ends_a_test_whose_stream_fails() {
 #[test]
 fn rcv_timeout_ends_a_test_that_stops_moving() {
     let net = testnet(1);
-    let server = StockServer::start(&net, &[]);
-    let pid = server.0.as_ref().unwrap().id();
-    let b = net.b.ip4.to_string();
-    let mut cmd = client(
+    let err = failed_with_the_server_stopped(
         &net,
-        &[
-            "-c",
-            &b,
-            "-R",
-            "-t",
-            "60",
-            "-b",
-            "20M",
-            "--rcv-timeout",
-            "1500",
-        ],
+        &["-R", "-t", "60", "-b", "20M", "--rcv-timeout", "1500"],
     );
-    cmd.stdout(Stdio::piped());
-    let mut c = Watched::spawn_command(cmd);
-    wait_b_received(&net);
-    kill("-STOP", pid);
-    let err = failed(&mut c);
-    kill("-CONT", pid);
-    drop(server);
     assert!(
         err.contains(
             "ended by the idle timeout (--rcv-timeout): no data or control progress for 1.5 s"
         ),
         "{err}"
     );
-    no_summary(&mut c.child.0);
 }
 
 /// `-d` logs at debug level (iperf3's debug output: xtcp's `--log debug`),
