@@ -160,6 +160,18 @@ fn socat_addr(ip: IpAddr, port: u16) -> String {
     }
 }
 
+/// `xtcp recv` in side A on `port` with `extra` arguments, its standard
+/// output to `stdout`; returns once it listens.
+fn recv_listening(net: &TestNet, port: u16, extra: &[&str], stdout: Stdio) -> Watched {
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(net, true));
+    args.extend(["--listen".to_string(), port.to_string()]);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let mut xtcp = Watched::spawn(net, &args, stdout);
+    xtcp.wait_for("listening on");
+    xtcp
+}
+
 /// socat in side B listening on `ip`:`port`, writing what it receives to
 /// `to` (a socat address: `OPEN:/dev/null`, `OPEN:FILE,creat,trunc`);
 /// returns once it listens.
@@ -532,15 +544,12 @@ fn a_dash_is_standard_input_and_output() {
     assert!(std::fs::read(&got).unwrap() == data, "what socat got");
     // socat → recv --out -.
     let got = tmp("dash-received.bin");
-    let mut args = vec!["recv".to_string()];
-    args.extend(engine_args(&net, true));
-    args.extend(["--listen".into(), "5204".into(), "--out".into(), "-".into()]);
-    let mut xtcp = Watched::spawn(
+    let mut xtcp = recv_listening(
         &net,
-        &args,
+        5204,
+        &["--out", "-"],
         Stdio::from(std::fs::File::create(&got).unwrap()),
     );
-    xtcp.wait_for("listening on");
     let sent = net
         .b
         .ns
@@ -809,18 +818,12 @@ fn user_errors_are_clear() {
 #[test]
 fn sigint_closes_connections_and_detaches() {
     let net = testnet(1500);
-    let mut args = vec!["recv".to_string()];
-    args.extend(engine_args(&net, true));
-    args.extend([
-        "--listen".into(),
-        "5205".into(),
-        "--discard".into(),
-        "--keep-listening".into(),
-        "--grace".into(),
-        "1".into(),
-    ]);
-    let mut xtcp = Watched::spawn(&net, &args, Stdio::null());
-    xtcp.wait_for("listening on");
+    let mut xtcp = recv_listening(
+        &net,
+        5205,
+        &["--discard", "--keep-listening", "--grace", "1"],
+        Stdio::null(),
+    );
     // A kernel sender that would run for minutes.
     let sender = net
         .b
@@ -857,17 +860,13 @@ fn sigint_closes_connections_and_detaches() {
 fn keep_listening_says_how_each_connection_ended() {
     let net = testnet(1500);
     let port = 5235u16;
-    let mut args = vec!["recv".to_string()];
-    args.extend(engine_args(&net, true));
-    args.extend([
-        "--listen".into(),
-        port.to_string(),
-        "--verify".into(),
-        SEED.to_string(),
-        "--keep-listening".into(),
-    ]);
-    let mut xtcp = Watched::spawn(&net, &args, Stdio::null());
-    xtcp.wait_for("listening on");
+    let seed = SEED.to_string();
+    let mut xtcp = recv_listening(
+        &net,
+        port,
+        &["--verify", &seed, "--keep-listening"],
+        Stdio::null(),
+    );
     // Zeros, not the pattern.
     let sent = net
         .b
@@ -1028,18 +1027,13 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
     let partial = tmp("second-signal.bin.partial");
     let _ = std::fs::remove_file(&partial);
     std::fs::write(&out, b"old").unwrap();
-    let mut args = vec!["recv".to_string()];
-    args.extend(engine_args(&net, true));
-    args.extend([
-        "--listen".into(),
-        port.to_string(),
-        "--grace".into(),
-        "600".into(),
-        "--out".into(),
-        out.display().to_string(),
-    ]);
-    let mut xtcp = Watched::spawn(&net, &args, Stdio::null());
-    xtcp.wait_for("listening on");
+    let out_arg = out.display().to_string();
+    let mut xtcp = recv_listening(
+        &net,
+        port,
+        &["--grace", "600", "--out", &out_arg],
+        Stdio::null(),
+    );
     let len = 1_000_000;
     let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
     xtcp.signal("-INT");
