@@ -20,7 +20,7 @@ use xtcp_engine::worker::{
 };
 
 use crate::args::{EngineArgs, ListenFamily, parse_size};
-use crate::outfile::{ReplaceFile, create_tmp};
+use crate::outfile::ReplaceFile;
 use crate::xdpstats::XdpSummary;
 
 /// Arguments of `xtcp send`.
@@ -925,11 +925,11 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
             // 256 KiB), so that what the writer counts is what the file
             // holds.
             let r = ReplaceFile::new("--out", &p)?;
-            let tmp = r.tmp().to_owned();
+            let (open_file, what) = (r.opener(), r.tmp().unwrap_or(p.as_path()).to_owned());
             replace = Some(r);
             let open: OpenOutput = Box::new(move || {
-                let f = create_tmp(&tmp).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("creating {}: {e}", tmp.display()))
+                let f = open_file().map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("opening {}: {e}", what.display()))
                 })?;
                 Ok(Box::new(f) as Box<dyn std::io::Write + Send>)
             });
@@ -946,7 +946,10 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
             &mut writer,
         )?,
     };
-    let keep = replace.as_ref().map(|r| (r.tmp().to_owned(), r.partial()));
+    // (In place, a device or FIFO: nothing to rename.)
+    let keep = replace
+        .as_ref()
+        .and_then(|r| Some((r.tmp()?.to_owned(), r.partial())));
     let flag = interrupt_flag_writing(writer.is_some(), keep)?;
     let mut meter = Meter::new(Some(cfg.iface.clone()), a.keep_listening);
     let role = Role::Listen {
@@ -992,14 +995,19 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
                 s.error = Some(format!("{e:#}"));
                 s.ok = false;
             }
-        } else if let Some(e) = s.error.as_mut() {
+        } else if let Some(e) = s.error.as_mut()
+            && !r.in_place()
+        {
+            let existed =
+                std::fs::metadata(a.out.as_deref().unwrap_or(std::path::Path::new(""))).is_ok();
             match r.keep_partial() {
                 Ok(Some(p)) => e.push_str(&format!(
                     "; {out} is as it was: the {} bytes written are in {}",
                     s.bytes,
                     p.display()
                 )),
-                Ok(None) => e.push_str(&format!("; {out} is as it was")),
+                Ok(None) if existed => e.push_str(&format!("; {out} is as it was")),
+                Ok(None) => e.push_str(&format!("; {out} was not made")),
                 Err(k) => e.push_str(&format!("; {k:#}")),
             }
         }

@@ -1,43 +1,72 @@
 //! A file written beside its destination and renamed over it only when it
 //! is complete, so that a failed run leaves an existing file as it was:
 //! `recv --out` and `client -F … -R`.
+//!
+//! What is replaced is what the path names: through a symlink, the file it
+//! points to (the link stays), with that file's mode and owner. A path that
+//! names no regular file (a device such as `/dev/null`, a FIFO, a socket)
+//! is written in place, as a program writing to it would: there is nothing
+//! there to keep or replace.
 
 use std::ffi::OsString;
 use std::fs::File;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-/// The file being written (`.NAME.xtcp-PID` beside `path`), and where it
-/// goes once complete. Dropped unfinished, it is removed.
+/// The file being written (`.NAME.xtcp-PID` beside the destination), and
+/// where it goes once complete. Dropped unfinished, it is removed.
 pub(crate) struct ReplaceFile {
     flag: &'static str,
     tmp: PathBuf,
+    /// The destination: the path given, or the file its symlink names.
     path: PathBuf,
+    /// The destination's mode and owner, to give the new file.
+    keep: Option<(u32, u32, u32)>,
+    /// Written in place (not a regular file).
+    in_place: bool,
     done: bool,
 }
 
+/// Opens what a [`ReplaceFile`] writes, on whichever thread writes it.
+pub(crate) type Opener = Box<dyn FnOnce() -> std::io::Result<File> + Send>;
+
 impl ReplaceFile {
-    /// Nothing is created yet ([`create`](Self::create) makes the file);
+    /// Nothing is created yet ([`opener`](Self::opener) makes the file);
     /// `flag` names the argument in messages.
     pub(crate) fn new(flag: &'static str, path: &Path) -> anyhow::Result<ReplaceFile> {
+        let path = resolve(path).with_context(|| format!("{flag} {}", path.display()))?;
         let Some(name) = path.file_name() else {
             bail!("{flag} {}: not a file name", path.display());
         };
         let mut tmp_name = OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".xtcp-{}", std::process::id()));
+        let meta = std::fs::metadata(&path).ok();
         Ok(ReplaceFile {
             flag,
             tmp: path.with_file_name(tmp_name),
-            path: path.to_owned(),
+            keep: meta
+                .as_ref()
+                .filter(|m| m.is_file())
+                .map(|m| (m.permissions().mode(), m.uid(), m.gid())),
+            in_place: meta.is_some_and(|m| !m.is_file()),
+            path,
             done: false,
         })
     }
 
-    /// The file being written.
-    pub(crate) fn tmp(&self) -> &Path {
-        &self.tmp
+    /// Whether the destination is written in place (it is no regular
+    /// file): then nothing is renamed, and a failed run cannot leave it as
+    /// it was.
+    pub(crate) fn in_place(&self) -> bool {
+        self.in_place
+    }
+
+    /// The file being written beside the destination; `None` in place.
+    pub(crate) fn tmp(&self) -> Option<&Path> {
+        (!self.in_place).then_some(self.tmp.as_path())
     }
 
     /// Where a run that did not complete leaves what it wrote:
@@ -48,36 +77,70 @@ impl ReplaceFile {
         PathBuf::from(p)
     }
 
-    /// Makes the file being written (see [`create_tmp`]).
+    /// Opens the file to write: made anew beside the destination (an
+    /// existing file of that name is an error, never overwritten), with
+    /// the destination's mode and owner; or the destination itself, in
+    /// place.
+    pub(crate) fn opener(&self) -> Opener {
+        let (tmp, keep, in_place, path) = (
+            self.tmp.clone(),
+            self.keep,
+            self.in_place,
+            self.path.clone(),
+        );
+        Box::new(move || {
+            if in_place {
+                return File::options().write(true).open(&path);
+            }
+            let f = File::options().write(true).create_new(true).open(&tmp)?;
+            if let Some((mode, uid, gid)) = keep {
+                f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+                // As the owner allows: root gives the file back to its
+                // owner; another user keeps it (and the mode says who may
+                // read it).
+                let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
+            }
+            Ok(f)
+        })
+    }
+
+    /// Makes the file to write on this thread (see [`opener`](Self::opener)).
     pub(crate) fn create(&self) -> anyhow::Result<File> {
-        create_tmp(&self.tmp).with_context(|| {
+        self.opener()().with_context(|| {
             format!(
-                "{} {}: creating {}",
+                "{} {}: opening {}",
                 self.flag,
                 self.path.display(),
-                self.tmp.display()
+                self.tmp().unwrap_or(&self.path).display()
             )
         })
     }
 
     /// Complete: renamed over the destination.
     pub(crate) fn commit(mut self) -> anyhow::Result<()> {
-        std::fs::rename(&self.tmp, &self.path).with_context(|| {
-            format!(
-                "{}: renaming {} to {}",
-                self.flag,
-                self.tmp.display(),
-                self.path.display()
-            )
-        })?;
+        if !self.in_place {
+            std::fs::rename(&self.tmp, &self.path).with_context(|| {
+                format!(
+                    "{}: renaming {} to {}",
+                    self.flag,
+                    self.tmp.display(),
+                    self.path.display()
+                )
+            })?;
+        }
         self.done = true;
         Ok(())
     }
 
     /// Not complete: what was written, if anything, is renamed to
     /// [`partial`](Self::partial) (replacing what was there), which is
-    /// returned; the destination stays as it was. An empty file is removed.
+    /// returned; the destination stays as it was. An empty file is
+    /// removed; in place, nothing is done.
     pub(crate) fn keep_partial(mut self) -> anyhow::Result<Option<PathBuf>> {
+        if self.in_place {
+            self.done = true;
+            return Ok(None);
+        }
         match std::fs::metadata(&self.tmp) {
             Ok(m) if m.len() > 0 => {}
             _ => return Ok(None),
@@ -98,16 +161,29 @@ impl ReplaceFile {
 
 impl Drop for ReplaceFile {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.done && !self.in_place {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
 }
 
-/// Creates `tmp` for writing; an existing file of that name is an error,
-/// never overwritten.
-pub(crate) fn create_tmp(tmp: &Path) -> std::io::Result<File> {
-    File::options().write(true).create_new(true).open(tmp)
+/// `path`, or the file its symlinks name (which need not exist yet).
+fn resolve(path: &Path) -> std::io::Result<PathBuf> {
+    let mut p = path.to_owned();
+    // Bounded as the kernel bounds a path's links (40).
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
 #[cfg(test)]
@@ -121,6 +197,10 @@ mod tests {
         d
     }
 
+    fn write(r: &ReplaceFile, b: &[u8]) {
+        std::io::Write::write_all(&mut r.create().unwrap(), b).unwrap();
+    }
+
     #[test]
     fn complete_replaces_incomplete_goes_beside_and_dropped_leaves_nothing() {
         let d = dir("cycle");
@@ -128,13 +208,13 @@ mod tests {
         std::fs::write(&path, b"old").unwrap();
 
         let r = ReplaceFile::new("--out", &path).unwrap();
-        std::io::Write::write_all(&mut r.create().unwrap(), b"new").unwrap();
-        assert!(r.tmp().exists());
+        write(&r, b"new");
+        assert!(r.tmp().unwrap().exists());
         r.commit().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
 
         let r = ReplaceFile::new("--out", &path).unwrap();
-        std::io::Write::write_all(&mut r.create().unwrap(), b"half").unwrap();
+        write(&r, b"half");
         let partial = r.keep_partial().unwrap().unwrap();
         assert_eq!(partial, d.join("out.bin.partial"));
         assert_eq!(std::fs::read(&partial).unwrap(), b"half");
@@ -151,7 +231,7 @@ mod tests {
         // Dropped: removed.
         let r = ReplaceFile::new("--out", &path).unwrap();
         r.create().unwrap();
-        let tmp = r.tmp().to_owned();
+        let tmp = r.tmp().unwrap().to_owned();
         drop(r);
         assert!(!tmp.exists());
         let names: Vec<_> = std::fs::read_dir(&d)
@@ -159,6 +239,66 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["out.bin"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The replaced file keeps its mode; a symlink's target is replaced
+    /// and the link stays; a device is written in place, not replaced by a
+    /// regular file (a review found `--out /dev/null`-like nodes, FIFOs
+    /// and links turned into regular files, and a 0600 file made 0644).
+    #[test]
+    fn mode_kept_links_followed_devices_written_in_place() {
+        let d = dir("kinds");
+        let path = d.join("secret.bin");
+        std::fs::write(&path, b"old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let r = ReplaceFile::new("--out", &path).unwrap();
+        write(&r, b"new");
+        r.commit().unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+
+        let link = d.join("link");
+        std::os::unix::fs::symlink("secret.bin", &link).unwrap();
+        let r = ReplaceFile::new("--out", &link).unwrap();
+        write(&r, b"via link");
+        r.commit().unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"via link");
+        // A link to a file not made yet: made where it points.
+        let dangling = d.join("dangling");
+        std::os::unix::fs::symlink("later.bin", &dangling).unwrap();
+        let r = ReplaceFile::new("--out", &dangling).unwrap();
+        write(&r, b"later");
+        r.commit().unwrap();
+        assert_eq!(std::fs::read(d.join("later.bin")).unwrap(), b"later");
+        assert!(
+            std::fs::symlink_metadata(&dangling)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+
+        let null = Path::new("/dev/null");
+        let r = ReplaceFile::new("--out", null).unwrap();
+        assert!(r.in_place() && r.tmp().is_none());
+        write(&r, b"gone");
+        assert_eq!(r.keep_partial().unwrap(), None);
+        let r = ReplaceFile::new("--out", null).unwrap();
+        write(&r, b"gone");
+        r.commit().unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::metadata(null)
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
