@@ -645,14 +645,26 @@ impl Meter {
 /// connections and hands every received byte to its output); a second one
 /// ends the process at once, with status 130, and says so.
 pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
-    interrupt_flag_writing(false, None)
+    interrupt_flag_writing(None, false, None)
 }
 
-/// [`interrupt_flag`] for `recv` (`writer`: what it receives goes to an
-/// output): a second signal's message says that what the writer did not
-/// write yet is lost, and `keep`'s file written so far (`--out`'s, beside
-/// it) is renamed to its second path, which the message names.
+/// What `send` and `recv` say on the first SIGINT/SIGTERM, which may take
+/// up to `--grace` (`grace`).
+fn stopping(grace: Duration) -> String {
+    format!(
+        "xtcp: interrupted: closing, the peer's FIN awaited for up to {:.1} s (--grace); a \
+         second Ctrl-C exits at once",
+        grace.as_secs_f64()
+    )
+}
+
+/// [`interrupt_flag`] that says `first` on the first signal; for `recv`
+/// (`writer`: what it receives goes to an output) a second signal's
+/// message says that what the writer did not write yet is lost, and
+/// `keep`'s file written so far (`--out`'s, beside it) is renamed to its
+/// second path, which the message names.
 fn interrupt_flag_writing(
+    first: Option<String>,
     writer: bool,
     keep: Option<(std::path::PathBuf, std::path::PathBuf)>,
 ) -> anyhow::Result<Arc<AtomicBool>> {
@@ -666,6 +678,9 @@ fn interrupt_flag_writing(
         .spawn(move || {
             for sig in signals.forever() {
                 if !f.swap(true, Ordering::SeqCst) {
+                    if let Some(m) = &first {
+                        eprintln!("{m}");
+                    }
                     continue;
                 }
                 let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
@@ -762,7 +777,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let flag = interrupt_flag()?;
+    let flag = interrupt_flag_writing(Some(stopping(cfg.grace)), false, None)?;
     let mut meter = Meter::new(None, false);
     let role = Role::Connect {
         remote,
@@ -950,7 +965,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let keep = replace
         .as_ref()
         .and_then(|r| Some((r.tmp()?.to_owned(), r.partial())));
-    let flag = interrupt_flag_writing(writer.is_some(), keep)?;
+    let flag = interrupt_flag_writing(Some(stopping(cfg.grace)), writer.is_some(), keep)?;
     let mut meter = Meter::new(Some(cfg.iface.clone()), a.keep_listening);
     let role = Role::Listen {
         on,

@@ -1015,8 +1015,9 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
     }
 }
 
-/// A second SIGINT while `recv` waits out its `--grace` for the peer's FIN
-/// exits at once (status 130) and says so: what the writer had written of
+/// The first SIGINT says how long `recv` may wait for the peer's FIN; a
+/// second one while it waits exits at once (status 130) and says so: what
+/// the writer had written of
 /// `--out FILE` is in `FILE.partial`, FILE is as it was. (It exited without
 /// a word, the bytes in a file of its own.)
 #[test]
@@ -1037,6 +1038,10 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
     let len = 1_000_000;
     let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
     xtcp.signal("-INT");
+    xtcp.wait_for(
+        "xtcp: interrupted: closing, the peer's FIN awaited for up to 600.0 s (--grace); a \
+         second Ctrl-C exits at once",
+    );
     // The first was taken: xtcp's FIN is in, the sender holds on.
     wait_ss(
         &net.b.ns,
