@@ -1017,9 +1017,8 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
 
 /// The first SIGINT says how long `recv` may wait for the peer's FIN; a
 /// second one while it waits exits at once (status 130) and says so: what
-/// the writer had written of
-/// `--out FILE` is in `FILE.partial`, FILE is as it was. (It exited without
-/// a word, the bytes in a file of its own.)
+/// the writer had written of `--out FILE` is in `FILE.partial`, FILE is as
+/// it was. (Both were silent, the bytes left in a file of its own.)
 #[test]
 fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
     let net = testnet(1500);
