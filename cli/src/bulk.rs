@@ -120,7 +120,8 @@ impl SendArgs {
 pub struct RecvArgs {
     /// Address to listen on (default: every address of the interface: its
     /// IPv4 addresses and its IPv6 addresses but link-local ones; -4 or -6
-    /// takes one family; so do `::`, and `0.0.0.0` for the IPv4 ones)
+    /// takes one family; `::` is every address too, `0.0.0.0` the IPv4
+    /// ones)
     #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
     pub addr: Option<IpAddr>,
     #[command(flatten)]

@@ -57,8 +57,9 @@ pub struct ServeArgs {
     pub affinity: Option<usize>,
     /// Address to serve on (default: every address of the interface: its
     /// IPv4 addresses and its IPv6 addresses but link-local ones; -4 or -6
-    /// takes one family; so do `::`, and `0.0.0.0` for the IPv4 ones);
-    /// `ADDR%DEV` also names the interface, as iperf3's (`--bind-dev DEV`)
+    /// takes one family; `::` is every address too, `0.0.0.0` the IPv4
+    /// ones); `ADDR%DEV` also names the interface, as iperf3's (`--bind-dev
+    /// DEV`)
     #[arg(short = 'B', long = "bind-address", value_name = "ADDR[%DEV]",
           value_parser = crate::args::parse_addr_dev)]
     pub addr: Option<crate::args::AddrDev>,
