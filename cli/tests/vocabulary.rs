@@ -372,7 +372,10 @@ fn serve_without_iface_or_address_serves_the_only_interface() {
 
 /// The engine's `--wakeup`: `spin` (and its earlier name `busy`) never
 /// sleeps; `poll` (and `need-wakeup`) sleeps in poll() when idle, as the
-/// worker's own counter shows.
+/// worker's own counter shows. The idle time is a listener's before its
+/// first connection, which comes only after "listening on": a transfer
+/// alone may have no idle turn far enough from a timer to sleep (CI saw
+/// an 8 MiB send with `poll` and 0 sleeps).
 #[test]
 fn engine_wakeup_names_and_their_earlier_spellings_do_the_same() {
     let net = testnet(1);
@@ -385,43 +388,42 @@ fn engine_wakeup_names_and_their_earlier_spellings_do_the_same() {
     .into_iter()
     .enumerate()
     {
-        let port = 5310 + i as u16;
-        let mut sink = Reap(
-            net.b
-                .ns
-                .command("socat")
-                .args([
-                    "-u",
-                    &format!("TCP4-LISTEN:{port},reuseaddr"),
-                    "OPEN:/dev/null",
-                ])
-                .spawn()
-                .unwrap(),
-        );
-        wait_listening(&net.b.ns, port, WAIT, Some(&mut sink.0));
-        let out = run_a(
-            &net,
-            &args(&[
-                "send",
-                "--iface",
-                &net.a.iface,
+        let port = (5310 + i as u16).to_string();
+        let a = args(&[
+            "recv",
+            "--iface",
+            &net.a.iface,
+            "--listen",
+            &port,
+            "--discard",
+            "--wakeup",
+            name,
+            "-J",
+        ]);
+        let mut recv = Watched::spawn(&net, &a, Stdio::piped());
+        recv.wait_for("listening on");
+        let sent = net
+            .b
+            .ns
+            .command("sh")
+            .args([
                 "-c",
-                &net.b.ip4.to_string(),
-                "-p",
-                &port.to_string(),
-                "--zeros",
-                "-n",
-                "8M",
-                "--wakeup",
-                name,
-                "-J",
-            ]),
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                &format!(
+                    "head -c 1048576 /dev/zero | socat -u - TCP4:{}:{port}",
+                    net.a.ip4
+                ),
+            ])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "--wakeup {name}: the sender");
+        let (status, err) = recv.wait_exit("xtcp recv ends after its connection");
+        assert!(status.success(), "{err}");
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut recv.child.0.stdout.take().unwrap(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["bytes"], 1 << 20, "{v}");
         let n = v["engine"]["workers"][0]["sleeps"].as_u64().unwrap();
         assert_eq!(n > 0, sleeps, "--wakeup {name}: {n} sleeps");
-        wait_gone(&mut sink, "socat ends after the stream");
     }
 }
 
