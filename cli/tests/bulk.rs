@@ -17,7 +17,7 @@ mod common;
 
 use common::{
     CPU_SLACK, Forged, Reap, TICK, Watched, acked_sender, count, exit_and_cpu, impair_b, line_of,
-    number, output_and_cpu, tcp_mib, tcp_out_segs, wait_listening, wait_ss,
+    number, output_and_cpu, tcp_mib, tcp_out_segs, wait_listening, wait_ss, zeros_from_b,
 };
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
@@ -868,20 +868,7 @@ fn keep_listening_says_how_each_connection_ended() {
         Stdio::null(),
     );
     // Zeros, not the pattern.
-    let sent = net
-        .b
-        .ns
-        .command("sh")
-        .args([
-            "-c",
-            &format!(
-                "head -c 100000 /dev/zero | socat -u - {}",
-                socat_addr(net.a.ip4.into(), port)
-            ),
-        ])
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    assert!(zeros_from_b(&net, port, 100_000));
     xtcp.wait_for(&format!("xtcp recv: connection 0 from {}:", net.b.ip4));
     xtcp.wait_for("failed: --verify failed: the stream differs from the pattern at byte ");
     xtcp.signal("-INT");

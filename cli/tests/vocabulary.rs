@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, Watched, XTCP, acked_sender, need_iperf3, testnet, wait_listening};
+use common::{
+    ENGINE, Reap, Watched, XTCP, acked_sender, need_iperf3, testnet, wait_listening, zeros_from_b,
+};
 use xtcp_engine::testnet::TestNet;
 use xtcp_engine::worker::bulk::pattern_fill;
 
@@ -388,13 +390,14 @@ fn engine_wakeup_names_and_their_earlier_spellings_do_the_same() {
     .into_iter()
     .enumerate()
     {
-        let port = (5310 + i as u16).to_string();
+        let port = 5310 + i as u16;
+        let listen = port.to_string();
         let a = args(&[
             "recv",
             "--iface",
             &net.a.iface,
             "--listen",
-            &port,
+            &listen,
             "--discard",
             "--wakeup",
             name,
@@ -402,20 +405,10 @@ fn engine_wakeup_names_and_their_earlier_spellings_do_the_same() {
         ]);
         let mut recv = Watched::spawn(&net, &a, Stdio::piped());
         recv.wait_for("listening on");
-        let sent = net
-            .b
-            .ns
-            .command("sh")
-            .args([
-                "-c",
-                &format!(
-                    "head -c 1048576 /dev/zero | socat -u - TCP4:{}:{port}",
-                    net.a.ip4
-                ),
-            ])
-            .status()
-            .unwrap();
-        assert!(sent.success(), "--wakeup {name}: the sender");
+        assert!(
+            zeros_from_b(&net, port, 1 << 20),
+            "--wakeup {name}: the sender"
+        );
         let (status, err) = recv.wait_exit("xtcp recv ends after its connection");
         assert!(status.success(), "{err}");
         let mut out = String::new();

@@ -228,6 +228,24 @@ impl Watched {
     }
 }
 
+/// socat in side B sends `len` zero bytes to A's IPv4 address on `port`
+/// and closes; whether it succeeded.
+pub fn zeros_from_b(net: &TestNet, port: u16, len: usize) -> bool {
+    net.b
+        .ns
+        .command("sh")
+        .args([
+            "-c",
+            &format!(
+                "head -c {len} /dev/zero | socat -u - TCP4:{}:{port}",
+                net.a.ip4
+            ),
+        ])
+        .status()
+        .unwrap()
+        .success()
+}
+
 /// A kernel sender in side B: connects to `dst` (retrying while xtcp
 /// starts), writes `len` bytes of the pattern `seed` and returns once the
 /// kernel says that all of them were acknowledged (`ss -i`), with the
