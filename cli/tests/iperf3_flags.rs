@@ -1519,6 +1519,24 @@ fn wait_b_received(net: &TestNet) {
     }
 }
 
+/// Every packet through B's interface dropped, both ways, while the
+/// guards live.
+fn cut_b(
+    net: &TestNet,
+) -> (
+    xtcp_engine::xdp::impair::Impairment,
+    xtcp_engine::xdp::impair::Impairment,
+) {
+    use xtcp_engine::xdp::impair::ImpairConfig;
+    common::impair_b(
+        net,
+        ImpairConfig {
+            drop_ppm: 1_000_000,
+            ..ImpairConfig::default()
+        },
+    )
+}
+
 /// Waits (bounded) for the client `c` to exit, which must be a failure;
 /// its standard error.
 fn failed(c: &mut Watched) -> String {
@@ -1545,7 +1563,6 @@ fn no_summary(c: &mut Child) {
 /// in a row take minutes), and the client says so.
 #[test]
 fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
-    use xtcp_engine::xdp::impair::ImpairConfig;
     let net = testnet(1);
     let _server = StockServer::start(&net, &[]);
     let b = net.b.ip4.to_string();
@@ -1556,13 +1573,7 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
     cmd.stdout(Stdio::piped());
     let mut c = Watched::spawn_command(cmd);
     wait_b_received(&net);
-    let _cut = common::impair_b(
-        &net,
-        ImpairConfig {
-            drop_ppm: 1_000_000,
-            ..ImpairConfig::default()
-        },
-    );
+    let _cut = cut_b(&net);
     let err = failed(&mut c);
     assert!(
         err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
@@ -1619,7 +1630,6 @@ fn failed_with_the_server_stopped(net: &TestNet, args: &[&str]) -> String {
 /// reported no count before its end).
 #[test]
 fn serve_snd_timeout_ends_a_test_whose_stream_fails() {
-    use xtcp_engine::xdp::impair::ImpairConfig;
     need_iperf3();
     let net = testnet(1);
     let server = Server::start_with(&net, 1, &["--snd-timeout", "1500", "--json-lines"]);
@@ -1635,13 +1645,7 @@ fn serve_snd_timeout_ends_a_test_whose_stream_fails() {
             .unwrap(),
     );
     wait_b_received(&net);
-    let _cut = common::impair_b(
-        &net,
-        ImpairConfig {
-            drop_ppm: 1_000_000,
-            ..ImpairConfig::default()
-        },
-    );
+    let _cut = cut_b(&net);
     let v = loop {
         let l = server.line();
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&l)
