@@ -23,9 +23,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{
-    ENGINE, Reap, Watched, XTCP, acked_sender, need_iperf3, testnet, wait_listening, zeros_from_b,
-};
+use common::{ENGINE, Reap, Watched, XTCP, acked_sender, need_iperf3, testnet, wait_listening};
 use xtcp_engine::testnet::TestNet;
 use xtcp_engine::worker::bulk::pattern_fill;
 
@@ -374,10 +372,11 @@ fn serve_without_iface_or_address_serves_the_only_interface() {
 
 /// The engine's `--wakeup`: `spin` (and its earlier name `busy`) never
 /// sleeps; `poll` (and `need-wakeup`) sleeps in poll() when idle, as the
-/// worker's own counter shows. The idle time is a listener's before its
-/// first connection, which comes only after "listening on": a transfer
-/// alone may have no idle turn far enough from a timer to sleep (CI saw
-/// an 8 MiB send with `poll` and 0 sleeps).
+/// worker's own counter shows. The idle time is certain: interrupted, recv
+/// closes and waits out `--grace` for a FIN the kernel sender, which
+/// holds its socket open, never sends (a transfer alone may have no idle
+/// turn far enough from a timer to sleep: CI saw an 8 MiB send with
+/// `poll` and 0 sleeps).
 #[test]
 fn engine_wakeup_names_and_their_earlier_spellings_do_the_same() {
     let net = testnet(1);
@@ -399,22 +398,24 @@ fn engine_wakeup_names_and_their_earlier_spellings_do_the_same() {
             "--listen",
             &listen,
             "--discard",
+            "--grace",
+            "1",
             "--wakeup",
             name,
             "-J",
         ]);
         let mut recv = Watched::spawn(&net, &a, Stdio::piped());
         recv.wait_for("listening on");
-        assert!(
-            zeros_from_b(&net, port, 1 << 20),
-            "--wakeup {name}: the sender"
-        );
-        let (status, err) = recv.wait_exit("xtcp recv ends after its connection");
-        assert!(status.success(), "{err}");
+        let len = 1 << 20;
+        let held = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), 9, len);
+        recv.signal("-INT");
+        let (status, err) = recv.wait_exit("xtcp recv ends after --grace");
+        assert!(!status.success(), "reset after --grace: {err}");
+        drop(held);
         let mut out = String::new();
         std::io::Read::read_to_string(&mut recv.child.0.stdout.take().unwrap(), &mut out).unwrap();
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["bytes"], 1 << 20, "{v}");
+        assert_eq!(v["bytes"], len, "{v}");
         let n = v["engine"]["workers"][0]["sleeps"].as_u64().unwrap();
         assert_eq!(n > 0, sleeps, "--wakeup {name}: {n} sleeps");
     }
