@@ -1055,6 +1055,41 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
     let _ = std::fs::remove_file(&partial);
 }
 
+/// A slow stream's bytes are written as they come, not when it ends: a
+/// kernel sender's first 6,000 bytes (all acknowledged) reach `recv`'s
+/// output while the connection stays open (the writer's chunk used to
+/// hold them until the peer's FIN).
+#[test]
+fn a_slow_streams_bytes_reach_the_output_before_it_ends() {
+    let net = testnet(1500);
+    let port = 5236u16;
+    let path = tmp("slow-stream.bin");
+    let out = std::fs::File::create(&path).unwrap();
+    let mut xtcp = recv_listening(&net, port, &["--out", "-"], Stdio::from(out));
+    let len = 6_000;
+    let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
+    let deadline = Instant::now() + WAIT;
+    while std::fs::metadata(&path).unwrap().len() < len as u64 {
+        assert!(
+            xtcp.child.0.try_wait().unwrap().is_none(),
+            "{}",
+            xtcp.err.lock().unwrap()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the acknowledged bytes never reached the output while the \
+             connection was open: {} of {len} bytes",
+            std::fs::metadata(&path).unwrap().len()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(sock);
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(status.success(), "{err}");
+    assert_pattern_file(&path, len, &err);
+    let _ = std::fs::remove_file(&path);
+}
+
 /// An output that fills up: `recv` says why it failed (the disk is full,
 /// not only that it reset the connection), and the bytes it reports are
 /// what the file holds (`FILE.partial`: the stream did not end well). The

@@ -19,6 +19,10 @@
 //!   empty channel only means "not now" (TCP flow control does the rest);
 //! - [`Source::Empty`] / [`Sink::Discard`] send nothing / count and drop.
 //!
+//! A writer's chunk goes to its thread when it is full, or once it has held
+//! bytes for [`FLUSH_AFTER`] (the connection's turn is timed for it): a
+//! slow stream's bytes reach the output as they come, not at its end.
+//!
 //! When a connection ends (FIN, RST, timeout, or the engine stopping) the
 //! worker hands its sink what is left in TCP's receive buffer and ends the
 //! stream with [`Sink::close`], which waits for room in the pipe: every
@@ -28,6 +32,7 @@
 
 use std::io::{self, Read, Write};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 
@@ -35,6 +40,11 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 pub const CHUNK_LEN: usize = 256 * 1024;
 /// Chunks per pipe (the pipe holds at most this many × [`CHUNK_LEN`]).
 pub const CHUNKS: usize = 16;
+/// How long a writer's chunk holds bytes before it goes to the writer part
+/// full. A stream faster than a chunk in this time (about 200 Mbit/s)
+/// fills its chunks first; a slower one's bytes are written within about
+/// this of their arrival, at most one part-full chunk per this time.
+pub const FLUSH_AFTER: Duration = Duration::from_millis(10);
 
 /// The byte at `offset` of the pattern stream `seed` is byte `offset % 8`
 /// (little-endian) of word `offset / 8`: a multiply-xorshift of the index,
@@ -356,6 +366,9 @@ pub struct PipeSink {
     full: Sender<Drain>,
     free: Receiver<Chunk>,
     cur: Option<Chunk>,
+    /// The turn that first saw `cur` hold bytes (or last failed to hand it
+    /// over part full): it goes at this plus [`FLUSH_AFTER`].
+    held_since: Option<Instant>,
     closed: bool,
     /// The writer thread is gone (its output failed): nothing more can go.
     broken: bool,
@@ -390,6 +403,25 @@ impl Sink {
         match self {
             Sink::Discard | Sink::Verify { .. } => true,
             Sink::Pipe(p) => p.finish(),
+        }
+    }
+
+    /// A connection's turn, after its sink took what it could: a writer's
+    /// chunk that has held bytes for [`FLUSH_AFTER`] goes to the writer
+    /// part full (if the pipe has room; else it is tried again
+    /// [`FLUSH_AFTER`] later).
+    pub fn flush_stale(&mut self, now: Instant) {
+        if let Sink::Pipe(p) = self {
+            p.flush_stale(now);
+        }
+    }
+
+    /// When [`Sink::flush_stale`] has a chunk to hand over: the
+    /// connection's next turn is due then at the latest.
+    pub fn flush_at(&self) -> Option<Instant> {
+        match self {
+            Sink::Pipe(p) if !p.closed => p.held_since.map(|t| t + FLUSH_AFTER),
+            _ => None,
         }
     }
 
@@ -444,6 +476,22 @@ impl PipeSink {
         n
     }
 
+    fn flush_stale(&mut self, now: Instant) {
+        if self.closed || self.cur.as_ref().is_none_or(|c| c.len == 0) {
+            self.held_since = None;
+            return;
+        }
+        match self.held_since {
+            None => self.held_since = Some(now),
+            Some(t) if now >= t + FLUSH_AFTER => {
+                if !self.push() {
+                    self.held_since = Some(now);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
     /// Sends the current chunk to the writer; false if the pipe is full
     /// (the chunk stays current).
     fn push(&mut self) -> bool {
@@ -451,7 +499,10 @@ impl PipeSink {
             return true;
         };
         match self.full.try_send(Drain::Data(c)) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.held_since = None;
+                true
+            }
             Err(e) => {
                 self.broken |= e.is_disconnected();
                 if let Drain::Data(c) = e.into_inner() {
@@ -662,6 +713,7 @@ pub fn spawn_writer(open: OpenOutput) -> io::Result<(Sink, JoinHandle<Written>)>
         full: full_tx,
         free: free_rx,
         cur: None,
+        held_since: None,
         closed: false,
         broken: false,
     });
@@ -839,6 +891,38 @@ mod tests {
         let w = writer.join().unwrap();
         assert_eq!((w.bytes, w.result.is_ok()), (data.len() as u64, true));
         assert!(*out.lock().unwrap() == data);
+    }
+
+    /// A part-full chunk goes to the writer once it has held bytes for
+    /// [`FLUSH_AFTER`] (counted from the turn that first saw them), not
+    /// before, and the next one's time starts with its own first bytes.
+    #[test]
+    fn a_part_full_chunk_goes_to_the_writer_after_flush_after() {
+        let (open, out, _) = recording();
+        let (mut sink, writer) = spawn_writer(open).unwrap();
+        let t0 = Instant::now();
+        assert_eq!(sink.flush_at(), None);
+        assert_eq!(sink.consume((b"hello ", &[])), 6);
+        sink.flush_stale(t0);
+        assert_eq!(sink.flush_at(), Some(t0 + FLUSH_AFTER));
+        sink.flush_stale(t0 + FLUSH_AFTER / 2);
+        assert_eq!(sink.flush_at(), Some(t0 + FLUSH_AFTER));
+        sink.flush_stale(t0 + FLUSH_AFTER);
+        assert_eq!(sink.flush_at(), None, "handed over");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while out.lock().unwrap().len() < 6 {
+            assert!(Instant::now() < deadline, "the writer never wrote it");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let t1 = t0 + 3 * FLUSH_AFTER;
+        assert_eq!(sink.consume((b"world", &[])), 5);
+        sink.flush_stale(t1);
+        assert_eq!(sink.flush_at(), Some(t1 + FLUSH_AFTER));
+        assert_eq!(sink.close((&[], &[])), 0);
+        assert_eq!(sink.flush_at(), None, "closed");
+        let w = writer.join().unwrap();
+        assert_eq!((w.bytes, w.result.is_ok()), (11, true));
+        assert_eq!(&*out.lock().unwrap(), b"hello world");
     }
 
     #[test]

@@ -466,6 +466,7 @@ impl Slot {
             c.consume(now, n);
             self.read += n as u64;
         }
+        self.sink.flush_stale(now);
         if a.counted > 0
             && matches!(a.mode, AppMode::Count | AppMode::Send)
             && a.last_count.is_none_or(|t| now >= t + COUNT_INTERVAL)
@@ -560,6 +561,7 @@ impl Slot {
             c.consume(now, n);
             self.read += n as u64;
         }
+        self.sink.flush_stale(now);
         if self.sink.broken() {
             // The output failed (the writer thread says how): stop the
             // sender rather than leave it facing a closed window.

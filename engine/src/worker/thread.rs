@@ -1529,12 +1529,13 @@ impl Worker {
             }
             // Next turn: at once if it has work left (its TX budget ran
             // out, its source or sink can go on), else when a segment or
-            // its timer (or the stop deadline) comes.
+            // its timer (or the stop deadline, or its sink's part-full
+            // chunk's) comes.
             let more = cut || s.wants_turn();
-            let at = match (s.conn.poll_timeout(), s.deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let at = [s.conn.poll_timeout(), s.deadline, s.sink.flush_at()]
+                .into_iter()
+                .flatten()
+                .min();
             if more {
                 table.mark(pos);
             }
