@@ -670,6 +670,24 @@ fn user_errors_are_clear() {
         ]),
         "needs --pattern",
     );
+    // A peer that does not answer ARP fails within --connect-timeout
+    // (not the kernel's three seconds, when that is less).
+    fails(
+        run(&[
+            "send",
+            "--iface",
+            &net.a.iface,
+            "-c",
+            "198.18.0.77",
+            "--connect-timeout",
+            "300",
+            "--pattern",
+            "1",
+            "--bytes",
+            "1M",
+        ]),
+        "198.18.0.77 (next hop to 198.18.0.77) did not answer ARP within 300ms",
+    );
     // A name is resolved (here through /etc/hosts): to an address the
     // kernel routes elsewhere, which is said.
     fails(

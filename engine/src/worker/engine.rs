@@ -85,6 +85,10 @@ use crate::xsk::{
 
 /// XDP headroom the kernel keeps in front of a received packet.
 const XDP_HEADROOM: usize = 256;
+/// How long the kernel's neighbour resolution tries before it gives up
+/// (three probes a second apart, its defaults), and so the longest a
+/// connect waits for the peer's MAC (less if its connect timeout is less).
+const NEIGH_WAIT: Duration = Duration::from_secs(3);
 /// Descriptors per packet that copy mode takes (`MAX_SKB_FRAGS` + 1).
 const COPY_MAX_DESCS: usize = 18;
 
@@ -998,7 +1002,13 @@ pub fn run_app(
                     )));
                 }
             }
-            let hop = resolve(remote.ip(), Duration::from_secs(3))?;
+            // The peer's MAC: waited for as long as the kernel's own
+            // resolution tries, or the connect timeout if that is shorter.
+            let wait = cfg
+                .tcp
+                .connect_timeout
+                .map_or(NEIGH_WAIT, |t| t.min(NEIGH_WAIT));
+            let hop = resolve(remote.ip(), wait)?;
             if hop.route.oif != index {
                 return Err(EngineError::Config(format!(
                     "the kernel routes {} through {}, not {iface} (index {index}): run xtcp on \
