@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use serde::Serialize;
 use xtcp_engine::tcp::{CloseReason, ConnectionError, Stats};
 use xtcp_engine::worker::bulk::{
-    FileSource, NO_STREAM, OpenOutput, Source, Written, spawn_reader, spawn_writer,
+    FileSource, NO_STREAM, OpenOutput, Sink, Source, Written, spawn_reader, spawn_writer,
 };
 use xtcp_engine::worker::{
     ConnReport, EngineConfig, EngineReport, Progress, Role, SinkKind, UmemReport,
@@ -148,7 +148,7 @@ pub struct RecvArgs {
     /// Count the received bytes and drop them.
     #[arg(long)]
     pub discard: bool,
-    /// Serve connection after connection until interrupted (with --verify or --discard).
+    /// Serve connection after connection, several at once too, until interrupted (with --verify or --discard). Without it recv takes one connection and refuses others with a reset.
     #[arg(long)]
     pub keep_listening: bool,
     /// Print the final report as JSON on stdout.
@@ -524,7 +524,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         eprintln!(
             "xtcp: queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
              no connection {}, held {} and misplaced {} (another queue's), refused {} \
-             (--max-conns, or the one output taken), tx ring/frames full {} turns",
+             (--max-conns, or recv's one stream taken), tx ring/frames full {} turns",
             w.queue,
             p.rx_segments,
             p.tx_packets,
@@ -902,9 +902,14 @@ fn single_sink(
 ) -> anyhow::Result<SinkKind> {
     let (sink, t) = spawn_writer(open).context("starting the writer thread")?;
     *writer = Some(t);
+    Ok(first_only(sink))
+}
+
+/// `sink` for the first connection; later ones are refused.
+fn first_only(sink: Sink) -> SinkKind {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let _ = tx.send(sink);
-    Ok(SinkKind::Single(rx))
+    SinkKind::Single(rx)
 }
 
 /// How a listener's banner names the sockets' mode.
@@ -930,9 +935,18 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let cfg = a.engine.config_at(on)?;
     let mut writer = None;
     let mut replace = None;
+    // Without --keep-listening the first connection is the one stream:
+    // later ones are refused (reset, counted), not served until the first
+    // ends and then cut off.
     let sinks = match out {
-        RecvOutput::Verify(seed) => SinkKind::Verify(seed),
-        RecvOutput::Discard => SinkKind::Discard,
+        RecvOutput::Verify(seed) if a.keep_listening => SinkKind::Verify(seed),
+        RecvOutput::Verify(seed) => first_only(Sink::Verify {
+            seed,
+            offset: 0,
+            mismatch: None,
+        }),
+        RecvOutput::Discard if a.keep_listening => SinkKind::Discard,
+        RecvOutput::Discard => first_only(Sink::Discard),
         RecvOutput::File(p) => {
             // Written beside it, made when the first connection brings its
             // first bytes or its end (not before), and renamed over it once

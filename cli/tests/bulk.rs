@@ -872,6 +872,42 @@ fn sigint_closes_connections_and_detaches() {
     assert_detached(&net);
 }
 
+/// Without --keep-listening `recv` takes one stream: a second connection
+/// while the first is open is refused (reset, counted), and the first
+/// ends well (the second used to be served, then cut off when the first
+/// ended, and recv failed for it).
+#[test]
+fn recv_refuses_a_second_connection_and_the_first_goes_on() {
+    let net = testnet(1500);
+    let port = 5237u16;
+    let json = tmp("second-conn.json");
+    let out = std::fs::File::create(&json).unwrap();
+    let seed = SEED.to_string();
+    let mut xtcp = recv_listening(&net, port, &["--verify", &seed, "--json"], Stdio::from(out));
+    let dst = SocketAddr::new(net.a.ip4.into(), port);
+    let len = 1_000_000;
+    let first = acked_sender(&net, dst, SEED, len);
+    let mut second = {
+        let _g = net.b.ns.enter().unwrap();
+        std::net::TcpStream::connect_timeout(&dst, WAIT).unwrap()
+    };
+    // (The reset may be in before the option is set: that fails too.)
+    let mut b = [0u8; 1];
+    let e = second
+        .set_read_timeout(Some(WAIT))
+        .and_then(|()| std::io::Read::read(&mut second, &mut b))
+        .expect_err("the second connection was not refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+    drop(first);
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the first stream");
+    assert!(status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["bytes"], len as u64, "{j}");
+    assert_eq!(j["connections"].as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(j["engine"]["workers"][0]["refused"], 1, "{j}");
+    let _ = std::fs::remove_file(&json);
+}
+
 /// `recv --keep-listening` says how each connection ended as it ends (a
 /// failed `--verify` showed only at Ctrl-C).
 #[test]

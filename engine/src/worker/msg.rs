@@ -73,8 +73,9 @@ pub struct WorkerCounters {
     pub rst_sent: u64,
     /// Resets not sent (queue full).
     pub rst_dropped: u64,
-    /// Connections refused with a reset: beyond `max_conns`, or the one
-    /// output already taken.
+    /// Connections refused with a reset: beyond `max_conns`, or after the
+    /// first where the listener takes one stream (`recv` without
+    /// `--keep-listening`).
     pub refused: u64,
     /// TCP: segments sent, retransmissions, payload bytes, of all
     /// connections of this worker (finished and live).
