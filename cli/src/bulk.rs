@@ -21,6 +21,7 @@ use xtcp_engine::worker::{
 
 use crate::args::{EngineArgs, ListenFamily, parse_size};
 use crate::outfile::ReplaceFile;
+use crate::report::{rate_text, seconds_text};
 use crate::xdpstats::XdpSummary;
 
 /// Arguments of `xtcp send`.
@@ -482,11 +483,11 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         String::new()
     };
     eprintln!(
-        "xtcp: {verb} {} bytes in {:.3} s = {:.2} Gbit/s, {} retransmits, {} segments sent, \
+        "xtcp: {verb} {} bytes in {} = {}, {} retransmits, {} segments sent, \
          {} received ({} bytes taken in place from the RX frames), CPU {:.2} s{per_gib}",
         s.bytes,
-        s.seconds,
-        s.gbps,
+        seconds_text(s.seconds),
+        rate_text(s.bytes, s.seconds),
         s.retransmits,
         s.segments_sent,
         s.segments_received,

@@ -87,6 +87,32 @@ pub(crate) fn unit(value: f64, fmt: char) -> String {
     }
 }
 
+/// A rate for xtcp's own report lines, in the unit that suits it
+/// ("6.81 Gbit/s", "52.2 Kbit/s"; iperf3's adaptive units, four
+/// significant places at most), so that a small transfer is not "0.00
+/// Gbit/s". Zero without time.
+pub(crate) fn rate_text(bytes: u64, seconds: f64) -> String {
+    let per_s = if seconds > 0.0 {
+        bytes as f64 / seconds
+    } else {
+        0.0
+    };
+    format!("{}/s", unit(per_s, 'a').trim_start())
+}
+
+/// A duration for xtcp's own report lines: seconds to the millisecond
+/// ("2.004 s"), below a second milliseconds ("92.4 ms"), below a
+/// millisecond microseconds ("85 µs").
+pub(crate) fn seconds_text(seconds: f64) -> String {
+    if seconds >= 1.0 {
+        format!("{seconds:.3} s")
+    } else if seconds >= 1e-3 {
+        format!("{:.1} ms", seconds * 1e3)
+    } else {
+        format!("{:.0} µs", seconds * 1e6)
+    }
+}
+
 /// `t` formatted by the C library's `strftime` (`--timestamps` formats are
 /// strftime's, as iperf3's), in local time or UTC.
 pub(crate) fn strftime(format: &str, t: SystemTime, local: bool) -> String {
@@ -1771,6 +1797,17 @@ mod tests {
 
     /// iperf3's `unit_snprintf`, digits and units, on the numbers its
     /// own output above shows.
+    #[test]
+    fn own_rates_and_durations_in_units_that_suit_them() {
+        assert_eq!(rate_text(6, 92e-6), "522 Kbit/s");
+        assert_eq!(rate_text(999_288_832, 3.381), "2.36 Gbit/s");
+        assert_eq!(rate_text(1_250_000, 1.0), "10.0 Mbit/s");
+        assert_eq!(rate_text(5, 0.0), "0.00 bit/s");
+        assert_eq!(seconds_text(3.3812), "3.381 s");
+        assert_eq!(seconds_text(0.09243), "92.4 ms");
+        assert_eq!(seconds_text(85.2e-6), "85 µs");
+    }
+
     #[test]
     fn units_as_iperf3_prints_them() {
         assert_eq!(unit(1.78 * 1073741824.0, 'A'), "1.78 GByte");

@@ -32,7 +32,7 @@ use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::args::{EngineArgs, ListenFamily};
 use crate::bulk::interrupt_flag;
-use crate::report::{Output, ServeMode, ServeRun};
+use crate::report::{Output, ServeMode, ServeRun, rate_text};
 use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::tcp::ListenerStats;
 
@@ -159,13 +159,6 @@ fn describe(o: &TestOutcome) -> String {
         Some(_) => "forward (xtcp receives)",
         None => "no parameters",
     };
-    let gbps = |b: u64| {
-        if o.seconds > 0.0 {
-            b as f64 * 8.0 / o.seconds / 1e9
-        } else {
-            0.0
-        }
-    };
     let result = match (&o.result, o.refused) {
         (Ok(()), _) => "ok".to_owned(),
         (Err(e), Some(r)) => format!("refused ({}): {e}", r.as_str()),
@@ -179,15 +172,15 @@ fn describe(o: &TestOutcome) -> String {
     });
     format!(
         "xtcp serve: test from {}: {result}; {mode}, {} stream{}, {:.3} s, received {} bytes \
-         ({:.2} Gbit/s), sent {} bytes ({:.2} Gbit/s){window}{congestion}{paced}",
+         ({}), sent {} bytes ({}){window}{congestion}{paced}",
         o.client.remote,
         o.streams,
         if o.streams == 1 { "" } else { "s" },
         o.seconds,
         o.received,
-        gbps(o.received),
+        rate_text(o.received, o.seconds),
         o.sent,
-        gbps(o.sent)
+        rate_text(o.sent, o.seconds)
     )
 }
 

@@ -17,7 +17,7 @@ mod common;
 
 use common::{
     CPU_SLACK, Forged, Reap, TICK, Watched, acked_sender, count, exit_and_cpu, impair_b, line_of,
-    number, output_and_cpu, tcp_mib, tcp_out_segs, wait_listening, wait_ss, zeros_from_b,
+    number, output_and_cpu, quantity, tcp_mib, tcp_out_segs, wait_listening, wait_ss, zeros_from_b,
 };
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
@@ -417,17 +417,17 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     assert!(err.contains(&banner), "{banner}: {err}");
     // Its summary line against the test's own account: the seconds within
     // the process's life, the rate its bytes over them (as printed: to a
-    // millisecond and 10 Mbit/s), and the segments it counts against
-    // those B's kernel counted the other way.
+    // millisecond, three significant places), and the segments it counts
+    // against those B's kernel counted the other way.
     let line = line_of(&err, "xtcp: received ");
-    let (secs, gbps) = (number(line, " bytes in "), number(line, " s = "));
+    let (secs, bits) = (quantity(line, " bytes in "), quantity(line, " = "));
     assert!(
         secs > 0.0 && secs <= wall,
         "{secs} s in a {wall} s run: {line}"
     );
-    let rate = len as f64 * 8.0 / secs / 1e9;
+    let rate = len as f64 * 8.0 / secs;
     assert!(
-        (gbps - rate).abs() <= 0.005 + rate * 0.0005 / secs,
+        (bits - rate).abs() <= rate * (0.005 + 0.0005 / secs),
         "{line}"
     );
     // Its CPU (", CPU X s (Y s/GiB)") within what the kernel accounted to

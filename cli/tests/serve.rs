@@ -246,13 +246,10 @@ fn seconds_and_rate(line: &str, word: &str) -> (f64, f64) {
         .split(", ")
         .find_map(|part| part.strip_suffix(" s")?.parse().ok())
         .unwrap_or_else(|| panic!("no seconds in {line}"));
-    let at = line.find(&format!(", {word} ")).unwrap() + word.len() + 3;
-    let gbps: f64 = line[at..]
-        .split_once('(')
-        .and_then(|(_, r)| r.split_once(" Gbit/s)"))
-        .and_then(|(n, _)| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {word} rate in {line}"));
-    (secs, gbps * 1e9)
+    let at = line.find(&format!(", {word} ")).unwrap();
+    let rest = &line[at..];
+    let bits = common::quantity(rest, "(");
+    (secs, bits)
 }
 
 #[test]

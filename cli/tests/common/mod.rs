@@ -640,6 +640,32 @@ pub fn number(line: &str, word: &str) -> f64 {
     after(line, word)
 }
 
+/// The quantity after `word` in `line` ("92.4 ms", "2.36 Gbit/s",
+/// "522 Kbit/s"), in seconds or bits per second.
+pub fn quantity(line: &str, word: &str) -> f64 {
+    let at = line
+        .find(word)
+        .unwrap_or_else(|| panic!("{word:?} in {line}"))
+        + word.len();
+    let mut w = line[at..].split_whitespace();
+    let n: f64 = w
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {word:?} in {line}"));
+    let unit = w.next().unwrap_or("").trim_end_matches([',', ')']);
+    let scale = match unit {
+        "s" | "bit/s" => 1.0,
+        "ms" => 1e-3,
+        "µs" => 1e-6,
+        "Kbit/s" => 1e3,
+        "Mbit/s" => 1e6,
+        "Gbit/s" => 1e9,
+        "Tbit/s" => 1e12,
+        u => panic!("unit {u:?} after {word:?} in {line}"),
+    };
+    n * scale
+}
+
 /// The word after `word` in `line`, parsed.
 fn after<T: std::str::FromStr>(line: &str, word: &str) -> T
 where
