@@ -599,13 +599,15 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     };
     // -F sends the file once per stream: the test ends after it (or at
     // -t, if given and sooner, as iperf3's -F with -t), and -n or -k may
-    // ask for less, not more (a stream has nothing after its end).
-    let mut file_end = None;
+    // ask for less, not more (a stream has nothing after its end). The
+    // file's end ends the test in any case, also where -O's omitted
+    // seconds took it all, -n's bytes left to count after them (as
+    // iperf3's, right after them).
+    let file_end = send_file
+        .as_ref()
+        .map(|(_, len)| len * u64::from(a.parallel));
     let file_bytes = match (&send_file, a.bytes, a.blocks) {
-        (Some((_, len)), None, None) if a.time.is_some() => {
-            file_end = Some(len * u64::from(a.parallel));
-            None
-        }
+        (Some(_), None, None) if a.time.is_some() => None,
         (Some((_, len)), None, None) => Some(len * u64::from(a.parallel)),
         (Some((_, len)), n, k) => {
             let whole = len * u64::from(a.parallel);

@@ -507,6 +507,46 @@ fn file_with_a_time_ends_at_whichever_comes_first() {
     );
 }
 
+/// `-k` is whole blocks split over the streams, as iperf3 writes them
+/// (an even split sent part blocks); with `-O`, `-n` and `-k` count after
+/// the omitted seconds, as iperf3's, and `-F`'s file, all of it sent while
+/// they ran, ends the test when they end (each ran a share out during
+/// them, then had nothing to count, and the test never ended).
+#[test]
+fn block_budgets_are_whole_blocks_and_budgets_count_after_omit() {
+    let net = testnet(1);
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-P", "3", "-k", "1001", "-l", "10000"]);
+    let s = server.json();
+    let per: Vec<u64> = v["end"]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| u(&x["sender"]["bytes"]))
+        .collect();
+    assert_eq!(per, [3_340_000, 3_340_000, 3_330_000]);
+    assert_eq!(u(&s["end"]["sum_received"]["bytes"]), 10_010_000);
+
+    // 1 MiB goes out well within the omitted second: counted after it.
+    for args in [&["-n", "1M"][..], &["-k", "8"]] {
+        let server = StockServer::start(&net, &[]);
+        let v = client_json(&net, &[&["-O", "1"][..], args].concat());
+        drop(server);
+        let sent = u(&v["end"]["sum_sent"]["bytes"]);
+        assert!(sent >= 1 << 20, "{args:?}: {sent} bytes counted after -O");
+    }
+    let dir = TempDir::new("flags-omit-file");
+    let src = dir.0.join("src.bin");
+    let data = scrambled(1 << 20);
+    std::fs::write(&src, &data).unwrap();
+    let server = StockServer::start(&net, &[]);
+    let v = client_json(&net, &["-O", "1", "-F", src.to_str().unwrap()]);
+    drop(server);
+    let c = &data_conns(&v)[0];
+    // The cookie (37 bytes) is written too.
+    assert_eq!(u(&c["bytes_sent"]), data.len() as u64 + 37, "{c}");
+}
+
 /// `-F`: a file sent arrives byte-exact in the stock server's `-F` file
 /// (with `-n` less than the file, its first bytes);
 /// with `-R` the file the stock server sends is written byte-exact; a run

@@ -317,6 +317,7 @@ impl Slot {
                     a.rate_start = Some(start.min(now));
                     a.payload = payload;
                 }
+                AppOut::Budget(limit) => a.send_left = limit.unwrap_or(u64::MAX),
                 AppOut::Congestion(algo) => c.set_congestion(algo),
                 AppOut::Stop if a.mode == AppMode::Count => {
                     a.mode = AppMode::Draining;

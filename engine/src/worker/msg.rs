@@ -340,6 +340,10 @@ pub enum AppOut {
         /// What to send.
         payload: Payload,
     },
+    /// From now on send at most this many more bytes (None: no limit): a
+    /// sending stream's `-n`/`-k` share, given when `-O`'s omitted
+    /// seconds end (iperf3 counts the budgets after them).
+    Budget(Option<u64>),
     /// Run this congestion control from now on (before data flows: iperf3's
     /// `-C`).
     Congestion(CongestionAlgorithm),

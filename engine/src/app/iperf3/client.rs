@@ -55,8 +55,10 @@ pub struct ClientConfig {
     pub payload: crate::worker::Payload,
     /// A timed test that also ends once the sending streams have this many
     /// bytes acknowledged in all, the omitted seconds' included: the end of
-    /// `-F`'s file on every stream, with `-t` (iperf3's `-F` with `-t` ends
-    /// at whichever comes first). Not sent to the server.
+    /// `-F`'s file on every stream (iperf3's `-F` ends at the file's end or
+    /// at `-t`, `-n`, `-k`, whichever comes first; with `-O`, the file may
+    /// end while its seconds are omitted, and the test then ends when they
+    /// end). Not sent to the server.
     pub end_after_sent: Option<u64>,
 }
 
@@ -446,9 +448,10 @@ impl ClientSession {
 
     /// Byte and block budgets (`-n`, `-k`), counted after the omit period,
     /// in either direction, as iperf3 does; and [`ClientConfig::end_after_sent`],
-    /// counted from the start.
+    /// counted from the start. None ends the test while `-O`'s seconds are
+    /// omitted (iperf3's neither): one met then ends it when they end.
     fn check_budget(&mut self) {
-        if self.phase != Phase::Running {
+        if self.phase != Phase::Running || self.table.omitting {
             return;
         }
         if self
@@ -457,9 +460,6 @@ impl ClientSession {
             .is_some_and(|b| self.table.total_with_omitted(Role::Send) >= b)
         {
             self.finish_running();
-            return;
-        }
-        if self.table.omitting {
             return;
         }
         let p = &self.config.params;

@@ -15,7 +15,7 @@ use super::CpuUtil;
 use super::meter::{Interval, Meter, RttSummary, StreamTcp};
 use super::{
     ClientConfig, ClientSession, ControlEnd, Cookie, EndReport, Error, Event, Results, Role,
-    STREAM_FAIL_GRACE, StreamInfo, StreamStats, cpu_util,
+    STREAM_FAIL_GRACE, StreamId, StreamInfo, StreamStats, cpu_util,
 };
 use crate::tcp::{CloseReason, FourTuple};
 use crate::worker::bulk::Sink;
@@ -91,6 +91,11 @@ pub struct Iperf3Client {
     /// Where the receiving stream's bytes go (iperf3's `-F` with `-R`):
     /// handed to the first receiving stream that opens.
     sink: Option<Sink>,
+    /// `-O`'s omitted seconds run: the sending streams send without their
+    /// `-n`/`-k` share, given when they end (iperf3 counts the budgets
+    /// after them; a share spent while omitting left the test nothing to
+    /// count, and it never ended).
+    omitting: bool,
 }
 
 impl std::fmt::Debug for Iperf3Client {
@@ -102,22 +107,22 @@ impl std::fmt::Debug for Iperf3Client {
     }
 }
 
-/// Bytes each sending stream may send under `-n` / `-k` (iperf3 counts the
-/// total over all streams), or `None` for a timed test.
-pub fn send_limit(params: &super::TestParams, streams: &[StreamInfo]) -> Option<u64> {
-    let senders = streams
-        .iter()
-        .filter(|s| s.role == Role::Send)
-        .count()
-        .max(1) as u64;
-    let total = if params.bytes > 0 {
-        params.bytes
-    } else if params.blocks > 0 {
-        params.blocks.saturating_mul(u64::from(params.block_len))
-    } else {
+/// Bytes sending stream `id` may send under `-n` / `-k`, or `None` for a
+/// timed test. iperf3 counts the total over all streams: `-n` is split
+/// evenly (rounded up), `-k` in whole blocks (the first streams one more
+/// where they do not divide evenly), as iperf3 writes whole blocks.
+pub fn send_limit(params: &super::TestParams, streams: &[StreamInfo], id: StreamId) -> Option<u64> {
+    let senders = streams.iter().filter(|s| s.role == Role::Send);
+    let n = senders.clone().count().max(1) as u64;
+    if params.bytes > 0 {
+        return Some(params.bytes.div_ceil(n));
+    }
+    if params.blocks == 0 {
         return None;
-    };
-    Some(total.div_ceil(senders))
+    }
+    let place = senders.take_while(|s| s.id != id).count() as u64;
+    let blocks = params.blocks / n + u64::from(place < params.blocks % n);
+    Some(blocks.saturating_mul(u64::from(params.block_len)))
 }
 
 impl Iperf3Client {
@@ -150,6 +155,7 @@ impl Iperf3Client {
             mss: HashMap::new(),
             on_start: None,
             sink: None,
+            omitting: false,
         }
     }
 
@@ -195,6 +201,16 @@ impl Iperf3Client {
             rate: self.config.params.bandwidth,
             payload: self.config.payload.clone(),
             start: self.started.unwrap_or(now),
+        }
+    }
+
+    /// What sending stream `id` may send now: its `-n`/`-k` share, none
+    /// while `-O`'s seconds are omitted.
+    fn limit(&self, id: StreamId) -> Option<u64> {
+        if self.omitting {
+            None
+        } else {
+            send_limit(&self.config.params, &self.streams, id)
         }
     }
 
@@ -344,10 +360,10 @@ impl Iperf3Client {
                             stream_mss: self.mss.get(&1).copied(),
                         });
                     }
-                    let limit = send_limit(&self.config.params, &self.streams);
+                    self.omitting = self.config.params.omit_secs > 0;
                     for (i, info) in self.streams.iter().enumerate() {
                         if info.role == Role::Send {
-                            self.order(i + 1, self.send_order(limit, now));
+                            self.order(i + 1, self.send_order(self.limit(info.id), now));
                         }
                     }
                 }
@@ -460,7 +476,7 @@ impl App for Iperf3Client {
                     }));
                 }
                 let _ = out.try_send(if info.role == Role::Send && self.running {
-                    self.send_order(send_limit(&self.config.params, &self.streams), now)
+                    self.send_order(self.limit(info.id), now)
                 } else if let Some(s) = (info.role == Role::Receive)
                     .then(|| self.sink.take())
                     .flatten()
@@ -557,6 +573,15 @@ impl App for Iperf3Client {
             }
             if let Some(t) = s.counted_from() {
                 self.meter.end_omit(t);
+                if std::mem::take(&mut self.omitting) {
+                    // The omitted seconds are over: each sending stream's
+                    // share, counted from now.
+                    for (i, info) in self.streams.iter().enumerate() {
+                        if info.role == Role::Send {
+                            self.order(i + 1, AppOut::Budget(self.limit(info.id)));
+                        }
+                    }
+                }
             }
         }
         self.events(now);
@@ -565,5 +590,43 @@ impl App for Iperf3Client {
                 (self.on_interval)(&iv);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::iperf3::TestParams;
+
+    fn streams(roles: &[Role]) -> Vec<StreamInfo> {
+        // iperf3's stream ids: 1, then 3, 4, …
+        roles
+            .iter()
+            .enumerate()
+            .map(|(i, &role)| StreamInfo {
+                id: StreamId(if i == 0 { 1 } else { i as u32 + 2 }),
+                role,
+            })
+            .collect()
+    }
+
+    /// `-k` goes to the sending streams in whole blocks, the first ones a
+    /// block more where they do not divide; `-n` evenly, rounded up.
+    #[test]
+    fn budgets_split_over_the_sending_streams() {
+        let s = streams(&[Role::Send, Role::Receive, Role::Send, Role::Send]);
+        let k = TestParams {
+            blocks: 1001,
+            block_len: 10_000,
+            ..TestParams::default()
+        };
+        let per: Vec<Option<u64>> = [1, 4, 5].map(|id| send_limit(&k, &s, StreamId(id))).into();
+        assert_eq!(per, [Some(3_340_000), Some(3_340_000), Some(3_330_000)]);
+        let n = TestParams {
+            bytes: 10,
+            ..TestParams::default()
+        };
+        assert_eq!(send_limit(&n, &s, StreamId(5)), Some(4));
+        assert_eq!(send_limit(&TestParams::default(), &s, StreamId(1)), None);
     }
 }

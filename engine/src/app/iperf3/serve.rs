@@ -460,7 +460,21 @@ impl Iperf3Server {
                             _ => None,
                         })
                         .collect();
-                    let limit = send_limit(&params, &infos);
+                    // Each sending stream's `-n`/`-k` share. With `-O`, none:
+                    // the client counts what it receives from a moment of
+                    // its own (stock iperf3 from the start, xtcp after the
+                    // omitted seconds, which end here a little earlier), and
+                    // a share spent short of its count would leave the test
+                    // hanging; it ends the test (as against iperf3's server,
+                    // which sends until then in any case).
+                    let share = |id: usize| match self.conns.get(&id).map(|c| &c.kind) {
+                        Some(Kind::Data(i)) if params.omit_secs == 0 => {
+                            send_limit(&params, &infos, i.id)
+                        }
+                        _ => None,
+                    };
+                    let shares: Vec<(usize, Option<u64>)> =
+                        senders.iter().map(|&id| (id, share(id))).collect();
                     t.meter
                         .start(now, &infos, Duration::from_secs(params.omit_secs.into()));
                     if let Some(f) = self.on_start.as_mut() {
@@ -486,7 +500,7 @@ impl Iperf3Server {
                             cookie: t.session.cookie().copied(),
                         });
                     }
-                    for id in senders {
+                    for (id, limit) in shares {
                         self.order(id, send_order(&params, limit, now));
                     }
                 }

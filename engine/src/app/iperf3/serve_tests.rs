@@ -173,7 +173,7 @@ impl Harness {
                 AppOut::Marks(m) => o.marks = Some(m),
                 AppOut::MaxPacingRate(r) => o.max_pacing = Some(r),
                 AppOut::Stop => o.stop = true,
-                AppOut::Window(_) | AppOut::CountInto(_) => {}
+                AppOut::Window(_) | AppOut::CountInto(_) | AppOut::Budget(_) => {}
                 AppOut::Close => o.close = true,
                 AppOut::Abort => o.abort = true,
             }
