@@ -731,6 +731,78 @@ fn an_interrupted_test_reports_what_it_sent_until_then() {
     let _ = std::fs::remove_file(&log);
 }
 
+/// An interrupted test counts what it wrote, as iperf3's client counts
+/// its writes: every byte written to the streams until then (it used to
+/// count what had been acknowledged at the last count, less than the
+/// server then read), and the server reads no more than that.
+#[test]
+fn an_interrupted_test_counts_what_it_wrote() {
+    let net = testnet(1);
+    let dir = std::env::temp_dir();
+    let pid = std::process::id();
+    let (srv_json, cli_json) = (
+        dir.join(format!("xtcp-int-srv-{pid}.json")),
+        dir.join(format!("xtcp-int-cli-{pid}.json")),
+    );
+    let server = iperf3_server_with(
+        &net,
+        &["-1", "-J"],
+        Stdio::from(std::fs::File::create(&srv_json).unwrap()),
+    );
+    let mut child = Reap(
+        client_command(&net)
+            .args(["-t", "60", "-J"])
+            .stdout(std::fs::File::create(&cli_json).unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Interrupted once the server has read 4 MB.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ss = net
+            .b
+            .ns
+            .command("ss")
+            .args(["-Htni", "sport = :5201"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&ss.stdout);
+        let most = text
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix("bytes_received:")?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        if most >= 4 << 20 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no data: {text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    common::kill("-INT", child.0.id());
+    let status = child.0.wait().unwrap();
+    let err = common::drain(&mut child.0.stderr);
+    assert_eq!(status.code(), Some(1), "{err}");
+    let mut server = server;
+    let _ = server.0.wait();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&cli_json).unwrap()).unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&srv_json).unwrap()).unwrap();
+    let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
+    let written = v["xtcp"]["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == 1)
+        .and_then(|c| c["bytes_sent"].as_u64())
+        .unwrap();
+    // (The cookie's 37 bytes are written too.)
+    assert_eq!(sent, written - 37, "{}", v["end"]);
+    let read = s["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(0 < read && read <= sent, "the server read {read} of {sent}");
+    let _ = std::fs::remove_file(&srv_json);
+    let _ = std::fs::remove_file(&cli_json);
+}
+
 /// The stock server interrupted in the middle of a test (it sends
 /// `SERVER_TERMINATE`, as on Ctrl-C): as iperf3's client, xtcp reports what
 /// it sent until then — the last, partial interval included, the summary's

@@ -889,6 +889,9 @@ pub trait App {
     /// CLI) before the application finished: what it writes now (iperf3's
     /// `CLIENT_TERMINATE`) goes ahead of the FINs; the engine stops next.
     fn interrupt(&mut self, _now: Instant) {}
+    /// The workers have ended (after the run was stopped, however): every
+    /// message that will come has been handled, and nothing more will.
+    fn stopped(&mut self) {}
 }
 
 /// Opens the connections planned by [`Role::ConnectApp`].
@@ -1442,8 +1445,16 @@ pub fn run_app(
                 match m {
                     Msg::Counters(i, c) => workers[i] = c,
                     Msg::Closed(r) => connections.push(*r),
-                    Msg::Exited(_) | Msg::App(_) => {}
+                    Msg::Exited(_) => {}
+                    Msg::App(m) => {
+                        if let Some(a) = app.as_mut() {
+                            a.handle(Instant::now(), m);
+                        }
+                    }
                 }
+            }
+            if let Some(a) = app.as_mut() {
+                a.stopped();
             }
             break;
         }

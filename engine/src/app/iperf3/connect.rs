@@ -91,6 +91,9 @@ pub struct Iperf3Client {
     /// Where the receiving stream's bytes go (iperf3's `-F` with `-R`):
     /// handed to the first receiving stream that opens.
     sink: Option<Sink>,
+    /// When the run was interrupted, while its streams stop (their last
+    /// counts to come).
+    interrupted: Option<Instant>,
     /// `-O`'s omitted seconds run: the sending streams send without their
     /// `-n`/`-k` share, given when they end (iperf3 counts the budgets
     /// after them; a share spent while omitting left the test nothing to
@@ -155,6 +158,7 @@ impl Iperf3Client {
             mss: HashMap::new(),
             on_start: None,
             sink: None,
+            interrupted: None,
             omitting: false,
         }
     }
@@ -241,8 +245,12 @@ impl Iperf3Client {
         }
         // As iperf3's client ends a test: the data connections closed,
         // IPERF_DONE (already queued) and then the control connection closed;
-        // after a failure the data connections are reset.
-        let ok = result.is_ok();
+        // after a failure the data connections are reset (not after an
+        // interrupt, nor once the server ended the test: what was written
+        // is delivered).
+        let ok = result
+            .as_ref()
+            .map_or_else(Error::is_orderly_end, |()| true);
         let ids: Vec<usize> = self.conns.keys().copied().collect();
         for id in ids {
             self.order(
@@ -292,6 +300,11 @@ impl Iperf3Client {
             return;
         }
         self.stopping = None;
+        if let Some(at) = self.interrupted {
+            // The last counts of an interrupted test are in.
+            self.finish(at, Err(Error::Interrupted));
+            return;
+        }
         // The last interval (it ended with the test) once the last counts
         // are in.
         for iv in self.meter.finish(now) {
@@ -414,17 +427,38 @@ impl App for Iperf3Client {
     }
 
     /// As iperf3's client on Ctrl-C: `CLIENT_TERMINATE` to the server, the
-    /// test's last interval and its outcome with what was counted until
-    /// now (its seconds end here), the error [`Error::Interrupted`].
+    /// test's last interval and its outcome with what was sent until now
+    /// (its seconds end here), the error [`Error::Interrupted`]. The
+    /// streams are stopped first, so that what they wrote counts, as
+    /// iperf3 counts its writes (and is delivered: the connections close);
+    /// the outcome follows when their last counts are in.
     fn interrupt(&mut self, now: Instant) {
-        if self.outcome.is_some() {
+        if self.outcome.is_some() || self.interrupted.is_some() {
             return;
         }
         if let Some(s) = self.session.as_mut() {
             s.terminate(now);
         }
         self.events(now);
-        self.finish(now, Err(Error::Interrupted));
+        if !self.running || self.outcome.is_some() {
+            self.finish(now, Err(Error::Interrupted));
+            return;
+        }
+        self.interrupted = Some(now);
+        self.meter.end_at(now);
+        let ids: Vec<usize> = (1..=self.streams.len()).collect();
+        for id in &ids {
+            self.order(*id, AppOut::Stop);
+        }
+        self.stopping = Some(ids);
+        self.end_when_stopped(now);
+    }
+
+    fn stopped(&mut self) {
+        // The workers are gone: no stream's last count is still to come.
+        if let Some(at) = self.interrupted {
+            self.finish(at, Err(Error::Interrupted));
+        }
     }
 
     fn handle(&mut self, now: Instant, msg: AppIn) {
