@@ -605,7 +605,6 @@ impl TestReport<'_> {
             "timestamp": { "time": strftime("%a, %d %b %Y %H:%M:%S GMT", self.at, false),
                            "timesecs": timesecs },
             "cookie": self.cookie,
-            "tcp_mss_default": self.mss,
             "target_bitrate": target,
             "sock_bufsize": self.sock_bufsize,
             "sndbuf_actual": self.sndbuf,
@@ -617,6 +616,12 @@ impl TestReport<'_> {
                 // Not iperf3 3.12's (3.13+ has it).
                 "bidir": u8::from(p.bidirectional) },
         });
+        // As iperf3's: `tcp_mss` is `-M`'s value where it was given, else
+        // `tcp_mss_default` the MSS the connections have.
+        match p.mss {
+            Some(m) => start["tcp_mss"] = json!(m),
+            None => start["tcp_mss_default"] = json!(self.mss),
+        }
         let peer = json!({ "host": self.peer.ip().to_canonical().to_string(),
                            "port": self.peer.port() });
         match self.side {
@@ -1121,13 +1126,11 @@ impl ClientRun {
                 if let Some(m) = start.control_mss {
                     out.line(&format!("Control connection MSS {m}"));
                 }
-                if let Some(m) = start.stream_mss {
-                    let default = if me.params.mss.is_some() {
-                        ""
-                    } else {
-                        " (default)"
-                    };
-                    out.line(&format!("      TCP MSS: {m}{default}"));
+                // `-M`'s value where it was given, as iperf3 prints it.
+                match (me.params.mss, start.stream_mss) {
+                    (Some(m), _) => out.line(&format!("      TCP MSS: {m}")),
+                    (None, Some(m)) => out.line(&format!("      TCP MSS: {m} (default)")),
+                    (None, None) => {}
                 }
             }
             for (s, t) in &start.streams {

@@ -318,7 +318,8 @@ fn congestion_reno_is_used_both_ends() {
     );
 }
 
-/// `-M 1000`: the stock server is told (its JSON's `tcp_mss`), and no
+/// `-M 1000`: the stock server is told (its JSON's `tcp_mss`, as xtcp's),
+/// and no
 /// segment it receives carries more than 1000 bytes of payload: its
 /// kernel's segment count times 1000 covers the bytes (without -M, 1448
 /// byte segments would not).
@@ -337,6 +338,9 @@ fn mss_limits_the_segments() {
     };
     let (v, s, segs) = run(&["-M", "1000"]);
     assert_eq!(u(&s["start"]["tcp_mss"]), 1000, "{}", s["start"]);
+    // xtcp's own -J as iperf3's: `tcp_mss` the value given, no default.
+    assert_eq!(u(&v["start"]["tcp_mss"]), 1000, "{}", v["start"]);
+    assert!(v["start"]["tcp_mss_default"].is_null(), "{}", v["start"]);
     let got = u(&s["end"]["sum_received"]["bytes"]);
     assert_eq!(got, 32 << 20);
     assert!(segs * 1000 >= got, "{segs} segments for {got} bytes");
