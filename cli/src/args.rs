@@ -28,6 +28,20 @@ use xtcp_engine::worker::{
 use xtcp_engine::xdp::AttachMode;
 use xtcp_engine::xsk::BindMode;
 
+/// `-i`: seconds between interval lines, 0 (none but the whole test's)
+/// or 0.1 to 60, as iperf3 takes them (it refuses others with this
+/// message).
+pub fn parse_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if v == 0.0 || (0.1..=60.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("invalid report interval (min = 0.1, max = 60 seconds)".into())
+    }
+}
+
 /// A byte size: `65536`, `64K`, `4M`, `1G` (binary units).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();

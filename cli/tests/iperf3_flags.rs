@@ -995,7 +995,8 @@ fn udp_refused_and_no_delay_small_blocks() {
 }
 
 /// As iperf3's: one end condition of -t, -n and -k, and not -R with
-/// --bidir; refused as usage errors (exit 2) before anything is set up.
+/// --bidir, -i within 0.1 to 60 s (or 0), -P within 1 to 128; refused as
+/// usage errors (exit 2) before anything is set up.
 #[test]
 fn conflicting_test_options_are_refused() {
     for args in [
@@ -1016,6 +1017,33 @@ fn conflicting_test_options_are_refused() {
             stderr(&out)
         );
     }
+    // Values iperf3 refuses, refused as usage errors too (-i 0.05 was
+    // taken as 0.1; -P 0 failed later, with exit status 1).
+    for (args, says) in [
+        (
+            &["-i", "0.05"][..],
+            "invalid report interval (min = 0.1, max = 60 seconds)",
+        ),
+        (
+            &["-i", "61"],
+            "invalid report interval (min = 0.1, max = 60 seconds)",
+        ),
+        (&["-P", "0"], "0 is not in 1..=128"),
+        (&["-P", "129"], "129 is not in 1..=128"),
+    ] {
+        let out = Command::new(XTCP)
+            .args(["client", "--iface", "lo", "-c", "198.18.0.2"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    let out = Command::new(XTCP)
+        .args(["serve", "--iface", "lo", "-i", "0.01"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 // ---- serve ----------------------------------------------------------
