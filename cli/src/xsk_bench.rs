@@ -158,8 +158,8 @@ pub struct XskBenchArgs {
     /// txonly: source IPv4 address (default: the interface's).
     #[arg(long)]
     pub src_ip: Option<Ipv4Addr>,
-    /// txonly: destination IPv4 address.
-    #[arg(long, required_if_eq("mode", "txonly"))]
+    /// txonly: destination IPv4 address (needed, but for --testnet's).
+    #[arg(long)]
     pub dst_ip: Option<Ipv4Addr>,
     /// txonly: destination MAC (default: the kernel's next hop for --dst-ip,
     /// resolved with ARP if needed).
@@ -369,6 +369,9 @@ fn validate(args: &XskBenchArgs) -> anyhow::Result<()> {
     }
     if args.testnet && args.iface.is_some() {
         bail!("--testnet builds its own interfaces: drop --iface");
+    }
+    if args.mode == Mode::Txonly && !args.testnet && args.dst_ip.is_none() {
+        bail!("--mode txonly needs --dst-ip, the packets' destination");
     }
     if let Some(CoreList(c)) = &args.cores {
         let most = if args.testnet { 2 } else { 1 };

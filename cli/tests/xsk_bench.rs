@@ -466,6 +466,16 @@ fn clear_errors_for_what_users_get_wrong() {
         &["exceeds", "MTU 1500"],
     );
     fails_with(&run(&["--iface", a, "--ring", "1000"]), &["power of two"]);
+    // txonly needs its destination; --testnet's side A cannot be the
+    // sender (it said "--dst-ip required", as if one would do).
+    fails_with(
+        &run(&["--iface", a, "--mode", "txonly"]),
+        &["--mode txonly needs --dst-ip"],
+    );
+    fails_with(
+        &run(&["--testnet", "--mode", "txonly"]),
+        &["side B always runs txonly"],
+    );
     fails_with(
         &run(&["--iface", a, "--cores", "999", "-t", "0.2"]),
         &[
