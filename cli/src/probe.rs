@@ -221,8 +221,8 @@ pub fn render(r: &ProbeReport) -> String {
     row(
         "default UMEM",
         format!(
-            "{} bytes per queue: {}",
-            p.umem_default_bytes,
+            "up to {} MiB per queue (4096-byte frames; less where 2048-byte ones do): {}",
+            p.umem_default_bytes >> 20,
             match p.memlock_covers_default_umem {
                 Some(true) if lock => "fits (CAP_IPC_LOCK lifts the memlock limit)",
                 Some(true) => "fits the memlock limit",

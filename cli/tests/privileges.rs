@@ -336,7 +336,7 @@ fn probe_reports_cap_perfmon_and_whether_memlock_holds_the_default_umem() {
         .find(|l| l.starts_with("default UMEM:"))
         .unwrap_or_else(|| panic!("a default UMEM line: {text}"));
     assert!(
-        umem.contains("67108864 bytes per queue") && umem.contains("does not fit"),
+        umem.contains("up to 64 MiB per queue") && umem.contains("does not fit"),
         "{umem}"
     );
 }
