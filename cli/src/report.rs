@@ -507,6 +507,23 @@ pub(crate) struct TestReport<'a> {
     pub sender_cc: Option<String>,
     pub receiver_cc: Option<String>,
     pub error: Option<String>,
+    /// `-F`'s file: its name as given, and its size where it is sent
+    /// (received: the bytes written are its size).
+    pub diskfile: Option<(&'a str, Option<u64>)>,
+}
+
+/// iperf3's account of a stream's `-F` file: (bytes, size, percent) of
+/// what it sent, or received where it receives.
+fn diskfile_counts(s: &StreamEnd, size: Option<u64>) -> (u64, u64, u64, u64, u64) {
+    let size = size.unwrap_or(s.received);
+    let pct = |b: u64| {
+        if size == 0 {
+            100
+        } else {
+            (b as f64 / size as f64 * 100.0) as u64
+        }
+    };
+    (s.sent, s.received, size, pct(s.sent), pct(s.received))
 }
 
 impl TestReport<'_> {
@@ -645,7 +662,7 @@ impl TestReport<'_> {
                 let rtt = s.rtt.filter(|_| ours);
                 let us = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_micros() as u64);
                 let (ts, tr) = (self.stream_secs(s, true), self.stream_secs(s, false));
-                json!({
+                let mut v = json!({
                     "sender": { "socket": s.id, "start": 0.0, "end": ts, "seconds": ts,
                         "bytes": s.sent, "bits_per_second": rate(s.sent, ts),
                         "retransmits": s.retransmits.unwrap_or(0),
@@ -659,7 +676,13 @@ impl TestReport<'_> {
                     "receiver": { "socket": s.id, "start": 0.0, "end": tr,
                         "seconds": self.seconds, "bytes": s.received,
                         "bits_per_second": rate(s.received, tr), "sender": ours },
-                })
+                });
+                if let Some((name, size)) = self.diskfile {
+                    let (sent, received, size, ps, pr) = diskfile_counts(s, size);
+                    v["diskfile"] = json!({ "sent": sent, "received": received, "size": size,
+                        "percent_sent": ps, "percent_received": pr, "filename": name });
+                }
+                v
             })
             .collect();
         let (fs, fr, fre) = self.sums(true);
@@ -704,6 +727,71 @@ impl TestReport<'_> {
         interval_json(iv, self.side, self.params.bidirectional, self.pmtu)
     }
 
+    /// A stream's summary lines (and with `-F` iperf3's line on its file,
+    /// between them).
+    fn stream_summary(&self, out: &mut Vec<String>, s: &StreamEnd, fmt: char, verbose: bool) {
+        let bidir = self.params.bidirectional;
+        let t = tag(
+            self.side,
+            bidir,
+            if s.local_sends {
+                Role::Send
+            } else {
+                Role::Receive
+            },
+        );
+        let id = format!("{:3}", s.id);
+        // A server prints only its own side of each stream.
+        let (show_sender, show_receiver) = match self.side {
+            Side::Client => (true, true),
+            Side::Server => (s.local_sends, !s.local_sends),
+        };
+        if show_sender {
+            out.push(report_line(
+                &id,
+                t,
+                0.0,
+                self.stream_secs(s, true),
+                s.sent,
+                fmt,
+                Some(s.retransmits.unwrap_or(0)),
+                None,
+                "sender",
+            ));
+        } else if verbose {
+            // iperf3 -s -V says what it does not show.
+            out.push(format!("[{id}]{t} (sender statistics not available)"));
+        }
+        if let Some((name, size)) = self.diskfile {
+            let (sent, received, size, ps, pr) = diskfile_counts(s, size);
+            let (bytes, pct) = if s.local_sends {
+                (sent, ps)
+            } else {
+                (received, pr)
+            };
+            out.push(format!(
+                "        Sent {} / {} ({pct}%) of {name}",
+                unit(bytes as f64, 'A'),
+                unit(size as f64, 'A')
+            ));
+        }
+        if show_receiver {
+            out.push(report_line(
+                &id,
+                t,
+                0.0,
+                self.stream_secs(s, false),
+                s.received,
+                fmt,
+                None,
+                None,
+                "receiver",
+            ));
+        } else if verbose {
+            out.push(format!("[{id}]{t} (receiver statistics not available)"));
+        }
+    }
+
     /// The summary lines as iperf3 prints them at the end (`verbose`:
     /// with "Test Complete. Summary Results:", the CPU and congestion
     /// control lines).
@@ -727,61 +815,19 @@ impl TestReport<'_> {
         }
         let any_retr = self.side == Side::Client || self.streams.iter().any(|s| s.local_sends);
         out.push(header(bidir, any_retr, false).to_owned());
-        for s in &self.streams {
-            let t = tag(
-                self.side,
-                bidir,
-                if s.local_sends {
-                    Role::Send
-                } else {
-                    Role::Receive
-                },
-            );
-            let id = format!("{:3}", s.id);
-            // A server prints only its own side of each stream.
-            let (show_sender, show_receiver) = match self.side {
-                Side::Client => (true, true),
-                Side::Server => (s.local_sends, !s.local_sends),
-            };
-            if show_sender {
-                out.push(report_line(
-                    &id,
-                    t,
-                    0.0,
-                    self.stream_secs(s, true),
-                    s.sent,
-                    fmt,
-                    Some(s.retransmits.unwrap_or(0)),
-                    None,
-                    "sender",
-                ));
-            } else if verbose {
-                // iperf3 -s -V says what it does not show.
-                out.push(format!("[{id}]{t} (sender statistics not available)"));
-            }
-            if show_receiver {
-                out.push(report_line(
-                    &id,
-                    t,
-                    0.0,
-                    self.stream_secs(s, false),
-                    s.received,
-                    fmt,
-                    None,
-                    None,
-                    "receiver",
-                ));
-            } else if verbose {
-                out.push(format!("[{id}]{t} (receiver statistics not available)"));
-            }
-        }
+        // As iperf3's: each direction's streams, then their sum (with
+        // `--bidir` the client's sending streams first, the server's
+        // receiving ones).
         for forward in [true, false] {
-            let n = self
+            let group: Vec<&StreamEnd> = self
                 .streams
                 .iter()
                 .filter(|s| self.in_group(s, forward))
-                .count();
-            if n < 2 {
+                .collect();
+            for s in &group {
+                self.stream_summary(&mut out, s, fmt, verbose);
+            }
+            if group.len() < 2 {
                 continue;
             }
             let (sent, recv, retr) = self.sums(forward);
@@ -957,6 +1003,8 @@ pub(crate) struct ClientRun {
     get_server_output: bool,
     /// The summary (or the JSON document, or its end event) was written.
     finished: Rc<std::cell::Cell<bool>>,
+    /// `-F`: the file as given, and its size where it is sent.
+    diskfile: Option<(String, Option<u64>)>,
 }
 
 /// The document `iperf3 -J` writes for a test that failed before it had
@@ -1029,6 +1077,12 @@ impl ClientRun {
             rcvbuf: cfg.tcp.recv_buffer as u64,
             get_server_output: o.get_server_output,
             finished: Rc::default(),
+            diskfile: a.file.as_ref().map(|f| {
+                let size = (!a.reverse)
+                    .then(|| std::fs::metadata(f).ok().map(|m| m.len()))
+                    .flatten();
+                (f.display().to_string(), size)
+            }),
         })
     }
 
@@ -1079,6 +1133,7 @@ impl ClientRun {
             rcvbuf: self.rcvbuf,
             get_server_output: self.get_server_output,
             finished: self.finished.clone(),
+            diskfile: self.diskfile.clone(),
         }
     }
 
@@ -1205,6 +1260,7 @@ impl ClientRun {
             sender_cc: None,
             receiver_cc: None,
             error: None,
+            diskfile: self.diskfile.as_ref().map(|(n, s)| (n.as_str(), *s)),
         }
     }
 
@@ -1731,6 +1787,7 @@ impl ServeRun {
             sender_cc,
             receiver_cc,
             error: o.result.as_ref().err().map(ToString::to_string),
+            diskfile: None,
         }
     }
 }

@@ -198,6 +198,86 @@ fn client_json_has_every_key_stock_iperf3_writes() {
     }
 }
 
+/// The kinds of a summary's lines, in order: `n[TX-C] sender`,
+/// `SUM[TX-C] receiver`, `file` (iperf3's "Sent … of FILE"), `header`.
+fn summary_shape(text: &str) -> Vec<String> {
+    let tail = text.rsplit("- - - - - -").next().unwrap_or("");
+    tail.lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            if t.starts_with("Sent ") {
+                return Some("file".to_owned());
+            }
+            if t.starts_with("[ ID]") {
+                return Some("header".to_owned());
+            }
+            let rest = t.strip_prefix('[')?;
+            let (id, rest) = rest.split_once(']')?;
+            let tag = rest
+                .strip_prefix('[')
+                .and_then(|r| r.split_once(']'))
+                .map_or("", |(t, _)| t);
+            let kind = if id.trim() == "SUM" { "SUM" } else { "n" };
+            Some(format!("{kind}[{tag}] {}", t.split_whitespace().last()?))
+        })
+        .collect()
+}
+
+/// The summary's lines come in iperf3's order: with `--bidir` each
+/// direction's streams and then their sum (all streams came first, then
+/// both sums); with `-F` iperf3's "Sent … of FILE" line under each
+/// stream's sender line, and `diskfile` in each stream of `-J`'s `end`.
+#[test]
+fn summaries_are_grouped_and_name_the_file_as_iperf3_s() {
+    let net = testnet(1);
+    let b = net.b.ip4.to_string();
+    let dir = std::env::temp_dir().join(format!("xtcp-summary-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("src.bin");
+    std::fs::write(&file, vec![7u8; 3 << 20]).unwrap();
+    let file = file.to_str().unwrap();
+    let _server = stock_server(&net.b.ns, &b, 5201, &[]);
+    let stock = |args: &[&str]| {
+        let out = net
+            .a
+            .ns
+            .command("timeout")
+            .arg("60")
+            .arg("iperf3")
+            .args(["-c", &b])
+            .args(args)
+            .env("LC_ALL", "C")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "iperf3 {args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for args in [
+        &["--bidir", "-P", "2", "-t", "1"][..],
+        &["-F", file, "-P", "2"],
+        &["-F", file],
+    ] {
+        let (theirs, mine) = (stock(args), xtcp_client(&net, args));
+        let want = summary_shape(&theirs);
+        assert!(want.len() > 3, "{theirs}");
+        assert_eq!(
+            summary_shape(&mine),
+            want,
+            "{args:?}:\n{mine}\niperf3:\n{theirs}"
+        );
+    }
+    let args = ["-J", "-F", file];
+    let theirs = parse(&stock(&args));
+    let mine = parse(&xtcp_client(&net, &args));
+    assert_same_keys("-F", &theirs, &mine);
+    let d = &mine["end"]["streams"][0]["diskfile"];
+    assert_eq!(d["size"], 3 << 20, "{d}");
+    assert_eq!(d["sent"], 3 << 20, "{d}");
+    assert_eq!(d["percent_sent"], 100, "{d}");
+    assert_eq!(d["filename"], file, "{d}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Item 3, server side: `xtcp serve -J`'s document per test, and the
 /// `server_output_json` a stock client gets with `--get-server-output`,
 /// have every key of stock `iperf3 -s -J`'s (normal, `-R`, `--bidir`);
