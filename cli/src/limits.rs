@@ -93,6 +93,18 @@ impl LimitArgs {
     /// `one_off`: `-1` (the idle timeout then also ends an idle server).
     /// Reads the key and the users file, if given.
     pub fn server_config(&self, one_off: bool) -> anyhow::Result<ServerConfig> {
+        self.server_config_keeping(one_off, None)
+    }
+
+    /// [`LimitArgs::server_config`], with `auth` for the authentication
+    /// instead of reading the key and the users file (a reload that
+    /// cannot read them where serve dropped its privileges keeps those
+    /// it runs with).
+    pub fn server_config_keeping(
+        &self,
+        one_off: bool,
+        auth: Option<Arc<Authenticator>>,
+    ) -> anyhow::Result<ServerConfig> {
         let mut c = ServerConfig {
             access: AccessList {
                 allow: self.allow.clone().unwrap_or_default(),
@@ -120,6 +132,7 @@ impl LimitArgs {
             .time_skew_threshold
             .map_or(DEFAULT_TIME_SKEW, |s| Duration::from_secs(s.into()));
         match (&self.rsa_private_key_path, &self.authorized_users_path) {
+            (Some(_), Some(_)) if auth.is_some() => c.auth = auth,
             (Some(key), Some(users)) => {
                 let a = Authenticator::load(key, users, skew)
                     .context("authentication (--rsa-private-key-path, --authorized-users-path)")?;

@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use xtcp_engine::app::iperf3::{Interval, Iperf3Server, ServerConfig, TestOutcome, TestStart};
+use xtcp_engine::app::iperf3::{
+    Authenticator, Interval, Iperf3Server, ServerConfig, TestOutcome, TestStart,
+};
 use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::args::{EngineArgs, ListenFamily};
@@ -303,6 +305,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(crate::daemon::PidFile::check)
         .transpose()?;
+    let log_is_new = a.logfile.as_deref().is_some_and(|p| !p.exists());
     if a.daemon {
         let log = a.logfile.as_deref().map(std::path::absolute).transpose()?;
         crate::daemon::daemonize(log.as_deref())?;
@@ -323,6 +326,15 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         a.logfile.as_deref(),
         serve_style(a),
     )?));
+    // A log file serve made is the user's it runs as (--user), so that a
+    // reload (SIGHUP, after rotation or not) can open it again.
+    if let (Some(t), Some(p), true) = (&target, &a.logfile, log_is_new) {
+        std::os::unix::fs::chown(p, Some(t.uid), Some(t.gid))
+            .with_context(|| format!("--logfile {}: giving it to {}", p.display(), t.name))?;
+    }
+    // The authentication serve runs with: a reload that cannot read its
+    // files again (where --user cannot) keeps it.
+    let running_auth = RefCell::new(server_config.auth.clone());
     let flag = interrupt_flag()?;
     // SIGHUP: read the configuration again (see `reload`).
     let hup = Arc::new(AtomicBool::new(false));
@@ -416,7 +428,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 m.observe(p);
             }
             if hup.swap(false, Ordering::Relaxed) {
-                match reload(a, &output, &reload_tx, cfg.queues) {
+                match reload(a, &output, &reload_tx, cfg.queues, &running_auth) {
                     Ok(msg) => eprintln!("xtcp serve: {msg}"),
                     Err(e) => eprintln!(
                         "xtcp serve: reload failed, the running configuration stays: {}",
@@ -556,28 +568,54 @@ fn reload(
     output: &RefCell<Output>,
     server: &crossbeam_channel::Sender<ServerConfig>,
     queues: u32,
+    running_auth: &RefCell<Option<Arc<Authenticator>>>,
 ) -> anyhow::Result<String> {
     let (new, log) = crate::serve_args_again()?;
+    let denied = |e: &anyhow::Error| {
+        e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        })
+    };
+    // What serve, run as --user, may not open again: the files it opened
+    // as root at its start. The same files unreadable now keep what it
+    // runs with, said; anything else wrong fails the reload.
+    let mut kept = Vec::new();
     // Everything read and checked before anything changes; the workers
     // keep the connections they hold (--max-conns) until a restart.
-    let config = capped(
-        new.limits.server_config(running.one_off)?,
-        &new,
-        running.engine.max_conns,
-        queues,
-    )?;
-    let out = Output::open(new.logfile.as_deref(), serve_style(&new))?;
+    let same_auth = new.limits.rsa_private_key_path == running.limits.rsa_private_key_path
+        && new.limits.authorized_users_path == running.limits.authorized_users_path;
+    let limits = match new.limits.server_config(running.one_off) {
+        Err(e) if denied(&e) && same_auth && running_auth.borrow().is_some() => {
+            kept.push(format!("the key and the users file as they were ({e:#})"));
+            new.limits
+                .server_config_keeping(running.one_off, running_auth.borrow().clone())?
+        }
+        r => r?,
+    };
+    let config = capped(limits, &new, running.engine.max_conns, queues)?;
+    let out = match Output::open(new.logfile.as_deref(), serve_style(&new)) {
+        Err(e) if denied(&e) && new.logfile == running.logfile => {
+            kept.push(format!("writing to the log file open ({e:#})"));
+            None
+        }
+        r => Some(r?),
+    };
+    let auth = config.auth.clone();
     // The server takes the newest of those it has not taken yet.
     server
         .send(config)
         .context("the server has stopped taking configurations")?;
-    output.borrow_mut().replace(out);
-    // A daemon's standard output and error are its log file: the new one
-    // from now on, so that the rotated file is let go.
-    if running.daemon
-        && let Some(p) = &new.logfile
-    {
-        crate::daemon::redirect_std(p)?;
+    *running_auth.borrow_mut() = auth;
+    if let Some(out) = out {
+        output.borrow_mut().replace(out);
+        // A daemon's standard output and error are its log file: the new
+        // one from now on, so that the rotated file is let go.
+        if running.daemon
+            && let Some(p) = &new.logfile
+        {
+            crate::daemon::redirect_std(p)?;
+        }
     }
     let restart: Vec<&str> = [
         (
@@ -620,14 +658,21 @@ fn reload(
                  the key and the users file are read again)"
             .to_owned(),
     };
-    if restart.is_empty() {
-        Ok(what)
-    } else {
-        Ok(format!(
-            "{what}; changed but kept until serve restarts: {}",
+    let mut msg = what;
+    if !restart.is_empty() {
+        msg += &format!(
+            "; changed but kept until serve restarts: {}",
             restart.join(", ")
-        ))
+        );
     }
+    if !kept.is_empty() {
+        msg += &format!(
+            "; not readable as the user serve runs as, so kept: {} (make them readable by it, \
+             or restart serve)",
+            kept.join("; ")
+        );
+    }
+    Ok(msg)
 }
 
 /// How serve writes lines: `--timestamps`; every line at once (a log

@@ -432,3 +432,62 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
     );
     denied();
 }
+
+/// A reload as `--user nobody` (serve opened its log file as root, before
+/// the drop): a log file serve made is nobody's, so the reload opens it
+/// again; one it cannot open (root's, there before) stays open and the
+/// reload says so — either way the new `deny` applies (the whole reload
+/// used to fail on the log file, and the deny list never came in force).
+#[test]
+fn a_reload_as_nobody_applies_and_keeps_the_log_file_it_cannot_open() {
+    let net = testnet(1);
+    let out = Command::new("id").args(["-u", "nobody"]).output().unwrap();
+    assert!(out.status.success(), "no user nobody here");
+    let nobody: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    for made_by_serve in [true, false] {
+        let dir = TempDir::new(&format!("reload-nobody-{made_by_serve}"));
+        let log = dir.0.join("tests.jsonl");
+        if !made_by_serve {
+            std::fs::write(&log, "").unwrap();
+        }
+        let text = config_text(&net, 5331, &log) + "user = \"nobody\"\n";
+        let conf = dir.file("serve.toml", &text);
+        let args: Vec<String> = ["serve", "--config", conf.to_str().unwrap()]
+            .map(String::from)
+            .to_vec();
+        let mut server = Watched::spawn(&net, &args, Stdio::null());
+        server.wait_for("listening on");
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&log).unwrap());
+        assert_eq!(
+            owner == nobody,
+            made_by_serve,
+            "the log file's owner {owner}"
+        );
+        std::fs::write(&conf, format!("{text}deny = [\"{}\"]\n", net.b.ip4)).unwrap();
+        server.signal("-HUP");
+        server.wait_for("xtcp serve: reloaded");
+        let err = server.err.lock().unwrap().clone();
+        assert_eq!(
+            err.contains("so kept: writing to the log file open"),
+            !made_by_serve,
+            "{err}"
+        );
+        let out = net
+            .b
+            .ns
+            .command("timeout")
+            .args(["60", "iperf3", "-c", &net.a.ip4.to_string(), "-p", "5331"])
+            .args(["-t", "1"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("test authorization failed"), "{said}");
+        let lines = wait_lines(&log, 1, &mut server);
+        let r: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(r["reason"], "denied", "{r}");
+        server.signal("-TERM");
+        let (status, err) = server.wait_exit("serve did not stop on SIGTERM");
+        assert!(status.success(), "{err}");
+    }
+}
