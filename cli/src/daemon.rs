@@ -7,6 +7,10 @@
 //! engine, the metrics server or any other thread starts), then
 //! [`PidFile::write`] with the daemon's pid; dropping the [`PidFile`] (serve
 //! returns, after SIGINT/SIGTERM too) removes the file.
+//!
+//! The command the user ran returns once the daemon serves ([`ready`]),
+//! with status 0, or with its error and status 1 if it failed before
+//! ([`failed`], or its exit): a pipe from the daemon to it says which.
 
 use std::path::{Path, PathBuf};
 
@@ -107,10 +111,12 @@ pub(crate) fn redirect_std(log: &Path) -> anyhow::Result<()> {
 }
 
 /// Detaches as daemon(3) does, without changing directory: fork (the
-/// parent exits 0 at once), a new session, standard input from /dev/null,
+/// parent exits once the daemon serves or failed: see [`ready`]), a new session, standard input from /dev/null,
 /// standard output and error to `log` (appended) or /dev/null. Call only
 /// while the process has a single thread.
 pub(crate) fn daemonize(log: Option<&Path>) -> anyhow::Result<()> {
+    let (from_daemon, to_parent) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).context("-D: pipe")?;
     let null = std::fs::File::options()
         .read(true)
         .write(true)
@@ -131,11 +137,55 @@ pub(crate) fn daemonize(log: Option<&Path>) -> anyhow::Result<()> {
     match pid {
         -1 => bail!("-D: fork failed: {}", std::io::Error::last_os_error()),
         0 => {}
-        _ => std::process::exit(0),
+        _ => {
+            drop(to_parent);
+            parent_waits(std::fs::File::from(from_daemon), log)
+        }
+    }
+    drop(from_daemon);
+    if let Ok(mut r) = READY.lock() {
+        *r = Some(std::fs::File::from(to_parent));
     }
     rustix::process::setsid().context("-D: setsid failed")?;
     rustix::stdio::dup2_stdin(&null).context("-D: dup2 onto standard input")?;
     rustix::stdio::dup2_stdout(&out).context("-D: dup2 onto standard output")?;
     rustix::stdio::dup2_stderr(&out).context("-D: dup2 onto standard error")?;
     Ok(())
+}
+
+/// The daemon's end of the pipe its parent waits on: written once, when
+/// it serves or failed first.
+static READY: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
+
+/// The parent of [`daemonize`]: exits 0 once the daemon serves, else 1
+/// with the daemon's error (or that it exited first), so that a daemon
+/// that failed to start is not taken for one that runs.
+fn parent_waits(mut from_daemon: std::fs::File, log: Option<&Path>) -> ! {
+    let mut said = Vec::new();
+    // Until the daemon writes and closes its end, or exits.
+    let _ = std::io::Read::read_to_end(&mut from_daemon, &mut said);
+    match said.as_slice() {
+        [1] => std::process::exit(0),
+        [] => eprintln!(
+            "xtcp: error: -D: the daemon exited before it served{}",
+            log.map_or_else(String::new, |p| format!(" (see {})", p.display()))
+        ),
+        text => eprintln!("xtcp: error: {}", String::from_utf8_lossy(text)),
+    }
+    std::process::exit(1)
+}
+
+/// The daemon serves: its parent exits 0 (nothing if not daemonized).
+pub(crate) fn ready() {
+    if let Some(mut f) = READY.lock().ok().and_then(|mut r| r.take()) {
+        let _ = std::io::Write::write_all(&mut f, &[1]);
+    }
+}
+
+/// The daemon failed before it served (`msg`): its parent says so and
+/// exits 1 (nothing if not daemonized, or once ready).
+pub(crate) fn failed(msg: &str) {
+    if let Some(mut f) = READY.lock().ok().and_then(|mut r| r.take()) {
+        let _ = std::io::Write::write_all(&mut f, msg.as_bytes());
+    }
 }

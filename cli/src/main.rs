@@ -126,6 +126,8 @@ fn main() {
         Cmd::Bench(a) => bench::bench(a),
     };
     if let Err(e) = r {
+        // (A daemon that failed before it served tells the command run.)
+        daemon::failed(&error_chain(&e));
         eprintln!("xtcp: error: {}", error_chain(&e));
         std::process::exit(1);
     }

@@ -458,6 +458,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 run.verbose_header();
                 run.banner();
                 notify.ready(&status);
+                crate::daemon::ready();
             }
             if flag.load(Ordering::Relaxed) {
                 notify.stopping();

@@ -1130,8 +1130,9 @@ fn serve_runs_the_clients_congestion_control() {
     );
 }
 
-/// `serve -s -D -I FILE -A 1 --logfile LOG`: the command returns at once;
-/// the pid file names the daemon, which serves a stock client's test, has
+/// `serve -s -D -I FILE -A 1 --logfile LOG`: the command returns once the
+/// daemon serves (with its error and status 1 if it failed first); the pid
+/// file names the daemon, which serves a stock client's test, has
 /// its worker on core 1 and writes to the log; a second serve with the
 /// same pid file is refused; SIGTERM ends the daemon and removes the file.
 #[test]
@@ -1185,6 +1186,26 @@ fn serve_daemon_with_pidfile() {
         "{}",
         stderr(&again)
     );
+
+    // A daemon that fails once detached (the interface is the first
+    // daemon's) says why, and the command fails (it returned 0, the error
+    // in the log alone).
+    let busy = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["20", XTCP, "serve", "--iface", &net.a.iface])
+        .args(ENGINE)
+        .args(["-s", "-D", "-p", "5299"])
+        .output()
+        .unwrap();
+    assert_eq!(busy.status.code(), Some(1), "{}", stderr(&busy));
+    assert!(
+        stderr(&busy).starts_with("xtcp: error: "),
+        "{}",
+        stderr(&busy)
+    );
+    eprintln!("a second daemon: {}", stderr(&busy));
 
     // Log rotation: SIGHUP reopens the log, the daemon's standard error
     // (its diagnostics) included: they go to the new file, and the
