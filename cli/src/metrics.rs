@@ -96,6 +96,15 @@ struct State {
     steer: Option<SteerCounters>,
     tcp: TcpTotals,
     tests: Tests,
+    reloads: Reloads,
+}
+
+/// Reloads (SIGHUP) by result, and whether the last one took.
+#[derive(Debug, Clone, Copy, Default)]
+struct Reloads {
+    ok: u64,
+    failed: u64,
+    last_failed: bool,
 }
 
 /// TCP counters summed over the queues, the largest seen.
@@ -234,6 +243,19 @@ impl Metrics {
         }
         t.received += received;
         t.sent += sent;
+    }
+
+    /// A reload (SIGHUP) took (`ok`), or failed and the running
+    /// configuration stays.
+    pub fn reload(&self, ok: bool) {
+        let mut s = self.lock();
+        let r = &mut s.reloads;
+        if ok {
+            r.ok += 1;
+        } else {
+            r.failed += 1;
+        }
+        r.last_failed = !ok;
     }
 
     /// The exposition of the last snapshot (Prometheus text format 0.0.4).
@@ -649,6 +671,26 @@ impl Collector for Exposition {
                 (&[("direction", "sent")], t.sent),
             ],
         )?;
+
+        // Reloads.
+        let r = s.reloads;
+        by(
+            &mut enc,
+            "config_reloads",
+            "Configuration reloads (SIGHUP), by result: ok, failed (the running configuration stays).",
+            None,
+            &[
+                (&[("result", "ok")], r.ok),
+                (&[("result", "failed")], r.failed),
+            ],
+        )?;
+        let mut e = enc.encode_descriptor(
+            "config_last_reload_successful",
+            "1 if the last configuration reload took (or none was asked for), 0 if it failed and the running configuration stays.",
+            None,
+            MetricType::Gauge,
+        )?;
+        sample(&mut e, &[], u64::from(!r.last_failed), MetricType::Gauge)?;
         Ok(())
     }
 }
@@ -931,6 +973,26 @@ mod tests {
         let rx = r#"xtcp_test_bytes_total{direction="received"}"#;
         assert_eq!(value(&t, rx), 1005);
         assert_eq!(value(&t, r#"xtcp_test_bytes_total{direction="sent"}"#), 30);
+    }
+
+    #[test]
+    fn reloads_are_counted_and_the_last_ones_result_shown() {
+        let m = Arc::new(Metrics::new("xtcp-no-such0", 1));
+        let last = "xtcp_config_last_reload_successful";
+        let t = m.render();
+        assert_eq!(value(&t, last), 1, "{t}");
+        m.reload(true);
+        m.reload(false);
+        let t = m.render();
+        assert_eq!(value(&t, r#"xtcp_config_reloads_total{result="ok"}"#), 1);
+        assert_eq!(
+            value(&t, r#"xtcp_config_reloads_total{result="failed"}"#),
+            1
+        );
+        assert_eq!(value(&t, last), 0);
+        assert!(t.contains(&format!("# TYPE {last} gauge")), "{t}");
+        m.reload(true);
+        assert_eq!(value(&m.render(), last), 1);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! systemd's readiness protocol (`Type=notify`) for `xtcp serve`, through
 //! the `sd-notify` crate: `READY=1` once the endpoint accepts tests (after
-//! the privilege drop), `STOPPING=1` once it begins to shut down after
-//! that. Nothing is sent unless `NOTIFY_SOCKET` is set (the crate checks);
+//! the privilege drop), `STATUS=` with each reload's result (a failed one
+//! shows in `systemctl status`), `STOPPING=1` once it begins to shut down
+//! after that. Nothing is sent unless `NOTIFY_SOCKET` is set (the crate checks);
 //! a failure to send is logged, never fatal. `NOTIFY_SOCKET` must be a
 //! path (systemd's is): the crate does not take abstract (`@…`) addresses.
 //!
@@ -33,6 +34,13 @@ impl Notifier {
     pub fn ready(&mut self, status: &str) {
         if !std::mem::replace(&mut self.ready, true) {
             send(&[NotifyState::Ready, NotifyState::Status(status)]);
+        }
+    }
+
+    /// A new status text (a reload's result), once READY=1 was sent.
+    pub fn status(&mut self, status: &str) {
+        if self.ready && !self.stopping {
+            send(&[NotifyState::Status(status)]);
         }
     }
 

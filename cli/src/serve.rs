@@ -416,6 +416,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let mut announced = false;
     let mut dropped = Ok(());
     let mut notify = crate::notify::Notifier::default();
+    let mut ready_status = String::new();
     // The engine reports progress once it is set up and serving: the
     // privilege drop, the banner and READY=1 only then, never before an
     // error; a drop that fails stops the engine before any test.
@@ -428,13 +429,22 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 m.observe(p);
             }
             if hup.swap(false, Ordering::Relaxed) {
-                match reload(a, &output, &reload_tx, cfg.queues, &running_auth) {
-                    Ok(msg) => eprintln!("xtcp serve: {msg}"),
-                    Err(e) => eprintln!(
-                        "xtcp serve: reload failed, the running configuration stays: {}",
+                // Said on standard error, in the metrics and in the
+                // service manager's status (`systemctl status`), since
+                // `systemctl reload` (a signal) cannot tell.
+                let r = reload(a, &output, &reload_tx, cfg.queues, &running_auth);
+                if let Some(m) = &metrics {
+                    m.reload(r.is_ok());
+                }
+                let said = match r {
+                    Ok(msg) => msg,
+                    Err(e) => format!(
+                        "reload failed, the running configuration stays: {}",
                         crate::error_chain(&e)
                     ),
-                }
+                };
+                eprintln!("xtcp serve: {said}");
+                notify.status(&format!("{ready_status}; {said}"));
             }
             if !announced {
                 announced = true;
@@ -458,6 +468,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 run.verbose_header();
                 run.banner();
                 notify.ready(&status);
+                ready_status = status;
                 crate::daemon::ready();
             }
             if flag.load(Ordering::Relaxed) {

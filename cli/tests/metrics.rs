@@ -966,6 +966,38 @@ fn refused_tests_are_counted_by_reason() {
     assert_eq!(must(&t, r#"xtcp_tests_total{result="failed"}"#), 0, "{t}");
 }
 
+/// Reloads (SIGHUP) are counted by result, and
+/// `xtcp_config_last_reload_successful` says whether the last one took:
+/// `systemctl reload` (a signal) cannot tell an operator that it failed.
+#[test]
+fn reloads_are_counted_and_a_failed_one_shows() {
+    let net = testnet(1);
+    let dir = common::TempDir::new("metrics-reload");
+    let conf = dir.file("serve.toml", "idle_timeout = 30\n");
+    let mut x = serve(&net, 1, &["--config", conf.to_str().unwrap()]);
+    let last = "xtcp_config_last_reload_successful";
+    assert_eq!(must(&scrape(&net), last), 1);
+    x.signal("-HUP");
+    x.wait_for("xtcp serve: reloaded");
+    let t = scrape(&net);
+    assert_eq!(
+        must(&t, r#"xtcp_config_reloads_total{result="ok"}"#),
+        1,
+        "{t}"
+    );
+    assert_eq!(must(&t, last), 1, "{t}");
+    std::fs::write(&conf, "idle_timeout = \"soon\"\n").unwrap();
+    x.signal("-HUP");
+    x.wait_for("xtcp serve: reload failed");
+    let t = scrape(&net);
+    assert_eq!(
+        must(&t, r#"xtcp_config_reloads_total{result="failed"}"#),
+        1,
+        "{t}"
+    );
+    assert_eq!(must(&t, last), 0, "{t}");
+}
+
 /// Forged segments of a connection to serve (see [`Forged::into`]): the
 /// unacceptable-segment series count each kind as side B forged it, and
 /// the challenge ACKs and answers skipped as B's capture of xtcp's

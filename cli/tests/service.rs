@@ -528,6 +528,14 @@ fn ready_1_after_the_drop_is_enough_for_a_stock_iperf3_test_and_sigterm_sends_st
 
     let v = iperf3_run(&net, &["-t", "1"]);
 
+    // A reload's result is the new status (`systemctl status` shows it).
+    s.signal("-HUP");
+    let msg = datagram(&sock, "STATUS= after a reload", &s);
+    assert!(
+        msg.starts_with(&format!("STATUS={status}; reloaded")),
+        "{msg:?}"
+    );
+
     s.signal("-TERM");
     let msg = datagram(&sock, "STOPPING=1", &s);
     assert_eq!(msg, "STOPPING=1\n");
@@ -547,7 +555,10 @@ fn ready_1_after_the_drop_is_enough_for_a_stock_iperf3_test_and_sigterm_sends_st
     // Nothing else was sent.
     sock.set_nonblocking(true).unwrap();
     let mut buf = [0u8; 64];
-    assert!(sock.recv(&mut buf).is_err(), "one READY=1, one STOPPING=1");
+    assert!(
+        sock.recv(&mut buf).is_err(),
+        "one READY=1, one STATUS=, one STOPPING=1"
+    );
 }
 
 /// With the `no_setuid_fixup` securebit (set by whoever starts xtcp) the
