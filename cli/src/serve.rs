@@ -236,6 +236,8 @@ fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value 
         "pacing_rate": o.pacing_rate,
         "result": result,
         "reason": reason,
+        // What the text line says of a refusal or failure, whole.
+        "message": o.result.as_ref().err().map(ToString::to_string),
     })
 }
 

@@ -199,7 +199,7 @@ fn wait_lines(path: &Path, n: usize, server: &mut Watched) -> Vec<String> {
 fn check_record(line: &str, client: &serde_json::Value, net: &TestNet, direction: &str) {
     let r: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
     assert_eq!(r["result"], "ok", "{r}");
-    assert!(r["reason"].is_null(), "{r}");
+    assert!(r["reason"].is_null() && r["message"].is_null(), "{r}");
     assert_eq!(r["direction"], direction, "{r}");
     assert_eq!(r["streams"], 1, "{r}");
     let at: std::net::SocketAddr = r["client"].as_str().unwrap().parse().unwrap();
@@ -418,6 +418,15 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
     let r: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
     assert_eq!(r["result"], "refused", "{r}");
     assert_eq!(r["reason"], "denied", "{r}");
+    // The whole message, as the text line says it.
+    assert_eq!(
+        r["message"],
+        format!(
+            "refused: client {} is not allowed (the server's allow/deny lists)",
+            net.b.ip4
+        ),
+        "{r}"
+    );
     let at: std::net::SocketAddr = r["client"].as_str().unwrap().parse().unwrap();
     assert_eq!(at.ip(), std::net::IpAddr::V4(net.b.ip4), "{r}");
 
