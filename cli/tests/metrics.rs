@@ -139,7 +139,8 @@ fn bytes(v: &serde_json::Value, side: &str) -> u64 {
         .unwrap_or_else(|| panic!("no end.{side}.bytes: {v}"))
 }
 
-/// A client that sends a bad cookie: the test fails at once.
+/// A client that sends a bad cookie: no iperf3 client, no test (refused at
+/// once, `no_cookie`).
 fn bad_cookie(net: &TestNet) {
     let _g = net.b.ns.enter().unwrap();
     let dst = SocketAddr::new(net.a.ip4.into(), 5201);
@@ -198,16 +199,20 @@ fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
     let received_by_client = bytes(&rev, "sum_received");
     assert!(sent_by_client >= 256 << 20, "{sent_by_client}");
     assert_eq!(received_by_client, 64 << 20);
-    // And one that fails.
+    // And a connection that is no iperf3 client (no test).
     bad_cookie(&net);
 
     let t = scrape_until(&net, "three tests counted", |t| {
         let ok = value(t, r#"xtcp_tests_total{result="ok"}"#);
-        let failed = value(t, r#"xtcp_tests_total{result="failed"}"#);
-        (ok == Some(2) && failed == Some(1))
+        let none = value(
+            t,
+            r#"xtcp_tests_total{result="refused",reason="no_cookie"}"#,
+        );
+        (ok == Some(2) && none == Some(1))
             .then_some(())
-            .ok_or(format!("ok {ok:?}, failed {failed:?}"))
+            .ok_or(format!("ok {ok:?}, no_cookie {none:?}"))
     });
+    assert_eq!(must(&t, r#"xtcp_tests_total{result="failed"}"#), 0);
     assert_eq!(
         must(&t, r#"xtcp_test_bytes_total{direction="received"}"#),
         sent_by_client
@@ -908,9 +913,9 @@ fn connections_beyond_max_conns_are_counted_as_refused() {
 
 /// Refused tests are counted by reason: a client from an address the deny
 /// list names (it is told so, and fails), and one from another address
-/// that asks for more than the duration limit;
-/// `xtcp_tests_total{result="refused",reason=…}` has exactly the refusals
-/// the clients saw.
+/// that asks for more than the duration limit, and a connection that
+/// brings no cookie; `xtcp_tests_total{result="refused",reason=…}` has
+/// exactly the refusals the clients saw.
 #[test]
 fn refused_tests_are_counted_by_reason() {
     need_iperf3();
@@ -963,6 +968,25 @@ fn refused_tests_are_counted_by_reason() {
         },
     );
     assert_eq!(must(&t, r#"xtcp_tests_total{result="ok"}"#), 0, "{t}");
+    assert_eq!(must(&t, r#"xtcp_tests_total{result="failed"}"#), 0, "{t}");
+    // A connection that closes before iperf3's cookie (a port scan, a TCP
+    // health check) is no test that failed (it was counted as one).
+    {
+        let _g = net.b.ns.enter().unwrap();
+        let s = std::net::TcpStream::connect((net.a.ip4, 5201)).unwrap();
+        drop(s);
+    }
+    let t = scrape_until(
+        &net,
+        "a connection without a cookie counted",
+        |t| match value(
+            t,
+            r#"xtcp_tests_total{result="refused",reason="no_cookie"}"#,
+        ) {
+            Some(1) => Ok(()),
+            v => Err(format!("no_cookie: {v:?}")),
+        },
+    );
     assert_eq!(must(&t, r#"xtcp_tests_total{result="failed"}"#), 0, "{t}");
 }
 

@@ -40,11 +40,14 @@ pub enum Refusal {
     MaxStreams,
     /// Parameters that are invalid or not supported.
     Params,
+    /// No test: the connection closed, went quiet or sent something else
+    /// before iperf3's cookie (a port scan, a TCP health check).
+    NoCookie,
 }
 
 impl Refusal {
     /// Every refusal, in a fixed order (for counters and tests).
-    pub const ALL: [Refusal; 7] = [
+    pub const ALL: [Refusal; 8] = [
         Refusal::Denied,
         Refusal::Busy,
         Refusal::Auth,
@@ -52,10 +55,11 @@ impl Refusal {
         Refusal::BitrateLimit,
         Refusal::MaxStreams,
         Refusal::Params,
+        Refusal::NoCookie,
     ];
 
     /// A short stable name: "denied", "busy", "auth", "max_duration",
-    /// "bitrate_limit", "max_streams", "params".
+    /// "bitrate_limit", "max_streams", "params", "no_cookie".
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Denied => "denied",
@@ -65,15 +69,20 @@ impl Refusal {
             Refusal::BitrateLimit => "bitrate_limit",
             Refusal::MaxStreams => "max_streams",
             Refusal::Params => "params",
+            Refusal::NoCookie => "no_cookie",
         }
     }
 
     /// Whether `iperf3 -s -1` would count the connection as its one test
     /// and exit: a busy answer happens while the one test runs, and iperf3
     /// goes on after an authentication failure (so does this server after
-    /// a denied address); a refused test's parameters end a one-off server.
+    /// a denied address, or a connection that brought no cookie: no test);
+    /// a refused test's parameters end a one-off server.
     pub fn ends_one_off(self) -> bool {
-        !matches!(self, Refusal::Busy | Refusal::Auth | Refusal::Denied)
+        !matches!(
+            self,
+            Refusal::Busy | Refusal::Auth | Refusal::Denied | Refusal::NoCookie
+        )
     }
 }
 
@@ -359,7 +368,8 @@ mod tests {
                 "max_duration",
                 "bitrate_limit",
                 "max_streams",
-                "params"
+                "params",
+                "no_cookie",
             ]
         );
         assert!(!Refusal::Busy.ends_one_off() && !Refusal::Auth.ends_one_off());

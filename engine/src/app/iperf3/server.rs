@@ -648,6 +648,10 @@ impl ServerSession {
             self.output.extend_from_slice(&code.to_be_bytes());
             self.output.extend_from_slice(&errno.to_be_bytes());
         }
+        if self.phase == Phase::Cookie {
+            // No iperf3 client: not a test that failed.
+            self.refusal.get_or_insert(Refusal::NoCookie);
+        }
         self.phase = Phase::Failed;
         self.events.push_back(Event::Error(e));
     }

@@ -1045,11 +1045,16 @@ fn refusals_name_max_streams_and_bad_params() {
         ierrno::IERECVPARAMS,
         Refusal::Params,
     );
-    // A stalled or garbage client is a failure, not a refusal.
+    // A client that sends something else than iperf3's cookie is no
+    // test: not one that failed.
     let mut s = ServerSession::new(ServerConfig::default(), t0);
     s.handle_control(t0, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
     assert!(s.is_finished());
-    assert_eq!(s.refusal(), None);
+    assert_eq!(s.refusal(), Some(Refusal::NoCookie));
+    // Nor one that closes, or stays silent, before its cookie.
+    let mut s = ServerSession::new(ServerConfig::default(), t0);
+    s.handle_control_eof(t0, ControlEnd::Closed);
+    assert_eq!(s.refusal(), Some(Refusal::NoCookie));
 }
 
 fn with_auth() -> ServerConfig {
