@@ -607,6 +607,12 @@ fn reload(
         }
         r => r?,
     };
+    // A file that serve would refuse at its next start is refused now,
+    // not applied in part (its --max-conns waits for that start).
+    if new.engine.max_conns != running.engine.max_conns {
+        capped(limits.clone(), &new, new.engine.max_conns, queues)
+            .context("serve would refuse this configuration at its next start")?;
+    }
     let config = capped(limits, &new, running.engine.max_conns, queues)?;
     let out = match Output::open(new.logfile.as_deref(), serve_style(&new)) {
         Err(e) if denied(&e) && new.logfile == running.logfile => {

@@ -440,6 +440,12 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
         server.err.lock().unwrap()
     );
     denied();
+    // One that serve would refuse at its next start (it was taken, its
+    // --max-conns kept for a restart that would then fail).
+    std::fs::write(&conf, format!("{text}max_conns = 4\nmax_streams = 10\n")).unwrap();
+    server.signal("-HUP");
+    server.wait_for("serve would refuse this configuration at its next start");
+    denied();
 }
 
 /// A reload as `--user nobody` (serve opened its log file as root, before
