@@ -1491,6 +1491,16 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     );
     let table = Table::new(&points);
     let mut samples: Vec<Sample> = Vec::new();
+    if points.iter().all(|p| p.kernel_offloads == "off") {
+        // (The table shows no `koff` column at its default.)
+        bar.suspend(|| {
+            println!(
+                "The pair of two kernel ends runs with TSO, GSO, GRO and checksum offloads \
+                 off, as the pairs with an xtcp end (whose XDP program sees MTU-sized packets); \
+                 --kernel-offloads on,off adds the kernel at its fastest."
+            )
+        });
+    }
     bar.suspend(|| println!("{}", table.header()));
     let wmem = net
         .a
