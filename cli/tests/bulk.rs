@@ -887,15 +887,18 @@ fn recv_refuses_a_second_connection_and_the_first_goes_on() {
     let dst = SocketAddr::new(net.a.ip4.into(), port);
     let len = 1_000_000;
     let first = acked_sender(&net, dst, SEED, len);
-    let mut second = {
+    let second = {
         let _g = net.b.ns.enter().unwrap();
-        std::net::TcpStream::connect_timeout(&dst, WAIT).unwrap()
+        std::net::TcpStream::connect_timeout(&dst, WAIT)
     };
-    // (The reset may be in before the option is set: that fails too.)
+    // The reset may be in before connect returns, or before the read
+    // timeout is set: those fail with it too.
     let mut b = [0u8; 1];
     let e = second
-        .set_read_timeout(Some(WAIT))
-        .and_then(|()| std::io::Read::read(&mut second, &mut b))
+        .and_then(|mut s| {
+            s.set_read_timeout(Some(WAIT))?;
+            std::io::Read::read(&mut s, &mut b)
+        })
         .expect_err("the second connection was not refused");
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
     drop(first);
