@@ -334,6 +334,22 @@ fn pscheduler_single_ended_command_lines_are_served() {
     }
 }
 
+/// A stock client of side B, denied by serve on `port`: it is told so.
+fn denied_client(net: &TestNet, port: u16) {
+    let out = net
+        .b
+        .ns
+        .command("timeout")
+        .args(["60", "iperf3", "-c", &net.a.ip4.to_string()])
+        .args(["-p", &port.to_string(), "-t", "1"])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("test authorization failed"), "{said}");
+}
+
 /// SIGHUP while a test runs: the running test goes on to the end under the
 /// settings it started with, and the new ones (here a `deny` naming the
 /// client) apply from the next test on; the refusal is told to the client
@@ -399,20 +415,7 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
     );
 
     // The next test: denied, told, logged.
-    let denied = || {
-        let out = net
-            .b
-            .ns
-            .command("timeout")
-            .args(["60", "iperf3", "-c", &net.a.ip4.to_string(), "-p", "5330"])
-            .args(["-t", "1"])
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{said}");
-        assert!(said.contains("test authorization failed"), "{said}");
-    };
+    let denied = || denied_client(&net, 5330);
     denied();
     let lines = wait_lines(&log, 2, &mut server);
     let r: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
@@ -487,17 +490,7 @@ fn a_reload_as_nobody_applies_and_keeps_the_log_file_it_cannot_open() {
             !made_by_serve,
             "{err}"
         );
-        let out = net
-            .b
-            .ns
-            .command("timeout")
-            .args(["60", "iperf3", "-c", &net.a.ip4.to_string(), "-p", "5331"])
-            .args(["-t", "1"])
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(said.contains("test authorization failed"), "{said}");
+        denied_client(&net, 5331);
         let lines = wait_lines(&log, 1, &mut server);
         let r: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         assert_eq!(r["reason"], "denied", "{r}");
