@@ -687,8 +687,8 @@ fn reload(
     }
     if !kept.is_empty() {
         msg += &format!(
-            "; not readable as the user serve runs as, so kept: {} (make them readable by it, \
-             or restart serve)",
+            "; the user serve runs as may not open these, so kept: {} (give it access, or \
+             restart serve)",
             kept.join("; ")
         );
     }
