@@ -89,6 +89,19 @@ fn effective_log(log: &str, debug: Option<u8>) -> String {
 
 /// `--log`'s value, if tracing takes it as a filter.
 fn log_filter(s: &str) -> Result<String, String> {
+    // A bare word is a level, or in RUST_LOG syntax a target that shows
+    // alone (`warning` silenced everything): only levels are taken bare.
+    const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+    if let Some(w) = s.split(',').map(str::trim).find(|d| {
+        !d.is_empty()
+            && !d.contains(['=', '['])
+            && !LEVELS.contains(&d.to_ascii_lowercase().as_str())
+    }) {
+        return Err(format!(
+            "`{w}` is no level: give error, warn, info, debug or trace (a target's level as \
+             TARGET=LEVEL)"
+        ));
+    }
     tracing_subscriber::EnvFilter::try_new(s)
         .map(|_| s.to_owned())
         .map_err(|e| format!("not a log filter ({e}): give error, warn, info, debug or trace"))
@@ -224,6 +237,25 @@ pub(crate) fn error_chain(e: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Levels and TARGET=LEVEL directives are taken; a bare word that is
+    /// no level is refused (`warning` was a target filter that silenced
+    /// every line).
+    #[test]
+    fn log_filters_take_levels_and_directives_not_stray_words() {
+        for ok in [
+            "warn",
+            "WARN",
+            "off",
+            "info,xtcp_engine=debug",
+            "xtcp=trace",
+        ] {
+            assert_eq!(super::log_filter(ok).as_deref(), Ok(ok));
+        }
+        let e = super::log_filter("warning").unwrap_err();
+        assert!(e.contains("`warning` is no level"), "{e}");
+        assert!(super::log_filter("info,verbose").is_err());
+    }
+
     #[test]
     fn command_line_definition_is_consistent() {
         use clap::CommandFactory;
