@@ -265,6 +265,15 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         a.engine.max_conns,
         cfg.queues,
     )?;
+    if a.daemon && a.logfile.is_none() && (a.json || a.json_lines) {
+        // (Its standard output is /dev/null: every record would be lost.)
+        bail!(
+            "-D without --logfile: the daemon's standard output goes to /dev/null, and with it \
+             every {} record; run serve under systemd (contrib/xtcp-serve.service), or without \
+             -D",
+            if a.json { "-J" } else { "--json-lines" }
+        );
+    }
     if a.daemon && a.logfile.is_some() && (a.json || a.json_lines) {
         // A daemon's standard error goes to its log file (as iperf3 -D's):
         // there its diagnostics would sit between the JSON objects.

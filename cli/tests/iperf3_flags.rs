@@ -1138,6 +1138,19 @@ fn serve_daemon_with_pidfile() {
             .output()
             .unwrap()
     };
+    // Records that would go to /dev/null are refused first.
+    for json in ["-J", "--json-lines"] {
+        let out = Command::new(XTCP)
+            .args(["serve", "--iface", "lo", "-D", json])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("-D without --logfile: the daemon's standard output goes to /dev/null, and with it every {json} record")),
+            "{}",
+            stderr(&out)
+        );
+    }
     let out = serve(&["-A", "1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     // The daemon writes the pid file once detached; it serves once the
