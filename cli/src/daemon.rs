@@ -111,9 +111,10 @@ pub(crate) fn redirect_std(log: &Path) -> anyhow::Result<()> {
 }
 
 /// Detaches as daemon(3) does, without changing directory: fork (the
-/// parent exits once the daemon serves or failed: see [`ready`]), a new session, standard input from /dev/null,
-/// standard output and error to `log` (appended) or /dev/null. Call only
-/// while the process has a single thread.
+/// parent exits once the daemon serves or failed: see [`ready`]), a new
+/// session, standard input from /dev/null, standard output and error to
+/// `log` (appended) or /dev/null. Call only while the process has a single
+/// thread.
 pub(crate) fn daemonize(log: Option<&Path>) -> anyhow::Result<()> {
     let (from_daemon, to_parent) =
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).context("-D: pipe")?;

@@ -512,8 +512,9 @@ pub(crate) struct TestReport<'a> {
     pub diskfile: Option<(&'a str, Option<u64>)>,
 }
 
-/// iperf3's account of a stream's `-F` file: (bytes, size, percent) of
-/// what it sent, or received where it receives.
+/// iperf3's account of a stream's `-F` file: (sent, received, size,
+/// percent sent, percent received); the size is the file's where it is
+/// sent, the bytes received where it is written.
 fn diskfile_counts(s: &StreamEnd, size: Option<u64>) -> (u64, u64, u64, u64, u64) {
     let size = size.unwrap_or(s.received);
     let pct = |b: u64| {
