@@ -883,7 +883,10 @@ fn a_test_the_server_ends_reports_what_was_sent_until_then() {
         assert_eq!(event("error")["data"], "the server has terminated");
         let sent = &event("end")["data"]["sum_sent"];
         let (bytes, seconds) = (num(sent, &["bytes"]), num(sent, &["seconds"]));
-        assert!(bytes > 0.0 && seconds >= 0.4, "{sent}");
+        // Not 0.4 s at least, the server's two intervals: the client's
+        // clock starts as TEST_RUNNING reaches it, after the server's (CI
+        // saw 0.39997 s); the intervals below must hold what it sent.
+        assert!(bytes > 0.0 && seconds > 0.0, "{sent}");
         let rate = num(sent, &["bits_per_second"]);
         assert!(
             (rate - bytes * 8.0 / seconds).abs() <= 1e-6 * rate,
