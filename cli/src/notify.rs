@@ -15,7 +15,8 @@ use sd_notify::NotifyState;
 /// The notifications of one run; each is sent at most once.
 #[derive(Debug, Default)]
 pub struct Notifier {
-    ready: bool,
+    /// The status READY=1 was sent with.
+    ready: Option<String>,
     stopping: bool,
 }
 
@@ -32,22 +33,24 @@ fn send(states: &[NotifyState<'_>]) {
 impl Notifier {
     /// `READY=1`, with `status` as the unit's status text.
     pub fn ready(&mut self, status: &str) {
-        if !std::mem::replace(&mut self.ready, true) {
+        if self.ready.is_none() {
+            self.ready = Some(status.to_owned());
             send(&[NotifyState::Ready, NotifyState::Status(status)]);
         }
     }
 
-    /// A new status text (a reload's result), once READY=1 was sent.
-    pub fn status(&mut self, status: &str) {
-        if self.ready && !self.stopping {
-            send(&[NotifyState::Status(status)]);
+    /// The ready status with `note` after it (a reload's result), once
+    /// READY=1 was sent.
+    pub fn note(&mut self, note: &str) {
+        if let Some(ready) = self.ready.as_ref().filter(|_| !self.stopping) {
+            send(&[NotifyState::Status(&format!("{ready}; {note}"))]);
         }
     }
 
     /// `STOPPING=1`, once READY=1 was sent (a start that failed is an
     /// exit, which the service manager sees for itself).
     pub fn stopping(&mut self) {
-        if self.ready && !std::mem::replace(&mut self.stopping, true) {
+        if self.ready.is_some() && !std::mem::replace(&mut self.stopping, true) {
             send(&[NotifyState::Stopping]);
         }
     }

@@ -427,7 +427,6 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let mut announced = false;
     let mut dropped = Ok(());
     let mut notify = crate::notify::Notifier::default();
-    let mut ready_status = String::new();
     // The engine reports progress once it is set up and serving: the
     // privilege drop, the banner and READY=1 only then, never before an
     // error; a drop that fails stops the engine before any test.
@@ -455,7 +454,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     ),
                 };
                 eprintln!("xtcp serve: {said}");
-                notify.status(&format!("{ready_status}; {said}"));
+                notify.note(&said);
             }
             if !announced {
                 announced = true;
@@ -479,7 +478,6 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 run.verbose_header();
                 run.banner();
                 notify.ready(&status);
-                ready_status = status;
                 crate::daemon::ready();
             }
             if flag.load(Ordering::Relaxed) {

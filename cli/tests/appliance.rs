@@ -173,6 +173,19 @@ fn config_text(net: &TestNet, port: u16, log: &Path) -> String {
     text
 }
 
+/// `xtcp serve --config CONF EXTRA…` in side A, once it listens.
+fn serve_from(net: &TestNet, conf: &Path, extra: &[&str]) -> Watched {
+    let mut args = vec![
+        "serve".to_owned(),
+        "--config".into(),
+        conf.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let mut server = Watched::spawn(net, &args, Stdio::null());
+    server.wait_for("listening on");
+    server
+}
+
 /// Waits (bounded) until `path` holds at least `n` lines; returns them.
 fn wait_lines(path: &Path, n: usize, server: &mut Watched) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -243,17 +256,7 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
     let log = dir.0.join("tests.jsonl");
     let text = config_text(&net, 5310, &log);
     let conf = dir.file("serve.toml", &text);
-    let args: Vec<String> = [
-        "serve",
-        "--config",
-        conf.to_str().unwrap(),
-        "--port",
-        "5311",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut server = Watched::spawn(&net, &args, Stdio::null());
-    server.wait_for("listening on");
+    let mut server = serve_from(&net, &conf, &["--port", "5311"]);
     assert!(
         server.err.lock().unwrap().contains(":5311"),
         "the command line's port: {}",
@@ -361,11 +364,7 @@ fn sighup_during_a_test_applies_the_new_limits_from_the_next_test_on() {
     let log = dir.0.join("tests.jsonl");
     let text = config_text(&net, 5330, &log);
     let conf = dir.file("serve.toml", &text);
-    let args: Vec<String> = ["serve", "--config", conf.to_str().unwrap()]
-        .map(String::from)
-        .to_vec();
-    let mut server = Watched::spawn(&net, &args, Stdio::null());
-    server.wait_for("listening on");
+    let mut server = serve_from(&net, &conf, &[]);
 
     let client = net
         .b
@@ -470,11 +469,7 @@ fn a_reload_as_nobody_applies_and_keeps_the_log_file_it_cannot_open() {
         }
         let text = config_text(&net, 5331, &log) + "user = \"nobody\"\n";
         let conf = dir.file("serve.toml", &text);
-        let args: Vec<String> = ["serve", "--config", conf.to_str().unwrap()]
-            .map(String::from)
-            .to_vec();
-        let mut server = Watched::spawn(&net, &args, Stdio::null());
-        server.wait_for("listening on");
+        let mut server = serve_from(&net, &conf, &[]);
         let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&log).unwrap());
         assert_eq!(
             owner == nobody,
