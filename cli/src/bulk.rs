@@ -531,7 +531,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             p.tx_packets,
             p.drop_checksum,
             p.drop_malformed,
-            w.no_connection,
+            w.no_connection + w.listener.no_connection,
             w.held,
             w.misplaced,
             w.refused,

@@ -616,6 +616,40 @@ impl Collector for Exposition {
             w,
             |c| c.refused,
         )?;
+        per_queue_by(
+            &mut enc,
+            "connections_migrated",
+            "Connections handed from one queue's worker to another's (their packets came in \
+             on another queue), by direction: in (taken over) and out (handed over).",
+            w,
+            "direction",
+            &[("in", |c| c.migrated_in), ("out", |c| c.migrated_out)],
+        )?;
+        per_queue_by(
+            &mut enc,
+            "handover_packets",
+            "Packets of a connection that another queue's worker holds or is taking over, \
+             by what became of them: held (the payload kept until the connection came), \
+             forwarded (no payload: handed to its worker), dropped (no room to hold them, \
+             or the connection did not come within 50 ms; the peer sends them again).",
+            w,
+            "result",
+            &[
+                ("held", |c| c.held),
+                ("forwarded", |c| c.forwarded),
+                ("dropped", |c| c.misplaced),
+            ],
+        )?;
+        per_queue(
+            &mut enc,
+            "rx_no_connection",
+            "Packets for no connection of xtcp's, answered with a reset (unless they are one), as \
+             the kernel answers them.",
+            packets,
+            counter,
+            w,
+            |c| c.no_connection + c.listener.no_connection,
+        )?;
         per_queue(
             &mut enc,
             "listener_syns",
@@ -818,6 +852,12 @@ mod tests {
             live: seed + 7,
             connections: seed + 8,
             refused: seed + 9,
+            migrated_in: seed + 23,
+            migrated_out: seed + 24,
+            held: seed + 25,
+            forwarded: seed + 26,
+            misplaced: seed + 27,
+            no_connection: seed + 20,
             tx_full_turns: seed + 10,
             tcp_segments_sent: seed + 11,
             tcp_retransmits: seed + 12,
@@ -839,6 +879,7 @@ mod tests {
         w.xdp.rx_fill_ring_empty_descs = seed + 16;
         w.listener.syns_accepted = seed + 17;
         w.listener.syns_invalid = seed + 22;
+        w.listener.no_connection = seed + 8;
         w
     }
 
@@ -882,6 +923,30 @@ mod tests {
         assert_eq!(value(&t, r#"xtcp_listener_syns_total{queue="1"}"#), 217);
         let invalid = r#"xtcp_listener_syns_invalid_total{queue="0"}"#;
         assert_eq!(value(&t, invalid), 122);
+        let moved = |q: u8, d: &str| {
+            value(
+                &t,
+                &format!(r#"xtcp_connections_migrated_total{{queue="{q}",direction="{d}"}}"#),
+            )
+        };
+        assert_eq!((moved(0, "in"), moved(1, "out")), (123, 224));
+        let handover = |q: u8, r: &str| {
+            value(
+                &t,
+                &format!(r#"xtcp_handover_packets_total{{queue="{q}",result="{r}"}}"#),
+            )
+        };
+        assert_eq!(
+            (
+                handover(1, "held"),
+                handover(0, "forwarded"),
+                handover(1, "dropped")
+            ),
+            (225, 126, 227)
+        );
+        let none = r#"xtcp_rx_no_connection_packets_total{queue="1"}"#;
+        // The worker's and its listener's.
+        assert_eq!(value(&t, none), 220 + 208);
         // TCP: the sums over the queues.
         assert_eq!(value(&t, "xtcp_tcp_segments_sent_total"), 111 + 211);
         assert_eq!(value(&t, "xtcp_tcp_retransmits_total"), 112 + 212);

@@ -314,6 +314,63 @@ fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
     assert!(st.success(), "{err}");
 }
 
+/// Two queues, each worker on the other queue's CPU (as in serve's
+/// `handshakes_that_end_on_another_queue_complete`): the handshakes end on
+/// the other queue, so their last ACKs are forwarded to the listener's
+/// worker, and the data that comes in on the wrong queue is held for its
+/// connection. The scrape counts them, every connection handed over is
+/// taken on the other side, and the bare ACKs of no connection are counted
+/// as B saw them reset.
+#[test]
+fn handovers_and_strays_are_counted() {
+    need_iperf3();
+    let net = testnet(2);
+    let mut x = serve(&net, 2, &["--cores", "1,0"]);
+    let a = net.a.ip4.to_string();
+    for cpu in ["0", "1"] {
+        common::iperf3_json_to(&net, &["taskset", "-c", cpu], &a, &["-t", "1", "-P", "4"]);
+    }
+    const STRAYS: u32 = 20;
+    let reset = common::bare_acks_reset(&net, 5201, STRAYS);
+    assert_eq!(reset, u64::from(STRAYS), "B saw resets for every bare ACK");
+    let sum = |t: &str, family: &str, label: &str| -> u64 {
+        (0..2)
+            .map(|q| must(t, &format!(r#"{family}{{queue="{q}"{label}}}"#)))
+            .sum()
+    };
+    let t = scrape_until(&net, "both tests and the strays counted", |t| {
+        let ok = value(t, r#"xtcp_tests_total{result="ok"}"#);
+        let strays = sum(t, "xtcp_rx_no_connection_packets_total", "");
+        (ok == Some(2) && strays == reset)
+            .then_some(())
+            .ok_or(format!("tests ok {ok:?}, no connection {strays}"))
+    });
+    let handover = |r: &str| {
+        sum(
+            &t,
+            "xtcp_handover_packets_total",
+            &format!(r#",result="{r}""#),
+        )
+    };
+    // 2 tests x 5 connections, each handshake's last ACK forwarded.
+    assert!(handover("forwarded") >= 10, "{t}");
+    assert!(
+        handover("held") > 0,
+        "data for connections on their way: {t}"
+    );
+    let moved = |d: &str| {
+        sum(
+            &t,
+            "xtcp_connections_migrated_total",
+            &format!(r#",direction="{d}""#),
+        )
+    };
+    assert_eq!(moved("in"), moved("out"), "{t}");
+    x.signal("-INT");
+    let (st, err) = x.wait_exit("xtcp serve to stop");
+    assert!(st.success(), "{err}");
+}
+
 #[test]
 fn promtool_passes_the_scrape_and_other_paths_are_404() {
     need_iperf3();

@@ -425,6 +425,38 @@ sys.exit("no SYN-ACK for the proper SYN in 60 s")
         .unwrap()
 }
 
+/// Sends `count` bare ACKs (no connection of anyone's: source ports 3000
+/// on) from side B to A's port `port` as raw frames, and counts the
+/// resets that come back for them (waiting 60 s at most for all of them).
+pub fn bare_acks_reset(net: &TestNet, port: u16, count: u32) -> u64 {
+    let script = format!(
+        r#"{RAW_TCP}
+import time
+s = raw_socket()
+for i in range({count}):
+    s.send(frame(3000 + i, {port}, 100000 + i, 200000 + i, 0x10, 64240))
+reset, end = set(), time.monotonic() + 60
+s.settimeout(1)
+while len(reset) < {count} and time.monotonic() < end:
+    try:
+        f = s.recv(65536)
+    except socket.timeout:
+        continue
+    if f[12:14] != b"\x08\x00" or f[23] != 6 or f[26:30] != a_ip:
+        continue
+    tcp = f[14 + (f[14] & 15) * 4:]
+    dport, flags = struct.unpack("!H", tcp[2:4])[0], tcp[13]
+    if flags & 0x04 and 3000 <= dport < 3000 + {count}:
+        reset.add(dport)
+print(len(reset))
+"#
+    );
+    run_raw_tcp(net, None, &script, "the bare ACKs")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// `xtcp serve` in side A's namespace: its stdout lines arrive on a
 /// channel, its stderr is echoed (with the test's output).
 pub struct Server {

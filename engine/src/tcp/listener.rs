@@ -52,6 +52,9 @@ pub struct ListenerStats {
     pub backlog_dropped: u64,
     /// Half-open connections that ended before completing (timeout, RST).
     pub half_open_expired: u64,
+    /// Segments that were no SYN and matched no half-open connection
+    /// (answered with a reset unless they are one).
+    pub no_connection: u64,
     /// RSTs sent for segments that matched nothing.
     pub rst_sent: u64,
     /// RSTs not sent because the queue was full.
@@ -71,6 +74,7 @@ impl ListenerStats {
         self.established += o.established;
         self.backlog_dropped += o.backlog_dropped;
         self.half_open_expired += o.half_open_expired;
+        self.no_connection += o.no_connection;
         self.rst_sent += o.rst_sent;
         self.rst_dropped += o.rst_dropped;
         self.half_open_peak = self.half_open_peak.max(o.half_open_peak);
@@ -233,12 +237,13 @@ impl<M: SendMemory + Default> Listener<M> {
         }
         let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         let f = seg.flags;
-        if f.contains(TcpFlags::RST) {
-            return;
-        }
-        if f.contains(TcpFlags::ACK) || !f.contains(TcpFlags::SYN) {
-            // Nothing here to acknowledge: reset (RFC 9293 LISTEN rules).
-            self.queue_rst(tuple, seg, payload_len);
+        if f.intersects(TcpFlags::RST | TcpFlags::ACK) || !f.contains(TcpFlags::SYN) {
+            // Nothing here to acknowledge: reset, unless it is one (RFC
+            // 9293 LISTEN rules).
+            self.stats.no_connection += 1;
+            if !f.contains(TcpFlags::RST) {
+                self.queue_rst(tuple, seg, payload_len);
+            }
             return;
         }
         if f.contains(TcpFlags::FIN) {

@@ -1284,10 +1284,11 @@ fn listener_resets_strays_and_completes_handshakes() {
     let (t, r) = l.poll_transmit(ms(0)).unwrap();
     assert_eq!(t.remote, peer);
     assert_eq!((r.repr.flags, r.repr.seq), (TcpFlags::RST, SeqNumber(999)));
-    // A stray RST gets nothing.
+    // A stray RST gets nothing. Both are counted.
     stray.flags = TcpFlags::RST;
     l.handle_segment(ms(0), peer, &stray, &[]);
     assert!(l.poll_transmit(ms(0)).is_none());
+    assert_eq!((l.stats().no_connection, l.stats().rst_sent), (2, 1));
     // SYN → SYN-ACK → ACK → accept.
     let mut syn = their_syn(TcpOptions::NONE);
     syn.src_port = 40000;
