@@ -816,8 +816,9 @@ pub fn serve(at: SocketAddr, iface: &str, queues: u32) -> anyhow::Result<Metrics
     })
 }
 
-/// The HTTP thread: `GET /metrics` renders the snapshot; every other path
-/// is 404, every other method on it 405.
+/// The HTTP thread: `GET /metrics` renders the snapshot (`HEAD` too:
+/// tiny_http sends the head without the body, as a health check wants);
+/// every other path is 404, every other method on it 405.
 fn answer(http: &tiny_http::Server, metrics: &Arc<Metrics>) {
     let header = |k: &str, v: &str| {
         tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("a valid header")
@@ -827,10 +828,13 @@ fn answer(http: &tiny_http::Server, metrics: &Arc<Metrics>) {
         let resp = if path != "/metrics" {
             tiny_http::Response::from_string("not found: the metrics are at /metrics\n")
                 .with_status_code(404)
-        } else if *req.method() != tiny_http::Method::Get {
-            tiny_http::Response::from_string("only GET is served at /metrics\n")
+        } else if !matches!(
+            req.method(),
+            tiny_http::Method::Get | tiny_http::Method::Head
+        ) {
+            tiny_http::Response::from_string("only GET and HEAD are served at /metrics\n")
                 .with_status_code(405)
-                .with_header(header("Allow", "GET"))
+                .with_header(header("Allow", "GET, HEAD"))
         } else {
             tiny_http::Response::from_string(metrics.render()).with_header(header(
                 "Content-Type",

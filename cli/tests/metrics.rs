@@ -54,11 +54,16 @@ fn serve(net: &TestNet, queues: u32, extra: &[&str]) -> Watched {
 /// An HTTP/1.0 GET of `path` at `at`, from inside `ns` over the kernel's
 /// TCP: status, head (lower case) and body.
 fn get(ns: &Netns, at: SocketAddr, path: &str) -> (u16, String, String) {
+    request(ns, at, "GET", path)
+}
+
+/// [`get`] with another method.
+fn request(ns: &Netns, at: SocketAddr, method: &str, path: &str) -> (u16, String, String) {
     let _g = ns.enter().unwrap();
     let mut s = TcpStream::connect_timeout(&at, Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("connect to {at}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {at}\r\n\r\n").unwrap();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: {at}\r\n\r\n").unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
     let raw = String::from_utf8(raw).unwrap();
@@ -372,7 +377,7 @@ fn handovers_and_strays_are_counted() {
 }
 
 #[test]
-fn promtool_passes_the_scrape_and_other_paths_are_404() {
+fn promtool_passes_the_scrape_head_is_served_and_other_paths_are_404() {
     need_iperf3();
     assert!(
         Command::new("promtool").arg("--version").output().is_ok(),
@@ -460,6 +465,17 @@ fn promtool_passes_the_scrape_and_other_paths_are_404() {
         assert_eq!(status, 404, "{path}: {body}");
         assert!(body.contains("/metrics"), "{body}");
     }
+    // HEAD (a health check) gets GET's head and no body; other methods
+    // are told which ones there are.
+    let (status, head, body) = request(&net.a.ns, metrics_at(&net), "HEAD", "/metrics");
+    assert_eq!((status, body.as_str()), (200, ""), "{head}");
+    assert!(
+        head.contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let (status, head, body) = request(&net.a.ns, metrics_at(&net), "POST", "/metrics");
+    assert_eq!(status, 405, "{head}{body}");
+    assert!(head.contains("allow: get, head"), "{head}");
 }
 
 /// A temporary directory, removed on drop.
