@@ -879,7 +879,7 @@ impl Xsk {
                     tracing::info!(
                         iface,
                         queue,
-                        "zero-copy bind refused ({e}); using copy mode"
+                        "zero-copy is not offered here ({e}): copy mode, as --bind auto allows"
                     );
                     do_bind(libc::XDP_COPY).map_err(|e| bind_err(e, "copy"))?
                 }
