@@ -495,6 +495,22 @@ impl Meter<'_> {
         if self.interval.is_zero() || now.duration_since(self.last) < self.interval {
             return;
         }
+        self.emit(now, packets, bytes);
+    }
+
+    /// The last, shorter interval at the end of the run: emitted if any
+    /// packet moved in it or it is a tenth of an interval or more (as
+    /// iperf3 does), so that the intervals add up to the totals.
+    fn finish(&mut self, now: Instant, packets: u64, bytes: u64) {
+        if self.interval.is_zero()
+            || (packets == self.last_packets && now.duration_since(self.last) < self.interval / 10)
+        {
+            return;
+        }
+        self.emit(now, packets, bytes);
+    }
+
+    fn emit(&mut self, now: Instant, packets: u64, bytes: u64) {
         let dt = now.duration_since(self.last).as_secs_f64();
         let p = packets - self.last_packets;
         let b = bytes - self.last_bytes;
@@ -723,6 +739,10 @@ fn worker(
             )?
         }
     }
+    // The last interval ends where the window does (a receiver's last
+    // packet, not the quiet time it waited after it).
+    let window_end = c.window.map_or_else(Instant::now, |w| w.1);
+    meter.finish(window_end.max(meter.last), c.packets, c.bytes);
     // Rates over the window in which packets moved (receivers: first to
     // last packet; senders: the send loop), not start-up or drain time.
     let seconds = c

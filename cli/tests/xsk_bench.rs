@@ -84,7 +84,8 @@ fn testnet_rxdrop_counts_what_txonly_sent() {
     assert_eq!(v["tx"]["xdp_stats"]["tx_invalid_descs"], 0);
 }
 
-/// `-i 0`: no interval reports; the totals as ever. (`-i 0.2` over a second has them.)
+/// `-i 0`: no interval reports; the totals as ever. (`-i 0.2` over a
+/// second has them, and they add up to the totals.)
 #[test]
 fn interval_zero_reports_only_the_totals() {
     for (i, some) in [("0.2", true), ("0", false)] {
@@ -96,8 +97,21 @@ fn interval_zero_reports_only_the_totals() {
         let v = json(&out);
         for side in ["tx", "rx"] {
             assert!(v[side]["packets"].as_u64().unwrap() > 0, "{v}");
-            let n = v[side]["intervals"].as_array().unwrap().len();
+            let intervals = v[side]["intervals"].as_array().unwrap();
+            let n = intervals.len();
             assert_eq!(n > 0, some, "-i {i}: {side} has {n} intervals");
+            if some {
+                // The last, shorter interval included: they add up.
+                let sum: u64 = intervals
+                    .iter()
+                    .map(|s| s["packets"].as_u64().unwrap())
+                    .sum();
+                assert_eq!(
+                    sum,
+                    v[side]["packets"].as_u64().unwrap(),
+                    "-i {i}, {side}: {v}"
+                );
+            }
         }
     }
 }
@@ -283,7 +297,10 @@ fn txonly_json_report_matches_the_receiving_kernels_counters() {
             .iter()
             .map(|i| i["packets"].as_u64().unwrap())
             .sum();
-        assert!(in_intervals <= packets, "{v}");
+        assert_eq!(
+            in_intervals, packets,
+            "the intervals add up to the total: {v}"
+        );
         assert_eq!(v["xdp_stats"]["tx_invalid_descs"], 0, "{v}");
     }
 }
