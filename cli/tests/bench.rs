@@ -309,6 +309,83 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     }
 }
 
+/// A busy loop of its own (bash, builtins only: no process comes and
+/// goes), for five minutes at most; killed on drop.
+struct Hog(std::process::Child);
+
+impl Hog {
+    fn start() -> Hog {
+        Hog(Command::new("bash")
+            .args(["-c", "while [ $SECONDS -lt 300 ]; do :; done"])
+            .spawn()
+            .unwrap())
+    }
+
+    /// Its CPU time so far, clock ticks (`/proc/PID/stat` utime + stime).
+    fn ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<u64> = after
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        // Fields 14 and 15 of the line; `f` starts at field 4.
+        f[10] + f[11]
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Another process busy during the runs: each sample records it as the
+/// busiest other process, with no more CPU than the hog's own count says
+/// it used, and bench says under the table that the host was not quiet.
+#[test]
+fn a_busy_host_is_recorded_with_each_run_and_said() {
+    let _serial = serial();
+    let (json, svg) = (temp("bench-busy.json"), temp("bench-busy.svg"));
+    let hog = Hog::start();
+    let before = hog.ticks();
+    let (out, pid) = run_bench(&[], &["--mtu", "1500", "-t", "1"], &json, &svg);
+    let used = (hog.ticks() - before) as f64 / 100.0;
+    drop(hog);
+    let text = assert_success(&out);
+    let samples = samples(&json);
+    assert_eq!(samples.len(), 4, "{samples:?}");
+    // The hog's CPU in each run is at least its rate there times the
+    // run's test seconds (the run is longer: the client starts and ends
+    // around them), and the runs do not overlap: together they are no
+    // more than what the hog used in all.
+    let mut in_runs = 0.0;
+    for s in &samples {
+        let b = &s["other_busiest"];
+        assert_eq!(b["comm"], "bash", "{s}");
+        let pct = b["cpu_pct"].as_f64().unwrap();
+        assert!(pct >= 10.0, "a busy loop on a host of few cores: {s}");
+        assert!(s["other_cpu_pct"].as_f64().unwrap() >= pct, "{s}");
+        assert!(s["steal_pct"].as_f64().unwrap() >= 0.0, "{s}");
+        in_runs += pct / 100.0 * s["seconds"].as_f64().unwrap();
+    }
+    // (A clock tick of rounding per reading.)
+    assert!(
+        in_runs <= used + 0.1,
+        "{in_runs:.2} CPU-s in the runs, the hog used {used:.2}"
+    );
+    assert!(
+        text.contains("The host was not quiet: other processes used up to"),
+        "{text}"
+    );
+    assert!(text.contains("bash (pid "), "{text}");
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&svg);
+    assert_no_bench_namespaces(pid);
+}
+
 #[test]
 fn ring_sweep_measures_rtt_and_queueing_delay_and_plots_against_the_ring() {
     let _serial = serial();

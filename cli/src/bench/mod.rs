@@ -20,6 +20,7 @@
 //! busy connection does not cannot make it negative (docs/BENCHMARKS.md).
 //! `--json` writes a self-describing record ([`record`]).
 
+mod load;
 mod plot;
 pub mod preset;
 mod record;
@@ -437,6 +438,16 @@ pub struct Sample {
     /// client (which receives the ACKs) in xtcp → kernel; `None` for
     /// kernel → kernel (the table's "drop %" column).
     pub drop_pct: Option<f64>,
+    /// CPU that other processes used on the host during the client's run
+    /// (bench's own servers and clients, and kernel threads, left out),
+    /// percent of one core; `None` in records that predate it.
+    pub other_cpu_pct: Option<f64>,
+    /// The other process that used the most of it: `comm`, `pid`,
+    /// `cpu_pct`.
+    pub other_busiest: Option<load::Busiest>,
+    /// CPU time the hypervisor took from this machine (`steal` of
+    /// `/proc/stat`, all CPUs) during the run, percent of one core.
+    pub steal_pct: Option<f64>,
 }
 
 fn parse_iface_pair(s: &str) -> Result<(String, String), String> {
@@ -554,6 +565,8 @@ struct PairOutput {
     server_bytes: Option<u64>,
     /// Bytes and packets B's interface received during the run.
     link: Option<(u64, u64)>,
+    /// What else ran on the host during the client's run.
+    load: load::OtherLoad,
 }
 
 /// The closing document (the last with an `xdp` object) of the documents
@@ -654,6 +667,7 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         std::thread::sleep(Duration::from_millis(10));
     }
     let link_before = link_rx(net);
+    let host_before = load::Host::now();
     let out = if pair.starts_with("kernel") {
         let mut args = vec!["-c".to_owned(), server_ip.clone()];
         args.extend(client_args(a, point, true));
@@ -677,6 +691,7 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
             .args(&args)
             .output()?
     };
+    let others = load::Host::now().others_since(&host_before, std::process::id());
     // `-1` servers exit after their test (xtcp after its grace period and
     // its closing statistics); give them a moment, then reap. After a
     // failed client there is no test to wait for.
@@ -762,6 +777,7 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         server_close,
         server_bytes,
         link,
+        load: others,
     })
 }
 
@@ -946,6 +962,9 @@ fn sample(out: &PairOutput, pair: &str, point: &Point) -> Sample {
         engine_client: v.get("engine").cloned(),
         engine_server: server.and_then(|s| s.get("engine")).cloned(),
         drop_pct: None,
+        other_cpu_pct: Some(out.load.other_cpu_pct),
+        other_busiest: out.load.busiest.clone(),
+        steal_pct: out.load.steal_pct,
     }
     .with_drop_pct()
 }
@@ -1627,6 +1646,9 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         meta: Some(meta),
         samples,
     };
+    if let Some(note) = load_note(&rec.samples) {
+        println!("{note}");
+    }
     if let (Some(preset), None) = (a.preset, &failure) {
         for line in preset::compare(preset, &rec.samples) {
             println!("{line}");
@@ -1657,6 +1679,53 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Other processes' CPU (percent of one core) or steal time during a run
+/// from which bench says that the host was not quiet.
+const LOAD_NOTE_PCT: f64 = 10.0;
+
+/// What bench says after the table where other processes or the
+/// hypervisor took CPU time during the runs: the most of each, and where.
+fn load_note(samples: &[Sample]) -> Option<String> {
+    let most = |f: &dyn Fn(&Sample) -> Option<f64>| {
+        samples
+            .iter()
+            .filter_map(|s| Some((f(s)?, s)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .filter(|(v, _)| *v >= LOAD_NOTE_PCT)
+    };
+    let other = most(&|s| s.other_cpu_pct);
+    let steal = most(&|s| s.steal_pct);
+    if other.is_none() && steal.is_none() {
+        return None;
+    }
+    let at = |s: &Sample| format!("{}, {}", s.pair, s.point.label());
+    let mut parts = Vec::new();
+    if let Some((v, s)) = other {
+        let busiest = s.other_busiest.as_ref().map_or(String::new(), |b| {
+            format!(
+                "; the busiest, {} (pid {}), {:.0} %",
+                b.comm, b.pid, b.cpu_pct
+            )
+        });
+        parts.push(format!(
+            "other processes used up to {v:.0} % of a core ({}{busiest})",
+            at(s)
+        ));
+    }
+    if let Some((v, s)) = steal {
+        parts.push(format!(
+            "the hypervisor took up to {v:.0} % of a core from this VM (steal; {})",
+            at(s)
+        ));
+    }
+    Some(format!(
+        "The host was not quiet: {}. On a host with few cores that takes time from the \
+         pairs' ends, and ratios of runs under different loads mislead; --json has each \
+         run's other_cpu_pct and steal_pct.",
+        parts.join("; ")
+    ))
 }
 
 /// The flag SIGINT, SIGTERM and SIGHUP set, which ends the sweep. Unlike
@@ -1733,6 +1802,9 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     println!("{}", table.header());
     for line in table.rows(&rec.samples) {
         println!("{line}");
+    }
+    if let Some(note) = load_note(&rec.samples) {
+        println!("{note}");
     }
     if let Some(preset) = preset {
         for line in preset::compare(preset, &rec.samples) {
@@ -1848,6 +1920,43 @@ mod tests {
         assert_eq!(queue_delay_us(Some(40.0), Some(50.0)), None);
         assert_eq!(queue_delay_us(None, Some(50.0)), None);
         assert_eq!(queue_delay_us(Some(40.0), None), None);
+    }
+
+    #[test]
+    fn the_load_note_names_the_most_of_each_and_where() {
+        let mut quiet = sample_at(512, 1500, "kernel → kernel", None);
+        quiet.other_cpu_pct = Some(3.0);
+        quiet.steal_pct = Some(0.5);
+        // Nothing to say of a quiet host, nor of a record without loads.
+        assert_eq!(load_note(std::slice::from_ref(&quiet)), None);
+        assert_eq!(
+            load_note(&[sample_at(512, 1500, "xtcp → kernel", None)]),
+            None
+        );
+        let mut busy = sample_at(512, 9000, "xtcp → kernel", None);
+        busy.other_cpu_pct = Some(64.6);
+        busy.other_busiest = Some(load::Busiest {
+            comm: "python3".into(),
+            pid: 77,
+            cpu_pct: 61.2,
+        });
+        busy.steal_pct = Some(2.0);
+        let note = load_note(&[quiet.clone(), busy]).unwrap();
+        assert!(
+            note.starts_with(
+                "The host was not quiet: other processes used up to 65 % of a core (xtcp → \
+                 kernel, MTU=9000 ring=512; the busiest, python3 (pid 77), 61 %)."
+            ),
+            "{note}"
+        );
+        assert!(!note.contains("hypervisor"), "{note}");
+        quiet.steal_pct = Some(12.0);
+        let note = load_note(&[quiet]).unwrap();
+        assert!(
+            note.contains("the hypervisor took up to 12 % of a core from this VM (steal; kernel → kernel, MTU=1500 ring=512)"),
+            "{note}"
+        );
+        assert!(!note.contains("other processes"), "{note}");
     }
 
     fn sample_at(ring: u32, mtu: u32, pair: &'static str, rtt: Option<f64>) -> Sample {
