@@ -21,7 +21,7 @@ use xtcp_engine::worker::{
 
 use crate::args::{EngineArgs, ListenFamily, parse_size};
 use crate::outfile::ReplaceFile;
-use crate::report::{rate_text, seconds_text};
+use crate::report::{count, rate_text, seconds_text};
 use crate::xdpstats::XdpSummary;
 
 /// Arguments of `xtcp send`.
@@ -143,9 +143,15 @@ pub struct RecvArgs {
     /// in FILE.partial.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Check the received stream against `xtcp send --pattern SEED`.
+    /// Check the received stream against `xtcp send --pattern SEED`
+    /// (with -n, its length too; without, an empty stream fails).
     #[arg(long)]
     pub verify: Option<u64>,
+    /// Each stream must hold exactly this many bytes (e.g. the -n of `xtcp
+    /// send --pattern SEED -n BYTES`; K, M, G are 1024, 1024², 1024³): a
+    /// shorter or longer one fails, and --out leaves FILE as it was.
+    #[arg(short = 'n', long, value_parser = parse_size, value_name = "BYTES")]
+    pub bytes: Option<u64>,
     /// Count the received bytes and drop them.
     #[arg(long)]
     pub discard: bool,
@@ -202,7 +208,29 @@ struct Summary<'a> {
     connections: Vec<ConnSummary>,
     /// XDP statistics: steered, dropped at the redirect, per queue.
     xdp: XdpSummary,
+    /// `recv --verify SEED`: the seed and the bytes found to match it, in
+    /// all connections (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verified: Option<Verified>,
+    /// `recv -n`: each stream's length, checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_bytes: Option<u64>,
     engine: &'a EngineReport,
+}
+
+#[derive(Debug, Serialize, Clone, Copy)]
+struct Verified {
+    seed: u64,
+    bytes: u64,
+}
+
+/// What `recv` expects of each stream.
+#[derive(Debug, Clone, Copy, Default)]
+struct Expect {
+    /// `--verify SEED`.
+    verify: Option<u64>,
+    /// `-n BYTES`: its exact length.
+    bytes: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -308,6 +336,7 @@ fn summarise<'a>(
     sending: bool,
     writer: Option<Written>,
     expected: usize,
+    expect: Expect,
 ) -> Summary<'a> {
     // The cause of everything else that failed, so said first: an
     // interface gone, then an output that failed (the connection it fed
@@ -336,7 +365,8 @@ fn summarise<'a>(
                 cfg.tcp.connect_timeout.unwrap_or_default(),
                 report.interrupted,
                 sending,
-            );
+            )
+            .and_then(|()| stream_as_expected(r.bytes_received, expect));
             if let Err(e) = &res {
                 error.get_or_insert_with(|| {
                     format!(
@@ -402,8 +432,6 @@ fn summarise<'a>(
     let seconds = report.seconds;
     let gib = bytes as f64 / f64::from(1u32 << 30);
     Summary {
-        ok: error.is_none(),
-        error,
         bytes,
         seconds,
         gbps: if seconds > 0.0 {
@@ -433,9 +461,28 @@ fn summarise<'a>(
         } else {
             0.0
         },
+        verified: None,
+        expected_bytes: expect.bytes,
+        ok: error.is_none(),
+        error,
         connections: conns,
         xdp: XdpSummary::of(report),
         engine: report,
+    }
+}
+
+/// A stream that ended well against what `recv` expects of it: `-n`'s
+/// length, and with `--verify` no empty stream (nothing was checked).
+fn stream_as_expected(received: u64, expect: Expect) -> Result<(), String> {
+    match expect.bytes {
+        Some(n) if received != n => Err(format!(
+            "the stream held {received} bytes, {} than the {n} of -n",
+            if received < n { "fewer" } else { "more" }
+        )),
+        None if expect.verify.is_some() && received == 0 => Err(
+            "--verify: the stream was empty, nothing to check (give -n 0 if that is right)".into(),
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -482,18 +529,38 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     } else {
         String::new()
     };
+    // (What TCP delivered in place says something where there was a
+    // stream to receive.)
+    let in_place = if s.bytes_in_place > 0 {
+        format!(
+            " ({} taken in place from the RX frames)",
+            count(s.bytes_in_place, "byte")
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "xtcp: {verb} {} bytes in {} = {}, {} retransmits, {} segments sent, \
-         {} received ({} bytes taken in place from the RX frames), CPU {:.2} s{per_gib}",
-        s.bytes,
+        "xtcp: {verb} {} in {} = {}, {}, {} sent, {} received{in_place}, CPU {:.2} s{per_gib}",
+        count(s.bytes, "byte"),
         seconds_text(s.seconds),
         rate_text(s.bytes, s.seconds),
-        s.retransmits,
-        s.segments_sent,
+        count(s.retransmits, "retransmit"),
+        count(s.segments_sent, "segment"),
         s.segments_received,
-        s.bytes_in_place,
         s.cpu_seconds,
     );
+    if let Some(v) = s.verified {
+        eprintln!(
+            "xtcp: --verify {}: the {} received match the pattern{}",
+            v.seed,
+            count(v.bytes, "byte"),
+            if s.expected_bytes.is_some() {
+                ", each stream as long as -n"
+            } else {
+                " (their length unchecked: -n BYTES checks it)"
+            }
+        );
+    }
     let copied: u64 = e.workers.iter().map(|w| w.port.tx_copied).sum();
     eprintln!(
         "xtcp: {} MTU {} MSS {}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout {:?}, {}{}",
@@ -790,7 +857,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         .with_context(|| format!("xtcp send on {}", cfg.iface))?;
     meter.done();
     drop(readers);
-    let s = summarise(&report, &cfg, true, None, a.connections);
+    let s = summarise(&report, &cfg, true, None, a.connections, Expect::default());
     print_summary(&s, a.json, "sent")?;
     if let Some(e) = s.error {
         bail!("{e}");
@@ -1001,7 +1068,11 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         })
     });
     let expected = usize::from(!a.keep_listening);
-    let mut s = summarise(&report, &cfg, false, written, expected);
+    let expect = Expect {
+        verify: a.verify,
+        bytes: a.bytes,
+    };
+    let mut s = summarise(&report, &cfg, false, written, expected, expect);
     // --keep-listening serves until it is stopped: stopped with every
     // connection it served ended well, the run is a success, in the report
     // as in the exit status.
@@ -1042,6 +1113,12 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
                 Err(k) => e.push_str(&format!("; {k:#}")),
             }
         }
+    }
+    if s.error.is_none() {
+        s.verified = a.verify.map(|seed| Verified {
+            seed,
+            bytes: s.connections.iter().map(|c| c.bytes_received).sum(),
+        });
     }
     print_summary(&s, a.json, "received")?;
     if let Some(e) = s.error {

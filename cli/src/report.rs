@@ -113,6 +113,11 @@ pub(crate) fn seconds_text(seconds: f64) -> String {
     }
 }
 
+/// "1 byte", "2 bytes": a count and its noun, singular for one.
+pub(crate) fn count(n: u64, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// `t` formatted by the C library's `strftime` (`--timestamps` formats are
 /// strftime's, as iperf3's), in local time or UTC.
 pub(crate) fn strftime(format: &str, t: SystemTime, local: bool) -> String {

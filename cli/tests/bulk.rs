@@ -419,7 +419,7 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
     // the process's life, the rate its bytes over them (as printed: to a
     // millisecond, three significant places), and the segments it counts
     // against those B's kernel counted the other way.
-    let line = line_of(&err, "xtcp: received ");
+    let line = &common::plural_counts(line_of(&err, "xtcp: received "));
     let (secs, bits) = (quantity(line, " bytes in "), quantity(line, " = "));
     assert!(
         secs > 0.0 && secs <= wall,
@@ -909,6 +909,91 @@ fn recv_refuses_a_second_connection_and_the_first_goes_on() {
     assert_eq!(j["connections"].as_array().unwrap().len(), 1, "{j}");
     assert_eq!(j["engine"]["workers"][0]["refused"], 1, "{j}");
     let _ = std::fs::remove_file(&json);
+}
+
+/// `recv -n` holds each stream to its length, and `--verify` says what it
+/// checked: a stream as long as -n and of the pattern passes (the JSON's
+/// `verified` and `expected_bytes`); a short one fails, and its --out FILE
+/// stays as it was; an empty stream fails --verify without -n, which
+/// passes a stream of the pattern and says that its length went
+/// unchecked.
+#[test]
+fn recv_n_checks_each_streams_length_and_verify_says_what_it_checked() {
+    let net = testnet(1500);
+    let port = 5238u16;
+    let dst = SocketAddr::new(net.a.ip4.into(), port);
+    let seed = SEED.to_string();
+    let len = 300_000;
+    let n = len.to_string();
+    let longer = (len + 1000).to_string();
+    // As long as -n, the pattern: verified.
+    let json = tmp("verify-n.json");
+    let out = std::fs::File::create(&json).unwrap();
+    let mut xtcp = recv_listening(
+        &net,
+        port,
+        &["--verify", &seed, "-n", &n, "--json"],
+        Stdio::from(out),
+    );
+    drop(acked_sender(&net, dst, SEED, len));
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["verified"]["seed"], SEED, "{j}");
+    assert_eq!(j["verified"]["bytes"], len as u64, "{j}");
+    assert_eq!(j["expected_bytes"], len as u64, "{j}");
+    let _ = std::fs::remove_file(&json);
+    // Shorter than -n: fails, and says by how much.
+    let mut xtcp = recv_listening(
+        &net,
+        port,
+        &["--verify", &seed, "-n", &longer],
+        Stdio::null(),
+    );
+    drop(acked_sender(&net, dst, SEED, len));
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the stream held {len} bytes, fewer than the {longer} of -n"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("match the pattern"), "{err}");
+    // Into a file: FILE stays as it was, what came is in FILE.partial.
+    let file = tmp("short-n.out");
+    std::fs::write(&file, b"as it was").unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let mut xtcp = recv_listening(&net, port, &["--out", &f, "-n", &longer], Stdio::null());
+    drop(acked_sender(&net, dst, SEED, len));
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(!status.success(), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"as it was", "{err}");
+    let partial = PathBuf::from(format!("{f}.partial"));
+    assert_pattern_file(&partial, len, &err);
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&partial);
+    // An empty stream: nothing was checked.
+    let mut xtcp = recv_listening(&net, port, &["--verify", &seed], Stdio::null());
+    {
+        let _g = net.b.ns.enter().unwrap();
+        drop(std::net::TcpStream::connect_timeout(&dst, WAIT).unwrap());
+    }
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("--verify: the stream was empty"), "{err}");
+    // The pattern without -n: passes, its length said to be unchecked.
+    let mut xtcp = recv_listening(&net, port, &["--verify", &seed], Stdio::null());
+    drop(acked_sender(&net, dst, SEED, len));
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "xtcp: --verify {SEED}: the {len} bytes received match the pattern (their length \
+             unchecked: -n BYTES checks it)"
+        )),
+        "{err}"
+    );
 }
 
 /// `recv --keep-listening` says how each connection ended as it ends (a
@@ -1789,7 +1874,7 @@ fn send_reports_the_retransmissions_the_path_saw() {
                 ],
             )
         } else {
-            let line = line_of(&err, "xtcp: sent ");
+            let line = &common::plural_counts(line_of(&err, "xtcp: sent "));
             // "xtcp: IF MTU 1500 MSS 1460, …": the link's MTU, and the
             // largest segment it holds (IPv4 and TCP headers: 40 bytes).
             let iface = line_of(&err, &format!("xtcp: {} MTU ", net.a.iface));

@@ -712,6 +712,15 @@ where
         .unwrap_or_else(|e| panic!("{word:?} in {line}: {w:?}: {e}"))
 }
 
+/// `send`'s and `recv`'s summary line with its counts in the plural
+/// whatever they are ("1 retransmit" as "1 retransmits"), for [`count`]
+/// and the like to find them by their words.
+pub fn plural_counts(line: &str) -> String {
+    line.replace(" 1 byte in", " 1 bytes in")
+        .replace(" 1 retransmit,", " 1 retransmits,")
+        .replace(" 1 segment sent,", " 1 segments sent,")
+}
+
 /// The line of `err` that begins with `prefix` (`xtcp: XDP: `).
 pub fn line_of<'a>(err: &'a str, prefix: &str) -> &'a str {
     err.lines()
