@@ -508,7 +508,9 @@ pub struct EngineArgs {
     /// Seconds between FIN and RST when stopping (interrupted, or the
     /// transfer or test over): the wait for the peer's FIN. After a
     /// client's failed test, a connection is reset as soon as the peer
-    /// acknowledged its FIN.
+    /// acknowledged its FIN. `send`, its stream and FIN acknowledged,
+    /// waits this long for the receiver's FIN, then lets the connection go
+    /// (no reset: the stream is whole).
     #[arg(long, default_value_t = 2.0)]
     pub grace: f64,
     /// Connections each queue's worker holds at most. A connection beyond

@@ -248,6 +248,9 @@ struct ConnSummary {
     send_buffer: usize,
     seconds: f64,
     unacceptable: Unacceptable,
+    /// `send`: the stream was whole and acknowledged, and the receiver had
+    /// not closed its side `--grace` later: let go.
+    peer_open: bool,
 }
 
 /// The peer's segments a connection did not take, and how it answered them
@@ -392,6 +395,7 @@ fn summarise<'a>(
                     .established
                     .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64()),
                 unacceptable: Unacceptable::of(&r.stats),
+                peer_open: r.peer_open,
             }
         })
         .collect();
@@ -510,6 +514,15 @@ fn umem_line(u: &UmemReport) -> String {
 }
 
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
+    // (Said on standard error with --json too: JSON has `peer_open`.)
+    for c in s.connections.iter().filter(|c| c.peer_open) {
+        eprintln!(
+            "xtcp: connection {} → {}: the stream was whole and acknowledged, but the receiver \
+             had not closed its side --grace later: let go (the seconds end at the \
+             acknowledgement)",
+            c.id, c.remote
+        );
+    }
     if json {
         let mut out = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, s)?;

@@ -911,6 +911,109 @@ fn recv_refuses_a_second_connection_and_the_first_goes_on() {
     let _ = std::fs::remove_file(&json);
 }
 
+/// A receiver that reads the whole stream and then keeps its side open
+/// (no FIN, for a minute) does not hold `send` up: the stream and its FIN
+/// acknowledged, send waits `--grace` for the peer's FIN, then lets the
+/// connection go, exits 0 while the receiver still holds its socket, says
+/// so, and its seconds end at the acknowledgement, not after the wait.
+#[test]
+fn send_lets_go_of_a_receiver_that_keeps_its_side_open() {
+    let net = testnet(1500);
+    let port = 5239u16;
+    let got = tmp("kept-open.bin");
+    let eof = tmp("kept-open.eof");
+    let _ = std::fs::remove_file(&eof);
+    let script = format!(
+        r#"
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("{b}", {port}))
+s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
+with open("{got}", "wb") as f:
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        f.write(d)
+open("{eof}", "w").write("eof")
+time.sleep(60)
+"#,
+        b = net.b.ip4,
+        got = got.display(),
+        eof = eof.display(),
+    );
+    let mut peer = Reap(
+        net.b
+            .ns
+            .command("timeout")
+            .args(["90", "python3", "-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&net.b.ns, port, WAIT, Some(&mut peer.0));
+    let len = 1_000_000u64;
+    let mut args = vec!["send".to_string()];
+    args.extend(engine_args(&net, false));
+    args.extend([
+        "--connect".into(),
+        SocketAddr::new(net.b.ip4.into(), port).to_string(),
+        "--pattern".into(),
+        SEED.to_string(),
+        "--bytes".into(),
+        len.to_string(),
+        "--grace".into(),
+        "1".into(),
+        "--json".into(),
+    ]);
+    let started = Instant::now();
+    let out = net
+        .a
+        .ns
+        .command("timeout")
+        .arg("60")
+        .arg(XTCP)
+        .args(&args)
+        .output()
+        .unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    // The receiver had the whole stream, and holds its socket still.
+    assert!(eof.exists(), "the receiver saw no end of stream: {err}");
+    assert!(
+        peer.0.try_wait().unwrap().is_none(),
+        "the receiver closed: send waited for it"
+    );
+    let mut want = vec![0u8; len as usize];
+    pattern_fill(SEED, 0, &mut want);
+    assert!(
+        std::fs::read(&got).unwrap() == want,
+        "what the receiver got"
+    );
+    assert!(
+        err.contains("the stream was whole and acknowledged, but the receiver had not closed its side --grace later: let go"),
+        "{err}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
+    assert_eq!(j["connections"][0]["result"], "ok", "{j}");
+    assert_eq!(j["connections"][0]["peer_open"], true, "{j}");
+    // The second of --grace waited after the acknowledgement is in the
+    // run, not in its seconds.
+    let secs = j["seconds"].as_f64().unwrap();
+    assert!(
+        secs + 1.0 <= wall,
+        "{secs} s reported of a {wall} s run: {j}"
+    );
+    drop(peer);
+    let _ = std::fs::remove_file(&got);
+    let _ = std::fs::remove_file(&eof);
+}
+
 /// `recv -n` holds each stream to its length, and `--verify` says what it
 /// checked: a stream as long as -n and of the pattern passes (the JSON's
 /// `verified` and `expected_bytes`); a short one fails, and its --out FILE

@@ -1101,6 +1101,18 @@ impl<M: SendMemory> Connection<M> {
         }
     }
 
+    /// In FIN-WAIT-2 (our stream and FIN acknowledged, the peer's
+    /// direction open): closes at once, sending nothing, with
+    /// [`CloseReason::Normal`] — as Linux lets go of an orphaned
+    /// FIN-WAIT-2 after `tcp_fin_timeout`. A later segment of the peer's
+    /// is answered by whoever holds the address then (a reset). Elsewhere
+    /// it does nothing.
+    pub fn let_go(&mut self) {
+        if self.state == State::FinWait2 {
+            self.finish(CloseReason::Normal);
+        }
+    }
+
     /// Aborts: an RST goes out (if the peer knows us) and the connection is
     /// closed at once with [`CloseReason::Aborted`].
     pub fn abort(&mut self, _now: Instant) {

@@ -229,6 +229,13 @@ pub struct Slot {
     pub(super) reported: bool,
     /// Stop: reset at this time if not closed by then.
     pub(super) deadline: Option<Instant>,
+    /// A bulk sender's stream sent and acknowledged, its FIN too: when it
+    /// entered FIN-WAIT-2 (the transfer's end), to wait `grace` from for
+    /// the peer's FIN.
+    pub(super) fin_acked: Option<Instant>,
+    /// It was let go after `grace` in FIN-WAIT-2, the peer's direction
+    /// still open.
+    pub(super) peer_open: bool,
     /// The worker's shares it applied last (their epoch).
     pub(super) shares_epoch: u64,
     /// It received little in the worker's last sweep of the shares, and
@@ -267,6 +274,8 @@ impl Slot {
             established: None,
             reported: false,
             deadline: None,
+            fin_acked: None,
+            peer_open: false,
             shares_epoch: 0,
             light: false,
             swept: None,

@@ -125,8 +125,13 @@ pub struct ConnReport {
     pub source_error: Option<std::io::ErrorKind>,
     /// When it was established (None: never).
     pub established: Option<Instant>,
-    /// When it ended (both FINs done, or the error).
+    /// When it ended (both FINs done, or the error; a bulk sender's when
+    /// its FIN was acknowledged).
     pub ended: Instant,
+    /// A bulk sender let go in FIN-WAIT-2 after the grace period: its
+    /// stream was whole and acknowledged, the peer had not closed its
+    /// direction.
+    pub peer_open: bool,
     /// The congestion control it ran at the end (`cubic`, `reno`).
     pub congestion: &'static str,
     /// The rate its application sender was paced to, bits per second

@@ -1327,10 +1327,28 @@ impl Worker {
             }) && s.conn.state() != State::Closed
             {
                 s.deadline = None;
-                s.conn.abort(now);
+                if s.appconn.is_none() && s.src_done && s.conn.state() == State::FinWait2 {
+                    // Its stream is whole and acknowledged: nothing for a
+                    // reset to say.
+                    s.peer_open = true;
+                    s.conn.let_go();
+                } else {
+                    s.conn.abort(now);
+                }
             }
             if s.conn.poll_timeout().is_some_and(|t| t <= now) {
                 s.conn.handle_timeout(now);
+            }
+            // A bulk sender whose stream and FIN are acknowledged has done
+            // its transfer: it waits `grace` for the peer's FIN, then lets
+            // the connection go (a receiver that keeps its socket open
+            // would hold it for ever).
+            if s.appconn.is_none() && s.src_done && s.conn.state() == State::FinWait2 {
+                let since = *s.fin_acked.get_or_insert(now);
+                if now >= since + shared.grace {
+                    s.peer_open = true;
+                    s.conn.let_go();
+                }
             }
             // Frames for the send buffer's next slots, then the
             // application's turn to fill it.
@@ -1491,7 +1509,11 @@ impl Worker {
                             .source_error
                             .or(s.appconn.as_ref().and_then(|a| a.io_error)),
                         established: s.established,
-                        ended: now,
+                        // A bulk sender's transfer ended when its FIN was
+                        // acknowledged: the wait for the peer's is not
+                        // part of it.
+                        ended: s.fin_acked.unwrap_or(now).min(now),
+                        peer_open: s.peer_open,
                         congestion: s.conn.congestion_name(),
                         pacing_rate: s.appconn.as_ref().and_then(|a| a.rate),
                         send_bytes_touched: s.conn.send_bytes_touched(),
@@ -1532,7 +1554,11 @@ impl Worker {
             // its timer (or the stop deadline, or its sink's part-full
             // chunk's) comes.
             let more = cut || s.wants_turn();
-            let at = [s.conn.poll_timeout(), s.deadline, s.sink.flush_at()]
+            let linger = s
+                .fin_acked
+                .filter(|_| s.conn.state() == State::FinWait2)
+                .map(|t| t + shared.grace);
+            let at = [s.conn.poll_timeout(), s.deadline, s.sink.flush_at(), linger]
                 .into_iter()
                 .flatten()
                 .min();
