@@ -251,6 +251,11 @@ struct ConnSummary {
     /// `send`: the stream was whole and acknowledged, and the receiver had
     /// not closed its side `--grace` later: let go.
     peer_open: bool,
+    /// The send MSS at the end (payload bytes a segment).
+    mss: usize,
+    /// Times it stepped down for an MTU black hole (timeouts in a row
+    /// while large segments were sent).
+    mss_black_hole_steps: u64,
 }
 
 /// The peer's segments a connection did not take, and how it answered them
@@ -396,6 +401,8 @@ fn summarise<'a>(
                     .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64()),
                 unacceptable: Unacceptable::of(&r.stats),
                 peer_open: r.peer_open,
+                mss: r.send_mss,
+                mss_black_hole_steps: r.stats.mss_black_hole_steps,
             }
         })
         .collect();
@@ -514,7 +521,25 @@ fn umem_line(u: &UmemReport) -> String {
 }
 
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
-    // (Said on standard error with --json too: JSON has `peer_open`.)
+    // (Said on standard error with --json too: JSON has `peer_open`,
+    // `mss` and `mss_black_hole_steps`.)
+    for c in s.connections.iter().filter(|c| c.mss_black_hole_steps > 0) {
+        eprintln!(
+            "xtcp: connection {} → {}: large segments were lost timeout after timeout, and the \
+             MSS stepped down {} to {} bytes: a hop on the path has a smaller MTU than the \
+             interface, and its ICMP does not reach xtcp; give the route the path's MTU (`ip \
+             route add {} via GATEWAY mtu MTU`) to spare the timeouts",
+            c.id,
+            c.remote,
+            if c.mss_black_hole_steps == 1 {
+                "once".to_owned()
+            } else {
+                format!("{} times", c.mss_black_hole_steps)
+            },
+            c.mss,
+            c.remote.ip(),
+        );
+    }
     for c in s.connections.iter().filter(|c| c.peer_open) {
         eprintln!(
             "xtcp: connection {} → {}: the stream was whole and acknowledged, but the receiver \

@@ -19,7 +19,7 @@ use common::{
     CPU_SLACK, Forged, Reap, TICK, Watched, acked_sender, count, exit_and_cpu, impair_b, line_of,
     number, output_and_cpu, quantity, tcp_mib, tcp_out_segs, wait_listening, wait_ss, zeros_from_b,
 };
-use xtcp_engine::testnet::{TestNet, TestNetConfig};
+use xtcp_engine::testnet::{Netns, TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
 
 const XTCP: &str = env!("CARGO_BIN_EXE_xtcp");
@@ -909,6 +909,193 @@ fn recv_refuses_a_second_connection_and_the_first_goes_on() {
     assert_eq!(j["connections"].as_array().unwrap().len(), 1, "{j}");
     assert_eq!(j["engine"]["workers"][0]["refused"], 1, "{j}");
     let _ = std::fs::remove_file(&json);
+}
+
+/// Three namespaces of the test's own: A (xtcp), a router R, B (the
+/// kernel receiver); A–R at MTU 9000, R–B at 1500 on R's side (B's end
+/// 9000, so that B announces a jumbo MSS): R drops A's larger packets and
+/// answers with ICMP "fragmentation needed", which goes to A's kernel,
+/// not to xtcp. Removed on drop (the namespaces take their veths).
+struct Routed {
+    a: Netns,
+    r: Netns,
+    b: Netns,
+}
+
+impl Routed {
+    const B: &'static str = "198.18.212.2";
+
+    fn new() -> Routed {
+        let tag = format!("{:x}", std::process::id() % 0xfffff);
+        let n = Routed {
+            a: Netns::new(&format!("xtcp-ra{tag}")).unwrap(),
+            r: Netns::new(&format!("xtcp-rr{tag}")).unwrap(),
+            b: Netns::new(&format!("xtcp-rb{tag}")).unwrap(),
+        };
+        let (ra, rr0, rr1, rb) = (
+            format!("ra{tag}"),
+            format!("rq{tag}"),
+            format!("rs{tag}"),
+            format!("rb{tag}"),
+        );
+        let ip = |ns: &Netns, args: &[&str]| {
+            ns.ip(args).unwrap();
+        };
+        ip(
+            &n.a,
+            &[
+                "link",
+                "add",
+                &ra,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &rr0,
+                "netns",
+                n.r.name(),
+            ],
+        );
+        ip(
+            &n.r,
+            &[
+                "link",
+                "add",
+                &rr1,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &rb,
+                "netns",
+                n.b.name(),
+            ],
+        );
+        for (ns, dev, addr, mtu) in [
+            (&n.a, &ra, "198.18.211.1/24", "9000"),
+            (&n.r, &rr0, "198.18.211.2/24", "9000"),
+            (&n.r, &rr1, "198.18.212.1/24", "1500"),
+            (&n.b, &rb, "198.18.212.2/24", "9000"),
+        ] {
+            ip(ns, &["link", "set", dev, "mtu", mtu]);
+            ip(ns, &["addr", "add", addr, "dev", dev]);
+            ip(ns, &["link", "set", dev, "up"]);
+            ns.exec(&[
+                "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off",
+            ])
+            .unwrap();
+        }
+        ip(
+            &n.a,
+            &["route", "add", "198.18.212.0/24", "via", "198.18.211.2"],
+        );
+        ip(
+            &n.b,
+            &["route", "add", "198.18.211.0/24", "via", "198.18.212.1"],
+        );
+        n.r.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+            .unwrap();
+        n
+    }
+
+    fn iface_a(&self) -> String {
+        format!("ra{:x}", std::process::id() % 0xfffff)
+    }
+}
+
+/// A path whose MTU (1500, a router's) is below the ends' (9000), whose
+/// ICMP reaches only A's kernel: `xtcp send` finds it by its timeouts,
+/// steps its MSS down, and the stream arrives whole, the report saying
+/// what happened and what to do. With the path's MTU on the route (as
+/// the advice says), the segments fit it from the start: no timeouts.
+#[test]
+fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
+    let net = Routed::new();
+    let port = 5241u16;
+    let len = 4u64 << 20;
+    let mut want = vec![0u8; len as usize];
+    pattern_fill(SEED, 0, &mut want);
+    for route_mtu in [None, Some("1500")] {
+        if let Some(m) = route_mtu {
+            net.a
+                .ip(&[
+                    "route",
+                    "replace",
+                    "198.18.212.0/24",
+                    "via",
+                    "198.18.211.2",
+                    "mtu",
+                    m,
+                ])
+                .unwrap();
+        }
+        let got = tmp("routed.bin");
+        let mut socat = Reap(
+            net.b
+                .command("socat")
+                .args([
+                    "-u",
+                    &format!("TCP4-LISTEN:{port},bind={},reuseaddr", Routed::B),
+                    &format!("OPEN:{},creat,trunc", got.display()),
+                ])
+                .spawn()
+                .expect("socat"),
+        );
+        wait_listening(&net.b, port, WAIT, Some(&mut socat.0));
+        let iface = net.iface_a();
+        let out = net
+            .a
+            .command("timeout")
+            .args(["60", XTCP, "send", "--iface", &iface, "--bind", "copy"])
+            .args(["-c", Routed::B, "-p", &port.to_string()])
+            .args([
+                "--pattern",
+                &SEED.to_string(),
+                "-n",
+                &len.to_string(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "route MTU {route_mtu:?}: {err}");
+        let st = socat.0.wait().unwrap();
+        assert!(st.success(), "socat: {st}");
+        assert!(
+            std::fs::read(&got).unwrap() == want,
+            "route MTU {route_mtu:?}: what B got"
+        );
+        let _ = std::fs::remove_file(&got);
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+        let c = &j["connections"][0];
+        // 1500 less the IPv4 and TCP headers and the timestamps.
+        assert_eq!(c["mss"], 1448, "{j}");
+        match route_mtu {
+            None => {
+                assert_eq!(c["mss_black_hole_steps"], 1, "{j}");
+                assert!(
+                    err.contains(
+                        "large segments were lost timeout after timeout, and the MSS \
+                                  stepped down once to 1448 bytes"
+                    ),
+                    "{err}"
+                );
+                assert!(
+                    err.contains("ip route add 198.18.212.2 via GATEWAY mtu MTU"),
+                    "{err}"
+                );
+            }
+            Some(_) => {
+                assert_eq!(c["mss_black_hole_steps"], 0, "{j}");
+                assert_eq!(j["retransmits"], 0, "{j}");
+                assert!(
+                    err.contains("the route to the peer has an MTU of 1500"),
+                    "{err}"
+                );
+            }
+        }
+    }
+    drop(net);
 }
 
 /// A receiver that reads the whole stream and then keeps its side open

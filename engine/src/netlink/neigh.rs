@@ -23,6 +23,10 @@ const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_PREFSRC: u16 = 7;
+const RTA_METRICS: u16 = 8;
+/// Of `RTA_METRICS`: the route's MTU (`ip route … mtu N`, or a path MTU
+/// the kernel learned for the destination).
+const RTAX_MTU: u16 = 2;
 const RTA_VIA: u16 = 18;
 const NDA_DST: u16 = 1;
 const NDA_LLADDR: u16 = 2;
@@ -81,6 +85,11 @@ pub struct Route {
     /// The destination is an address of this host (`RTN_LOCAL`: the route
     /// goes through the loopback device).
     pub local: bool,
+    /// The route's MTU, where it has one: set on the route (`ip route …
+    /// mtu N`), or the path MTU the kernel learned for the destination
+    /// (ICMP "fragmentation needed" / "packet too big" to one of its own
+    /// sockets, cached as a route exception).
+    pub mtu: Option<u32>,
 }
 
 impl Route {
@@ -115,6 +124,7 @@ pub fn parse_route(payload: &[u8]) -> Result<Route, ParseError> {
         prefsrc: None,
         via_other_family: false,
         local: rtm[7] == RTN_LOCAL,
+        mtu: None,
     };
     for a in Attrs::new(attrs) {
         let a = a?;
@@ -123,6 +133,14 @@ pub fn parse_route(payload: &[u8]) -> Result<Route, ParseError> {
             RTA_GATEWAY => r.gateway = parse_ip(fam, a.payload()),
             RTA_PREFSRC => r.prefsrc = parse_ip(fam, a.payload()),
             RTA_VIA => r.via_other_family = true,
+            RTA_METRICS => {
+                for m in a.nested() {
+                    let m = m?;
+                    if m.kind() == RTAX_MTU {
+                        r.mtu = Some(m.u32()?).filter(|&v| v > 0);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -352,6 +370,14 @@ mod tests {
             IpAddr::V4(Ipv4Addr::new(198, 18, 0, 254))
         );
         assert!(!r.via_other_family);
+        assert_eq!(r.mtu, None);
+        // The route's metrics: its MTU among them.
+        let mut metrics = Vec::new();
+        metrics.put_u32(3, 100);
+        metrics.put_u32(RTAX_MTU, 1500);
+        let mut m = p.clone();
+        m.put_attr(RTA_METRICS, &metrics);
+        assert_eq!(parse_route(&m).unwrap().mtu, Some(1500));
         let mut via = p.clone();
         via.put_attr(
             RTA_VIA,

@@ -324,6 +324,9 @@ pub struct Connection<M = HeapFrames> {
     /// SND.MAX when the last RTO fired (RFC 6675 §5.1's RecoveryPoint; 0
     /// before any): until `una` reaches it no fast recovery begins.
     rto_recover: u64,
+    /// `retries` when the MSS was last stepped down for an MTU black hole
+    /// (0 after progress): see [`Connection::black_hole_step`].
+    mss_stepped_at: u32,
     /// What a recovery may send ([`Prr`]).
     prr: Prr,
     /// Undoing a recovery that was not needed ([`Undo`]).
@@ -417,6 +420,16 @@ const RXT_LOG: usize = 32;
 /// RFC 6675's DupThresh: what a sender assumes until the path shows
 /// reordering.
 const DUPTHRESH: u32 = 3;
+
+/// Timeouts in a row after which large segments are taken for an MTU
+/// black hole ([`Connection::black_hole_step`]; Linux waits for
+/// `tcp_retries1`, 3).
+const BLACK_HOLE_RTOS: u32 = 2;
+
+/// Common MTUs (largest first) the MSS steps down to in an MTU black hole:
+/// jumbo frames, Ethernet, IPv6's minimum (and tunnels' usual room), and
+/// IPv4's minimum reassembly size.
+const MTU_PLATEAUS: [usize; 4] = [9000, 1500, 1280, 576];
 /// The most reordering (segments) a sender waits out before calling a
 /// hole lost, as Linux's `tcp_max_reordering`.
 const MAX_REORDERING: u32 = 300;
@@ -599,6 +612,7 @@ impl<M: SendMemory> Connection<M> {
             rtt,
             rtt_timing: None,
             retries: 0,
+            mss_stepped_at: 0,
             dupacks: 0,
             recover: None,
             rto_recover: 0,
@@ -1418,6 +1432,7 @@ impl<M: SendMemory> Connection<M> {
                 let flight = (self.max - self.una) as usize;
                 self.cc.on_rto(now, flight);
                 self.rtt.backoff();
+                self.black_hole_step();
                 self.rtt_timing = None;
                 self.recover = None;
                 self.clear_rxt_log();
@@ -1448,6 +1463,47 @@ impl<M: SendMemory> Connection<M> {
                 self.rto_recover = self.max;
             }
         }
+    }
+
+    /// An MTU black hole (RFC 4821 §3; Linux's `tcp_mtu_probing`): a path
+    /// whose MTU is below the ends' drops every segment of the size sent,
+    /// and where no ICMP "fragmentation needed" / "packet too big" reaches
+    /// xtcp (its XDP program passes ICMP to the kernel, which has no socket
+    /// of the flow to tell), only timeouts say so. After
+    /// [`BLACK_HOLE_RTOS`] timeouts in a row without progress, where the
+    /// segment sent again is larger than the next smaller common MTU
+    /// ([`MTU_PLATEAUS`]: 9000, 1500, 1280, 576 — not below 1280 over
+    /// IPv6) carries, the MSS steps down to that MTU's; the resent data
+    /// goes in the smaller segments, and another run of timeouts steps
+    /// again. The MSS does not climb back (Linux probes upwards every ten
+    /// minutes; a transfer here is over by then, or goes on at the MSS
+    /// that works).
+    fn black_hole_step(&mut self) {
+        if self.retries.saturating_sub(self.mss_stepped_at) < BLACK_HOLE_RTOS {
+            return;
+        }
+        let v4 = self.tuple.local.is_ipv4();
+        let headers = if v4 { 20 + 20 } else { 40 + 20 };
+        let floor = if v4 { 576 } else { 1280 };
+        let mtu = self.mss_limit + headers;
+        let Some(next) = MTU_PLATEAUS.into_iter().find(|&p| p < mtu && p >= floor) else {
+            return;
+        };
+        let opt = if self.ts_ok { 12 } else { 0 };
+        // The segment sent again: the oldest unacknowledged one. A small
+        // one lost says nothing of the MTU.
+        let resent = ((self.max - self.una) as usize).min(self.send_mss) + opt + headers;
+        if resent <= next {
+            return;
+        }
+        self.mss_limit = next - headers;
+        self.send_mss = self.mss_limit - opt;
+        if self.cfg.clip_mss_to_frames {
+            self.send_mss = clip_mss(self.send_mss, self.cfg.frame_len);
+        }
+        self.cc.set_mss(self.send_mss);
+        self.mss_stepped_at = self.retries;
+        self.stats.mss_black_hole_steps += 1;
     }
 
     fn on_syn_sent(&mut self, now: Instant, seg: &TcpRepr) {
@@ -1920,6 +1976,7 @@ impl<M: SendMemory> Connection<M> {
                 // (A stall begins only with a timeout: the common ACK reads
                 // no cold state.)
                 self.stall_since = NO_TIMER;
+                self.mss_stepped_at = 0;
             }
             self.retries = 0;
             self.rtt.reset_backoff();

@@ -149,6 +149,14 @@
 //! probe until an ACK acknowledges new data; none after an RTO until an
 //! ACK resets the backoff.
 //!
+//! MTU black holes (RFC 4821 §3, as Linux's `tcp_mtu_probing` detects
+//! them): the ICMP that would report a smaller MTU on the path goes to
+//! the host's kernel, not to xtcp, so two timeouts in a row while the
+//! segment sent again is larger than the next smaller common MTU (9000,
+//! 1500, 1280, 576) carries step the MSS down to that MTU's; it does not
+//! climb back. The engine takes a route's MTU where the route has one
+//! (set on it, or learned by the kernel's own connections).
+//!
 //! Congestion control is a [`CongestionControl`] trait object; it sees an
 //! ACK's growth only while the congestion window is what limits sending
 //! (RFC 7661's cwnd-limited test, as Linux applies it: in slow start while
@@ -482,6 +490,10 @@ pub struct Stats {
     pub rescue_retransmits: u64,
     /// RTO expiries.
     pub rto_expirations: u64,
+    /// Times the send MSS stepped down for an MTU black hole: timeouts in
+    /// a row while segments larger than a smaller common MTU were sent
+    /// (see `Connection::black_hole_step`).
+    pub mss_black_hole_steps: u64,
     /// Tail loss probes sent (RFC 8985 §7): no ACK came for a probe
     /// timeout while data was in flight.
     pub loss_probes: u64,

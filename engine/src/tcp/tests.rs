@@ -2064,6 +2064,94 @@ fn jumbo_mtu_run_uses_large_segments() {
     assert!(st.segments_sent < (3 << 20) / 8000 + 200);
 }
 
+/// A path whose MTU (1500) is below the ends' (9000) and that drops the
+/// larger segments without a word (an MTU black hole): after two
+/// timeouts in a row the sender steps its MSS down to Ethernet's, and the
+/// transfer completes, byte-exact; the other direction, whose path takes
+/// 9000, keeps its large segments.
+#[test]
+fn an_mtu_black_hole_steps_the_mss_down_and_the_transfer_completes() {
+    let conn = Config {
+        mss: 8960,
+        send_frames: 256,
+        recv_buffer: 2 << 20,
+        ..Config::default()
+    };
+    let cfg = SimConfig {
+        client: conn.clone(),
+        server: conn,
+        c2s: LinkConfig {
+            mtu: 1500,
+            ..fast_link(2)
+        },
+        s2c: LinkConfig {
+            mtu: 9000,
+            ..fast_link(2)
+        },
+        client_bytes: 2 << 20,
+        server_bytes: 1 << 20,
+        seed: 12,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone());
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    assert!(
+        sim.c2s_stats().mtu_drops > 0,
+        "the path dropped the large segments"
+    );
+    let st = sim.client.stats();
+    assert_eq!(st.mss_black_hole_steps, 1, "{st:?}");
+    assert!(st.rto_expirations >= 2, "{st:?}");
+    // 1500 less the IPv4 and TCP headers and the timestamps, clipped to
+    // whole frames where it is over one (it is not).
+    assert_eq!(sim.client.send_mss(), 1500 - 40 - 12);
+    let server = sim.server.as_ref().unwrap();
+    assert_eq!(server.stats().mss_black_hole_steps, 0);
+    assert_eq!(server.send_mss(), 8192, "8948 clipped to two frames");
+}
+
+/// Loss alone, however heavy, where the segments fit the path, leaves the
+/// MSS as it is: a lost small segment says nothing of the MTU, and large
+/// ones that get through now and then end a run of timeouts.
+#[test]
+fn timeouts_from_loss_alone_leave_the_mss() {
+    for seed in 1..=20 {
+        let conn = Config {
+            mss: 8960,
+            send_frames: 256,
+            recv_buffer: 2 << 20,
+            ..Config::default()
+        };
+        let link = LinkConfig {
+            mtu: 9000,
+            loss: 0.05,
+            ..fast_link(2)
+        };
+        let cfg = SimConfig {
+            client: conn.clone(),
+            server: conn,
+            c2s: link.clone(),
+            s2c: link,
+            client_bytes: 1 << 20,
+            server_bytes: 1 << 20,
+            seed,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(600)), "seed {seed}");
+        clean_close(&sim, &cfg);
+        for c in [&sim.client, sim.server.as_ref().unwrap()] {
+            let st = c.stats();
+            if st.mss_black_hole_steps > 0 {
+                // Only after timeouts in a row, and never below Ethernet's.
+                assert!(st.rto_expirations >= 2, "seed {seed}: {st:?}");
+                assert!(c.send_mss() >= 1448, "seed {seed}");
+            }
+        }
+    }
+}
+
 #[test]
 fn same_seed_same_run() {
     let (a, _) = matrix_run(42);

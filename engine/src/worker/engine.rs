@@ -957,6 +957,8 @@ pub fn run_app(
     let mut plan = Vec::new();
     let mut sources = Vec::new();
     let mut next_hop_mac = [0u8; 6];
+    // The route's MTU toward the peer we connect to, where it has one.
+    let mut route_mtu: Option<u32> = None;
     let mut listen = Vec::new();
     let mut deferred = false;
     let mut cport = None;
@@ -1022,6 +1024,7 @@ pub fn run_app(
                 )));
             }
             next_hop_mac = hop.mac;
+            route_mtu = hop.route.mtu;
             let local = match local.or(hop.route.prefsrc) {
                 Some(l) => l,
                 None => iface_ipv4(iface)?.map(IpAddr::V4).ok_or_else(|| {
@@ -1131,7 +1134,20 @@ pub fn run_app(
     }
     // What bounds the payload whatever the header: --mss, a frame.
     let mut payload_cap = cfg.mss.map_or(usize::MAX, usize::from);
-    let link_mss = (mtu as usize).saturating_sub(ip_hl + 20);
+    // A route to the peer with an MTU below the interface's (set on it, or
+    // a path MTU the kernel learned) bounds the segments, as it bounds the
+    // kernel's: a hop that takes less drops the larger ones.
+    let path_mtu = match route_mtu.filter(|&m| m < mtu) {
+        Some(m) => {
+            tracing::info!(
+                "the route to the peer has an MTU of {m}, below {iface}'s {mtu}: the segments \
+                 fit {m}"
+            );
+            m
+        }
+        None => mtu,
+    };
+    let link_mss = (path_mtu as usize).saturating_sub(ip_hl + 20);
     let mut mss = cfg.mss.map_or(link_mss, |m| (m as usize).min(link_mss));
     // (Over IPv4 beside IPv6, 20 bytes more: `mss_v4` below.)
     let most = link_mss + if dual { 20 } else { 0 };
