@@ -158,7 +158,9 @@ pub fn parse_cores(s: &str) -> Result<CoreList, String> {
 pub enum XdpModeArg {
     /// Driver mode; fail if the driver has no native XDP.
     Native,
-    /// SKB mode: works everywhere, slower.
+    /// SKB mode: works everywhere, slower; it sees packets after GRO (and
+    /// on veth as the peer's TSO/GSO made them), so turn those off or the
+    /// larger packets are dropped at the socket.
     Generic,
     /// Native, falling back to generic with a notice.
     Auto,

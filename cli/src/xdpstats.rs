@@ -77,6 +77,16 @@ pub struct XdpSummary {
     pub before_xdp_note: Option<String>,
     /// Per queue.
     pub queues: Vec<QueueXdp>,
+    /// The steering program ran in generic (SKB) mode: the driver's
+    /// counter sees none of these drops (the sockets' count is used).
+    #[serde(skip)]
+    pub generic: bool,
+    /// The interface, and its receive queues where known (what the lines
+    /// advise on a `no socket` count).
+    #[serde(skip)]
+    pub iface: String,
+    #[serde(skip)]
+    pub rx_queues: Option<u32>,
 }
 
 /// xtcp's own packet-path counters of a run, summed over the workers
@@ -171,9 +181,12 @@ impl XdpSummary {
             .collect();
         let steered = r.steer.map(|s| s.steered);
         let no_socket = r.steer.map(|s| s.no_socket);
+        // Generic XDP runs after the driver: a failed redirect there is in
+        // the sockets' count only.
+        let generic = r.xdp_mode == xtcp_engine::xdp::AttachMode::Generic;
         let (dropped_at_redirect, drops_source) = match d.total {
-            Some(t) => (t, "driver"),
-            None => (sum.rx_ring_full + sum.rx_dropped, "sockets"),
+            Some(t) if !generic => (t, "driver"),
+            _ => (sum.rx_ring_full + sum.rx_dropped, "sockets"),
         };
         XdpSummary {
             zero_copy: xtcp_engine::xsk::all_zero_copy(&r.bind),
@@ -192,6 +205,9 @@ impl XdpSummary {
             dropped_before_xdp: d.peer_tx_dropped,
             before_xdp_note: d.peer_note.clone(),
             queues,
+            generic,
+            iface: r.iface.clone(),
+            rx_queues: r.rx_queues,
         }
     }
 
@@ -203,6 +219,9 @@ impl XdpSummary {
             .drop_percent
             .map_or_else(|| "-".to_owned(), |p| format!("{p:.2} %"));
         let source = match (&self.driver_counter, &self.driver_note) {
+            _ if self.generic => {
+                "sockets' count: generic XDP, which the driver's counter does not see".to_owned()
+            }
             (Some(c), None) => format!("driver {} {c}", self.driver),
             (_, Some(n)) => format!("sockets' count; driver count {n}"),
             (None, None) => "sockets' count".to_owned(),
@@ -228,6 +247,32 @@ impl XdpSummary {
             self.no_socket
                 .map_or_else(|| "unknown".to_owned(), |n| n.to_string()),
         )];
+        if let Some(n) = self.no_socket.filter(|&n| n > 0) {
+            let served = self.queues.len();
+            let more = match self.rx_queues.filter(|&q| q as usize > served) {
+                Some(q) => format!(
+                    ": {} has {q} receive queues and xtcp served {served}; give --queues {q}",
+                    self.iface
+                ),
+                None => String::new(),
+            };
+            v.push(format!(
+                "XDP: {} of xtcp's connections came in on a queue without an xtcp socket and \
+                 {} dropped (no socket); their senders sent them again after timeouts{more}",
+                crate::report::count(n, "packet"),
+                if n == 1 { "was" } else { "were" },
+            ));
+        }
+        if self.generic && self.sum.rx_dropped > 0 {
+            v.push(format!(
+                "XDP: generic mode: {} dropped at the sockets (rx dropped): generic XDP sees \
+                 packets after GRO (and, on veth, as the peer's TSO/GSO made them), larger than \
+                 a frame; turn those off (`ethtool -K {} gro off`, and `tso off gso off` on a \
+                 veth's peer), or use native XDP (--xdp-mode native)",
+                crate::report::count(self.sum.rx_dropped, "packet"),
+                self.iface
+            ));
+        }
         let dropped =
             |q: &QueueXdp| q.driver_drops.unwrap_or(0) + q.xsk.rx_ring_full + q.xsk.rx_dropped > 0;
         if self.queues.len() > 1 && self.queues.iter().any(dropped) {
@@ -286,6 +331,9 @@ mod tests {
             dropped_before_xdp: None,
             before_xdp_note: None,
             queues,
+            generic: false,
+            iface: "eth1".into(),
+            rx_queues: None,
         }
     }
 
@@ -324,6 +372,57 @@ mod tests {
             "{}",
             l[2]
         );
+    }
+
+    #[test]
+    fn generic_mode_counts_the_sockets_drops_and_says_what_to_turn_off() {
+        let mut xsk = XskStats {
+            rx_dropped: 43,
+            ..XskStats::default()
+        };
+        xsk.rx_ring_full = 2;
+        let mut s = summary(
+            vec![QueueXdp {
+                queue: 0,
+                xsk,
+                driver_drops: Some(0),
+            }],
+            Some(0),
+        );
+        s.generic = true;
+        s.dropped_at_redirect = 45;
+        let l = s.lines();
+        assert!(l[0].contains("dropped at redirect 45 ("), "{}", l[0]);
+        assert!(
+            l[0].contains("sockets' count: generic XDP, which the driver's counter does not see)"),
+            "{}",
+            l[0]
+        );
+        assert!(
+            l[1].starts_with(
+                "XDP: generic mode: 43 packets dropped at the sockets (rx dropped): generic XDP \
+                 sees packets after GRO"
+            ),
+            "{l:?}"
+        );
+        assert!(l[1].contains("`ethtool -K eth1 gro off`"), "{l:?}");
+    }
+
+    #[test]
+    fn a_no_socket_count_says_which_queues_were_not_served() {
+        let mut s = summary(vec![q(0, 0, Some(0))], Some(0));
+        s.no_socket = Some(1);
+        s.rx_queues = Some(4);
+        let l = s.lines();
+        assert_eq!(
+            l[1],
+            "XDP: 1 packet of xtcp's connections came in on a queue without an xtcp socket and \
+             was dropped (no socket); their senders sent them again after timeouts: eth1 has 4 \
+             receive queues and xtcp served 1; give --queues 4"
+        );
+        // Where the interface's queues are not known, the count alone.
+        s.rx_queues = None;
+        assert!(s.lines()[1].ends_with("after timeouts"), "{:?}", s.lines());
     }
 
     #[test]

@@ -407,6 +407,39 @@ fn drops_on_the_second_queue_are_reported_on_its_own_line() {
     }
 }
 
+/// `--queues 1` on an interface of two receive queues: said at start
+/// (what comes in on the other queue never reaches xtcp), and at the end
+/// with the count: SYNs that side B sends from CPU 1 (so on queue 1) are
+/// all `no socket`, and the line says to give `--queues 2`.
+#[test]
+fn fewer_queues_than_the_interface_has_are_warned_of_and_their_losses_said() {
+    const SYNS: u32 = 20;
+    let net = common::testnet(2);
+    let mut x = spawn_recv(&net, false, &["--queues", "1", "--cores", "0"]);
+    x.wait_for(&format!(
+        "{} has 2 receive queues and xtcp serves 1 (--queues 1)",
+        net.a.iface
+    ));
+    common::syn_flood_from(&net, PORT, SYNS, Some(1));
+    // The connection that ends `recv`: from CPU 0, so on queue 0.
+    send_100k_from(&net, Some(0));
+    let (_, err) = finish(x);
+    assert_eq!(
+        after(xdp_line(&err), "no socket "),
+        u64::from(SYNS),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "xtcp: XDP: {SYNS} packets of xtcp's connections came in on a queue without an xtcp \
+             socket and were dropped (no socket); their senders sent them again after \
+             timeouts: {} has 2 receive queues and xtcp served 1; give --queues 2",
+            net.a.iface
+        )),
+        "{err}"
+    );
+}
+
 /// Frames side B's veth cannot hand to side A are lost before A's XDP
 /// program runs, and B counts them (`tx_dropped`). Made to happen: B's MTU
 /// is raised to 9000 while A's stays 1500, and B pings A with 3000-byte

@@ -522,6 +522,8 @@ pub struct EngineReport {
     pub tx_layout: TxLayout,
     /// Interface MTU.
     pub mtu: u32,
+    /// The receive queues the interface has (sysfs), where known.
+    pub rx_queues: Option<u32>,
     /// MSS announced.
     pub mss: u16,
     /// Connections, in order of their end.
@@ -642,15 +644,7 @@ pub fn check_listener(
 ) -> Result<Vec<IpAddr>, EngineError> {
     cfg.validate()?;
     let index = ifindex(&cfg.iface)?;
-    if let Some(n) = rx_queues(&cfg.iface).filter(|&n| cfg.queues > n) {
-        return Err(EngineError::Config(format!(
-            "--queues {}: {} has {n} receive queue{}: give at most {n} (`ethtool -L` sets a \
-             NIC's channels)",
-            cfg.queues,
-            cfg.iface,
-            if n == 1 { "" } else { "s" }
-        )));
-    }
+    check_queues(cfg)?;
     let ips = listen_addrs(&cfg.iface, index, on)?;
     for &ip in &ips {
         let at = SocketAddr::new(ip, port);
@@ -666,6 +660,33 @@ pub fn check_listener(
         }
     }
     Ok(ips)
+}
+
+/// `--queues` against the receive queues the interface has: more is an
+/// error; fewer, a warning (what arrives on the others never reaches
+/// xtcp). Returns the interface's count, where sysfs says it.
+fn check_queues(cfg: &EngineConfig) -> Result<Option<u32>, EngineError> {
+    let n = rx_queues(&cfg.iface);
+    let (q, iface) = (cfg.queues, &cfg.iface);
+    match n {
+        Some(n) if q > n => {
+            return Err(EngineError::Config(format!(
+                "--queues {q}: {iface} has {n} receive queue{}: give at most {n} (`ethtool -L` \
+                 sets a NIC's channels)",
+                if n == 1 { "" } else { "s" }
+            )));
+        }
+        Some(n) if q < n => tracing::warn!(
+            "{iface} has {n} receive queues and xtcp serves {q} (--queues {q}): a packet of \
+             xtcp's connections that comes in on another queue (where the NIC's hash, or on \
+             veth the peer's sending CPU, puts it) is dropped, counted as `no socket`, and its \
+             sender sends it again after a timeout — a handshake can take seconds: give \
+             --queues {n}, or give {iface} {q} queue{} (`ethtool -L`)",
+            if q == 1 { "" } else { "s" }
+        ),
+        _ => {}
+    }
+    Ok(n)
 }
 
 /// The receive queues `iface` has (`/sys/class/net/IFACE/queues/rx-N`);
@@ -948,6 +969,7 @@ pub fn run_app(
     cfg.validate()?;
     let iface = cfg.iface.as_str();
     let index = ifindex(iface)?;
+    let rx_queues = check_queues(cfg)?;
     let mac = iface_mac(iface)?;
     let mtu = iface_mtu(iface)?;
 
@@ -1557,6 +1579,7 @@ pub fn run_app(
         rx_csum,
         tx_layout: layout,
         mtu,
+        rx_queues,
         mss,
         connections,
         workers,

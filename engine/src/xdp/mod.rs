@@ -443,7 +443,8 @@ impl Steering {
                     tracing::warn!(
                         iface,
                         "native XDP attach failed ({e}); falling back to generic (SKB) mode, \
-                         which is slower"
+                         which is slower and sees packets after GRO: turn GRO off (`ethtool \
+                         -K {iface} gro off`), or packets larger than a frame are dropped"
                     );
                     prog.attach_to_if_index(ifindex, XdpMode::Skb)
                         .map_err(|e| attach_err(e, "generic"))?;
