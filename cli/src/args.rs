@@ -553,6 +553,9 @@ impl EngineArgs {
             Some(i) => i.clone(),
             None => iface_at(on)?,
         };
+        if let ListenOn::Addr(a) = on {
+            addr_on_iface(&c.iface, a, false)?;
+        }
         Ok(c)
     }
 
@@ -627,6 +630,42 @@ impl EngineArgs {
         }
         Ok(c)
     }
+}
+
+/// A `-B` address that another interface holds is refused: what is sent
+/// to it comes in there, where xtcp does not run (`sending`: the peer's
+/// answers to a connection from it). An address no interface holds is
+/// left to the engine (its error says so), as are the unspecified ones.
+pub fn addr_on_iface(iface: &str, addr: IpAddr, sending: bool) -> anyhow::Result<()> {
+    if addr.is_unspecified() {
+        return Ok(());
+    }
+    let Ok(mut sock) = NetlinkSocket::route() else {
+        return Ok(());
+    };
+    if let Ok(Holder::Found(link)) = iface_holding(&mut sock, addr)
+        && link.name != iface
+    {
+        let what = if sending {
+            "the peer's answers to a connection from it"
+        } else {
+            "what is sent to it"
+        };
+        bail!(
+            "-B {addr} is an address of {}, not of {iface}: {what} would come in on {}, where \
+             xtcp does not run; give -B an address of {iface}, or run on {} (--iface {}{})",
+            link.name,
+            link.name,
+            link.name,
+            link.name,
+            if sending {
+                ""
+            } else {
+                ", or leave --iface out: -B finds it"
+            }
+        );
+    }
+    Ok(())
 }
 
 fn route_socket() -> anyhow::Result<NetlinkSocket> {

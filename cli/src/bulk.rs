@@ -815,6 +815,9 @@ fn interrupt_flag_writing(
 pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     let remote = a.remote()?;
     let mut cfg = a.engine.config_to(remote.ip())?;
+    if let Some(l) = a.local {
+        crate::args::addr_on_iface(&cfg.iface, l, true)?;
+    }
     cfg.tcp.connect_timeout = Some(Duration::from_millis(a.connect_timeout));
     if a.connections == 0 || a.connections > 1024 {
         bail!("-P (--parallel) {} is outside 1..=1024", a.connections);

@@ -514,6 +514,9 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     };
     let flag = if dev_c.is_some() { "-c" } else { "-B" };
     let mut cfg = a.engine.with_dev(flag, dev)?.config_to(host)?;
+    if let Some(b) = &a.bind_address {
+        crate::args::addr_on_iface(&cfg.iface, b.ip, true)?;
+    }
     let connect_timeout = Duration::from_millis(a.connect_timeout);
     cfg.tcp.connect_timeout = Some(connect_timeout);
 

@@ -1098,6 +1098,51 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     drop(net);
 }
 
+/// `-B` with an address of another interface than the one xtcp runs on is
+/// refused before anything is set up, naming the interface that holds it
+/// (recv used to listen on `lo` for an address of the veth's, and send to
+/// connect from an address whose answers came in elsewhere).
+#[test]
+fn a_bind_address_of_another_interface_is_refused() {
+    let net = testnet(1500);
+    let a = net.a.ip4.to_string();
+    let recv = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["30", XTCP, "recv", "--discard", "-B", &a, "--iface", "lo"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&recv.stderr);
+    assert_eq!(recv.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "-B {a} is an address of {}, not of lo: what is sent to it would come in on {}",
+            net.a.iface, net.a.iface
+        )),
+        "{err}"
+    );
+    let send = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["30", XTCP, "send", "-B", "127.0.0.1", "--zeros", "-n", "1M"])
+        .args(["-c", &net.b.ip4.to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&send.stderr);
+    assert_eq!(send.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "-B 127.0.0.1 is an address of lo, not of {}: the peer's answers to a connection \
+             from it would come in on lo",
+            net.a.iface
+        )),
+        "{err}"
+    );
+    assert_detached(&net);
+}
+
 /// A receiver that reads the whole stream and then keeps its side open
 /// (no FIN, for a minute) does not hold `send` up: the stream and its FIN
 /// acknowledged, send waits `--grace` for the peer's FIN, then lets the
