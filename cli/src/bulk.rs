@@ -520,6 +520,21 @@ fn umem_line(u: &UmemReport) -> String {
     )
 }
 
+/// Set once `send`/`recv --json` has printed its report: an error after
+/// it is in the report; one before it gets a document of its own (see
+/// [`json_error`]).
+static JSON_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What `send`/`recv --json` prints on standard output when it fails
+/// before its report (a bad argument, an interface, no answer to ARP): a
+/// document that scripts can read, as iperf3 `-J` prints its error.
+pub fn json_error(error: &str) {
+    if !JSON_PRINTED.swap(true, Ordering::SeqCst) {
+        let doc = serde_json::json!({ "ok": false, "error": error });
+        println!("{doc:#}");
+    }
+}
+
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
     // (Said on standard error with --json too: JSON has `peer_open`,
     // `mss` and `mss_black_hole_steps`.)
@@ -549,6 +564,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         );
     }
     if json {
+        JSON_PRINTED.store(true, Ordering::SeqCst);
         let mut out = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, s)?;
         writeln!(out)?;
@@ -757,12 +773,21 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
 
 /// What `send` and `recv` say on the first SIGINT/SIGTERM, which may take
 /// up to `--grace` (`grace`).
-fn stopping(grace: Duration) -> String {
-    format!(
-        "xtcp: interrupted: closing, the peer's FIN awaited for up to {:.1} s (--grace); a \
-         second Ctrl-C exits at once",
-        grace.as_secs_f64()
-    )
+/// What the first SIGINT/SIGTERM says: how the connections stop.
+fn stopping(grace: Duration, sending: bool) -> String {
+    let g = grace.as_secs_f64();
+    if sending {
+        format!(
+            "xtcp: interrupted: a stream not sent to its end is reset at once (so that the \
+             receiver knows it is short); one sent whole waits for its acknowledgement and the \
+             peer's FIN, up to {g:.1} s (--grace); a second Ctrl-C exits at once"
+        )
+    } else {
+        format!(
+            "xtcp: interrupted: closing, the peer's FIN awaited for up to {g:.1} s (--grace), \
+             then a reset; a second Ctrl-C exits at once"
+        )
+    }
 }
 
 /// [`interrupt_flag`] that says `first` on the first signal; for `recv`
@@ -887,7 +912,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let flag = interrupt_flag_writing(Some(stopping(cfg.grace)), false, None)?;
+    let flag = interrupt_flag_writing(Some(stopping(cfg.grace, true)), false, None)?;
     let mut meter = Meter::new(None, false);
     let role = Role::Connect {
         remote,
@@ -1089,7 +1114,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let keep = replace
         .as_ref()
         .and_then(|r| Some((r.tmp()?.to_owned(), r.partial())));
-    let flag = interrupt_flag_writing(Some(stopping(cfg.grace)), writer.is_some(), keep)?;
+    let flag = interrupt_flag_writing(Some(stopping(cfg.grace, false)), writer.is_some(), keep)?;
     let mut meter = Meter::new(Some(cfg.iface.clone()), a.keep_listening);
     let role = Role::Listen {
         on,

@@ -141,6 +141,10 @@ fn main() {
     if let Err(e) = r {
         // (A daemon that failed before it served tells the command run.)
         daemon::failed(&error_chain(&e));
+        if matches!(&cli.cmd, Cmd::Send(a) if a.json) || matches!(&cli.cmd, Cmd::Recv(a) if a.json)
+        {
+            bulk::json_error(&error_chain(&e));
+        }
         eprintln!("xtcp: error: {}", error_chain(&e));
         std::process::exit(1);
     }

@@ -1098,6 +1098,50 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     drop(net);
 }
 
+/// `send`/`recv --json` that fail before their report still print a JSON
+/// document on standard output (as iperf3 `-J` does): `ok` false and the
+/// error, the same words as on standard error.
+#[test]
+fn json_runs_that_fail_before_their_report_print_the_error_as_json() {
+    let net = testnet(1500);
+    // No host answers ARP for this address on B's link.
+    let send = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["30", XTCP, "send", "-J", "--zeros", "-n", "1M"])
+        .args(["-c", "198.18.0.77", "--connect-timeout", "1000"])
+        .output()
+        .unwrap();
+    let recv = net
+        .a
+        .ns
+        .command("timeout")
+        .args([
+            "30",
+            XTCP,
+            "recv",
+            "-J",
+            "--discard",
+            "--iface",
+            "no-such-if0",
+        ])
+        .output()
+        .unwrap();
+    for (what, out) in [("send", send), ("recv", recv)] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{what}: no JSON ({e}): {err}"));
+        assert_eq!(j["ok"], false, "{what}: {j}");
+        let e = j["error"].as_str().unwrap();
+        assert!(
+            err.contains(&format!("xtcp: error: {e}")),
+            "{what}: {j} {err}"
+        );
+    }
+}
+
 /// `-B` with an address of another interface than the one xtcp runs on is
 /// refused before anything is set up, naming the interface that holds it
 /// (recv used to listen on `lo` for an address of the veth's, and send to
@@ -1502,8 +1546,8 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
     let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
     xtcp.signal("-INT");
     xtcp.wait_for(
-        "xtcp: interrupted: closing, the peer's FIN awaited for up to 600.0 s (--grace); a \
-         second Ctrl-C exits at once",
+        "xtcp: interrupted: closing, the peer's FIN awaited for up to 600.0 s (--grace), then \
+         a reset; a second Ctrl-C exits at once",
     );
     // The first was taken: xtcp's FIN is in, the sender holds on.
     wait_ss(
@@ -1853,7 +1897,13 @@ except ConnectionResetError:
     send.signal("-INT");
     let (status, err) = send.wait_exit("xtcp send did not stop on SIGINT");
     assert!(!status.success(), "{err}");
-    assert!(err.contains("interrupted"), "{err}");
+    assert!(
+        err.contains(
+            "xtcp: interrupted: a stream not sent to its end is reset at once (so that the \
+             receiver knows it is short)"
+        ),
+        "{err}"
+    );
     let last = lines.next().unwrap().unwrap();
     assert!(
         last.starts_with("reset "),
