@@ -1159,9 +1159,18 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
             .unwrap_or(std::path::Path::new(""))
             .display();
         if s.error.is_none() {
-            if let Err(e) = r.commit() {
-                s.error = Some(format!("{e:#}"));
-                s.ok = false;
+            let partial = r.partial();
+            match r.commit() {
+                Err(e) => {
+                    s.error = Some(format!("{e:#}"));
+                    s.ok = false;
+                }
+                Ok(()) if partial.exists() => eprintln!(
+                    "xtcp: {} is from an earlier run that did not complete: remove it when you \
+                     no longer need it",
+                    partial.display()
+                ),
+                Ok(()) => {}
             }
         } else if let Some(e) = s.error.as_mut()
             && !r.in_place()

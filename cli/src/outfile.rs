@@ -42,7 +42,9 @@ impl ReplaceFile {
         };
         let mut tmp_name = OsString::from(".");
         tmp_name.push(name);
-        tmp_name.push(format!(".xtcp-{}", std::process::id()));
+        tmp_name.push(".xtcp-");
+        remove_leftovers(&path, &tmp_name);
+        tmp_name.push(std::process::id().to_string());
         let meta = std::fs::metadata(&path).ok();
         Ok(ReplaceFile {
             flag,
@@ -167,6 +169,58 @@ impl Drop for ReplaceFile {
     }
 }
 
+/// How long a file being written must have gone unchanged, its writer's
+/// process gone, before it counts as left over.
+const LEFT_OVER_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes the files being written beside `path` (`prefix` + a PID) that
+/// a run killed before it could clean up left (SIGKILL, a crash): their
+/// process is gone (no `/proc/PID` here) and they have not changed for
+/// [`LEFT_OVER_AFTER`] (a writer in another PID namespace writes on).
+/// Each removal is said on standard error.
+fn remove_leftovers(path: &Path, prefix: &OsString) {
+    let Some(dir) = path.parent().map(|d| {
+        if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d
+        }
+    }) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = prefix.to_string_lossy();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let Some(pid) = name.strip_prefix(prefix.as_ref()) else {
+            continue;
+        };
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let stale = e
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= LEFT_OVER_AFTER);
+        if stale && std::fs::remove_file(e.path()).is_ok() {
+            eprintln!(
+                "xtcp: removed {}, left by an xtcp run (process {pid}) that was killed before \
+                 it could",
+                e.path().display()
+            );
+        }
+    }
+}
+
 /// `path`, or the file its symlinks name (which need not exist yet).
 fn resolve(path: &Path) -> std::io::Result<PathBuf> {
     let mut p = path.to_owned();
@@ -195,6 +249,42 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// A file a killed run left beside the destination (its process gone,
+    /// unchanged for a minute) is removed when the next run starts; one
+    /// being written (a live process, or changed lately) and other names
+    /// are not.
+    #[test]
+    fn files_left_by_a_killed_run_are_removed() {
+        let d = dir("leftovers");
+        let path = d.join("out.bin");
+        let old = std::time::SystemTime::now() - LEFT_OVER_AFTER * 2;
+        let make = |name: &str, when: std::time::SystemTime| {
+            let f = File::create(d.join(name)).unwrap();
+            f.set_modified(when).unwrap();
+        };
+        // Above any pid_max: no such process.
+        make(".out.bin.xtcp-4294967", old);
+        make(".out.bin.xtcp-4294968", std::time::SystemTime::now());
+        make(&format!(".out.bin.xtcp-{}", std::process::id()), old);
+        make(".out.bin.xtcp-12ab", old);
+        make(".other.bin.xtcp-4294967", old);
+        let _r = ReplaceFile::new("--out", &path).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want = vec![
+            ".other.bin.xtcp-4294967".to_owned(),
+            ".out.bin.xtcp-12ab".to_owned(),
+            ".out.bin.xtcp-4294968".to_owned(),
+            format!(".out.bin.xtcp-{}", std::process::id()),
+        ];
+        want.sort();
+        assert_eq!(left, want);
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     fn write(r: &ReplaceFile, b: &[u8]) {

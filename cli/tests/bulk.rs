@@ -1350,6 +1350,20 @@ fn recv_n_checks_each_streams_length_and_verify_says_what_it_checked() {
     assert_eq!(std::fs::read(&file).unwrap(), b"as it was", "{err}");
     let partial = PathBuf::from(format!("{f}.partial"));
     assert_pattern_file(&partial, len, &err);
+    // A run that completes replaces FILE, and says that the older
+    // FILE.partial is still there.
+    let mut xtcp = recv_listening(&net, port, &["--out", &f, "-n", &n], Stdio::null());
+    drop(acked_sender(&net, dst, SEED, len));
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(status.success(), "{err}");
+    assert_pattern_file(&file, len, &err);
+    assert!(
+        err.contains(&format!(
+            "xtcp: {} is from an earlier run that did not complete",
+            partial.display()
+        )),
+        "{err}"
+    );
     let _ = std::fs::remove_file(&file);
     let _ = std::fs::remove_file(&partial);
     // An empty stream: nothing was checked.
