@@ -89,6 +89,33 @@ pub struct SendArgs {
 }
 
 impl SendArgs {
+    /// What cannot go together (see `Cmd::usage_error`).
+    pub fn usage_error(&self) -> Option<String> {
+        let generated = self.pattern.is_some() || self.zeros;
+        if !(1..=1024).contains(&self.connections) {
+            return Some(format!(
+                "-P (--parallel) {} is outside 1..=1024",
+                self.connections
+            ));
+        }
+        if self.bytes.is_some() && !generated {
+            return Some("-n (--bytes) goes with --pattern SEED or --zeros".into());
+        }
+        if generated && self.bytes.is_none() {
+            return Some(
+                "--pattern and --zeros need -n BYTES (--bytes; per connection, e.g. 1G)".into(),
+            );
+        }
+        if self.connections != 1 && !generated {
+            return Some(
+                "-P (--parallel) above 1 needs --pattern or --zeros (one input cannot feed \
+                 several streams)"
+                    .into(),
+            );
+        }
+        None
+    }
+
     /// `--connect ADDR:PORT` (an earlier spelling) as `-c ADDR -p PORT`.
     pub fn resolve_old_spellings(&mut self) {
         if let Some(a) = self.connect.take() {
@@ -172,6 +199,15 @@ impl RecvArgs {
             self.addr = addr;
             self.port = port;
         }
+    }
+
+    /// What cannot go together (see `Cmd::usage_error`).
+    pub fn usage_error(&self) -> Option<String> {
+        (self.keep_listening && self.verify.is_none() && !self.discard).then(|| {
+            "--keep-listening needs --verify SEED or --discard: an output file or standard \
+             output takes one connection's stream"
+                .to_owned()
+        })
     }
 
     /// Where to listen.
@@ -844,18 +880,11 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         crate::args::addr_on_iface(&cfg.iface, l, true)?;
     }
     cfg.tcp.connect_timeout = Some(Duration::from_millis(a.connect_timeout));
-    if a.connections == 0 || a.connections > 1024 {
-        bail!("-P (--parallel) {} is outside 1..=1024", a.connections);
-    }
     let mut readers = Vec::new();
-    if a.bytes.is_some() && a.pattern.is_none() && !a.zeros {
-        bail!("-n (--bytes) goes with --pattern SEED or --zeros");
-    }
+    // (What cannot go together was refused before: `SendArgs::usage_error`.)
     let sources: Vec<Source> = match (a.pattern, a.zeros, &a.file) {
         (Some(_), _, _) | (None, true, _) => {
-            let Some(len) = a.bytes else {
-                bail!("--pattern and --zeros need -n BYTES (--bytes; per connection, e.g. 1G)");
-            };
+            let len = a.bytes.unwrap_or(0);
             (0..a.connections)
                 .map(|_| match a.pattern {
                     Some(seed) => Source::Pattern {
@@ -868,12 +897,6 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
                 .collect()
         }
         (None, false, input) => {
-            if a.connections != 1 {
-                bail!(
-                    "-P (--parallel) above 1 needs --pattern or --zeros (one input cannot feed \
-                     several streams)"
-                );
-            }
             let file = match input.as_ref().filter(|p| p.as_os_str() != "-") {
                 Some(p) => {
                     let f = std::fs::File::open(p)
@@ -1005,12 +1028,6 @@ fn recv_output(a: &RecvArgs) -> anyhow::Result<RecvOutput> {
     }
     if a.discard {
         return Ok(RecvOutput::Discard);
-    }
-    if a.keep_listening {
-        bail!(
-            "--keep-listening needs --verify SEED or --discard: an output file or standard \
-             output takes one connection's stream"
-        );
     }
     if let Some(p) = a.out.as_ref().filter(|p| p.as_os_str() != "-") {
         check_writable("--out", p)?;

@@ -72,6 +72,16 @@ impl Cmd {
             Cmd::XskBench(_) | Cmd::Serve(_) | Cmd::Client(_) | Cmd::Bench(_) => {}
         }
     }
+
+    /// A combination of arguments that cannot work, found before anything
+    /// is looked up (a usage error: exit status 2, as clap's).
+    fn usage_error(&self) -> Option<String> {
+        match self {
+            Cmd::Send(a) => a.usage_error(),
+            Cmd::Recv(a) => a.usage_error(),
+            _ => None,
+        }
+    }
 }
 
 /// The log filter: `--log`'s, or that of iperf3's `-d` level where
@@ -170,6 +180,10 @@ fn parse_command_line() -> Cli {
     });
     let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
     cli.cmd.resolve_old_spellings();
+    if let Some(msg) = cli.cmd.usage_error() {
+        eprintln!("xtcp: error: {msg}");
+        std::process::exit(2);
+    }
     cli
 }
 

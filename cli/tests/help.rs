@@ -95,3 +95,44 @@ fn readme_first_commands_run_without_sudo() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `send` and `recv` arguments that cannot go together are usage errors,
+/// as clap's are (exit status 2), found before any interface is looked
+/// up (nothing else is printed first).
+#[test]
+fn send_and_recv_argument_combinations_are_usage_errors() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["send", "-c", "198.18.0.2", "-P", "2", "-F", "/etc/hosts"],
+            "-P (--parallel) above 1 needs --pattern or --zeros",
+        ),
+        (
+            &["send", "-c", "198.18.0.2", "-P", "0", "--zeros", "-n", "1M"],
+            "-P (--parallel) 0 is outside 1..=1024",
+        ),
+        (
+            &["send", "-c", "198.18.0.2", "-n", "1M", "-F", "/etc/hosts"],
+            "-n (--bytes) goes with --pattern SEED or --zeros",
+        ),
+        (
+            &["send", "-c", "198.18.0.2", "--zeros"],
+            "--pattern and --zeros need -n BYTES",
+        ),
+        (
+            &["recv", "--keep-listening", "--out", "/tmp/x"],
+            "--keep-listening needs --verify SEED or --discard",
+        ),
+        (
+            &["recv", "--keep-listening"],
+            "--keep-listening needs --verify SEED or --discard",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(XTCP).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("xtcp: error: "), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
