@@ -216,10 +216,11 @@ impl EngineConfig {
         }
         if let Some(c) = &self.cores {
             if c.len() != self.queues as usize {
+                let n = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
                 return Self::bad(format!(
-                    "--cores lists {} cores for {} queues: give one core per queue",
-                    c.len(),
-                    self.queues
+                    "--cores lists {} for {} (--queues): give one core per queue",
+                    n(c.len(), "core"),
+                    n(self.queues as usize, "queue")
                 ));
             }
             validate_cores("--cores", c)?;
