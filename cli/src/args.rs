@@ -400,6 +400,23 @@ pub fn parse_addr_dev(s: &str) -> Result<AddrDev, String> {
     })
 }
 
+/// A peer at an IPv6 link-local address (fe80::/10) is refused, saying
+/// why: xtcp finds its path by the kernel's routes, and a link-local
+/// address has none without the interface it is scoped to, which the
+/// engine does not carry.
+pub fn refuse_link_local(flag: &str, ip: IpAddr) -> anyhow::Result<()> {
+    if let IpAddr::V6(v6) = ip
+        && v6.is_unicast_link_local()
+    {
+        bail!(
+            "{flag} {ip}: a link-local peer (fe80::/10) is not one xtcp reaches: it finds the \
+             path by the kernel's routes, and a link-local address has none without its \
+             interface; give the peer a global or unique-local address (fd00::/8) and use that"
+        );
+    }
+    Ok(())
+}
+
 /// `HOST[%DEV]` split at the `%`; a `%` with nothing after it is no
 /// interface.
 pub fn split_dev(s: &str) -> (&str, Option<&str>) {

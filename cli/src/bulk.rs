@@ -127,18 +127,24 @@ impl SendArgs {
     /// The receiver.
     pub fn remote(&self) -> anyhow::Result<SocketAddr> {
         use std::net::ToSocketAddrs;
-        match (self.connect, self.host.as_deref()) {
-            (Some(a), _) => Ok(a),
-            (None, Some(h)) => match h.trim_matches(['[', ']']).parse::<IpAddr>() {
-                Ok(ip) => Ok(SocketAddr::new(ip, self.port)),
+        let r = match (self.connect, self.host.as_deref()) {
+            (Some(a), _) => a,
+            (None, Some(h)) => match crate::args::split_dev(h)
+                .0
+                .trim_matches(['[', ']'])
+                .parse::<IpAddr>()
+            {
+                Ok(ip) => SocketAddr::new(ip, self.port),
                 Err(_) => (h, self.port)
                     .to_socket_addrs()
                     .with_context(|| format!("-c {h}: cannot resolve the host"))?
                     .next()
-                    .with_context(|| format!("-c {h}: the name has no address")),
+                    .with_context(|| format!("-c {h}: the name has no address"))?,
             },
             (None, None) => bail!("send needs the receiver: -c HOST [-p PORT]"),
-        }
+        };
+        crate::args::refuse_link_local("-c", r.ip())?;
+        Ok(r)
     }
 }
 

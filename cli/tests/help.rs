@@ -136,3 +136,25 @@ fn send_and_recv_argument_combinations_are_usage_errors() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// A link-local peer is refused with the reason and what to give instead
+/// (it used to lose its `%scope` and fail with a route's wrong advice).
+#[test]
+fn a_link_local_peer_is_refused_with_the_reason() {
+    for args in [
+        &["send", "-c", "fe80::1%lo", "--zeros", "-n", "1M"][..],
+        &["client", "-c", "fe80::1", "-t", "1"][..],
+    ] {
+        let out = Command::new(XTCP).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("-c fe80::1: a link-local peer (fe80::/10) is not one xtcp reaches"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("unique-local address (fd00::/8)"),
+            "{args:?}: {err}"
+        );
+    }
+}
