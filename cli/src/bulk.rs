@@ -29,7 +29,7 @@ use crate::xdpstats::XdpSummary;
 #[command(group(clap::ArgGroup::new("input").args(["file", "pattern", "zeros"])))]
 pub struct SendArgs {
     /// The receiver: an address (IPv4 or IPv6), or a name resolved (its
-    /// first address).
+    /// first address); `HOST%DEV` names the interface too (as --iface).
     #[arg(
         short = 'c',
         long = "client",
@@ -881,7 +881,9 @@ fn interrupt_flag_writing(
 /// `xtcp send`.
 pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     let remote = a.remote()?;
-    let mut cfg = a.engine.config_to(remote.ip())?;
+    // `-c HOST%DEV`, as iperf3's: the interface to run on.
+    let dev = a.host.as_deref().and_then(|h| crate::args::split_dev(h).1);
+    let mut cfg = a.engine.with_dev("-c", dev)?.config_to(remote.ip())?;
     if let Some(l) = a.local {
         crate::args::addr_on_iface(&cfg.iface, l, true)?;
     }

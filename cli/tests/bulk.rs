@@ -1174,6 +1174,23 @@ fn a_bind_address_of_another_interface_is_refused() {
         .args(["-c", &net.b.ip4.to_string()])
         .output()
         .unwrap();
+    // `-c HOST%DEV` names the interface, as --iface does.
+    let dev = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["30", XTCP, "send", "--zeros", "-n", "1M", "--iface", "lo"])
+        .args(["-c", &format!("{}%{}", net.b.ip4, net.a.iface)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&dev.stderr);
+    assert!(
+        err.contains(&format!(
+            "-c …%{} and --iface lo name two interfaces",
+            net.a.iface
+        )),
+        "{err}"
+    );
     let err = String::from_utf8_lossy(&send.stderr);
     assert_eq!(send.status.code(), Some(1), "{err}");
     assert!(
