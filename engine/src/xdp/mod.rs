@@ -371,7 +371,9 @@ fn attach_hint(e: &ProgramError) -> String {
         Some(libc::EBUSY | libc::EEXIST) => "; another XDP program is attached to this interface: \
             another xtcp (one xtcp process owns an interface and all the queues it serves; \
             stop the other one or use another interface), or a foreign program (see \
-            `ip link show`; detach it with `ip link set dev IFACE xdp off`)"
+            `ip link show` and `bpftool net show dev IFACE`; one attached through a bpf \
+            link is detached by ending its owner, or `bpftool link detach id ID`, not by `ip \
+            link set dev IFACE xdp off`)"
             .to_owned(),
         Some(libc::EPERM | libc::EACCES) => {
             "; run as root or grant CAP_NET_ADMIN and CAP_BPF".to_owned()
