@@ -1668,7 +1668,7 @@ fn snd_timeout_ends_a_connection_whose_data_goes_unacknowledged() {
     let _cut = cut_b(&net);
     let err = failed(&mut c);
     assert!(
-        err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
+        err.contains("a data connection failed: no progress for the user timeout (--snd-timeout)"),
         "{err}"
     );
     no_summary(&mut c.child.0);
@@ -1688,7 +1688,7 @@ fn a_failed_client_leaves_once_its_fin_is_acknowledged() {
         &["-t", "60", "--snd-timeout", "1000", "--grace", "600"],
     );
     assert!(
-        err.contains("a data connection failed: sent data unacknowledged for the user timeout (--snd-timeout)"),
+        err.contains("a data connection failed: no progress for the user timeout (--snd-timeout)"),
         "{err}"
     );
 }
@@ -1749,7 +1749,7 @@ fn serve_snd_timeout_ends_a_test_whose_stream_fails() {
     assert_eq!(v["result"], "failed", "{v}");
     let reason = v["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("a data connection failed: sent data unacknowledged for the user timeout"),
+        reason.contains("a data connection failed: no progress for the user timeout"),
         "{v}"
     );
     assert!(u(&v["retransmits"]) >= 1, "{v}");

@@ -417,7 +417,9 @@ pub enum ConnectionError {
     ConnectTimeout,
     /// Sent data went unacknowledged (or the peer's window stayed shut)
     /// for [`Config::user_timeout`].
-    #[error("sent data unacknowledged for the user timeout (--snd-timeout)")]
+    #[error(
+        "no progress for the user timeout (--snd-timeout): sent data unacknowledged, or the peer's window shut"
+    )]
     UserTimeout,
 }
 
