@@ -813,9 +813,8 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
     interrupt_flag_writing(None, false, None)
 }
 
-/// What `send` and `recv` say on the first SIGINT/SIGTERM, which may take
-/// up to `--grace` (`grace`).
-/// What the first SIGINT/SIGTERM says: how the connections stop.
+/// What `send` (`sending`) and `recv` say on the first SIGINT/SIGTERM:
+/// how their connections stop, which may take up to `--grace` (`grace`).
 fn stopping(grace: Duration, sending: bool) -> String {
     let g = grace.as_secs_f64();
     if sending {
