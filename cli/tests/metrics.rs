@@ -324,8 +324,9 @@ fn scraped_counters_agree_with_iperf3_and_the_kernels_counters() {
 /// the other queue, so their last ACKs are forwarded to the listener's
 /// worker, and the data that comes in on the wrong queue is held for its
 /// connection. The scrape counts them, every connection handed over is
-/// taken on the other side, and the bare ACKs of no connection are counted
-/// as B saw them reset.
+/// taken on the other side, and every bare ACK of no connection that B
+/// sent is counted (B sees resets for them, up to the listener's queue of
+/// resets at once).
 #[test]
 fn handovers_and_strays_are_counted() {
     need_iperf3();
@@ -337,7 +338,12 @@ fn handovers_and_strays_are_counted() {
     }
     const STRAYS: u32 = 20;
     let reset = common::bare_acks_reset(&net, 5201, STRAYS);
-    assert_eq!(reset, u64::from(STRAYS), "B saw resets for every bare ACK");
+    // (A burst beyond the listener's queue of 16 resets is counted, not
+    // all answered.)
+    assert!(
+        (1..=u64::from(STRAYS)).contains(&reset),
+        "B saw {reset} resets for {STRAYS} bare ACKs"
+    );
     let sum = |t: &str, family: &str, label: &str| -> u64 {
         (0..2)
             .map(|q| must(t, &format!(r#"{family}{{queue="{q}"{label}}}"#)))
@@ -346,7 +352,7 @@ fn handovers_and_strays_are_counted() {
     let t = scrape_until(&net, "both tests and the strays counted", |t| {
         let ok = value(t, r#"xtcp_tests_total{result="ok"}"#);
         let strays = sum(t, "xtcp_rx_no_connection_packets_total", "");
-        (ok == Some(2) && strays == reset)
+        (ok == Some(2) && strays == u64::from(STRAYS))
             .then_some(())
             .ok_or(format!("tests ok {ok:?}, no connection {strays}"))
     });
