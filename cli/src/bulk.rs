@@ -298,6 +298,9 @@ struct ConnSummary {
     /// Times it stepped down for an MTU black hole (timeouts in a row
     /// while large segments were sent).
     mss_black_hole_steps: u64,
+    /// `send`: from its first SYN to the connection established (not in
+    /// `seconds`); `None` where it was not established.
+    handshake_seconds: Option<f64>,
 }
 
 /// The peer's segments a connection did not take, and how it answered them
@@ -445,6 +448,10 @@ fn summarise<'a>(
                 peer_open: r.peer_open,
                 mss: r.send_mss,
                 mss_black_hole_steps: r.stats.mss_black_hole_steps,
+                handshake_seconds: r
+                    .opened
+                    .zip(r.established)
+                    .map(|(o, e)| e.saturating_duration_since(o).as_secs_f64()),
             }
         })
         .collect();
@@ -562,6 +569,10 @@ fn umem_line(u: &UmemReport) -> String {
     )
 }
 
+/// A handshake this long took a retransmitted SYN (or SYN-ACK) at least:
+/// the first retransmission waits a second (RFC 6298's initial RTO).
+const HANDSHAKE_SLOW: f64 = 1.0;
+
 /// Set once `send`/`recv --json` has printed its report: an error after
 /// it is in the report; one before it gets a document of its own (see
 /// [`json_error`]).
@@ -596,6 +607,20 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             c.mss,
             c.remote.ip(),
         );
+    }
+    // A handshake that took a retransmitted SYN or more (the first waits
+    // a second): said, as the seconds above begin after it.
+    for c in &s.connections {
+        if let Some(h) = c.handshake_seconds.filter(|&h| h >= HANDSHAKE_SLOW) {
+            eprintln!(
+                "xtcp: connection {} → {}: the handshake took {}: SYNs or their answers were \
+                 lost and sent again (see `no socket` on the XDP line); the seconds above begin \
+                 once it was done",
+                c.id,
+                c.remote,
+                seconds_text(h)
+            );
+        }
     }
     for c in s.connections.iter().filter(|c| c.peer_open) {
         eprintln!(

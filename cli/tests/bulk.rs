@@ -1098,6 +1098,61 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     drop(net);
 }
 
+/// A handshake that needed a retransmitted SYN is said, with how long it
+/// took (the seconds of the transfer begin after it): B's answer to the
+/// first SYN has no route (a blackhole route in B) until B's kernel has
+/// taken that SYN; only a SYN sent again, a second later at the least,
+/// can then complete the handshake.
+#[test]
+fn a_slow_handshake_is_said_with_its_time() {
+    let net = testnet(1500);
+    let port = 5243u16;
+    let _sink = socat_receiver(&net, net.b.ip4.into(), port, "OPEN:/dev/null");
+    let a = format!("{}/32", net.a.ip4);
+    net.b.ns.ip(&["route", "add", "blackhole", &a]).unwrap();
+    let syns0 = tcp_mib(&net.b.ns, "InSegs");
+    let mut args = vec!["send".to_string()];
+    args.extend(engine_args(&net, false));
+    args.extend(
+        [
+            "-c",
+            &net.b.ip4.to_string(),
+            "-p",
+            &port.to_string(),
+            "--zeros",
+            "-n",
+            "1M",
+            "--json",
+        ]
+        .map(str::to_owned),
+    );
+    let started = Instant::now();
+    let mut send = Watched::spawn(&net, &args, Stdio::piped());
+    let deadline = Instant::now() + WAIT;
+    while tcp_mib(&net.b.ns, "InSegs") == syns0 {
+        assert!(Instant::now() < deadline, "B never took the SYN");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    net.b.ns.ip(&["route", "del", "blackhole", &a]).unwrap();
+    let (status, err) = send.wait_exit("xtcp send did not end");
+    let wall = started.elapsed().as_secs_f64();
+    assert!(status.success(), "{err}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut send.child.0.stdout.take().unwrap(), &mut out).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let h = j["connections"][0]["handshake_seconds"].as_f64().unwrap();
+    // The first retransmission of a SYN waits a second (RFC 6298).
+    assert!((1.0..wall).contains(&h), "{h} s of a {wall} s run: {j}");
+    assert!(
+        err.contains(&format!(
+            "xtcp: connection 0 → {}:{port}: the handshake took ",
+            net.b.ip4
+        )),
+        "{err}"
+    );
+    assert!(j["seconds"].as_f64().unwrap() + h <= wall, "{j}");
+}
+
 /// `send`/`recv --json` that fail before their report still print a JSON
 /// document on standard output (as iperf3 `-J` does): `ok` false and the
 /// error, the same words as on standard error.

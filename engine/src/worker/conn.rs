@@ -226,6 +226,9 @@ pub struct Slot {
     pub(super) read: u64,
     pub(super) source_error: Option<std::io::ErrorKind>,
     pub(super) established: Option<Instant>,
+    /// An active open's first SYN (`None` for a passive one: its
+    /// handshake was the listener's).
+    pub(super) opened: Option<Instant>,
     pub(super) reported: bool,
     /// Stop: reset at this time if not closed by then.
     pub(super) deadline: Option<Instant>,
@@ -272,6 +275,7 @@ impl Slot {
             read: 0,
             source_error: None,
             established: None,
+            opened: None,
             reported: false,
             deadline: None,
             fin_acked: None,

@@ -125,6 +125,8 @@ pub struct ConnReport {
     pub source_error: Option<std::io::ErrorKind>,
     /// When it was established (None: never).
     pub established: Option<Instant>,
+    /// When its first SYN went, for an active open (None: a passive one).
+    pub opened: Option<Instant>,
     /// When it ended (both FINs done, or the error; a bulk sender's when
     /// its FIN was acknowledged).
     pub ended: Instant,

@@ -952,6 +952,7 @@ impl Worker {
                 source,
                 Sink::Discard,
             );
+            slot.opened = Some(now);
             slot.hdr.set_marks(IpMarks {
                 tos: p.tos.load(Ordering::Relaxed),
                 flow_label: p.flow_label.load(Ordering::Relaxed),
@@ -1509,6 +1510,7 @@ impl Worker {
                             .source_error
                             .or(s.appconn.as_ref().and_then(|a| a.io_error)),
                         established: s.established,
+                        opened: s.opened,
                         // A bulk sender's transfer ended when its FIN was
                         // acknowledged: the wait for the peer's is not
                         // part of it.
