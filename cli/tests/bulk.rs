@@ -1377,17 +1377,17 @@ fn recv_n_checks_each_streams_length_and_verify_says_what_it_checked() {
     let len = 300_000;
     let n = len.to_string();
     let longer = (len + 1000).to_string();
+    // recv with `args`, fed `len` bytes of the pattern by a kernel sender
+    // that then closes: its exit status and standard error.
+    let fed = |args: &[&str], stdout: Stdio| {
+        let mut xtcp = recv_listening(&net, port, args, stdout);
+        drop(acked_sender(&net, dst, SEED, len));
+        xtcp.wait_exit("xtcp recv did not end with the stream")
+    };
     // As long as -n, the pattern: verified.
     let json = tmp("verify-n.json");
     let out = std::fs::File::create(&json).unwrap();
-    let mut xtcp = recv_listening(
-        &net,
-        port,
-        &["--verify", &seed, "-n", &n, "--json"],
-        Stdio::from(out),
-    );
-    drop(acked_sender(&net, dst, SEED, len));
-    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    let (status, err) = fed(&["--verify", &seed, "-n", &n, "--json"], Stdio::from(out));
     assert!(status.success(), "{err}");
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(j["verified"]["seed"], SEED, "{j}");
@@ -1395,14 +1395,7 @@ fn recv_n_checks_each_streams_length_and_verify_says_what_it_checked() {
     assert_eq!(j["expected_bytes"], len as u64, "{j}");
     let _ = std::fs::remove_file(&json);
     // Shorter than -n: fails, and says by how much.
-    let mut xtcp = recv_listening(
-        &net,
-        port,
-        &["--verify", &seed, "-n", &longer],
-        Stdio::null(),
-    );
-    drop(acked_sender(&net, dst, SEED, len));
-    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    let (status, err) = fed(&["--verify", &seed, "-n", &longer], Stdio::null());
     assert!(!status.success(), "{err}");
     assert!(
         err.contains(&format!(
@@ -1415,18 +1408,14 @@ fn recv_n_checks_each_streams_length_and_verify_says_what_it_checked() {
     let file = tmp("short-n.out");
     std::fs::write(&file, b"as it was").unwrap();
     let f = file.to_string_lossy().into_owned();
-    let mut xtcp = recv_listening(&net, port, &["--out", &f, "-n", &longer], Stdio::null());
-    drop(acked_sender(&net, dst, SEED, len));
-    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    let (status, err) = fed(&["--out", &f, "-n", &longer], Stdio::null());
     assert!(!status.success(), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), b"as it was", "{err}");
     let partial = PathBuf::from(format!("{f}.partial"));
     assert_pattern_file(&partial, len, &err);
     // A run that completes replaces FILE, and says that the older
     // FILE.partial is still there.
-    let mut xtcp = recv_listening(&net, port, &["--out", &f, "-n", &n], Stdio::null());
-    drop(acked_sender(&net, dst, SEED, len));
-    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    let (status, err) = fed(&["--out", &f, "-n", &n], Stdio::null());
     assert!(status.success(), "{err}");
     assert_pattern_file(&file, len, &err);
     assert!(
@@ -1448,9 +1437,7 @@ fn recv_n_checks_each_streams_length_and_verify_says_what_it_checked() {
     assert!(!status.success(), "{err}");
     assert!(err.contains("--verify: the stream was empty"), "{err}");
     // The pattern without -n: passes, its length said to be unchecked.
-    let mut xtcp = recv_listening(&net, port, &["--verify", &seed], Stdio::null());
-    drop(acked_sender(&net, dst, SEED, len));
-    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    let (status, err) = fed(&["--verify", &seed], Stdio::null());
     assert!(status.success(), "{err}");
     assert!(
         err.contains(&format!(

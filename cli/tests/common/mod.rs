@@ -320,6 +320,13 @@ def raw_socket():
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     s.bind((IFACE, 0))
     return s
+
+def from_a(f):
+    """(destination port, flags) of a TCP frame A sent, else None."""
+    if f[12:14] != b"\x08\x00" or f[23] != 6 or f[26:30] != a_ip:
+        return None
+    tcp = f[14 + (f[14] & 15) * 4:]
+    return struct.unpack("!H", tcp[2:4])[0], tcp[13]
 "#;
 
 /// [`RAW_TCP`]'s arguments: B's and A's IPv4 addresses, B's interface,
@@ -405,12 +412,10 @@ while time.monotonic() < end:
         f = s.recv(65536)
     except socket.timeout:
         continue
-    if f[12:14] != b"\x08\x00" or f[23] != 6 or f[26:30] != a_ip:
+    seg = from_a(f)
+    if seg is None or seg[1] & 0x12 != 0x12:
         continue
-    tcp = f[14 + (f[14] & 15) * 4:]
-    dport, flags = struct.unpack("!H", tcp[2:4])[0], tcp[13]
-    if flags & 0x12 != 0x12:
-        continue
+    dport = seg[0]
     if dport == 9999:
         print(answered)
         sys.exit(0)
@@ -445,10 +450,10 @@ while len(reset) < {count} and time.monotonic() < end and time.monotonic() < las
         f = s.recv(65536)
     except socket.timeout:
         continue
-    if f[12:14] != b"\x08\x00" or f[23] != 6 or f[26:30] != a_ip:
+    seg = from_a(f)
+    if seg is None:
         continue
-    tcp = f[14 + (f[14] & 15) * 4:]
-    dport, flags = struct.unpack("!H", tcp[2:4])[0], tcp[13]
+    dport, flags = seg
     if flags & 0x04 and 3000 <= dport < 3000 + {count}:
         reset.add(dport)
         last = time.monotonic()

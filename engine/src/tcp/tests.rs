@@ -2032,29 +2032,36 @@ fn a_dropped_probe_then_a_window_update_resumes_the_transfer() {
     assert!(c.stats().retransmits >= 1, "{:?}", c.stats());
 }
 
-#[test]
-fn jumbo_mtu_run_uses_large_segments() {
+/// Two ends at MTU 9000 (MSS 8960) over links of MTU `mtus` (client →
+/// server, server → client) losing `loss` each, the client sending 2 MiB
+/// and the server 1 MiB.
+fn jumbo_ends(mtus: (usize, usize), loss: f64, seed: u64) -> SimConfig {
     let conn = Config {
         mss: 8960,
         send_frames: 256,
         recv_buffer: 2 << 20,
         ..Config::default()
     };
-    let link = LinkConfig {
-        mtu: 9000,
-        loss: 0.01,
+    let link = |mtu| LinkConfig {
+        mtu,
+        loss,
         ..fast_link(2)
     };
-    let cfg = SimConfig {
+    SimConfig {
         client: conn.clone(),
         server: conn,
-        c2s: link.clone(),
-        s2c: link,
+        c2s: link(mtus.0),
+        s2c: link(mtus.1),
         client_bytes: 2 << 20,
         server_bytes: 1 << 20,
-        seed: 11,
+        seed,
         ..SimConfig::default()
-    };
+    }
+}
+
+#[test]
+fn jumbo_mtu_run_uses_large_segments() {
+    let cfg = jumbo_ends((9000, 9000), 0.01, 11);
     let mut sim = Sim::new(cfg.clone());
     assert!(sim.drive_bounded(Duration::from_secs(60)));
     clean_close(&sim, &cfg);
@@ -2071,28 +2078,7 @@ fn jumbo_mtu_run_uses_large_segments() {
 /// 9000, keeps its large segments.
 #[test]
 fn an_mtu_black_hole_steps_the_mss_down_and_the_transfer_completes() {
-    let conn = Config {
-        mss: 8960,
-        send_frames: 256,
-        recv_buffer: 2 << 20,
-        ..Config::default()
-    };
-    let cfg = SimConfig {
-        client: conn.clone(),
-        server: conn,
-        c2s: LinkConfig {
-            mtu: 1500,
-            ..fast_link(2)
-        },
-        s2c: LinkConfig {
-            mtu: 9000,
-            ..fast_link(2)
-        },
-        client_bytes: 2 << 20,
-        server_bytes: 1 << 20,
-        seed: 12,
-        ..SimConfig::default()
-    };
+    let cfg = jumbo_ends((1500, 9000), 0.0, 12);
     let mut sim = Sim::new(cfg.clone());
     assert!(sim.drive_bounded(Duration::from_secs(60)));
     clean_close(&sim, &cfg);
@@ -2117,27 +2103,7 @@ fn an_mtu_black_hole_steps_the_mss_down_and_the_transfer_completes() {
 #[test]
 fn timeouts_from_loss_alone_leave_the_mss() {
     for seed in 1..=20 {
-        let conn = Config {
-            mss: 8960,
-            send_frames: 256,
-            recv_buffer: 2 << 20,
-            ..Config::default()
-        };
-        let link = LinkConfig {
-            mtu: 9000,
-            loss: 0.05,
-            ..fast_link(2)
-        };
-        let cfg = SimConfig {
-            client: conn.clone(),
-            server: conn,
-            c2s: link.clone(),
-            s2c: link,
-            client_bytes: 1 << 20,
-            server_bytes: 1 << 20,
-            seed,
-            ..SimConfig::default()
-        };
+        let cfg = jumbo_ends((9000, 9000), 0.05, seed);
         let mut sim = Sim::new(cfg.clone());
         assert!(sim.drive_bounded(Duration::from_secs(600)), "seed {seed}");
         clean_close(&sim, &cfg);
