@@ -325,8 +325,10 @@ pub struct Connection<M = HeapFrames> {
     /// before any): until `una` reaches it no fast recovery begins.
     rto_recover: u64,
     /// `retries` when the MSS was last stepped down for an MTU black hole
-    /// (0 after progress): see [`Connection::black_hole_step`].
+    /// (0 after progress), and the bytes acknowledged then (or at the
+    /// start): see [`Connection::black_hole_step`].
     mss_stepped_at: u32,
+    acked_at_mss: u64,
     /// What a recovery may send ([`Prr`]).
     prr: Prr,
     /// Undoing a recovery that was not needed ([`Undo`]).
@@ -423,8 +425,14 @@ const DUPTHRESH: u32 = 3;
 
 /// Timeouts in a row after which large segments are taken for an MTU
 /// black hole ([`Connection::black_hole_step`]; Linux waits for
-/// `tcp_retries1`, 3).
+/// `tcp_retries1`, 3) ...
 const BLACK_HOLE_RTOS: u32 = 2;
+
+/// ... or, where segments larger than the next smaller MTU carries have
+/// been acknowledged at this MSS (the path took them: an outage, not the
+/// MTU, is the likelier cause), this many (the RTO has then grown to 64
+/// times its base, some 25 s of silence).
+const BLACK_HOLE_RTOS_AFTER_PROGRESS: u32 = 6;
 
 /// Common MTUs (largest first) the MSS steps down to in an MTU black hole:
 /// jumbo frames, Ethernet, IPv6's minimum (and tunnels' usual room), and
@@ -613,6 +621,7 @@ impl<M: SendMemory> Connection<M> {
             rtt_timing: None,
             retries: 0,
             mss_stepped_at: 0,
+            acked_at_mss: 0,
             dupacks: 0,
             recover: None,
             rto_recover: 0,
@@ -728,6 +737,13 @@ impl<M: SendMemory> Connection<M> {
     /// MSS we send with (options subtracted).
     pub fn send_mss(&self) -> usize {
         self.send_mss
+    }
+    /// The largest IP packet a segment of ours makes: the MSS in force
+    /// (payload and options) with the IP and TCP headers; after an MTU
+    /// black hole, the common MTU it stepped down to.
+    pub fn packet_mtu(&self) -> usize {
+        let ip = if self.tuple.local.is_ipv4() { 20 } else { 40 };
+        self.mss_limit + ip + 20
     }
     /// Receive-window limit now in force (grows when autotuned).
     pub fn recv_window_limit(&self) -> usize {
@@ -1474,12 +1490,16 @@ impl<M: SendMemory> Connection<M> {
     /// segment sent again is larger than the next smaller common MTU
     /// ([`MTU_PLATEAUS`]: 9000, 1500, 1280, 576 — not below 1280 over
     /// IPv6) carries, the MSS steps down to that MTU's; the resent data
-    /// goes in the smaller segments, and another run of timeouts steps
-    /// again. The MSS does not climb back (Linux probes upwards every ten
-    /// minutes; a transfer here is over by then, or goes on at the MSS
-    /// that works).
+    /// goes in the smaller segments, with the timeout back at its base,
+    /// and another run of timeouts steps again. Where more than that MTU
+    /// carries was acknowledged at this MSS, the path took large segments
+    /// already: a run of timeouts is more likely an outage, and it takes
+    /// [`BLACK_HOLE_RTOS_AFTER_PROGRESS`] of them in a row. The MSS does
+    /// not climb back (Linux probes upwards every ten minutes; a transfer
+    /// here is over by then, or goes on at the MSS that works).
     fn black_hole_step(&mut self) {
-        if self.retries.saturating_sub(self.mss_stepped_at) < BLACK_HOLE_RTOS {
+        let streak = self.retries.saturating_sub(self.mss_stepped_at);
+        if streak < BLACK_HOLE_RTOS {
             return;
         }
         let v4 = self.tuple.local.is_ipv4();
@@ -1496,6 +1516,10 @@ impl<M: SendMemory> Connection<M> {
         if resent <= next {
             return;
         }
+        let carried = self.bytes_acked() > self.acked_at_mss + (next - headers) as u64;
+        if carried && streak < BLACK_HOLE_RTOS_AFTER_PROGRESS {
+            return;
+        }
         self.mss_limit = next - headers;
         self.send_mss = self.mss_limit - opt;
         if self.cfg.clip_mss_to_frames {
@@ -1503,6 +1527,8 @@ impl<M: SendMemory> Connection<M> {
         }
         self.cc.set_mss(self.send_mss);
         self.mss_stepped_at = self.retries;
+        self.acked_at_mss = self.bytes_acked();
+        self.rtt.reset_backoff();
         self.stats.mss_black_hole_steps += 1;
     }
 

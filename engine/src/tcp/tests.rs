@@ -2097,6 +2097,30 @@ fn an_mtu_black_hole_steps_the_mss_down_and_the_transfer_completes() {
     assert_eq!(server.send_mss(), 8192, "8948 clipped to two frames");
 }
 
+/// An outage on a path that took the large segments already (every
+/// packet lost for two seconds: timeouts 4 in a row) is no MTU black hole:
+/// the MSS stays, and the transfer goes on at it once the path is back.
+#[test]
+fn an_outage_after_large_segments_got_through_leaves_the_mss() {
+    let cfg = jumbo_ends((9000, 9000), 0.0, 13);
+    let mut sim = Sim::new(cfg.clone());
+    sim.drive_while(Duration::from_secs(60), |s| {
+        s.client.bytes_acked() < 1 << 20
+    });
+    assert!(sim.client.bytes_acked() >= 1 << 20);
+    sim.link_mut(true).loss = 1.0;
+    sim.link_mut(false).loss = 1.0;
+    assert!(!sim.drive_bounded(Duration::from_secs(2)));
+    sim.link_mut(true).loss = 0.0;
+    sim.link_mut(false).loss = 0.0;
+    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert!(st.rto_expirations >= 3, "{st:?}");
+    assert_eq!(st.mss_black_hole_steps, 0, "{st:?}");
+    assert_eq!(sim.client.send_mss(), 8192);
+}
+
 /// Loss alone, however heavy, where the segments fit the path, leaves the
 /// MSS as it is: a lost small segment says nothing of the MTU, and large
 /// ones that get through now and then end a run of timeouts.
