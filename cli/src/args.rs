@@ -404,14 +404,15 @@ pub fn parse_addr_dev(s: &str) -> Result<AddrDev, String> {
 /// why: xtcp finds its path by the kernel's routes, and a link-local
 /// address has none without the interface it is scoped to, which the
 /// engine does not carry.
-pub fn refuse_link_local(flag: &str, ip: IpAddr) -> anyhow::Result<()> {
+pub fn refuse_link_local(flag: &str, given: &str, ip: IpAddr) -> anyhow::Result<()> {
     if let IpAddr::V6(v6) = ip
         && v6.is_unicast_link_local()
     {
         bail!(
-            "{flag} {ip}: a link-local peer (fe80::/10) is not one xtcp reaches: it finds the \
-             path by the kernel's routes, and a link-local address has none without its \
-             interface; give the peer a global or unique-local address (fd00::/8) and use that"
+            "{flag} {given}: a link-local peer (fe80::/10) is not one xtcp reaches: it finds \
+             the path by the kernel's routes, which need a link-local address's interface \
+             scope, and xtcp does not carry one (`%IFACE` names the interface to run on, not \
+             the scope); give the peer a global or unique-local address (fd00::/8) and use that"
         );
     }
     Ok(())

@@ -143,7 +143,8 @@ impl SendArgs {
             },
             (None, None) => bail!("send needs the receiver: -c HOST [-p PORT]"),
         };
-        crate::args::refuse_link_local("-c", r.ip())?;
+        let given = self.host.clone().unwrap_or_else(|| r.ip().to_string());
+        crate::args::refuse_link_local("-c", &given, r.ip())?;
         Ok(r)
     }
 }
@@ -298,6 +299,9 @@ struct ConnSummary {
     /// Times it stepped down for an MTU black hole (timeouts in a row
     /// while large segments were sent).
     mss_black_hole_steps: u64,
+    /// The largest IP packet its segments made at the end (after a step
+    /// down, the common MTU it stepped to).
+    packet_mtu: usize,
     /// `send`: from its first SYN to the connection established (not in
     /// `seconds`); `None` where it was not established.
     handshake_seconds: Option<f64>,
@@ -395,6 +399,7 @@ fn summarise<'a>(
     // interface gone, then an output that failed (the connection it fed
     // was reset for it).
     let mut error = report.iface_gone.then(|| iface_gone(&report.iface));
+    let unserved = report.steer.map(|s| s.no_socket).filter(|&n| n > 0);
     // The writer never got a stream (no connection came, said below as for
     // the other sinks), or its stream stopped short (its connection
     // failed, said below): not an output error.
@@ -419,7 +424,18 @@ fn summarise<'a>(
                 report.interrupted,
                 sending,
             )
-            .and_then(|()| stream_as_expected(r.bytes_received, expect));
+            .and_then(|()| stream_as_expected(r.bytes_received, expect))
+            .map_err(|e| match unserved {
+                // The answers may never have reached xtcp.
+                Some(n) if r.reason == CloseReason::Error(ConnectionError::ConnectTimeout) => {
+                    format!(
+                        "{e} ({} of xtcp's connections came in on a queue it does not serve, \
+                         and were dropped: the answers may be among them; see the XDP line)",
+                        count(n, "packet")
+                    )
+                }
+                _ => e,
+            });
             if let Err(e) = &res {
                 error.get_or_insert_with(|| {
                     format!(
@@ -448,6 +464,7 @@ fn summarise<'a>(
                 peer_open: r.peer_open,
                 mss: r.send_mss,
                 mss_black_hole_steps: r.stats.mss_black_hole_steps,
+                packet_mtu: r.packet_mtu,
                 handshake_seconds: r
                     .opened
                     .zip(r.established)
@@ -582,9 +599,16 @@ static JSON_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 /// before its report (a bad argument, an interface, no answer to ARP): a
 /// document that scripts can read, as iperf3 `-J` prints its error.
 pub fn json_error(error: &str) {
-    if !JSON_PRINTED.swap(true, Ordering::SeqCst) {
-        let doc = serde_json::json!({ "ok": false, "error": error });
-        println!("{doc:#}");
+    // (A struct: its fields in the report's order, `ok` first.)
+    #[derive(Serialize)]
+    struct Failed<'a> {
+        ok: bool,
+        error: &'a str,
+    }
+    if !JSON_PRINTED.swap(true, Ordering::SeqCst)
+        && let Ok(doc) = serde_json::to_string_pretty(&Failed { ok: false, error })
+    {
+        println!("{doc}");
     }
 }
 
@@ -592,11 +616,15 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     // (Said on standard error with --json too: JSON has `peer_open`,
     // `mss` and `mss_black_hole_steps`.)
     for c in s.connections.iter().filter(|c| c.mss_black_hole_steps > 0) {
+        let e = s.engine;
+        let via = e
+            .gateway
+            .map_or_else(|| format!("dev {}", e.iface), |g| format!("via {g}"));
         eprintln!(
             "xtcp: connection {} → {}: large segments were lost timeout after timeout, and the \
-             MSS stepped down {} to {} bytes: a hop on the path has a smaller MTU than the \
-             interface, and its ICMP does not reach xtcp; give the route the path's MTU (`ip \
-             route add {} via GATEWAY mtu MTU`) to spare the timeouts",
+             MSS stepped down {} to {} bytes (packets of {}): likely a hop on the path with a \
+             smaller MTU than the segments were sized for, whose ICMP does not reach xtcp; if \
+             so, giving the route that MTU (`ip route add {} {via} mtu {}`) spares the timeouts",
             c.id,
             c.remote,
             if c.mss_black_hole_steps == 1 {
@@ -605,20 +633,28 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
                 format!("{} times", c.mss_black_hole_steps)
             },
             c.mss,
+            c.packet_mtu,
             c.remote.ip(),
+            c.packet_mtu,
         );
     }
     // A handshake that took a retransmitted SYN or more (the first waits
     // a second): said, as the seconds above begin after it.
+    let unserved = s.xdp.no_socket.is_some_and(|n| n > 0);
     for c in &s.connections {
         if let Some(h) = c.handshake_seconds.filter(|&h| h >= HANDSHAKE_SLOW) {
             eprintln!(
                 "xtcp: connection {} → {}: the handshake took {}: SYNs or their answers were \
-                 lost and sent again (see `no socket` on the XDP line); the seconds above begin \
-                 once it was done",
+                 lost and sent again{}; the summary's seconds begin once it was done",
                 c.id,
                 c.remote,
-                seconds_text(h)
+                seconds_text(h),
+                if unserved {
+                    " (some came in on a queue xtcp does not serve: see `no socket` on the XDP \
+                     line)"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -732,16 +768,15 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     for c in &s.connections {
         if c.result != "ok" || s.connections.len() > 1 {
             eprintln!(
-                "xtcp: connection {} {} → {} (queue {}): {}; {} bytes sent, {} received, \
-                 {} retransmits",
+                "xtcp: connection {} {} → {} (queue {}): {}; {} sent, {} received, {}",
                 c.id,
                 c.local,
                 c.remote,
                 c.queue,
                 c.result,
-                c.bytes_sent,
+                count(c.bytes_sent, "byte"),
                 c.bytes_received,
-                c.retransmits
+                count(c.retransmits, "retransmit")
             );
         }
     }
@@ -814,11 +849,11 @@ impl Meter {
                 Err(e) => format!("failed: {e}"),
             };
             eprintln!(
-                "{}xtcp recv: connection {} from {}: {how}; {} bytes received in {secs:.3} s",
+                "{}xtcp recv: connection {} from {}: {how}; {} received in {secs:.3} s",
                 if self.tty { "\r" } else { "" },
                 r.id,
                 r.tuple.remote,
-                r.bytes_received
+                count(r.bytes_received, "byte")
             );
             *done += 1;
         }
@@ -1226,10 +1261,15 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         {
             let existed =
                 std::fs::metadata(a.out.as_deref().unwrap_or(std::path::Path::new(""))).is_ok();
+            let was = if existed {
+                "is as it was"
+            } else {
+                "was not made"
+            };
             match r.keep_partial() {
                 Ok(Some(p)) => e.push_str(&format!(
-                    "; {out} is as it was: the {} bytes written are in {}",
-                    s.bytes,
+                    "; {out} {was}: the {} written are in {}",
+                    count(s.bytes, "byte"),
                     p.display()
                 )),
                 Ok(None) if existed => e.push_str(&format!("; {out} is as it was")),

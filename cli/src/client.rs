@@ -394,7 +394,7 @@ fn resolve_host(a: &ClientArgs) -> anyhow::Result<IpAddr> {
     let flag = if a.version4 { "-4" } else { "-6" };
     let host = crate::args::split_dev(&a.host).0;
     if let Ok(ip) = host.trim_matches(['[', ']']).parse::<IpAddr>() {
-        crate::args::refuse_link_local("-c", ip)?;
+        crate::args::refuse_link_local("-c", &a.host, ip)?;
         if !want(&ip) {
             bail!(
                 "{flag}: {ip} is an {} address; give an {} address or drop {flag}",

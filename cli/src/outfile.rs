@@ -43,7 +43,7 @@ impl ReplaceFile {
         let mut tmp_name = OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(".xtcp-");
-        remove_leftovers(&path, &tmp_name);
+        keep_leftovers(&path, &tmp_name);
         tmp_name.push(std::process::id().to_string());
         let meta = std::fs::metadata(&path).ok();
         Ok(ReplaceFile {
@@ -173,12 +173,14 @@ impl Drop for ReplaceFile {
 /// process gone, before it counts as left over.
 const LEFT_OVER_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Removes the files being written beside `path` (`prefix` + a PID) that
-/// a run killed before it could clean up left (SIGKILL, a crash): their
-/// process is gone (no `/proc/PID` here) and they have not changed for
-/// [`LEFT_OVER_AFTER`] (a writer in another PID namespace writes on).
-/// Each removal is said on standard error.
-fn remove_leftovers(path: &Path, prefix: &OsString) {
+/// Files being written beside `path` (`prefix` + a PID) that a run killed
+/// before it could rename them left behind (SIGKILL, a crash): their
+/// process is gone (no `/proc/PID` here, or one that is no xtcp) and they
+/// have not changed for [`LEFT_OVER_AFTER`] (a writer in another PID
+/// namespace writes on). Each becomes `PATH.partial`, as an interrupted
+/// run's bytes do, where there is none; else it is left where it is. What
+/// was done is said on standard error.
+fn keep_leftovers(path: &Path, prefix: &OsString) {
     let Some(dir) = path.parent().map(|d| {
         if d.as_os_str().is_empty() {
             Path::new(".")
@@ -192,6 +194,9 @@ fn remove_leftovers(path: &Path, prefix: &OsString) {
         return;
     };
     let prefix = prefix.to_string_lossy();
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
     for e in entries.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
@@ -201,22 +206,32 @@ fn remove_leftovers(path: &Path, prefix: &OsString) {
         if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        if Path::new("/proc").join(pid).exists() {
+        let xtcp_alive = std::fs::read_to_string(Path::new("/proc").join(pid).join("comm"))
+            .is_ok_and(|c| c.starts_with("xtcp"));
+        let Some(meta) = e.metadata().ok().filter(std::fs::Metadata::is_file) else {
             continue;
-        }
-        let stale = e
-            .metadata()
+        };
+        let stale = meta
+            .modified()
             .ok()
-            .filter(std::fs::Metadata::is_file)
-            .and_then(|m| m.modified().ok())
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age >= LEFT_OVER_AFTER);
-        if stale && std::fs::remove_file(e.path()).is_ok() {
+        if xtcp_alive || !stale {
+            continue;
+        }
+        let what = format!(
+            "{} ({} bytes), left by an xtcp run (process {pid}) killed before it could rename \
+             it",
+            e.path().display(),
+            meta.len()
+        );
+        if partial.exists() {
             eprintln!(
-                "xtcp: removed {}, left by an xtcp run (process {pid}) that was killed before \
-                 it could",
-                e.path().display()
+                "xtcp: {what}, is left as it is: {} is there already",
+                partial.display()
             );
+        } else if std::fs::rename(e.path(), &partial).is_ok() {
+            eprintln!("xtcp: {what}, is now {}", partial.display());
         }
     }
 }
@@ -252,11 +267,12 @@ mod tests {
     }
 
     /// A file a killed run left beside the destination (its process gone,
-    /// unchanged for a minute) is removed when the next run starts; one
-    /// being written (a live process, or changed lately) and other names
-    /// are not.
+    /// unchanged for a minute) becomes `PATH.partial` when the next run
+    /// starts; one being written (a live xtcp, or changed lately) and other
+    /// names are left alone, and so is a second leftover once there is a
+    /// `PATH.partial`.
     #[test]
-    fn files_left_by_a_killed_run_are_removed() {
+    fn files_left_by_a_killed_run_become_the_partial_file() {
         let d = dir("leftovers");
         let path = d.join("out.bin");
         let old = std::time::SystemTime::now() - LEFT_OVER_AFTER * 2;
@@ -266,11 +282,22 @@ mod tests {
         };
         // Above any pid_max: no such process.
         make(".out.bin.xtcp-4294967", old);
+        std::fs::write(d.join(".out.bin.xtcp-4294967"), b"kept bytes").unwrap();
+        File::open(d.join(".out.bin.xtcp-4294967"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
         make(".out.bin.xtcp-4294968", std::time::SystemTime::now());
-        make(&format!(".out.bin.xtcp-{}", std::process::id()), old);
         make(".out.bin.xtcp-12ab", old);
         make(".other.bin.xtcp-4294967", old);
+        // This test's process (its name begins with xtcp) counts as a live
+        // writer: its file stays.
+        make(&format!(".out.bin.xtcp-{}", std::process::id()), old);
         let _r = ReplaceFile::new("--out", &path).unwrap();
+        assert_eq!(
+            std::fs::read(d.join("out.bin.partial")).unwrap(),
+            b"kept bytes"
+        );
         let mut left: Vec<String> = std::fs::read_dir(&d)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -281,6 +308,7 @@ mod tests {
             ".out.bin.xtcp-12ab".to_owned(),
             ".out.bin.xtcp-4294968".to_owned(),
             format!(".out.bin.xtcp-{}", std::process::id()),
+            "out.bin.partial".to_owned(),
         ];
         want.sort();
         assert_eq!(left, want);

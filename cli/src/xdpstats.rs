@@ -258,7 +258,8 @@ impl XdpSummary {
             };
             v.push(format!(
                 "XDP: {} of xtcp's connections came in on a queue without an xtcp socket and \
-                 {} dropped (no socket); their senders sent them again after timeouts{more}",
+                 {} dropped (no socket): a SYN or data is sent again after a timeout, a reset \
+                 never{more}",
                 crate::report::count(n, "packet"),
                 if n == 1 { "was" } else { "were" },
             ));
@@ -417,12 +418,12 @@ mod tests {
         assert_eq!(
             l[1],
             "XDP: 1 packet of xtcp's connections came in on a queue without an xtcp socket and \
-             was dropped (no socket); their senders sent them again after timeouts: eth1 has 4 \
-             receive queues and xtcp served 1; give --queues 4"
+             was dropped (no socket): a SYN or data is sent again after a timeout, a reset \
+             never: eth1 has 4 receive queues and xtcp served 1; give --queues 4"
         );
         // Where the interface's queues are not known, the count alone.
         s.rx_queues = None;
-        assert!(s.lines()[1].ends_with("after timeouts"), "{:?}", s.lines());
+        assert!(s.lines()[1].ends_with("a reset never"), "{:?}", s.lines());
     }
 
     #[test]

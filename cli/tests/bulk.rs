@@ -1070,18 +1070,20 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
         let c = &j["connections"][0];
         // 1500 less the IPv4 and TCP headers and the timestamps.
         assert_eq!(c["mss"], 1448, "{j}");
+        assert_eq!(c["packet_mtu"], 1500, "{j}");
         match route_mtu {
             None => {
                 assert_eq!(c["mss_black_hole_steps"], 1, "{j}");
                 assert!(
                     err.contains(
                         "large segments were lost timeout after timeout, and the MSS \
-                                  stepped down once to 1448 bytes"
+                         stepped down once to 1448 bytes (packets of 1500)"
                     ),
                     "{err}"
                 );
+                // The advice, which the next round follows.
                 assert!(
-                    err.contains("ip route add 198.18.212.2 via GATEWAY mtu MTU"),
+                    err.contains("`ip route add 198.18.212.2 via 198.18.211.2 mtu 1500`"),
                     "{err}"
                 );
             }
@@ -1574,9 +1576,14 @@ fn recv_output_holds_every_acknowledged_byte_however_it_ends() {
             assert_pattern_file(&out, len, &err);
         } else {
             assert_pattern_file(&partial, len, &err);
+            let was = if old.is_some() {
+                "is as it was"
+            } else {
+                "was not made"
+            };
             assert!(
                 err.contains(&format!(
-                    "{} is as it was: the {len} bytes written are in {}",
+                    "{} {was}: the {len} bytes written are in {}",
                     out.display(),
                     partial.display()
                 )),

@@ -149,7 +149,10 @@ fn a_link_local_peer_is_refused_with_the_reason() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(
-            err.contains("-c fe80::1: a link-local peer (fe80::/10) is not one xtcp reaches"),
+            err.contains(&format!(
+                "-c {}: a link-local peer (fe80::/10) is not one xtcp reaches",
+                args[2]
+            )),
             "{args:?}: {err}"
         );
         assert!(

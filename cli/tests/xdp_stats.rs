@@ -432,10 +432,59 @@ fn fewer_queues_than_the_interface_has_are_warned_of_and_their_losses_said() {
     assert!(
         err.contains(&format!(
             "xtcp: XDP: {SYNS} packets of xtcp's connections came in on a queue without an xtcp \
-             socket and were dropped (no socket); their senders sent them again after \
-             timeouts: {} has 2 receive queues and xtcp served 1; give --queues 2",
+             socket and were dropped (no socket): a SYN or data is sent again after a timeout, \
+             a reset never: {} has 2 receive queues and xtcp served 1; give --queues 2",
             net.a.iface
         )),
+        "{err}"
+    );
+}
+
+/// A peer's answers that come in on a queue xtcp does not serve are lost
+/// (B answers a SYN to a closed port with a reset, sent from the CPU that
+/// took the SYN, so on queue 1 where xtcp's worker on core 1 sends): the
+/// connect timeout's error says that the answers may be among them,
+/// instead of only guessing at a firewall.
+#[test]
+fn a_connect_timeout_names_answers_lost_on_a_queue_not_served() {
+    let net = common::testnet(2);
+    let resets = common::tcp_mib(&net.b.ns, "OutRsts");
+    let b = net.b.ip4.to_string();
+    let args = [
+        "send",
+        "-c",
+        &b,
+        "-p",
+        "9",
+        "--zeros",
+        "-n",
+        "1M",
+        "--queues",
+        "1",
+        "--cores",
+        "1",
+        "--connect-timeout",
+        "1500",
+    ];
+    let x = spawn_xtcp(&net, &args, "");
+    let (status, err) = {
+        let mut x = x;
+        x.wait_exit_within(WAIT, "xtcp send gives up")
+    };
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        common::tcp_mib(&net.b.ns, "OutRsts") > resets,
+        "B answered: {err}"
+    );
+    assert!(
+        err.contains(&format!("no answer from {b}:9 within 1.5 s")),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "of xtcp's connections came in on a queue it does not serve, and were \
+                      dropped: the answers may be among them; see the XDP line"
+        ),
         "{err}"
     );
 }

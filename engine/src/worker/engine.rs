@@ -525,6 +525,9 @@ pub struct EngineReport {
     pub mtu: u32,
     /// The receive queues the interface has (sysfs), where known.
     pub rx_queues: Option<u32>,
+    /// The gateway of the route to the peer a command connected to
+    /// (`None`: on-link, or a listener).
+    pub gateway: Option<IpAddr>,
     /// MSS announced.
     pub mss: u16,
     /// Connections, in order of their end.
@@ -980,8 +983,10 @@ pub fn run_app(
     let mut plan = Vec::new();
     let mut sources = Vec::new();
     let mut next_hop_mac = [0u8; 6];
-    // The route's MTU toward the peer we connect to, where it has one.
+    // The route's MTU toward the peer we connect to, where it has one, and
+    // its gateway.
     let mut route_mtu: Option<u32> = None;
+    let mut gateway = None;
     let mut listen = Vec::new();
     let mut deferred = false;
     let mut cport = None;
@@ -1048,6 +1053,7 @@ pub fn run_app(
             }
             next_hop_mac = hop.mac;
             route_mtu = hop.route.mtu;
+            gateway = hop.route.gateway;
             let local = match local.or(hop.route.prefsrc) {
                 Some(l) => l,
                 None => iface_ipv4(iface)?.map(IpAddr::V4).ok_or_else(|| {
@@ -1581,6 +1587,7 @@ pub fn run_app(
         tx_layout: layout,
         mtu,
         rx_queues,
+        gateway,
         mss,
         connections,
         workers,

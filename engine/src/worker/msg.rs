@@ -127,6 +127,9 @@ pub struct ConnReport {
     pub established: Option<Instant>,
     /// When its first SYN went, for an active open (None: a passive one).
     pub opened: Option<Instant>,
+    /// The largest IP packet its segments made at the end
+    /// ([`Connection::packet_mtu`](crate::tcp::Connection::packet_mtu)).
+    pub packet_mtu: usize,
     /// When it ended (both FINs done, or the error; a bulk sender's when
     /// its FIN was acknowledged).
     pub ended: Instant,

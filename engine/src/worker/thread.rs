@@ -1511,6 +1511,7 @@ impl Worker {
                             .or(s.appconn.as_ref().and_then(|a| a.io_error)),
                         established: s.established,
                         opened: s.opened,
+                        packet_mtu: s.conn.packet_mtu(),
                         // A bulk sender's transfer ended when its FIN was
                         // acknowledged: the wait for the peer's is not
                         // part of it.
