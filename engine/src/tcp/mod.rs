@@ -153,8 +153,10 @@
 //! them): the ICMP that would report a smaller MTU on the path goes to
 //! the host's kernel, not to xtcp, so two timeouts in a row while the
 //! segment sent again is larger than the next smaller common MTU (9000,
-//! 1500, 1280, 576) carries step the MSS down to that MTU's; it does not
-//! climb back. The engine takes a route's MTU where the route has one
+//! 1500, 1280, 576) carries step the MSS down to that MTU's, the timeout
+//! back at its base (six in a row where more than that MTU carries was
+//! acknowledged at this MSS: the path took large segments, and an outage
+//! is likelier); it does not climb back. The engine takes a route's MTU where the route has one
 //! (set on it, or learned by the kernel's own connections).
 //!
 //! Congestion control is a [`CongestionControl`] trait object; it sees an
