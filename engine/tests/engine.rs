@@ -820,7 +820,15 @@ fn over_a_reordering_path_xtcp_learns_the_reordering_and_undoes_its_recoveries()
     eprintln!("{path:?} {st:?}");
     assert!(path.detoured > 0 && ofo() > before, "reordered: {path:?}");
     assert!(st.reordering > 3, "{st:?}");
-    assert!(st.undone_recoveries * 2 >= st.fast_retransmits, "{st:?}");
+    // A recovery is undone when its retransmission comes back as a
+    // duplicate: one whose hole the original filled before anything was
+    // sent again has nothing to come back (CI saw 4 recoveries and a
+    // single retransmission, under load), so at most as many as were
+    // retransmissions.
+    assert!(
+        st.undone_recoveries * 2 >= st.fast_retransmits.min(st.retransmits),
+        "{st:?}"
+    );
     assert_eq!(path.repeated, st.retransmits, "{path:?} {st:?}");
 }
 
