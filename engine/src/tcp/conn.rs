@@ -1502,10 +1502,13 @@ impl<M: SendMemory> Connection<M> {
         if streak < BLACK_HOLE_RTOS {
             return;
         }
-        let v4 = self.tuple.local.is_ipv4();
-        let headers = if v4 { 20 + 20 } else { 40 + 20 };
-        let floor = if v4 { 576 } else { 1280 };
-        let mtu = self.mss_limit + headers;
+        let mtu = self.packet_mtu();
+        let headers = mtu - self.mss_limit;
+        let floor = if self.tuple.local.is_ipv4() {
+            576
+        } else {
+            1280
+        };
         let Some(next) = MTU_PLATEAUS.into_iter().find(|&p| p < mtu && p >= floor) else {
             return;
         };

@@ -287,6 +287,19 @@ impl Slot {
         }
     }
 
+    /// A bulk sender whose stream and FIN are acknowledged (FIN-WAIT-2):
+    /// its transfer is whole, only the peer's FIN is awaited.
+    pub(super) fn sent_whole(&self) -> bool {
+        self.appconn.is_none() && self.src_done && self.conn.state() == State::FinWait2
+    }
+
+    /// Lets a connection that [`sent_whole`](Self::sent_whole) go without
+    /// the peer's FIN (no reset: there is nothing for one to say).
+    pub(super) fn let_go(&mut self) {
+        self.peer_open = true;
+        self.conn.let_go();
+    }
+
     /// True if its next turn has work to do without anything arriving: an
     /// application connection (orders come over a channel), a source that
     /// can go on into free send-buffer space (a pipe or a file that had

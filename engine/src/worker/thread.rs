@@ -1328,11 +1328,8 @@ impl Worker {
             }) && s.conn.state() != State::Closed
             {
                 s.deadline = None;
-                if s.appconn.is_none() && s.src_done && s.conn.state() == State::FinWait2 {
-                    // Its stream is whole and acknowledged: nothing for a
-                    // reset to say.
-                    s.peer_open = true;
-                    s.conn.let_go();
+                if s.sent_whole() {
+                    s.let_go();
                 } else {
                     s.conn.abort(now);
                 }
@@ -1344,11 +1341,10 @@ impl Worker {
             // its transfer: it waits `grace` for the peer's FIN, then lets
             // the connection go (a receiver that keeps its socket open
             // would hold it for ever).
-            if s.appconn.is_none() && s.src_done && s.conn.state() == State::FinWait2 {
+            if s.sent_whole() {
                 let since = *s.fin_acked.get_or_insert(now);
                 if now >= since + shared.grace {
-                    s.peer_open = true;
-                    s.conn.let_go();
+                    s.let_go();
                 }
             }
             // Frames for the send buffer's next slots, then the
