@@ -5,10 +5,13 @@
 use libfuzzer_sys::fuzz_target;
 use xtcp_engine::wire::{
     ArpPacket, ArpRepr, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,
-    TcpPacket, TcpRepr, locate_tcp,
+    TcpPacket, TcpRepr, locate_tcp, locate_too_big,
 };
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(t) = locate_too_big(data) {
+        assert!(t.local.is_ipv4() == t.remote.is_ipv4());
+    }
     if let Ok(l) = locate_tcp(data) {
         let t = TcpPacket::new_checked(&data[l.tcp_off..]).expect("located TCP header");
         let _ = t.verify_checksum(l.pseudo_sum());

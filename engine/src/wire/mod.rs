@@ -16,11 +16,13 @@
 //!
 //! [`locate_tcp`] walks Ethernet (+ one 802.1Q tag) → IPv4/IPv6 (extension
 //! headers skipped) → TCP in one call and is what the `seg` and `tcp` layers
-//! use on received frames.
+//! use on received frames; [`locate_too_big`] finds an ICMP "packet too
+//! big" about a TCP segment (path MTU discovery).
 
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;
+pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod seq;
@@ -28,6 +30,7 @@ pub mod tcp;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+pub use icmp::{TooBig, locate_too_big};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use seq::SeqNumber;
