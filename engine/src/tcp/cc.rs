@@ -54,6 +54,10 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     fn on_rto(&mut self, now: Instant, in_flight: usize);
     /// The sender MSS changed (at connection establishment).
     fn set_mss(&mut self, mss: usize);
+    /// The path's MTU fell mid-connection and the MSS with it: the window
+    /// and threshold keep their number of segments (Linux counts both in
+    /// segments), at the new size.
+    fn rescale_mss(&mut self, mss: usize);
     /// The algorithm's name as Linux spells it (`TCP_CONGESTION`): what
     /// iperf3 reports as `congestion_used`.
     fn name(&self) -> &'static str;
@@ -313,6 +317,23 @@ impl CongestionControl for NewReno {
         self.mss = mss;
         self.cwnd = mss * self.initial_segments;
     }
+    fn rescale_mss(&mut self, mss: usize) {
+        let old = self.mss;
+        self.mss = mss;
+        self.cwnd = rescale(self.cwnd, old, mss);
+        self.ssthresh = rescale(self.ssthresh, old, mss);
+        self.acked_acc = 0;
+        self.prior = None;
+    }
+}
+
+/// `bytes` of segments of `old` bytes, as many segments of `new` bytes
+/// (at least one); `usize::MAX` (no threshold yet) stays.
+fn rescale(bytes: usize, old: usize, new: usize) -> usize {
+    if bytes == usize::MAX {
+        return bytes;
+    }
+    (bytes / old.max(1)).max(1) * new
 }
 
 /// Slow start: the window grows by every byte an ACK acknowledges, up to
@@ -479,6 +500,14 @@ impl CongestionControl for Cubic {
     fn set_mss(&mut self, mss: usize) {
         self.mss = mss;
         self.s.cwnd = mss * self.initial_segments;
+    }
+    fn rescale_mss(&mut self, mss: usize) {
+        // W_max, W_est and the epoch's window are in segments already.
+        let old = self.mss;
+        self.mss = mss;
+        self.s.cwnd = rescale(self.s.cwnd, old, mss);
+        self.s.ssthresh = rescale(self.s.ssthresh, old, mss);
+        self.prior = None;
     }
 }
 

@@ -1484,8 +1484,8 @@ impl<M: SendMemory> Connection<M> {
     /// An MTU black hole (RFC 4821 §3; Linux's `tcp_mtu_probing`): a path
     /// whose MTU is below the ends' drops every segment of the size sent,
     /// and where no ICMP "fragmentation needed" / "packet too big" reaches
-    /// xtcp (its XDP program passes ICMP to the kernel, which has no socket
-    /// of the flow to tell), only timeouts say so. After
+    /// xtcp ([`Connection::on_packet_too_big`]: a firewall filters it, or
+    /// the hop never sends it), only timeouts say so. After
     /// [`BLACK_HOLE_RTOS`] timeouts in a row without progress, where the
     /// segment sent again is larger than the next smaller common MTU
     /// ([`MTU_PLATEAUS`]: 9000, 1500, 1280, 576 — not below 1280 over
@@ -1523,16 +1523,86 @@ impl<M: SendMemory> Connection<M> {
         if carried && streak < BLACK_HOLE_RTOS_AFTER_PROGRESS {
             return;
         }
-        self.mss_limit = next - headers;
+        self.step_packet_mtu(next);
+        self.rtt.reset_backoff();
+        self.stats.mss_black_hole_steps += 1;
+    }
+
+    /// Segments from now on make IP packets of at most `mtu` bytes (below
+    /// [`Connection::packet_mtu`]): the MSS follows, and the congestion
+    /// window and threshold keep their number of segments.
+    fn step_packet_mtu(&mut self, mtu: usize) {
+        let headers = self.packet_mtu() - self.mss_limit;
+        let opt = if self.ts_ok { 12 } else { 0 };
+        self.mss_limit = mtu - headers;
         self.send_mss = self.mss_limit - opt;
         if self.cfg.clip_mss_to_frames {
             self.send_mss = clip_mss(self.send_mss, self.cfg.frame_len);
         }
-        self.cc.set_mss(self.send_mss);
+        self.cc.rescale_mss(self.send_mss);
         self.mss_stepped_at = self.retries;
         self.acked_at_mss = self.bytes_acked();
-        self.rtt.reset_backoff();
-        self.stats.mss_black_hole_steps += 1;
+    }
+
+    /// An ICMP "packet too big" about a segment of this connection
+    /// (RFC 1191 for IPv4, RFC 8201 for IPv6): a hop on the path takes
+    /// packets of at most `mtu` bytes (0: an IPv4 router that did not
+    /// say; the common MTU below the `quoted_len` bytes that did not fit
+    /// is taken, RFC 1191 §5). Taken only where `seq`, the quoted
+    /// segment's, lies in what is in flight (SND.UNA ≤ seq < SND.MAX:
+    /// RFC 5927 §4.1, as Linux checks it) and the MTU is below the one in
+    /// force; not below 576 bytes over IPv4 and 1280 over IPv6 (RFC
+    /// 8201's minimum). Then the MSS steps down to it and everything in
+    /// flight is sent again in segments that fit, without a congestion
+    /// response (what a router refused for its size was not lost to
+    /// congestion; Linux's `tcp_simple_retransmit`). Returns whether it
+    /// was taken; what is not is counted
+    /// ([`Stats::icmp_too_big_ignored`]).
+    pub fn on_packet_too_big(&mut self, mtu: u32, seq: SeqNumber, quoted_len: usize) -> bool {
+        let synchronized = !matches!(
+            self.state,
+            State::Closed | State::SynSent | State::SynReceived | State::TimeWait
+        );
+        let off = self.ack_off(seq);
+        let current = self.packet_mtu();
+        let floor = if self.tuple.local.is_ipv4() {
+            576
+        } else {
+            1280
+        };
+        let mtu = match mtu {
+            0 => MTU_PLATEAUS
+                .into_iter()
+                .find(|&p| p < quoted_len)
+                .unwrap_or(floor),
+            m => m as usize,
+        }
+        .max(floor);
+        if !synchronized || off < self.una as i64 || off >= self.max as i64 || mtu >= current {
+            self.stats.icmp_too_big_ignored += 1;
+            return false;
+        }
+        self.step_packet_mtu(mtu);
+        self.stats.mss_path_mtu_steps += 1;
+        // Everything in flight again, from SND.UNA (what the peer SACKed
+        // excepted), as after a timeout but with the window as it is: no
+        // RTT sample from it (Karn), no recovery under way, none until
+        // what was sent before is acknowledged.
+        self.rtt_timing = None;
+        self.recover = None;
+        self.clear_rxt_log();
+        self.rescue_due = false;
+        self.disarm(Timer::Rescue);
+        self.tlp_due = false;
+        self.tlp_out = false;
+        self.tlp_second = false;
+        self.disarm(Timer::LossProbe);
+        self.dupacks = 0;
+        self.undo = Undo::default();
+        self.nxt = self.una;
+        self.high_rxt = self.una;
+        self.rto_recover = self.max;
+        true
     }
 
     fn on_syn_sent(&mut self, now: Instant, seg: &TcpRepr) {

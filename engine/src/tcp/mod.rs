@@ -149,9 +149,12 @@
 //! probe until an ACK acknowledges new data; none after an RTO until an
 //! ACK resets the backoff.
 //!
-//! MTU black holes (RFC 4821 §3, as Linux's `tcp_mtu_probing` detects
-//! them): the ICMP that would report a smaller MTU on the path goes to
-//! the host's kernel, not to xtcp, so two timeouts in a row while the
+//! Path MTU: an ICMP "packet too big" about a segment in flight (RFC 1191,
+//! RFC 8201; the XDP program steers those about xtcp's flows to it) steps
+//! the MSS down to the MTU it reports and sends what is in flight again,
+//! without a congestion response. MTU black holes (RFC 4821 §3, as Linux's
+//! `tcp_mtu_probing` detects them), where that ICMP is filtered or never
+//! sent: two timeouts in a row while the
 //! segment sent again is larger than the next smaller common MTU (9000,
 //! 1500, 1280, 576) carries step the MSS down to that MTU's, the timeout
 //! back at its base (six in a row where more than that MTU carries was
@@ -498,6 +501,13 @@ pub struct Stats {
     /// a row while segments larger than a smaller common MTU were sent
     /// (see `Connection::black_hole_step`).
     pub mss_black_hole_steps: u64,
+    /// Times the send MSS stepped down for an ICMP "packet too big" about
+    /// a segment in flight (`Connection::on_packet_too_big`).
+    pub mss_path_mtu_steps: u64,
+    /// ICMP "packet too big" messages about this connection not taken:
+    /// about a sequence number not in flight, or an MTU not below the one
+    /// in force.
+    pub icmp_too_big_ignored: u64,
     /// Tail loss probes sent (RFC 8985 §7): no ACK came for a probe
     /// timeout while data was in flight.
     pub loss_probes: u64,

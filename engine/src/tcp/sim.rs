@@ -58,6 +58,11 @@ pub struct LinkConfig {
     pub forge: f64,
     /// Largest IP packet (20-byte IPv4 header included).
     pub mtu: usize,
+    /// A packet above the MTU is answered with an ICMP "packet too big"
+    /// (RFC 1191), which reaches its sender one `delay` later, as a
+    /// router at the link's start sends it; false: dropped without a word
+    /// (an MTU black hole).
+    pub too_big: bool,
     /// Packets are delivered only at multiples of this (from the first
     /// send), in bunches, as a peer that acknowledges late does (zero:
     /// when they arrive) ...
@@ -79,6 +84,7 @@ impl Default for LinkConfig {
             corrupt: 0.0,
             forge: 0.0,
             mtu: 1500,
+            too_big: false,
             batch: Duration::ZERO,
             batch_from: Duration::ZERO,
         }
@@ -98,6 +104,8 @@ pub struct LinkStats {
     pub lost: u64,
     /// Dropped: above the MTU.
     pub mtu_drops: u64,
+    /// Of those, answered with a "packet too big" ([`LinkConfig::too_big`]).
+    pub too_big_sent: u64,
     /// Delivered late (reordered).
     pub reordered: u64,
     /// Delivered twice.
@@ -138,6 +146,9 @@ struct Link {
     next_id: u64,
     /// Indices (in `stats.sent` order, from 1) of packets to drop.
     drop_list: Vec<u64>,
+    /// "Packet too big" on their way back to the sender: when they arrive,
+    /// the refused segment's sequence number and IP length.
+    too_big: VecDeque<(Instant, SeqNumber, usize)>,
     stats: LinkStats,
 }
 
@@ -156,6 +167,7 @@ impl Link {
             free_slots: Vec::new(),
             next_id: 0,
             drop_list: Vec::new(),
+            too_big: VecDeque::new(),
             stats: LinkStats::default(),
         }
     }
@@ -171,7 +183,23 @@ impl Link {
     }
 
     fn next_arrival(&self) -> Option<Instant> {
-        self.heap.peek().map(|r| r.0.at)
+        let icmp = self.too_big.front().map(|t| t.0);
+        self.heap
+            .peek()
+            .map(|r| r.0.at)
+            .into_iter()
+            .chain(icmp)
+            .min()
+    }
+
+    /// The next "packet too big" due by `now`: the segment's sequence
+    /// number and IP length.
+    fn pop_too_big(&mut self, now: Instant) -> Option<(SeqNumber, usize)> {
+        if self.too_big.front().is_some_and(|t| t.0 <= now) {
+            self.too_big.pop_front().map(|(_, seq, len)| (seq, len))
+        } else {
+            None
+        }
     }
 
     /// Offers an IP packet of `ip_len` bytes whose TCP part is in `slot`.
@@ -179,6 +207,13 @@ impl Link {
         self.stats.sent += 1;
         if ip_len > self.cfg.mtu {
             self.stats.mtu_drops += 1;
+            if self.cfg.too_big
+                && let Some(b) = self.slots[slot].get(4..8)
+            {
+                let seq = SeqNumber(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                self.too_big.push_back((now + self.cfg.delay, seq, ip_len));
+                self.stats.too_big_sent += 1;
+            }
             self.free_slots.push(slot);
             return;
         }
@@ -637,6 +672,15 @@ impl Sim {
         }
         while let Some(slot) = self.s2c.pop_due(now) {
             self.deliver(false, slot);
+        }
+        let mtu = |l: &Link| l.cfg.mtu as u32;
+        while let Some((seq, len)) = self.c2s.pop_too_big(now) {
+            self.client.on_packet_too_big(mtu(&self.c2s), seq, len);
+        }
+        while let Some((seq, len)) = self.s2c.pop_too_big(now) {
+            if let Some(s) = &mut self.server {
+                s.on_packet_too_big(mtu(&self.s2c), seq, len);
+            }
         }
         if self.client.poll_timeout().is_some_and(|d| d <= now) {
             self.client.handle_timeout(now);

@@ -85,6 +85,7 @@ fn matrix_run(seed: u64) -> (Sim, SimConfig) {
         corrupt,
         forge: 0.0,
         mtu: 1500,
+        too_big: false,
         batch: Duration::ZERO,
         batch_from: Duration::ZERO,
     };
@@ -2097,6 +2098,78 @@ fn an_mtu_black_hole_steps_the_mss_down_and_the_transfer_completes() {
     assert_eq!(server.send_mss(), 8192, "8948 clipped to two frames");
 }
 
+/// The same path, where the router answers the large segments with ICMP
+/// "packet too big" (RFC 1191): the first one steps the MSS down to the
+/// MTU it reports, at once and without a timeout, what was in flight goes
+/// again in segments that fit, and the transfer completes, byte-exact and
+/// sooner than through the black hole; the later ones, about the same
+/// MTU, change nothing and are counted.
+#[test]
+fn a_packet_too_big_steps_the_mss_down_without_a_timeout() {
+    let run = |too_big: bool| {
+        let mut cfg = jumbo_ends((1500, 9000), 0.0, 12);
+        cfg.c2s.too_big = too_big;
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(60)));
+        clean_close(&sim, &cfg);
+        sim
+    };
+    let sim = run(true);
+    let st = sim.client.stats();
+    let icmp = sim.c2s_stats().too_big_sent;
+    assert!(icmp > 0, "the router answered: {:?}", sim.c2s_stats());
+    assert_eq!(st.mss_path_mtu_steps, 1, "{st:?}");
+    assert_eq!(st.icmp_too_big_ignored, icmp - 1, "{st:?}");
+    assert_eq!(st.mss_black_hole_steps, 0, "{st:?}");
+    assert_eq!(st.rto_expirations, 0, "{st:?}");
+    assert_eq!(sim.client.send_mss(), 1500 - 40 - 12);
+    assert_eq!(sim.client.packet_mtu(), 1500);
+    let server = sim.server.as_ref().unwrap();
+    assert_eq!(server.send_mss(), 8192, "8948 clipped to two frames");
+    let black_hole = run(false);
+    assert!(
+        sim.elapsed() < black_hole.elapsed(),
+        "{:?} against {:?} through the black hole",
+        sim.elapsed(),
+        black_hole.elapsed()
+    );
+}
+
+/// What a "packet too big" must be to be taken: about a sequence number
+/// in flight (RFC 5927 §4.1), with an MTU below the one in force; an MTU
+/// of 0 (an old router) is the common MTU below the refused packet's
+/// size, and none is taken below IPv4's 576 bytes.
+#[test]
+fn a_packet_too_big_is_held_to_what_is_in_flight_and_a_smaller_mtu() {
+    let cfg = jumbo_ends((9000, 9000), 0.0, 14);
+    let mut sim = Sim::new(cfg.clone());
+    sim.drive_while(Duration::from_secs(60), |s| {
+        s.client.bytes_acked() < 1 << 20 || s.client.in_flight() == 0
+    });
+    let c = &mut sim.client;
+    assert!(c.in_flight() > 0);
+    let una = c.iss() + 1 + c.bytes_acked() as usize;
+    let sent_max = una + c.in_flight();
+    // Acknowledged already, and never sent.
+    assert!(!c.on_packet_too_big(1500, una - 1, 9000));
+    assert!(!c.on_packet_too_big(1500, sent_max + 100_000, 9000));
+    // Not below the MTU in force.
+    assert!(!c.on_packet_too_big(9000, una, 9000));
+    assert_eq!(c.stats().icmp_too_big_ignored, 3);
+    assert_eq!(c.packet_mtu(), 9000);
+    // No MTU given: the plateau below the refused 9000 bytes.
+    assert!(c.on_packet_too_big(0, una, 9000));
+    assert_eq!(c.packet_mtu(), 1500);
+    // Below the floor: the floor.
+    assert!(c.on_packet_too_big(300, una, 1500));
+    assert_eq!(c.packet_mtu(), 576);
+    assert_eq!(c.send_mss(), 576 - 40 - 12);
+    assert_eq!(c.stats().mss_path_mtu_steps, 2);
+    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    clean_close(&sim, &cfg);
+    assert_eq!(sim.client.stats().rto_expirations, 0);
+}
+
 /// An outage on a path that took the large segments already (every
 /// packet lost for two seconds: timeouts 4 in a row) is no MTU black hole:
 /// the MSS stays, and the transfer goes on at it once the path is back.
@@ -2895,6 +2968,9 @@ impl CongestionControl for FixedWindow {
     fn undo(&mut self) {}
     fn on_rto(&mut self, _: Instant, _: usize) {}
     fn set_mss(&mut self, mss: usize) {
+        self.mss = mss;
+    }
+    fn rescale_mss(&mut self, mss: usize) {
         self.mss = mss;
     }
     fn name(&self) -> &'static str {
