@@ -643,12 +643,23 @@ impl Collector for Exposition {
         per_queue(
             &mut enc,
             "rx_no_connection",
-            "Packets for no connection of xtcp's, answered with a reset (unless they are one), as \
-             the kernel answers them.",
+            "Packets for no connection of xtcp's, answered with a reset (unless they are one, or \
+             an ICMP message), as the kernel answers them.",
             packets,
             counter,
             w,
             |c| c.no_connection + c.listener.no_connection,
+        )?;
+        per_queue(
+            &mut enc,
+            "rx_too_big",
+            "ICMP \"packet too big\" messages about xtcp's flows (path MTU discovery, RFC 1191 \
+             and 8201): taken to their connection, whose MSS steps down where the MTU reported \
+             is below its own.",
+            packets,
+            counter,
+            w,
+            |c| c.too_big,
         )?;
         per_queue(
             &mut enc,
@@ -862,6 +873,7 @@ mod tests {
             forwarded: seed + 26,
             misplaced: seed + 27,
             no_connection: seed + 20,
+            too_big: seed + 28,
             tx_full_turns: seed + 10,
             tcp_segments_sent: seed + 11,
             tcp_retransmits: seed + 12,
@@ -951,6 +963,8 @@ mod tests {
         let none = r#"xtcp_rx_no_connection_packets_total{queue="1"}"#;
         // The worker's and its listener's.
         assert_eq!(value(&t, none), 220 + 208);
+        let too_big = r#"xtcp_rx_too_big_packets_total{queue="0"}"#;
+        assert_eq!(value(&t, too_big), 128);
         // TCP: the sums over the queues.
         assert_eq!(value(&t, "xtcp_tcp_segments_sent_total"), 111 + 211);
         assert_eq!(value(&t, "xtcp_tcp_retransmits_total"), 112 + 212);

@@ -6,7 +6,13 @@
  * TCP. A TCP packet whose local address and port match a rule of the active
  * rule set is redirected to the AF_XDP socket registered for its RX queue;
  * if there is none, it goes to the kernel and is counted as no-socket.
- * Everything else (ARP, ICMP, UDP, other ports, IP fragments) is passed.
+ * So does an ICMP "fragmentation needed" (IPv4) or "packet too big" (IPv6)
+ * whose quoted TCP segment left from a matching address and port: it is
+ * about a flow of xtcp's, whose TCP takes the path's MTU from it (the
+ * kernel, with no socket for the flow, would drop it). The quoted IPv6
+ * header is read without extension headers (xtcp sends none).
+ * Everything else (ARP, other ICMP, UDP, other ports, IP fragments) is
+ * passed.
  * Malformed packets are counted and passed: the kernel drops them itself.
  *
  * Built with SEC("xdp.frags"): with multi-buffer the headers are in the first
@@ -110,6 +116,20 @@ static __always_inline int match(__u8 family, const __u8 *addr, __u16 port)
 	return 0;
 }
 
+/* To the queue's socket if (family, addr, port) is xtcp's. */
+static __always_inline int to_xsk(struct xdp_md *ctx, __u8 family,
+				  const __u8 *addr, __u16 port)
+{
+	if (!match(family, addr, port))
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	int ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	if (ret == XDP_REDIRECT)
+		return count(XTCP_CNT_STEERED, ret);
+	__u32 key = XTCP_CFG_NO_SOCKET_DROP;
+	__u32 *drop = bpf_map_lookup_elem(&config, &key);
+	return count(XTCP_CNT_NO_SOCKET, drop && *drop ? XDP_DROP : XDP_PASS);
+}
+
 static __always_inline int steer(struct xdp_md *ctx, __u8 family,
 				 const __u8 *addr, struct tcphdr *th,
 				 void *data_end)
@@ -118,14 +138,54 @@ static __always_inline int steer(struct xdp_md *ctx, __u8 family,
 		return count(XTCP_CNT_MALFORMED, XDP_PASS);
 	if (th->doff < 5 || (void *)th + th->doff * 4 > data_end)
 		return count(XTCP_CNT_MALFORMED, XDP_PASS);
-	if (!match(family, addr, bpf_ntohs(th->dest)))
+	return to_xsk(ctx, family, addr, bpf_ntohs(th->dest));
+}
+
+/* The quoted TCP header's source port (the quoted segment was ours). */
+static __always_inline __u16 quoted_sport(const __u8 *tcp)
+{
+	return ((__u16)tcp[0] << 8) | tcp[1];
+}
+
+/* ICMP type 3 code 4 (RFC 792, RFC 1191) at l4: the quoted IPv4 header
+ * and the quoted TCP header's first 8 bytes (ports, sequence number). */
+static __always_inline int steer_icmp4(struct xdp_md *ctx, __u8 *icmp,
+				       void *data_end)
+{
+	if ((void *)(icmp + 8) > data_end)
+		return count(XTCP_CNT_MALFORMED, XDP_PASS);
+	if (icmp[0] != 3 || icmp[1] != 4)
 		return count(XTCP_CNT_PASSED, XDP_PASS);
-	int ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
-	if (ret == XDP_REDIRECT)
-		return count(XTCP_CNT_STEERED, ret);
-	__u32 key = XTCP_CFG_NO_SOCKET_DROP;
-	__u32 *drop = bpf_map_lookup_elem(&config, &key);
-	return count(XTCP_CNT_NO_SOCKET, drop && *drop ? XDP_DROP : XDP_PASS);
+	struct iphdr *in = (void *)(icmp + 8);
+	if ((void *)(in + 1) > data_end)
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	if (in->version != 4 || in->ihl < 5 || in->protocol != IPPROTO_TCP)
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	__u8 *tcp = (__u8 *)in + in->ihl * 4;
+	if ((void *)(tcp + 8) > data_end)
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	return to_xsk(ctx, XTCP_FAMILY_V4, (const __u8 *)&in->saddr,
+		      quoted_sport(tcp));
+}
+
+/* ICMPv6 type 2 (RFC 4443 §3.2, RFC 8201) at l4, likewise. */
+static __always_inline int steer_icmp6(struct xdp_md *ctx, __u8 *icmp,
+				       void *data_end)
+{
+	if ((void *)(icmp + 8) > data_end)
+		return count(XTCP_CNT_MALFORMED, XDP_PASS);
+	if (icmp[0] != 2)
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	struct ipv6hdr *in = (void *)(icmp + 8);
+	if ((void *)(in + 1) > data_end)
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	if (in->version != 6 || in->nexthdr != IPPROTO_TCP)
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	__u8 *tcp = (__u8 *)(in + 1);
+	if ((void *)(tcp + 8) > data_end)
+		return count(XTCP_CNT_PASSED, XDP_PASS);
+	return to_xsk(ctx, XTCP_FAMILY_V6, (const __u8 *)&in->saddr,
+		      quoted_sport(tcp));
 }
 
 SEC("xdp.frags")
@@ -155,7 +215,7 @@ int xtcp_steer(struct xdp_md *ctx)
 			return count(XTCP_CNT_MALFORMED, XDP_PASS);
 		if (iph->version != 4 || iph->ihl < 5)
 			return count(XTCP_CNT_MALFORMED, XDP_PASS);
-		if (iph->protocol != IPPROTO_TCP)
+		if (iph->protocol != IPPROTO_TCP && iph->protocol != IPPROTO_ICMP)
 			return count(XTCP_CNT_PASSED, XDP_PASS);
 		/* fragments (MF set or non-zero offset) are the kernel's */
 		if (iph->frag_off & bpf_htons(0x3fff))
@@ -163,6 +223,8 @@ int xtcp_steer(struct xdp_md *ctx)
 		void *l4 = cur + iph->ihl * 4;
 		if (l4 > data_end)
 			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		if (iph->protocol == IPPROTO_ICMP)
+			return steer_icmp4(ctx, l4, data_end);
 		return steer(ctx, XTCP_FAMILY_V4, (const __u8 *)&iph->daddr,
 			     l4, data_end);
 	}
@@ -186,10 +248,12 @@ int xtcp_steer(struct xdp_md *ctx)
 			next = ext[0];
 			l4 = ext + (ext[1] + 1) * 8;
 		}
-		if (next != IPPROTO_TCP)
+		if (next != IPPROTO_TCP && next != IPPROTO_ICMPV6)
 			return count(XTCP_CNT_PASSED, XDP_PASS);
 		if (l4 > data_end)
 			return count(XTCP_CNT_MALFORMED, XDP_PASS);
+		if (next == IPPROTO_ICMPV6)
+			return steer_icmp6(ctx, l4, data_end);
 		return steer(ctx, XTCP_FAMILY_V6, (const __u8 *)&ip6->daddr,
 			     l4, data_end);
 	}

@@ -50,8 +50,13 @@ pub struct WorkerCounters {
     /// Connections this worker holds now, in any state (TIME-WAIT
     /// included), when the counters were taken.
     pub live: u64,
-    /// Segments for no connection here (answered with a reset).
+    /// Segments for no connection here (answered with a reset), and ICMP
+    /// "packet too big" about none (not answered).
     pub no_connection: u64,
+    /// ICMP "packet too big" messages about this worker's flows (RFC 1191,
+    /// RFC 8201): taken to their connection here, or forwarded to its
+    /// worker.
+    pub too_big: u64,
     /// Segments of a connection that another worker owns (RSS delivers the
     /// flow to our queue) or that is on its way here, dropped: there was
     /// no room to hold them, or the connection did not come within 50 ms.

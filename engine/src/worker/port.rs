@@ -9,7 +9,9 @@
 //! part, or one per frame of a multi-buffer chain (whose frames are held
 //! until its last descriptor arrives). The frames go back to the fill ring
 //! right after. Only a chain whose TCP header runs past its first frame is
-//! gathered into one buffer first.
+//! gathered into one buffer first. An ICMP "packet too big" about a TCP
+//! segment of ours (which the steering program sends here with the flow's
+//! packets) is set aside for the caller ([`XskPort::too_big`]).
 //!
 //! Send ([`XskPort::send_segment`]): every segment goes out through `seg`.
 //! Its headers come from the connection's [`HeaderTemplate`] (in a
@@ -63,7 +65,8 @@ use crate::tcp::{MAX_PIECES, Piece, Segment, SendMemory};
 use crate::wire::checksum::Accumulator;
 use crate::wire::{
     Error as WireError, EtherType, EthernetAddress, EthernetRepr, IpProtocol, IpRepr, Ipv4Repr,
-    Ipv6Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, TcpTimestamp, locate_tcp,
+    Ipv6Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, TcpTimestamp, TooBig, locate_tcp,
+    locate_too_big,
 };
 use crate::xsk::{Frame, RxDesc, TxBatch, TxDesc, Umem, Xsk};
 
@@ -305,7 +308,12 @@ pub struct PortCounters {
     pub tx_bytes: u64,
     /// Dropped: truncated or malformed headers.
     pub drop_malformed: u64,
-    /// Dropped: not TCP over IPv4/IPv6.
+    /// ICMP "packet too big" about a TCP segment of ours, set aside for
+    /// the caller ([`XskPort::too_big`]).
+    pub rx_too_big: u64,
+    /// Dropped: not TCP over IPv4/IPv6 (nor a "packet too big" about it),
+    /// or a "packet too big" beyond the [`TOO_BIG_MAX`] a receive call
+    /// keeps.
     pub drop_not_tcp: u64,
     /// Dropped: IP fragments.
     pub drop_fragment: u64,
@@ -342,6 +350,9 @@ pub struct XskPort {
     rx_chain: Vec<(Frame, u32, u32)>,
     /// Only for a chain whose TCP header runs past its first frame.
     gather: Vec<u8>,
+    /// ICMP "packet too big" messages the last receive call found, for
+    /// the caller to take ([`XskPort::too_big`]); at most [`TOO_BIG_MAX`].
+    too_big: Vec<TooBig>,
     in_chain: bool,
     chain_oversize: bool,
     cfg: PortConfig,
@@ -371,6 +382,9 @@ const GATHER_LEN: usize = 65536 + 14 + 4;
 /// Most descriptors in one received packet (a 64 KiB packet in 2048-byte
 /// frames takes 33 or 34); longer chains are dropped as oversize.
 const RX_CHAIN_MAX: usize = 40;
+/// ICMP "packet too big" messages a receive call keeps for its caller
+/// (routers limit their rate: more in one call is a flood).
+pub const TOO_BIG_MAX: usize = 16;
 
 /// A received segment's payload: consecutive parts, each in place in its
 /// receive frame (one part unless the packet spans several frames).
@@ -396,6 +410,7 @@ impl XskPort {
             pool,
             rx_chain: Vec::with_capacity(RX_CHAIN_MAX),
             gather: Vec::with_capacity(GATHER_LEN),
+            too_big: Vec::with_capacity(TOO_BIG_MAX),
             in_chain: false,
             chain_oversize: false,
             cfg,
@@ -448,6 +463,7 @@ impl XskPort {
             pool,
             rx_chain,
             gather,
+            too_big,
             in_chain,
             chain_oversize,
             cfg,
@@ -457,7 +473,7 @@ impl XskPort {
         let n = xsk.rx.recv(max, |d: RxDesc| {
             if !d.contd && !*in_chain {
                 let data = &umem.frame(&d.frame)[d.offset as usize..(d.offset + d.len) as usize];
-                deliver(&[data], gather, cfg, counters, &mut f);
+                deliver(&[data], gather, too_big, cfg, counters, &mut f);
                 pool.push(d.frame);
                 return;
             }
@@ -481,7 +497,14 @@ impl XskPort {
                 for (p, (frame, off, len)) in parts.iter_mut().zip(rx_chain.iter()) {
                     *p = &umem.frame(frame)[*off as usize..(*off + *len) as usize];
                 }
-                deliver(&parts[..rx_chain.len()], gather, cfg, counters, &mut f);
+                deliver(
+                    &parts[..rx_chain.len()],
+                    gather,
+                    too_big,
+                    cfg,
+                    counters,
+                    &mut f,
+                );
             }
             pool.extend(rx_chain.drain(..).map(|(frame, _, _)| frame));
         });
@@ -490,6 +513,15 @@ impl XskPort {
             xsk.fill.fill(pool, n);
         }
         n
+    }
+
+    /// The ICMP "packet too big" messages about TCP segments of ours (to
+    /// one of our addresses) that receive calls found since the last call
+    /// of this: the caller takes them to their connections. Counted
+    /// ([`PortCounters::rx_too_big`]); more than [`TOO_BIG_MAX`] are
+    /// dropped.
+    pub fn too_big(&mut self) -> std::vec::Drain<'_, TooBig> {
+        self.too_big.drain(..)
     }
 
     /// Frames and queues one segment from `src` to `dst` to the next hop
@@ -1002,6 +1034,7 @@ fn sub_parts<'a>(parts: &[&'a [u8]], from: usize, to: usize, out: &mut [&'a [u8]
 fn deliver(
     parts: &[&[u8]],
     gather: &mut Vec<u8>,
+    too_big: &mut Vec<TooBig>,
     cfg: &PortConfig,
     counters: &mut PortCounters,
     f: &mut impl FnMut([u8; 6], SocketAddr, SocketAddr, &TcpRepr, Parts<'_>),
@@ -1031,7 +1064,7 @@ fn deliver(
             gather.extend_from_slice(p);
         }
         let whole = std::mem::take(gather);
-        deliver(&[&whole], gather, cfg, counters, f);
+        deliver(&[&whole], gather, too_big, cfg, counters, f);
         *gather = whole;
         return;
     }
@@ -1042,7 +1075,23 @@ fn deliver(
             return;
         }
         Err(WireError::Unsupported) => {
-            counters.drop_not_tcp += 1;
+            // ICMP about a segment of ours: the steering program sends
+            // only those here (or a connection's peer's other packets
+            // that are not TCP, which are dropped).
+            match locate_too_big(first) {
+                Ok(t) if parts.len() == 1 && too_big.len() < TOO_BIG_MAX => {
+                    if cfg.locals.contains(&t.to) {
+                        counters.rx_too_big += 1;
+                        too_big.push(t);
+                    } else {
+                        counters.drop_not_ours += 1;
+                    }
+                }
+                Err(WireError::Checksum | WireError::Malformed | WireError::Truncated) => {
+                    counters.drop_malformed += 1;
+                }
+                _ => counters.drop_not_tcp += 1,
+            }
             return;
         }
         Err(_) => {
@@ -1140,6 +1189,7 @@ mod tests {
         deliver(
             parts,
             &mut gather,
+            &mut Vec::new(),
             &cfg(policy),
             &mut c,
             &mut |_, src, dst, r: &TcpRepr, p: Parts<'_>| got.push((src, dst, *r, p.concat())),
@@ -1293,6 +1343,73 @@ mod tests {
         assert_eq!(got[0].3, payload);
         // Parts shorter than the IP length claims: malformed.
         assert_eq!(run_parts(&[a, b], RxCsum::Verify).0.drop_malformed, 1);
+    }
+
+    /// A router's "fragmentation needed" about our segment from `from`.
+    fn too_big_to(to: Ipv4Addr, from: Ipv4Addr) -> Vec<u8> {
+        let seg = etherparse::PacketBuilder::ethernet2([2; 6], [3; 6])
+            .ipv4(from.octets(), PEER.octets(), 64)
+            .tcp(40000, 5201, 77, 1000);
+        let mut quoted = Vec::new();
+        seg.write(&mut quoted, &[0; 100]).unwrap();
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+            .ipv4([198, 18, 9, 9], to.octets(), 64)
+            .icmpv4(etherparse::Icmpv4Type::DestinationUnreachable(
+                etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded {
+                    next_hop_mtu: 1400,
+                },
+            ));
+        let mut v = Vec::new();
+        b.write(&mut v, &quoted[14..62]).unwrap();
+        v
+    }
+
+    /// An ICMP "packet too big" to us is set aside for the caller (at most
+    /// [`TOO_BIG_MAX`] at a time), not delivered as a segment; one to
+    /// another address, or corrupt, is counted and dropped.
+    #[test]
+    fn a_packet_too_big_is_set_aside_for_the_caller() {
+        let cfg = cfg(RxCsum::Verify);
+        let mut c = PortCounters::default();
+        let mut gather = Vec::with_capacity(GATHER_LEN);
+        let mut kept = Vec::with_capacity(TOO_BIG_MAX);
+        let mut segments = 0;
+        let mut one = |bytes: &[u8], kept: &mut Vec<TooBig>, c: &mut PortCounters| {
+            deliver(
+                &[bytes],
+                &mut gather,
+                kept,
+                &cfg,
+                c,
+                &mut |_, _, _, _, _| segments += 1,
+            )
+        };
+        let icmp = too_big_to(US, US);
+        for _ in 0..TOO_BIG_MAX + 1 {
+            one(&icmp, &mut kept, &mut c);
+        }
+        assert_eq!(c.rx_too_big, TOO_BIG_MAX as u64, "{c:?}");
+        assert_eq!(c.drop_not_tcp, 1, "{c:?}");
+        let t = kept[0];
+        assert_eq!(t.mtu, 1400);
+        assert_eq!(t.seq.0, 77);
+        assert_eq!(t.local, SocketAddr::new(US.into(), 40000));
+        assert_eq!(t.remote, SocketAddr::new(PEER.into(), 5201));
+        kept.clear();
+        one(
+            &too_big_to(Ipv4Addr::new(198, 18, 0, 9), US),
+            &mut kept,
+            &mut c,
+        );
+        assert_eq!(c.drop_not_ours, 1, "{c:?}");
+        let mut bad = icmp.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 0xff;
+        one(&bad, &mut kept, &mut c);
+        assert_eq!(c.drop_malformed, 1, "{c:?}");
+        assert!(kept.is_empty());
+        assert_eq!(c.rx_segments, 0);
+        assert_eq!(segments, 0);
     }
 
     #[test]

@@ -73,6 +73,7 @@ use crate::tcp::{
     SeqNumber, State, Stats, TcpRepr, reset_for,
 };
 use crate::tcp::{MAX_PIECES, Piece};
+use crate::wire::TooBig;
 use crate::xsk::Umem;
 
 /// How a worker waits when it has nothing to do.
@@ -171,6 +172,9 @@ pub enum Ctl {
         /// Its source MAC.
         mac: [u8; 6],
     },
+    /// An ICMP "packet too big" about the receiver's connection that
+    /// arrived on the sender's queue.
+    TooBig(TooBig),
 }
 
 /// State shared by all workers (read-only but for atomics).
@@ -811,6 +815,7 @@ impl Worker {
             );
             let moved = self.handle_ctl(now);
             self.receive(now);
+            self.take_too_big();
             let tx_before = self.port.counters().tx_packets;
             if now >= next_sweep {
                 self.sweep_shares();
@@ -1010,6 +1015,18 @@ impl Worker {
                         }
                     } else {
                         self.counters.migrated_out += 1;
+                    }
+                }
+                Ctl::TooBig(t) => {
+                    if let Some(i) = self.table.find(&t.local, &t.remote) {
+                        if let Some(s) = self.table.get_mut(i) {
+                            s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len);
+                        }
+                        self.table.mark(i);
+                    } else {
+                        // Gone, or handed on again meanwhile: the next
+                        // one (routers repeat them) or the timeouts.
+                        self.counters.misplaced += 1;
                     }
                 }
                 Ctl::Segment {
@@ -1222,6 +1239,49 @@ impl Worker {
             taken += n;
             if n < shared.batch {
                 break;
+            }
+        }
+    }
+
+    /// The ICMP "packet too big" messages the receive found: each to its
+    /// connection here, or forwarded to the worker that owns it; one about
+    /// no connection is counted (and not answered).
+    fn take_too_big(&mut self) {
+        let Worker {
+            port,
+            table,
+            counters,
+            shared,
+            index,
+            peers,
+            ..
+        } = self;
+        for t in port.too_big() {
+            counters.too_big += 1;
+            if let Some(pos) = table.find(&t.local, &t.remote) {
+                if let Some(s) = table.get_mut(pos) {
+                    s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len);
+                }
+                table.mark(pos);
+                continue;
+            }
+            let tuple = FourTuple {
+                local: t.local,
+                remote: t.remote,
+            };
+            match shared
+                .registry
+                .get(shared.registry.key(&tuple))
+                .map(usize::from)
+            {
+                Some(owner) if owner != *index => {
+                    if peers[owner].try_send(Ctl::TooBig(t)).is_ok() {
+                        counters.forwarded += 1;
+                    } else {
+                        counters.misplaced += 1;
+                    }
+                }
+                _ => counters.no_connection += 1,
             }
         }
     }

@@ -2,8 +2,10 @@
 //! register AF_XDP sockets per queue, edit the steering rules, read counters.
 //!
 //! The program (`ebpf/c/steer.bpf.c`) redirects TCP packets whose local
-//! address and port match a rule to the AF_XDP socket of their RX queue and
-//! passes everything else to the kernel. It is attached through a BPF link
+//! address and port match a rule to the AF_XDP socket of their RX queue,
+//! and with them the ICMP "packet too big" messages about such flows (the
+//! quoted segment's source address and port match), and passes everything
+//! else to the kernel. It is attached through a BPF link
 //! owned by this process: when the process exits — even by SIGKILL — the
 //! kernel closes the link and the program is detached. Dropping
 //! [`Steering`] detaches it too.
