@@ -299,6 +299,8 @@ struct ConnSummary {
     /// Times it stepped down for an MTU black hole (timeouts in a row
     /// while large segments were sent).
     mss_black_hole_steps: u64,
+    /// Times it stepped down for an ICMP "packet too big" from the path.
+    mss_path_mtu_steps: u64,
     /// The largest IP packet its segments made at the end (after a step
     /// down, the common MTU it stepped to).
     packet_mtu: usize,
@@ -464,6 +466,7 @@ fn summarise<'a>(
                 peer_open: r.peer_open,
                 mss: r.send_mss,
                 mss_black_hole_steps: r.stats.mss_black_hole_steps,
+                mss_path_mtu_steps: r.stats.mss_path_mtu_steps,
                 packet_mtu: r.packet_mtu,
                 handshake_seconds: r
                     .opened
@@ -614,12 +617,29 @@ pub fn json_error(error: &str) {
 
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
     // (Said on standard error with --json too: JSON has `peer_open`,
-    // `mss` and `mss_black_hole_steps`.)
+    // `mss`, `mss_path_mtu_steps` and `mss_black_hole_steps`.)
+    let e = s.engine;
+    let via = e
+        .gateway
+        .map_or_else(|| format!("dev {}", e.iface), |g| format!("via {g}"));
+    for c in s
+        .connections
+        .iter()
+        .filter(|c| c.mss_path_mtu_steps > 0 && c.mss_black_hole_steps == 0)
+    {
+        eprintln!(
+            "xtcp: connection {} → {}: the path's MTU is {} (a hop said so: ICMP \"packet too \
+             big\"), and the MSS stepped down to {} bytes; giving the route that MTU (`ip route \
+             add {} {via} mtu {}`) spares the segments sent again",
+            c.id,
+            c.remote,
+            c.packet_mtu,
+            c.mss,
+            c.remote.ip(),
+            c.packet_mtu,
+        );
+    }
     for c in s.connections.iter().filter(|c| c.mss_black_hole_steps > 0) {
-        let e = s.engine;
-        let via = e
-            .gateway
-            .map_or_else(|| format!("dev {}", e.iface), |g| format!("via {g}"));
         eprintln!(
             "xtcp: connection {} → {}: large segments were lost timeout after timeout, and the \
              MSS stepped down {} to {} bytes (packets of {}): likely a hop on the path with a \

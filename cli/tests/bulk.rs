@@ -912,10 +912,11 @@ fn recv_refuses_a_second_connection_and_the_first_goes_on() {
 }
 
 /// Three namespaces of the test's own: A (xtcp), a router R, B (the
-/// kernel receiver); A–R at MTU 9000, R–B at 1500 on R's side (B's end
-/// 9000, so that B announces a jumbo MSS): R drops A's larger packets and
-/// answers with ICMP "fragmentation needed", which goes to A's kernel,
-/// not to xtcp. Removed on drop (the namespaces take their veths).
+/// kernel receiver), over IPv4 and IPv6; A–R at MTU 9000, R–B at 1500 on
+/// R's side (B's end 9000, so that B announces a jumbo MSS): R drops A's
+/// larger packets and answers with ICMP "fragmentation needed" / "packet
+/// too big" (unless [`Routed::mute_icmp`]). Removed on drop (the
+/// namespaces take their veths).
 struct Routed {
     a: Netns,
     r: Netns,
@@ -924,6 +925,7 @@ struct Routed {
 
 impl Routed {
     const B: &'static str = "198.18.212.2";
+    const B6: &'static str = "2001:2:212::2";
 
     fn new() -> Routed {
         let tag = format!("{:x}", std::process::id() % 0xfffff);
@@ -971,14 +973,15 @@ impl Routed {
                 n.b.name(),
             ],
         );
-        for (ns, dev, addr, mtu) in [
-            (&n.a, &ra, "198.18.211.1/24", "9000"),
-            (&n.r, &rr0, "198.18.211.2/24", "9000"),
-            (&n.r, &rr1, "198.18.212.1/24", "1500"),
-            (&n.b, &rb, "198.18.212.2/24", "9000"),
+        for (ns, dev, addr, addr6, mtu) in [
+            (&n.a, &ra, "198.18.211.1/24", "2001:2:211::1/64", "9000"),
+            (&n.r, &rr0, "198.18.211.2/24", "2001:2:211::2/64", "9000"),
+            (&n.r, &rr1, "198.18.212.1/24", "2001:2:212::1/64", "1500"),
+            (&n.b, &rb, "198.18.212.2/24", "2001:2:212::2/64", "9000"),
         ] {
             ip(ns, &["link", "set", dev, "mtu", mtu]);
             ip(ns, &["addr", "add", addr, "dev", dev]);
+            ip(ns, &["-6", "addr", "add", addr6, "dev", dev, "nodad"]);
             ip(ns, &["link", "set", dev, "up"]);
             ns.exec(&[
                 "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off",
@@ -993,9 +996,46 @@ impl Routed {
             &n.b,
             &["route", "add", "198.18.211.0/24", "via", "198.18.212.1"],
         );
-        n.r.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])
-            .unwrap();
+        ip(
+            &n.a,
+            &[
+                "-6",
+                "route",
+                "add",
+                "2001:2:212::/64",
+                "via",
+                "2001:2:211::2",
+            ],
+        );
+        ip(
+            &n.b,
+            &[
+                "-6",
+                "route",
+                "add",
+                "2001:2:211::/64",
+                "via",
+                "2001:2:212::1",
+            ],
+        );
+        for s in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"] {
+            n.r.exec(&["sysctl", "-qw", s]).unwrap();
+        }
         n
+    }
+
+    /// R's ICMP goes nowhere from now on (a route to nowhere for what R
+    /// itself sends over ICMP): a black hole as firewalls make them.
+    fn mute_icmp(&self) {
+        for v in ["-4", "-6"] {
+            let proto = if v == "-4" { "icmp" } else { "ipv6-icmp" };
+            self.r
+                .ip(&[v, "rule", "add", "ipproto", proto, "lookup", "100"])
+                .unwrap();
+            self.r
+                .ip(&[v, "route", "add", "blackhole", "default", "table", "100"])
+                .unwrap();
+        }
     }
 
     fn iface_a(&self) -> String {
@@ -1003,31 +1043,59 @@ impl Routed {
     }
 }
 
-/// A path whose MTU (1500, a router's) is below the ends' (9000), whose
-/// ICMP reaches only A's kernel: `xtcp send` finds it by its timeouts,
-/// steps its MSS down, and the stream arrives whole, the report saying
-/// what happened and what to do. With the path's MTU on the route (as
-/// the advice says), the segments fit it from the start: no timeouts.
+/// A path whose MTU (1500, a router's) is below the ends' (9000):
+/// - the router's ICMP "fragmentation needed" / "packet too big" reaches
+///   xtcp (its XDP program steers it there): the MSS steps down to the
+///   MTU reported at once, without a timeout, over IPv4 and IPv6;
+/// - where that ICMP never comes, xtcp finds the black hole by its
+///   timeouts and steps down all the same;
+/// - with the path's MTU on the route (as both reports advise), the
+///   segments fit it from the start: nothing is sent again.
+///
+/// The stream arrives whole each time, and the report says what happened
+/// and what to do.
 #[test]
 fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Case {
+        Icmp,
+        Icmp6,
+        BlackHole,
+        RouteMtu,
+    }
     let net = Routed::new();
     let port = 5241u16;
     let len = 4u64 << 20;
     let mut want = vec![0u8; len as usize];
     pattern_fill(SEED, 0, &mut want);
-    for route_mtu in [None, Some("1500")] {
-        if let Some(m) = route_mtu {
-            net.a
-                .ip(&[
-                    "route",
-                    "replace",
-                    "198.18.212.0/24",
-                    "via",
-                    "198.18.211.2",
-                    "mtu",
-                    m,
-                ])
-                .unwrap();
+    for case in [Case::Icmp, Case::Icmp6, Case::BlackHole, Case::RouteMtu] {
+        let (b, listen) = if case == Case::Icmp6 {
+            (
+                Routed::B6,
+                format!("TCP6-LISTEN:{port},bind=[{}],reuseaddr", Routed::B6),
+            )
+        } else {
+            (
+                Routed::B,
+                format!("TCP4-LISTEN:{port},bind={},reuseaddr", Routed::B),
+            )
+        };
+        match case {
+            Case::BlackHole => net.mute_icmp(),
+            Case::RouteMtu => {
+                net.a
+                    .ip(&[
+                        "route",
+                        "replace",
+                        "198.18.212.0/24",
+                        "via",
+                        "198.18.211.2",
+                        "mtu",
+                        "1500",
+                    ])
+                    .unwrap();
+            }
+            _ => {}
         }
         let got = tmp("routed.bin");
         let mut socat = Reap(
@@ -1035,7 +1103,7 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
                 .command("socat")
                 .args([
                     "-u",
-                    &format!("TCP4-LISTEN:{port},bind={},reuseaddr", Routed::B),
+                    &listen,
                     &format!("OPEN:{},creat,trunc", got.display()),
                 ])
                 .spawn()
@@ -1047,7 +1115,7 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
             .a
             .command("timeout")
             .args(["60", XTCP, "send", "--iface", &iface, "--bind", "copy"])
-            .args(["-c", Routed::B, "-p", &port.to_string()])
+            .args(["-c", b, "-p", &port.to_string()])
             .args([
                 "--pattern",
                 &SEED.to_string(),
@@ -1058,22 +1126,46 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "route MTU {route_mtu:?}: {err}");
+        assert!(out.status.success(), "{case:?}: {err}");
         let st = socat.0.wait().unwrap();
         assert!(st.success(), "socat: {st}");
-        assert!(
-            std::fs::read(&got).unwrap() == want,
-            "route MTU {route_mtu:?}: what B got"
-        );
+        assert!(std::fs::read(&got).unwrap() == want, "{case:?}: what B got");
         let _ = std::fs::remove_file(&got);
         let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
         let c = &j["connections"][0];
-        // 1500 less the IPv4 and TCP headers and the timestamps.
-        assert_eq!(c["mss"], 1448, "{j}");
-        assert_eq!(c["packet_mtu"], 1500, "{j}");
-        match route_mtu {
-            None => {
-                assert_eq!(c["mss_black_hole_steps"], 1, "{j}");
+        // 1500 less the IP and TCP headers and the timestamps.
+        let mss = if case == Case::Icmp6 { 1428 } else { 1448 };
+        assert_eq!(c["mss"], mss, "{case:?}: {j}");
+        assert_eq!(c["packet_mtu"], 1500, "{case:?}: {j}");
+        let steps = (&c["mss_path_mtu_steps"], &c["mss_black_hole_steps"]);
+        match case {
+            Case::Icmp | Case::Icmp6 => {
+                assert_eq!(steps, (&1.into(), &0.into()), "{case:?}: {j}");
+                // The router's messages, counted where they came in.
+                let too_big: u64 = j["engine"]["workers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| w["too_big"].as_u64().unwrap())
+                    .sum();
+                assert!(too_big >= 1, "{case:?}: {j}");
+                assert!(
+                    err.contains(&format!(
+                        "the path's MTU is 1500 (a hop said so: ICMP \"packet too big\"), and \
+                         the MSS stepped down to {mss} bytes"
+                    )),
+                    "{case:?}: {err}"
+                );
+                let route = if case == Case::Icmp6 {
+                    "`ip route add 2001:2:212::2 via 2001:2:211::2 mtu 1500`"
+                } else {
+                    "`ip route add 198.18.212.2 via 198.18.211.2 mtu 1500`"
+                };
+                assert!(err.contains(route), "{case:?}: {err}");
+                assert!(!err.contains("timeout after timeout"), "{err}");
+            }
+            Case::BlackHole => {
+                assert_eq!(steps, (&0.into(), &1.into()), "{case:?}: {j}");
                 assert!(
                     err.contains(
                         "large segments were lost timeout after timeout, and the MSS \
@@ -1087,8 +1179,8 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
                     "{err}"
                 );
             }
-            Some(_) => {
-                assert_eq!(c["mss_black_hole_steps"], 0, "{j}");
+            Case::RouteMtu => {
+                assert_eq!(steps, (&0.into(), &0.into()), "{case:?}: {j}");
                 assert_eq!(j["retransmits"], 0, "{j}");
                 assert!(
                     err.contains("the route to the peer has an MTU of 1500"),
