@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use xtcp_engine::app::iperf3::{ClientConfig, Cookie, Iperf3Client, TestParams};
+use xtcp_engine::app::iperf3::{ClientConfig, Cookie, Iperf3Client, MAX_BLOCK_LEN, TestParams};
 use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError};
 use xtcp_engine::worker::{Payload, Role, random_filler, repeating_pattern, run_app};
 
@@ -41,15 +41,17 @@ pub struct ClientArgs {
     #[arg(short, long, default_value_t = 5201,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
-    /// Seconds to transmit [default: 10]; one end condition of -t, -n and
-    /// -k, as iperf3 (with -F, the test ends at -t or at the file's end,
-    /// whichever comes first).
-    #[arg(short, long, value_name = "SECS", conflicts_with_all = ["bytes", "blocks"])]
+    /// Seconds to transmit [default: 10; 0: until interrupted]; one end
+    /// condition of -t, -n and -k, as iperf3 (with -F, the test ends at -t
+    /// or at the file's end, whichever comes first).
+    #[arg(short, long, value_name = "SECS")]
     pub time: Option<u32>,
-    /// Bytes to transmit (e.g. 2G) instead of a time.
-    #[arg(short = 'n', long = "bytes", value_parser = parse_size, conflicts_with = "blocks")]
+    /// Bytes to transmit (e.g. 2G) instead of a time (0, as iperf3's: no
+    /// byte count, the time).
+    #[arg(short = 'n', long = "bytes", value_parser = parse_size)]
     pub bytes: Option<u64>,
-    /// Blocks to transmit instead of a time.
+    /// Blocks to transmit instead of a time (0, as iperf3's: no block
+    /// count, the time).
     #[arg(short = 'k', long = "blockcount")]
     pub blocks: Option<u64>,
     /// Parallel streams (1 to 128, as iperf3).
@@ -68,7 +70,7 @@ pub struct ClientArgs {
     #[arg(short = 'w', long = "window", value_parser = parse_size)]
     pub window: Option<u64>,
     /// Block length (iperf3 counts -k in blocks of this size; 0, as
-    /// iperf3's, is the default: 128K).
+    /// iperf3's, is the default: 128K; at most 1M, as iperf3's).
     #[arg(short = 'l', long = "length", value_parser = parse_size)]
     pub length: Option<u64>,
     /// Seconds at the start to leave out of the results.
@@ -609,7 +611,7 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     let file_end = send_file
         .as_ref()
         .map(|(_, len)| len * u64::from(a.parallel));
-    let file_bytes = match (&send_file, a.bytes, a.blocks) {
+    let file_bytes = match (&send_file, a.byte_count(), a.block_count()) {
         (Some(_), None, None) if a.time.is_some() => None,
         (Some((_, len)), None, None) => Some(len * u64::from(a.parallel)),
         (Some((_, len)), n, k) => {
@@ -632,15 +634,11 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         }
         _ => None,
     };
-    let bytes = a.bytes.or(file_bytes);
+    let (time_secs, bytes, blocks) = a.end_condition(file_bytes);
     let params = TestParams {
-        time_secs: if bytes.is_some() || a.blocks.is_some() {
-            0
-        } else {
-            a.time.unwrap_or(10)
-        },
-        bytes: bytes.unwrap_or(0),
-        blocks: a.blocks.unwrap_or(0),
+        time_secs,
+        bytes,
+        blocks,
         parallel: a.parallel,
         reverse: a.reverse,
         bidirectional: a.bidir,
@@ -907,6 +905,53 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     Ok(())
 }
 
+impl ClientArgs {
+    /// `-n`, as iperf3 reads it: 0 is none.
+    fn byte_count(&self) -> Option<u64> {
+        self.bytes.filter(|&n| n > 0)
+    }
+
+    /// `-k`, likewise.
+    fn block_count(&self) -> Option<u64> {
+        self.blocks.filter(|&k| k > 0)
+    }
+
+    /// What iperf3 refuses as a parameter error, found before anything is
+    /// set up (a usage error): more than one end condition (-n 0 and -k 0
+    /// are none, as iperf3's), a block longer than iperf3's largest.
+    pub fn usage_error(&self) -> Option<String> {
+        let ends = [
+            self.time.is_some(),
+            self.byte_count().is_some(),
+            self.block_count().is_some(),
+        ];
+        if ends.into_iter().filter(|&e| e).count() > 1 {
+            return Some(
+                "only one test end condition (-t, -n, -k) may be given, as iperf3's".into(),
+            );
+        }
+        if let Some(l) = self.length.filter(|&l| l > u64::from(MAX_BLOCK_LEN)) {
+            return Some(format!(
+                "-l {l}: block size too large (maximum = {MAX_BLOCK_LEN} bytes, as iperf3's)"
+            ));
+        }
+        None
+    }
+
+    /// The test's end condition: (seconds, bytes, blocks), 0 for each not
+    /// given; `file_bytes`, -F's bytes where they end it.
+    fn end_condition(&self, file_bytes: Option<u64>) -> (u32, u64, u64) {
+        let bytes = self.byte_count().or(file_bytes);
+        let blocks = self.block_count();
+        let secs = if bytes.is_some() || blocks.is_some() {
+            0
+        } else {
+            self.time.unwrap_or(10)
+        };
+        (secs, bytes.unwrap_or(0), blocks.unwrap_or(0))
+    }
+}
+
 /// The largest `-w`: the engine's receive buffer.
 fn rcvbuf_limit(cfg: &xtcp_engine::worker::EngineConfig) -> usize {
     cfg.tcp.recv_buffer
@@ -918,6 +963,54 @@ mod tests {
 
     /// `-S`, `--dscp` and `-L` read numbers as iperf3 (C's `strtol` base 0)
     /// and names as iperf3; out of range is refused with what to give.
+    fn args(extra: &[&str]) -> ClientArgs {
+        let argv = [
+            &["xtcp", "client", "--iface", "lo", "-c", "198.18.0.2"][..],
+            extra,
+        ]
+        .concat();
+        match <crate::Cli as clap::Parser>::try_parse_from(argv)
+            .unwrap()
+            .cmd
+        {
+            crate::Cmd::Client(a) => a,
+            c => panic!("{c:?}"),
+        }
+    }
+
+    /// `-n 0` and `-k 0` are no end condition, as iperf3's: the time is
+    /// (10 s, or -t's); two end conditions, or a block over 1M, are
+    /// refused before anything is set up.
+    #[test]
+    fn zero_bytes_or_blocks_leave_the_time_and_conflicts_are_refused() {
+        let end = |extra: &[&str]| args(extra).end_condition(None);
+        assert_eq!(end(&[]), (10, 0, 0));
+        assert_eq!(end(&["-n", "0"]), (10, 0, 0));
+        assert_eq!(end(&["-k", "0"]), (10, 0, 0));
+        assert_eq!(end(&["-t", "3", "-n", "0"]), (3, 0, 0));
+        assert_eq!(end(&["-t", "0"]), (0, 0, 0));
+        assert_eq!(end(&["-n", "1M"]), (0, 1 << 20, 0));
+        assert_eq!(end(&["-k", "7", "-n", "0"]), (0, 0, 7));
+        assert_eq!(args(&["-n", "0", "-k", "0", "-t", "2"]).usage_error(), None);
+        for two in [
+            &["-t", "3", "-n", "1M"][..],
+            &["-t", "3", "-k", "1"],
+            &["-n", "1M", "-k", "1"],
+        ] {
+            let e = args(two).usage_error().unwrap();
+            assert!(
+                e.contains("only one test end condition (-t, -n, -k)"),
+                "{two:?}: {e}"
+            );
+        }
+        assert_eq!(args(&["-l", "1M"]).usage_error(), None);
+        let e = args(&["-l", "1048577"]).usage_error().unwrap();
+        assert!(
+            e.contains("block size too large (maximum = 1048576 bytes"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn tos_dscp_and_flow_label_values() {
         assert_eq!(parse_tos("0x10"), Ok(0x10));

@@ -79,6 +79,7 @@ impl Cmd {
         match self {
             Cmd::Send(a) => a.usage_error(),
             Cmd::Recv(a) => a.usage_error(),
+            Cmd::Client(a) => a.usage_error(),
             _ => None,
         }
     }

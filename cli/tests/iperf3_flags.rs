@@ -1013,10 +1013,15 @@ fn conflicting_test_options_are_refused() {
         &["-n", "1M", "-k", "10"][..],
         &["-t", "3", "-n", "1M"],
         &["-t", "3", "-k", "10"],
-        &["-R", "--bidir"],
     ] {
-        refused(args, "cannot be used with");
+        refused(args, "only one test end condition (-t, -n, -k)");
     }
+    refused(&["-R", "--bidir"], "cannot be used with");
+    // Longer than iperf3's largest block: before connecting.
+    refused(
+        &["-l", "2M"],
+        "block size too large (maximum = 1048576 bytes",
+    );
     // Values iperf3 refuses, refused as usage errors too (-i 0.05 was
     // taken as 0.1; -P 0 failed later, with exit status 1).
     let interval = "invalid report interval (min = 0.1, max = 60 seconds)";
