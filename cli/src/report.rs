@@ -395,16 +395,25 @@ fn report_line(
 
 /// An interval as iperf3 prints it: a line per stream, and with several
 /// streams a `[SUM]` line (per direction with `--bidir`) and a separator.
+/// With `--bidir` each direction's streams come with their sum, the
+/// client-to-server direction first (the client's sending streams, the
+/// server's receiving ones), as iperf3 orders them.
 pub(crate) fn interval_lines(iv: &Interval, side: Side, bidir: bool, fmt: char) -> Vec<String> {
     let omitted = if iv.omitted { "(omitted)" } else { "" };
-    let mut lines: Vec<String> = iv
-        .streams
-        .iter()
-        .map(|s| {
-            let sends = s.role == Role::Send;
-            report_line(
+    let grouped = grouped(iv.streams.iter().map(|s| s.role));
+    let order = match side {
+        Side::Client => [Role::Send, Role::Receive],
+        Side::Server => [Role::Receive, Role::Send],
+    };
+    let mut lines = Vec::new();
+    for role in order {
+        let sends = role == Role::Send;
+        let mut n = 0;
+        for s in iv.streams.iter().filter(|s| s.role == role) {
+            n += 1;
+            lines.push(report_line(
                 &format!("{:3}", s.id.0),
-                tag(side, bidir, s.role),
+                tag(side, bidir, role),
                 iv.start,
                 iv.end,
                 s.bytes,
@@ -412,33 +421,31 @@ pub(crate) fn interval_lines(iv: &Interval, side: Side, bidir: bool, fmt: char) 
                 sends.then_some(s.retransmits),
                 sends.then_some(s.snd_cwnd),
                 omitted,
-            )
-        })
-        .collect();
-    if grouped(iv.streams.iter().map(|s| s.role)) {
-        for role in [Role::Send, Role::Receive] {
-            if iv.streams.iter().filter(|s| s.role == role).count() < 2 {
-                continue;
-            }
-            let retr = (role == Role::Send).then(|| {
-                iv.streams
-                    .iter()
-                    .filter(|s| s.role == role)
-                    .map(|s| s.retransmits)
-                    .sum()
-            });
-            lines.push(report_line(
-                "SUM",
-                tag(side, bidir, role),
-                iv.start,
-                iv.end,
-                iv.bytes(role),
-                fmt,
-                retr,
-                None,
-                omitted,
             ));
         }
+        if !grouped || n < 2 {
+            continue;
+        }
+        let retr = sends.then(|| {
+            iv.streams
+                .iter()
+                .filter(|s| s.role == role)
+                .map(|s| s.retransmits)
+                .sum()
+        });
+        lines.push(report_line(
+            "SUM",
+            tag(side, bidir, role),
+            iv.start,
+            iv.end,
+            iv.bytes(role),
+            fmt,
+            retr,
+            None,
+            omitted,
+        ));
+    }
+    if grouped {
         lines.push(SEPARATOR.to_owned());
     }
     lines
@@ -1200,7 +1207,10 @@ impl ClientRun {
             if me.verbose {
                 out.line(&starting_line(&me.params));
             }
-            out.line(header(me.params.bidirectional, true, true));
+            // As iperf3's: a client that only receives (-R) has no
+            // retransmit and window columns.
+            let sends = start.streams.iter().any(|(s, _)| s.role == Role::Send);
+            out.line(header(me.params.bidirectional, sends, sends));
         })
     }
 
@@ -1339,8 +1349,9 @@ impl ClientRun {
                         out.json(&format!("Server output:\n{t}"));
                     } else if let Some(v) = &server_json {
                         out.line("");
+                        // (A server run with -J sent JSON: iperf3 labels it so.)
                         out.json(&format!(
-                            "Server output:\n{}",
+                            "Server JSON output:\n{}",
                             serde_json::to_string_pretty(v)?
                         ));
                     }
@@ -1981,6 +1992,43 @@ mod tests {
             "[SUM]   0.00-1.00   sec  2.00 MBytes  16.8 Mbits/sec                  "
         );
         assert_eq!(l[3], SEPARATOR);
+        // --bidir -P 2: each direction's streams and then their sum, the
+        // client-to-server direction first (iperf3's order on both sides).
+        let kinds = |l: &[String]| -> Vec<String> {
+            l.iter()
+                .map(|x| x.split(']').take(2).collect::<Vec<_>>().join("]"))
+                .collect()
+        };
+        let (s, r) = (Role::Send, Role::Receive);
+        let client = iv(vec![st(1, s), st(3, s), st(5, r), st(7, r)]);
+        let l = interval_lines(&client, Side::Client, true, 'a');
+        assert_eq!(
+            kinds(&l),
+            [
+                "[  1][TX-C",
+                "[  3][TX-C",
+                "[SUM][TX-C",
+                "[  5][RX-C",
+                "[  7][RX-C",
+                "[SUM][RX-C",
+                "- - - - - - - - - - - - - - - - - - - - - - - - -"
+            ],
+            "{l:?}"
+        );
+        let server = iv(vec![st(1, r), st(3, r), st(5, s), st(7, s)]);
+        let l = interval_lines(&server, Side::Server, true, 'a');
+        assert_eq!(
+            kinds(&l)[..6],
+            [
+                "[  1][RX-S",
+                "[  3][RX-S",
+                "[SUM][RX-S",
+                "[  5][TX-S",
+                "[  7][TX-S",
+                "[SUM][TX-S"
+            ],
+            "{l:?}"
+        );
     }
 
     #[test]

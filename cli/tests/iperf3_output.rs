@@ -278,6 +278,97 @@ fn summaries_are_grouped_and_name_the_file_as_iperf3_s() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The first interval's block as iperf3 lays it out: the column header
+/// (whole), then each line's kind, `n[TX-C]` or `SUM[RX-S]`, in order.
+fn first_block(text: &str) -> Vec<String> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("[ ID]"));
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let mut out = vec![header.trim_end().to_owned()];
+    for l in lines.take_while(|l| l.contains(" 0.00-")) {
+        let Some((id, rest)) = l.strip_prefix('[').and_then(|r| r.split_once(']')) else {
+            break;
+        };
+        let tag = rest
+            .strip_prefix('[')
+            .and_then(|r| r.split_once(']'))
+            .map_or("", |(t, _)| t);
+        let kind = if id.trim() == "SUM" { "SUM" } else { "n" };
+        out.push(format!("{kind}[{tag}]"));
+    }
+    out
+}
+
+/// An interval's lines come as iperf3's, on either side: a client that
+/// only receives (-R) has no Retr/Cwnd columns; with `--bidir -P 2`, each
+/// direction's streams and then their sum, the client's sending streams
+/// first (the server's receiving ones first on its side).
+#[test]
+fn interval_blocks_are_headed_and_ordered_as_iperf3_s() {
+    need_iperf3();
+    let net = testnet(1);
+    let b = net.b.ip4.to_string();
+    let cases: [&[&str]; 2] = [&["-R", "-t", "2"], &["--bidir", "-P", "2", "-t", "2"]];
+    // Client side: stock client and xtcp's against a stock server.
+    let server = stock_server(&net.b.ns, &b, 5201, &[]);
+    for args in cases {
+        let out = net
+            .a
+            .ns
+            .command("timeout")
+            .args(["60", "iperf3", "-c", &b])
+            .args(args)
+            .env("LC_ALL", "C")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "iperf3 {args:?}");
+        let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mine = xtcp_client(&net, args);
+        let want = first_block(&theirs);
+        assert!(want.len() > 1, "{theirs}");
+        assert_eq!(
+            first_block(&mine),
+            want,
+            "{args:?}:\n{mine}\niperf3:\n{theirs}"
+        );
+    }
+    drop(server);
+    // Server side: a stock client against xtcp serve, then against a
+    // stock server.
+    let xtcp = Server::start(&net, 1);
+    for args in cases {
+        let _ = iperf3_json(&net, args);
+        let mut lines = Vec::new();
+        loop {
+            let l = xtcp.line();
+            if l.starts_with("xtcp serve: test") {
+                break;
+            }
+            lines.push(l);
+        }
+        let mine = lines.join("\n");
+        let stock = stock_server(&net.b.ns, &b, 5202, &["-1"]);
+        let out = net
+            .a
+            .ns
+            .command("timeout")
+            .args(["60", "iperf3", "-c", &b, "-p", "5202"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "iperf3 {args:?}");
+        let theirs = stock_output(stock);
+        let want = first_block(&theirs);
+        assert!(want.len() > 1, "{theirs}");
+        assert_eq!(
+            first_block(&mine),
+            want,
+            "{args:?}:\n{mine}\niperf3 -s:\n{theirs}"
+        );
+    }
+}
+
 /// Item 3, server side: `xtcp serve -J`'s document per test, and the
 /// `server_output_json` a stock client gets with `--get-server-output`,
 /// have every key of stock `iperf3 -s -J`'s (normal, `-R`, `--bidir`);
@@ -615,6 +706,21 @@ fn get_server_output_both_ways() {
             .find(|l| l.trim_end().ends_with("receiver"))
             .unwrap();
         assert!(theirs.contains(line), "{line:?} in {theirs}");
+    }
+    {
+        // A server run with -J sends JSON: labelled as a stock client
+        // labels it.
+        let server = stock_server(&net.b.ns, &b, 5201, &["-1", "-J"]);
+        let text = xtcp_client(&net, &["-t", "1", "--get-server-output"]);
+        drop(server);
+        let json = text
+            .split_once("\nServer JSON output:\n")
+            .unwrap_or_else(|| panic!("{text}"))
+            .1;
+        assert!(
+            json.starts_with('{') && json.contains("\"sum_received\""),
+            "{text}"
+        );
     }
     let server = Server::start(&net, 1);
     let client = iperf3_json(&net, &["-t", "1", "--get-server-output"]);
