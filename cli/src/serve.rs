@@ -98,7 +98,8 @@ pub struct ServeArgs {
     /// redirect, per queue), the listener's counters (SYNs taken and
     /// dropped, the most half-open at once), the connections refused
     /// beyond `--max-conns`, and per queue the connections it took and the
-    /// segments it received and sent.
+    /// segments it received and sent. With -1, one document, as iperf3's:
+    /// the test's, that object in it as `xtcp_serve`.
     #[arg(short = 'J', long = "json", conflicts_with = "json_lines")]
     pub json: bool,
     /// One JSON object per line for each test served or refused — time,
@@ -352,6 +353,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing the SIGHUP handler")?;
     let one_off = a.one_off;
+    // -1 -J: the test's document waits for the run's counters, to go out
+    // as one document.
+    let one_doc: Rc<RefCell<Option<serde_json::Value>>> = Rc::default();
+    let one_doc_test = one_doc.clone();
     let stop = flag.clone();
     let failed = Arc::new(AtomicBool::new(false));
     let failed2 = failed.clone();
@@ -391,6 +396,9 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             let doc = test_run.end(o);
             let mut out = test_run.out.borrow_mut();
             match test_run.mode {
+                ServeMode::Json if one_off && o.ends_one_off() => {
+                    *one_doc_test.borrow_mut() = Some(doc.unwrap_or_default());
+                }
                 ServeMode::Json => {
                     out.json(
                         &serde_json::to_string_pretty(&doc.unwrap_or_default()).unwrap_or_default(),
@@ -486,10 +494,29 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         },
         Some(&mut server),
     );
-    dropped?;
+    // A -1 test's document held for the run's counters goes out alone
+    // where the run ends in an error.
+    let held_doc = || {
+        if let Some(doc) = one_doc.borrow_mut().take() {
+            output
+                .borrow_mut()
+                .json(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+        }
+    };
+    if let Err(e) = dropped {
+        held_doc();
+        return Err(e);
+    }
     notify.stopping();
-    let report = run.with_context(|| format!("xtcp serve on {}", cfg.iface))?;
+    let report = match run.with_context(|| format!("xtcp serve on {}", cfg.iface)) {
+        Ok(r) => r,
+        Err(e) => {
+            held_doc();
+            return Err(e);
+        }
+    };
     if report.iface_gone {
+        held_doc();
         bail!("{}", crate::bulk::iface_gone(&report.iface));
     }
     eprintln!(
@@ -518,10 +545,8 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     );
     if mode == ServeMode::Json {
         // After the tests' objects, one of the whole run's XDP statistics
-        // and the listener's counters.
-        output
-            .borrow_mut()
-            .json(&serde_json::to_string_pretty(&json!({
+        // and the listener's counters (with -1, in the test's).
+        let fin = json!({
                 "xdp": xdp,
                 "engine": EngineCounters::of(&report),
                 "listener": listener,
@@ -538,7 +563,17 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     "held": w.held,
                     "misplaced": w.misplaced,
                 })).collect::<Vec<_>>(),
-            }))?);
+        });
+        let doc = match one_doc.borrow_mut().take() {
+            Some(mut test) => {
+                test["xtcp_serve"] = fin;
+                test
+            }
+            None => fin,
+        };
+        output
+            .borrow_mut()
+            .json(&serde_json::to_string_pretty(&doc)?);
     }
     if failed.load(Ordering::Relaxed) {
         bail!("the test failed");

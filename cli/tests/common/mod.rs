@@ -575,6 +575,18 @@ impl Server {
         }
     }
 
+    /// What it prints on stdout until it exits (`-1`: after its test).
+    pub fn rest(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) => out.push(l),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return out,
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!("xtcp serve did not exit: {out:?}"),
+            }
+        }
+    }
+
     /// The next test report line.
     pub fn outcome(&self) -> String {
         self.outcome_and_intervals().0
