@@ -1,6 +1,7 @@
 //! The steering program's parser on crafted frames: VLAN tags, IPv6
-//! extension headers, fragments, malformed headers, other protocols, and a
-//! matching packet with no socket on its queue. Frames are sent raw from an
+//! extension headers, fragments, malformed headers, other protocols, ICMP
+//! "too big" about a flow's segment and about others, and a matching
+//! packet with no socket on its queue. Frames are sent raw from an
 //! AF_XDP socket on the peer, so they reach side A's XDP hook byte for byte.
 
 mod common;
@@ -71,6 +72,48 @@ fn ipv4_frame(net: &xtcp_engine::testnet::TestNet, proto: u8, frag: u16, l4: &[u
     f
 }
 
+/// The first 8 bytes of a TCP header from `sport` to `dport` (what an
+/// ICMP error quotes: ports and sequence number).
+fn quoted_tcp(sport: u16, dport: u16) -> Vec<u8> {
+    tcp_header(sport, dport)[..8].to_vec()
+}
+
+/// B → A: ICMP "fragmentation needed" (MTU 1400) about a TCP segment
+/// from A's `sport` to B; `ty`/`code` other than 3/4 make it another ICMP
+/// message.
+fn icmp4_about(net: &xtcp_engine::testnet::TestNet, ty: u8, code: u8, sport: u16) -> Vec<u8> {
+    let mut icmp = vec![ty, code, 0, 0, 0, 0];
+    icmp.extend_from_slice(&1400u16.to_be_bytes());
+    let mut inner = vec![0x45, 0, 0x05, 0xdc, 0, 1, 0x40, 0, 64, 6, 0, 0];
+    inner.extend_from_slice(&net.a.ip4.octets());
+    inner.extend_from_slice(&net.b.ip4.octets());
+    icmp.extend_from_slice(&inner);
+    icmp.extend_from_slice(&quoted_tcp(sport, 40000));
+    ipv4_frame(net, 1, 0, &icmp)
+}
+
+/// B → A: ICMPv6 "packet too big" (MTU 1280) about a segment from A's
+/// `sport` to B whose next header is `next` (6: TCP).
+fn icmp6_about(net: &xtcp_engine::testnet::TestNet, next: u8, sport: u16) -> Vec<u8> {
+    let mut f = eth(net.a.mac, net.b.mac, 0x86dd);
+    let mut icmp = vec![2, 0, 0, 0];
+    icmp.extend_from_slice(&1280u32.to_be_bytes());
+    let mut inner = vec![0x60, 0, 0, 0, 0x05, 0xc8, next, 64];
+    inner.extend_from_slice(&net.a.ip6.octets());
+    inner.extend_from_slice(&net.b.ip6.octets());
+    icmp.extend_from_slice(&inner);
+    icmp.extend_from_slice(&quoted_tcp(sport, 40000));
+    let mut ip6 = vec![0x60, 0, 0, 0];
+    ip6.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
+    ip6.push(58);
+    ip6.push(64);
+    ip6.extend_from_slice(&net.b.ip6.octets());
+    ip6.extend_from_slice(&net.a.ip6.octets());
+    f.extend_from_slice(&ip6);
+    f.extend_from_slice(&icmp);
+    f
+}
+
 #[test]
 fn parser_steers_only_well_formed_matching_tcp() {
     let net = testnet(1500, 1);
@@ -90,7 +133,11 @@ fn parser_steers_only_well_formed_matching_tcp() {
     vlan.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a]); // VID 10
     vlan.extend_from_slice(&plain[12..]);
     let v6 = ipv6_ext_frame(&net, PORT, false);
-    let steered = [vlan, v6];
+    // ICMP "too big" about a segment that left from the port, both
+    // versions: the flow's.
+    let too_big4 = icmp4_about(&net, 3, 4, PORT);
+    let too_big6 = icmp6_about(&net, 6, PORT);
+    let steered = [vlan, v6, too_big4, too_big6];
 
     // Passed: IPv6 fragment, IPv4 fragment, UDP to the port, TCP to another
     // port, ARP. Malformed: truncated TCP header, TCP data offset < 5,
@@ -108,7 +155,21 @@ fn parser_steers_only_well_formed_matching_tcp() {
     arp.extend_from_slice(&net.b.ip4.octets());
     arp.extend_from_slice(&[0; 6]);
     arp.extend_from_slice(&net.a.ip4.octets());
-    let passed = [v6_frag, v4_frag, udp, other_port, arp];
+    // ICMP that is not xtcp's: about another port's segment, about a UDP
+    // datagram, another unreachable code.
+    let too_big_other_port = icmp4_about(&net, 3, 4, PORT + 1);
+    let too_big_udp = icmp6_about(&net, 17, PORT);
+    let port_unreachable = icmp4_about(&net, 3, 3, PORT);
+    let passed = [
+        v6_frag,
+        v4_frag,
+        udp,
+        other_port,
+        arp,
+        too_big_other_port,
+        too_big_udp,
+        port_unreachable,
+    ];
 
     let truncated = ipv4_frame(&net, 6, 0, &tcp_header(40000, PORT)[..10]);
     let mut bad_doff = tcp_header(40000, PORT);
@@ -124,7 +185,7 @@ fn parser_steers_only_well_formed_matching_tcp() {
         b.send_frame(0, f);
     }
     let got = a.recv_packets(0, steered.len(), Duration::from_secs(30));
-    assert_eq!(got.len(), steered.len(), "both steered frames arrived");
+    assert_eq!(got.len(), steered.len(), "the steered frames arrived");
     for (g, f) in got.iter().zip(&steered) {
         assert_eq!(g, f);
     }
