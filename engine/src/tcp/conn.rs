@@ -329,6 +329,10 @@ pub struct Connection<M = HeapFrames> {
     /// start): see [`Connection::black_hole_step`].
     mss_stepped_at: u32,
     acked_at_mss: u64,
+    /// The MTU in force is one a hop reported ([`Connection::on_packet_too_big`]):
+    /// the path takes packets of this size, and a run of timeouts is taken
+    /// for an outage, as after large segments were acknowledged.
+    mtu_reported: bool,
     /// What a recovery may send ([`Prr`]).
     prr: Prr,
     /// Undoing a recovery that was not needed ([`Undo`]).
@@ -622,6 +626,7 @@ impl<M: SendMemory> Connection<M> {
             retries: 0,
             mss_stepped_at: 0,
             acked_at_mss: 0,
+            mtu_reported: false,
             dupacks: 0,
             recover: None,
             rto_recover: 0,
@@ -1494,7 +1499,8 @@ impl<M: SendMemory> Connection<M> {
     /// and another run of timeouts steps again. Where more than that MTU
     /// carries was acknowledged at this MSS, the path took large segments
     /// already: a run of timeouts is more likely an outage, and it takes
-    /// [`BLACK_HOLE_RTOS_AFTER_PROGRESS`] of them in a row. The MSS does
+    /// [`BLACK_HOLE_RTOS_AFTER_PROGRESS`] of them in a row; so it does where
+    /// a hop reported the MTU in force (ICMP): the path takes that size. The MSS does
     /// not climb back (Linux probes upwards every ten minutes; a transfer
     /// here is over by then, or goes on at the MSS that works).
     fn black_hole_step(&mut self) {
@@ -1520,10 +1526,11 @@ impl<M: SendMemory> Connection<M> {
             return;
         }
         let carried = self.bytes_acked() > self.acked_at_mss + (next - headers) as u64;
-        if carried && streak < BLACK_HOLE_RTOS_AFTER_PROGRESS {
+        if (carried || self.mtu_reported) && streak < BLACK_HOLE_RTOS_AFTER_PROGRESS {
             return;
         }
         self.step_packet_mtu(next);
+        self.mtu_reported = false;
         self.rtt.reset_backoff();
         self.stats.mss_black_hole_steps += 1;
     }
@@ -1570,20 +1577,22 @@ impl<M: SendMemory> Connection<M> {
         } else {
             1280
         };
-        let mtu = match mtu {
+        let reported = match mtu {
             0 => MTU_PLATEAUS
                 .into_iter()
                 .find(|&p| p < quoted_len)
                 .unwrap_or(floor),
             m => m as usize,
-        }
-        .max(floor);
+        };
+        let mtu = reported.max(floor);
         if !synchronized || off < self.una as i64 || off >= self.max as i64 || mtu >= current {
             self.stats.icmp_too_big_ignored += 1;
             return false;
         }
         self.step_packet_mtu(mtu);
+        self.mtu_reported = true;
         self.stats.mss_path_mtu_steps += 1;
+        self.stats.path_mtu_reported = reported as u64;
         // Everything in flight again, from SND.UNA (what the peer SACKed
         // excepted), as after a timeout but with the window as it is: no
         // RTT sample from it (Karn), no recovery under way, none until

@@ -504,6 +504,10 @@ pub struct Stats {
     /// Times the send MSS stepped down for an ICMP "packet too big" about
     /// a segment in flight (`Connection::on_packet_too_big`).
     pub mss_path_mtu_steps: u64,
+    /// The MTU the last "packet too big" taken reported (0: none; an old
+    /// router's 0 as the plateau taken for it): below 576 (IPv4) or 1280
+    /// (IPv6), the MTU in force is that floor instead.
+    pub path_mtu_reported: u64,
     /// ICMP "packet too big" messages about this connection not taken:
     /// about a sequence number not in flight, or an MTU not below the one
     /// in force.

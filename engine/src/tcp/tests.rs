@@ -2135,6 +2135,32 @@ fn a_packet_too_big_steps_the_mss_down_without_a_timeout() {
     );
 }
 
+/// An outage right after a hop reported the path's MTU (timeouts in a
+/// row, nothing acknowledged at the new MSS yet) is no black hole below
+/// it: the MTU a hop reported stays.
+#[test]
+fn an_outage_after_a_reported_mtu_leaves_that_mtu() {
+    let mut cfg = jumbo_ends((1500, 9000), 0.0, 15);
+    cfg.c2s.too_big = true;
+    let mut sim = Sim::new(cfg.clone());
+    sim.drive_while(Duration::from_secs(60), |s| {
+        s.client.stats().mss_path_mtu_steps == 0
+    });
+    assert_eq!(sim.client.packet_mtu(), 1500);
+    sim.link_mut(true).loss = 1.0;
+    sim.link_mut(false).loss = 1.0;
+    assert!(!sim.drive_bounded(Duration::from_secs(2)));
+    sim.link_mut(true).loss = 0.0;
+    sim.link_mut(false).loss = 0.0;
+    assert!(sim.drive_bounded(Duration::from_secs(120)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert!(st.rto_expirations >= 3, "{st:?}");
+    assert_eq!(st.mss_black_hole_steps, 0, "{st:?}");
+    assert_eq!(st.path_mtu_reported, 1500, "{st:?}");
+    assert_eq!(sim.client.packet_mtu(), 1500);
+}
+
 /// What a "packet too big" must be to be taken: about a sequence number
 /// in flight (RFC 5927 §4.1), with an MTU below the one in force; an MTU
 /// of 0 (an old router) is the common MTU below the refused packet's
@@ -2160,9 +2186,10 @@ fn a_packet_too_big_is_held_to_what_is_in_flight_and_a_smaller_mtu() {
     // No MTU given: the plateau below the refused 9000 bytes.
     assert!(c.on_packet_too_big(0, una, 9000));
     assert_eq!(c.packet_mtu(), 1500);
-    // Below the floor: the floor.
+    // Below the floor: the floor (what was reported is kept).
     assert!(c.on_packet_too_big(300, una, 1500));
     assert_eq!(c.packet_mtu(), 576);
+    assert_eq!(c.stats().path_mtu_reported, 300);
     assert_eq!(c.send_mss(), 576 - 40 - 12);
     assert_eq!(c.stats().mss_path_mtu_steps, 2);
     assert!(sim.drive_bounded(Duration::from_secs(120)));
