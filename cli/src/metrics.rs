@@ -407,7 +407,8 @@ impl Collector for Exposition {
             "rx_dropped_packets",
             "Received packets xtcp dropped, by reason: malformed (truncated or bad headers), \
              not_tcp, fragment (IP fragments), checksum (bad TCP checksum), not_ours (for \
-             another address), oversize (a chain too long).",
+             another address), oversize (a chain too long), too_big (ICMP \"packet too big\" \
+             beyond 64 in one loop turn: a flood).",
             w,
             "reason",
             &[
@@ -417,6 +418,7 @@ impl Collector for Exposition {
                 ("checksum", |c| c.port.drop_checksum),
                 ("not_ours", |c| c.port.drop_not_ours),
                 ("oversize", |c| c.port.drop_oversize),
+                ("too_big", |c| c.port.drop_too_big),
             ],
         )?;
         per_queue(

@@ -107,6 +107,8 @@ pub struct EngineCounters {
     pub drop_not_ours: u64,
     /// Chains longer than xtcp gathers.
     pub drop_oversize: u64,
+    /// ICMP "packet too big" beyond 64 in one loop turn (a flood).
+    pub drop_too_big: u64,
     /// Sends refused: no room on the TX ring.
     pub tx_ring_full: u64,
     /// Sends refused: no free frame.
@@ -138,6 +140,7 @@ impl EngineCounters {
             c.drop_checksum += p.drop_checksum;
             c.drop_not_ours += p.drop_not_ours;
             c.drop_oversize += p.drop_oversize;
+            c.drop_too_big += p.drop_too_big;
             c.tx_ring_full += p.tx_ring_full;
             c.tx_no_frame += p.tx_no_frame;
             c.tx_full_turns += w.tx_full_turns;

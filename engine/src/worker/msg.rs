@@ -54,9 +54,15 @@ pub struct WorkerCounters {
     /// "packet too big" about none (not answered).
     pub no_connection: u64,
     /// ICMP "packet too big" messages about this worker's flows (RFC 1191,
-    /// RFC 8201): taken to their connection here, or forwarded to its
-    /// worker.
+    /// RFC 8201) that came in on its queue: taken to their connection here,
+    /// or forwarded to its worker ...
     pub too_big: u64,
+    /// ... of them, forwarded (also counted in `forwarded`).
+    pub too_big_forwarded: u64,
+    /// "Packet too big" messages its connections did not take: about a
+    /// sequence number not in flight, or an MTU not below the one in force
+    /// (each where the connection was when the message came).
+    pub too_big_ignored: u64,
     /// Segments of a connection that another worker owns (RSS delivers the
     /// flow to our queue) or that is on its way here, dropped: there was
     /// no room to hold them, or the connection did not come within 50 ms.

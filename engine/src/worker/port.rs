@@ -311,10 +311,12 @@ pub struct PortCounters {
     /// ICMP "packet too big" about a TCP segment of ours, set aside for
     /// the caller ([`XskPort::too_big`]).
     pub rx_too_big: u64,
-    /// Dropped: not TCP over IPv4/IPv6 (nor a "packet too big" about it),
-    /// or a "packet too big" beyond the [`TOO_BIG_MAX`] a receive call
-    /// keeps.
+    /// Dropped: not TCP over IPv4/IPv6 (nor a "packet too big" about it).
     pub drop_not_tcp: u64,
+    /// Dropped: a "packet too big" beyond the [`TOO_BIG_MAX`] that the
+    /// receive calls of one loop turn keep (a flood: routers limit their
+    /// rate).
+    pub drop_too_big: u64,
     /// Dropped: IP fragments.
     pub drop_fragment: u64,
     /// Dropped: bad TCP checksum (under [`RxCsum::Verify`]).
@@ -382,9 +384,10 @@ const GATHER_LEN: usize = 65536 + 14 + 4;
 /// Most descriptors in one received packet (a 64 KiB packet in 2048-byte
 /// frames takes 33 or 34); longer chains are dropped as oversize.
 const RX_CHAIN_MAX: usize = 40;
-/// ICMP "packet too big" messages a receive call keeps for its caller
-/// (routers limit their rate: more in one call is a flood).
-pub const TOO_BIG_MAX: usize = 16;
+/// ICMP "packet too big" messages that receive calls keep for their caller
+/// until it takes them (routers limit their rate: more in one loop turn is
+/// a flood).
+pub const TOO_BIG_MAX: usize = 64;
 
 /// A received segment's payload: consecutive parts, each in place in its
 /// receive frame (one part unless the packet spans several frames).
@@ -1079,12 +1082,14 @@ fn deliver(
             // only those here (or a connection's peer's other packets
             // that are not TCP, which are dropped).
             match locate_too_big(first) {
-                Ok(t) if parts.len() == 1 && too_big.len() < TOO_BIG_MAX => {
-                    if cfg.locals.contains(&t.to) {
+                Ok(t) if parts.len() == 1 => {
+                    if !cfg.locals.contains(&t.to) {
+                        counters.drop_not_ours += 1;
+                    } else if too_big.len() < TOO_BIG_MAX {
                         counters.rx_too_big += 1;
                         too_big.push(t);
                     } else {
-                        counters.drop_not_ours += 1;
+                        counters.drop_too_big += 1;
                     }
                 }
                 Err(WireError::Checksum | WireError::Malformed | WireError::Truncated) => {
@@ -1389,7 +1394,7 @@ mod tests {
             one(&icmp, &mut kept, &mut c);
         }
         assert_eq!(c.rx_too_big, TOO_BIG_MAX as u64, "{c:?}");
-        assert_eq!(c.drop_not_tcp, 1, "{c:?}");
+        assert_eq!(c.drop_too_big, 1, "{c:?}");
         let t = kept[0];
         assert_eq!(t.mtu, 1400);
         assert_eq!(t.seq.0, 77);

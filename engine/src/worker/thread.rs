@@ -1019,8 +1019,10 @@ impl Worker {
                 }
                 Ctl::TooBig(t) => {
                     if let Some(i) = self.table.find(&t.local, &t.remote) {
-                        if let Some(s) = self.table.get_mut(i) {
-                            s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len);
+                        if let Some(s) = self.table.get_mut(i)
+                            && !s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len)
+                        {
+                            self.counters.too_big_ignored += 1;
                         }
                         self.table.mark(i);
                     } else {
@@ -1259,8 +1261,10 @@ impl Worker {
         for t in port.too_big() {
             counters.too_big += 1;
             if let Some(pos) = table.find(&t.local, &t.remote) {
-                if let Some(s) = table.get_mut(pos) {
-                    s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len);
+                if let Some(s) = table.get_mut(pos)
+                    && !s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len)
+                {
+                    counters.too_big_ignored += 1;
                 }
                 table.mark(pos);
                 continue;
@@ -1277,6 +1281,7 @@ impl Worker {
                 Some(owner) if owner != *index => {
                     if peers[owner].try_send(Ctl::TooBig(t)).is_ok() {
                         counters.forwarded += 1;
+                        counters.too_big_forwarded += 1;
                     } else {
                         counters.misplaced += 1;
                     }
