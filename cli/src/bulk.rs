@@ -259,6 +259,9 @@ struct Summary<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     expected_bytes: Option<u64>,
     engine: &'a EngineReport,
+    /// The connections' MSS steps, for what is said of them.
+    #[serde(skip)]
+    steps: Vec<MtuSteps>,
 }
 
 #[derive(Debug, Serialize, Clone, Copy)]
@@ -294,16 +297,24 @@ struct ConnSummary {
     /// `send`: the stream was whole and acknowledged, and the receiver had
     /// not closed its side `--grace` later: let go.
     peer_open: bool,
-    /// The send MSS at the end (payload bytes a segment).
-    mss: usize,
+    /// The send MSS at the end (payload bytes a segment); `None` where
+    /// the connection was never established.
+    mss: Option<usize>,
     /// Times it stepped down for an MTU black hole (timeouts in a row
     /// while large segments were sent).
     mss_black_hole_steps: u64,
     /// Times it stepped down for an ICMP "packet too big" from the path.
     mss_path_mtu_steps: u64,
+    /// The MTU the last "packet too big" taken reported (below IP's least,
+    /// the least is in force); `None` where none was taken.
+    path_mtu_reported: Option<u64>,
+    /// "Packet too big" messages about it that it did not take (about a
+    /// sequence number not in flight, or an MTU not below its own).
+    icmp_too_big_ignored: u64,
     /// The largest IP packet its segments made at the end (after a step
-    /// down, the common MTU it stepped to).
-    packet_mtu: usize,
+    /// down, the common MTU it stepped to); `None` where the connection
+    /// was never established.
+    packet_mtu: Option<usize>,
     /// `send`: from its first SYN to the connection established (not in
     /// `seconds`); `None` where it was not established.
     handshake_seconds: Option<f64>,
@@ -311,7 +322,7 @@ struct ConnSummary {
 
 /// The peer's segments a connection did not take, and how it answered them
 /// (what Linux counts in `TcpExt`): forged or stale segments show here.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub(crate) struct Unacceptable {
     /// Failed PAWS: a timestamp older than the last one taken (RFC 7323).
     paws: u64,
@@ -464,10 +475,12 @@ fn summarise<'a>(
                     .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64()),
                 unacceptable: Unacceptable::of(&r.stats),
                 peer_open: r.peer_open,
-                mss: r.send_mss,
+                mss: r.established.map(|_| r.send_mss),
                 mss_black_hole_steps: r.stats.mss_black_hole_steps,
                 mss_path_mtu_steps: r.stats.mss_path_mtu_steps,
-                packet_mtu: r.packet_mtu,
+                path_mtu_reported: Some(r.stats.path_mtu_reported).filter(|&m| m > 0),
+                icmp_too_big_ignored: r.stats.icmp_too_big_ignored,
+                packet_mtu: r.established.map(|_| r.packet_mtu),
                 handshake_seconds: r
                     .opened
                     .zip(r.established)
@@ -512,6 +525,7 @@ fn summarise<'a>(
     let seconds = report.seconds;
     let gib = bytes as f64 / f64::from(1u32 << 30);
     Summary {
+        steps: report.connections.iter().map(MtuSteps::of).collect(),
         bytes,
         seconds,
         gbps: if seconds > 0.0 {
@@ -615,48 +629,127 @@ pub fn json_error(error: &str) {
     }
 }
 
+/// A connection's MSS steps for an MTU on the path, as its report says.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct MtuSteps {
+    id: usize,
+    remote: SocketAddr,
+    /// The send MSS and the largest IP packet at the end (None: never
+    /// established).
+    mss: Option<usize>,
+    mtu: Option<usize>,
+    /// Steps for an ICMP "packet too big", and for a black hole.
+    icmp: u64,
+    black_hole: u64,
+    /// The MTU the last "packet too big" taken reported.
+    reported: Option<u64>,
+}
+
+impl MtuSteps {
+    pub(crate) fn of(r: &ConnReport) -> MtuSteps {
+        MtuSteps {
+            id: r.id,
+            remote: r.tuple.remote,
+            mss: r.established.map(|_| r.send_mss),
+            mtu: r.established.map(|_| r.packet_mtu),
+            icmp: r.stats.mss_path_mtu_steps,
+            black_hole: r.stats.mss_black_hole_steps,
+            reported: Some(r.stats.path_mtu_reported).filter(|&m| m > 0),
+        }
+    }
+}
+
+/// The route's gateway or device for the advice of [`mtu_notes`].
+pub(crate) fn route_via(e: &EngineReport) -> String {
+    e.gateway
+        .map_or_else(|| format!("dev {}", e.iface), |g| format!("via {g}"))
+}
+
+/// What the connections' MSS steps were and what spares them (`via`: the
+/// route's gateway or device, for the advice), a line for each text and
+/// peer, the connections with the same one named together.
+pub(crate) fn mtu_notes(connections: &[MtuSteps], via: &str) -> Vec<String> {
+    let mut notes: Vec<(String, SocketAddr, Vec<usize>)> = Vec::new();
+    for c in connections {
+        let Some(text) = mtu_note(c, via) else {
+            continue;
+        };
+        match notes
+            .iter_mut()
+            .find(|(t, r, _)| *t == text && *r == c.remote)
+        {
+            Some((_, _, ids)) => ids.push(c.id),
+            None => notes.push((text, c.remote, vec![c.id])),
+        }
+    }
+    notes
+        .into_iter()
+        .map(|(text, remote, ids)| {
+            let who = match ids[..] {
+                [one] => format!("connection {one}"),
+                [first, .., last] if last - first + 1 == ids.len() => {
+                    format!("connections {first}–{last}")
+                }
+                _ => format!("{} connections", ids.len()),
+            };
+            format!("xtcp: {who} → {remote}: {text}")
+        })
+        .collect()
+}
+
+/// What one connection's MSS steps were (`via`: the route's gateway or
+/// device, for the advice); None where it took none.
+fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
+    let (mss, mtu) = (c.mss?, c.mtu?);
+    let route = format!("`ip route add {} {via} mtu {mtu}`", c.remote.ip());
+    let least = if c.remote.is_ipv4() {
+        "IPv4's least, 576"
+    } else {
+        "IPv6's least, 1280"
+    };
+    let times = |n: u64| match n {
+        1 => "once".to_owned(),
+        n => format!("{n} times"),
+    };
+    Some(match (c.icmp, c.black_hole) {
+        (0, 0) => return None,
+        (_, 0) => match c.reported {
+            Some(r) if r < mtu as u64 => format!(
+                "a hop reported an MTU of {r} (ICMP \"packet too big\"), below {least}: the MSS \
+                 stepped down to {mss} bytes (packets of {mtu}); a report that low is forged, \
+                 or a link below what IP allows"
+            ),
+            _ => format!(
+                "the path's MTU is {mtu} (a hop said so: ICMP \"packet too big\"), and the MSS \
+                 stepped down to {mss} bytes; giving the route that MTU ({route}) spares the \
+                 segments sent again"
+            ),
+        },
+        (0, bh) => format!(
+            "large segments were lost timeout after timeout, and the MSS stepped down {} to \
+             {mss} bytes (packets of {mtu}): likely a hop on the path with a smaller MTU than \
+             the segments were sized for, whose ICMP does not reach xtcp; if so, giving the \
+             route that MTU ({route}) spares the timeouts",
+            times(bh)
+        ),
+        (icmp, bh) => format!(
+            "a hop reported an MTU of {} (ICMP \"packet too big\") and the MSS stepped down {}; \
+             then large segments were lost timeout after timeout, and it stepped down {} more, \
+             to {mss} bytes (packets of {mtu}): likely a hop further on with a smaller MTU whose \
+             ICMP does not reach xtcp (or an outage); if so, giving the route that MTU ({route}) \
+             spares the timeouts",
+            c.reported.unwrap_or(0),
+            times(icmp),
+            times(bh)
+        ),
+    })
+}
+
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
     // (Said on standard error with --json too: JSON has `peer_open`,
     // `mss`, `mss_path_mtu_steps` and `mss_black_hole_steps`.)
-    let e = s.engine;
-    let via = e
-        .gateway
-        .map_or_else(|| format!("dev {}", e.iface), |g| format!("via {g}"));
-    for c in s
-        .connections
-        .iter()
-        .filter(|c| c.mss_path_mtu_steps > 0 && c.mss_black_hole_steps == 0)
-    {
-        eprintln!(
-            "xtcp: connection {} → {}: the path's MTU is {} (a hop said so: ICMP \"packet too \
-             big\"), and the MSS stepped down to {} bytes; giving the route that MTU (`ip route \
-             add {} {via} mtu {}`) spares the segments sent again",
-            c.id,
-            c.remote,
-            c.packet_mtu,
-            c.mss,
-            c.remote.ip(),
-            c.packet_mtu,
-        );
-    }
-    for c in s.connections.iter().filter(|c| c.mss_black_hole_steps > 0) {
-        eprintln!(
-            "xtcp: connection {} → {}: large segments were lost timeout after timeout, and the \
-             MSS stepped down {} to {} bytes (packets of {}): likely a hop on the path with a \
-             smaller MTU than the segments were sized for, whose ICMP does not reach xtcp; if \
-             so, giving the route that MTU (`ip route add {} {via} mtu {}`) spares the timeouts",
-            c.id,
-            c.remote,
-            if c.mss_black_hole_steps == 1 {
-                "once".to_owned()
-            } else {
-                format!("{} times", c.mss_black_hole_steps)
-            },
-            c.mss,
-            c.packet_mtu,
-            c.remote.ip(),
-            c.packet_mtu,
-        );
+    for line in mtu_notes(&s.steps, &route_via(s.engine)) {
+        eprintln!("{line}");
     }
     // A handshake that took a retransmitted SYN or more (the first waits
     // a second): said, as the seconds above begin after it.
@@ -765,7 +858,8 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             + p.drop_fragment
             + p.drop_checksum
             + p.drop_not_ours
-            + p.drop_oversize;
+            + p.drop_oversize
+            + p.drop_too_big;
         eprintln!(
             "xtcp: queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
              no connection {}, held {} and misplaced {} (another queue's), refused {} \
@@ -1309,4 +1403,92 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         bail!("{e}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(id: usize, remote: &str, steps: (u64, u64), reported: u64, mtu: usize) -> MtuSteps {
+        let remote: SocketAddr = remote.parse().unwrap();
+        let ip = if remote.is_ipv4() { 20 } else { 40 };
+        MtuSteps {
+            id,
+            remote,
+            mss: Some(mtu - ip - 32),
+            mtu: Some(mtu),
+            icmp: steps.0,
+            black_hole: steps.1,
+            reported: Some(reported).filter(|&r| r > 0),
+        }
+    }
+
+    /// One line for the connections a note is the same for (a run of ids,
+    /// or their number), one each where they differ; none without steps.
+    #[test]
+    fn mtu_notes_are_said_once_for_the_connections_they_share() {
+        let via = "via 198.18.1.254";
+        let mut cs: Vec<MtuSteps> = (0..4)
+            .map(|i| conn(i, "198.18.2.2:5201", (1, 0), 1500, 1500))
+            .collect();
+        cs.push(conn(4, "198.18.2.2:5201", (0, 0), 0, 9000));
+        let n = mtu_notes(&cs, via);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].starts_with(
+                "xtcp: connections 0–3 → 198.18.2.2:5201: the path's MTU is 1500 (a hop said \
+                 so: ICMP \"packet too big\"), and the MSS stepped down to 1448 bytes; giving \
+                 the route that MTU (`ip route add 198.18.2.2 via 198.18.1.254 mtu 1500`)"
+            ),
+            "{n:?}"
+        );
+        cs.remove(1);
+        cs.push(conn(5, "198.18.2.2:5201", (0, 1), 0, 1500));
+        let n = mtu_notes(&cs, via);
+        assert_eq!(n.len(), 2, "{n:?}");
+        assert!(n[0].starts_with("xtcp: 3 connections → "), "{n:?}");
+        assert!(
+            n[1].starts_with("xtcp: connection 5 → ")
+                && n[1].contains("timeout after timeout, and the MSS stepped down once to 1448"),
+            "{n:?}"
+        );
+    }
+
+    /// Both kinds of step on one connection are both said (not as if no
+    /// ICMP had come); a reported MTU below IP's least is said as what it
+    /// is, with the least in force; a connection never established has
+    /// no note.
+    #[test]
+    fn a_note_says_each_kind_of_step_and_a_report_below_the_least() {
+        let via = "dev xa0";
+        let both = conn(0, "198.18.2.2:5201", (1, 1), 4000, 1500);
+        let n = mtu_note(&both, via).unwrap();
+        assert!(
+            n.starts_with(
+                "a hop reported an MTU of 4000 (ICMP \"packet too big\") and the MSS stepped \
+                 down once; then large segments were lost timeout after timeout, and it stepped \
+                 down once more, to 1448 bytes (packets of 1500)"
+            ),
+            "{n}"
+        );
+        let low = conn(0, "198.18.2.2:5201", (1, 0), 68, 576);
+        let n = mtu_note(&low, via).unwrap();
+        assert!(
+            n.starts_with(
+                "a hop reported an MTU of 68 (ICMP \"packet too big\"), below IPv4's least, \
+                 576: the MSS stepped down to 524 bytes (packets of 576)"
+            ),
+            "{n}"
+        );
+        let low6 = conn(0, "[2001:2::2]:5201", (1, 0), 300, 1280);
+        assert!(
+            mtu_note(&low6, via)
+                .unwrap()
+                .contains("below IPv6's least, 1280")
+        );
+        let mut never = conn(0, "198.18.2.2:5201", (0, 0), 0, 1500);
+        never.mss = None;
+        never.mtu = None;
+        assert_eq!(mtu_note(&never, via), None);
+    }
 }

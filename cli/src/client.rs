@@ -18,7 +18,9 @@ use xtcp_engine::tcp::{CloseReason, CongestionAlgorithm, ConnectionError};
 use xtcp_engine::worker::{Payload, Role, random_filler, repeating_pattern, run_app};
 
 use crate::args::{EngineArgs, parse_size};
-use crate::bulk::{Unacceptable, connect_timeout_message, interrupt_flag};
+use crate::bulk::{
+    MtuSteps, Unacceptable, connect_timeout_message, interrupt_flag, mtu_notes, route_via,
+};
 use crate::outfile::ReplaceFile;
 use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::worker::bulk::{NO_STREAM, OpenOutput, spawn_writer};
@@ -848,6 +850,9 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
             "bytes_received": r.bytes_received, "send_bytes_touched": r.send_bytes_touched,
             "send_buffer": r.send_buffer, "retransmits": r.stats.retransmits,
             "unacceptable": Unacceptable::of(&r.stats),
+            "packet_mtu": r.established.map(|_| r.packet_mtu),
+            "mss_path_mtu_steps": r.stats.mss_path_mtu_steps,
+            "mss_black_hole_steps": r.stats.mss_black_hole_steps,
         })).collect::<Vec<_>>() }),
     );
     if let Some(t) = &a.title {
@@ -857,6 +862,11 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         extra.insert("extra_data".into(), json!(d));
     }
     run.finish(&o, &XdpSummary::of(&report), extra)?;
+    // A smaller MTU on the path, as `send` says it.
+    let steps: Vec<MtuSteps> = conns.iter().map(|r| MtuSteps::of(r)).collect();
+    for line in mtu_notes(&steps, &route_via(&report)) {
+        eprintln!("{line}");
+    }
     if o.result.is_ok()
         && let Some((read, sent)) = crate::report::server_read_short(&o)
         && Some(sent) == acked_budget

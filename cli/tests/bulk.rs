@@ -1068,6 +1068,46 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     let len = 4u64 << 20;
     let mut want = vec![0u8; len as usize];
     pattern_fill(SEED, 0, &mut want);
+    // `client` (iperf3's) takes the ICMP as `send` does, and says so.
+    {
+        let mut server = Reap(
+            net.b
+                .command("iperf3")
+                .args(["-s", "-1", "-B", Routed::B, "-p", &port.to_string()])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("iperf3 -s"),
+        );
+        wait_listening(&net.b, port, WAIT, Some(&mut server.0));
+        let out = net
+            .a
+            .command("timeout")
+            .args([
+                "60",
+                XTCP,
+                "client",
+                "--iface",
+                &net.iface_a(),
+                "--bind",
+                "copy",
+            ])
+            .args(["-c", Routed::B, "-p", &port.to_string(), "-n", "4M", "-J"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "client: {err}");
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("-J");
+        // The data connection (the control connection's segments are small).
+        let data = &j["xtcp"]["connections"][1];
+        assert_eq!(data["mss_path_mtu_steps"], 1, "{j}");
+        assert_eq!(data["packet_mtu"], 1500, "{j}");
+        assert_eq!(data["send_mss"], 1448, "{j}");
+        assert!(
+            err.contains("the path's MTU is 1500 (a hop said so: ICMP \"packet too big\")"),
+            "{err}"
+        );
+        let _ = server.0.wait();
+    }
     for case in [Case::Icmp, Case::Icmp6, Case::BlackHole, Case::RouteMtu] {
         let (b, listen) = if case == Case::Icmp6 {
             (
