@@ -927,7 +927,8 @@ impl Routed {
     const B: &'static str = "198.18.212.2";
     const B6: &'static str = "2001:2:212::2";
 
-    fn new() -> Routed {
+    /// `queues`: A's link to R has that many queues each way.
+    fn new(queues: u32) -> Routed {
         let tag = format!("{:x}", std::process::id() % 0xfffff);
         let n = Routed {
             a: Netns::new(&format!("xtcp-ra{tag}")).unwrap(),
@@ -943,17 +944,26 @@ impl Routed {
         let ip = |ns: &Netns, args: &[&str]| {
             ns.ip(args).unwrap();
         };
+        let q = queues.to_string();
         ip(
             &n.a,
             &[
                 "link",
                 "add",
                 &ra,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
                 "type",
                 "veth",
                 "peer",
                 "name",
                 &rr0,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
                 "netns",
                 n.r.name(),
             ],
@@ -1053,7 +1063,8 @@ impl Routed {
 ///   segments fit it from the start: nothing is sent again.
 ///
 /// The stream arrives whole each time, and the report says what happened
-/// and what to do.
+/// and what to do. `client` takes the ICMP too; and with two queues, a
+/// worker forwards the ICMP about the other's connections to it.
 #[test]
 fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1063,7 +1074,7 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
         BlackHole,
         RouteMtu,
     }
-    let net = Routed::new();
+    let net = Routed::new(1);
     let port = 5241u16;
     let len = 4u64 << 20;
     let mut want = vec![0u8; len as usize];
@@ -1229,6 +1240,63 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
             }
         }
     }
+    drop(net);
+    // Two queues, connections opened on both workers: R's ICMP (one flow
+    // to the kernel's hash, so on one queue) is about connections of
+    // both, and the worker it reaches forwards it to the other.
+    let net = Routed::new(2);
+    let mut sink = Reap(
+        net.b
+            .command("socat")
+            .args([
+                "-u",
+                &format!("TCP4-LISTEN:{port},bind={},reuseaddr,fork", Routed::B),
+                "OPEN:/dev/null",
+            ])
+            .spawn()
+            .expect("socat"),
+    );
+    wait_listening(&net.b, port, WAIT, Some(&mut sink.0));
+    let out = net
+        .a
+        .command("timeout")
+        .args([
+            "60",
+            XTCP,
+            "send",
+            "--iface",
+            &net.iface_a(),
+            "--bind",
+            "copy",
+        ])
+        .args([
+            "--queues",
+            "2",
+            "-P",
+            "4",
+            "-c",
+            Routed::B,
+            "-p",
+            &port.to_string(),
+        ])
+        .args(["--pattern", &SEED.to_string(), "-n", "1M", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "two queues: {err}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    for c in j["connections"].as_array().unwrap() {
+        assert_eq!(c["mss_path_mtu_steps"], 1, "{j}");
+        assert_eq!(c["mss_black_hole_steps"], 0, "{j}");
+    }
+    let workers = j["engine"]["workers"].as_array().unwrap();
+    let sum = |k: &str| -> u64 { workers.iter().map(|w| w[k].as_u64().unwrap()).sum() };
+    assert!(sum("too_big_forwarded") >= 1, "{j}");
+    assert!(
+        err.contains("xtcp: connections 0–3 → 198.18.212.2:5241: the path's MTU is 1500"),
+        "{err}"
+    );
+    drop(sink);
     drop(net);
 }
 
