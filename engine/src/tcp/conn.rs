@@ -1454,36 +1454,42 @@ impl<M: SendMemory> Connection<M> {
                 self.cc.on_rto(now, flight);
                 self.rtt.backoff();
                 self.black_hole_step();
-                self.rtt_timing = None;
-                self.recover = None;
-                self.clear_rxt_log();
-                self.rescue_due = false;
-                self.disarm(Timer::Rescue);
-                self.tlp_due = false;
-                self.tlp_out = false;
-                self.tlp_second = false;
-                self.disarm(Timer::LossProbe);
-                self.dupacks = 0;
-                // Nothing to undo after a timeout. A threshold raised for
-                // reordering that let DupThresh segments be SACKed above a
-                // hole without calling it lost goes back (as Linux does).
-                self.undo = Undo::default();
+                // Nothing to undo after a timeout (`go_back`). A threshold
+                // raised for reordering that let DupThresh segments be
+                // SACKed above a hole without calling it lost goes back (as
+                // Linux does).
                 if self.sacked.total() >= DUPTHRESH as usize * self.send_mss {
                     self.reordering = DUPTHRESH;
                 }
-                // Go back: resend from the oldest unacknowledged byte, all
-                // but what the peer reported SACKed (the scoreboard is kept,
-                // as Linux keeps it: a peer that dropped SACKed data shows
-                // it by an ACK that stops at it, and the scoreboard goes
-                // then; see `on_ack`). No fast recovery begins until what
-                // was sent before the timeout is acknowledged (RFC 6675
-                // §5.1): the ACKs of the data sent again report the same
-                // holes, and the window is already down to one segment.
-                self.nxt = self.una;
-                self.high_rxt = self.una;
-                self.rto_recover = self.max;
+                self.go_back();
             }
         }
+    }
+
+    /// Goes back: resends from the oldest unacknowledged byte, all but
+    /// what the peer reported SACKed (the scoreboard is kept, as Linux
+    /// keeps it: a peer that dropped SACKed data shows it by an ACK that
+    /// stops at it, and the scoreboard goes then; see `on_ack`), after a
+    /// timeout or a "packet too big". No RTT sample from what goes again
+    /// (Karn), no recovery, loss probe or rescue under way, nothing to
+    /// undo, and no fast recovery until what was sent before is
+    /// acknowledged (RFC 6675 §5.1): the ACKs of the data sent again
+    /// report the same holes.
+    fn go_back(&mut self) {
+        self.rtt_timing = None;
+        self.recover = None;
+        self.clear_rxt_log();
+        self.rescue_due = false;
+        self.disarm(Timer::Rescue);
+        self.tlp_due = false;
+        self.tlp_out = false;
+        self.tlp_second = false;
+        self.disarm(Timer::LossProbe);
+        self.dupacks = 0;
+        self.undo = Undo::default();
+        self.nxt = self.una;
+        self.high_rxt = self.una;
+        self.rto_recover = self.max;
     }
 
     /// An MTU black hole (RFC 4821 §3; Linux's `tcp_mtu_probing`): a path
@@ -1499,10 +1505,11 @@ impl<M: SendMemory> Connection<M> {
     /// and another run of timeouts steps again. Where more than that MTU
     /// carries was acknowledged at this MSS, the path took large segments
     /// already: a run of timeouts is more likely an outage, and it takes
-    /// [`BLACK_HOLE_RTOS_AFTER_PROGRESS`] of them in a row; so it does where
-    /// a hop reported the MTU in force (ICMP): the path takes that size. The MSS does
-    /// not climb back (Linux probes upwards every ten minutes; a transfer
-    /// here is over by then, or goes on at the MSS that works).
+    /// [`BLACK_HOLE_RTOS_AFTER_PROGRESS`] of them in a row; so it does
+    /// where a hop reported the MTU in force (ICMP): the path takes that
+    /// size. The MSS does not climb back (Linux probes upwards every ten
+    /// minutes; a transfer here is over by then, or goes on at the MSS
+    /// that works).
     fn black_hole_step(&mut self) {
         let streak = self.retries.saturating_sub(self.mss_stepped_at);
         if streak < BLACK_HOLE_RTOS {
@@ -1593,24 +1600,9 @@ impl<M: SendMemory> Connection<M> {
         self.mtu_reported = true;
         self.stats.mss_path_mtu_steps += 1;
         self.stats.path_mtu_reported = reported as u64;
-        // Everything in flight again, from SND.UNA (what the peer SACKed
-        // excepted), as after a timeout but with the window as it is: no
-        // RTT sample from it (Karn), no recovery under way, none until
-        // what was sent before is acknowledged.
-        self.rtt_timing = None;
-        self.recover = None;
-        self.clear_rxt_log();
-        self.rescue_due = false;
-        self.disarm(Timer::Rescue);
-        self.tlp_due = false;
-        self.tlp_out = false;
-        self.tlp_second = false;
-        self.disarm(Timer::LossProbe);
-        self.dupacks = 0;
-        self.undo = Undo::default();
-        self.nxt = self.una;
-        self.high_rxt = self.una;
-        self.rto_recover = self.max;
+        // Everything in flight again, as after a timeout, but with the
+        // window's segments as they were.
+        self.go_back();
         true
     }
 

@@ -352,8 +352,9 @@ pub struct XskPort {
     rx_chain: Vec<(Frame, u32, u32)>,
     /// Only for a chain whose TCP header runs past its first frame.
     gather: Vec<u8>,
-    /// ICMP "packet too big" messages the last receive call found, for
-    /// the caller to take ([`XskPort::too_big`]); at most [`TOO_BIG_MAX`].
+    /// ICMP "packet too big" messages the receive calls found since the
+    /// caller last took them ([`XskPort::too_big`]); at most
+    /// [`TOO_BIG_MAX`].
     too_big: Vec<TooBig>,
     in_chain: bool,
     chain_oversize: bool,
@@ -1078,9 +1079,8 @@ fn deliver(
             return;
         }
         Err(WireError::Unsupported) => {
-            // ICMP about a segment of ours: the steering program sends
-            // only those here (or a connection's peer's other packets
-            // that are not TCP, which are dropped).
+            // ICMP about a segment of ours: of what is not TCP, the
+            // steering program sends only that here.
             match locate_too_big(first) {
                 Ok(t) if parts.len() == 1 => {
                     if !cfg.locals.contains(&t.to) {

@@ -1018,14 +1018,7 @@ impl Worker {
                     }
                 }
                 Ctl::TooBig(t) => {
-                    if let Some(i) = self.table.find(&t.local, &t.remote) {
-                        if let Some(s) = self.table.get_mut(i)
-                            && !s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len)
-                        {
-                            self.counters.too_big_ignored += 1;
-                        }
-                        self.table.mark(i);
-                    } else {
+                    if !give_too_big(&mut self.table, &mut self.counters, &t) {
                         // Gone, or handed on again meanwhile: the next
                         // one (routers repeat them) or the timeouts.
                         self.counters.misplaced += 1;
@@ -1260,13 +1253,7 @@ impl Worker {
         } = self;
         for t in port.too_big() {
             counters.too_big += 1;
-            if let Some(pos) = table.find(&t.local, &t.remote) {
-                if let Some(s) = table.get_mut(pos)
-                    && !s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len)
-                {
-                    counters.too_big_ignored += 1;
-                }
-                table.mark(pos);
+            if give_too_big(table, counters, &t) {
                 continue;
             }
             let tuple = FourTuple {
@@ -1648,6 +1635,21 @@ fn small_queue(c: &Conn) -> usize {
         }
         _ => usize::MAX,
     }
+}
+
+/// A "packet too big" to its connection, if `table` holds it (false where
+/// not); one the connection does not take is counted.
+fn give_too_big(table: &mut Table, counters: &mut WorkerCounters, t: &TooBig) -> bool {
+    let Some(pos) = table.find(&t.local, &t.remote) else {
+        return false;
+    };
+    if let Some(s) = table.get_mut(pos)
+        && !s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len)
+    {
+        counters.too_big_ignored += 1;
+    }
+    table.mark(pos);
+    true
 }
 
 fn add_stats(t: &mut Stats, s: &Stats) {
