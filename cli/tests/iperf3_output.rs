@@ -211,16 +211,25 @@ fn summary_shape(text: &str) -> Vec<String> {
             if t.starts_with("[ ID]") {
                 return Some("header".to_owned());
             }
-            let rest = t.strip_prefix('[')?;
-            let (id, rest) = rest.split_once(']')?;
-            let tag = rest
-                .strip_prefix('[')
-                .and_then(|r| r.split_once(']'))
-                .map_or("", |(t, _)| t);
-            let kind = if id.trim() == "SUM" { "SUM" } else { "n" };
-            Some(format!("{kind}[{tag}] {}", t.split_whitespace().last()?))
+            Some(format!(
+                "{} {}",
+                line_kind(t)?,
+                t.split_whitespace().last()?
+            ))
         })
         .collect()
+}
+
+/// A report line's kind: `n[TX-C]` for a stream's, `SUM[RX-S]` for a
+/// sum's (`n[]` without `--bidir`'s tags).
+fn line_kind(line: &str) -> Option<String> {
+    let (id, rest) = line.trim_start().strip_prefix('[')?.split_once(']')?;
+    let tag = rest
+        .strip_prefix('[')
+        .and_then(|r| r.split_once(']'))
+        .map_or("", |(t, _)| t);
+    let kind = if id.trim() == "SUM" { "SUM" } else { "n" };
+    Some(format!("{kind}[{tag}]"))
 }
 
 /// The summary's lines come in iperf3's order: with `--bidir` each
@@ -287,15 +296,10 @@ fn first_block(text: &str) -> Vec<String> {
     };
     let mut out = vec![header.trim_end().to_owned()];
     for l in lines.take_while(|l| l.contains(" 0.00-")) {
-        let Some((id, rest)) = l.strip_prefix('[').and_then(|r| r.split_once(']')) else {
+        let Some(kind) = line_kind(l) else {
             break;
         };
-        let tag = rest
-            .strip_prefix('[')
-            .and_then(|r| r.split_once(']'))
-            .map_or("", |(t, _)| t);
-        let kind = if id.trim() == "SUM" { "SUM" } else { "n" };
-        out.push(format!("{kind}[{tag}]"));
+        out.push(kind);
     }
     out
 }

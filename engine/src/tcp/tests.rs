@@ -2147,11 +2147,7 @@ fn an_outage_after_a_reported_mtu_leaves_that_mtu() {
         s.client.stats().mss_path_mtu_steps == 0
     });
     assert_eq!(sim.client.packet_mtu(), 1500);
-    sim.link_mut(true).loss = 1.0;
-    sim.link_mut(false).loss = 1.0;
-    assert!(!sim.drive_bounded(Duration::from_secs(2)));
-    sim.link_mut(true).loss = 0.0;
-    sim.link_mut(false).loss = 0.0;
+    outage(&mut sim, Duration::from_secs(2));
     assert!(sim.drive_bounded(Duration::from_secs(120)));
     clean_close(&sim, &cfg);
     let st = sim.client.stats();
@@ -2197,6 +2193,16 @@ fn a_packet_too_big_is_held_to_what_is_in_flight_and_a_smaller_mtu() {
     assert_eq!(sim.client.stats().rto_expirations, 0);
 }
 
+/// Every packet both ways lost for `d` (the simulation going on), then
+/// none.
+fn outage(sim: &mut Sim, d: Duration) {
+    sim.link_mut(true).loss = 1.0;
+    sim.link_mut(false).loss = 1.0;
+    assert!(!sim.drive_bounded(d));
+    sim.link_mut(true).loss = 0.0;
+    sim.link_mut(false).loss = 0.0;
+}
+
 /// An outage on a path that took the large segments already (every
 /// packet lost for two seconds: timeouts 4 in a row) is no MTU black hole:
 /// the MSS stays, and the transfer goes on at it once the path is back.
@@ -2208,11 +2214,7 @@ fn an_outage_after_large_segments_got_through_leaves_the_mss() {
         s.client.bytes_acked() < 1 << 20
     });
     assert!(sim.client.bytes_acked() >= 1 << 20);
-    sim.link_mut(true).loss = 1.0;
-    sim.link_mut(false).loss = 1.0;
-    assert!(!sim.drive_bounded(Duration::from_secs(2)));
-    sim.link_mut(true).loss = 0.0;
-    sim.link_mut(false).loss = 0.0;
+    outage(&mut sim, Duration::from_secs(2));
     assert!(sim.drive_bounded(Duration::from_secs(120)));
     clean_close(&sim, &cfg);
     let st = sim.client.stats();
