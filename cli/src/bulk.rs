@@ -4,7 +4,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -64,7 +64,8 @@ pub struct SendArgs {
     /// rewritten, like `iperf3 -Z`): for benchmarks.
     #[arg(long)]
     pub zeros: bool,
-    /// Bytes per connection (with --pattern or --zeros), e.g. 1G.
+    /// Bytes per connection (with --pattern or --zeros), e.g. 1G; with
+    /// --file, its first BYTES (as many as it has, or fewer).
     #[arg(short = 'n', long, value_parser = parse_size)]
     pub bytes: Option<u64>,
     /// Parallel connections (with --pattern or --zeros; each sends -n bytes).
@@ -98,8 +99,13 @@ impl SendArgs {
                 self.connections
             ));
         }
-        if self.bytes.is_some() && !generated {
-            return Some("-n (--bytes) goes with --pattern SEED or --zeros".into());
+        let file = self.file.as_ref().is_some_and(|f| f.as_os_str() != "-");
+        if self.bytes.is_some() && !generated && !file {
+            return Some(
+                "-n (--bytes) goes with --pattern SEED, --zeros or --file FILE (standard input: \
+                 `head -c BYTES | xtcp send …`)"
+                    .into(),
+            );
         }
         if generated && self.bytes.is_none() {
             return Some(
@@ -1080,6 +1086,14 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         (None, false, input) => {
             let file = match input.as_ref().filter(|p| p.as_os_str() != "-") {
                 Some(p) => {
+                    // (Before opening it: a FIFO's open waits for a writer.)
+                    if a.bytes.is_some() && std::fs::metadata(p).is_ok_and(|m| !m.is_file()) {
+                        bail!(
+                            "-n goes with a regular file; {} is not one (`head -c BYTES FILE | \
+                             xtcp send …`)",
+                            p.display()
+                        );
+                    }
                     let f = std::fs::File::open(p)
                         .with_context(|| format!("opening {}", p.display()))?;
                     let m = f
@@ -1088,17 +1102,30 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
                     if m.is_dir() {
                         bail!("{} is a directory: give a file to send", p.display());
                     }
-                    Some((f, m.is_file()))
+                    Some((f, m.is_file(), m.len()))
                 }
                 None => None,
             };
             match file {
                 // A regular file: the worker reads it straight into the
                 // send buffer's frames.
-                Some((f, true)) => vec![Source::File(FileSource::new(f))],
+                Some((f, true, len)) => {
+                    let mut src = FileSource::new(f);
+                    if let Some(n) = a.bytes {
+                        if n > len {
+                            bail!(
+                                "-n {n}: {} has only {}",
+                                a.file.as_deref().unwrap_or(Path::new("-")).display(),
+                                count(len, "byte")
+                            );
+                        }
+                        src = src.up_to(n);
+                    }
+                    vec![Source::File(src)]
+                }
                 other => {
                     let reader: Box<dyn std::io::Read + Send> = match other {
-                        Some((f, _)) => Box::new(f),
+                        Some((f, ..)) => Box::new(f),
                         None => {
                             if std::io::stdin().is_terminal() {
                                 bail!(

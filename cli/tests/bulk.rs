@@ -1300,6 +1300,92 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     drop(net);
 }
 
+/// `send --file FILE -n BYTES` sends the file's first BYTES (a count that
+/// ends inside a frame and a read), as `client -F -n` does; more than the
+/// file has, or -n with a FIFO, is refused before a connection is made.
+#[test]
+fn send_file_n_sends_the_files_first_bytes() {
+    let net = testnet(1500);
+    let (file, _) = pattern_file(QUARTER);
+    let n: u64 = 3_000_001;
+    let port = 5244u16;
+    let got = tmp("file-n.bin");
+    let _socat = socat_receiver(
+        &net,
+        net.b.ip4.into(),
+        port,
+        &format!("OPEN:{},creat,trunc", got.display()),
+    );
+    let send = |extra: &[&str]| {
+        let mut args = vec!["send".to_string()];
+        args.extend(engine_args(&net, false));
+        args.extend(
+            [
+                "-c",
+                &net.b.ip4.to_string(),
+                "-p",
+                &port.to_string(),
+                "--json",
+            ]
+            .map(str::to_owned),
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        net.a
+            .ns
+            .command("timeout")
+            .arg("60")
+            .arg(XTCP)
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let out = send(&["--file", file.to_str().unwrap(), "-n", &n.to_string()]);
+    ok(&out);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    assert_eq!(j["bytes"].as_u64(), Some(n), "{j}");
+    // socat exits at the stream's end: its file is whole once it has.
+    let deadline = Instant::now() + WAIT;
+    while std::fs::metadata(&got).map(|m| m.len()).unwrap_or(0) < n {
+        assert!(Instant::now() < deadline, "B did not get {n} bytes");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut want = vec![0u8; n as usize];
+    pattern_fill(SEED, 0, &mut want);
+    assert!(std::fs::read(&got).unwrap() == want, "B got other bytes");
+    let _ = std::fs::remove_file(&got);
+    // More than the file has: refused, nothing sent.
+    let out = send(&[
+        "--file",
+        file.to_str().unwrap(),
+        "-n",
+        &(QUARTER + 1).to_string(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "-n {}: {} has only {QUARTER} bytes",
+            QUARTER + 1,
+            file.display()
+        )),
+        "{err}"
+    );
+    let fifo = tmp("file-n.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = send(&["--file", fifo.to_str().unwrap(), "-n", "1M"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("-n goes with a regular file"), "{err}");
+    let _ = std::fs::remove_file(&fifo);
+}
+
 /// A handshake that needed a retransmitted SYN is said, with how long it
 /// took (the seconds of the transfer begin after it): B's answer to the
 /// first SYN has no route (a blackhole route in B) until B's kernel has

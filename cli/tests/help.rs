@@ -111,8 +111,8 @@ fn send_and_recv_argument_combinations_are_usage_errors() {
             "-P (--parallel) 0 is outside 1..=1024",
         ),
         (
-            &["send", "-c", "198.18.0.2", "-n", "1M", "-F", "/etc/hosts"],
-            "-n (--bytes) goes with --pattern SEED or --zeros",
+            &["send", "-c", "198.18.0.2", "-n", "1M", "-F", "-"],
+            "-n (--bytes) goes with --pattern SEED, --zeros or --file FILE",
         ),
         (
             &["send", "-c", "198.18.0.2", "--zeros"],

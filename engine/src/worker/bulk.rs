@@ -163,6 +163,8 @@ const READ_AHEAD: u64 = 16 << 20;
 pub struct FileSource {
     file: std::sync::Arc<std::fs::File>,
     offset: u64,
+    /// The offset it ends at ([`FileSource::up_to`]; else the file's end).
+    end: u64,
     /// The page cache was asked for everything below this offset.
     advised: u64,
     /// `RWF_NOWAIT` is not supported here: plain reads.
@@ -175,9 +177,16 @@ impl FileSource {
         FileSource {
             file: file.into(),
             offset: 0,
+            end: u64::MAX,
             advised: 0,
             blocking: false,
         }
+    }
+
+    /// Ends after the first `len` bytes (or at the file's end, if sooner).
+    pub fn up_to(mut self, len: u64) -> FileSource {
+        self.end = len;
+        self
     }
 
     /// Bytes read so far.
@@ -203,12 +212,18 @@ impl FileSource {
     /// position, without waiting for the disk: what is not in the page
     /// cache is read ahead and comes on a later call.
     pub fn produce_vectored(&mut self, bufs: &mut [&mut [u8]]) -> (usize, Produced) {
+        let mut left = self.end.saturating_sub(self.offset);
+        if left == 0 {
+            return (0, Produced::Done);
+        }
         self.advise();
         let mut iov: [io::IoSliceMut<'_>; crate::tcp::MAX_VECTORED] =
             std::array::from_fn(|_| io::IoSliceMut::new(&mut []));
         let n = bufs.len().min(iov.len());
         for (v, b) in iov.iter_mut().zip(bufs.iter_mut()) {
-            *v = io::IoSliceMut::new(b);
+            let take = b.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            left -= take as u64;
+            *v = io::IoSliceMut::new(&mut b[..take]);
         }
         let flags = if self.blocking {
             rustix::io::ReadWriteFlags::empty()
