@@ -51,6 +51,7 @@ k = json.load(open(client))
 text, dec, i, last = open(server).read(), json.JSONDecoder(), 0, None
 while (j := text.find("{", i)) >= 0:
     o, i = dec.raw_decode(text, j)
+    o = o.get("xtcp_serve", o)  # serve -1 -J: one document (earlier builds: two)
     last = o if "xdp" in o else last
 e, x = k["end"], last["xdp"]
 wnd = max(s["snd_wnd"] for iv in k["intervals"] for s in iv["streams"])

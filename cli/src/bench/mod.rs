@@ -569,14 +569,14 @@ struct PairOutput {
     load: load::OtherLoad,
 }
 
-/// The closing document (the last with an `xdp` object) of the documents
-/// `xtcp serve -J` printed.
+/// The run's counters (with its `xdp` object) that `xtcp serve -1 -J`
+/// printed in its test's document, as `xtcp_serve`.
 fn serve_close(stdout: &str) -> Option<serde_json::Value> {
     serde_json::Deserializer::from_str(stdout)
         .into_iter::<serde_json::Value>()
         .filter_map(Result::ok)
-        .filter(|v| v.get("xdp").is_some())
-        .last()
+        .filter_map(|mut v| v.get_mut("xtcp_serve").map(serde_json::Value::take))
+        .find(|v| v.get("xdp").is_some())
 }
 
 /// Runs one iperf3 test for `pair`.
@@ -1999,7 +1999,8 @@ mod tests {
         );
         let s = sample_at(2048, 1500, PAIRS[0], None);
         assert_eq!(s.with_drop_pct().drop_pct, None, "kernel → kernel: none");
-        let out = "{\"start\": {}}\n{\"end\": {}}\n{\n  \"xdp\": {\"steered\": 5}\n}\n";
+        let out =
+            "{\"start\": {}, \"end\": {},\n  \"xtcp_serve\": {\"xdp\": {\"steered\": 5}}\n}\n";
         assert_eq!(
             serve_close(out),
             Some(serde_json::json!({ "xdp": { "steered": 5 } }))
