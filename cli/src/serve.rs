@@ -99,7 +99,9 @@ pub struct ServeArgs {
     /// dropped, the most half-open at once), the connections refused
     /// beyond `--max-conns`, and per queue the connections it took and the
     /// segments it received and sent. With -1, one document, as iperf3's:
-    /// the test's, that object in it as `xtcp_serve`.
+    /// the test's, that object in it as `xtcp_serve` (with the documents
+    /// of connections refused before the test, which do not use it up, as
+    /// `refused_tests`).
     #[arg(short = 'J', long = "json", conflicts_with = "json_lines")]
     pub json: bool,
     /// One JSON object per line for each test served or refused — time,
@@ -354,8 +356,8 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         .context("installing the SIGHUP handler")?;
     let one_off = a.one_off;
     // -1 -J: the test's document waits for the run's counters, to go out
-    // as one document.
-    let one_doc: Rc<RefCell<Option<serde_json::Value>>> = Rc::default();
+    // as one document (with the refusals before it in it).
+    let one_doc: Rc<RefCell<OneDoc>> = Rc::default();
     let one_doc_test = one_doc.clone();
     let stop = flag.clone();
     let failed = Arc::new(AtomicBool::new(false));
@@ -396,8 +398,14 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             let doc = test_run.end(o);
             let mut out = test_run.out.borrow_mut();
             match test_run.mode {
-                ServeMode::Json if one_off && o.ends_one_off() => {
-                    *one_doc_test.borrow_mut() = Some(doc.unwrap_or_default());
+                ServeMode::Json if one_off => {
+                    let doc = doc.unwrap_or_default();
+                    let mut held = one_doc_test.borrow_mut();
+                    if o.ends_one_off() {
+                        held.test = Some(doc);
+                    } else {
+                        held.refused.push(doc);
+                    }
                 }
                 ServeMode::Json => {
                     out.json(
@@ -494,10 +502,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         },
         Some(&mut server),
     );
-    // A -1 test's document held for the run's counters goes out alone
-    // where the run ends in an error.
+    // A -1 test's document held for the run's counters goes out without
+    // them where the run ends in an error.
     let held_doc = || {
-        if let Some(doc) = one_doc.borrow_mut().take() {
+        if let Some(doc) = std::mem::take(&mut *one_doc.borrow_mut()).into_doc(None) {
             output
                 .borrow_mut()
                 .json(&serde_json::to_string_pretty(&doc).unwrap_or_default());
@@ -564,21 +572,49 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     "misplaced": w.misplaced,
                 })).collect::<Vec<_>>(),
         });
-        let doc = match one_doc.borrow_mut().take() {
-            Some(mut test) => {
-                test["xtcp_serve"] = fin;
-                test
-            }
-            None => fin,
-        };
-        output
-            .borrow_mut()
-            .json(&serde_json::to_string_pretty(&doc)?);
+        let held = std::mem::take(&mut *one_doc.borrow_mut());
+        if let Some(doc) = held.into_doc(Some(fin)) {
+            output
+                .borrow_mut()
+                .json(&serde_json::to_string_pretty(&doc)?);
+        }
     }
     if failed.load(Ordering::Relaxed) {
         bail!("the test failed");
     }
     Ok(())
+}
+
+/// What `serve -1 -J` holds back to write as one document, as
+/// `iperf3 -s -1 -J` writes one: the test's document, and those of the
+/// connections refused before it (busy, denied, a failed login, no
+/// cookie: they do not use up `-1`'s test).
+#[derive(Debug, Default)]
+struct OneDoc {
+    test: Option<serde_json::Value>,
+    refused: Vec<serde_json::Value>,
+}
+
+impl OneDoc {
+    /// The one document: the test's, with `run` (the run's counters) and
+    /// the refusals in it as `xtcp_serve` (`refused_tests`); without a
+    /// test, that object alone; None where there is nothing to write.
+    fn into_doc(self, run: Option<serde_json::Value>) -> Option<serde_json::Value> {
+        let mut extra = run.unwrap_or_else(|| json!({}));
+        if !self.refused.is_empty() {
+            extra["refused_tests"] = serde_json::Value::Array(self.refused);
+        }
+        let empty = extra.as_object().is_some_and(|m| m.is_empty());
+        match self.test {
+            Some(mut test) => {
+                if !empty {
+                    test["xtcp_serve"] = extra;
+                }
+                Some(test)
+            }
+            None => (!empty).then_some(extra),
+        }
+    }
 }
 
 /// `c` with the most data streams a test may open kept within what the

@@ -873,6 +873,35 @@ fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
     );
 }
 
+/// `serve -1 -J` writes one document whatever came before its test, as
+/// `iperf3 -s -1 -J` does: a connection that sent no cookie (a port probe)
+/// does not use up the test, and its refusal is in the test's document
+/// (`xtcp_serve.refused_tests`), not a document of its own.
+#[test]
+fn one_off_json_is_one_document_with_the_refusals_before_the_test_in_it() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["-1", "-J"]);
+    {
+        let _g = net.b.ns.enter().unwrap();
+        let dst = SocketAddr::new(net.a.ip4.into(), 5201);
+        let probe = TcpStream::connect_timeout(&dst, Duration::from_secs(5)).unwrap();
+        drop(probe);
+    }
+    let v = iperf3_json(&net, &["-t", "1"]);
+    let text = server.rest().join("\n");
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not one document ({e}): {text}"));
+    assert_eq!(
+        doc["end"]["sum_received"]["bytes"], v["end"]["sum_received"]["bytes"],
+        "{doc}"
+    );
+    let refused = doc["xtcp_serve"]["refused_tests"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "{doc}");
+    assert!(refused[0]["error"].as_str().is_some(), "{doc}");
+    assert!(doc["xtcp_serve"]["xdp"].is_object(), "{doc}");
+}
+
 /// 32 streams over two queues: both queues' workers serve connections and
 /// receive data, xtcp's count is the client's, and nothing arrived on a
 /// queue without a socket, closes included.
