@@ -652,6 +652,11 @@ pub(crate) struct MtuSteps {
 }
 
 impl MtuSteps {
+    /// The same, named by `id` (the client's: iperf3's stream id).
+    pub(crate) fn named(self, id: usize) -> MtuSteps {
+        MtuSteps { id, ..self }
+    }
+
     pub(crate) fn of(r: &ConnReport) -> MtuSteps {
         MtuSteps {
             id: r.id,
@@ -665,16 +670,20 @@ impl MtuSteps {
     }
 }
 
-/// The route's gateway or device for the advice of [`mtu_notes`].
+/// The route's gateway and device for the advice of [`mtu_notes`] (the
+/// device too: a link-local gateway needs it).
 pub(crate) fn route_via(e: &EngineReport) -> String {
-    e.gateway
-        .map_or_else(|| format!("dev {}", e.iface), |g| format!("via {g}"))
+    match e.gateway {
+        Some(g) => format!("via {g} dev {}", e.iface),
+        None => format!("dev {}", e.iface),
+    }
 }
 
 /// What the connections' MSS steps were and what spares them (`via`: the
 /// route's gateway or device, for the advice), a line for each text and
-/// peer, the connections with the same one named together.
-pub(crate) fn mtu_notes(connections: &[MtuSteps], via: &str) -> Vec<String> {
+/// peer, the connections with the same one named together by their ids,
+/// as `noun` (singular, plural) calls them.
+pub(crate) fn mtu_notes(connections: &[MtuSteps], via: &str, noun: (&str, &str)) -> Vec<String> {
     let mut notes: Vec<(String, SocketAddr, Vec<usize>)> = Vec::new();
     for c in connections {
         let Some(text) = mtu_note(c, via) else {
@@ -690,24 +699,50 @@ pub(crate) fn mtu_notes(connections: &[MtuSteps], via: &str) -> Vec<String> {
     }
     notes
         .into_iter()
-        .map(|(text, remote, ids)| {
+        .map(|(text, remote, mut ids)| {
+            ids.sort_unstable();
             let who = match ids[..] {
-                [one] => format!("connection {one}"),
-                [first, .., last] if last - first + 1 == ids.len() => {
-                    format!("connections {first}–{last}")
-                }
-                _ => format!("{} connections", ids.len()),
+                [one] => format!("{} {one}", noun.0),
+                _ => match id_runs(&ids) {
+                    Some(runs) => format!("{} {runs}", noun.1),
+                    None => format!("{} {}", ids.len(), noun.1),
+                },
             };
             format!("xtcp: {who} → {remote}: {text}")
         })
         .collect()
 }
 
+/// Ids in ascending order as runs, `0–7` or `1, 3–9`; None where that takes more
+/// than four runs (the caller gives their number instead).
+fn id_runs(ids: &[usize]) -> Option<String> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &id in ids {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == id => *last = id,
+            _ => runs.push((id, id)),
+        }
+    }
+    (runs.len() <= 4).then(|| {
+        runs.iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}–{b}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
 /// What one connection's MSS steps were (`via`: the route's gateway or
 /// device, for the advice); None where it took none.
 fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
     let (mss, mtu) = (c.mss?, c.mtu?);
-    let route = format!("`ip route add {} {via} mtu {mtu}`", c.remote.ip());
+    // (`replace`: it works where a route to the peer is there already.)
+    let route = format!("`ip route replace {} {via} mtu {mtu}`", c.remote.ip());
     let least = if c.remote.is_ipv4() {
         "IPv4's least, 576"
     } else {
@@ -754,7 +789,11 @@ fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
     // (Said on standard error with --json too: JSON has `peer_open`,
     // `mss`, `mss_path_mtu_steps` and `mss_black_hole_steps`.)
-    for line in mtu_notes(&s.steps, &route_via(s.engine)) {
+    for line in mtu_notes(
+        &s.steps,
+        &route_via(s.engine),
+        ("connection", "connections"),
+    ) {
         eprintln!("{line}");
     }
     // A handshake that took a retransmitted SYN or more (the first waits
@@ -1459,26 +1498,36 @@ mod tests {
             .map(|i| conn(i, "198.18.2.2:5201", (1, 0), 1500, 1500))
             .collect();
         cs.push(conn(4, "198.18.2.2:5201", (0, 0), 0, 9000));
-        let n = mtu_notes(&cs, via);
+        let noun = ("connection", "connections");
+        let n = mtu_notes(&cs, via, noun);
         assert_eq!(n.len(), 1, "{n:?}");
         assert!(
             n[0].starts_with(
                 "xtcp: connections 0–3 → 198.18.2.2:5201: the path's MTU is 1500 (a hop said \
                  so: ICMP \"packet too big\"), and the MSS stepped down to 1448 bytes; giving \
-                 the route that MTU (`ip route add 198.18.2.2 via 198.18.1.254 mtu 1500`)"
+                 the route that MTU (`ip route replace 198.18.2.2 via 198.18.1.254 mtu 1500`)"
             ),
             "{n:?}"
         );
         cs.remove(1);
         cs.push(conn(5, "198.18.2.2:5201", (0, 1), 0, 1500));
-        let n = mtu_notes(&cs, via);
+        let n = mtu_notes(&cs, via, noun);
         assert_eq!(n.len(), 2, "{n:?}");
-        assert!(n[0].starts_with("xtcp: 3 connections → "), "{n:?}");
+        assert!(n[0].starts_with("xtcp: connections 0, 2–3 → "), "{n:?}");
         assert!(
             n[1].starts_with("xtcp: connection 5 → ")
                 && n[1].contains("timeout after timeout, and the MSS stepped down once to 1448"),
             "{n:?}"
         );
+    }
+
+    /// Ids as runs: one, a run, runs; their number where runs are many.
+    #[test]
+    fn ids_are_said_as_runs() {
+        assert_eq!(id_runs(&[3]).as_deref(), Some("3"));
+        assert_eq!(id_runs(&[0, 1, 2, 3]).as_deref(), Some("0–3"));
+        assert_eq!(id_runs(&[1, 3, 4, 5, 9]).as_deref(), Some("1, 3–5, 9"));
+        assert_eq!(id_runs(&[1, 3, 5, 7, 9]), None);
     }
 
     /// Both kinds of step on one connection are both said (not as if no

@@ -862,9 +862,18 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         extra.insert("extra_data".into(), json!(d));
     }
     run.finish(&o, &XdpSummary::of(&report), extra)?;
-    // A smaller MTU on the path, as `send` says it.
-    let steps: Vec<MtuSteps> = conns.iter().map(|r| MtuSteps::of(r)).collect();
-    for line in mtu_notes(&steps, &route_via(&report)) {
+    // A smaller MTU on the path, as `send` says it, its streams named by
+    // iperf3's ids as the report names them (the control connection's
+    // segments are small).
+    let steps: Vec<MtuSteps> = conns
+        .iter()
+        .filter_map(|r| {
+            let i = o.connected.iter().position(|t| *t == Some(r.tuple))?;
+            let id = o.streams.get(i)?.id.0;
+            Some(MtuSteps::of(r).named(id as usize))
+        })
+        .collect();
+    for line in mtu_notes(&steps, &route_via(&report), ("stream", "streams")) {
         eprintln!("{line}");
     }
     if o.result.is_ok()

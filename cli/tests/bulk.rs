@@ -1113,8 +1113,13 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
         assert_eq!(data["mss_path_mtu_steps"], 1, "{j}");
         assert_eq!(data["packet_mtu"], 1500, "{j}");
         assert_eq!(data["send_mss"], 1448, "{j}");
+        // Named by iperf3's stream id, as the report names it.
         assert!(
-            err.contains("the path's MTU is 1500 (a hop said so: ICMP \"packet too big\")"),
+            err.contains(&format!(
+                "xtcp: stream 1 → {}:{port}: the path's MTU is 1500 (a hop said so: ICMP \
+                 \"packet too big\")",
+                Routed::B
+            )),
             "{err}"
         );
         let _ = server.0.wait();
@@ -1208,11 +1213,13 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
                     "{case:?}: {err}"
                 );
                 let route = if case == Case::Icmp6 {
-                    "`ip route add 2001:2:212::2 via 2001:2:211::2 mtu 1500`"
+                    format!(
+                        "`ip route replace 2001:2:212::2 via 2001:2:211::2 dev {iface} mtu 1500`"
+                    )
                 } else {
-                    "`ip route add 198.18.212.2 via 198.18.211.2 mtu 1500`"
+                    format!("`ip route replace 198.18.212.2 via 198.18.211.2 dev {iface} mtu 1500`")
                 };
-                assert!(err.contains(route), "{case:?}: {err}");
+                assert!(err.contains(&route), "{case:?}: {err}");
                 assert!(!err.contains("timeout after timeout"), "{err}");
             }
             Case::BlackHole => {
@@ -1226,7 +1233,9 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
                 );
                 // The advice, which the next round follows.
                 assert!(
-                    err.contains("`ip route add 198.18.212.2 via 198.18.211.2 mtu 1500`"),
+                    err.contains(&format!(
+                        "`ip route replace 198.18.212.2 via 198.18.211.2 dev {iface} mtu 1500`"
+                    )),
                     "{err}"
                 );
             }
