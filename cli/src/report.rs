@@ -772,8 +772,8 @@ impl TestReport<'_> {
                 "sender",
             ));
         } else if verbose {
-            // iperf3 -s -V says what it does not show.
-            out.push(format!("[{id}]{t} (sender statistics not available)"));
+            // iperf3 -s -V says what it does not show (no role tag).
+            out.push(format!("[{id}] (sender statistics not available)"));
         }
         if let Some((name, size)) = self.diskfile {
             let (sent, received, size, ps, pr) = diskfile_counts(s, size);
@@ -801,7 +801,7 @@ impl TestReport<'_> {
                 "receiver",
             ));
         } else if verbose {
-            out.push(format!("[{id}]{t} (receiver statistics not available)"));
+            out.push(format!("[{id}] (receiver statistics not available)"));
         }
     }
 
@@ -866,6 +866,8 @@ impl TestReport<'_> {
                     None,
                     "sender",
                 ));
+            } else if verbose {
+                out.push("[SUM] (sender statistics not available)".to_owned());
             }
             if show_receiver {
                 out.push(report_line(
@@ -879,6 +881,8 @@ impl TestReport<'_> {
                     None,
                     "receiver",
                 ));
+            } else if verbose {
+                out.push("[SUM] (receiver statistics not available)".to_owned());
             }
         }
         // (iperf3's server prints its CPU line only where it sends.)

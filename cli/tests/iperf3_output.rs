@@ -763,7 +763,8 @@ fn get_server_output_both_ways() {
 /// `xtcp serve -V` prints what `iperf3 -s -V` prints, line kind by line
 /// kind and in the same order, receiving and sending: the version and host
 /// lines, the test's time, cookie (the client's own, as its `-V` shows
-/// it), MSS setting and parameters, and the summary's details.
+/// it), MSS setting and parameters, and the summary's details, with one
+/// stream and two.
 #[test]
 fn serve_verbose_prints_iperf3_s_v_lines() {
     let net = testnet(1);
@@ -789,7 +790,8 @@ fn serve_verbose_prints_iperf3_s_v_lines() {
             .copied()
             .collect()
     };
-    for mode in [&[][..], &["-R"][..]] {
+    // (With -P 2, the [SUM] lines' "not available" too.)
+    for mode in [&[][..], &["-R"], &["-P", "2"], &["-R", "-P", "2"]] {
         let server = stock_server(&net.b.ns, &b, 5201, &["-1", "-V"]);
         let out = net
             .a
