@@ -555,22 +555,22 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         // After the tests' objects, one of the whole run's XDP statistics
         // and the listener's counters (with -1, in the test's).
         let fin = json!({
-                "xdp": xdp,
-                "engine": EngineCounters::of(&report),
-                "listener": listener,
-                "refused": refused,
-                "queues": report.workers.iter().map(|w| json!({
-                    "queue": w.queue,
-                    "connections": w.connections,
-                    "rx_segments": w.port.rx_segments,
-                    "tx_packets": w.port.tx_packets,
-                    "refused": w.refused,
-                    "migrated_in": w.migrated_in,
-                    "migrated_out": w.migrated_out,
-                    "forwarded": w.forwarded,
-                    "held": w.held,
-                    "misplaced": w.misplaced,
-                })).collect::<Vec<_>>(),
+            "xdp": xdp,
+            "engine": EngineCounters::of(&report),
+            "listener": listener,
+            "refused": refused,
+            "queues": report.workers.iter().map(|w| json!({
+                "queue": w.queue,
+                "connections": w.connections,
+                "rx_segments": w.port.rx_segments,
+                "tx_packets": w.port.tx_packets,
+                "refused": w.refused,
+                "migrated_in": w.migrated_in,
+                "migrated_out": w.migrated_out,
+                "forwarded": w.forwarded,
+                "held": w.held,
+                "misplaced": w.misplaced,
+            })).collect::<Vec<_>>(),
         });
         let held = std::mem::take(&mut *one_doc.borrow_mut());
         if let Some(doc) = held.into_doc(Some(fin)) {
