@@ -463,6 +463,7 @@ fn summarise<'a>(
                     )
                 });
             }
+            let steps = MtuSteps::of(r);
             ConnSummary {
                 id: r.id,
                 queue: r.queue,
@@ -481,12 +482,12 @@ fn summarise<'a>(
                     .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64()),
                 unacceptable: Unacceptable::of(&r.stats),
                 peer_open: r.peer_open,
-                mss: r.established.map(|_| r.send_mss),
-                mss_black_hole_steps: r.stats.mss_black_hole_steps,
-                mss_path_mtu_steps: r.stats.mss_path_mtu_steps,
-                path_mtu_reported: Some(r.stats.path_mtu_reported).filter(|&m| m > 0),
+                mss: steps.mss,
+                mss_black_hole_steps: steps.black_hole,
+                mss_path_mtu_steps: steps.icmp,
+                path_mtu_reported: steps.reported,
                 icmp_too_big_ignored: r.stats.icmp_too_big_ignored,
-                packet_mtu: r.established.map(|_| r.packet_mtu),
+                packet_mtu: steps.mtu,
                 handshake_seconds: r
                     .opened
                     .zip(r.established)
@@ -713,8 +714,8 @@ pub(crate) fn mtu_notes(connections: &[MtuSteps], via: &str, noun: (&str, &str))
         .collect()
 }
 
-/// Ids in ascending order as runs, `0–7` or `1, 3–9`; None where that takes more
-/// than four runs (the caller gives their number instead).
+/// Ids in ascending order as runs, `0–7` or `1, 3–9`; None where that
+/// takes more than four runs (the caller gives their number instead).
 fn id_runs(ids: &[usize]) -> Option<String> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for &id in ids {
