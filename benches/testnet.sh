@@ -22,7 +22,9 @@
 # Names carry PREFIX and the script's PID, so runs side by side do not meet.
 sp=
 testnet_cleanup() {
-    [ -n "$sp" ] && kill "$sp" 2>/dev/null
+    # (Under `set -e` a failed kill of a server that has exited already
+    # would end the trap before the namespaces go.)
+    if [ -n "$sp" ]; then kill "$sp" 2>/dev/null || true; fi
     ip netns del "$a" 2>/dev/null || true
     ip netns del "$b" 2>/dev/null || true
     rm -rf "$out"
