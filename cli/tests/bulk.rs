@@ -1051,6 +1051,21 @@ impl Routed {
     fn iface_a(&self) -> String {
         format!("ra{:x}", std::process::id() % 0xfffff)
     }
+
+    /// `xtcp CMD --iface <A's> --bind copy` in A, bounded by a minute.
+    fn xtcp(&self, cmd: &str) -> Command {
+        let mut c = self.a.command("timeout");
+        c.args([
+            "60",
+            XTCP,
+            cmd,
+            "--iface",
+            &self.iface_a(),
+            "--bind",
+            "copy",
+        ]);
+        c
+    }
 }
 
 /// A path whose MTU (1500, a router's) is below the ends' (9000):
@@ -1091,17 +1106,7 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
         );
         wait_listening(&net.b, port, WAIT, Some(&mut server.0));
         let out = net
-            .a
-            .command("timeout")
-            .args([
-                "60",
-                XTCP,
-                "client",
-                "--iface",
-                &net.iface_a(),
-                "--bind",
-                "copy",
-            ])
+            .xtcp("client")
             .args(["-c", Routed::B, "-p", &port.to_string(), "-n", "4M", "-J"])
             .output()
             .unwrap();
@@ -1168,9 +1173,7 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
         wait_listening(&net.b, port, WAIT, Some(&mut socat.0));
         let iface = net.iface_a();
         let out = net
-            .a
-            .command("timeout")
-            .args(["60", XTCP, "send", "--iface", &iface, "--bind", "copy"])
+            .xtcp("send")
             .args(["-c", b, "-p", &port.to_string()])
             .args([
                 "--pattern",
@@ -1267,17 +1270,7 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     );
     wait_listening(&net.b, port, WAIT, Some(&mut sink.0));
     let out = net
-        .a
-        .command("timeout")
-        .args([
-            "60",
-            XTCP,
-            "send",
-            "--iface",
-            &net.iface_a(),
-            "--bind",
-            "copy",
-        ])
+        .xtcp("send")
         .args([
             "--queues",
             "2",
