@@ -332,13 +332,16 @@ struct ConnSummary {
 pub(crate) struct Unacceptable {
     /// Failed PAWS: a timestamp older than the last one taken (RFC 7323).
     paws: u64,
-    /// Outside the receive window, duplicates of data already received
-    /// included.
+    /// Outside the receive window.
     out_of_window: u64,
+    /// Data or a FIN received already, sent again: the peer's
+    /// retransmission where the original arrived (as after an ACK that was
+    /// lost or late), or a stale segment.
+    old_sequence: u64,
     /// ACKs sent to challenge an in-window RST, any SYN, or an ACK too old
     /// (RFC 5961).
     challenge_acks: u64,
-    /// Of the unacceptable segments without data, those left unanswered,
+    /// Of the unacceptable segments without data or a FIN, those left unanswered,
     /// and challenge ACKs not sent: together they get one answer per
     /// 500 ms (RFC 5961 §7, as Linux's `tcp_invalid_ratelimit`; Linux
     /// counts them in `TCPACKSkippedPAWS`, `TCPACKSkippedSeq` and
@@ -351,6 +354,7 @@ impl Unacceptable {
         Unacceptable {
             paws: s.paws_drops,
             out_of_window: s.out_of_window,
+            old_sequence: s.old_sequence,
             challenge_acks: s.challenge_acks,
             answers_skipped: s.invalid_acks_skipped,
         }

@@ -116,6 +116,7 @@ struct TcpTotals {
     bytes_sent: u64,
     paws_drops: u64,
     out_of_window: u64,
+    old_sequence: u64,
     challenge_acks: u64,
     unanswered: u64,
 }
@@ -130,6 +131,7 @@ impl TcpTotals {
             t.bytes_sent += w.tcp_bytes_sent;
             t.paws_drops += w.tcp_paws_drops;
             t.out_of_window += w.tcp_out_of_window;
+            t.old_sequence += w.tcp_old_sequence;
             t.challenge_acks += w.tcp_challenge_acks;
             t.unanswered += w.tcp_unanswered;
         }
@@ -144,6 +146,7 @@ impl TcpTotals {
             bytes_sent: self.bytes_sent.max(o.bytes_sent),
             paws_drops: self.paws_drops.max(o.paws_drops),
             out_of_window: self.out_of_window.max(o.out_of_window),
+            old_sequence: self.old_sequence.max(o.old_sequence),
             challenge_acks: self.challenge_acks.max(o.challenge_acks),
             unanswered: self.unanswered.max(o.unanswered),
         }
@@ -564,18 +567,19 @@ impl Collector for Exposition {
             &mut enc,
             "tcp_unacceptable_segments",
             "The peers' TCP segments not taken: a timestamp older than the last one taken \
-             (paws), or outside the receive window, duplicates of data already received \
-             included (out_of_window), all queues.",
+             (paws), outside the receive window (out_of_window), or data or a FIN received \
+             already, sent again (old_sequence), all queues.",
             None,
             &[
                 (&[("reason", "paws")], s.tcp.paws_drops),
                 (&[("reason", "out_of_window")], s.tcp.out_of_window),
+                (&[("reason", "old_sequence")], s.tcp.old_sequence),
             ],
         )?;
         by(
             &mut enc,
             "tcp_unacceptable_unanswered",
-            "Unacceptable TCP segments without data left unanswered, and challenge ACKs not \
+            "Unacceptable TCP segments without data or a FIN left unanswered, and challenge ACKs not \
              sent: each connection answers (or challenges) one per 500 ms (RFC 5961 section 7), \
              all queues.",
             None,
@@ -883,6 +887,7 @@ mod tests {
             tcp_bytes_sent: seed + 14,
             tcp_paws_drops: seed + 18,
             tcp_out_of_window: seed + 19,
+            tcp_old_sequence: seed + 29,
             tcp_challenge_acks: seed + 20,
             tcp_unanswered: seed + 21,
             ..WorkerCounters::default()
@@ -978,6 +983,8 @@ mod tests {
         assert_eq!(value(&t, paws), 118 + 218);
         let oow = r#"xtcp_tcp_unacceptable_segments_total{reason="out_of_window"}"#;
         assert_eq!(value(&t, oow), 119 + 219);
+        let old = r#"xtcp_tcp_unacceptable_segments_total{reason="old_sequence"}"#;
+        assert_eq!(value(&t, old), 129 + 229);
         assert_eq!(value(&t, "xtcp_tcp_challenge_acks_total"), 120 + 220);
         let unanswered = "xtcp_tcp_unacceptable_unanswered_total";
         assert_eq!(value(&t, unanswered), 121 + 221);

@@ -1774,7 +1774,7 @@ impl<M: SendMemory> Connection<M> {
                 return;
             }
             self.stats.paws_drops += 1;
-            self.answer_invalid(now, payload_len);
+            self.answer_invalid(now, payload_len + usize::from(f.contains(TcpFlags::FIN)));
             return;
         }
         // Acceptability (RFC 9293 §3.10.7.4), with a zero-length probe or FIN at
@@ -1798,7 +1798,15 @@ impl<M: SendMemory> Connection<M> {
                 self.challenge_ack(now);
                 return;
             }
-            self.stats.out_of_window += 1;
+            // Sequence space (data or a FIN) that ends at or below RCV.NXT:
+            // received already and sent again (Linux's drop reason
+            // `TCP_OLD_SEQUENCE`), as after an ACK that was lost or late.
+            let occupies = seg_len + usize::from(f.contains(TcpFlags::FIN));
+            if !f.contains(TcpFlags::RST) && occupies > 0 && d + occupies as i64 <= 0 {
+                self.stats.old_sequence += 1;
+            } else {
+                self.stats.out_of_window += 1;
+            }
             if !f.contains(TcpFlags::RST) {
                 if seg_len > 0 && d < 0 {
                     // What of it lies below RCV.NXT (and not below the
@@ -1812,7 +1820,7 @@ impl<M: SendMemory> Connection<M> {
                         self.note_dsack(start, end);
                     }
                 }
-                self.answer_invalid(now, payload_len);
+                self.answer_invalid(now, occupies);
             }
             return;
         }
@@ -1936,10 +1944,11 @@ impl<M: SendMemory> Connection<M> {
     }
 
     /// Answers a segment that is not acceptable with an ACK (RFC 9293
-    /// §3.10.7.4): at once where it carries data, else unless
+    /// §3.10.7.4): at once where it `occupies` sequence space (data or a
+    /// FIN, as Linux's `tcp_oow_rate_limited` spares them), else unless
     /// [`Connection::throttled`].
-    fn answer_invalid(&mut self, now: Instant, payload_len: usize) {
-        if payload_len == 0 && self.throttled(now) {
+    fn answer_invalid(&mut self, now: Instant, occupies: usize) {
+        if occupies == 0 && self.throttled(now) {
             return;
         }
         self.ack_now = true;

@@ -529,8 +529,13 @@ pub struct Stats {
     pub challenge_acks: u64,
     /// Segments dropped by PAWS (RFC 7323).
     pub paws_drops: u64,
-    /// Segments outside the receive window.
+    /// Segments outside the receive window, but for those in
+    /// [`Stats::old_sequence`].
     pub out_of_window: u64,
+    /// Segments whose data (or FIN) ends at or below RCV.NXT: received
+    /// already and sent again, as after an ACK that was lost or late
+    /// (Linux's drop reason `TCP_OLD_SEQUENCE`).
+    pub old_sequence: u64,
     /// Segments received out of order and kept.
     pub ooo_segments: u64,
     /// Out-of-order segments dropped because the range set was full.

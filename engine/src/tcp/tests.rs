@@ -2563,6 +2563,41 @@ fn duplicates_are_reported_once_as_d_sack_blocks() {
     );
 }
 
+/// Data or a FIN that arrives again (the peer's retransmission after an
+/// ACK of ours that was lost or late) is counted apart from segments
+/// outside the window (`old_sequence`, as Linux's `TCP_OLD_SEQUENCE`), and
+/// answered at once even where an answer to one of those went out just
+/// before: it occupies sequence space, as Linux's `tcp_oow_rate_limited`
+/// spares it. A retransmitted FIN left unanswered would come again.
+#[test]
+fn a_segment_sent_again_is_old_sequence_and_answered_at_once() {
+    let (mut c, iss) = client_with(Config::default(), mss_and_sack());
+    let base = PEER_ISS + 1;
+    let d = |off: usize, f: TcpFlags| seg(TcpFlags::ACK | f, base + off, iss + 1, 65535);
+    c.handle_segment(ms(20), &d(0, TcpFlags::NONE), &[5u8; 1460]);
+    out(&mut c, ms(20));
+    // Beyond the window: answered, and the next answer is throttled.
+    c.handle_segment(ms(21), &d(1 << 30, TcpFlags::NONE), &[]);
+    assert_eq!(out(&mut c, ms(21)).len(), 1);
+    // The data again: old, not out of the window, and answered.
+    c.handle_segment(ms(22), &d(0, TcpFlags::NONE), &[5u8; 1460]);
+    assert_eq!(out(&mut c, ms(22)).len(), 1);
+    // The peer's FIN, and then the FIN again.
+    c.handle_segment(ms(23), &d(1460, TcpFlags::FIN), &[]);
+    assert_eq!(c.state(), State::CloseWait);
+    assert_eq!(out(&mut c, ms(23)).len(), 1);
+    c.handle_segment(ms(24), &d(1460, TcpFlags::FIN), &[]);
+    let a = out(&mut c, ms(24));
+    assert_eq!(a.len(), 1, "the FIN again is answered within the throttle");
+    assert_eq!(a[0].repr.ack, base + 1461);
+    let st = c.stats();
+    assert_eq!(
+        (st.out_of_window, st.old_sequence, st.invalid_acks_skipped),
+        (1, 2, 0),
+        "{st:?}"
+    );
+}
+
 /// Without SACK, a duplicate draws a plain ACK.
 #[test]
 fn without_sack_a_duplicate_draws_no_sack_option() {

@@ -100,11 +100,14 @@ pub struct WorkerCounters {
     /// The peers' segments TCP did not take: PAWS failures
     /// ([`Stats::paws_drops`](crate::tcp::Stats::paws_drops)) ...
     pub tcp_paws_drops: u64,
-    /// ... and segments outside the receive window.
+    /// ... segments outside the receive window ...
     pub tcp_out_of_window: u64,
+    /// ... and segments received already, sent again
+    /// ([`Stats::old_sequence`](crate::tcp::Stats::old_sequence)).
+    pub tcp_old_sequence: u64,
     /// Challenge ACKs sent (RFC 5961).
     pub tcp_challenge_acks: u64,
-    /// Unacceptable segments without data left unanswered, and challenge
+    /// Unacceptable segments without data or a FIN left unanswered, and challenge
     /// ACKs not sent (RFC 5961 §7).
     pub tcp_unanswered: u64,
 }

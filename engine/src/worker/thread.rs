@@ -925,6 +925,7 @@ impl Worker {
         c.tcp_bytes_sent = t.bytes_sent;
         c.tcp_paws_drops = t.paws_drops;
         c.tcp_out_of_window = t.out_of_window;
+        c.tcp_old_sequence = t.old_sequence;
         c.tcp_challenge_acks = t.challenge_acks;
         c.tcp_unanswered = t.invalid_acks_skipped;
         c.live = self.table.len() as u64;
@@ -1659,6 +1660,7 @@ fn add_stats(t: &mut Stats, s: &Stats) {
     t.bytes_sent += s.bytes_sent;
     t.paws_drops += s.paws_drops;
     t.out_of_window += s.out_of_window;
+    t.old_sequence += s.old_sequence;
     t.challenge_acks += s.challenge_acks;
     t.invalid_acks_skipped += s.invalid_acks_skipped;
 }
