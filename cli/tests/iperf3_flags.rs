@@ -1270,7 +1270,7 @@ const SNIFF: &str = r#"
 import collections, json, signal, socket, struct, sys, time
 IFACE, LIFE = sys.argv[1], float(sys.argv[2])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: past rmem_max
 s.bind((IFACE, 0))
 s.settimeout(0.1)
 stop = False

@@ -1258,7 +1258,7 @@ const FORGE_TOOLS: &str = r#"
 import json, time
 deadline = time.monotonic() + 60
 s = raw_socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: past rmem_max
 s.settimeout(0.2)
 print("ready", flush=True)
 
@@ -1547,7 +1547,7 @@ PACKET_OUTGOING, M = 4, 0xffffffff
 
 def open_raw(ifname):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.setsockopt(socket.SOL_SOCKET, 33, 4 << 20)  # SO_RCVBUFFORCE: past rmem_max
     s.bind((ifname, 0))
     s.setblocking(False)
     return s
