@@ -1049,8 +1049,8 @@ fn stopping(grace: Duration, sending: bool) -> String {
         )
     } else {
         format!(
-            "xtcp: interrupted: closing, the peer's FIN awaited for up to {g:.1} s (--grace), \
-             then a reset; a second Ctrl-C exits at once"
+            "xtcp: interrupted: closing; an open connection awaits the peer's FIN for up to \
+             {g:.1} s (--grace), then is reset; a second Ctrl-C exits at once"
         )
     }
 }
