@@ -859,12 +859,23 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     } else {
         String::new()
     };
+    // Retransmits are the sender's to count: the receiver's own (a FIN or
+    // SYN-ACK sent again) would read as the transfer's, as "0" where the
+    // sender resent thousands (they are in recv's JSON).
+    let sending = verb == "sent";
+    let retransmits = |n: u64| {
+        if sending {
+            format!(", {}", count(n, "retransmit"))
+        } else {
+            String::new()
+        }
+    };
     eprintln!(
-        "xtcp: {verb} {} in {} = {}, {}, {} sent, {} received{in_place}, CPU {:.2} s{per_gib}",
+        "xtcp: {verb} {} in {} = {}{}, {} sent, {} received{in_place}, CPU {:.2} s{per_gib}",
         count(s.bytes, "byte"),
         seconds_text(s.seconds),
         rate_text(s.bytes, s.seconds),
-        count(s.retransmits, "retransmit"),
+        retransmits(s.retransmits),
         count(s.segments_sent, "segment"),
         s.segments_received,
         s.cpu_seconds,
@@ -932,7 +943,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     for c in &s.connections {
         if c.result != "ok" || s.connections.len() > 1 {
             eprintln!(
-                "xtcp: connection {} {} → {} (queue {}): {}; {} sent, {} received, {}",
+                "xtcp: connection {} {} → {} (queue {}): {}; {} sent, {} received{}",
                 c.id,
                 c.local,
                 c.remote,
@@ -940,7 +951,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
                 c.result,
                 count(c.bytes_sent, "byte"),
                 c.bytes_received,
-                count(c.retransmits, "retransmit")
+                retransmits(c.retransmits)
             );
         }
     }
