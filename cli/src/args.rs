@@ -547,6 +547,14 @@ pub struct EngineArgs {
     #[arg(long, value_name = "MS", default_value_t = 0, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub snd_timeout: u64,
+    /// Seconds an MTU that a hop on the path reported (ICMP "packet too
+    /// big") holds for a connection: then its segments go at the MSS agreed
+    /// at the handshake again, and where the path still takes less, the
+    /// hop refuses them and says so again (as Linux's route MTU expires,
+    /// net.ipv4.route.mtu_expires). 0: never.
+    #[arg(long, value_name = "SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub pmtu_expires: u64,
 }
 
 impl EngineArgs {
@@ -634,6 +642,8 @@ impl EngineArgs {
         c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
         c.tcp.user_timeout =
             (self.snd_timeout > 0).then(|| Duration::from_millis(self.snd_timeout));
+        c.tcp.pmtu_expires =
+            (self.pmtu_expires > 0).then(|| Duration::from_secs(self.pmtu_expires));
         c.tcp.congestion = match self.cc {
             CcArg::Newreno => CongestionAlgorithm::NewReno,
             CcArg::Cubic => CongestionAlgorithm::Cubic,

@@ -311,6 +311,9 @@ struct ConnSummary {
     mss_black_hole_steps: u64,
     /// Times it stepped down for an ICMP "packet too big" from the path.
     mss_path_mtu_steps: u64,
+    /// Times it went back up to the MSS agreed at the handshake, as the
+    /// MTU a hop reported expired (`--pmtu-expires`).
+    mss_path_mtu_raises: u64,
     /// The MTU the last "packet too big" taken reported (below IP's least,
     /// the least is in force); `None` where none was taken.
     path_mtu_reported: Option<u64>,
@@ -489,6 +492,7 @@ fn summarise<'a>(
                 mss: steps.mss,
                 mss_black_hole_steps: steps.black_hole,
                 mss_path_mtu_steps: steps.icmp,
+                mss_path_mtu_raises: steps.raised,
                 path_mtu_reported: steps.reported,
                 icmp_too_big_ignored: r.stats.icmp_too_big_ignored,
                 packet_mtu: steps.mtu,
@@ -652,6 +656,8 @@ pub(crate) struct MtuSteps {
     /// Steps for an ICMP "packet too big", and for a black hole.
     icmp: u64,
     black_hole: u64,
+    /// Steps back up, as a reported MTU expired (`--pmtu-expires`).
+    raised: u64,
     /// The MTU the last "packet too big" taken reported.
     reported: Option<u64>,
 }
@@ -670,6 +676,7 @@ impl MtuSteps {
             mtu: r.established.map(|_| r.packet_mtu),
             icmp: r.stats.mss_path_mtu_steps,
             black_hole: r.stats.mss_black_hole_steps,
+            raised: r.stats.mss_path_mtu_raises,
             reported: Some(r.stats.path_mtu_reported).filter(|&m| m > 0),
         }
     }
@@ -759,11 +766,24 @@ fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
     };
     Some(match (c.icmp, c.black_hole) {
         (0, 0) => return None,
+        (icmp, 0) if c.raised >= icmp => format!(
+            "a hop reported an MTU of {} (ICMP \"packet too big\") and the MSS stepped down; \
+             once that report had expired (--pmtu-expires) it went back up to {mss} bytes \
+             (packets of {mtu}), and no hop refused those",
+            c.reported.unwrap_or(0)
+        ),
         (_, 0) => match c.reported {
             Some(r) if r < mtu as u64 => format!(
                 "a hop reported an MTU of {r} (ICMP \"packet too big\"), below {least}: the MSS \
                  stepped down to {mss} bytes (packets of {mtu}); a report that low is forged, \
                  or a link below what IP allows"
+            ),
+            _ if c.raised > 0 => format!(
+                "the path's MTU is {mtu} (a hop said so: ICMP \"packet too big\"), and the MSS \
+                 stepped down to {mss} bytes {}, going back up in between as the report \
+                 expired (--pmtu-expires); giving the route that MTU ({route}) spares the \
+                 segments sent again",
+                times(c.icmp)
             ),
             _ => format!(
                 "the path's MTU is {mtu} (a hop said so: ICMP \"packet too big\"), and the MSS \
@@ -1501,6 +1521,7 @@ mod tests {
             mtu: Some(mtu),
             icmp: steps.0,
             black_hole: steps.1,
+            raised: 0,
             reported: Some(reported).filter(|&r| r > 0),
         }
     }
@@ -1582,5 +1603,37 @@ mod tests {
         never.mss = None;
         never.mtu = None;
         assert_eq!(mtu_note(&never, via), None);
+    }
+
+    /// A reported MTU that expired (`--pmtu-expires`): where the MSS ended
+    /// back up, no route advice; where the hop refused the large segments
+    /// again, the advice, and the steps back up said.
+    #[test]
+    fn a_note_says_where_the_mss_went_back_up() {
+        let via = "dev xa0";
+        let mut healed = conn(0, "198.18.2.2:5201", (1, 0), 1500, 9000);
+        healed.raised = 1;
+        let n = mtu_note(&healed, via).unwrap();
+        assert!(
+            n.starts_with(
+                "a hop reported an MTU of 1500 (ICMP \"packet too big\") and the MSS stepped \
+                 down; once that report had expired (--pmtu-expires) it went back up to 8948 \
+                 bytes (packets of 9000), and no hop refused those"
+            ),
+            "{n}"
+        );
+        assert!(!n.contains("ip route"), "{n}");
+        let mut again = conn(0, "198.18.2.2:5201", (3, 0), 1500, 1500);
+        again.raised = 2;
+        let n = mtu_note(&again, via).unwrap();
+        assert!(
+            n.starts_with(
+                "the path's MTU is 1500 (a hop said so: ICMP \"packet too big\"), and the MSS \
+                 stepped down to 1448 bytes 3 times, going back up in between as the report \
+                 expired (--pmtu-expires); giving the route that MTU (`ip route replace \
+                 198.18.2.2 dev xa0 mtu 1500`)"
+            ),
+            "{n}"
+        );
     }
 }

@@ -333,6 +333,13 @@ pub struct Connection<M = HeapFrames> {
     /// the path takes packets of this size, and a run of timeouts is taken
     /// for an outage, as after large segments were acknowledged.
     mtu_reported: bool,
+    /// `mss_limit` as the handshake agreed it, before any step.
+    mss_limit_agreed: usize,
+    /// When the MTU a hop reported expires ([`Config::pmtu_expires`]), as
+    /// nanoseconds since the epoch; [`NO_TIMER`]: no reported MTU in
+    /// force. Checked with each timed RTT sample (once a round trip while
+    /// data flows): with nothing in flight, no segment needs the MSS.
+    pmtu_expiry: u64,
     /// What a recovery may send ([`Prr`]).
     prr: Prr,
     /// Undoing a recovery that was not needed ([`Undo`]).
@@ -627,6 +634,8 @@ impl<M: SendMemory> Connection<M> {
             mss_stepped_at: 0,
             acked_at_mss: 0,
             mtu_reported: false,
+            mss_limit_agreed: 536,
+            pmtu_expiry: NO_TIMER,
             dupacks: 0,
             recover: None,
             rto_recover: 0,
@@ -1507,9 +1516,11 @@ impl<M: SendMemory> Connection<M> {
     /// already: a run of timeouts is more likely an outage, and it takes
     /// [`BLACK_HOLE_RTOS_AFTER_PROGRESS`] of them in a row; so it does
     /// where a hop reported the MTU in force (ICMP): the path takes that
-    /// size. The MSS does not climb back (Linux probes upwards every ten
-    /// minutes; a transfer here is over by then, or goes on at the MSS
-    /// that works).
+    /// size. The MSS does not climb back from a step for a black hole
+    /// (Linux, where it looks for them at all, probes upwards every ten
+    /// minutes with single segments; here a transfer goes on at the MSS
+    /// that works); from one for an MTU a hop reported it does, as that
+    /// report expires ([`Config::pmtu_expires`]).
     fn black_hole_step(&mut self) {
         let streak = self.retries.saturating_sub(self.mss_stepped_at);
         if streak < BLACK_HOLE_RTOS {
@@ -1538,13 +1549,15 @@ impl<M: SendMemory> Connection<M> {
         }
         self.step_packet_mtu(next);
         self.mtu_reported = false;
+        self.pmtu_expiry = NO_TIMER;
         self.rtt.reset_backoff();
         self.stats.mss_black_hole_steps += 1;
     }
 
     /// Segments from now on make IP packets of at most `mtu` bytes (below
-    /// [`Connection::packet_mtu`]): the MSS follows, and the congestion
-    /// window and threshold keep their number of segments.
+    /// [`Connection::packet_mtu`], or back up to the MTU agreed at the
+    /// handshake): the MSS follows, and the congestion window and
+    /// threshold keep their number of segments.
     fn step_packet_mtu(&mut self, mtu: usize) {
         let headers = self.packet_mtu() - self.mss_limit;
         let opt = if self.ts_ok { 12 } else { 0 };
@@ -1572,7 +1585,13 @@ impl<M: SendMemory> Connection<M> {
     /// congestion; Linux's `tcp_simple_retransmit`). Returns whether it
     /// was taken; what is not is counted
     /// ([`Stats::icmp_too_big_ignored`]).
-    pub fn on_packet_too_big(&mut self, mtu: u32, seq: SeqNumber, quoted_len: usize) -> bool {
+    pub fn on_packet_too_big(
+        &mut self,
+        now: Instant,
+        mtu: u32,
+        seq: SeqNumber,
+        quoted_len: usize,
+    ) -> bool {
         let synchronized = !matches!(
             self.state,
             State::Closed | State::SynSent | State::SynReceived | State::TimeWait
@@ -1598,12 +1617,32 @@ impl<M: SendMemory> Connection<M> {
         }
         self.step_packet_mtu(mtu);
         self.mtu_reported = true;
+        self.pmtu_expiry = self
+            .cfg
+            .pmtu_expires
+            .map_or(NO_TIMER, |d| self.since_epoch(now).saturating_add(nanos(d)));
         self.stats.mss_path_mtu_steps += 1;
         self.stats.path_mtu_reported = reported as u64;
         // Everything in flight again, as after a timeout, but with the
         // window's segments as they were.
         self.go_back();
         true
+    }
+
+    /// The MTU a hop reported has expired ([`Config::pmtu_expires`]):
+    /// segments go at the MSS agreed at the handshake again (the window
+    /// keeps its segments, as on a step down). Where a hop on the path
+    /// still takes less, it refuses them and says so, and the MSS steps
+    /// down again ([`Connection::on_packet_too_big`]); where it never
+    /// says, the black-hole steps find it.
+    fn pmtu_expired(&mut self) {
+        self.pmtu_expiry = NO_TIMER;
+        let agreed = self.packet_mtu() - self.mss_limit + self.mss_limit_agreed;
+        if agreed > self.packet_mtu() {
+            self.step_packet_mtu(agreed);
+            self.mtu_reported = false;
+            self.stats.mss_path_mtu_raises += 1;
+        }
     }
 
     fn on_syn_sent(&mut self, now: Instant, seg: &TcpRepr) {
@@ -1678,6 +1717,7 @@ impl<M: SendMemory> Connection<M> {
         let peer_mss = o.mss.unwrap_or(536) as usize;
         let opt = if self.ts_ok { 12 } else { 0 };
         self.mss_limit = peer_mss.min(self.cfg.mss as usize).max(64 + opt);
+        self.mss_limit_agreed = self.mss_limit;
         self.send_mss = self.mss_limit - opt;
         if self.cfg.clip_mss_to_frames {
             // Whole frames per segment (DESIGN.md: MSS clipping), so `seg`
@@ -2018,10 +2058,14 @@ impl<M: SendMemory> Connection<M> {
             if let Some((off, t)) = self.rtt_timing
                 && ack_off > off
             {
-                let sent = self.since_epoch(now).saturating_sub(t);
-                self.rtt.sample(Duration::from_nanos(sent));
+                let since = self.since_epoch(now);
+                self.rtt
+                    .sample(Duration::from_nanos(since.saturating_sub(t)));
                 self.stats.rtt_samples += 1;
                 self.rtt_timing = None;
+                if since >= self.pmtu_expiry {
+                    self.pmtu_expired();
+                }
             } else if (self.retries > 0 || self.recover.is_some())
                 && let Some(rtt) = self.echo_rtt(now, seg)
             {

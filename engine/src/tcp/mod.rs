@@ -152,14 +152,17 @@
 //! Path MTU: an ICMP "packet too big" about a segment in flight (RFC 1191,
 //! RFC 8201; the XDP program steers those about xtcp's flows to it) steps
 //! the MSS down to the MTU it reports and sends what is in flight again,
-//! without a congestion response. MTU black holes (RFC 4821 §3, as Linux's
+//! without a congestion response; that MTU expires (`Config::pmtu_expires`,
+//! 10 minutes as Linux's route exception), and the MSS goes back up to the
+//! one agreed at the handshake, for the hop to refuse again where it is
+//! still there. MTU black holes (RFC 4821 §3, as Linux's
 //! `tcp_mtu_probing` detects them), where that ICMP is filtered or never
 //! sent: two timeouts in a row while the
 //! segment sent again is larger than the next smaller common MTU (9000,
 //! 1500, 1280, 576) carries step the MSS down to that MTU's, the timeout
 //! back at its base (six in a row where more than that MTU carries was
 //! acknowledged at this MSS: the path took large segments, and an outage
-//! is likelier); it does not climb back. The engine takes a route's MTU where the route has one
+//! is likelier); such a step does not climb back. The engine takes a route's MTU where the route has one
 //! (set on it, or learned by the kernel's own connections).
 //!
 //! Congestion control is a [`CongestionControl`] trait object; it sees an
@@ -341,6 +344,17 @@ pub struct Config {
     /// timers are clamped so that this is seen on time. It then replaces
     /// `max_retries`, as in Linux. None: `max_retries` alone bounds it.
     pub user_timeout: Option<Duration>,
+    /// How long an MTU that a hop reported ([`Connection::on_packet_too_big`])
+    /// holds: then segments go at the MSS agreed at the handshake again,
+    /// and where the path still takes less, its hop says so again (a round
+    /// of segments sent again, no timeout). As Linux's route exception
+    /// expires (`net.ipv4.route.mtu_expires`, 600 s) and its TCP then
+    /// sizes segments by the route again; RFC 1191 §6.3 and RFC 8201 §4
+    /// ask for no more often than every 5 minutes. A path that healed (a
+    /// route changed back) takes the large segments again. None: never.
+    /// Steps for a black hole ([`Stats::mss_black_hole_steps`]) do not
+    /// expire.
+    pub pmtu_expires: Option<Duration>,
 }
 
 impl Default for Config {
@@ -374,6 +388,7 @@ impl Default for Config {
             max_ooo_ranges: 16,
             invalid_ack_interval: Duration::from_millis(500),
             user_timeout: None,
+            pmtu_expires: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -504,6 +519,9 @@ pub struct Stats {
     /// Times the send MSS stepped down for an ICMP "packet too big" about
     /// a segment in flight (`Connection::on_packet_too_big`).
     pub mss_path_mtu_steps: u64,
+    /// Times the send MSS went back up to the one agreed at the handshake
+    /// as an MTU a hop reported expired ([`Config::pmtu_expires`]).
+    pub mss_path_mtu_raises: u64,
     /// The MTU the last "packet too big" taken reported (0: none; an old
     /// router's 0 as the plateau taken for it): below 576 (IPv4) or 1280
     /// (IPv6), the MTU in force is that floor instead.

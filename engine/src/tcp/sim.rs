@@ -675,11 +675,11 @@ impl Sim {
         }
         let mtu = |l: &Link| l.cfg.mtu as u32;
         while let Some((seq, len)) = self.c2s.pop_too_big(now) {
-            self.client.on_packet_too_big(mtu(&self.c2s), seq, len);
+            self.client.on_packet_too_big(now, mtu(&self.c2s), seq, len);
         }
         while let Some((seq, len)) = self.s2c.pop_too_big(now) {
             if let Some(s) = &mut self.server {
-                s.on_packet_too_big(mtu(&self.s2c), seq, len);
+                s.on_packet_too_big(now, mtu(&self.s2c), seq, len);
             }
         }
         if self.client.poll_timeout().is_some_and(|d| d <= now) {

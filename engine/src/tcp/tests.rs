@@ -2157,6 +2157,80 @@ fn an_outage_after_a_reported_mtu_leaves_that_mtu() {
     assert_eq!(sim.client.packet_mtu(), 1500);
 }
 
+/// An MTU a hop reported expires ([`Config::pmtu_expires`]): the MSS
+/// goes back up to the one agreed at the handshake. Where the path healed
+/// meanwhile, the transfer ends at it; where the hop is still there, it
+/// refuses the large segments again and the MSS steps down again, without
+/// a timeout either way.
+#[test]
+fn a_reported_mtu_expires_and_the_mss_goes_back_up() {
+    let expires = Duration::from_millis(20);
+    let run = |healed: bool| {
+        let mut cfg = jumbo_ends((1500, 9000), 0.0, 16);
+        cfg.c2s.too_big = true;
+        cfg.client.pmtu_expires = Some(expires);
+        cfg.client_bytes = 64 << 20;
+        let mut sim = Sim::new(cfg.clone());
+        sim.drive_while(Duration::from_secs(60), |s| {
+            s.client.stats().mss_path_mtu_steps == 0
+        });
+        let stepped = sim.elapsed();
+        assert_eq!(sim.client.packet_mtu(), 1500);
+        if healed {
+            sim.link_mut(true).mtu = 9000;
+        }
+        sim.drive_while(Duration::from_secs(60), |s| {
+            s.client.stats().mss_path_mtu_raises == 0
+        });
+        assert!(sim.elapsed() >= stepped + expires, "{:?}", sim.elapsed());
+        assert_eq!(sim.client.packet_mtu(), 9000, "back up");
+        assert!(sim.client.bytes_acked() < 64 << 20, "raised while sending");
+        assert!(sim.drive_bounded(Duration::from_secs(120)));
+        clean_close(&sim, &cfg);
+        let st = *sim.client.stats();
+        assert_eq!(st.rto_expirations, 0, "{st:?}");
+        assert_eq!(st.mss_black_hole_steps, 0, "{st:?}");
+        (sim, st)
+    };
+    let (sim, st) = run(true);
+    assert_eq!(
+        (st.mss_path_mtu_steps, st.mss_path_mtu_raises),
+        (1, 1),
+        "{st:?}"
+    );
+    assert_eq!(sim.client.packet_mtu(), 9000);
+    assert_eq!(sim.client.send_mss(), 8192, "8948 clipped to two frames");
+    // Still 1500 on the path: refused again, and again after each expiry
+    // while the transfer lasts.
+    let (sim, st) = run(false);
+    assert!(st.mss_path_mtu_raises >= 1, "{st:?}");
+    assert_eq!(st.mss_path_mtu_steps, st.mss_path_mtu_raises + 1, "{st:?}");
+    assert_eq!(sim.client.packet_mtu(), 1500);
+}
+
+/// Without an expiry, and after a black-hole step, the MSS stays down.
+#[test]
+fn a_step_without_expiry_or_for_a_black_hole_stays() {
+    for icmp in [true, false] {
+        let mut cfg = jumbo_ends((1500, 9000), 0.0, 17);
+        cfg.c2s.too_big = icmp;
+        // (A black-hole step sets no expiry, however short.)
+        cfg.client.pmtu_expires = if icmp {
+            None
+        } else {
+            Some(Duration::from_millis(1))
+        };
+        cfg.client_bytes = 16 << 20;
+        let mut sim = Sim::new(cfg.clone());
+        assert!(sim.drive_bounded(Duration::from_secs(120)));
+        clean_close(&sim, &cfg);
+        let st = sim.client.stats();
+        assert_eq!(st.mss_path_mtu_steps + st.mss_black_hole_steps, 1, "{st:?}");
+        assert_eq!(st.mss_path_mtu_raises, 0, "{st:?}");
+        assert_eq!(sim.client.packet_mtu(), 1500);
+    }
+}
+
 /// What a "packet too big" must be to be taken: about a sequence number
 /// in flight (RFC 5927 §4.1), with an MTU below the one in force; an MTU
 /// of 0 (an old router) is the common MTU below the refused packet's
@@ -2168,22 +2242,23 @@ fn a_packet_too_big_is_held_to_what_is_in_flight_and_a_smaller_mtu() {
     sim.drive_while(Duration::from_secs(60), |s| {
         s.client.bytes_acked() < 1 << 20 || s.client.in_flight() == 0
     });
+    let now = sim.now();
     let c = &mut sim.client;
     assert!(c.in_flight() > 0);
     let una = c.iss() + 1 + c.bytes_acked() as usize;
     let sent_max = una + c.in_flight();
     // Acknowledged already, and never sent.
-    assert!(!c.on_packet_too_big(1500, una - 1, 9000));
-    assert!(!c.on_packet_too_big(1500, sent_max + 100_000, 9000));
+    assert!(!c.on_packet_too_big(now, 1500, una - 1, 9000));
+    assert!(!c.on_packet_too_big(now, 1500, sent_max + 100_000, 9000));
     // Not below the MTU in force.
-    assert!(!c.on_packet_too_big(9000, una, 9000));
+    assert!(!c.on_packet_too_big(now, 9000, una, 9000));
     assert_eq!(c.stats().icmp_too_big_ignored, 3);
     assert_eq!(c.packet_mtu(), 9000);
     // No MTU given: the plateau below the refused 9000 bytes.
-    assert!(c.on_packet_too_big(0, una, 9000));
+    assert!(c.on_packet_too_big(now, 0, una, 9000));
     assert_eq!(c.packet_mtu(), 1500);
     // Below the floor: the floor (what was reported is kept).
-    assert!(c.on_packet_too_big(300, una, 1500));
+    assert!(c.on_packet_too_big(now, 300, una, 1500));
     assert_eq!(c.packet_mtu(), 576);
     assert_eq!(c.stats().path_mtu_reported, 300);
     assert_eq!(c.send_mss(), 576 - 40 - 12);

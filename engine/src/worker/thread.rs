@@ -815,7 +815,7 @@ impl Worker {
             );
             let moved = self.handle_ctl(now);
             self.receive(now);
-            self.take_too_big();
+            self.take_too_big(now);
             let tx_before = self.port.counters().tx_packets;
             if now >= next_sweep {
                 self.sweep_shares();
@@ -1019,7 +1019,7 @@ impl Worker {
                     }
                 }
                 Ctl::TooBig(t) => {
-                    if !give_too_big(&mut self.table, &mut self.counters, &t) {
+                    if !give_too_big(&mut self.table, &mut self.counters, &t, now) {
                         // Gone, or handed on again meanwhile: the next
                         // one (routers repeat them) or the timeouts.
                         self.counters.misplaced += 1;
@@ -1242,7 +1242,7 @@ impl Worker {
     /// The ICMP "packet too big" messages the receive found: each to its
     /// connection here, or forwarded to the worker that owns it; one about
     /// no connection is counted (and not answered).
-    fn take_too_big(&mut self) {
+    fn take_too_big(&mut self, now: Instant) {
         let Worker {
             port,
             table,
@@ -1254,7 +1254,7 @@ impl Worker {
         } = self;
         for t in port.too_big() {
             counters.too_big += 1;
-            if give_too_big(table, counters, &t) {
+            if give_too_big(table, counters, &t, now) {
                 continue;
             }
             let tuple = FourTuple {
@@ -1640,12 +1640,17 @@ fn small_queue(c: &Conn) -> usize {
 
 /// A "packet too big" to its connection, if `table` holds it (false where
 /// not); one the connection does not take is counted.
-fn give_too_big(table: &mut Table, counters: &mut WorkerCounters, t: &TooBig) -> bool {
+fn give_too_big(
+    table: &mut Table,
+    counters: &mut WorkerCounters,
+    t: &TooBig,
+    now: Instant,
+) -> bool {
     let Some(pos) = table.find(&t.local, &t.remote) else {
         return false;
     };
     if let Some(s) = table.get_mut(pos)
-        && !s.conn.on_packet_too_big(t.mtu, t.seq, t.quoted_len)
+        && !s.conn.on_packet_too_big(now, t.mtu, t.seq, t.quoted_len)
     {
         counters.too_big_ignored += 1;
     }
