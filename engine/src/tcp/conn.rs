@@ -1634,8 +1634,12 @@ impl<M: SendMemory> Connection<M> {
     /// keeps its segments, as on a step down). Where a hop on the path
     /// still takes less, it refuses them and says so, and the MSS steps
     /// down again ([`Connection::on_packet_too_big`]); where it never
-    /// says, the black-hole steps find it.
+    /// says, the black-hole steps find it. Not during a recovery: after
+    /// it, at the next sample.
     fn pmtu_expired(&mut self) {
+        if self.recover.is_some() {
+            return;
+        }
         self.pmtu_expiry = NO_TIMER;
         let agreed = self.packet_mtu() - self.mss_limit + self.mss_limit_agreed;
         if agreed > self.packet_mtu() {

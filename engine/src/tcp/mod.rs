@@ -332,8 +332,8 @@ pub struct Config {
     /// longer agree on the sequence space (after a forged or corrupted
     /// segment was taken) would otherwise answer each other's ACKs for
     /// ever, as fast as the path carries them. A
-    /// segment with data is answered at once: it is no part of such a loop,
-    /// and its sender may be waiting for that ACK.
+    /// segment with data or a FIN is answered at once: it is no part of
+    /// such a loop, and its sender may be waiting for that ACK.
     pub invalid_ack_interval: Duration,
     /// Linux's `TCP_USER_TIMEOUT` (iperf3's `--snd-timeout`): the
     /// connection fails with [`ConnectionError::UserTimeout`] once data it
