@@ -3084,6 +3084,31 @@ fn max_pacing_rate_caps_the_rate() {
         let gap = Duration::from_secs_f64(first[0].len as f64 / cap as f64);
         assert_eq!(c.poll_timeout(), Some(ms(100) + gap), "cap {cap}");
     }
+    // A sender that comes 3 ms after each segment's time (a busy host's
+    // scheduler): what the cap allowed meanwhile goes at once, and the
+    // rate is the cap's all the same.
+    let (mut c, iss) = client_with(
+        Config {
+            max_pacing_rate: cap,
+            ..Config::default()
+        },
+        TcpOptions::NONE,
+    );
+    let len = c.write(&[1u8; 60_000]).unwrap();
+    let (start, mut t, mut sent) = (ms(100), ms(100), 0);
+    for _ in 0..1000 {
+        sent += out(&mut c, t).iter().map(|s| s.len).sum::<usize>();
+        if sent >= len {
+            break;
+        }
+        let ack = seg(TcpFlags::ACK, PEER_ISS + 1, iss + 1 + sent, 65535);
+        c.handle_segment(t, &ack, &[]);
+        t = c.poll_timeout().unwrap() + Duration::from_millis(3);
+    }
+    assert_eq!(sent, len);
+    // The last segment went at most one segment's gap after the cap says.
+    let rate = (len - 536) as f64 / (t - start).as_secs_f64();
+    assert!(rate >= 0.95 * cap as f64, "{rate} B/s against {cap}");
 }
 
 /// A controller that never changes its window: shows the trait is what the
