@@ -266,7 +266,8 @@ pub struct Config {
     /// The most new data is paced at, bytes a second, whatever `pacing`
     /// says (Linux's `SO_MAX_PACING_RATE`, iperf3's `--fq-rate`): with
     /// `pacing` the smaller of the two rates, without it this one; 0: no
-    /// cap.
+    /// cap. A sender paced at the cap that comes late (a busy host) sends
+    /// what it allowed in up to the last 10 ms at once.
     pub max_pacing_rate: u64,
     /// Bytes of one send-buffer frame (page size). The send buffer is
     /// `send_frames` × `frame_len` bytes.
