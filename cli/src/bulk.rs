@@ -344,9 +344,9 @@ pub(crate) struct Unacceptable {
     /// ACKs sent to challenge an in-window RST, any SYN, or an ACK too old
     /// (RFC 5961).
     challenge_acks: u64,
-    /// Of the unacceptable segments without data or a FIN, those left unanswered,
-    /// and challenge ACKs not sent: together they get one answer per
-    /// 500 ms (RFC 5961 §7, as Linux's `tcp_invalid_ratelimit`; Linux
+    /// Of the unacceptable segments without data or a FIN, those left
+    /// unanswered, and challenge ACKs not sent: together they get one
+    /// answer per 500 ms (RFC 5961 §7, as Linux's `tcp_invalid_ratelimit`; Linux
     /// counts them in `TCPACKSkippedPAWS`, `TCPACKSkippedSeq` and
     /// `TCPACKSkippedChallenge`).
     answers_skipped: u64,
