@@ -1096,8 +1096,9 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     let len = 4u64 << 20;
     let mut want = vec![0u8; len as usize];
     pattern_fill(SEED, 0, &mut want);
-    // `client` (iperf3's) takes the ICMP as `send` does, and says so.
-    {
+    // `xtcp client ARGS -J` against a one-off `iperf3 -s` in B, through
+    // the router: its JSON and standard error.
+    let client = |args: &[&str]| {
         let mut server = Reap(
             net.b
                 .command("iperf3")
@@ -1109,68 +1110,52 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
         wait_listening(&net.b, port, WAIT, Some(&mut server.0));
         let out = net
             .xtcp("client")
-            .args(["-c", Routed::B, "-p", &port.to_string(), "-n", "4M", "-J"])
+            .args(["-c", Routed::B, "-p", &port.to_string(), "-J"])
+            .args(args)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "client: {err}");
-        let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("-J");
-        // The data connection (the control connection's segments are small).
-        let data = &j["xtcp"]["connections"][1];
-        assert_eq!(data["mss_path_mtu_steps"], 1, "{j}");
-        assert_eq!(data["packet_mtu"], 1500, "{j}");
-        assert_eq!(data["send_mss"], 1448, "{j}");
-        // Named by iperf3's stream id, as the report names it.
-        assert!(
-            err.contains(&format!(
-                "xtcp: stream 1 → {}:{port}: the path's MTU is 1500 (a hop said so: ICMP \
-                 \"packet too big\")",
-                Routed::B
-            )),
-            "{err}"
-        );
+        assert!(out.status.success(), "client {args:?}: {err}");
         let _ = server.0.wait();
-    }
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("-J");
+        (j, err)
+    };
+    // `client` (iperf3's) takes the ICMP as `send` does, and says so.
+    let (j, err) = client(&["-n", "4M"]);
+    // The data connection (the control connection's segments are small).
+    let data = &j["xtcp"]["connections"][1];
+    assert_eq!(data["mss_path_mtu_steps"], 1, "{j}");
+    assert_eq!(data["packet_mtu"], 1500, "{j}");
+    assert_eq!(data["send_mss"], 1448, "{j}");
+    // Named by iperf3's stream id, as the report names it.
+    assert!(
+        err.contains(&format!(
+            "xtcp: stream 1 → {}:{port}: the path's MTU is 1500 (a hop said so: ICMP \
+             \"packet too big\")",
+            Routed::B
+        )),
+        "{err}"
+    );
     // The router's report expiring each second (--pmtu-expires 1) in a
     // 3-second test: the MSS goes back up, and the router refuses the
     // large segments again; at the end it is down, or back up where the
     // test ended before the router's next refusal came.
-    {
-        let mut server = Reap(
-            net.b
-                .command("iperf3")
-                .args(["-s", "-1", "-B", Routed::B, "-p", &port.to_string()])
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("iperf3 -s"),
-        );
-        wait_listening(&net.b, port, WAIT, Some(&mut server.0));
-        let out = net
-            .xtcp("client")
-            .args(["-c", Routed::B, "-p", &port.to_string(), "-t", "3", "-J"])
-            .args(["--pmtu-expires", "1"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "client: {err}");
-        let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("-J");
-        let data = &j["xtcp"]["connections"][1];
-        let n = |k: &str| data[k].as_u64().unwrap_or_else(|| panic!("{k} in {data}"));
-        let (steps, raises) = (n("mss_path_mtu_steps"), n("mss_path_mtu_raises"));
-        eprintln!("--pmtu-expires 1: {data}");
-        assert!(raises >= 1, "{data}");
-        assert!(steps == raises + 1 || steps == raises, "{data}");
-        let down = steps > raises;
-        assert_eq!(n("packet_mtu"), if down { 1500 } else { 9000 }, "{data}");
-        assert_eq!(n("mss_black_hole_steps"), 0, "{data}");
-        let said = if down {
-            "going back up in between as the report expired (--pmtu-expires)"
-        } else {
-            "once that report had expired (--pmtu-expires) it went back up"
-        };
-        assert!(err.contains(said), "{err}");
-        let _ = server.0.wait();
-    }
+    let (j, err) = client(&["-t", "3", "--pmtu-expires", "1"]);
+    let data = &j["xtcp"]["connections"][1];
+    let n = |k: &str| data[k].as_u64().unwrap_or_else(|| panic!("{k} in {data}"));
+    let (steps, raises) = (n("mss_path_mtu_steps"), n("mss_path_mtu_raises"));
+    eprintln!("--pmtu-expires 1: {data}");
+    assert!(raises >= 1, "{data}");
+    assert!(steps == raises + 1 || steps == raises, "{data}");
+    let down = steps > raises;
+    assert_eq!(n("packet_mtu"), if down { 1500 } else { 9000 }, "{data}");
+    assert_eq!(n("mss_black_hole_steps"), 0, "{data}");
+    let said = if down {
+        "going back up in between as the report expired (--pmtu-expires)"
+    } else {
+        "once that report had expired (--pmtu-expires) it went back up"
+    };
+    assert!(err.contains(said), "{err}");
     for case in [Case::Icmp, Case::Icmp6, Case::BlackHole, Case::RouteMtu] {
         let (b, listen) = if case == Case::Icmp6 {
             (
