@@ -505,7 +505,9 @@ pub(crate) struct TestReport<'a> {
     /// xtcp's send and receive buffers per connection.
     pub sndbuf: u64,
     pub rcvbuf: u64,
-    /// The MTU of the path (the interface's, which xtcp's TCP keeps to).
+    /// The interface's MTU: a sending stream's interval `pmtu` where the
+    /// connection has not said its own yet (after a "packet too big", the
+    /// MTU reported).
     pub pmtu: u32,
     pub params: &'a TestParams,
     pub intervals: &'a [Interval],
@@ -1830,7 +1832,9 @@ pub(crate) fn interval_json(iv: &Interval, side: Side, bidir: bool, pmtu: u32) -
                 v["snd_wnd"] = json!(s.snd_wnd);
                 v["rtt"] = json!(us(s.rtt));
                 v["rttvar"] = json!(us(s.rttvar));
-                v["pmtu"] = json!(pmtu);
+                // The connection's own (after a "packet too big", the MTU
+                // reported), the interface's before its first count.
+                v["pmtu"] = json!(if s.pmtu > 0 { s.pmtu } else { pmtu });
             }
             v
         })
@@ -1973,6 +1977,7 @@ mod tests {
             snd_cwnd: 1 << 16,
             snd_wnd: 1 << 16,
             mss: 1448,
+            pmtu: 1500,
         };
         let iv = |streams| Interval {
             start: 0.0,

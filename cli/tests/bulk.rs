@@ -1127,6 +1127,13 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     assert_eq!(data["mss_path_mtu_steps"], 1, "{j}");
     assert_eq!(data["packet_mtu"], 1500, "{j}");
     assert_eq!(data["send_mss"], 1448, "{j}");
+    // Each interval's `pmtu` is the connection's, as iperf3's is the
+    // socket's (not the interface's 9000).
+    let ivs = j["intervals"].as_array().unwrap();
+    assert!(!ivs.is_empty(), "{j}");
+    for iv in ivs {
+        assert_eq!(iv["streams"][0]["pmtu"], 1500, "{iv}");
+    }
     // Named by iperf3's stream id, as the report names it.
     assert!(
         err.contains(&format!(

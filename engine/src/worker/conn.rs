@@ -179,6 +179,7 @@ impl AppConn {
                 snd_wnd: c.send_window() as u64,
                 rttvar: c.rttvar(),
                 mss: u32::try_from(c.send_mss()).unwrap_or(u32::MAX),
+                pmtu: u32::try_from(c.packet_mtu()).unwrap_or(u32::MAX),
                 congestion: c.congestion_name(),
             },
         }));

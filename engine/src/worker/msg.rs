@@ -328,6 +328,9 @@ pub struct TcpSample {
     pub rttvar: Option<Duration>,
     /// MSS the connection sends with, bytes.
     pub mss: u32,
+    /// The largest IP packet its segments make, bytes: the path MTU it
+    /// keeps to (after a "packet too big", the MTU reported).
+    pub pmtu: u32,
     /// The congestion control algorithm the connection runs.
     pub congestion: &'static str,
 }

@@ -40,6 +40,9 @@ pub struct StreamInterval {
     pub snd_wnd: u64,
     /// The connection's MSS at the last count (0: none yet).
     pub mss: u32,
+    /// The largest IP packet its segments made at the last count (the
+    /// path MTU it kept to; 0: none yet).
+    pub pmtu: u32,
 }
 
 /// A stream's TCP over the whole test, as iperf3's `end.streams[].sender`
@@ -195,6 +198,7 @@ impl Meter {
                 snd_cwnd: 0,
                 snd_wnd: 0,
                 mss: 0,
+                pmtu: 0,
             })
             .collect();
         self.rtt = vec![RttSummary::default(); streams.len()];
@@ -236,6 +240,7 @@ impl Meter {
         s.snd_wnd = t.snd_wnd;
         s.rttvar = t.rttvar.or(s.rttvar);
         s.mss = t.mss;
+        s.pmtu = t.pmtu;
         let m = &mut self.tcp[i];
         m.max_snd_cwnd = m.max_snd_cwnd.max(t.cwnd);
         m.max_snd_wnd = m.max_snd_wnd.max(t.snd_wnd);
@@ -390,6 +395,9 @@ fn fold(last: &mut Interval, tail: &Interval) {
             a.snd_cwnd = b.snd_cwnd;
             a.snd_wnd = b.snd_wnd;
         }
+        if b.mss > 0 {
+            (a.mss, a.pmtu) = (b.mss, b.pmtu);
+        }
     }
 }
 
@@ -532,6 +540,7 @@ mod tests {
             snd_wnd: wnd,
             rttvar: Some(Duration::from_micros(var)),
             mss: 1448,
+            pmtu: 1500,
             congestion: "cubic",
         };
         let mut m = Meter::new(Some(Duration::from_secs(1)));

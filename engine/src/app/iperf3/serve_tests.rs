@@ -939,6 +939,7 @@ fn start_and_server_output_callbacks_and_stream_outcomes() {
         snd_wnd: wnd,
         rttvar: Some(Duration::from_micros(30)),
         mss: 1448,
+        pmtu: 1500,
         congestion: "cubic",
     };
     for (bytes, cwnd, wnd) in [(1000, 50_000, 70_000), (2000, 40_000, 90_000)] {
