@@ -545,16 +545,16 @@ pub struct EngineArgs {
     /// TCP_USER_TIMEOUT, as iperf3's --snd-timeout (0, the default: a limit
     /// of 15 retransmission timeouts in a row instead).
     #[arg(long, value_name = "MS", default_value_t = 0, allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
-    pub snd_timeout: u64,
+          value_parser = clap::value_parser!(i64).range(0..=86_400_000))]
+    pub snd_timeout: i64,
     /// Seconds an MTU that a hop on the path reported (ICMP "packet too
     /// big") holds for a connection: then its segments go at the MSS agreed
     /// at the handshake again, and where the path still takes less, the
     /// hop refuses them and says so again (as Linux's route MTU expires,
-    /// net.ipv4.route.mtu_expires). 0: never.
-    #[arg(long, value_name = "SECS", default_value_t = 600,
-          value_parser = clap::value_parser!(u64).range(0..=86_400))]
-    pub pmtu_expires: u64,
+    /// net.ipv4.route.mtu_expires). 0: never; at most 86400.
+    #[arg(long, value_name = "SECS", default_value_t = 600, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i64).range(0..=86_400))]
+    pub pmtu_expires: i64,
 }
 
 impl EngineArgs {
@@ -641,9 +641,9 @@ impl EngineArgs {
         };
         c.tcp.clip_mss_to_frames = self.mss_clip == OnOff::On;
         c.tcp.user_timeout =
-            (self.snd_timeout > 0).then(|| Duration::from_millis(self.snd_timeout));
+            (self.snd_timeout > 0).then(|| Duration::from_millis(self.snd_timeout.unsigned_abs()));
         c.tcp.pmtu_expires =
-            (self.pmtu_expires > 0).then(|| Duration::from_secs(self.pmtu_expires));
+            (self.pmtu_expires > 0).then(|| Duration::from_secs(self.pmtu_expires.unsigned_abs()));
         c.tcp.congestion = match self.cc {
             CcArg::Newreno => CongestionAlgorithm::NewReno,
             CcArg::Cubic => CongestionAlgorithm::Cubic,

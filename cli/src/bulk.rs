@@ -1080,8 +1080,8 @@ fn stopping(grace: Duration, sending: bool) -> String {
         )
     } else {
         format!(
-            "xtcp: interrupted: closing; an open connection awaits the peer's FIN for up to \
-             {g:.1} s (--grace), then is reset; a second Ctrl-C exits at once"
+            "xtcp: interrupted: stopping; if a connection is open, it awaits the peer's FIN for \
+             up to {g:.1} s (--grace), then is reset; a second Ctrl-C exits at once"
         )
     }
 }

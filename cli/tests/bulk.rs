@@ -1948,8 +1948,8 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
     let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
     xtcp.signal("-INT");
     xtcp.wait_for(
-        "xtcp: interrupted: closing; an open connection awaits the peer's FIN for up to 600.0 \
-         s (--grace), then is reset; a second Ctrl-C exits at once",
+        "xtcp: interrupted: stopping; if a connection is open, it awaits the peer's FIN for up \
+         to 600.0 s (--grace), then is reset; a second Ctrl-C exits at once",
     );
     // The first was taken: xtcp's FIN is in, the sender holds on.
     wait_ss(

@@ -1029,6 +1029,10 @@ fn conflicting_test_options_are_refused() {
     refused(&["-i", "61"], interval);
     refused(&["-P", "0"], "0 is not in 1..=128");
     refused(&["-P", "129"], "129 is not in 1..=128");
+    // Engine flags out of range, negative ones too (not "invalid digit").
+    refused(&["--pmtu-expires", "-1"], "-1 is not in 0..=86400");
+    refused(&["--pmtu-expires", "86401"], "86401 is not in 0..=86400");
+    refused(&["--snd-timeout", "-5"], "-5 is not in 0..=86400000");
     let out = Command::new(XTCP)
         .args(["serve", "--iface", "lo", "-i", "0.01"])
         .output()
