@@ -107,7 +107,8 @@ pub struct EngineCounters {
     pub drop_not_ours: u64,
     /// Chains longer than xtcp gathers.
     pub drop_oversize: u64,
-    /// ICMP "packet too big" beyond 64 in one loop turn (a flood).
+    /// ICMP "packet too big" about more than 64 flows in one loop turn (a
+    /// flood; more than one about a flow are folded into one, not dropped).
     pub drop_too_big: u64,
     /// Sends refused: no room on the TX ring.
     pub tx_ring_full: u64,

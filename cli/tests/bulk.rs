@@ -1328,6 +1328,19 @@ fn send_through_a_smaller_mtu_hop_steps_the_mss_down_or_takes_the_routes() {
     let workers = j["engine"]["workers"].as_array().unwrap();
     let sum = |k: &str| -> u64 { workers.iter().map(|w| w[k].as_u64().unwrap()).sum() };
     assert!(sum("too_big_forwarded") >= 1, "{j}");
+    // A router's ICMP for each refused packet of a window: those about one
+    // flow in a turn are folded into one, and none of four flows' dropped.
+    let port_sum = |k: &str| -> u64 {
+        workers
+            .iter()
+            .map(|w| {
+                w["port"][k]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{k} in {w}"))
+            })
+            .sum()
+    };
+    assert_eq!(port_sum("drop_too_big"), 0, "{j}");
     assert!(
         err.contains("xtcp: connections 0–3 → 198.18.212.2:5241: the path's MTU is 1500"),
         "{err}"

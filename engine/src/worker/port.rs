@@ -311,11 +311,15 @@ pub struct PortCounters {
     /// ICMP "packet too big" about a TCP segment of ours, set aside for
     /// the caller ([`XskPort::too_big`]).
     pub rx_too_big: u64,
+    /// Of those, the ones about a flow that one was set aside for already
+    /// in the same loop turn: folded into it (the least MTU said is kept),
+    /// as a router refuses each large packet of a window.
+    pub too_big_folded: u64,
     /// Dropped: not TCP over IPv4/IPv6 (nor a "packet too big" about it).
     pub drop_not_tcp: u64,
-    /// Dropped: a "packet too big" beyond the [`TOO_BIG_MAX`] that the
-    /// receive calls of one loop turn keep (a flood: routers limit their
-    /// rate).
+    /// Dropped: a "packet too big" beyond the [`TOO_BIG_MAX`] flows that
+    /// the receive calls of one loop turn keep (a flood: routers limit
+    /// their rate).
     pub drop_too_big: u64,
     /// Dropped: IP fragments.
     pub drop_fragment: u64,
@@ -1085,6 +1089,18 @@ fn deliver(
                 Ok(t) if parts.len() == 1 => {
                     if !cfg.locals.contains(&t.to) {
                         counters.drop_not_ours += 1;
+                    } else if let Some(k) = too_big
+                        .iter_mut()
+                        .find(|k| k.local == t.local && k.remote == t.remote)
+                    {
+                        // Another about a flow one is set aside for (a
+                        // router refuses each packet of a window): one
+                        // goes to the connection, the least MTU said.
+                        counters.rx_too_big += 1;
+                        counters.too_big_folded += 1;
+                        if t.mtu != 0 && (k.mtu == 0 || t.mtu < k.mtu) {
+                            *k = t;
+                        }
                     } else if too_big.len() < TOO_BIG_MAX {
                         counters.rx_too_big += 1;
                         too_big.push(t);
@@ -1352,16 +1368,21 @@ mod tests {
 
     /// A router's "fragmentation needed" about our segment from `from`.
     fn too_big_to(to: Ipv4Addr, from: Ipv4Addr) -> Vec<u8> {
+        too_big_about(to, from, 40000, 1400)
+    }
+
+    /// The same about our port `port`, with `mtu` for the next hop.
+    fn too_big_about(to: Ipv4Addr, from: Ipv4Addr, port: u16, mtu: u16) -> Vec<u8> {
         let seg = etherparse::PacketBuilder::ethernet2([2; 6], [3; 6])
             .ipv4(from.octets(), PEER.octets(), 64)
-            .tcp(40000, 5201, 77, 1000);
+            .tcp(port, 5201, 77, 1000);
         let mut quoted = Vec::new();
         seg.write(&mut quoted, &[0; 100]).unwrap();
         let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
             .ipv4([198, 18, 9, 9], to.octets(), 64)
             .icmpv4(etherparse::Icmpv4Type::DestinationUnreachable(
                 etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded {
-                    next_hop_mtu: 1400,
+                    next_hop_mtu: mtu,
                 },
             ));
         let mut v = Vec::new();
@@ -1370,8 +1391,9 @@ mod tests {
     }
 
     /// An ICMP "packet too big" to us is set aside for the caller (at most
-    /// [`TOO_BIG_MAX`] at a time), not delivered as a segment; one to
-    /// another address, or corrupt, is counted and dropped.
+    /// [`TOO_BIG_MAX`] flows at a time, more about one flow folded into
+    /// one with the least MTU), not delivered as a segment; one to another
+    /// address, or corrupt, is counted and dropped.
     #[test]
     fn a_packet_too_big_is_set_aside_for_the_caller() {
         let cfg = cfg(RxCsum::Verify);
@@ -1390,16 +1412,28 @@ mod tests {
             )
         };
         let icmp = too_big_to(US, US);
-        for _ in 0..TOO_BIG_MAX + 1 {
-            one(&icmp, &mut kept, &mut c);
+        // About one flow: folded, the least MTU kept.
+        for mtu in [1400, 1300, 1400] {
+            one(&too_big_about(US, US, 40000, mtu), &mut kept, &mut c);
         }
-        assert_eq!(c.rx_too_big, TOO_BIG_MAX as u64, "{c:?}");
-        assert_eq!(c.drop_too_big, 1, "{c:?}");
+        assert_eq!(kept.len(), 1);
+        assert_eq!((c.rx_too_big, c.too_big_folded), (3, 2), "{c:?}");
         let t = kept[0];
-        assert_eq!(t.mtu, 1400);
+        assert_eq!(t.mtu, 1300);
         assert_eq!(t.seq.0, 77);
         assert_eq!(t.local, SocketAddr::new(US.into(), 40000));
         assert_eq!(t.remote, SocketAddr::new(PEER.into(), 5201));
+        // About as many flows as are kept, and one more: dropped.
+        for port in 1..TOO_BIG_MAX as u16 + 1 {
+            one(
+                &too_big_about(US, US, 40000 + port, 1400),
+                &mut kept,
+                &mut c,
+            );
+        }
+        assert_eq!(kept.len(), TOO_BIG_MAX);
+        assert_eq!(c.rx_too_big, 3 + TOO_BIG_MAX as u64 - 1, "{c:?}");
+        assert_eq!(c.drop_too_big, 1, "{c:?}");
         kept.clear();
         one(
             &too_big_to(Ipv4Addr::new(198, 18, 0, 9), US),
