@@ -197,8 +197,9 @@ pub struct ClientArgs {
     /// most (K, M, G, T = 10^3..), as iperf3's --fq-rate (a socket's
     /// SO_MAX_PACING_RATE): every segment spaced, where -b paces the
     /// average (a worker that comes late, as on a busy host, sends what the
-    /// rate allowed in up to the last 10 ms at once). Sent to the server for the streams it sends (xtcp serve
-    /// paces them; Debian 12's iperf3 3.12 does not).
+    /// rate allowed in up to the last 10 ms at once). Sent to the server
+    /// for the streams it sends (xtcp serve paces them; Debian 12's iperf3
+    /// 3.12 does not).
     #[arg(long = "fq-rate", value_name = "RATE", value_parser = parse_rate)]
     pub fq_rate: Option<u64>,
     /// UDP: refused, xtcp speaks TCP only.
