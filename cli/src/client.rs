@@ -196,7 +196,7 @@ pub struct ClientArgs {
     /// Pace each data connection at this many bits of payload a second at
     /// most (K, M, G, T = 10^3..), as iperf3's --fq-rate (a socket's
     /// SO_MAX_PACING_RATE): every segment spaced, where -b paces the
-    /// average (a worker that comes late, as on a busy host, sends what the
+    /// average (a worker that comes late, as on a loaded host, sends what the
     /// rate allowed in up to the last 10 ms at once). Sent to the server
     /// for the streams it sends (xtcp serve paces them; Debian 12's iperf3
     /// 3.12 does not).
