@@ -1366,19 +1366,7 @@ fn send_file_n_sends_the_files_first_bytes() {
         &format!("OPEN:{},creat,trunc", got.display()),
     );
     let send = |extra: &[&str]| {
-        let mut args = vec!["send".to_string()];
-        args.extend(engine_args(&net, false));
-        args.extend(
-            [
-                "-c",
-                &net.b.ip4.to_string(),
-                "-p",
-                &port.to_string(),
-                "--json",
-            ]
-            .map(str::to_owned),
-        );
-        args.extend(extra.iter().map(|s| s.to_string()));
+        let args = send_to_b(&net, port, extra);
         net.a
             .ns
             .command("timeout")
@@ -1435,6 +1423,17 @@ fn send_file_n_sends_the_files_first_bytes() {
     let _ = std::fs::remove_file(&fifo);
 }
 
+/// `xtcp send` to B's IPv4 address and `port` in copy mode, `--json`,
+/// then `extra`: its arguments.
+fn send_to_b(net: &TestNet, port: u16, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["send".to_string()];
+    args.extend(engine_args(net, false));
+    let (b, port) = (net.b.ip4.to_string(), port.to_string());
+    args.extend(["-c", &b, "-p", &port, "--json"].map(str::to_owned));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 /// A handshake that needed a retransmitted SYN is said, with how long it
 /// took (the seconds of the transfer begin after it): B's answer to the
 /// first SYN has no route (a blackhole route in B) until B's kernel has
@@ -1448,21 +1447,7 @@ fn a_slow_handshake_is_said_with_its_time() {
     let a = format!("{}/32", net.a.ip4);
     net.b.ns.ip(&["route", "add", "blackhole", &a]).unwrap();
     let syns0 = tcp_mib(&net.b.ns, "InSegs");
-    let mut args = vec!["send".to_string()];
-    args.extend(engine_args(&net, false));
-    args.extend(
-        [
-            "-c",
-            &net.b.ip4.to_string(),
-            "-p",
-            &port.to_string(),
-            "--zeros",
-            "-n",
-            "1M",
-            "--json",
-        ]
-        .map(str::to_owned),
-    );
+    let args = send_to_b(&net, port, &["--zeros", "-n", "1M"]);
     let started = Instant::now();
     let mut send = Watched::spawn(&net, &args, Stdio::piped());
     let deadline = Instant::now() + WAIT;
