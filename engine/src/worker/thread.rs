@@ -764,6 +764,12 @@ impl Worker {
             let is_light = s
                 .swept
                 .is_some_and(|(rx, full)| now.0 - rx < little && now.1 == full);
+            if s.light && s.swept.is_some_and(|(_, full)| now.1 != full) {
+                // Its peer used up the light window before the service
+                // saw it (the sweep came first in that turn, as after a
+                // sleep): a promotion all the same.
+                self.counters.light_promoted += 1;
+            }
             s.swept = Some(now);
             if is_light != s.light {
                 s.light = is_light;
