@@ -2512,43 +2512,35 @@ fn the_send_buffer_is_autotuned_unless_fixed() {
 /// that receives little: its receive window cut to a few segments, so that
 /// the worker's receive budget goes to the busy ones) gets its share back
 /// as soon as its peer uses up the window it had. A kernel sender that
-/// waits two seconds after connecting, then sends 64 MiB: xtcp counts the
-/// promotion, and the window the sender sees at the end (`ss`) is nearly
-/// the whole budget (`--rcvbuf 1M` is above it), never more.
+/// connects, waits until xtcp says (at debug level) it took the connection
+/// for a light one, then sends 64 MiB: xtcp counts the promotion, says so,
+/// and the window the sender sees at the end (`ss`) is nearly the whole
+/// budget (`--rcvbuf 1M` is above it), never more.
 #[test]
 fn an_idle_connection_that_starts_sending_gets_its_window_back() {
     let net = testnet(1500);
     let a: IpAddr = net.a.ip4.into();
     let to = SocketAddr::new(a, 5203);
-    let mut args = vec!["recv".to_string()];
-    args.extend(engine_args(&net, true));
-    args.extend(
-        [
-            "--listen",
-            &to.to_string(),
+    let mut xtcp = recv_listening(
+        &net,
+        5203,
+        &[
             "--discard",
             "--rcvbuf",
             "1M",
             "--json",
-        ]
-        .map(String::from),
+            "--log",
+            "info,xtcp_engine::worker::thread=debug",
+        ],
+        Stdio::piped(),
     );
-    let mut xtcp = spawn_xtcp_piped(&net, &args);
     // The socket is side B's: made there, used from here.
     let mut s = {
         let _in_b = net.b.ns.enter().unwrap();
-        let start = Instant::now();
-        loop {
-            // Refused until xtcp has started.
-            match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)) {
-                Ok(s) => break s,
-                Err(e) => assert!(start.elapsed() < WAIT, "cannot connect to xtcp recv: {e}"),
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        std::net::TcpStream::connect_timeout(&to, WAIT).expect("connect to xtcp recv")
     };
-    // Twenty sweeps of the shares long.
-    std::thread::sleep(Duration::from_secs(2));
+    let peer = s.local_addr().unwrap();
+    xtcp.wait_for(&format!("{peer} → {to}: light ("));
     let block = vec![0u8; 1 << 20];
     for _ in 0..64 {
         s.write_all(&block).unwrap();
@@ -2567,10 +2559,11 @@ fn an_idle_connection_that_starts_sending_gets_its_window_back() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no snd_wnd in {ss}"));
     drop(s);
-    let (status, err, _) = wait_exit(&mut xtcp, 60, "xtcp recv did not exit");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not exit");
     assert!(status.success(), "{err}");
+    assert!(err.contains(&format!("{peer} → {to}: busy again")), "{err}");
     let mut out = String::new();
-    std::io::Read::read_to_string(&mut xtcp.0.stdout.take().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(&mut xtcp.child.0.stdout.take().unwrap(), &mut out).unwrap();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(v["bytes"], 64 << 20, "{v}");
     let w = &v["engine"]["workers"][0];

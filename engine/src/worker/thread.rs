@@ -332,6 +332,27 @@ fn recv_shares(b: &Budget, n: NonZeroUsize, light: usize) -> (usize, usize) {
     (recv_bytes, recv_light)
 }
 
+/// Says at debug level that a connection was taken for a light one
+/// (`received` bytes in the last sweep) or is busy again: at most one line
+/// per connection and sweep, never per packet.
+fn log_lightness(conn: &Conn, light: bool, received: u64) {
+    let t = conn.tuple();
+    if light {
+        tracing::debug!(
+            "{} → {}: light ({received} bytes received in the last {} ms): a small receive window until its peer uses it up",
+            t.remote,
+            t.local,
+            SHARE_SWEEP.as_millis()
+        );
+    } else {
+        tracing::debug!(
+            "{} → {}: busy again: a full receive window",
+            t.remote,
+            t.local
+        );
+    }
+}
+
 /// Segments held per worker for connections on their way to it.
 const MAX_HELD: usize = 512;
 /// Payload bytes held per worker.
@@ -770,9 +791,11 @@ impl Worker {
                 // sleep): a promotion all the same.
                 self.counters.light_promoted += 1;
             }
+            let received = s.swept.map(|(rx, _)| now.0 - rx);
             s.swept = Some(now);
             if is_light != s.light {
                 s.light = is_light;
+                log_lightness(&s.conn, is_light, received.unwrap_or(0));
                 // Its share changes: applied at its next turn.
                 s.shares_epoch = u64::MAX;
             }
@@ -1368,6 +1391,7 @@ impl Worker {
                 // Its peer used up the light window and waits: it is busy
                 // after all. Its share comes with the next turn's shares.
                 s.light = false;
+                log_lightness(&s.conn, false, 0);
                 *light -= 1;
                 *balanced_for = usize::MAX;
                 counters.light_promoted += 1;
