@@ -247,6 +247,9 @@ struct Summary<'a> {
     seconds: f64,
     gbps: f64,
     retransmits: u64,
+    /// Segments that arrived beyond a hole and were kept, all connections
+    /// (see `ConnSummary::out_of_order`).
+    out_of_order: u64,
     segments_sent: u64,
     segments_received: u64,
     /// Received bytes the sink took straight from the RX frames (the rest
@@ -295,6 +298,13 @@ struct ConnSummary {
     bytes_sent: u64,
     bytes_received: u64,
     retransmits: u64,
+    /// Data segments that arrived beyond a hole (after the peer's segments
+    /// before them were lost, or overtaken) and were kept: what a receiver
+    /// sees of the path's losses.
+    out_of_order: u64,
+    /// Of those, segments dropped: they made one hole too many to keep
+    /// track of.
+    out_of_order_dropped: u64,
     /// The send buffer's limit at the end, bytes of frames (auto-tuned, or
     /// `--sndbuf`).
     send_buffer: usize,
@@ -483,6 +493,8 @@ fn summarise<'a>(
                 bytes_sent: r.bytes_acked,
                 bytes_received: r.bytes_received,
                 retransmits: r.stats.retransmits,
+                out_of_order: r.stats.ooo_segments,
+                out_of_order_dropped: r.stats.ooo_dropped,
                 send_buffer: r.send_buffer,
                 seconds: r
                     .established
@@ -549,6 +561,11 @@ fn summarise<'a>(
             0.0
         },
         retransmits: report.connections.iter().map(|c| c.stats.retransmits).sum(),
+        out_of_order: report
+            .connections
+            .iter()
+            .map(|c| c.stats.ooo_segments)
+            .sum(),
         segments_sent: report
             .connections
             .iter()
@@ -881,13 +898,14 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     };
     // Retransmits are the sender's to count: the receiver's own (a FIN or
     // SYN-ACK sent again) would read as the transfer's, as "0" where the
-    // sender resent thousands (they are in recv's JSON).
+    // sender resent thousands (they are in recv's JSON). What a receiver
+    // sees of the path's losses are the segments that came beyond a hole.
     let sending = verb == "sent";
-    let retransmits = |n: u64| {
+    let retransmits = |n: u64, ooo: u64| {
         if sending {
             format!(", {}", count(n, "retransmit"))
         } else {
-            String::new()
+            format!(", {ooo} out of order")
         }
     };
     eprintln!(
@@ -895,7 +913,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         count(s.bytes, "byte"),
         seconds_text(s.seconds),
         rate_text(s.bytes, s.seconds),
-        retransmits(s.retransmits),
+        retransmits(s.retransmits, s.out_of_order),
         count(s.segments_sent, "segment"),
         s.segments_received,
         s.cpu_seconds,
@@ -971,7 +989,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
                 c.result,
                 count(c.bytes_sent, "byte"),
                 c.bytes_received,
-                retransmits(c.retransmits)
+                retransmits(c.retransmits, c.out_of_order)
             );
         }
     }

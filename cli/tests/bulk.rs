@@ -2708,6 +2708,158 @@ fn send_reports_the_retransmissions_the_path_saw() {
     }
 }
 
+/// A sniffer in side B, in Python (after `TCP_PARSE`): what B's interface
+/// sends to port `DPORT` of A (after the impairment's egress drops, which
+/// come first), per connection: a data segment that starts beyond the
+/// highest offset up to which every byte was sent (what A's TCP has
+/// taken in order, if it got each frame B sent) is out of order. Counted
+/// until SIGTERM (then what is queued), printed as JSON with the frames
+/// the socket could not take (`PACKET_STATISTICS`).
+const OUT_OF_ORDER_MODEL: &str = r#"
+import json, select, signal, socket, struct, sys, time
+IFACE, DPORT, LIFE = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE: the whole transfer
+s.bind((IFACE, 0))
+s.setblocking(False)
+flows = {}
+stop = False
+def on_term(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, on_term)
+
+def take(f):
+    p = parse(f)
+    if not p or p["dport"] != DPORT: return
+    if p["flags"] & 2:
+        flows[p["sport"]] = dict(isn=p["seq"], nxt=1, held=[], ooo=0, data=0)
+        return
+    fl = flows.get(p["sport"])
+    if fl is None or p["len"] == 0: return
+    fl["data"] += 1
+    start = (p["seq"] - fl["isn"]) & 0xffffffff
+    end = start + p["len"]
+    if end <= fl["nxt"]: return
+    start = max(start, fl["nxt"])
+    if start > fl["nxt"]:
+        fl["ooo"] += 1
+        fl["held"].append((start, end))
+        return
+    fl["nxt"] = end
+    while True:
+        joins = [h for h in fl["held"] if h[0] <= fl["nxt"]]
+        if not joins: break
+        fl["held"] = [h for h in fl["held"] if h[0] > fl["nxt"]]
+        fl["nxt"] = max([fl["nxt"]] + [e for _, e in joins])
+
+def drain():
+    while True:
+        try: f, addr = s.recvfrom(65535)
+        except BlockingIOError: return
+        if addr[2] == 4: take(f)  # PACKET_OUTGOING
+
+print("ready", flush=True)
+end = time.monotonic() + LIFE
+while not stop and time.monotonic() < end:
+    select.select([s], [], [], 0.05)
+    drain()
+drain()
+packets, drops = struct.unpack("II", s.getsockopt(263, 6, 8))  # PACKET_STATISTICS
+print(json.dumps(dict(flows=[dict(port=k, ooo=v["ooo"], data=v["data"]) for k, v in flows.items()],
+                      socket_drops=drops)), flush=True)
+"#;
+
+/// With 1 % of the packets lost each way, what `xtcp recv` reports of
+/// the segments that came out of order (the summary in text, and per
+/// connection and in sum in JSON) is what B sent out of order: a sniffer
+/// on B's side counts what left B after the drops, in the order it left
+/// (`OUT_OF_ORDER_MODEL`). Where A's side lost some of those frames before
+/// xtcp's TCP saw them (its XDP statistics say so), that round's counts
+/// cannot agree; the other must.
+#[test]
+fn recv_reports_the_out_of_order_segments_the_path_made() {
+    let net = testnet(1500);
+    let (_ingress, egress) = impair_b(&net, xtcp_engine::xdp::impair::ImpairConfig::loss(1.0));
+    const LEN: usize = 8 << 20;
+    let mut compared = 0;
+    for (k, json) in [true, false].into_iter().enumerate() {
+        let port = 5240 + k as u16;
+        let mut model = Reap(
+            net.b
+                .ns
+                .command("python3")
+                .args(["-c", &format!("{}{OUT_OF_ORDER_MODEL}", common::TCP_PARSE)])
+                .args([net.b.iface.as_str(), &port.to_string(), "300"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3"),
+        );
+        let mut model_out = std::io::BufReader::new(model.0.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut model_out, &mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the sniffer did not start");
+        let mut extra = vec!["--discard"];
+        if json {
+            extra.push("--json");
+        }
+        let mut xtcp = recv_listening(&net, port, &extra, Stdio::piped());
+        let e0 = egress.counters().unwrap();
+        assert!(zeros_from_b(&net, port, LEN), "socat could not send");
+        let (status, err) = xtcp.wait_exit("xtcp recv did not exit");
+        assert!(status.success(), "{err}");
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut xtcp.child.0.stdout.take().unwrap(), &mut out).unwrap();
+        let (ooo, lost) = if json {
+            let j: serde_json::Value =
+                serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+            assert_eq!(j["bytes"].as_u64(), Some(LEN as u64), "{j}");
+            let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{v} in {j}"));
+            let c = &j["connections"][0];
+            assert_eq!(n(&j["out_of_order"]), n(&c["out_of_order"]), "{j}");
+            (
+                n(&c["out_of_order"]) + n(&c["out_of_order_dropped"]),
+                n(&j["xdp"]["dropped_at_redirect"])
+                    + j["xdp"]["dropped_before_xdp"].as_u64().unwrap_or(0),
+            )
+        } else {
+            // "xtcp: received N bytes in … = …, K out of order, …"
+            let summary = line_of(&err, "xtcp: received ");
+            let xdp = line_of(&err, "xtcp: XDP: ");
+            (
+                count_before(summary, " out of order"),
+                count(xdp, "dropped at redirect") + count(xdp, "before XDP"),
+            )
+        };
+        let pid = model.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut report = String::new();
+        std::io::BufRead::read_line(&mut model_out, &mut report).unwrap();
+        let m: serde_json::Value =
+            serde_json::from_str(&report).unwrap_or_else(|e| panic!("{e}: {report}"));
+        assert_eq!(m["socket_drops"], 0, "the sniffer missed frames: {m}");
+        let flows = m["flows"].as_array().unwrap();
+        assert_eq!(flows.len(), 1, "{m}");
+        let want = flows[0]["ooo"].as_u64().unwrap();
+        let e = egress.counters().unwrap();
+        assert!(e.dropped > e0.dropped, "B's egress lost nothing: {e:?}");
+        assert!(want > 0, "nothing came out of order: {m}");
+        if lost > 0 {
+            eprintln!("{lost} of B's frames lost on A's side before xtcp's TCP: not compared");
+            continue;
+        }
+        assert_eq!(ooo, want, "out of order: xtcp {ooo}, B sent {m}: {err}");
+        compared += 1;
+    }
+    assert!(compared > 0, "A's side lost frames in every round");
+}
+
 /// Forged segments of an established connection (an attacker in the path,
 /// or a peer that lost its state): 100 outside the window, 50 failing PAWS,
 /// then 5 SYNs. `xtcp recv --json` counts each kind as the test sent them,

@@ -1225,7 +1225,7 @@ pub fn repeated_block<'a>(data: &'a [u8], most: usize, what: &str) -> &'a [u8] {
 /// side B's forgers and for [`PathTimer`]'s relay: `parse(f)` gives its
 /// addresses, ports, numbers, flags, window, payload length, timestamp
 /// (TSval, TSecr) and window shift where present, or None.
-const TCP_PARSE: &str = r#"
+pub const TCP_PARSE: &str = r#"
 import struct
 
 def parse(f):
