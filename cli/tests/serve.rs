@@ -1078,13 +1078,16 @@ fn syns_with_fin_get_no_answer_and_are_counted() {
 /// test with what it received until then, its last partial interval
 /// included, the error its own interruption (it read "the client sent
 /// IPERF_DONE while running" before, and the stock client "control socket
-/// has closed unexpectedly").
+/// has closed unexpectedly"), and its CPU until then (it read 0 before):
+/// not zero, and within what the kernel accounted to the process.
 #[test]
 fn an_interrupted_server_tells_the_client_and_reports_the_test() {
     use std::io::BufRead;
     need_iperf3();
     let net = testnet(1);
     let server = Server::start_with(&net, 1, &["-J"]);
+    let pid = server.child.0.id();
+    let before = proc_cpu(pid);
     let mut client = Reap(
         net.b
             .ns
@@ -1127,6 +1130,18 @@ fn an_interrupted_server_tells_the_client_and_reports_the_test() {
         .map(|i| i["sum"]["bytes"].as_u64().unwrap())
         .sum();
     assert_eq!(intervals, received, "the last interval is there: {doc}");
+    // The process has exited, not yet reaped: its account is final.
+    let after = proc_cpu(pid);
+    let kernel = after.0 + after.1 - before.0 - before.1;
+    let secs = doc["end"]["sum_received"]["seconds"].as_f64().unwrap();
+    let pct = doc["end"]["cpu_utilization_percent"]["host_total"]
+        .as_f64()
+        .unwrap();
+    let cpu = pct / 100.0 * secs;
+    assert!(
+        cpu > 0.0 && cpu <= kernel + CPU_SLACK,
+        "{pct} % of {secs} s, the kernel's {kernel} s: {doc}"
+    );
 }
 
 /// A stock client that leaves after an error of its own (`-w` above what

@@ -539,6 +539,7 @@ impl Iperf3Server {
             // its last interval ends now, as the test.
             t.running = false;
             t.ended = Some(now);
+            t.cpu = cpu_util(t.cpu_start, t.started, now);
             t.meter.end_at(now);
             for iv in t.meter.finish(now) {
                 (self.on_interval)(&iv);
