@@ -198,6 +198,9 @@ pub(crate) struct Output {
     dest: Dest,
     style: Style,
     capture: Option<String>,
+    /// Lines go to the capture only (`--json-lines`, whose output is the
+    /// records: a client's `--get-server-output` still gets the text).
+    capture_only: bool,
 }
 
 impl Output {
@@ -220,6 +223,7 @@ impl Output {
             dest,
             style,
             capture: None,
+            capture_only: false,
         })
     }
 
@@ -240,13 +244,21 @@ impl Output {
         }
     }
 
-    /// Starts keeping a copy of every line from now on.
-    pub(crate) fn start_capture(&mut self) {
+    /// Starts keeping a copy of every line from now on; `only`: the lines
+    /// are kept, not written.
+    pub(crate) fn start_capture(&mut self, only: bool) {
         self.capture = Some(String::new());
+        self.capture_only = only;
+    }
+
+    /// Whether lines are being kept.
+    pub(crate) fn capturing(&self) -> bool {
+        self.capture.is_some()
     }
 
     /// The copy kept since [`Output::start_capture`]; keeping stops.
     pub(crate) fn take_capture(&mut self) -> Option<String> {
+        self.capture_only = false;
         self.capture.take()
     }
 
@@ -268,16 +280,19 @@ impl Output {
                     .map_or_else(String::new, |t| format!("{t}:  "))
             )),
         };
-        self.write(text, prefix);
+        self.write(text, prefix, true);
     }
 
     /// A JSON text and a newline: as [`Output::line`], without the time
-    /// prefix (iperf3 writes its JSON as it is, `--timestamps` or not).
+    /// prefix (iperf3 writes its JSON as it is, `--timestamps` or not),
+    /// and never kept: a record or document is not a test's text.
     pub(crate) fn json(&mut self, text: &str) {
-        self.write(text, None);
+        self.write(text, None, false);
     }
 
-    fn write(&mut self, text: &str, prefix: Option<String>) {
+    /// Writes `text` (each line after `prefix`); `keep`: into the capture
+    /// too, if one is on.
+    fn write(&mut self, text: &str, prefix: Option<String>, keep: bool) {
         let mut buf = String::with_capacity(text.len() + 32);
         for l in text.split('\n') {
             if let Some(p) = &prefix {
@@ -286,8 +301,11 @@ impl Output {
             buf.push_str(l);
             buf.push('\n');
         }
-        if let Some(c) = self.capture.as_mut() {
+        if let Some(c) = self.capture.as_mut().filter(|_| keep) {
             c.push_str(&buf);
+            if self.capture_only {
+                return;
+            }
         }
         let r = match &mut self.dest {
             Dest::Stdout => {
@@ -1577,7 +1595,7 @@ impl ServeRun {
 
     /// A test starts: "Accepted connection from …", a line per stream, the
     /// column header. With `--get-server-output` the text of the test is
-    /// kept from here on.
+    /// kept from here on (with `--json-lines` only kept, not printed).
     pub(crate) fn start(&self, t: &TestStart) {
         {
             let mut st = self.state.borrow_mut();
@@ -1585,12 +1603,13 @@ impl ServeRun {
             st.intervals.clear();
             st.bidir = t.params.bidirectional;
         }
-        if self.mode != ServeMode::Text {
+        let kept_only = self.mode == ServeMode::JsonLines && t.params.get_server_output;
+        if self.mode != ServeMode::Text && !kept_only {
             return;
         }
         let mut out = self.out.borrow_mut();
         if t.params.get_server_output {
-            out.start_capture();
+            out.start_capture(kept_only);
         }
         if self.verbose {
             out.line(&format!(
@@ -1627,8 +1646,8 @@ impl ServeRun {
             st.intervals.push(iv.clone());
             st.bidir
         };
-        if self.mode == ServeMode::Text {
-            let mut out = self.out.borrow_mut();
+        let mut out = self.out.borrow_mut();
+        if self.mode == ServeMode::Text || out.capturing() {
             for l in interval_lines(iv, Side::Server, bidir, self.unit) {
                 out.line(&l);
             }
@@ -1662,11 +1681,17 @@ impl ServeRun {
         match self.mode {
             ServeMode::Json => {
                 let v = self.document(o);
-                self.state.borrow_mut().intervals.clear();
+                if o.refused.is_none() {
+                    self.state.borrow_mut().intervals.clear();
+                }
                 Some(v)
             }
+            // (A client refused while a test runs ends here too: the running
+            // test's text and intervals stay.)
             ServeMode::Text => {
-                let _ = self.out.borrow_mut().take_capture();
+                if o.refused.is_none() {
+                    let _ = self.out.borrow_mut().take_capture();
+                }
                 let st = self.state.borrow();
                 if o.refused.is_none() {
                     if let Some(r) = self.report(o, &st.intervals, st.began) {
@@ -1678,7 +1703,14 @@ impl ServeRun {
                 }
                 None
             }
-            ServeMode::JsonLines => None,
+            ServeMode::JsonLines => {
+                // (Kept for `--get-server-output`, if the client never
+                // asked for it after all.)
+                if o.refused.is_none() {
+                    let _ = self.out.borrow_mut().take_capture();
+                }
+                None
+            }
         }
     }
 

@@ -381,13 +381,13 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         (run.clone(), run.clone(), run.clone(), run.clone());
     let mut server = Iperf3Server::new(
         server_config,
-        // -i 0: one interval, the whole test (as iperf3 -s -i 0).
-        (mode != ServeMode::JsonLines).then(|| {
-            if a.interval > 0.0 {
-                Duration::from_secs_f64(a.interval)
-            } else {
-                Duration::ZERO
-            }
+        // -i 0: one interval, the whole test (as iperf3 -s -i 0). With
+        // --json-lines they are not printed, but a client's
+        // --get-server-output text has them.
+        Some(if a.interval > 0.0 {
+            Duration::from_secs_f64(a.interval)
+        } else {
+            Duration::ZERO
         }),
         Box::new(move |iv: &Interval| iv_run.interval(iv)),
         Box::new(move |o: &TestOutcome| {

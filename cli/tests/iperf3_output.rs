@@ -726,38 +726,54 @@ fn get_server_output_both_ways() {
             "{text}"
         );
     }
-    let server = Server::start(&net, 1);
-    let client = iperf3_json(&net, &["-t", "1", "--get-server-output"]);
-    let text = client["server_output_text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{client}"));
-    let port = client["start"]["connected"][0]["local_port"]
-        .as_u64()
-        .unwrap();
-    for needle in [
-        format!("Accepted connection from {}, port ", net.b.ip4),
-        format!(
-            "[  1] local {} port 5201 connected to {} port {port}",
-            net.a.ip4, net.b.ip4
-        ),
-        "[ ID] Interval           Transfer     Bitrate".to_owned(),
-    ] {
-        assert!(text.contains(&needle), "{needle:?} in {text}");
+    // serve's text, and with --json-lines (which prints a record a test)
+    // the same text for the client all the same.
+    for lines in [false, true] {
+        let server = Server::start_with(&net, 1, if lines { &["--json-lines"] } else { &[] });
+        let client = iperf3_json(&net, &["-t", "2", "--get-server-output"]);
+        let text = client["server_output_text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{client}"));
+        let port = client["start"]["connected"][0]["local_port"]
+            .as_u64()
+            .unwrap();
+        for needle in [
+            format!("Accepted connection from {}, port ", net.b.ip4),
+            format!(
+                "[  1] local {} port 5201 connected to {} port {port}",
+                net.a.ip4, net.b.ip4
+            ),
+            "[ ID] Interval           Transfer     Bitrate".to_owned(),
+            "[  1]   0.00-1.00   sec ".to_owned(),
+            "[  1]   1.00-2.00   sec ".to_owned(),
+        ] {
+            assert!(text.contains(&needle), "{needle:?} in {text}");
+        }
+        assert!(!text.contains("xtcp serve: "), "{text}");
+        let (bytes, ..) = summary(text, "[  1]", "receiver");
+        let got = client["end"]["sum_received"]["bytes"].as_f64().unwrap();
+        assert!(
+            (bytes - got).abs() <= got * 0.006,
+            "{bytes} vs {got}: {text}"
+        );
+        client_wrote_what_xtcp_received(&net, got as u64, &client);
+        if lines {
+            // Its output is the record alone: the text went to the client.
+            let record: serde_json::Value = serde_json::from_str(&server.line()).unwrap();
+            assert_eq!(record["result"], "ok", "{record}");
+            assert_eq!(
+                record["bytes_received"], client["end"]["sum_sent"]["bytes"],
+                "{record}"
+            );
+        } else {
+            // And serve printed the same lines itself.
+            let (verdict, _) = server.outcome_and_intervals();
+            assert!(
+                verdict.contains(": ok;") && verdict.contains(" 1 stream,"),
+                "{verdict}"
+            );
+        }
     }
-    assert!(!text.contains("xtcp serve: "), "{text}");
-    let (bytes, ..) = summary(text, "[  1]", "receiver");
-    let got = client["end"]["sum_received"]["bytes"].as_f64().unwrap();
-    assert!(
-        (bytes - got).abs() <= got * 0.006,
-        "{bytes} vs {got}: {text}"
-    );
-    client_wrote_what_xtcp_received(&net, got as u64, &client);
-    // And serve printed the same lines itself.
-    let (verdict, _) = server.outcome_and_intervals();
-    assert!(
-        verdict.contains(": ok;") && verdict.contains(" 1 stream,"),
-        "{verdict}"
-    );
 }
 
 /// `xtcp serve -V` prints what `iperf3 -s -V` prints, line kind by line

@@ -132,55 +132,118 @@ fn denied_clients_are_told_and_reported_allowed_ones_served() {
 }
 
 /// A second stock client while a test runs gets stock iperf3's busy
-/// answer; the first test goes on and its counts are the client's.
+/// answer; the first test goes on and its counts are the client's. So do
+/// the running test's intervals and the text a `--get-server-output`
+/// client gets (the refusal ended the capture of that text, and in `-J`
+/// mode dropped the intervals before).
 #[test]
 fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
     need_iperf3();
     let net = testnet(1);
-    let server = Server::start_with(&net, 1, &[]);
-    let first = net
-        .b
-        .ns
-        .command("timeout")
-        .args([
-            "60",
-            "iperf3",
-            "-c",
-            &net.a.ip4.to_string(),
-            "-t",
-            "3",
-            "-J",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = Reap(first);
-    server.wait_running();
-    // The first client held still while the second asks, so that its test
-    // is surely running then, however slow the machine.
-    kill_tree("-STOP", first.0.id());
-    let out = iperf3(&net, &["-t", "1"], &[]);
-    kill_tree("-CONT", first.0.id());
-    assert_refused_with(&out, "the server is busy running a test. try again later");
-    let busy = server.outcome();
-    assert!(busy.contains("refused: the server is busy"), "{busy}");
-    assert!(
-        busy.contains(&format!("test from {}:", net.b.ip4)),
-        "{busy}"
-    );
-    let mut s = String::new();
-    first
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut s)
-        .unwrap();
-    assert!(first.0.wait().unwrap().success(), "{s}");
-    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
-    assert!(v.get("error").is_none(), "{v}");
-    let line = server.outcome();
-    assert_served(&net, &line, &v, "the first test is unaffected");
+    for json in [false, true] {
+        let server = Server::start_with(&net, 1, if json { &["-J"] } else { &[] });
+        let first = net
+            .b
+            .ns
+            .command("timeout")
+            .args([
+                "60",
+                "iperf3",
+                "-c",
+                &net.a.ip4.to_string(),
+                "-t",
+                "3",
+                "-J",
+                "--get-server-output",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = Reap(first);
+        // Running: a connection of the client's has had data acknowledged
+        // (its control connection carries a few hundred bytes).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ss = net.b.ns.command("ss").args(["-Htin"]).output().unwrap();
+            let ss = String::from_utf8_lossy(&ss.stdout).into_owned();
+            let most = ss
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix("bytes_acked:")?.parse::<u64>().ok())
+                .max();
+            if most.is_some_and(|b| b > 1 << 20) {
+                break;
+            }
+            assert!(first.0.try_wait().unwrap().is_none(), "the client ended");
+            assert!(Instant::now() < deadline, "the test never ran: {ss}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The first client held still while the second asks, so that its
+        // test is surely running then, however slow the machine.
+        kill_tree("-STOP", first.0.id());
+        let out = iperf3(&net, &["-t", "1"], &[]);
+        kill_tree("-CONT", first.0.id());
+        assert_refused_with(&out, "the server is busy running a test. try again later");
+        if json {
+            let busy = server.json();
+            assert_eq!(
+                busy["error"], "refused: the server is busy running a test",
+                "{busy}"
+            );
+        } else {
+            let busy = server.outcome();
+            assert!(busy.contains("refused: the server is busy"), "{busy}");
+            assert!(
+                busy.contains(&format!("test from {}:", net.b.ip4)),
+                "{busy}"
+            );
+        }
+        let mut s = String::new();
+        first
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        assert!(first.0.wait().unwrap().success(), "{s}");
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert!(v.get("error").is_none(), "{v}");
+        let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
+        if json {
+            let doc = server.json();
+            assert_eq!(doc["end"]["sum_received"]["bytes"], received, "{doc}");
+            let intervals = doc["intervals"].as_array().unwrap();
+            let sum: u64 = intervals
+                .iter()
+                .map(|i| i["sum"]["bytes"].as_u64().unwrap())
+                .sum();
+            assert!(intervals.len() >= 3, "{doc}");
+            assert_eq!(sum, received, "every interval is there: {doc}");
+            let theirs = &v["server_output_json"];
+            assert_eq!(
+                theirs["intervals"].as_array().unwrap().len(),
+                intervals.len(),
+                "{v}"
+            );
+        } else {
+            let line = server.outcome();
+            assert_served(&net, &line, &v, "the first test is unaffected");
+            let text = v["server_output_text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{v}"));
+            let intervals = text
+                .lines()
+                .filter(|l| {
+                    l.starts_with("[  1]") && l.contains(" sec ") && !l.contains("receiver")
+                })
+                .count();
+            assert!(
+                text.contains("Accepted connection from") && intervals >= 3,
+                "the whole text: {text}"
+            );
+        }
+        drop(server);
+    }
 }
 
 /// While a test is still connecting its streams, a new connection looks
