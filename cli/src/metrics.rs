@@ -1,6 +1,6 @@
 //! `xtcp serve --metrics ADDR:PORT`: Prometheus metrics at `GET /metrics`,
 //! served over the kernel's TCP (a plain listening socket, not xtcp's
-//! engine) by threads of their own that never touch the data path.
+//! engine) by a thread of its own that never touches the data path.
 //!
 //! Who does what:
 //!
@@ -9,9 +9,13 @@
 //!   workers' latest counters and the steering program's into a snapshot
 //!   (no allocation once the first copy is made); serve's test callback
 //!   calls [`Metrics::test`] once per test;
-//! - the HTTP thread renders the last snapshot on each scrape, and reads
-//!   the driver's redirect-drop counter (`ethtool -S`) itself, then (at
-//!   most once a second);
+//! - the HTTP thread (HTTP/1.1 by `hyper` on a current-thread `tokio`
+//!   runtime: every connection a task on that thread, at most
+//!   [`MAX_CONNECTIONS`] at once — one more closes the one that waited
+//!   longest for a request — each closed after [`IDLE_TIMEOUT`] without a
+//!   request) renders the last snapshot on each scrape, and
+//!   reads the driver's redirect-drop counter (`ethtool -S`) itself, then
+//!   (at most once a second);
 //! - the workers know nothing of it: they report counters to the control
 //!   thread as they always do.
 //!
@@ -33,9 +37,11 @@
 //! exposed as the largest total seen, so that a report of one worker that
 //! comes before the other's never shows a dip).
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -750,7 +756,7 @@ impl Collector for Exposition {
 /// stopped and joined on drop.
 pub struct MetricsServer {
     metrics: Arc<Metrics>,
-    http: Arc<tiny_http::Server>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -769,7 +775,9 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.http.unblock();
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -811,61 +819,244 @@ pub fn check(at: SocketAddr) -> anyhow::Result<()> {
     }
 }
 
+/// Connections served at once: one more closes the one that waited
+/// longest for a request (a Prometheus server keeps one open per target,
+/// and reconnects if it finds it closed).
+pub const MAX_CONNECTIONS: usize = 64;
+/// A request's head must have arrived this long after its first byte
+/// (a slow client cannot hold a connection by trickling it).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection without a request for this long is closed (Prometheus'
+/// longest usual scrape interval is a minute; its client opens another).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Binds `at` (a kernel TCP socket) and serves the metrics of `queues`
 /// queues of `iface` there from a thread of its own. Fails at once, naming
 /// `--metrics` and the address, if the address cannot be bound.
 pub fn serve(at: SocketAddr, iface: &str, queues: u32) -> anyhow::Result<MetricsServer> {
     let listener = bind(at)?;
-    let http = Arc::new(
-        tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| anyhow::anyhow!("--metrics {at}: {e}"))?,
-    );
+    listener
+        .set_nonblocking(true)
+        .with_context(|| format!("--metrics {at}"))?;
     let metrics = Arc::new(Metrics::new(iface, queues));
-    let (m, h) = (metrics.clone(), http.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let m = metrics.clone();
     let thread = std::thread::Builder::new()
         .name("xtcp-metrics".into())
-        .spawn(move || answer(&h, &m))
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build();
+            match rt {
+                Ok(rt) => tokio::task::LocalSet::new().block_on(&rt, http(listener, m, stopped)),
+                Err(e) => tracing::error!("--metrics {at}: cannot serve: {e}"),
+            }
+        })
         .context("starting the metrics thread")?;
     Ok(MetricsServer {
         metrics,
-        http,
+        stop: Some(stop),
         thread: Some(thread),
     })
 }
 
-/// The HTTP thread: `GET /metrics` renders the snapshot (`HEAD` too:
-/// tiny_http sends the head without the body, as a health check wants);
-/// every other path is 404, every other method on it 405.
-fn answer(http: &tiny_http::Server, metrics: &Arc<Metrics>) {
-    let header = |k: &str, v: &str| {
-        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("a valid header")
+/// An open connection, as the accept loop sees it.
+struct Open {
+    /// When it last began a request (or was accepted).
+    last: Rc<Cell<Instant>>,
+    /// Told to close (after a response under way).
+    close: Rc<tokio::sync::Notify>,
+}
+
+/// The HTTP thread's loop, until `stopped`: each connection a task of its
+/// own, at most [`MAX_CONNECTIONS`] (one more closes the one that waited
+/// longest for a request). A failed accept (no file descriptor left, say)
+/// is said and waited out, never the end of the endpoint.
+async fn http(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let at = listener.local_addr().ok();
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("--metrics {at:?}: cannot serve: {e}");
+            return;
+        }
     };
-    for req in http.incoming_requests() {
-        let path = req.url().split('?').next().unwrap_or("");
-        let resp = if path != "/metrics" {
-            tiny_http::Response::from_string("not found: the metrics are at /metrics\n")
-                .with_status_code(404)
-        } else if !matches!(
-            req.method(),
-            tiny_http::Method::Get | tiny_http::Method::Head
-        ) {
-            tiny_http::Response::from_string("only GET and HEAD are served at /metrics\n")
-                .with_status_code(405)
-                .with_header(header("Allow", "GET, HEAD"))
-        } else {
-            tiny_http::Response::from_string(metrics.render()).with_header(header(
-                "Content-Type",
-                prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
-            ))
+    let open: Rc<RefCell<BTreeMap<u64, Open>>> = Rc::default();
+    let mut next_id = 0u64;
+    let mut said = None::<Instant>;
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stopped => return,
+            a = listener.accept() => a,
         };
-        // A scraper that went away: nothing to do.
-        let _ = req.respond(resp);
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                    tracing::warn!("--metrics: accepting a connection failed: {e}; retrying");
+                    said = Some(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        {
+            let mut open = open.borrow_mut();
+            if open.len() >= MAX_CONNECTIONS {
+                let longest = open
+                    .iter()
+                    .min_by_key(|(_, o)| o.last.get())
+                    .map(|(&id, _)| id);
+                if let Some(o) = longest.and_then(|id| open.remove(&id)) {
+                    o.close.notify_one();
+                }
+            }
+        }
+        let (id, me) = (
+            next_id,
+            Open {
+                last: Rc::new(Cell::new(Instant::now())),
+                close: Rc::default(),
+            },
+        );
+        next_id += 1;
+        let (last, close) = (me.last.clone(), me.close.clone());
+        open.borrow_mut().insert(id, me);
+        let (open, metrics) = (open.clone(), metrics.clone());
+        tokio::task::spawn_local(async move {
+            connection(stream, metrics, last, close, IDLE_TIMEOUT).await;
+            open.borrow_mut().remove(&id);
+        });
     }
+}
+
+/// One connection's requests until the client closes it, it stays
+/// without a request for `idle` ([`IDLE_TIMEOUT`]), or `close` says so
+/// (then a response under way is finished first). `last`: when it last
+/// began a request.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    metrics: Arc<Metrics>,
+    last: Rc<Cell<Instant>>,
+    close: Rc<tokio::sync::Notify>,
+    idle: Duration,
+) {
+    let seen = last.clone();
+    let service = hyper::service::service_fn(move |req| {
+        seen.set(Instant::now());
+        std::future::ready(Ok::<_, std::convert::Infallible>(respond(&req, &metrics)))
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    loop {
+        let idle_until = tokio::time::Instant::from_std(last.get() + idle);
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            () = close.notified() => break,
+            () = tokio::time::sleep_until(idle_until) => {
+                if last.get().elapsed() >= idle {
+                    break;
+                }
+            }
+        }
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(HEAD_TIMEOUT, conn).await;
+}
+
+/// `GET /metrics` renders the snapshot (`HEAD` too: the head without the
+/// body, as a health check wants); every other path is 404, every other
+/// method on it 405.
+fn respond<B>(
+    req: &hyper::Request<B>,
+    metrics: &Arc<Metrics>,
+) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    use hyper::{Method, StatusCode, header};
+    let text = |status: StatusCode, body: String| {
+        let mut r = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from(body)));
+        *r.status_mut() = status;
+        r
+    };
+    if req.uri().path() != "/metrics" {
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: the metrics are at /metrics\n".into(),
+        );
+    }
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD are served at /metrics\n".into(),
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let mut r = text(StatusCode::OK, metrics.render());
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        ),
+    );
+    r
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection that sends no request for the idle time is closed;
+    /// one that asks is answered first, and then closed the same way.
+    #[test]
+    fn an_idle_connection_is_closed() {
+        use std::io::{Read, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let metrics = Arc::new(Metrics::new("lo", 1));
+        let server = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .unwrap();
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                for _ in 0..2 {
+                    let (s, _) = listener.accept().await.unwrap();
+                    let last = Rc::new(Cell::new(Instant::now()));
+                    let idle = Duration::from_millis(200);
+                    connection(s, metrics.clone(), last, Rc::default(), idle).await;
+                }
+            });
+        });
+        let limit = Some(Duration::from_secs(60));
+        // Silent: closed without a word.
+        let mut s = std::net::TcpStream::connect(at).unwrap();
+        s.set_read_timeout(limit).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert!(got.is_empty(), "{got:?}");
+        // A request (404: no scrape of `lo` needed) kept alive, then silent.
+        let mut s = std::net::TcpStream::connect(at).unwrap();
+        s.set_read_timeout(limit).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        s.read_to_end(&mut got).unwrap();
+        let text = String::from_utf8(got).unwrap();
+        assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+        assert!(text.ends_with("the metrics are at /metrics\n"), "{text}");
+        server.join().unwrap();
+    }
 
     fn worker(queue: u32, seed: u64) -> WorkerCounters {
         let mut w = WorkerCounters {

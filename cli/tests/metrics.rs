@@ -386,6 +386,82 @@ fn handovers_and_strays_are_counted() {
     assert!(st.success(), "{err}");
 }
 
+/// Connections the endpoint serves at once (`metrics::MAX_CONNECTIONS`).
+const MAX_METRICS_CONNECTIONS: usize = 64;
+
+/// Whether the peer has closed `s` (read at its end, or reset).
+fn closed_by_peer(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    match s.peek(&mut b) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+/// Idle connections to the metrics endpoint, more than it serves at once
+/// and more than its process may open files (`prlimit` to 128): each one
+/// beyond 64 closes the one that waited longest for a request, so that a
+/// scraper still gets in, the process holds no more than that (its file
+/// descriptors and threads counted), and the endpoint lives on after
+/// them (it died before: a thread per connection, and at the file limit
+/// its accept thread panicked).
+#[test]
+fn idle_connections_neither_exhaust_the_endpoint_nor_keep_a_scraper_out() {
+    let net = testnet(1);
+    let mut x = serve(&net, 1, &[]);
+    let pid = x.child.0.id();
+    let out = Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), "--nofile=128:128"])
+        .output()
+        .expect("prlimit (util-linux)");
+    assert!(out.status.success(), "{out:?}");
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    let threads = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .count()
+    };
+    scrape(&net);
+    let (fds0, threads0) = (fds(), threads());
+    const IDLE: usize = 300;
+    let held: Vec<TcpStream> = {
+        let _g = net.b.ns.enter().unwrap();
+        (0..IDLE)
+            .map(|_| TcpStream::connect_timeout(&metrics_at(&net), WAIT).unwrap())
+            .collect()
+    };
+    // A scraper gets in all the same (and takes a place while it does).
+    assert!(scrape(&net).contains("# TYPE xtcp_build_info gauge"));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let closed = held.iter().filter(|s| closed_by_peer(s)).count();
+        if closed >= IDLE + 1 - MAX_METRICS_CONNECTIONS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{closed} of {IDLE} idle connections closed by serve"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        fds() <= fds0 + MAX_METRICS_CONNECTIONS,
+        "{} file descriptors, {fds0} before",
+        fds()
+    );
+    assert_eq!(threads(), threads0, "no thread per connection");
+    drop(held);
+    assert!(scrape(&net).contains("# TYPE xtcp_build_info gauge"));
+    x.signal("-INT");
+    let (st, err) = x.wait_exit("xtcp serve to stop");
+    assert!(st.success(), "{err}");
+}
+
 #[test]
 fn promtool_passes_the_scrape_head_is_served_and_other_paths_are_404() {
     need_iperf3();
