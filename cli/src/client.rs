@@ -896,7 +896,7 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
         bail!(
             "-F {}: {}",
             a.file.as_deref().unwrap_or(Path::new("")).display(),
-            std::io::Error::from(r)
+            r
         );
     }
     if let Some(r) = recv_file {

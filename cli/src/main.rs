@@ -182,6 +182,11 @@ fn parse_command_line() -> Cli {
     let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
     cli.cmd.resolve_old_spellings();
     if let Some(msg) = cli.cmd.usage_error() {
+        // (-J's document too, as for every error of xtcp's own.)
+        if matches!(&cli.cmd, Cmd::Send(a) if a.json) || matches!(&cli.cmd, Cmd::Recv(a) if a.json)
+        {
+            bulk::json_error(&msg);
+        }
         eprintln!("xtcp: error: {msg}");
         std::process::exit(2);
     }

@@ -1477,7 +1477,9 @@ fn a_slow_handshake_is_said_with_its_time() {
 
 /// `send`/`recv --json` that fail before their report still print a JSON
 /// document on standard output (as iperf3 `-J` does): `ok` false and the
-/// error, the same words as on standard error.
+/// error, the same words as on standard error; options that do not go
+/// together too. One that fails after (its input unreadable) has the
+/// OS's words for it in the connection's result.
 #[test]
 fn json_runs_that_fail_before_their_report_print_the_error_as_json() {
     let net = testnet(1500);
@@ -1505,9 +1507,39 @@ fn json_runs_that_fail_before_their_report_print_the_error_as_json() {
         ])
         .output()
         .unwrap();
-    for (what, out) in [("send", send), ("recv", recv)] {
+    // Options that do not go together (exit status 2).
+    let usage = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["30", XTCP, "send", "-J", "--pattern", "1"])
+        .args(["-c", &net.b.ip4.to_string()])
+        .output()
+        .unwrap();
+    // The input cannot be read (the kernel's EIO at offset 0 of a
+    // process's memory): the OS's words, not only the kind's.
+    let _sink = socat_receiver(&net, net.b.ip4.into(), 5229, "OPEN:/dev/null");
+    let unreadable = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["30", XTCP, "send", "-J", "-F", "/proc/self/mem"])
+        .args(["-c", &net.b.ip4.to_string(), "-p", "5229"])
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&unreadable.stdout).unwrap();
+    assert_eq!(
+        j["connections"][0]["result"], "reading the input failed: Input/output error (os error 5)",
+        "{j}"
+    );
+    for (what, out, code) in [
+        ("send", send, 1),
+        ("recv", recv, 1),
+        ("send --pattern without -n", usage, 2),
+        ("send -F /proc/self/mem", unreadable, 1),
+    ] {
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert_eq!(out.status.code(), Some(code), "{what}: {err}");
         let j: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{what}: no JSON ({e}): {err}"));
         assert_eq!(j["ok"], false, "{what}: {j}");

@@ -103,6 +103,46 @@ pub struct Chunk {
     len: usize,
 }
 
+/// An I/O error that stays `Copy` (it travels in [`Produced`] and the
+/// reports): the OS's error number where there is one, whose message it
+/// then gives ("Input/output error (os error 5)"), else the kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoFailure {
+    kind: io::ErrorKind,
+    os: Option<i32>,
+}
+
+impl IoFailure {
+    /// Its kind.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.kind
+    }
+}
+
+impl From<&io::Error> for IoFailure {
+    fn from(e: &io::Error) -> IoFailure {
+        IoFailure {
+            kind: e.kind(),
+            os: e.raw_os_error(),
+        }
+    }
+}
+
+impl From<io::ErrorKind> for IoFailure {
+    fn from(kind: io::ErrorKind) -> IoFailure {
+        IoFailure { kind, os: None }
+    }
+}
+
+impl std::fmt::Display for IoFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.os {
+            Some(code) => io::Error::from_raw_os_error(code).fmt(f),
+            None => io::Error::from(self.kind).fmt(f),
+        }
+    }
+}
+
 /// What travels from the reader thread to a [`Source::Pipe`].
 #[derive(Debug)]
 pub enum Fill {
@@ -111,7 +151,7 @@ pub enum Fill {
     /// End of input.
     Eof,
     /// Reading failed.
-    Error(io::ErrorKind),
+    Error(IoFailure),
 }
 
 /// What travels from a [`Sink::Pipe`] to the writer thread.
@@ -244,7 +284,7 @@ impl FileSource {
                 self.produce_vectored(bufs)
             }
             Err(rustix::io::Errno::INTR) => (0, Produced::More),
-            Err(e) => (0, Produced::Failed(io::Error::from(e).kind())),
+            Err(e) => (0, Produced::Failed((&io::Error::from(e)).into())),
         }
     }
 }
@@ -256,7 +296,7 @@ pub struct PipeSource {
     free: Sender<Chunk>,
     cur: Option<(Chunk, usize)>,
     eof: bool,
-    error: Option<io::ErrorKind>,
+    error: Option<IoFailure>,
 }
 
 /// What [`Source::produce`] says.
@@ -267,7 +307,7 @@ pub enum Produced {
     /// Everything was produced: close the connection.
     Done,
     /// Reading the input failed: abort the connection.
-    Failed(io::ErrorKind),
+    Failed(IoFailure),
 }
 
 impl Source {
@@ -614,7 +654,7 @@ pub fn spawn_reader(
                         Ok(n) => break n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            let _ = full_tx.send(Fill::Error(e.kind()));
+                            let _ = full_tx.send(Fill::Error((&e).into()));
                             return Err(e);
                         }
                     }
@@ -1075,7 +1115,7 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert_eq!(st, Produced::Failed(io::ErrorKind::PermissionDenied));
+        assert_eq!(st, Produced::Failed(io::ErrorKind::PermissionDenied.into()));
         assert!(t.join().unwrap().is_err());
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::bulk::{FileSource, Produced, Sink, Source};
+use super::bulk::{FileSource, IoFailure, Produced, Sink, Source};
 use super::msg::{AppIn, AppOut, Msg, Payload, TcpSample, filler_bytes};
 use super::port::HeaderCache;
 use super::registry::Key;
@@ -102,7 +102,7 @@ pub struct AppConn {
     file: Option<FileSource>,
     file_done: bool,
     /// The file (sent or received) failed: why.
-    pub(super) io_error: Option<std::io::ErrorKind>,
+    pub(super) io_error: Option<IoFailure>,
 }
 
 impl AppConn {
@@ -225,7 +225,7 @@ pub struct Slot {
     pub(super) sink_done: bool,
     pub(super) written: u64,
     pub(super) read: u64,
-    pub(super) source_error: Option<std::io::ErrorKind>,
+    pub(super) source_error: Option<IoFailure>,
     pub(super) established: Option<Instant>,
     /// An active open's first SYN (`None` for a passive one: its
     /// handshake was the listener's).
@@ -372,7 +372,7 @@ impl Slot {
         }
         if self.sink.broken() && a.io_error.is_none() {
             // The writer thread failed (it returns why).
-            a.io_error = Some(std::io::ErrorKind::BrokenPipe);
+            a.io_error = Some(std::io::ErrorKind::BrokenPipe.into());
         }
         if a.io_error.is_some() && matches!(c.state(), State::Established | State::CloseWait) {
             // The file failed (read or write): reset, the report says why.

@@ -136,7 +136,7 @@ pub struct ConnReport {
     /// `--verify`: first stream offset that differed.
     pub mismatch: Option<u64>,
     /// Reading the source failed.
-    pub source_error: Option<std::io::ErrorKind>,
+    pub source_error: Option<super::bulk::IoFailure>,
     /// When it was established (None: never).
     pub established: Option<Instant>,
     /// When its first SYN went, for an active open (None: a passive one).
