@@ -1261,7 +1261,9 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
 /// is made and removed to know: a directory like `/proc` or a read-only
 /// mount refuses it). With `beside`, a file is made beside an existing one
 /// too (what is written to a temporary file and renamed over it needs
-/// that).
+/// that). What is no regular file (a FIFO, a device: written in place) is
+/// not opened, only asked about (`access`): opening a FIFO and closing it
+/// would end its reader's stream before a byte came.
 pub(crate) fn check_writable(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
     check_writable_how(flag, p, false)
 }
@@ -1278,6 +1280,11 @@ fn check_writable_how(flag: &str, p: &std::path::Path, beside: bool) -> anyhow::
     };
     let exists = match std::fs::metadata(p) {
         Ok(m) if m.is_dir() => bail!("{flag} {} is a directory", p.display()),
+        Ok(m) if !m.is_file() => {
+            return rustix::fs::access(p, rustix::fs::Access::WRITE_OK)
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("{flag} {}: cannot write it", p.display()));
+        }
         Ok(_) => {
             std::fs::OpenOptions::new()
                 .write(true)

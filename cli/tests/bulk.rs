@@ -2043,6 +2043,43 @@ fn a_slow_streams_bytes_reach_the_output_before_it_ends() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// `--out FIFO` is written in place, opened once: a reader waiting on the
+/// FIFO gets the whole stream (recv's check that it can write there
+/// opened it and closed it at start, so the reader got an empty stream
+/// and recv's writer then waited for another).
+#[test]
+fn a_fifo_is_written_in_place_and_its_reader_gets_the_whole_stream() {
+    let net = testnet(1500);
+    let port = 5237u16;
+    let fifo = tmp("out.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // The reader opens (and waits for a writer) before recv starts.
+    let path = fifo.clone();
+    let reader = std::thread::spawn(move || std::fs::read(&path).unwrap());
+    let out = fifo.display().to_string();
+    let mut xtcp = recv_listening(&net, port, &["--out", &out], Stdio::null());
+    let len = 4 << 20;
+    let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
+    drop(sock);
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(status.success(), "{err}");
+    let got = reader.join().unwrap();
+    let mut want = vec![0u8; len];
+    pattern_fill(SEED, 0, &mut want);
+    assert_eq!(got.len(), len, "{err}");
+    assert!(got == want, "the stream, byte for byte");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let _ = std::fs::remove_file(&fifo);
+}
+
 /// An output that fills up: `recv` says why it failed (the disk is full,
 /// not only that it reset the connection), and the bytes it reports are
 /// what the file holds (`FILE.partial`: the stream did not end well). The
