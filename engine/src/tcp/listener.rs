@@ -22,7 +22,9 @@
 //! Memory: a half-open connection holds no buffers (they are allocated when
 //! the handshake completes), at most `max_half_open` of them exist, and at most
 //! `backlog` established connections wait in the accept queue; further SYNs are
-//! dropped and counted, pending RSTs beyond a small queue likewise.
+//! dropped and counted, pending RSTs beyond a small queue likewise. While
+//! its owner can keep no more connections ([`Listener::set_refusing`]), a
+//! new SYN is answered with a reset instead.
 
 use super::conn::reset_for;
 use super::isn::IsnGenerator;
@@ -46,6 +48,10 @@ pub struct ListenerStats {
     /// SYNs with FIN set, dropped as Linux drops them: a connection cannot
     /// open and close in one segment (a scanner's probe, or a forged one).
     pub syns_invalid: u64,
+    /// SYNs answered with a reset while the listener refuses new
+    /// connections ([`Listener::set_refusing`]): the peer's connect fails
+    /// at once ("connection refused").
+    pub syns_refused: u64,
     /// Handshakes completed.
     pub established: u64,
     /// Connections dropped because the accept queue was full.
@@ -71,6 +77,7 @@ impl ListenerStats {
         self.syns_accepted += o.syns_accepted;
         self.syns_dropped += o.syns_dropped;
         self.syns_invalid += o.syns_invalid;
+        self.syns_refused += o.syns_refused;
         self.established += o.established;
         self.backlog_dropped += o.backlog_dropped;
         self.half_open_expired += o.half_open_expired;
@@ -112,6 +119,8 @@ pub struct Listener<M = HeapFrames> {
     share: usize,
     /// Where the half-open connections are published, if anywhere.
     index: Option<Box<dyn HalfOpenIndex>>,
+    /// New SYNs are answered with a reset ([`Listener::set_refusing`]).
+    refusing: bool,
 }
 
 impl Listener<HeapFrames> {
@@ -149,6 +158,7 @@ impl<M: SendMemory + Default> Listener<M> {
             stats: ListenerStats::default(),
             share: usize::MAX,
             index: None,
+            refusing: false,
         }
     }
 
@@ -250,6 +260,11 @@ impl<M: SendMemory + Default> Listener<M> {
             self.stats.syns_invalid += 1;
             return;
         }
+        if self.refusing {
+            self.stats.syns_refused += 1;
+            self.queue_rst(tuple, seg, payload_len);
+            return;
+        }
         if self.half_open.len() >= self.max_half_open
             || self.index.as_mut().is_some_and(|x| !x.claim(&tuple))
         {
@@ -331,6 +346,15 @@ impl<M: SendMemory + Default> Listener<M> {
             i -= 1;
             self.settle(i, now);
         }
+    }
+
+    /// Whether a new SYN is answered with a reset (the peer's connect is
+    /// refused) instead of a SYN-ACK: set by the owner while it could not
+    /// keep another connection, so that a peer is not let in only to be
+    /// reset once it has sent. A SYN of a half-open connection held
+    /// already is answered as before.
+    pub fn set_refusing(&mut self, refusing: bool) {
+        self.refusing = refusing;
     }
 
     /// Caps the receive window that connections accepted from now on offer,

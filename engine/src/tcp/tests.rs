@@ -1319,6 +1319,47 @@ fn listener_resets_strays_and_completes_handshakes() {
     assert_eq!(events(&mut c)[0], Event::Connected);
 }
 
+/// A refusing listener answers a new SYN with a reset that acknowledges
+/// it (the peer's connect fails: "connection refused"), holds nothing for
+/// it, and counts it; a SYN sent again of a half-open connection it held
+/// already is answered with its SYN-ACK as before; refusing no more, a
+/// new SYN is taken.
+#[test]
+fn a_refusing_listener_resets_new_syns_only() {
+    let local: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let mut l = Listener::new(Config::default(), local, IsnGenerator::new(1, t0()), 4, 2);
+    let syn_from = |port: u16| {
+        let mut syn = their_syn(TcpOptions::NONE);
+        syn.src_port = port;
+        syn.dst_port = 80;
+        (
+            std::net::SocketAddr::new("10.0.0.1".parse().unwrap(), port),
+            syn,
+        )
+    };
+    let (held, held_syn) = syn_from(40000);
+    l.handle_segment(ms(0), held, &held_syn, &[]);
+    let (_, sa) = l.poll_transmit(ms(0)).unwrap();
+    assert_eq!(sa.repr.flags, TcpFlags::SYN | TcpFlags::ACK);
+    l.set_refusing(true);
+    let (new, new_syn) = syn_from(40001);
+    l.handle_segment(ms(1), new, &new_syn, &[]);
+    let (t, r) = l.poll_transmit(ms(1)).unwrap();
+    assert_eq!(t.remote, new);
+    assert_eq!(
+        (r.repr.flags, r.repr.ack),
+        (TcpFlags::RST | TcpFlags::ACK, PEER_ISS + 1)
+    );
+    assert_eq!((l.half_open_count(), l.stats().syns_refused), (1, 1));
+    l.handle_segment(ms(2), held, &held_syn, &[]);
+    let (t, sa) = l.poll_transmit(ms(2)).unwrap();
+    assert_eq!(t.remote, held);
+    assert_eq!(sa.repr.flags, TcpFlags::SYN | TcpFlags::ACK);
+    l.set_refusing(false);
+    l.handle_segment(ms(3), new, &new_syn, &[]);
+    assert_eq!((l.half_open_count(), l.stats().syns_refused), (2, 1));
+}
+
 /// One listener on an IPv4 and an IPv6 address: it serves the port on
 /// both and on nothing else, each connection has the address its SYN came
 /// to, and each offers (and takes no more than) its family's MSS.

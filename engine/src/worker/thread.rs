@@ -70,7 +70,7 @@ use super::sendmem::UmemFrames;
 use super::table::Table;
 use crate::tcp::{
     CloseReason, Config, Connection, Event, FourTuple, HalfOpenIndex, IsnGenerator, Listener,
-    SeqNumber, State, Stats, TcpRepr, reset_for,
+    SeqNumber, State, Stats, TcpFlags, TcpRepr, reset_for,
 };
 use crate::tcp::{MAX_PIECES, Piece};
 use crate::wire::TooBig;
@@ -554,8 +554,6 @@ impl Admit<'_> {
         repr: &TcpRepr,
         parts: &[&[u8]],
     ) {
-        l.handle_segment_at(now, dst, src, repr, parts);
-        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         let Admit {
             table,
             shared,
@@ -564,6 +562,24 @@ impl Admit<'_> {
             counters,
             rst,
         } = self;
+        // A new connection's SYN, where none more can be kept (`max_conns`
+        // reached, or the one output taken): refused at once, with a
+        // reset, instead of let in and reset once it has sent (its
+        // sender then took what it wrote for delivered).
+        let f = repr.flags;
+        if f.contains(TcpFlags::SYN) && !f.intersects(TcpFlags::ACK | TcpFlags::RST) {
+            let room = live_conns(table, shared.max_conns) < shared.max_conns
+                && !table.is_full()
+                && match &shared.sinks {
+                    SinkKind::Single(rx) => !rx.is_empty(),
+                    _ => true,
+                };
+            l.set_refusing(!room);
+        }
+        let refused_before = l.stats().syns_refused;
+        l.handle_segment_at(now, dst, src, repr, parts);
+        counters.refused += l.stats().syns_refused - refused_before;
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         while let Some(mut conn) = l.accept() {
             conn.send_memory_mut()
                 .attach((*umem).clone(), shared.tx_headroom);
