@@ -184,12 +184,14 @@ pub struct RecvArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Check the received stream against `xtcp send --pattern SEED`
-    /// (with -n, its length too; without, an empty stream fails).
+    /// (with -n, its length too; without, an empty stream fails). A stream
+    /// that differs is reset where it differs: its sender learns it failed.
     #[arg(long)]
     pub verify: Option<u64>,
     /// Each stream must hold exactly this many bytes (e.g. the -n of `xtcp
     /// send --pattern SEED -n BYTES`; K, M, G are 1024, 1024², 1024³): a
-    /// shorter or longer one fails, and --out leaves FILE as it was.
+    /// shorter or longer one fails, and --out leaves FILE as it was. A
+    /// longer one is reset as its bytes pass BYTES.
     #[arg(short = 'n', long, value_parser = parse_size, value_name = "BYTES")]
     pub bytes: Option<u64>,
     /// Count the received bytes and drop them.
@@ -454,13 +456,20 @@ fn summarise<'a>(
         .connections
         .iter()
         .map(|r| {
-            let res = describe(
-                r,
-                cfg.tcp.connect_timeout.unwrap_or_default(),
-                report.interrupted,
-                sending,
-            )
-            .and_then(|()| stream_as_expected(r.bytes_received, expect))
+            // One longer than -n was reset as it passed it: that is why.
+            let res = match expect.bytes {
+                Some(n) if r.bytes_received > n => Err(format!(
+                    "the stream brought more than the {n} bytes of -n: reset after {} bytes",
+                    r.bytes_received
+                )),
+                _ => describe(
+                    r,
+                    cfg.tcp.connect_timeout.unwrap_or_default(),
+                    report.interrupted,
+                    sending,
+                )
+                .and_then(|()| stream_as_expected(r.bytes_received, expect)),
+            }
             .map_err(|e| match unserved {
                 // The answers may never have reached xtcp.
                 Some(n) if r.reason == CloseReason::Error(ConnectionError::ConnectTimeout) => {
@@ -1391,7 +1400,9 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     // for its output names no interface it would have taken.
     let out = recv_output(a)?;
     let on = a.family.on(addr)?;
-    let cfg = a.engine.config_at(on)?;
+    let mut cfg = a.engine.config_at(on)?;
+    // A stream longer than -n is reset as it passes it.
+    cfg.stream_limit = a.bytes;
     let mut writer = None;
     let mut replace = None;
     // Without --keep-listening the first connection is the one stream:

@@ -1796,6 +1796,76 @@ fn recv_n_checks_each_streams_length_and_verify_says_what_it_checked() {
     );
 }
 
+/// A stream that fails recv's check while it comes (longer than `-n`, or
+/// not of `--verify`'s pattern) is reset at once: its sender learns that
+/// it failed (it wrote 16 MiB and got a reset, where it used to end well
+/// while recv wrote the whole stream and only then failed), recv says
+/// why, and what it wrote of the longer stream stops near `-n`.
+#[test]
+fn a_stream_that_fails_its_check_is_reset_at_once() {
+    let net = testnet(1500);
+    let port = 5239u16;
+    let dst = SocketAddr::new(net.a.ip4.into(), port);
+    const LEN: usize = 16 << 20;
+    let n = 300_000u64;
+    let file = tmp("longer-than-n.out");
+    let f = file.to_string_lossy().into_owned();
+    let partial = PathBuf::from(format!("{f}.partial"));
+    let wrong = (SEED + 1).to_string();
+    let n_arg = n.to_string();
+    for args in [
+        vec!["--out", f.as_str(), "-n", n_arg.as_str()],
+        vec!["--verify", wrong.as_str()],
+    ] {
+        let mut xtcp = recv_listening(&net, port, &args, Stdio::null());
+        let mut data = vec![0u8; LEN];
+        pattern_fill(SEED, 0, &mut data);
+        let told = {
+            let _g = net.b.ns.enter().unwrap();
+            let mut s = std::net::TcpStream::connect_timeout(&dst, WAIT).unwrap();
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            s.set_write_timeout(Some(WAIT)).unwrap();
+            match s.write_all(&data) {
+                Err(e) => e,
+                // All of it in B's send buffer before the reset came: it
+                // shows when the peer's answer to our FIN is read.
+                Ok(()) => {
+                    s.shutdown(std::net::Shutdown::Write).unwrap();
+                    std::io::Read::read(&mut s, &mut [0u8; 1]).expect_err("a reset, not recv's FIN")
+                }
+            }
+        };
+        assert!(
+            matches!(
+                told.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ),
+            "{args:?}: {told}"
+        );
+        let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+        assert!(!status.success(), "{args:?}: {err}");
+        if args[0] == "--out" {
+            let line = line_of(&err, "xtcp: error: connection 0 ");
+            assert!(
+                line.contains(&format!(
+                    "the stream brought more than the {n} bytes of -n: reset after "
+                )),
+                "{err}"
+            );
+            let after = count(line, "reset after");
+            let written = std::fs::metadata(&partial).unwrap().len();
+            assert_eq!(written, after, "{err}");
+            assert!(after > n && after < LEN as u64 / 2, "{err}");
+        } else {
+            assert!(
+                err.contains("--verify failed: the stream differs from the pattern at byte 0"),
+                "{err}"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&partial);
+}
+
 /// `recv --keep-listening` says how each connection ended as it ends (a
 /// failed `--verify` showed only at Ctrl-C).
 #[test]

@@ -251,6 +251,9 @@ pub struct Slot {
     pub(super) swept: Option<(u64, u64)>,
     /// An application connection (instead of source and sink).
     pub(super) appconn: Option<Box<AppConn>>,
+    /// Bytes its stream may hold: more, and it is reset
+    /// ([`super::EngineConfig::stream_limit`]).
+    pub(super) stream_limit: Option<u64>,
 }
 
 impl Slot {
@@ -285,6 +288,7 @@ impl Slot {
             light: false,
             swept: None,
             appconn: None,
+            stream_limit: None,
         }
     }
 
@@ -593,6 +597,20 @@ impl Slot {
         if self.sink.broken() {
             // The output failed (the writer thread says how): stop the
             // sender rather than leave it facing a closed window.
+            c.abort(now);
+            return;
+        }
+        // A stream that failed its check (the pattern, or more bytes than
+        // it may hold): reset at once, so that its sender learns it failed
+        // and nothing more is written.
+        let failed = matches!(
+            self.sink,
+            Sink::Verify {
+                mismatch: Some(_),
+                ..
+            }
+        ) || self.stream_limit.is_some_and(|l| self.read > l);
+        if failed && !matches!(c.state(), State::Closed) {
             c.abort(now);
             return;
         }

@@ -201,6 +201,10 @@ pub struct EngineConfig {
     pub report_interval: Duration,
     /// Connections a worker holds at most.
     pub max_conns: usize,
+    /// Bytes a received stream holds at most (`recv -n`): one that brings
+    /// more is reset as soon as its bytes pass it (its sender learns the
+    /// stream failed, and nothing more is written); `None`: no limit.
+    pub stream_limit: Option<u64>,
 }
 
 impl EngineConfig {
@@ -340,6 +344,7 @@ impl Default for EngineConfig {
             grace: Duration::from_secs(2),
             report_interval: Duration::from_millis(100),
             max_conns: 1024,
+            stream_limit: None,
         }
     }
 }
@@ -1372,6 +1377,7 @@ pub fn run_app(
         sinks,
         accepted: AtomicUsize::new(0),
         max_conns: cfg.max_conns,
+        stream_limit: cfg.stream_limit,
         max_half_open,
         report_interval: cfg.report_interval,
         wait: cfg.wait,

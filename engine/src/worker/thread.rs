@@ -218,6 +218,9 @@ pub struct Shared {
     pub accepted: AtomicUsize,
     /// Largest number of connections a worker holds.
     pub max_conns: usize,
+    /// Bytes a passive open's stream holds at most
+    /// ([`super::EngineConfig::stream_limit`]).
+    pub stream_limit: Option<u64>,
     /// Half-open connections a worker's listener holds.
     pub max_half_open: usize,
     /// How often workers send counters.
@@ -606,6 +609,7 @@ impl Admit<'_> {
                     let mss = conn.send_mss() as u32;
                     let mut s = Slot::new(conn, key, mac, id, Source::Empty, sink);
                     s.established = Some(now);
+                    s.stream_limit = shared.stream_limit;
                     if matches!(shared.sinks, SinkKind::App) {
                         let (tx, rx) = crossbeam_channel::bounded(1024);
                         s.appconn = Some(Box::new(AppConn::new(id, rx, None)));
