@@ -110,6 +110,8 @@ pub struct Chunk {
 pub struct IoFailure {
     kind: io::ErrorKind,
     os: Option<i32>,
+    /// Words of xtcp's own, where it found the failure itself.
+    what: Option<&'static str>,
 }
 
 impl IoFailure {
@@ -117,6 +119,15 @@ impl IoFailure {
     pub fn kind(&self) -> io::ErrorKind {
         self.kind
     }
+
+    /// A file that ended before the length it had when it was opened.
+    pub const SHRANK: IoFailure = IoFailure {
+        kind: io::ErrorKind::UnexpectedEof,
+        os: None,
+        what: Some(
+            "the file shrank while it was sent: it ended before the length it had when opened",
+        ),
+    };
 }
 
 impl From<&io::Error> for IoFailure {
@@ -124,21 +135,27 @@ impl From<&io::Error> for IoFailure {
         IoFailure {
             kind: e.kind(),
             os: e.raw_os_error(),
+            what: None,
         }
     }
 }
 
 impl From<io::ErrorKind> for IoFailure {
     fn from(kind: io::ErrorKind) -> IoFailure {
-        IoFailure { kind, os: None }
+        IoFailure {
+            kind,
+            os: None,
+            what: None,
+        }
     }
 }
 
 impl std::fmt::Display for IoFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.os {
-            Some(code) => io::Error::from_raw_os_error(code).fmt(f),
-            None => io::Error::from(self.kind).fmt(f),
+        match (self.what, self.os) {
+            (Some(w), _) => f.write_str(w),
+            (None, Some(code)) => io::Error::from_raw_os_error(code).fmt(f),
+            (None, None) => io::Error::from(self.kind).fmt(f),
         }
     }
 }
@@ -205,6 +222,9 @@ pub struct FileSource {
     offset: u64,
     /// The offset it ends at ([`FileSource::up_to`]; else the file's end).
     end: u64,
+    /// The file must hold at least this much (its length when opened, or
+    /// `end` if less): an end of file before it fails the source.
+    least: u64,
     /// The page cache was asked for everything below this offset.
     advised: u64,
     /// `RWF_NOWAIT` is not supported here: plain reads.
@@ -212,20 +232,30 @@ pub struct FileSource {
 }
 
 impl FileSource {
-    /// Reads `file` from its start.
+    /// Reads `file` from its start to its end: what it holds now at least
+    /// (a file that shrinks meanwhile fails it, [`IoFailure::SHRANK`]), and
+    /// what is added to it before the end is reached.
     pub fn new(file: impl Into<std::sync::Arc<std::fs::File>>) -> FileSource {
+        let file = file.into();
+        let least = file
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map_or(0, |m| m.len());
         FileSource {
-            file: file.into(),
+            file,
             offset: 0,
             end: u64::MAX,
+            least,
             advised: 0,
             blocking: false,
         }
     }
 
-    /// Ends after the first `len` bytes (or at the file's end, if sooner).
+    /// Ends after the first `len` bytes (fails if the file ends sooner).
     pub fn up_to(mut self, len: u64) -> FileSource {
         self.end = len;
+        self.least = self.least.min(len);
         self
     }
 
@@ -271,7 +301,13 @@ impl FileSource {
             rustix::io::ReadWriteFlags::NOWAIT
         };
         match rustix::io::preadv2(&self.file, &mut iov[..n], self.offset, flags) {
-            Ok(0) if bufs.iter().any(|b| !b.is_empty()) => (0, Produced::Done),
+            Ok(0) if bufs.iter().any(|b| !b.is_empty()) => {
+                if self.offset < self.least {
+                    (0, Produced::Failed(IoFailure::SHRANK))
+                } else {
+                    (0, Produced::Done)
+                }
+            }
             Ok(k) => {
                 self.offset += k as u64;
                 (k, Produced::More)
@@ -1094,6 +1130,64 @@ mod tests {
             assert!(got == data, "evict {evict}: bytes differ");
             assert_eq!(src.offset(), data.len() as u64);
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file that shrinks while it is read fails the source where it now
+    /// ends (the receiver is then reset: its stream is short of what was
+    /// meant), also within `up_to`; one that grows is read to its new end.
+    #[test]
+    fn a_file_that_shrinks_fails_one_that_grows_is_read_on() {
+        let dir = std::env::temp_dir().join(format!("xtcp-shrink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("data");
+        // Reads until the source says it is done or failed: the bytes, the
+        // outcome.
+        let drain = |src: &mut FileSource| {
+            let mut buf = vec![0u8; 4096];
+            let mut got = 0u64;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                assert!(std::time::Instant::now() < deadline, "stuck at {got}");
+                let (n, st) = src.produce_vectored(&mut [&mut buf[..]]);
+                got += n as u64;
+                match st {
+                    Produced::More => std::thread::yield_now(),
+                    st => return (got, st),
+                }
+            }
+        };
+        for up_to in [None, Some(50_000)] {
+            std::fs::write(&path, vec![1u8; 100_000]).unwrap();
+            let mut src = FileSource::new(std::fs::File::open(&path).unwrap());
+            if let Some(n) = up_to {
+                src = src.up_to(n);
+            }
+            let mut buf = vec![0u8; 10_000];
+            let (n, _) = src.produce_vectored(&mut [&mut buf[..]]);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(20_000)
+                .unwrap();
+            let (rest, st) = drain(&mut src);
+            assert_eq!(
+                (n as u64 + rest, st),
+                (20_000, Produced::Failed(IoFailure::SHRANK)),
+                "{up_to:?}"
+            );
+        }
+        assert!(IoFailure::SHRANK.to_string().contains("shrank"));
+        std::fs::write(&path, vec![1u8; 10_000]).unwrap();
+        let mut src = FileSource::new(std::fs::File::open(&path).unwrap());
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&[2u8; 5_000])
+            .unwrap();
+        assert_eq!(drain(&mut src), (15_000, Produced::Done));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
