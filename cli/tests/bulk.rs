@@ -42,6 +42,14 @@ fn tmp(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{name}", std::process::id()))
 }
 
+/// A FIFO made anew at [`tmp`]`(name)`.
+fn fifo(name: &str) -> PathBuf {
+    let p = tmp(name);
+    let _ = std::fs::remove_file(&p);
+    assert!(Command::new("mkfifo").arg(&p).status().unwrap().success());
+    p
+}
+
 fn sha256_file(p: &Path) -> String {
     let out = Command::new("sha256sum")
         .arg(p)
@@ -1401,15 +1409,7 @@ fn send_file_n_sends_the_files_first_bytes() {
         )),
         "{err}"
     );
-    let fifo = tmp("file-n.fifo");
-    let _ = std::fs::remove_file(&fifo);
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = fifo("file-n.fifo");
     let out = send(&["--file", fifo.to_str().unwrap(), "-n", "1M"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -2115,15 +2115,7 @@ fn a_slow_streams_bytes_reach_the_output_before_it_ends() {
 fn a_fifo_is_written_in_place_and_its_reader_gets_the_whole_stream() {
     let net = testnet(1500);
     let port = 5237u16;
-    let fifo = tmp("out.fifo");
-    let _ = std::fs::remove_file(&fifo);
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = fifo("out.fifo");
     // The reader opens (and waits for a writer) before recv starts.
     let path = fifo.clone();
     let reader = std::thread::spawn(move || std::fs::read(&path).unwrap());
