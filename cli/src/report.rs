@@ -283,6 +283,14 @@ impl Output {
         self.write(text, prefix, true);
     }
 
+    /// As [`Output::line`], but never kept: xtcp's own line for a test,
+    /// which is not iperf3's text for it.
+    pub(crate) fn line_unkept(&mut self, text: &str) {
+        let keep = self.capture.take();
+        self.line(text);
+        self.capture = keep;
+    }
+
     /// A JSON text and a newline: as [`Output::line`], without the time
     /// prefix (iperf3 writes its JSON as it is, `--timestamps` or not),
     /// and never kept: a record or document is not a test's text.

@@ -416,7 +416,9 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                     let v = test_record(o, std::time::SystemTime::now());
                     out.json(&v.to_string());
                 }
-                ServeMode::Text => out.line(&describe(o)),
+                // (Never in a running test's --get-server-output text: a
+                // client refused meanwhile ends here too.)
+                ServeMode::Text => out.line_unkept(&describe(o)),
             }
             drop(out);
             // A busy, denied or failed login does not use up `-1`'s test.

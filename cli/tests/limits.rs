@@ -241,6 +241,8 @@ fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
                 text.contains("Accepted connection from") && intervals >= 3,
                 "the whole text: {text}"
             );
+            // Nor the refusal's line, which is no iperf3 text of this test.
+            assert!(!text.contains("xtcp serve: "), "{text}");
         }
         drop(server);
     }
