@@ -265,6 +265,17 @@ impl Output {
     /// `text` (one line or several) and a newline, each line prefixed
     /// with the time if `--timestamps`; flushed with `--forceflush`.
     pub(crate) fn line(&mut self, text: &str) {
+        self.line_kept(text, true);
+    }
+
+    /// As [`Output::line`], but never kept: xtcp's own line for a test,
+    /// which is not iperf3's text for it.
+    pub(crate) fn line_unkept(&mut self, text: &str) {
+        self.line_kept(text, false);
+    }
+
+    /// [`Output::line`]; `keep`: into the capture too, if one is on.
+    fn line_kept(&mut self, text: &str, keep: bool) {
         let time = self
             .style
             .timestamps
@@ -280,15 +291,7 @@ impl Output {
                     .map_or_else(String::new, |t| format!("{t}:  "))
             )),
         };
-        self.write(text, prefix, true);
-    }
-
-    /// As [`Output::line`], but never kept: xtcp's own line for a test,
-    /// which is not iperf3's text for it.
-    pub(crate) fn line_unkept(&mut self, text: &str) {
-        let keep = self.capture.take();
-        self.line(text);
-        self.capture = keep;
+        self.write(text, prefix, keep);
     }
 
     /// A JSON text and a newline: as [`Output::line`], without the time

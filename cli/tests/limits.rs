@@ -142,20 +142,8 @@ fn a_second_client_while_a_test_runs_is_told_the_server_is_busy() {
     let net = testnet(1);
     for json in [false, true] {
         let server = Server::start_with(&net, 1, if json { &["-J"] } else { &[] });
-        let first = net
-            .b
-            .ns
-            .command("timeout")
-            .args([
-                "60",
-                "iperf3",
-                "-c",
-                &net.a.ip4.to_string(),
-                "-t",
-                "3",
-                "-J",
-                "--get-server-output",
-            ])
+        let first = common::stock_client(&net)
+            .args(["-t", "3", "-J", "--get-server-output"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
