@@ -941,10 +941,13 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     }
     let copied: u64 = e.workers.iter().map(|w| w.port.tx_copied).sum();
     eprintln!(
-        "xtcp: {} MTU {} MSS {}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout {:?}, {}{}",
+        "xtcp: {} MTU {} MSS {}{}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout {:?}, {}{}",
         e.iface,
         e.mtu,
         e.mss,
+        e.mss_ipv6
+            .map(|m| format!(" over IPv4, {m} over IPv6"))
+            .unwrap_or_default(),
         e.xdp_mode,
         binds.join("/"),
         e.rx_csum,

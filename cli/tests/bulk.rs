@@ -423,6 +423,35 @@ fn recv_from_kernel(net: &TestNet, v6: bool, clip: bool, discard: bool, len: u64
         )
     };
     assert!(err.contains(&banner), "{banner}: {err}");
+    // The interface line's MSS is the one of the family it names: a
+    // listener on both says both (IPv6's header is 20 bytes longer in the
+    // same packets); it said IPv4's alone, also for an IPv6 transfer.
+    let iface_line = line_of(&err, &format!("xtcp: {} MTU ", net.a.iface));
+    let num = |word: &str| -> u64 {
+        let at = iface_line
+            .find(word)
+            .unwrap_or_else(|| panic!("{word:?} in {iface_line}"));
+        let n = iface_line[at + word.len()..]
+            .split([' ', ','])
+            .next()
+            .unwrap();
+        n.parse()
+            .unwrap_or_else(|_| panic!("{n:?} after {word:?} in {iface_line}"))
+    };
+    let mss = num(" MSS ");
+    let most = net.config.mtu as u64 - if v6 || dual { 60 } else { 40 };
+    if dual {
+        let ipv6 = num(" over IPv4, ");
+        assert!(
+            mss == ipv6 + 20 && ipv6 <= most && iface_line.contains(" over IPv6, "),
+            "{iface_line}"
+        );
+    } else {
+        assert!(
+            mss <= most && !iface_line.contains(" over IPv"),
+            "{iface_line}"
+        );
+    }
     // Its summary line against the test's own account: the seconds within
     // the process's life, the rate its bytes over them (as printed: to a
     // millisecond, three significant places), and the segments it counts

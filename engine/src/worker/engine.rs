@@ -533,8 +533,12 @@ pub struct EngineReport {
     /// The gateway of the route to the peer a command connected to
     /// (`None`: on-link, or a listener).
     pub gateway: Option<IpAddr>,
-    /// MSS announced.
+    /// MSS announced (over IPv4 where both families are served).
     pub mss: u16,
+    /// MSS announced over IPv6 where a listener serves both families
+    /// (20 bytes less than over IPv4: the longer header in the same packet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mss_ipv6: Option<u16>,
     /// Connections, in order of their end.
     #[serde(skip)]
     pub connections: Vec<ConnReport>,
@@ -1279,6 +1283,7 @@ pub fn run_app(
     // The configuration's MSS is the largest; a listener gives each
     // address its family's.
     let listen: Vec<(SocketAddr, u16)> = listen.into_iter().map(|a| (a, mss_of(a.ip()))).collect();
+    let mss_ipv6 = dual.then(|| u16::try_from(mss).unwrap_or(u16::MAX));
     let mss = u16::try_from(mss_v4).unwrap_or(u16::MAX);
     let mut tcp_cfg = cfg.tcp.clone();
     tcp_cfg.mss = mss;
@@ -1595,6 +1600,7 @@ pub fn run_app(
         rx_queues,
         gateway,
         mss,
+        mss_ipv6,
         connections,
         workers,
         steer,
