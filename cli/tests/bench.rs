@@ -113,7 +113,7 @@ fn check_schema(json: &Path) {
 }
 
 fn check_meta(m: &serde_json::Value) {
-    assert_eq!(m["schema"], 3, "{m}");
+    assert_eq!(m["schema"], 4, "{m}");
     assert_eq!(m["xtcp_version"], env!("CARGO_PKG_VERSION"), "{m}");
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(m["kernel"], release.trim(), "{m}");
@@ -177,6 +177,13 @@ fn check_sample(s: &serde_json::Value) {
     }
     assert!(s["offloads"]["a"]["gro"].is_string(), "{s}");
     assert!(s["qdisc"].as_str().unwrap().starts_with("qdisc"), "{s}");
+    // Both ends ran the point's congestion control, whatever the host's
+    // default (the kernel's ends read it from their sockets), and the
+    // record says so.
+    let cc = s["cc"].as_str().unwrap();
+    assert!(cc == "cubic" || cc == "reno", "{s}");
+    assert_eq!(s["sender_congestion"], cc, "{pair}: {s}");
+    assert_eq!(s["receiver_congestion"], cc, "{pair}: {s}");
     check_counts(s);
 }
 
@@ -287,6 +294,14 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
             .count();
         assert_eq!(rows, 2, "{pair} twice in {text}");
     }
+    // The congestion control every end ran, and the host's default.
+    let host = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    let said = format!(
+        "Every end runs cubic (iperf3's -C on every client, which the server takes too; xtcp's \
+         --cc; this host's default is {}).",
+        host.trim()
+    );
+    assert!(text.contains(&said), "{said}: {text}");
     let samples = samples(&json);
     assert_eq!(samples.len(), 8, "{samples:?}");
     check_table(&text, &samples);
@@ -865,6 +880,8 @@ fn new_axes_take_effect_at_one_short_point() {
             "2",
             "--kernel-txqueue",
             "100",
+            "--cc",
+            "reno",
             "-t",
             "1",
         ],
@@ -872,7 +889,7 @@ fn new_axes_take_effect_at_one_short_point() {
         &svg,
     );
     let text = assert_success(&out);
-    for header in ["sndbuf", "len", " P ", "nodel", "koff", "kzc", "kq"] {
+    for header in ["sndbuf", "len", " P ", "nodel", "koff", "kzc", "kq", " cc "] {
         assert!(text.contains(header), "no {header} column: {text}");
     }
     let samples = samples(&json);
@@ -895,6 +912,7 @@ fn new_axes_take_effect_at_one_short_point() {
         let q = s["qdisc"].as_str().unwrap();
         assert!(q.contains("pfifo") && q.contains("limit 100p"), "{q}");
         assert_eq!(s["kernel_txqueue"], "100", "{s}");
+        assert_eq!(s["cc"], "reno", "{s}");
         assert_queue_delay(s, 1);
         assert_xdp(s);
     }
@@ -1075,12 +1093,22 @@ fn check_table(text: &str, samples: &[serde_json::Value]) {
         v => v.as_str().unwrap_or("auto").to_owned(),
     };
     let frame_shown = samples.iter().any(|s| frame(s) != "auto");
-    let dims_header = if frame_shown {
-        "MTU frame pair"
-    } else {
-        "MTU pair"
-    };
-    assert!(header.trim_start().starts_with(dims_header), "{header}");
+    // Records before schema 4 have no `cc`: their kernel ends ran the
+    // host's default, shown as `unset`.
+    let cc = |s: &serde_json::Value| s["cc"].as_str().unwrap_or("unset").to_owned();
+    let cc_shown = samples.iter().any(|s| cc(s) != "cubic");
+    let dims_header = [
+        "MTU",
+        if frame_shown { " frame" } else { "" },
+        if cc_shown { " cc" } else { "" },
+        " pair",
+    ]
+    .concat();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>().join(" ")[..dims_header.len()],
+        dims_header,
+        "{header}"
+    );
     fn median(mut v: Vec<f64>) -> Option<f64> {
         v.sort_by(f64::total_cmp);
         let n = v.len();
@@ -1127,11 +1155,14 @@ fn check_table(text: &str, samples: &[serde_json::Value]) {
             .filter(|s| s["mtu"] == mtu && s["pair"] == *pair)
             .collect();
         assert!(!of.is_empty(), "a row without samples: {line}");
+        let mut want_dims = vec![];
         if frame_shown {
-            assert_eq!(dims[1..], [frame(of[0])], "{line}");
-        } else {
-            assert_eq!(dims.len(), 1, "{line}");
+            want_dims.push(frame(of[0]));
         }
+        if cc_shown {
+            want_dims.push(cc(of[0]));
+        }
+        assert_eq!(dims[1..], want_dims, "{line}");
         for ((field, decimals), shown) in COLUMNS.iter().zip(printed) {
             let m = median(of.iter().filter_map(|s| s[*field].as_f64()).collect());
             match m {
@@ -1186,7 +1217,13 @@ fn from_prints_the_medians_of_the_records_samples() {
     };
     let two = v["samples"].as_array().unwrap().clone();
     assert!(two.iter().any(|s| s["repeat"] == 1), "two repetitions");
-    check_table(&from(&rec), &two);
+    let text = from(&rec);
+    check_table(&text, &two);
+    // A record from before bench set the congestion control says so.
+    assert!(
+        text.contains("cc unset: bench of that version left the kernel's ends at the host's"),
+        "{text}"
+    );
     // A sweep's flag would not apply: refused, not ignored.
     let out = Command::new(XTCP)
         .args(["bench", "--from"])

@@ -136,6 +136,13 @@ pub struct BenchArgs {
     /// together. On the bench's own veth pair only [default: none].
     #[arg(long, value_delimiter = ',')]
     pub kernel_txqueue: Vec<String>,
+    /// Congestion control of every end, to sweep: `cubic`, `reno`
+    /// (NewReno): iperf3's `-C` on every client (the server takes it for
+    /// its side) and xtcp's `--cc`, so that the kernel's ends run the same
+    /// algorithm as xtcp's whatever this host's default is (BBR, say, which
+    /// xtcp does not have) [default: cubic].
+    #[arg(long, value_delimiter = ',')]
+    pub cc: Vec<String>,
     /// Run on two existing interfaces A,B (two NIC ports cabled back to
     /// back, or the ends of a veth pair) instead of a veth pair of bench's
     /// own. bench takes them over for the run: it moves them into its two
@@ -215,6 +222,10 @@ pub struct Point {
     pub kernel_zerocopy: String,
     /// `--kernel-txqueue` value (`ring` resolved to the ring size).
     pub kernel_txqueue: String,
+    /// `--cc` value: every end's congestion control (`unset` in records
+    /// of versions that left the kernel ends at the host's default).
+    #[serde(default = "unset")]
+    pub cc: String,
 }
 
 impl Default for Point {
@@ -237,8 +248,15 @@ impl Default for Point {
             kernel_offloads: "off".into(),
             kernel_zerocopy: "off".into(),
             kernel_txqueue: "none".into(),
+            cc: "cubic".into(),
         }
     }
+}
+
+/// What a record that lacks `cc` ran with: the kernel ends at the host's
+/// default, xtcp's at cubic.
+fn unset() -> String {
+    "unset".into()
 }
 
 /// What a record that lacks `frame_size` ran with.
@@ -264,7 +282,7 @@ fn number_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::E
 type Dimension = fn(&Point) -> String;
 
 /// The axes: name in the table, name in plots, value.
-const DIMENSIONS: [(&str, &str, Dimension); 15] = [
+const DIMENSIONS: [(&str, &str, Dimension); 16] = [
     ("MTU", "MTU", |p| p.mtu.to_string()),
     ("rcvbuf", "rcvbuf", |p| p.rcvbuf.clone()),
     ("sndbuf", "sndbuf", |p| p.sndbuf.clone()),
@@ -280,6 +298,7 @@ const DIMENSIONS: [(&str, &str, Dimension); 15] = [
     ("koff", "kernel offloads", |p| p.kernel_offloads.clone()),
     ("kzc", "kernel zero-copy", |p| p.kernel_zerocopy.clone()),
     ("kq", "kernel TX queue", |p| p.kernel_txqueue.clone()),
+    ("cc", "congestion control", |p| p.cc.clone()),
 ];
 
 /// The axes worth a column or a label among `points`: those that vary,
@@ -383,6 +402,13 @@ pub struct Sample {
     /// Round-trip time of the idle path, µs (ping before the point's runs;
     /// for reference: it includes the wake-up of an idle receiver).
     pub ping_rtt_us: Option<f64>,
+    /// The data sender's congestion control, as the client's `-J` says
+    /// (`end.sender_tcp_congestion`: a kernel client reads it from its
+    /// socket, xtcp's client from its TCP); `None` where it says none.
+    pub sender_congestion: Option<String>,
+    /// The receiver's (`end.receiver_tcp_congestion`: the server's, as it
+    /// reported it to the client).
+    pub receiver_congestion: Option<String>,
     /// The sender's least RTT in the run, µs, averaged over streams (the
     /// client's `end.streams[].sender.min_rtt`): the path without queueing.
     pub min_rtt_us: Option<f64>,
@@ -504,6 +530,8 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
         &p.tx_layout,
         "--cores",
         &core,
+        "--cc",
+        if p.cc == "reno" { "newreno" } else { "cubic" },
     ]
     .iter()
     .map(|s| s.to_string())
@@ -515,7 +543,7 @@ fn xtcp_engine_args(iface: &str, p: &Point, core: usize) -> Vec<String> {
 }
 
 /// The iperf3 client options of a point that both kinds of client take
-/// (`-t`, `-P`, `-l`, and `-w`: the receiving end's buffer, which the
+/// (`-t`, `-P`, `-l`, `-C`, and `-w`: the receiving end's buffer, which the
 /// client sends to the server for its side), for an xtcp client `-Z`, and
 /// for a kernel client its own (`-N`, and `-Z` with `--kernel-zerocopy
 /// on`).
@@ -543,6 +571,11 @@ fn client_args(a: &BenchArgs, p: &Point, kernel: bool) -> Vec<String> {
         // default, iperf3's habit.
         v.push("-Z".into());
     }
+    // The point's congestion control on every client, which iperf3's
+    // protocol hands the server for its side: a namespace's default, which
+    // the host's would otherwise be, takes only those the host allows all
+    // users, and root may set any on a socket.
+    v.extend(["-C".into(), p.cc.clone()]);
     if kernel {
         if p.nodelay == "on" {
             v.push("-N".into());
@@ -951,6 +984,8 @@ fn sample(out: &PairOutput, pair: &str, point: &Point) -> Sample {
         ratio: None,
         jain: jain(&per_stream),
         ping_rtt_us: None,
+        sender_congestion: e["sender_tcp_congestion"].as_str().map(str::to_owned),
+        receiver_congestion: e["receiver_tcp_congestion"].as_str().map(str::to_owned),
         min_rtt_us: rtts.map(|r| r.0),
         rtt_us: rtts.map(|r| r.1),
         queue_delay_us: queue_delay_us(rtts.map(|r| r.1), rtts.map(|r| r.0)),
@@ -1021,6 +1056,7 @@ struct Sweep {
     kernel_offloads: Vec<String>,
     kernel_zerocopy: Vec<String>,
     kernel_txqueue: Vec<String>,
+    cc: Vec<String>,
 }
 
 /// The values given on the command line, else the preset's, else `default`.
@@ -1051,6 +1087,7 @@ fn sweep(a: &BenchArgs) -> Sweep {
         kernel_offloads: pick(&a.kernel_offloads, &p.kernel_offloads, &s(&["off"])),
         kernel_zerocopy: pick(&a.kernel_zerocopy, &p.kernel_zerocopy, &s(&["off"])),
         kernel_txqueue: pick(&a.kernel_txqueue, &p.kernel_txqueue, &s(&["none"])),
+        cc: pick(&a.cc, &p.cc, &s(&["cubic"])),
     }
 }
 
@@ -1097,6 +1134,7 @@ fn points(w: &Sweep) -> Vec<Point> {
             x.clone()
         }
     });
+    v = expand(v, &w.cc, |p, x| p.cc = x.clone());
     let mut seen: Vec<Point> = Vec::with_capacity(v.len());
     for p in v {
         if !seen.contains(&p) {
@@ -1145,7 +1183,7 @@ fn sizes_or(
 
 /// Each sweep axis's flag, and whether `a` sets it (the command line, or a
 /// preset's [`Preset::args`]).
-fn axes(a: &BenchArgs) -> [(&'static str, bool); 15] {
+fn axes(a: &BenchArgs) -> [(&'static str, bool); 16] {
     [
         ("--mtu", !a.mtu.is_empty()),
         ("--rcvbuf", !a.rcvbuf.is_empty()),
@@ -1162,6 +1200,7 @@ fn axes(a: &BenchArgs) -> [(&'static str, bool); 15] {
         ("--kernel-offloads", !a.kernel_offloads.is_empty()),
         ("--kernel-zerocopy", !a.kernel_zerocopy.is_empty()),
         ("--kernel-txqueue", !a.kernel_txqueue.is_empty()),
+        ("--cc", !a.cc.is_empty()),
     ]
 }
 
@@ -1216,6 +1255,7 @@ fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
     one_of("--bind", &w.bind, &["copy", "zerocopy"])?;
     one_of("--kernel-offloads", &w.kernel_offloads, &["on", "off"])?;
     one_of("--kernel-zerocopy", &w.kernel_zerocopy, &["on", "off"])?;
+    one_of("--cc", &w.cc, &["cubic", "reno"])?;
     if w.rcvbuf.is_empty() {
         bail!("--rcvbuf needs at least one value");
     }
@@ -1520,6 +1560,21 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             )
         });
     }
+    // (What a new namespace starts with: the host's default.)
+    let host_cc = net
+        .a
+        .ns
+        .exec(&["sysctl", "-n", "net.ipv4.tcp_congestion_control"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .context("reading net.ipv4.tcp_congestion_control")?;
+    let ccs: Vec<&str> = w.cc.iter().map(String::as_str).collect();
+    bar.suspend(|| {
+        println!(
+            "Every end runs {} (iperf3's -C on every client, which the server takes too; \
+             xtcp's --cc; this host's default is {host_cc}).",
+            ccs.join(", then ")
+        )
+    });
     bar.suspend(|| println!("{}", table.header()));
     let wmem = net
         .a
@@ -1797,6 +1852,13 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     let pts: Vec<Point> = rec.samples.iter().map(|s| s.point.clone()).collect();
     if pts.is_empty() {
         bail!("{}: no samples", from.display());
+    }
+    if pts.iter().any(|p| p.cc == "unset") {
+        println!(
+            "{}: cc unset: bench of that version left the kernel's ends at the host's default \
+             congestion control (xtcp's ran cubic)",
+            from.display()
+        );
     }
     let table = Table::new(&pts);
     println!("{}", table.header());

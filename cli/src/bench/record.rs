@@ -15,8 +15,9 @@ use xtcp_engine::testnet::TestNet;
 use super::{BenchArgs, Sample};
 
 /// The version of this record's layout (the bare list of samples was 1;
-/// 2 wrote `frame_size` as a number, before `--frame-size auto`).
-pub const SCHEMA: u32 = 3;
+/// 2 wrote `frame_size` as a number, before `--frame-size auto`; 3 had no
+/// `cc`: the kernel's ends ran the host's default congestion control).
+pub const SCHEMA: u32 = 4;
 
 /// What ran where.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -250,7 +251,7 @@ mod tests {
         };
         rec.write(&new).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&new).unwrap()).unwrap();
-        assert_eq!(v["meta"]["schema"], 3);
+        assert_eq!(v["meta"]["schema"], 4);
         assert_eq!(
             v["samples"][0]["mtu"], 9000,
             "the axes are the sample's own fields"
