@@ -42,6 +42,15 @@ pub fn parse_interval(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--grace`: seconds from 0 to an hour (NaN, infinities and negative
+/// numbers refused, not clamped).
+pub fn parse_grace(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}`: give seconds from 0 to 3600")),
+    }
+}
+
 /// A byte size: `65536`, `64K`, `4M`, `1G` (binary units).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -530,8 +539,8 @@ pub struct EngineArgs {
     /// client's failed test, a connection is reset as soon as the peer
     /// acknowledged its FIN. `send`, its stream and FIN acknowledged,
     /// waits this long for the receiver's FIN, then lets the connection go
-    /// (no reset: the stream is whole).
-    #[arg(long, default_value_t = 2.0)]
+    /// (no reset: the stream is whole). 0 to 3600.
+    #[arg(long, default_value_t = 2.0, value_parser = parse_grace)]
     pub grace: f64,
     /// Connections each queue's worker holds at most. A connection beyond
     /// it is refused with a reset (counted as `refused`); those held go on
@@ -631,7 +640,7 @@ impl EngineArgs {
                 RxCsumArg::Auto => RxCsumPolicy::Auto,
             },
             mss: self.mss,
-            grace: Duration::from_secs_f64(self.grace.clamp(0.0, 3600.0)),
+            grace: Duration::from_secs_f64(self.grace),
             max_conns: self.max_conns as usize,
             ..EngineConfig::default()
         };
@@ -812,6 +821,29 @@ fn candidates(found: &[IfaceAddrs], what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--grace` takes 0 to 3600 seconds; NaN (which panicked making a
+    /// Duration), infinities and negative numbers are refused with the
+    /// range, by the parser (exit 2), not clamped.
+    #[test]
+    fn grace_is_refused_outside_its_range() {
+        for ok in ["0", "2", "0.5", "3600"] {
+            assert_eq!(parse_grace(ok), Ok(ok.parse().unwrap()), "{ok}");
+        }
+        for bad in ["nan", "NaN", "inf", "-inf", "-1", "3600.5", "1e30", "x", ""] {
+            let e = parse_grace(bad).unwrap_err();
+            assert!(e.contains("give seconds from 0 to 3600"), "{bad}: {e}");
+        }
+        let e = <crate::Cli as clap::Parser>::try_parse_from([
+            "xtcp",
+            "recv",
+            "--discard",
+            "--grace",
+            "nan",
+        ])
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+    }
 
     /// iperf3's `ADDR%DEV`: the address, and the interface after `%`;
     /// `--iface` naming another is an error.
