@@ -1149,8 +1149,8 @@ fn interrupt_flag_writing(
                 if writer {
                     msg.push_str("; received bytes not yet written are lost");
                 }
-                if let Some((tmp, to)) = &keep {
-                    if std::fs::rename(tmp, to).is_ok() {
+                if let Some((tmp, partial)) = &keep {
+                    if let Ok(to) = crate::outfile::move_aside(tmp, partial) {
                         msg.push_str(&format!(", those written are in {}", to.display()));
                     }
                 }
@@ -1292,7 +1292,8 @@ fn check_writable_how(flag: &str, p: &std::path::Path, beside: bool) -> anyhow::
     };
     let exists = match std::fs::metadata(p) {
         Ok(m) if m.is_dir() => bail!("{flag} {} is a directory", p.display()),
-        Ok(m) if !m.is_file() => {
+        // (A process's descriptor through /proc is written in place too.)
+        Ok(m) if !m.is_file() || crate::outfile::through_proc(p).is_some() => {
             return rustix::fs::access(p, rustix::fs::Access::WRITE_OK)
                 .map_err(std::io::Error::from)
                 .with_context(|| format!("{flag} {}: cannot write it", p.display()));

@@ -6,7 +6,11 @@
 //! points to (the link stays), with that file's mode and owner. A path that
 //! names no regular file (a device such as `/dev/null`, a FIFO, a socket)
 //! is written in place, as a program writing to it would: there is nothing
-//! there to keep or replace.
+//! there to keep or replace. So is one that reaches a process's open file
+//! through `/proc` (`/dev/stdout`, `/dev/fd/N` as a shell's `>(…)` gives,
+//! `/proc/self/fd/N`): it names the descriptor, not a place to put a file
+//! beside (a regular file there is appended to, as the descriptor's own
+//! writes would go on from its end).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -24,8 +28,10 @@ pub(crate) struct ReplaceFile {
     path: PathBuf,
     /// The destination's mode and owner, to give the new file.
     keep: Option<(u32, u32, u32)>,
-    /// Written in place (not a regular file).
+    /// Written in place (not a regular file, or a process's descriptor).
     in_place: bool,
+    /// In place at the end: a regular file reached through `/proc`.
+    append: bool,
     done: bool,
 }
 
@@ -36,6 +42,17 @@ impl ReplaceFile {
     /// Nothing is created yet ([`opener`](Self::opener) makes the file);
     /// `flag` names the argument in messages.
     pub(crate) fn new(flag: &'static str, path: &Path) -> anyhow::Result<ReplaceFile> {
+        if let Some(regular) = through_proc(path) {
+            return Ok(ReplaceFile {
+                flag,
+                tmp: PathBuf::new(),
+                path: path.to_owned(),
+                keep: None,
+                in_place: true,
+                append: regular,
+                done: false,
+            });
+        }
         let path = resolve(path).with_context(|| format!("{flag} {}", path.display()))?;
         let Some(name) = path.file_name() else {
             bail!("{flag} {}: not a file name", path.display());
@@ -54,6 +71,7 @@ impl ReplaceFile {
                 .filter(|m| m.is_file())
                 .map(|m| (m.permissions().mode(), m.uid(), m.gid())),
             in_place: meta.is_some_and(|m| !m.is_file()),
+            append: false,
             path,
             done: false,
         })
@@ -72,7 +90,8 @@ impl ReplaceFile {
     }
 
     /// Where a run that did not complete leaves what it wrote:
-    /// `PATH.partial`.
+    /// `PATH.partial` (or, where that is taken, the first free of
+    /// `PATH.partial.1`, `.2`, …: [`move_aside`]).
     pub(crate) fn partial(&self) -> PathBuf {
         let mut p = self.path.clone().into_os_string();
         p.push(".partial");
@@ -84,15 +103,16 @@ impl ReplaceFile {
     /// the destination's mode and owner; or the destination itself, in
     /// place.
     pub(crate) fn opener(&self) -> Opener {
-        let (tmp, keep, in_place, path) = (
+        let (tmp, keep, in_place, append, path) = (
             self.tmp.clone(),
             self.keep,
             self.in_place,
+            self.append,
             self.path.clone(),
         );
         Box::new(move || {
             if in_place {
-                return File::options().write(true).open(&path);
+                return File::options().write(true).append(append).open(&path);
             }
             let f = File::options().write(true).create_new(true).open(&tmp)?;
             if let Some((mode, uid, gid)) = keep {
@@ -134,10 +154,10 @@ impl ReplaceFile {
         Ok(())
     }
 
-    /// Not complete: what was written, if anything, is renamed to
-    /// [`partial`](Self::partial) (replacing what was there), which is
-    /// returned; the destination stays as it was. An empty file is
-    /// removed; in place, nothing is done.
+    /// Not complete: what was written, if anything, is moved to
+    /// [`partial`](Self::partial) (never over a file there: [`move_aside`]),
+    /// whose name is returned; the destination stays as it was. An empty
+    /// file is removed; in place, nothing is done.
     pub(crate) fn keep_partial(mut self) -> anyhow::Result<Option<PathBuf>> {
         if self.in_place {
             self.done = true;
@@ -148,7 +168,7 @@ impl ReplaceFile {
             _ => return Ok(None),
         }
         let partial = self.partial();
-        std::fs::rename(&self.tmp, &partial).with_context(|| {
+        let moved = move_aside(&self.tmp, &partial).with_context(|| {
             format!(
                 "{}: renaming {} to {}",
                 self.flag,
@@ -157,7 +177,7 @@ impl ReplaceFile {
             )
         })?;
         self.done = true;
-        Ok(Some(partial))
+        Ok(Some(moved))
     }
 }
 
@@ -167,6 +187,40 @@ impl Drop for ReplaceFile {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
+}
+
+/// Moves `tmp` to `partial`, or where a file of that name is there (a
+/// user's, an earlier run's) to the first free of `partial.1` …
+/// `partial.999`: never over one. Where the file system makes hard links
+/// the move cannot race another that takes the name; where not, a name
+/// found free is renamed to. The name it went to.
+pub(crate) fn move_aside(tmp: &Path, partial: &Path) -> std::io::Result<PathBuf> {
+    for n in 0..1000 {
+        let to = if n == 0 {
+            partial.to_owned()
+        } else {
+            let mut p = partial.as_os_str().to_owned();
+            p.push(format!(".{n}"));
+            PathBuf::from(p)
+        };
+        match std::fs::hard_link(tmp, &to) {
+            Ok(()) => {
+                std::fs::remove_file(tmp)?;
+                return Ok(to);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) if std::fs::symlink_metadata(&to).is_err() => {
+                std::fs::rename(tmp, &to)?;
+                return Ok(to);
+            }
+            Err(_) => {}
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{} and {}.1 to .999 are all taken",
+        partial.display(),
+        partial.display()
+    )))
 }
 
 /// How long a file being written must have gone unchanged, its writer's
@@ -234,6 +288,43 @@ fn keep_leftovers(path: &Path, prefix: &OsString) {
             eprintln!("xtcp: {what}, is now {}", partial.display());
         }
     }
+}
+
+/// Whether `path` reaches a process's open file through `/proc` (itself, a
+/// directory on the way, or a symlink's target under `/proc`): then
+/// `Some(whether that file is a regular one)`. Such a path names a
+/// descriptor (`/dev/stdout`, `/dev/fd/63`), whose "target" (`pipe:[N]`)
+/// is no path to write beside.
+pub(crate) fn through_proc(path: &Path) -> Option<bool> {
+    let under_proc = |p: &Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        p.starts_with("/proc") || std::fs::canonicalize(dir).is_ok_and(|d| d.starts_with("/proc"))
+    };
+    let mut p = path.to_owned();
+    let mut proc = false;
+    // Bounded as the kernel bounds a path's links (40).
+    for _ in 0..40 {
+        if under_proc(&p) {
+            proc = true;
+            break;
+        }
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let Ok(to) = std::fs::read_link(&p) else {
+                    break;
+                };
+                p = match p.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => break,
+        }
+    }
+    proc.then(|| std::fs::metadata(path).is_ok_and(|m| m.is_file()))
 }
 
 /// `path`, or the file its symlinks name (which need not exist yet).
@@ -338,6 +429,27 @@ mod tests {
         assert_eq!(std::fs::read(&partial).unwrap(), b"half");
         assert_eq!(std::fs::read(&path).unwrap(), b"new", "left as it was");
 
+        // A file of that name (a user's, an earlier run's) is never
+        // replaced: the next free `.N` is taken (a review found a user's
+        // `out.bin.partial` overwritten).
+        for n in 1..=2 {
+            let r = ReplaceFile::new("--out", &path).unwrap();
+            write(&r, format!("half {n}").as_bytes());
+            let p = r.keep_partial().unwrap().unwrap();
+            assert_eq!(p, d.join(format!("out.bin.partial.{n}")));
+            assert_eq!(std::fs::read(&p).unwrap(), format!("half {n}").as_bytes());
+            std::fs::remove_file(&p).unwrap();
+            if n == 1 {
+                std::fs::write(&p, b"taken").unwrap();
+            }
+        }
+        assert_eq!(std::fs::read(&partial).unwrap(), b"half", "kept");
+        assert_eq!(
+            std::fs::read(d.join("out.bin.partial.1")).unwrap(),
+            b"taken"
+        );
+        std::fs::remove_file(d.join("out.bin.partial.1")).unwrap();
+
         // Empty, or never made: no partial file.
         std::fs::remove_file(&partial).unwrap();
         let r = ReplaceFile::new("--out", &path).unwrap();
@@ -417,6 +529,46 @@ mod tests {
                 .file_type()
                 .is_char_device()
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A path that reaches a process's descriptor through /proc
+    /// (`/dev/stdout`, a shell's `>(…)` as `/dev/fd/N`, `/proc/self/fd/N`)
+    /// is written in place: a pipe gets the bytes, a regular file behind
+    /// the descriptor is appended to. A review found recv making its
+    /// hidden file in `/dev/fd/` (`.pipe:[N].xtcp-PID`), failing after the
+    /// stream had begun.
+    #[test]
+    fn a_descriptor_through_proc_is_written_in_place() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let (mut rx, tx) = std::io::pipe().unwrap();
+        let fd = tx.as_raw_fd();
+        for path in [format!("/dev/fd/{fd}"), format!("/proc/self/fd/{fd}")] {
+            let path = Path::new(&path);
+            assert_eq!(through_proc(path), Some(false), "{}", path.display());
+            let r = ReplaceFile::new("--out", path).unwrap();
+            assert!(r.in_place() && r.tmp().is_none(), "{}", path.display());
+            write(&r, b"piped");
+            r.commit().unwrap();
+            let mut got = [0u8; 5];
+            rx.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"piped");
+        }
+        assert!(through_proc(Path::new("/dev/stdout")).is_some());
+        assert_eq!(through_proc(Path::new("/dev/null")), None);
+        let d = dir("proc");
+        let file = d.join("out.bin");
+        std::fs::write(&file, b"head ").unwrap();
+        let held = std::fs::File::open(&file).unwrap();
+        let path = format!("/proc/self/fd/{}", held.as_raw_fd());
+        assert_eq!(through_proc(Path::new(&path)), Some(true));
+        let r = ReplaceFile::new("--out", Path::new(&path)).unwrap();
+        assert!(r.in_place());
+        write(&r, b"tail");
+        r.commit().unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"head tail");
+        assert_eq!(through_proc(&file), None, "a plain path is not");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -2168,6 +2168,35 @@ fn a_fifo_is_written_in_place_and_its_reader_gets_the_whole_stream() {
     let _ = std::fs::remove_file(&fifo);
 }
 
+/// `--out /dev/stdout` (a path to recv's own descriptor, as a shell's
+/// `>(…)` gives `/dev/fd/N`) is written in place: the pipe behind it gets
+/// the whole stream. recv made its hidden file beside the descriptor's
+/// "target" (`/proc/self/fd/.pipe:[N].xtcp-PID`) and failed once the
+/// stream had begun, resetting it.
+#[test]
+fn a_descriptor_path_is_written_in_place_and_its_pipe_gets_the_whole_stream() {
+    let net = testnet(1500);
+    let port = 5238u16;
+    let mut xtcp = recv_listening(&net, port, &["--out", "/dev/stdout"], Stdio::piped());
+    let mut stdout = xtcp.child.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut got).unwrap();
+        got
+    });
+    let len = 4 << 20;
+    let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
+    drop(sock);
+    let (status, err) = xtcp.wait_exit("xtcp recv did not end with the stream");
+    assert!(status.success(), "{err}");
+    assert!(err.contains(&format!("received {len} bytes")), "{err}");
+    let got = reader.join().unwrap();
+    let mut want = vec![0u8; len];
+    pattern_fill(SEED, 0, &mut want);
+    assert_eq!(got.len(), len, "{err}");
+    assert!(got == want, "the stream, byte for byte");
+}
+
 /// An output that fills up: `recv` says why it failed (the disk is full,
 /// not only that it reset the connection), and the bytes it reports are
 /// what the file holds (`FILE.partial`: the stream did not end well). The
