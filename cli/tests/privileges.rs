@@ -231,6 +231,61 @@ fn each_missing_capability_is_named_in_one_line() {
     }
 }
 
+/// `send` without CAP_NET_ADMIN: the kernel refuses to look up the peer's
+/// link-layer address for it (before any program is loaded), and the one
+/// line says so, names what this process lacks and how to grant it (it
+/// said "netlink: kernel answered Operation not permitted").
+#[test]
+fn send_without_cap_net_admin_names_it_at_the_neighbour_lookup() {
+    let net = testnet();
+    let peer = net.b.ip4.to_string();
+    let args = [
+        "send",
+        "--iface",
+        &net.a.iface,
+        "-c",
+        &peer,
+        "--pattern",
+        "1",
+        "-n",
+        "1M",
+    ];
+    for (uid, caps) in [(65525, "+net_raw,+bpf,+perfmon"), (65524, "-all")] {
+        // The peer not yet known (the test network's permanent entry
+        // gone too): its address must be asked for.
+        net.a
+            .ns
+            .exec(&["ip", "neigh", "flush", "dev", &net.a.iface, "nud", "all"])
+            .unwrap();
+        let out = as_user(&net, uid, caps, None, &args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{caps}: {err}");
+        for needle in [
+            format!("asking the kernel for {peer}'s link-layer address"),
+            "needs CAP_NET_ADMIN; this process lacks CAP_NET_ADMIN".into(),
+            "setcap cap_net_admin,cap_net_raw,cap_bpf,cap_perfmon".into(),
+        ] {
+            assert!(
+                err.contains(needle.as_str()),
+                "{caps}: no {needle:?}: {err}"
+            );
+        }
+        // What else it lacks, named too.
+        assert_eq!(
+            err.contains("CAP_NET_RAW and CAP_BPF and CAP_PERFMON"),
+            caps == "-all",
+            "{caps}: {err}"
+        );
+        assert_eq!(
+            err.lines()
+                .filter(|l| l.starts_with("xtcp: error:"))
+                .count(),
+            1,
+            "{caps}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_memlock_limit_below_the_umem_is_named_with_the_way_to_raise_it() {
     let net = testnet();

@@ -1050,7 +1050,17 @@ pub fn run_app(
                 .tcp
                 .connect_timeout
                 .map_or(NEIGH_WAIT, |t| t.min(NEIGH_WAIT));
-            let hop = resolve(remote.ip(), wait)?;
+            let hop = resolve(remote.ip(), wait).map_err(|e| match e {
+                ResolveError::Netlink(n) if n.errno() == Some(libc::EPERM) => {
+                    EngineError::Config(format!(
+                        "asking the kernel for {}'s link-layer address (ARP or neighbour \
+                         discovery) was refused: that needs CAP_NET_ADMIN; {}",
+                        remote.ip(),
+                        crate::xdp::net_admin_hint()
+                    ))
+                }
+                e => e.into(),
+            })?;
             if hop.route.oif != index {
                 return Err(EngineError::Config(format!(
                     "the kernel routes {} through {}, not {iface} (index {index}): run xtcp on \

@@ -330,13 +330,43 @@ fn load_hint(caps: Option<crate::caps::CapSet>, verifier: bool) -> String {
     } else {
         format!(
             "this process lacks {}{why}: run as root, or grant CAP_BPF, CAP_PERFMON \
-             and CAP_NET_ADMIN (e.g. `setcap cap_net_admin,cap_net_raw,cap_bpf,cap_perfmon,\
-             cap_ipc_lock+ep \"$(command -v xtcp)\"`, or systemd \
-             `AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_PERFMON CAP_IPC_LOCK`)\
-             {log}",
+             and CAP_NET_ADMIN ({GRANT}){log}",
             missing.join(" and ")
         )
     }
+}
+
+/// How to grant what xtcp needs.
+const GRANT: &str = "e.g. `setcap cap_net_admin,cap_net_raw,cap_bpf,cap_perfmon,cap_ipc_lock+ep \
+                     \"$(command -v xtcp)\"`, or systemd `AmbientCapabilities=CAP_NET_ADMIN \
+                     CAP_NET_RAW CAP_BPF CAP_PERFMON CAP_IPC_LOCK`";
+
+/// What to say where the kernel refused an operation for want of
+/// `CAP_NET_ADMIN` before the program was loaded (asking for a neighbour's
+/// address): the capabilities of xtcp's set this process lacks, and how
+/// to grant them.
+pub fn net_admin_hint() -> String {
+    use crate::caps::{BPF, NET_ADMIN, NET_RAW, PERFMON};
+    let lacks = crate::caps::effective().map(|caps| {
+        [NET_ADMIN, NET_RAW]
+            .into_iter()
+            .filter(|&c| !caps.has(c))
+            .chain(
+                [BPF, PERFMON]
+                    .into_iter()
+                    .filter(|&c| !caps.has_or_sys_admin(c)),
+            )
+            .map(|c| c.name)
+            .collect::<Vec<_>>()
+    });
+    let lacks = match lacks {
+        Some(l) if !l.is_empty() => format!("this process lacks {}", l.join(" and ")),
+        _ => "this process lacks CAP_NET_ADMIN".to_owned(),
+    };
+    format!(
+        "{lacks}: run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_PERFMON \
+         ({GRANT})"
+    )
 }
 
 /// A `BPF_PROG_LOAD` failure as a short error; the verifier's log (tens
