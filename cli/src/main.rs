@@ -80,6 +80,7 @@ impl Cmd {
             Cmd::Send(a) => a.usage_error(),
             Cmd::Recv(a) => a.usage_error(),
             Cmd::Client(a) => a.usage_error(),
+            Cmd::Bench(a) => bench::usage_error(a),
             _ => None,
         }
     }

@@ -551,14 +551,21 @@ fn signals_keep_the_runs_done_and_leave_nothing_behind() {
     assert_no_bench_namespaces(pid);
 }
 
-/// A run that fails (here the third iperf3 client, made to fail by a
-/// wrapper first in PATH) ends the sweep: the runs before it are printed
-/// and recorded, the error says where it stopped, and nothing is left.
-/// (One failure used to lose every result.)
+/// A run that fails (here an iperf3 client, the second or the first, made
+/// to fail by a wrapper first in PATH) ends the sweep: the runs before it are printed and
+/// recorded, the error says where it stopped, and nothing is left. (One
+/// failure used to lose every result.) Where the first run fails, nothing
+/// was measured, and a record and plot already at --json and --plot stay
+/// as they were (a review found an earlier record replaced by an empty
+/// one).
 #[test]
 fn a_failed_run_keeps_the_runs_before_it() {
     let _serial = serial();
-    let (json, dir) = (temp("bench-failed.json"), temp("bench-failed-bin"));
+    let (json, svg, dir) = (
+        temp("bench-failed.json"),
+        temp("bench-failed.svg"),
+        temp("bench-failed-bin"),
+    );
     std::fs::create_dir_all(&dir).unwrap();
     let real = String::from_utf8(
         Command::new("sh")
@@ -572,7 +579,7 @@ fn a_failed_run_keeps_the_runs_before_it() {
     std::fs::write(
         dir.join("iperf3"),
         format!(
-            "#!/bin/sh\ncase \" $* \" in *\" -c \"*)\n  n=$(($(cat {c} 2>/dev/null || echo 0) + 1)); echo $n > {c}\n  if [ $n -eq 2 ]; then echo '{{\"error\": \"made to fail\"}}'; exit 1; fi;;\nesac\nexec {real} \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *\" -c \"*)\n  n=$(($(cat {c} 2>/dev/null || echo 0) + 1)); echo $n > {c}\n  if [ $n -eq $FAIL_AT ]; then echo '{{\"error\": \"made to fail\"}}'; exit 1; fi;;\nesac\nexec {real} \"$@\"\n",
             c = count.display(),
             real = real.trim()
         ),
@@ -587,38 +594,101 @@ fn a_failed_run_keeps_the_runs_before_it() {
         dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let child = Command::new(XTCP)
-        .args(["bench", "--mtu", "1500", "-t", "1", "--json"])
-        .arg(&json)
-        .env("PATH", path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    for fail_at in [2, 1] {
+        let _ = std::fs::remove_file(&count);
+        std::fs::write(&json, b"an earlier record").unwrap();
+        std::fs::write(&svg, b"an earlier plot").unwrap();
+        let child = Command::new(XTCP)
+            .args(["bench", "--mtu", "1500", "-t", "1", "--json"])
+            .arg(&json)
+            .arg("--plot")
+            .arg(&svg)
+            .env("PATH", &path)
+            .env("FAIL_AT", fail_at.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let (text, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        // (xtcp's clients are no iperf3: the second iperf3 client is the
+        // third run's, kernel → xtcp.)
+        let ran = if fail_at == 2 { 2 } else { 0 };
+        assert!(
+            err.contains(&format!("the sweep stopped after {ran} of 4 runs"))
+                && err.contains("made to fail"),
+            "{err}"
+        );
+        assert_no_bench_namespaces(pid);
+        if ran == 0 {
+            assert!(
+                err.contains(&format!(
+                    "; {} and {} left as they were",
+                    json.display(),
+                    svg.display()
+                )),
+                "{err}"
+            );
+            assert_eq!(std::fs::read(&json).unwrap(), b"an earlier record");
+            assert_eq!(std::fs::read(&svg).unwrap(), b"an earlier plot");
+            continue;
+        }
+        // kernel → kernel and xtcp → kernel ran; kernel → xtcp's client
+        // failed.
+        assert!(text.contains(PAIRS[0]) && text.contains(PAIRS[1]), "{text}");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert!(
+            v["meta"]["incomplete"]
+                .as_str()
+                .is_some_and(|e| e.contains("made to fail")),
+            "{v}"
+        );
+        assert_eq!(v["samples"].as_array().unwrap().len(), ran, "{v}");
+    }
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&svg);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A program bench runs that is not in PATH is named, with its package,
+/// before anything is set up (a missing iperf3 showed as "the server exited
+/// (exit status: 1) before it was ready: ", with the pair named twice).
+#[test]
+fn a_missing_program_is_named_with_its_package() {
+    let dir = temp("bench-path");
+    std::fs::create_dir_all(&dir).unwrap();
+    for p in ["ip", "tc", "ss", "ethtool", "sysctl"] {
+        let real = String::from_utf8(
+            Command::new("sh")
+                .args(["-c", &format!("command -v {p}")])
+                .output()
+                .unwrap()
+                .stdout,
+        )
         .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let (text, err) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+        let _ = std::fs::remove_file(dir.join(p));
+        std::os::unix::fs::symlink(real.trim(), dir.join(p)).unwrap();
+    }
+    let out = Command::new(XTCP)
+        .args(["bench", "--mtu", "1500", "-t", "1"])
+        .env("PATH", &dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    // kernel → kernel and xtcp → kernel ran; kernel → xtcp's client failed.
     assert!(
-        err.contains("the sweep stopped after 2 of 4 runs") && err.contains("made to fail"),
+        err.contains(
+            "bench runs iperf3, ping, which are not in PATH: apt install iperf3 iputils-ping"
+        ),
         "{err}"
     );
-    assert!(text.contains(PAIRS[0]) && text.contains(PAIRS[1]), "{text}");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert!(
-        v["meta"]["incomplete"]
-            .as_str()
-            .is_some_and(|e| e.contains("made to fail")),
-        "{v}"
-    );
-    assert_eq!(v["samples"].as_array().unwrap().len(), 2, "{v}");
-    let _ = std::fs::remove_file(&json);
+    assert!(out.stdout.is_empty(), "nothing ran");
     let _ = std::fs::remove_dir_all(&dir);
-    assert_no_bench_namespaces(pid);
 }
 
 /// A namespace of the test's own, deleted on drop (also on panic).
@@ -987,6 +1057,9 @@ fn conflicting_sweep_flags_are_refused_before_anything_runs() {
             "--mtu 1000: give MTUs from 1280 to 65535 (the bench's test network carries \
              IPv6 too, whose least MTU is 1280)",
         ),
+        // Each named alone (both were named whichever was wrong).
+        (&["--repeat", "0"][..], "error: --repeat must be at least 1"),
+        (&["--cc", "bbr"][..], "--cc takes cubic, reno, not `bbr`"),
     ] {
         let out = Command::new(XTCP)
             .arg("bench")
@@ -996,7 +1069,7 @@ fn conflicting_sweep_flags_are_refused_before_anything_runs() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(2), "usage: {args:?}: {err}");
         assert!(err.contains(want), "{args:?}: `{want}` not in {err}");
         assert!(out.stdout.is_empty(), "{args:?}: nothing runs");
     }
@@ -1224,7 +1297,7 @@ fn from_prints_the_medians_of_the_records_samples() {
         text.contains("cc unset: bench of that version left the kernel's ends at the host's"),
         "{text}"
     );
-    // A sweep's flag would not apply: refused, not ignored.
+    // A sweep's flag would not apply: refused, not ignored (a usage error).
     let out = Command::new(XTCP)
         .args(["bench", "--from"])
         .arg(&rec)
@@ -1232,7 +1305,7 @@ fn from_prints_the_medians_of_the_records_samples() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--mtu, --ring would not apply"), "{err}");
     for flag in [["-t", "7"], ["--repeat", "3"]] {
         let out = Command::new(XTCP)

@@ -65,8 +65,11 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub sndbuf: Vec<String>,
     /// Application write/read sizes to sweep (iperf3's `-l`, e.g. 256 or
-    /// 63K; `default`: iperf3's 128K), for all four pairs' clients (the
-    /// server reads with the same size) [default: default].
+    /// 63K; `default`: iperf3's 128K), given to every client: a kernel
+    /// client writes that much a call, and every server reads with it. An
+    /// xtcp client takes it as iperf3's block size only: it sends from
+    /// frames filled once, in full segments, whatever the size, so this
+    /// axis changes the kernel's senders, not xtcp's [default: default].
     #[arg(long, value_delimiter = ',')]
     pub length: Vec<String>,
     /// Parallel streams to sweep (iperf3's `-P`) [default: 1].
@@ -625,9 +628,9 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
             .command("iperf3")
             .args(["-s", "-1", "-J", "-B", &server_ip])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
-            .context("starting iperf3 -s (apt install iperf3)")?
+            .context("starting iperf3 -s")?
     } else {
         // On the address the kernel's server takes (-B), so that both serve
         // IPv4 alone, with the same layout.
@@ -644,8 +647,9 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
             .context("starting xtcp serve")?
     };
     let mut server = Reap(server);
-    // xtcp serve's standard error, collected as it comes: its banner says
-    // when it is set up, the rest explains a failure.
+    // The server's standard error, collected as it comes: xtcp serve's
+    // banner says when it is set up; the rest (`ip netns exec`'s too)
+    // explains a failure.
     let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let reader = server.0.stderr.take().map(|mut pipe| {
         let log = log.clone();
@@ -687,15 +691,12 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         }
         if let Some(st) = server.0.try_wait()? {
             bail!(
-                "{pair}: the server exited ({st}) before it was ready: {}",
+                "the server exited ({st}) before it was ready: {}",
                 log_text()
             );
         }
         if Instant::now() > deadline {
-            bail!(
-                "{pair}: the server was not ready within 60 s: {}",
-                log_text()
-            );
+            bail!("the server was not ready within 60 s: {}", log_text());
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -752,17 +753,17 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
     let v: serde_json::Value = match serde_json::from_slice(&out.stdout) {
         Ok(v) => v,
         Err(_) => bail!(
-            "{pair}: no JSON from the client: {}; server: {}",
+            "no JSON from the client: {}; server: {}",
             String::from_utf8_lossy(&out.stderr),
             server_err()
         ),
     };
     if let Some(e) = v.get("error") {
-        bail!("{pair}: {e}; server: {}", server_err());
+        bail!("{e}; server: {}", server_err());
     }
     if !kernel_server && !server_exited {
         bail!(
-            "{pair}: xtcp serve -1 did not exit within {patience:?} after its test: {}",
+            "xtcp serve -1 did not exit within {patience:?} after its test: {}",
             server_err()
         );
     }
@@ -778,7 +779,7 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         match serve_close(&server_out) {
             Some(x) => Some(x),
             None => bail!(
-                "{pair}: xtcp serve -J printed no XDP statistics: {server_out}; {}",
+                "xtcp serve -J printed no XDP statistics: {server_out}; {}",
                 server_err()
             ),
         }
@@ -790,18 +791,18 @@ fn run_pair(net: &TestNet, pair: &str, a: &BenchArgs, point: &Point) -> anyhow::
         .filter_map(Result::ok)
         .find_map(|v| v["end"]["sum_received"]["bytes"].as_u64());
     if !pair.starts_with("kernel") && v.get("xdp").is_none() {
-        bail!("{pair}: xtcp client -J printed no XDP statistics");
+        bail!("xtcp client -J printed no XDP statistics");
     }
     // The receiver's count as the client relays it is the server's own:
     // a run where they differ, or where nothing arrived, measured nothing
     // that can be shown.
     let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
     if received == 0 {
-        bail!("{pair}: nothing arrived in the test: {}", server_err());
+        bail!("nothing arrived in the test: {}", server_err());
     }
     if let Some(sb) = server_bytes.filter(|&sb| sb != received) {
         bail!(
-            "{pair}: the client reports {received} bytes received, the server's own count is \
+            "the client reports {received} bytes received, the server's own count is \
              {sb}"
         );
     }
@@ -1205,8 +1206,11 @@ fn axes(a: &BenchArgs) -> [(&'static str, bool); 16] {
 }
 
 fn check_args(a: &BenchArgs, w: &Sweep) -> anyhow::Result<()> {
-    if a.duration == 0 || a.repeat == 0 {
-        bail!("-t (--time) and --repeat must be at least 1");
+    if a.duration == 0 {
+        bail!("-t (--time) must be at least 1");
+    }
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
     }
     if let Some(preset) = a.preset {
         // A preset runs its published setup: an axis of its given too
@@ -1491,13 +1495,65 @@ impl Table {
     }
 }
 
+/// The programs bench runs, and the Debian packages they come in.
+const PROGRAMS: [(&str, &str); 7] = [
+    ("iperf3", "iperf3"),
+    ("ip", "iproute2"),
+    ("tc", "iproute2"),
+    ("ss", "iproute2"),
+    ("ethtool", "ethtool"),
+    ("ping", "iputils-ping"),
+    ("sysctl", "procps"),
+];
+
+/// Each of [`PROGRAMS`] is an executable file in `PATH`, else an error
+/// that names those missing and their packages, before anything is set up
+/// (a missing iperf3 showed as a server that "exited before it was
+/// ready").
+fn check_programs() -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = |name: &str| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    };
+    let missing: Vec<(&str, &str)> = PROGRAMS.into_iter().filter(|(p, _)| !found(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut packages: Vec<&str> = missing.iter().map(|m| m.1).collect();
+    packages.dedup();
+    let names: Vec<&str> = missing.iter().map(|m| m.0).collect();
+    bail!(
+        "bench runs {}, which {} not in PATH: apt install {}",
+        names.join(", "),
+        if names.len() == 1 { "is" } else { "are" },
+        packages.join(" ")
+    )
+}
+
+/// Arguments that cannot work, found before anything runs (a usage error:
+/// exit status 2): a sweep's ([`check_args`]), or with `--from` the flags
+/// that would not apply to a record.
+pub fn usage_error(a: &BenchArgs) -> Option<String> {
+    let r = if a.from.is_some() {
+        check_from_args(a)
+    } else {
+        check_args(a, &sweep(a))
+    };
+    r.err().map(|e| format!("{e:#}"))
+}
+
 /// `xtcp bench`.
 pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     if let Some(from) = &a.from {
         return replay(a, from);
     }
+    // (The arguments were checked before: `usage_error`.)
     let w = sweep(a);
-    check_args(a, &w)?;
+    check_programs()?;
     // Where the record and the plot go, checked before the sweep: a path
     // that cannot be written would otherwise lose a sweep's results at its
     // end.
@@ -1709,17 +1765,25 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             println!("{line}");
         }
     }
-    // Both written, whichever fails.
-    let json = a.json.as_ref().map(|p| rec.write(p));
-    let plot = a.plot.as_ref().map(|p| {
-        std::fs::write(p, plot::plot(a.preset, &rec.samples))
-            .with_context(|| format!("writing {}", p.display()))
-    });
+    // Both written, whichever fails; where nothing was measured, neither:
+    // a record or plot of an earlier run there stays as it was.
+    let json = a.json.as_ref().filter(|_| runs > 0).map(|p| rec.write(p));
+    let plot = a
+        .plot
+        .as_ref()
+        .filter(|_| runs > 0)
+        .map(|p| record::replace("--plot", p, plot::plot(a.preset, &rec.samples).as_bytes()));
     json.transpose()?;
     plot.transpose()?;
     if let Some(e) = failure {
+        let outputs: Vec<String> = [&a.json, &a.plot]
+            .into_iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect();
         let kept = match (&a.json, runs) {
-            (_, 0) => String::new(),
+            (_, 0) if outputs.is_empty() => String::new(),
+            (_, 0) => format!("; {} left as they were", outputs.join(" and ")),
             (Some(p), _) => format!("; the table and {} hold them", p.display()),
             (None, _) => "; the table holds them".to_owned(),
         };
@@ -1802,9 +1866,9 @@ fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
 
 /// `--from FILE`: the table (and the preset's comparison, the plot) of a
 /// record, run nothing.
-fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
-    // What would shape a sweep does nothing here: said, not ignored
-    // (--preset, --iface and --json clap refuses).
+/// With `--from`, what would shape a sweep does nothing: said, not
+/// ignored (--preset, --iface and --json clap refuses).
+fn check_from_args(a: &BenchArgs) -> anyhow::Result<()> {
     let given: Vec<&str> = axes(a)
         .into_iter()
         .chain([("--points", a.points.is_some())])
@@ -1818,6 +1882,11 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
             if given.len() == 1 { "it" } else { "them" }
         );
     }
+    Ok(())
+}
+
+/// `--from`: a record's table (its arguments checked: [`check_from_args`]).
+fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     let rec = record::Record::read(from)?;
     let preset = rec
         .meta

@@ -159,10 +159,11 @@ impl Record {
     /// Writes the record as pretty JSON, through a temporary file beside
     /// `path`, so that a failed write leaves an earlier record as it was.
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_string_pretty(self)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+        replace(
+            "--json",
+            path,
+            serde_json::to_string_pretty(self)?.as_bytes(),
+        )
     }
 
     /// Reads a record: this form, or the bare list of samples.
@@ -198,6 +199,18 @@ impl Record {
         };
         Ok(rec)
     }
+}
+
+/// `bytes` written beside `path` and renamed over it once whole
+/// ([`crate::outfile::ReplaceFile`]: `path`'s mode kept, no file of
+/// another name touched), so that a failure leaves what was there.
+pub fn replace(flag: &'static str, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let r = crate::outfile::ReplaceFile::new(flag, path)?;
+    let mut f = r.create()?;
+    std::io::Write::write_all(&mut f, bytes)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("{flag}: writing {}", path.display()))?;
+    r.commit()
 }
 
 #[cfg(test)]
