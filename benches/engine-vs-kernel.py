@@ -10,7 +10,8 @@ For each MTU, interleaved in one run, REPEAT times:
 
 Gbit/s: payload bytes over the transfer time (socat: the sender's wall time;
 xtcp: first connection established to last closed, from its report).
-CPU s/GiB: all CPUs' busy time from /proc/stat over the run (both ends share
+Every end runs CUBIC (the kernel's sockets by TCP_CONGESTION, whatever the
+host's default). CPU s/GiB: all CPUs' busy time from /proc/stat over the run (both ends share
 this machine; user + system + softirq, everything but idle and iowait),
 per GiB moved. Ratios are xtcp / kernel from the same repetition; the table
 shows medians.
@@ -33,6 +34,10 @@ import threading
 import time
 
 PORT = 5301
+# The kernel's sockets run CUBIC, as xtcp does, whatever the host's default
+# (BBR on the hosts of docs/BENCHMARKS.md): TCP_CONGESTION (IPPROTO_TCP 6,
+# option 13) set by socat.
+CUBIC = "setsockopt-string=6:13:cubic"
 SOURCE = ["--zeros"]
 
 
@@ -107,11 +112,11 @@ def wait_for_line(proc, text, timeout=30.0):
 
 def kernel_to_kernel(net, nbytes):
     rx = net.run(net.b, "socat", "-b", "262144", "-u",
-                 f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
+                 f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr,{CUBIC}", "OPEN:/dev/null")
     net.wait_listening(net.b, rx)
     c0, t0 = busy_ticks(), time.time()
     sh("ip", "netns", "exec", net.a, "socat", "-b", "262144", "-u",
-       f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP4:198.18.0.2:{PORT}")
+       f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP4:198.18.0.2:{PORT},{CUBIC}")
     secs = time.time() - t0
     rx.wait(timeout=60)
     cpu = ticks_to_s(busy_ticks() - c0)
@@ -137,7 +142,7 @@ def kernel_to_xtcp(net, nbytes, xtcp, extra):
     wait_for_line(rx, "listening on")
     c0 = busy_ticks()
     sh("ip", "netns", "exec", net.b, "socat", "-b", "262144", "-u",
-       f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP4:198.18.0.1:{PORT}")
+       f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP4:198.18.0.1:{PORT},{CUBIC}")
     out = rx.stdout.read()  # (its stderr: the drain thread's)
     rx.wait(timeout=120)
     cpu = ticks_to_s(busy_ticks() - c0)
@@ -150,7 +155,7 @@ def kernel_to_xtcp(net, nbytes, xtcp, extra):
 def xtcp_send(net, nbytes, xtcp, source, extra):
     """`xtcp send SOURCE` from A to socat in B (into /dev/null); its report."""
     rx = net.run(net.b, "socat", "-b", "262144", "-u",
-                 f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr", "OPEN:/dev/null")
+                 f"TCP4-LISTEN:{PORT},bind=198.18.0.2,reuseaddr,{CUBIC}", "OPEN:/dev/null")
     net.wait_listening(net.b, rx)
     out = sh("ip", "netns", "exec", net.a, xtcp, "send", "--iface", net.ia,
              "-c", "198.18.0.2", "-p", str(PORT), *source,
