@@ -872,6 +872,46 @@ fn user_errors_are_clear() {
     );
 }
 
+/// An interface that is down is refused with how to bring it up (recv
+/// listened on it for ever, send said "no route"); one up without a
+/// carrier (here the veth's other end down) is said, and recv listens.
+#[test]
+fn a_down_interface_is_refused_and_one_without_a_carrier_said() {
+    let net = testnet(1500);
+    let iface = net.a.iface.clone();
+    let peer = net.b.ip4.to_string();
+    let want = format!("{iface} is down: bring it up first (`ip link set {iface} up`)");
+    net.a
+        .ns
+        .exec(&["ip", "link", "set", &iface, "down"])
+        .unwrap();
+    for args in [
+        &["recv", "--iface", &iface, "--discard"][..],
+        &[
+            "send", "--iface", &iface, "-c", &peer, "--zeros", "-n", "1M",
+        ][..],
+    ] {
+        let out = net.a.ns.command(XTCP).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&want), "{args:?}: {err}");
+    }
+    net.a.ns.exec(&["ip", "link", "set", &iface, "up"]).unwrap();
+    net.b
+        .ns
+        .exec(&["ip", "link", "set", &net.b.iface, "down"])
+        .unwrap();
+    let mut xtcp = recv_listening(&net, 5239, &["--discard"], Stdio::null());
+    assert!(
+        xtcp.err.lock().unwrap().contains(&format!(
+            "{iface} is up but has no carrier: nothing arrives or leaves until it has"
+        )),
+        "{}",
+        xtcp.err.lock().unwrap()
+    );
+    xtcp.child.0.kill().unwrap();
+}
+
 #[test]
 fn sigint_closes_connections_and_detaches() {
     let net = testnet(1500);

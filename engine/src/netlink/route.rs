@@ -49,6 +49,9 @@ const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 const IFF_UP: u32 = 1;
 /// `IFF_LOOPBACK`.
 const IFF_LOOPBACK: u32 = 8;
+/// `IFF_LOWER_UP`: the driver has a carrier (read when the kernel answers,
+/// where the operational state follows it a moment later).
+const IFF_LOWER_UP: u32 = 0x1_0000;
 /// Names longer than this go in `IFLA_ALT_IFNAME` (IFNAMSIZ - 1).
 const MAX_IFNAME_LEN: usize = 15;
 
@@ -158,6 +161,11 @@ impl LinkInfo {
     /// Whether the link is administratively up (`IFF_UP`).
     pub fn is_up(&self) -> bool {
         self.flags & IFF_UP != 0
+    }
+
+    /// Whether the link has a carrier (`IFF_LOWER_UP`).
+    pub fn has_carrier(&self) -> bool {
+        self.flags & IFF_LOWER_UP != 0
     }
 
     /// Whether the link is a loopback device (`IFF_LOOPBACK`).

@@ -480,6 +480,32 @@ impl ListenOn {
     }
 }
 
+/// An interface that is down is an error that says how to bring it up
+/// (a listener on it waited for ever, a sender found no route); one up
+/// without a carrier (a cable out, a veth's other end down) is said, as
+/// nothing arrives or leaves until it has one. Where netlink cannot tell,
+/// nothing is said.
+fn check_link_up(iface: &str, index: u32) -> Result<(), EngineError> {
+    use crate::netlink::route::{LinkSelector, get_link};
+    let Ok(link) =
+        NetlinkSocket::route().and_then(|mut s| get_link(&mut s, LinkSelector::Index(index)))
+    else {
+        return Ok(());
+    };
+    if !link.is_up() {
+        return Err(EngineError::Config(format!(
+            "{iface} is down: bring it up first (`ip link set {iface} up`)"
+        )));
+    }
+    if !link.has_carrier() {
+        tracing::warn!(
+            "{iface} is up but has no carrier: nothing arrives or leaves until it has (a cable, \
+             the switch port, or a veth pair's other end down?)"
+        );
+    }
+    Ok(())
+}
+
 /// Errors of engine setup.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -985,6 +1011,7 @@ pub fn run_app(
     let rx_queues = check_queues(cfg)?;
     let mac = iface_mac(iface)?;
     let mtu = iface_mtu(iface)?;
+    check_link_up(iface, index)?;
 
     // Addresses, ports, plan.
     let mut reservations = Vec::new();
