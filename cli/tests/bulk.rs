@@ -872,6 +872,32 @@ fn user_errors_are_clear() {
     );
 }
 
+/// A UMEM the kernel will not map (here under an address-space limit) is
+/// named with its size and what makes it: give fewer --frames (it said
+/// "out of memory or the memlock limit is too low", and memlock is not
+/// what a mapping needs).
+#[test]
+fn a_umem_too_large_to_map_says_to_give_fewer_frames() {
+    let net = testnet(1500);
+    let out = net
+        .a
+        .ns
+        .command("prlimit")
+        .args(["--as=1073741824", XTCP, "recv", "--iface", &net.a.iface])
+        .args(["--discard", "--frames", "1048576", "--frame-size", "2048"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the kernel would not give 2048 MiB of memory (")
+            && err.contains(
+                "the UMEM is --frames × the frame size (1048576 × 2048 bytes): give fewer --frames"
+            ),
+        "{err}"
+    );
+}
+
 /// An interface that is down is refused with how to bring it up (recv
 /// listened on it for ever, send said "no route"); one up without a
 /// carrier (here the veth's other end down) is said, and recv listens.

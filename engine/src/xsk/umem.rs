@@ -141,9 +141,25 @@ impl Umem {
                     len >> 20
                 )
             } else {
-                "the machine is out of memory or the memlock limit is too low \
-                 (`ulimit -l unlimited`)"
-                    .to_owned()
+                // (Not locked here: the memlock limit is checked where the
+                // area is registered, XDP_UMEM_REG.)
+                let available = std::fs::read_to_string("/proc/meminfo")
+                    .ok()
+                    .and_then(|m| {
+                        m.lines()
+                            .find_map(|l| l.strip_prefix("MemAvailable:"))
+                            .and_then(|v| {
+                                v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+                            })
+                    })
+                    .map(|kb| format!(" ({} MiB available)", kb >> 10))
+                    .unwrap_or_default();
+                format!(
+                    "the kernel would not give {} MiB of memory{available}: the UMEM is \
+                     --frames × the frame size ({} × {fs} bytes): give fewer --frames",
+                    len >> 20,
+                    config.frame_count
+                )
             };
             XskError::syscall("mmap", format!("UMEM of {len} bytes"), e, hint)
         })?;
