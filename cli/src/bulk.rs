@@ -962,30 +962,8 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             String::new()
         }
     );
-    for w in &e.workers {
-        let p = &w.port;
-        let drops = p.drop_malformed
-            + p.drop_not_tcp
-            + p.drop_fragment
-            + p.drop_checksum
-            + p.drop_not_ours
-            + p.drop_oversize
-            + p.drop_too_big;
-        eprintln!(
-            "xtcp: queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
-             no connection {}, held {} and misplaced {} (another queue's), refused {} \
-             (--max-conns, or recv's one stream taken), tx ring/frames full {} turns",
-            w.queue,
-            p.rx_segments,
-            p.tx_packets,
-            p.drop_checksum,
-            p.drop_malformed,
-            w.no_connection + w.listener.no_connection,
-            w.held,
-            w.misplaced,
-            w.refused,
-            w.tx_full_turns
-        );
+    for line in queue_lines(e) {
+        eprintln!("xtcp: {line}");
     }
     for line in s.xdp.lines() {
         eprintln!("xtcp: {line}");
@@ -1160,6 +1138,41 @@ fn interrupt_flag_writing(
         })
         .context("starting the signal thread")?;
     Ok(flag)
+}
+
+/// A line per queue of what its worker saw: segments in and packets out,
+/// what it dropped and why, what found no connection, went to another
+/// queue or was refused, and the turns the TX ring or frames were full
+/// (send's, recv's and serve's summaries).
+pub(crate) fn queue_lines(e: &EngineReport) -> Vec<String> {
+    e.workers
+        .iter()
+        .map(|w| {
+            let p = &w.port;
+            let drops = p.drop_malformed
+                + p.drop_not_tcp
+                + p.drop_fragment
+                + p.drop_checksum
+                + p.drop_not_ours
+                + p.drop_oversize
+                + p.drop_too_big;
+            format!(
+                "queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
+                 no connection {}, held {} and misplaced {} (another queue's), refused {} \
+                 (--max-conns, or recv's one stream taken), tx ring/frames full {} turns",
+                w.queue,
+                p.rx_segments,
+                p.tx_packets,
+                p.drop_checksum,
+                p.drop_malformed,
+                w.no_connection + w.listener.no_connection,
+                w.held,
+                w.misplaced,
+                w.refused,
+                w.tx_full_turns
+            )
+        })
+        .collect()
 }
 
 /// `xtcp send`.

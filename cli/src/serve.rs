@@ -536,6 +536,9 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         report.cpu.user,
         report.cpu.system
     );
+    for line in crate::bulk::queue_lines(&report) {
+        eprintln!("xtcp serve: {line}");
+    }
     let xdp = XdpSummary::of(&report);
     for line in xdp.lines() {
         eprintln!("xtcp serve: {line}");

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    CPU_SLACK, ENGINE, RECOVERY, Reap, Server, TempDir, Watched, XTCP,
+    CPU_SLACK, ENGINE, RECOVERY, Reap, Server, TempDir, Watched, XTCP, bad_checksums,
     client_wrote_what_xtcp_received, clocks_agree_after, count, iperf3_json, iperf3_json_to,
     line_of, link_stat, need_iperf3, number, path_losses, proc_cpu, repeated_block, syn_flood,
     tcp_buffer_max, tcp_ext, tcp_mib, testnet, wait_listening, wait_ss,
@@ -516,6 +516,9 @@ fn garbage_clients_do_not_stop_the_server() {
     let net = testnet(1);
     let server = Server::start(&net, 1);
     let dst = SocketAddr::new(net.a.ip4.into(), 5201);
+    // Segments whose checksum is wrong: dropped and counted (the stop
+    // summary says how many, by reason).
+    bad_checksums(&net, 5201, 7);
     {
         let _g = net.b.ns.enter().unwrap();
         // A bad cookie: no iperf3 client, no test (refused at once).
@@ -576,6 +579,12 @@ fn garbage_clients_do_not_stop_the_server() {
         count(&line, "received")
     );
     client_wrote_what_xtcp_received(&net, count(&line, "received"), &v);
+    // The queue's line in the stop summary (it had none: its drops were
+    // only in --metrics and -J).
+    let (status, err, _) = server.stop();
+    assert!(status.success(), "{status}: {err}");
+    let q = line_of(&err, "xtcp serve: queue 0: rx ");
+    assert!(q.contains(", dropped 7 (checksum 7, malformed 0), "), "{q}");
 }
 
 /// `serve -J`: a JSON document per test whose byte counts are the stock

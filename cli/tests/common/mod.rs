@@ -349,6 +349,22 @@ pub fn syn_flood(net: &TestNet, port: u16, count: u32) {
     syn_flood_from(net, port, count, None)
 }
 
+/// Sends `count` TCP segments (ACKs, source ports 3000 on) from side B to
+/// A's port `port` whose TCP checksum is wrong, as raw Ethernet frames:
+/// what a worker that verifies checksums drops and counts.
+pub fn bad_checksums(net: &TestNet, port: u16, count: u32) {
+    let script = format!(
+        r#"{RAW_TCP}
+s = raw_socket()
+for i in range({count}):
+    f = bytearray(frame(3000 + i, {port}, 1000 + i, 1, 0x10, 64240))
+    f[14 + 20 + 16] ^= 0xff
+    s.send(bytes(f))
+"#
+    );
+    run_raw_tcp(net, None, &script, "the segments with bad checksums");
+}
+
 /// `program` in `ns`, on CPU `cpu` if given (`taskset`).
 pub fn on_cpu(ns: &Netns, cpu: Option<u32>, program: &str) -> Command {
     match cpu {
