@@ -302,6 +302,14 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
         host.trim()
     );
     assert!(text.contains(&said), "{said}: {text}");
+    // How each kind of client sends, where the table has no column for it.
+    assert!(
+        text.contains(
+            "The kernel's clients copy every byte they send from iperf3's buffer (iperf3 \
+             without -Z), xtcp's send from frames filled once (-Z)"
+        ),
+        "{text}"
+    );
     let samples = samples(&json);
     assert_eq!(samples.len(), 8, "{samples:?}");
     check_table(&text, &samples);
@@ -762,6 +770,34 @@ fn iface_takes_over_a_veth_pair_and_hands_it_back_as_it_was() {
     assert_no_bench_namespaces(pid);
 }
 
+/// Two interfaces that are not connected (one end of each of two veth
+/// pairs): the idle ping finds no path, and the error asks whether they
+/// are connected; both go back as they were.
+#[test]
+fn iface_of_two_unconnected_interfaces_asks_whether_they_are() {
+    let _serial = serial();
+    let ns = TestNs::new();
+    for (a, b) in [("ua", "ux"), ("ub", "uy")] {
+        ip(&[
+            "-n", &ns.0, "link", "add", a, "type", "veth", "peer", "name", b,
+        ]);
+    }
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, XTCP, "bench", "--iface", "ua,ub"])
+        .args(["--mtu", "1500", "-t", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("idle RTT (are ua and ub connected: a cable between the two ports, or the two ends of one veth pair?)"),
+        "{err}"
+    );
+    assert_eq!(mtu_in(&ns.0, "ua"), 1500, "handed back");
+    assert_eq!(mtu_in(&ns.0, "ub"), 1500, "handed back");
+}
+
 #[test]
 fn iface_errors_name_the_interface_and_leave_nothing_behind() {
     for (iface, want) in [
@@ -962,6 +998,10 @@ fn new_axes_take_effect_at_one_short_point() {
     for header in ["sndbuf", "len", " P ", "nodel", "koff", "kzc", "kq", " cc "] {
         assert!(text.contains(header), "no {header} column: {text}");
     }
+    assert!(
+        !text.contains("The kernel's clients copy"),
+        "kzc on: {text}"
+    );
     let samples = samples(&json);
     assert_eq!(samples.len(), 4, "{samples:?}");
     for s in &samples {

@@ -1631,6 +1631,16 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             ccs.join(", then ")
         )
     });
+    if points.iter().all(|p| p.kernel_zerocopy == "off") {
+        // (The table shows no `kzc` column at its default.)
+        bar.suspend(|| {
+            println!(
+                "The kernel's clients copy every byte they send from iperf3's buffer (iperf3 \
+                 without -Z), xtcp's send from frames filled once (-Z); --kernel-zerocopy on,off \
+                 adds the kernel's sendfile."
+            )
+        });
+    }
     bar.suspend(|| println!("{}", table.header()));
     let wmem = net
         .a
@@ -1683,7 +1693,17 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 sndbuf_now = p.sndbuf.clone();
             }
             bar.set_message(format!("{label}: idle RTT"));
-            let ping = ping_rtt_us(&net).with_context(|| format!("{label}: idle RTT"))?;
+            let ping = ping_rtt_us(&net).with_context(|| {
+                // (On interfaces of the user's, the likeliest cause.)
+                let hint = match &a.iface {
+                    Some((x, y)) => format!(
+                        " (are {x} and {y} connected: a cable between the two ports, or the \
+                         two ends of one veth pair?)"
+                    ),
+                    None => String::new(),
+                };
+                format!("{label}: idle RTT{hint}")
+            })?;
             for rep in 0..a.repeat {
                 let mut kernel_gbps = None;
                 for pair in PAIRS {
