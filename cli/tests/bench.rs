@@ -36,13 +36,19 @@ fn run_bench(prefix: &[&str], args: &[&str], json: &Path, svg: &Path) -> (Output
         }
         [] => Command::new(XTCP),
     };
-    let child = cmd
-        .arg("bench")
+    cmd.arg("bench")
         .args(args)
         .arg("--json")
         .arg(json)
         .arg("--plot")
-        .arg(svg)
+        .arg(svg);
+    output_and_pid(&mut cmd)
+}
+
+/// Runs `cmd` to its end, its output collected: the output, and the PID.
+fn output_and_pid(cmd: &mut Command) -> (Output, u32) {
+    let child = cmd
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -606,19 +612,15 @@ fn a_failed_run_keeps_the_runs_before_it() {
         let _ = std::fs::remove_file(&count);
         std::fs::write(&json, b"an earlier record").unwrap();
         std::fs::write(&svg, b"an earlier plot").unwrap();
-        let child = Command::new(XTCP)
-            .args(["bench", "--mtu", "1500", "-t", "1", "--json"])
-            .arg(&json)
-            .arg("--plot")
-            .arg(&svg)
-            .env("PATH", &path)
-            .env("FAIL_AT", fail_at.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let out = child.wait_with_output().unwrap();
+        let (out, pid) = output_and_pid(
+            Command::new(XTCP)
+                .args(["bench", "--mtu", "1500", "-t", "1", "--json"])
+                .arg(&json)
+                .arg("--plot")
+                .arg(&svg)
+                .env("PATH", &path)
+                .env("FAIL_AT", fail_at.to_string()),
+        );
         let (text, err) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
@@ -846,20 +848,15 @@ fn unwritable_outputs_are_refused_before_the_sweep() {
             "--plot /proc/x.svg: cannot make a file in /proc",
         ),
     ] {
-        let child = Command::new(XTCP)
-            .args(["bench", "--mtu", "1500", "-t", "1", flag, path])
-            .args(
-                ["--plot".as_ref(), svg.as_os_str()]
-                    .iter()
-                    .filter(|_| flag == "--json"),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let out = child.wait_with_output().unwrap();
+        let (out, pid) = output_and_pid(
+            Command::new(XTCP)
+                .args(["bench", "--mtu", "1500", "-t", "1", flag, path])
+                .args(
+                    ["--plot".as_ref(), svg.as_os_str()]
+                        .iter()
+                        .filter(|_| flag == "--json"),
+                ),
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{flag} {path}: {err}");
         assert!(err.contains(want), "{flag} {path}: `{want}` not in {err}");
