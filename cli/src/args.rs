@@ -51,6 +51,14 @@ pub fn parse_grace(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--queues`: at least one (a worker each).
+fn parse_queues(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("give 1 or more queues (a worker each)".into()),
+    }
+}
+
 /// A byte size: `65536`, `64K`, `4M`, `1G` (binary units).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -448,7 +456,7 @@ pub struct EngineArgs {
     #[arg(long, visible_alias = "bind-dev")]
     pub iface: Option<String>,
     /// Queues to serve (0..N), one pinned worker each.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = parse_queues)]
     pub queues: u32,
     /// Cores for the workers, one per queue (default: the cores this
     /// process may run on, so `taskset -c 2,3 xtcp …` uses 2 and 3, those

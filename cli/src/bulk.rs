@@ -218,10 +218,17 @@ impl RecvArgs {
 
     /// What cannot go together (see `Cmd::usage_error`).
     pub fn usage_error(&self) -> Option<String> {
-        (self.keep_listening && self.verify.is_none() && !self.discard).then(|| {
-            "--keep-listening needs --verify SEED or --discard: an output file or standard \
-             output takes one connection's stream"
-                .to_owned()
+        let taken = self.verify.is_some() || self.discard;
+        if self.keep_listening && !taken {
+            return Some(
+                "--keep-listening needs --verify SEED or --discard: an output file or standard \
+                 output takes one connection's stream"
+                    .to_owned(),
+            );
+        }
+        let stdout = self.out.as_ref().is_none_or(|p| p.as_os_str() == "-");
+        (self.json && !taken && stdout).then(|| {
+            "--json writes to standard output: give --out FILE, --verify or --discard".to_owned()
         })
     }
 
@@ -1373,9 +1380,7 @@ fn recv_output(a: &RecvArgs) -> anyhow::Result<RecvOutput> {
              redirect it"
         );
     }
-    if a.json {
-        bail!("--json writes to standard output: give --out FILE, --verify or --discard");
-    }
+    // (--json is refused with it before: `RecvArgs::usage_error`.)
     Ok(RecvOutput::Stdout)
 }
 

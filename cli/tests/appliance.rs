@@ -112,6 +112,13 @@ fn check_config_finds_what_serve_would_refuse() {
     let (code, out, err) = check_in(&[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("configuration OK"), "{out}");
+    // A value out of range is the parser's to refuse (exit 2).
+    let (code, _, err) = check_in(&["--queues", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'--queues <QUEUES>': give 1 or more queues (a worker each)"),
+        "{err}"
+    );
     for (extra, says) in [
         (
             &["--logfile", "/nonexistent/dir/x.log"][..],
@@ -125,7 +132,6 @@ fn check_config_finds_what_serve_would_refuse() {
             &["-D", "--json-lines", "--logfile", "/tmp/x.jsonl"],
             "the daemon's diagnostics would go into the log file",
         ),
-        (&["--queues", "0"], "--queues must be at least 1"),
         (&["--queues", "4"], "has 1 receive queue"),
         (&["--mss", "10"], "--mss 10 is too small"),
         (

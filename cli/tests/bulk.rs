@@ -1605,6 +1605,16 @@ fn json_runs_that_fail_before_their_report_print_the_error_as_json() {
         .args(["-c", &net.b.ip4.to_string()])
         .output()
         .unwrap();
+    // recv's stream on standard output, where --json goes too (it exited
+    // 1, as an error of the run).
+    let usage_recv = net
+        .a
+        .ns
+        .command("timeout")
+        .args(["30", XTCP, "recv", "-J", "--iface", &net.a.iface])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
     // The input cannot be read (the kernel's EIO at offset 0 of a
     // process's memory): the OS's words, not only the kind's.
     let _sink = socat_receiver(&net, net.b.ip4.into(), 5229, "OPEN:/dev/null");
@@ -1625,6 +1635,11 @@ fn json_runs_that_fail_before_their_report_print_the_error_as_json() {
         ("send", send, 1),
         ("recv", recv, 1),
         ("send --pattern without -n", usage, 2),
+        (
+            "recv --json with its stream on standard output",
+            usage_recv,
+            2,
+        ),
         ("send -F /proc/self/mem", unreadable, 1),
     ] {
         let err = String::from_utf8_lossy(&out.stderr);

@@ -100,13 +100,14 @@ pub fn memlock_covers(caps: Option<CapSet>, soft: Option<u64>, bytes: u64) -> Op
     Some(caps.has(IPC_LOCK) || soft.is_none_or(|s| s >= bytes))
 }
 
-/// How to raise the memlock limit, for messages: `needed` bytes per queue.
+/// How to raise the memlock limit, for messages: `needed` bytes, the one
+/// UMEM all of xtcp's queues share.
 pub fn memlock_hint(soft: Option<u64>, needed: u64) -> String {
     let now = soft.map_or_else(|| "unlimited".to_owned(), |b| format!("{b} bytes"));
     format!(
         "without CAP_IPC_LOCK the UMEM's pages count against RLIMIT_MEMLOCK, now {now} \
-         (shared by all of this user's processes), and this UMEM (xtcp has one per queue) \
-         needs {needed} bytes ({} KiB) of it: raise it with `ulimit -l {}` (or `ulimit -l unlimited`) in the \
+         (shared by all of this user's processes), and the UMEM (one for all of xtcp's \
+         queues, --frames for each) needs {needed} bytes ({} KiB) of it: raise it with `ulimit -l {}` (or `ulimit -l unlimited`) in the \
          shell that starts xtcp, `LimitMEMLOCK=infinity` in a systemd unit, or grant \
          CAP_IPC_LOCK, which lifts the limit; or use fewer --frames",
         needed.div_ceil(1024),
