@@ -969,7 +969,7 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             String::new()
         }
     );
-    for line in queue_lines(e) {
+    for line in queue_lines(e, "--max-conns, or recv's one stream taken") {
         eprintln!("xtcp: {line}");
     }
     for line in s.xdp.lines() {
@@ -1150,8 +1150,9 @@ fn interrupt_flag_writing(
 /// A line per queue of what its worker saw: segments in and packets out,
 /// what it dropped and why, what found no connection, went to another
 /// queue or was refused, and the turns the TX ring or frames were full
-/// (send's, recv's and serve's summaries).
-pub(crate) fn queue_lines(e: &EngineReport) -> Vec<String> {
+/// (send's, recv's and serve's summaries); `refused` says what refuses a
+/// connection.
+pub(crate) fn queue_lines(e: &EngineReport, refused: &str) -> Vec<String> {
     e.workers
         .iter()
         .map(|w| {
@@ -1166,7 +1167,7 @@ pub(crate) fn queue_lines(e: &EngineReport) -> Vec<String> {
             format!(
                 "queue {}: rx {} segs, tx {} pkts, dropped {drops} (checksum {}, malformed {}), \
                  no connection {}, held {} and misplaced {} (another queue's), refused {} \
-                 (--max-conns, or recv's one stream taken), tx ring/frames full {} turns",
+                 ({refused}), tx ring/frames full {} turns",
                 w.queue,
                 p.rx_segments,
                 p.tx_packets,

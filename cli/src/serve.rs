@@ -536,7 +536,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         report.cpu.user,
         report.cpu.system
     );
-    for line in crate::bulk::queue_lines(&report) {
+    for line in crate::bulk::queue_lines(&report, "--max-conns") {
         eprintln!("xtcp serve: {line}");
     }
     let xdp = XdpSummary::of(&report);

@@ -585,6 +585,7 @@ fn garbage_clients_do_not_stop_the_server() {
     assert!(status.success(), "{status}: {err}");
     let q = line_of(&err, "xtcp serve: queue 0: rx ");
     assert!(q.contains(", dropped 7 (checksum 7, malformed 0), "), "{q}");
+    assert!(q.contains(" refused 0 (--max-conns), "), "{q}");
 }
 
 /// `serve -J`: a JSON document per test whose byte counts are the stock

@@ -359,14 +359,17 @@ pub fn net_admin_hint() -> String {
             .map(|c| c.name)
             .collect::<Vec<_>>()
     });
-    let lacks = match lacks {
-        Some(l) if !l.is_empty() => format!("this process lacks {}", l.join(" and ")),
-        _ => "this process lacks CAP_NET_ADMIN".to_owned(),
-    };
-    format!(
-        "{lacks}: run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_PERFMON \
-         ({GRANT})"
-    )
+    let grant = format!(
+        "run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_PERFMON ({GRANT})"
+    );
+    match lacks {
+        Some(l) if !l.is_empty() => format!("this process lacks {}: {grant}", l.join(" and ")),
+        Some(_) => "this process has CAP_NET_ADMIN, but not over this network namespace (one \
+                    that another user namespace owns?): run xtcp where the namespace's owner \
+                    grants it"
+            .to_owned(),
+        None => grant,
+    }
 }
 
 /// A `BPF_PROG_LOAD` failure as a short error; the verifier's log (tens
