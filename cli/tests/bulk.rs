@@ -898,6 +898,80 @@ fn a_umem_too_large_to_map_says_to_give_fewer_frames() {
     );
 }
 
+/// `send`'s connections take their local ports from the namespace's
+/// `net.ipv4.ip_local_port_range`, as the kernel's own connections do (it
+/// took them from Linux's default range whatever that was set to); a range
+/// with fewer ports than connections is said.
+#[test]
+fn local_ports_come_from_the_namespaces_range() {
+    let net = testnet(1500);
+    let port = 5241u16;
+    net.a
+        .ns
+        .exec(&[
+            "sysctl",
+            "-q",
+            "-w",
+            "net.ipv4.ip_local_port_range=40000 40003",
+        ])
+        .unwrap();
+    // A sink for each connection (socat forks one per connection).
+    let _sinks = Reap(
+        net.b
+            .ns
+            .command("socat")
+            .args([
+                "-u",
+                &format!("TCP4-LISTEN:{port},bind={},reuseaddr,fork", net.b.ip4),
+                "OPEN:/dev/null",
+            ])
+            .spawn()
+            .expect("socat"),
+    );
+    wait_listening(&net.b.ns, port, WAIT, None);
+    let send = |n: &str| {
+        net.a
+            .ns
+            .command(XTCP)
+            .args([
+                "send",
+                "--iface",
+                &net.a.iface,
+                "-c",
+                &net.b.ip4.to_string(),
+            ])
+            .args(["-p", &port.to_string(), "--zeros", "-n", "64K"])
+            .args(["-P", n, "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = send("4");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut ports: Vec<u64> = j["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let local: SocketAddr = c["local"].as_str().unwrap().parse().unwrap();
+            u64::from(local.port())
+        })
+        .collect();
+    ports.sort_unstable();
+    assert_eq!(ports, [40000, 40001, 40002, 40003], "{j}");
+    let out = send("5");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "5 connections need 5 local ports, and this namespace's range \
+             (net.ipv4.ip_local_port_range) is 40000-40003: 4 ports"
+        ),
+        "{err}"
+    );
+}
+
 /// An interface that is down is refused with how to bring it up (recv
 /// listened on it for ever, send said "no route"); one up without a
 /// carrier (here the veth's other end down) is said, and recv listens.

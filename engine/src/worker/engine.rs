@@ -829,13 +829,39 @@ fn reserve_at(ip: IpAddr, base: u16, n: usize) -> Result<(u16, Vec<Reservation>)
     Ok((base, held))
 }
 
+/// The kernel's range of local ports for connections that name none, in
+/// this network namespace (`net.ipv4.ip_local_port_range`, which IPv6
+/// uses too), as `(low, high)`; Linux's default where it cannot be read.
+fn local_port_range() -> (u32, u32) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| {
+            let mut w = t.split_whitespace().map(str::parse::<u32>);
+            Some((w.next()?.ok()?, w.next()?.ok()?))
+        })
+        .filter(|&(low, high)| low <= high && high <= 65535)
+        .unwrap_or((32768, 60999))
+}
+
+/// `n` consecutive free ports on `ip` from the kernel's local port range,
+/// at a random place in it.
 fn reserve_block(ip: IpAddr, n: usize) -> Result<(u16, Vec<Reservation>), EngineError> {
-    const LOW: u32 = 32768;
-    const HIGH: u32 = 60999;
-    let span = HIGH - LOW - n as u32;
+    let (low, high) = local_port_range();
+    // Bases from which `n` ports stay in the range.
+    let Some(span) = (high - low + 1)
+        .checked_sub(n as u32 - 1)
+        .filter(|&s| s > 0)
+    else {
+        return Err(EngineError::Config(format!(
+            "{n} connections need {n} local ports, and this namespace's range \
+             (net.ipv4.ip_local_port_range) is {low}-{high}: {} ports; widen it, or give \
+             fewer connections",
+            high - low + 1
+        )));
+    };
     let mut last = None;
     for _ in 0..64 {
-        let base = (LOW + (random_u64() % u64::from(span)) as u32) as u16;
+        let base = (low + (random_u64() % u64::from(span)) as u32) as u16;
         let mut held = Vec::with_capacity(n);
         let mut ok = true;
         for i in 0..n {
