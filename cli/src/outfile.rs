@@ -311,16 +311,8 @@ pub(crate) fn through_proc(path: &Path) -> Option<bool> {
             proc = true;
             break;
         }
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let Ok(to) = std::fs::read_link(&p) else {
-                    break;
-                };
-                p = match p.parent() {
-                    Some(dir) if to.is_relative() => dir.join(to),
-                    _ => to,
-                };
-            }
+        match link_target(&p) {
+            Ok(Some(to)) => p = to,
             _ => break,
         }
     }
@@ -332,18 +324,27 @@ fn resolve(path: &Path) -> std::io::Result<PathBuf> {
     let mut p = path.to_owned();
     // Bounded as the kernel bounds a path's links (40).
     for _ in 0..40 {
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let to = std::fs::read_link(&p)?;
-                p = match p.parent() {
-                    Some(dir) if to.is_relative() => dir.join(to),
-                    _ => to,
-                };
-            }
-            _ => return Ok(p),
+        match link_target(&p)? {
+            Some(to) => p = to,
+            None => return Ok(p),
         }
     }
     Err(std::io::Error::other("too many levels of symbolic links"))
+}
+
+/// What the symlink `p` points to, as a path (a relative target taken from
+/// the link's directory); `None` where `p` is no symlink (or nothing).
+fn link_target(p: &Path) -> std::io::Result<Option<PathBuf>> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let to = std::fs::read_link(p)?;
+            Ok(Some(match p.parent() {
+                Some(dir) if to.is_relative() => dir.join(to),
+                _ => to,
+            }))
+        }
+        _ => Ok(None),
+    }
 }
 
 #[cfg(test)]
