@@ -166,14 +166,22 @@ fn kernel_sender_held(
     std::thread::spawn(move || {
         let _g = xtcp_engine::testnet::enter(&ns).unwrap();
         let mut s = None;
-        // Until the engine listens, the kernel of A refuses: retry (bounded).
+        // Until the engine listens, the kernel of A refuses (at once, with
+        // a reset): retry (bounded). The timeout is long enough for B's
+        // kernel to retransmit a SYN or SYN-ACK lost on an impaired path
+        // (its first retransmission is after 1 s): an attempt given up on
+        // would leave xtcp a half-open connection, a second one in its
+        // report (and in its segment counts).
         for _ in 0..100 {
-            match TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
+            match TcpStream::connect_timeout(&dst, Duration::from_secs(30)) {
                 Ok(c) => {
                     s = Some(c);
                     break;
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Err(e) => panic!("connect to xtcp: {e}"),
             }
         }
         let mut s = s.expect("connect to xtcp");
@@ -550,6 +558,8 @@ fn lossy(send: bool, from_file: bool) {
             .unwrap();
         e.join().unwrap().unwrap()
     };
+    // One connection: the segment counts below are its and A's kernel's.
+    assert_eq!(report.connections.len(), 1, "{:?}", report.connections);
     let c = &report.connections[0];
     assert_eq!(c.reason, CloseReason::Normal, "{c:?}");
     assert_eq!(c.mismatch, None);
