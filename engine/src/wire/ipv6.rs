@@ -105,6 +105,8 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// destination-options headers. Returns the upper-layer protocol and
     /// the offset of its header from the start of the IPv6 header.
     ///
+    /// The offset returned is at most the buffer's length.
+    ///
     /// Errors: a fragment header → `Fragmented`; an extension header that
     /// runs past the payload length → `Malformed`, past the buffer →
     /// `Truncated`; more than [`MAX_EXT_HEADERS`] → `Malformed`.
@@ -129,6 +131,11 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
                     let len = (b[off + 1] as usize + 1) * 8;
                     if off + len > end {
                         return Err(Error::Malformed);
+                    }
+                    // The offset returned is within the buffer, so the
+                    // caller may slice there.
+                    if off + len > b.len() {
+                        return Err(Error::Truncated);
                     }
                     nh = IpProtocol(b[off]);
                     off += len;

@@ -204,7 +204,7 @@ pub fn locate_tcp(frame: &[u8]) -> Result<TcpLayout> {
         }
         _ => return Err(Error::Unsupported),
     };
-    let tcp = TcpPacket::new_checked(&frame[tcp_off..])?;
+    let tcp = TcpPacket::new_checked(frame.get(tcp_off..).ok_or(Error::Truncated)?)?;
     let tcp_header_len = tcp.header_len();
     if tcp_header_len > tcp_len {
         return Err(Error::Malformed);

@@ -543,6 +543,16 @@ fn ipv6_extension_headers() {
     let mut g = f.clone();
     g[l3 + 40 + 8 + 1] = 200;
     assert_eq!(locate_tcp(&g), Err(Error::Malformed));
+    // An extension header that the payload length holds but the buffer
+    // does not (a first buffer of a longer frame, or a lie) is truncated:
+    // 2,048 bytes of destination options in a 58-byte frame.
+    let mut g = base[..l3 + 40].to_vec();
+    g.extend_from_slice(&[6, 255]);
+    g[l3 + 6] = 60;
+    g[l3 + 4..l3 + 6].copy_from_slice(&2064u16.to_be_bytes());
+    assert_eq!(locate_tcp(&g), Err(Error::Truncated));
+    let p = Ipv6Packet::new_checked_prefix(&g[l3..]).unwrap();
+    assert_eq!(p.upper_layer(), Err(Error::Truncated));
     // Too many extension headers.
     let mut g = base[..l3 + 40].to_vec();
     for _ in 0..=ipv6::MAX_EXT_HEADERS {
@@ -878,6 +888,27 @@ proptest! {
     ) {
         let mut f = if which { GOLDEN_V4_SYN.to_vec() } else { GOLDEN_V6_VLAN.to_vec() };
         for (i, v) in edits { let i = i.index(f.len()); f[i] = v; }
+        let n = cut.index(f.len() + 1);
+        fuzz_all(&f[..n]);
+    }
+
+    /// IPv6 extension headers of any length claimed, any payload length,
+    /// the frame cut anywhere: the walk stays inside the buffer.
+    #[test]
+    fn ipv6_extension_lengths_never_panic(
+        nh in prop::sample::select(vec![0u8, 43, 60, 6, 44]),
+        next in any::<u8>(),
+        len in any::<u8>(),
+        plen in any::<u16>(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let (eth, ip, tcp) = golden_v6_reprs();
+        let mut f = build_frame(&eth, &IpRepr::V6(ip), &tcp, &[1, 2, 3]);
+        let l3 = 18;
+        f[l3 + 6] = nh;
+        f[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+        f[l3 + 40] = next;
+        f[l3 + 41] = len;
         let n = cut.index(f.len() + 1);
         fuzz_all(&f[..n]);
     }
