@@ -2326,7 +2326,14 @@ impl<M: SendMemory> Connection<M> {
         d: i64,
         deliver: &mut dyn FnMut(&[u8]) -> usize,
     ) {
-        let off = rcv_nxt_off(self.recv.nxt(), d);
+        // A segment that begins before the stream's first byte (at the
+        // sequence number of the peer's SYN, which carries no data) is
+        // trimmed to it, as Linux trims what lies below RCV.NXT: those
+        // leading bytes are not data.
+        let start = self.recv.nxt() as i64 + d;
+        let trim = usize::try_from(-start).unwrap_or(0);
+        let payload_len = payload_len.saturating_sub(trim);
+        let off = start.max(0) as u64;
         let edge = self.rcv_adv.max(self.window_edge());
         if payload_len > 0 {
             self.largest_seg = self
@@ -2350,7 +2357,14 @@ impl<M: SendMemory> Connection<M> {
             // to `deliver` once everything before it was taken.
             let mut a = Accepted::default();
             let mut at = off;
-            for p in parts.iter().filter(|p| !p.is_empty()) {
+            let mut trim = trim;
+            for p in parts {
+                let cut = trim.min(p.len());
+                trim -= cut;
+                let p = &p[cut..];
+                if p.is_empty() {
+                    continue;
+                }
                 a.add(self.recv.accept_with(at, p, edge, deliver));
                 at += p.len() as u64;
             }

@@ -986,6 +986,33 @@ fn fin_beyond_a_hole_is_held_until_the_hole_fills() {
     assert!(events(&mut c).contains(&Event::Closed(CloseReason::Normal)));
 }
 
+/// A segment that begins at the peer's ISS (the sequence number its SYN
+/// took, which carries no data) is acceptable where it reaches into the
+/// window, and what lies before the first data byte is trimmed, as Linux
+/// trims what lies below RCV.NXT: the application reads only the data.
+#[test]
+fn a_segment_from_before_the_first_data_byte_is_trimmed() {
+    let (mut c, iss) = client_with(Config::default(), TcpOptions::NONE);
+    c.handle_segment(
+        ms(20),
+        &seg(TcpFlags::ACK | TcpFlags::FIN, PEER_ISS, iss + 1, 65535),
+        b"XABC",
+    );
+    let a = out(&mut c, ms(20));
+    assert_eq!(
+        a.last().unwrap().repr.ack,
+        PEER_ISS + 1 + 3 + 1,
+        "ABC and FIN"
+    );
+    assert_eq!(c.state(), State::CloseWait);
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(ms(20), &mut buf), 3);
+    assert_eq!(&buf[..3], b"ABC");
+    assert_eq!(c.stats().bytes_received, 3);
+    // The SYN's place is no data byte received twice.
+    assert_eq!(c.stats().duplicate_bytes, 0, "{:?}", c.stats());
+}
+
 #[test]
 fn time_wait_reacknowledges_a_retransmitted_fin_and_expires() {
     let cfg = Config::default();
