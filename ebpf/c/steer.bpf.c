@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* xtcp steering program.
  *
- * Parses Ethernet (one optional 802.1Q/802.1ad tag), IPv4 (options skipped)
- * and IPv6 (hop-by-hop, routing and destination-options headers skipped) and
- * TCP. A TCP packet whose local address and port match a rule of the active
+ * Parses untagged Ethernet, IPv4 (options skipped) and IPv6 (hop-by-hop,
+ * routing and destination-options headers skipped) and TCP. A VLAN-tagged
+ * frame (802.1Q, 802.1ad) is passed: xtcp answers untagged, on the
+ * interface's own network, so a tagged flow is the kernel's (its VLAN
+ * device's). A TCP packet whose local address and port match a rule of the active
  * rule set is redirected to the AF_XDP socket registered for its RX queue;
  * if there is none, it goes to the kernel and is counted as no-socket.
  * So does an ICMP "fragmentation needed" (IPv4) or "packet too big" (IPv6)
@@ -31,11 +33,6 @@
 #ifndef ETH_P_8021AD
 #define ETH_P_8021AD 0x88A8
 #endif
-
-struct vlan_hdr {
-	__be16 tci;
-	__be16 proto;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -201,13 +198,9 @@ int xtcp_steer(struct xdp_md *ctx)
 		return count(XTCP_CNT_MALFORMED, XDP_PASS);
 	proto = eth->h_proto;
 	cur = eth + 1;
-	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
-		struct vlan_hdr *vh = cur;
-		if ((void *)(vh + 1) > data_end)
-			return count(XTCP_CNT_MALFORMED, XDP_PASS);
-		proto = vh->proto;
-		cur = vh + 1;
-	}
+	/* Tagged: another network's, which xtcp's replies would not reach. */
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD))
+		return count(XTCP_CNT_PASSED, XDP_PASS);
 
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *iph = cur;
