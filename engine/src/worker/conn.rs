@@ -8,8 +8,8 @@
 //! The worker's loop ([`super::thread`]) gives each connection its turn:
 //! `Slot::app` or `Slot::app_conn` fill the send buffer and drain the
 //! receive buffer; `take_direct` hands in-order payload to the sink
-//! straight from the receive frame; `Slot::close_sink` ends the stream
-//! when the connection ends. None of it allocates per packet: application
+//! straight from the receive frame; `Slot::end` ends the stream when the
+//! connection ends and reports the connection to the control thread. None of it allocates per packet: application
 //! data moves in chunks over bounded channels.
 
 use std::time::{Duration, Instant};
@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::bulk::{FileSource, IoFailure, Produced, Sink, Source};
-use super::msg::{AppIn, AppOut, Msg, Payload, TcpSample, filler_bytes};
+use super::msg::{AppIn, AppOut, ConnReport, Msg, Payload, TcpSample, filler_bytes};
 use super::port::HeaderCache;
 use super::registry::Key;
 use super::sendmem::UmemFrames;
-use crate::tcp::{Connection, RecvWindow, State};
+use crate::tcp::{CloseReason, Connection, RecvWindow, State};
 
 /// A connection whose send buffer is UMEM frames.
 pub(super) type Conn = Connection<UmemFrames>;
@@ -630,6 +630,69 @@ impl Slot {
         if !self.sink_done {
             self.sink.close((&[], &[]));
             self.sink_done = true;
+        }
+    }
+
+    /// The connection ended (`reason`), or its sender is done: the sink's
+    /// stream ends, and the connection is reported (once) to the control
+    /// thread.
+    pub(super) fn end(
+        &mut self,
+        now: Instant,
+        reason: CloseReason,
+        queue: u32,
+        frame_bytes: usize,
+        out: &Sender<Msg>,
+    ) {
+        if self.appconn.is_none() {
+            self.close_sink(now);
+        } else {
+            self.end_app_sink();
+        }
+        if self.reported {
+            return;
+        }
+        self.reported = true;
+        let r = ConnReport {
+            id: self.id,
+            queue,
+            tuple: self.conn.tuple(),
+            reason,
+            bytes_sent: self.written,
+            bytes_acked: self.conn.bytes_acked(),
+            bytes_received: self.read,
+            stats: *self.conn.stats(),
+            mismatch: match self.sink {
+                Sink::Verify { mismatch, .. } => mismatch,
+                _ => None,
+            },
+            source_error: self
+                .source_error
+                .or(self.appconn.as_ref().and_then(|a| a.io_error)),
+            established: self.established,
+            opened: self.opened,
+            packet_mtu: self.conn.packet_mtu(),
+            // A bulk sender's transfer ended when its FIN was
+            // acknowledged: the wait for the peer's is not
+            // part of it.
+            ended: self.fin_acked.unwrap_or(now).min(now),
+            peer_open: self.peer_open,
+            congestion: self.conn.congestion_name(),
+            pacing_rate: self.appconn.as_ref().and_then(|a| a.rate),
+            send_bytes_touched: self.conn.send_bytes_touched(),
+            send_mss: self.conn.send_mss(),
+            send_buffer: self.conn.send_limit() * frame_bytes,
+        };
+        let _ = out.send(Msg::Closed(Box::new(r)));
+    }
+
+    /// An application's connection closed (`reason`): a stream that ends
+    /// while it counts (it failed, or the peer closed it) reports what it
+    /// moved and retransmitted last, and its TCP state then, first.
+    pub(super) fn app_closed(&mut self, reason: CloseReason, out: &Sender<Msg>) {
+        if let Some(a) = self.appconn.as_mut() {
+            a.final_count(&self.conn, out);
+            let _ = out.send(Msg::App(AppIn::Closed { id: a.id, reason }));
         }
     }
 

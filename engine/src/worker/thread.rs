@@ -63,7 +63,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::bulk::{Sink, Source};
 use super::conn::{AppConn, Conn, SinkKind, Slot, take_direct};
-use super::msg::{AppIn, ConnReport, Msg, WorkerCounters};
+use super::msg::{AppIn, Msg, WorkerCounters};
 use super::port::{HeaderCache, IpMarks, XskPort};
 use super::registry::{Key, Registry};
 use super::sendmem::UmemFrames;
@@ -1139,9 +1139,25 @@ impl Worker {
                         compact_held(&mut self.held, &mut self.held_bytes);
                     }
                     if let Err(mut slot) = self.table.insert(slot) {
-                        // No room here: the connection is reset.
+                        // No room here: the connection is reset (the RST
+                        // goes with this turn's) and reported closed.
                         self.counters.refused += 1;
                         slot.conn.abort(now);
+                        let t = slot.conn.tuple();
+                        while let Some(seg) = slot.conn.poll_transmit(now) {
+                            if self.rst.len() < MAX_PENDING_RST {
+                                self.rst.push((t.local, t.remote, slot.mac, seg.repr));
+                            }
+                        }
+                        let frame_bytes = self.port.xsk().umem().frame_size().bytes();
+                        slot.end(
+                            now,
+                            CloseReason::Aborted,
+                            self.counters.queue,
+                            frame_bytes,
+                            &self.out,
+                        );
+                        slot.app_closed(CloseReason::Aborted, &self.out);
                         self.port.take_back(slot.conn.send_memory_mut());
                         self.shared.registry.remove(key);
                         add_stats(&mut self.gone, slot.conn.stats());
@@ -1585,52 +1601,10 @@ impl Worker {
             let done =
                 closed.or((s.conn.state() == State::TimeWait).then_some(CloseReason::Normal));
             if let Some(reason) = done {
-                if s.appconn.is_none() {
-                    s.close_sink(now);
-                } else {
-                    s.end_app_sink();
-                }
-                if !s.reported {
-                    s.reported = true;
-                    let r = ConnReport {
-                        id: s.id,
-                        queue: counters.queue,
-                        tuple: s.conn.tuple(),
-                        reason,
-                        bytes_sent: s.written,
-                        bytes_acked: s.conn.bytes_acked(),
-                        bytes_received: s.read,
-                        stats: *s.conn.stats(),
-                        mismatch: match s.sink {
-                            Sink::Verify { mismatch, .. } => mismatch,
-                            _ => None,
-                        },
-                        source_error: s
-                            .source_error
-                            .or(s.appconn.as_ref().and_then(|a| a.io_error)),
-                        established: s.established,
-                        opened: s.opened,
-                        packet_mtu: s.conn.packet_mtu(),
-                        // A bulk sender's transfer ended when its FIN was
-                        // acknowledged: the wait for the peer's is not
-                        // part of it.
-                        ended: s.fin_acked.unwrap_or(now).min(now),
-                        peer_open: s.peer_open,
-                        congestion: s.conn.congestion_name(),
-                        pacing_rate: s.appconn.as_ref().and_then(|a| a.rate),
-                        send_bytes_touched: s.conn.send_bytes_touched(),
-                        send_mss: s.conn.send_mss(),
-                        send_buffer: s.conn.send_limit() * frame_bytes,
-                    };
-                    let _ = out.send(Msg::Closed(Box::new(r)));
-                }
+                s.end(now, reason, counters.queue, frame_bytes, out);
             }
-            if let (Some(reason), Some(a)) = (closed, s.appconn.as_mut()) {
-                // A stream that ends while it counts (it failed, or the peer
-                // closed it) reports what it moved and retransmitted last,
-                // and its TCP state then, first.
-                a.final_count(&s.conn, out);
-                let _ = out.send(Msg::App(AppIn::Closed { id: a.id, reason }));
+            if let Some(reason) = closed {
+                s.app_closed(reason, out);
             }
             if closed.is_some() {
                 port.take_back(s.conn.send_memory_mut());
