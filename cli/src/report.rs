@@ -679,9 +679,12 @@ impl TestReport<'_> {
         });
         // As iperf3's: `tcp_mss` is `-M`'s value where it was given, else
         // `tcp_mss_default` the MSS the connections have.
+        // (iperf3's server has no control connection MSS of its own to
+        // tell: 0.)
+        let server = self.side == Side::Server;
         match p.mss {
             Some(m) => start["tcp_mss"] = json!(m),
-            None => start["tcp_mss_default"] = json!(self.mss),
+            None => start["tcp_mss_default"] = json!(if server { 0 } else { self.mss }),
         }
         let peer = json!({ "host": self.peer.ip().to_canonical().to_string(),
                            "port": self.peer.port() });
@@ -697,6 +700,14 @@ impl TestReport<'_> {
                 v["retransmits"] = json!(r);
             }
             v
+        };
+        // As `iperf3 -s -J` writes it, a server tells only its own side of
+        // each stream: the other side's (which the client's results
+        // carried) is zeros, without the sender's TCP figures, and so is
+        // the client's CPU.
+        let theirs_only = |sender: bool, secs: f64, id: u32| {
+            json!({ "socket": id, "start": 0.0, "end": secs, "seconds": secs, "bytes": 0,
+                "bits_per_second": 0.0, "sender": sender })
         };
         let streams: Vec<Value> = self
             .streams
@@ -721,6 +732,11 @@ impl TestReport<'_> {
                         "seconds": self.seconds, "bytes": s.received,
                         "bits_per_second": rate(s.received, tr), "sender": ours },
                 });
+                if server && ours {
+                    v["receiver"] = theirs_only(ours, tr, s.id);
+                } else if server {
+                    v["sender"] = theirs_only(ours, ts, s.id);
+                }
                 if let Some((name, size)) = self.diskfile {
                     let (sent, received, size, ps, pr) = diskfile_counts(s, size);
                     v["diskfile"] = json!({ "sent": sent, "received": received, "size": size,
@@ -729,32 +745,54 @@ impl TestReport<'_> {
                 v
             })
             .collect();
-        let (fs, fr, fre) = self.sums(true);
+        // A direction's sums: the server's zeros for the side it did not do.
+        let sums = |forward: bool| {
+            let (sent, received, retransmits) = self.sums(forward);
+            let we_send = self.we_send(forward);
+            let secs = (self.sum_secs(forward, true), self.sum_secs(forward, false));
+            let sent = match server && !we_send {
+                true => side(0, None, we_send, secs.0),
+                false => side(sent, Some(retransmits), we_send, secs.0),
+            };
+            let received = side(
+                if server && we_send { 0 } else { received },
+                None,
+                we_send,
+                secs.1,
+            );
+            (sent, received)
+        };
+        let (sent, received) = sums(true);
+        let remote = match server {
+            true => CpuUtil::default(),
+            false => self.remote_cpu,
+        };
         let mut end = json!({
             "streams": streams,
-            "sum_sent": side(fs, Some(fre), self.we_send(true), self.sum_secs(true, true)),
-            "sum_received": side(fr, None, self.we_send(true), self.sum_secs(true, false)),
+            "sum_sent": sent,
+            "sum_received": received,
             "cpu_utilization_percent": {
                 "host_total": self.cpu.total, "host_user": self.cpu.user,
-                "host_system": self.cpu.system, "remote_total": self.remote_cpu.total,
-                "remote_user": self.remote_cpu.user, "remote_system": self.remote_cpu.system,
+                "host_system": self.cpu.system, "remote_total": remote.total,
+                "remote_user": remote.user, "remote_system": remote.system,
             },
         });
         if p.bidirectional {
-            let (rs, rr, rre) = self.sums(false);
-            end["sum_sent_bidir_reverse"] = side(
-                rs,
-                Some(rre),
-                self.we_send(false),
-                self.sum_secs(false, true),
-            );
-            end["sum_received_bidir_reverse"] =
-                side(rr, None, self.we_send(false), self.sum_secs(false, false));
+            let (sent, received) = sums(false);
+            end["sum_sent_bidir_reverse"] = sent;
+            end["sum_received_bidir_reverse"] = received;
         }
-        if let Some(c) = &self.sender_cc {
+        // A server names only its own algorithm: as the sender's where it
+        // sends (-R, --bidir), else as the receiver's (iperf3 3.12's).
+        let (snd_cc, rcv_cc) = match (server, p.reverse || p.bidirectional) {
+            (false, _) => (self.sender_cc.as_ref(), self.receiver_cc.as_ref()),
+            (true, true) => (self.sender_cc.as_ref(), None),
+            (true, false) => (None, self.receiver_cc.as_ref()),
+        };
+        if let Some(c) = snd_cc {
             end["sender_tcp_congestion"] = json!(c);
         }
-        if let Some(c) = &self.receiver_cc {
+        if let Some(c) = rcv_cc {
             end["receiver_tcp_congestion"] = json!(c);
         }
         let mut v = json!({ "start": start, "intervals": intervals, "end": end });

@@ -377,8 +377,9 @@ fn interval_blocks_are_headed_and_ordered_as_iperf3_s() {
 /// `server_output_json` a stock client gets with `--get-server-output`,
 /// have every key of stock `iperf3 -s -J`'s (normal, `-R`, `--bidir`);
 /// the stock client's own document has the same keys against either
-/// server; and the server's document and the output it returned have both
-/// ends' counts as the client has them.
+/// server; and the server's document and the output it returned have the
+/// server's own side's counts as the client has them, and zeros for the
+/// client's side, as stock's server writes them.
 #[test]
 fn serve_json_and_server_output_have_every_key_stock_iperf3_s_writes() {
     need_iperf3();
@@ -413,22 +414,19 @@ fn serve_json_and_server_output_have_every_key_stock_iperf3_s_writes() {
             stock_client,
             &client,
         );
-        // Both ends' counts, as the client has them: what xtcp counted on
-        // its side (the client got it in the results) and what only the
-        // client counted, in serve's document and in the output it
-        // returned (made once the client's results are in; stock iperf3
-        // 3.12 writes 0 for the client's counts there).
-        let keys: &[&str] = match *mode {
-            [] => &["sum_received", "sum_sent"],
-            ["-R"] => &["sum_sent", "sum_received"],
-            _ => &[
-                "sum_received",
-                "sum_sent_bidir_reverse",
-                "sum_sent",
-                "sum_received_bidir_reverse",
-            ],
+        // As stock `iperf3 -s -J` writes it, in serve's document and in the
+        // output it returned: the server's own side's counts, as the
+        // client has them (it got them in the results), and zeros for the
+        // side only the client counted.
+        let (own, zero): (&[&str], &[&str]) = match *mode {
+            [] => (&["sum_received"], &["sum_sent"]),
+            ["-R"] => (&["sum_sent"], &["sum_received"]),
+            _ => (
+                &["sum_received", "sum_sent_bidir_reverse"],
+                &["sum_sent", "sum_received_bidir_reverse"],
+            ),
         };
-        for key in keys {
+        for key in own {
             let theirs = &client["end"][key]["bytes"];
             assert!(theirs.as_u64().unwrap() > 0, "{key}: {client}");
             assert_eq!(
@@ -437,7 +435,45 @@ fn serve_json_and_server_output_have_every_key_stock_iperf3_s_writes() {
             );
             assert_eq!(&out["end"][key]["bytes"], theirs, "{mode:?} {key}: {out}");
         }
+        for key in zero {
+            assert_eq!(doc["end"][key]["bytes"], 0, "{mode:?} {key}: serve {doc}");
+            assert_eq!(out["end"][key]["bytes"], 0, "{mode:?} {key}: {out}");
+            // No more keys than stock's there (no retransmits).
+            assert_eq!(
+                object_keys(&doc["end"][key]),
+                object_keys(&stock_doc["end"][key]),
+                "{mode:?} {key}"
+            );
+        }
+        // Each stream's side the server did not do: zeros, with stock's
+        // keys only (no TCP figures of the client's).
+        let streams = |d: &Value| d["end"]["streams"].as_array().unwrap().clone();
+        let stock_sides: Vec<(Vec<String>, Vec<String>)> = streams(stock_doc)
+            .iter()
+            .map(|s| (object_keys(&s["sender"]), object_keys(&s["receiver"])))
+            .collect();
+        for s in streams(&doc) {
+            let ours = s["sender"]["sender"] == true;
+            let other = if ours { "receiver" } else { "sender" };
+            assert_eq!(s[other]["bytes"], 0, "{mode:?}: {s}");
+            let keys = object_keys(&s[other]);
+            assert!(
+                stock_sides
+                    .iter()
+                    .any(|(snd, rcv)| keys == if ours { rcv.clone() } else { snd.clone() }),
+                "{mode:?}: {s} against stock's {stock_sides:?}"
+            );
+        }
     }
+}
+
+/// An object's keys, sorted.
+fn object_keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .map_or_else(Vec::new, |o| o.keys().cloned().collect());
+    k.sort();
+    k
 }
 
 /// Numbers of the line ending in `tail` (sender / receiver) whose id is
