@@ -42,6 +42,28 @@ pub fn parse_interval(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `-t`: whole seconds, at most a day (iperf3's limit; 0: until
+/// interrupted). A fraction is refused, not cut as iperf3's `atoi` cuts it.
+pub fn parse_test_secs(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    match t.parse::<u32>() {
+        Ok(v) if v <= 86_400 => Ok(v),
+        Ok(_) => Err("test duration too long (maximum = 86400 seconds)".into()),
+        Err(_) if t.parse::<f64>().is_ok_and(|f| f.is_finite() && f >= 0.0) => {
+            Err(format!("`{s}`: give whole seconds"))
+        }
+        Err(_) => Err(format!("`{s}` is not a number of seconds")),
+    }
+}
+
+/// `-O`: whole seconds, at most 60 (iperf3's limit).
+pub fn parse_omit_secs(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(v) if v <= 60 => Ok(v),
+        _ => Err(format!("`{s}`: bogus value for --omit (whole seconds, 0 to 60)")),
+    }
+}
+
 /// `--grace`: seconds from 0 to an hour (NaN, infinities and negative
 /// numbers refused, not clamped).
 pub fn parse_grace(s: &str) -> Result<f64, String> {

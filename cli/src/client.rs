@@ -46,15 +46,15 @@ pub struct ClientArgs {
     /// Seconds to transmit [default: 10; 0: until interrupted]; one end
     /// condition of -t, -n and -k, as iperf3 (with -F, the test ends at -t
     /// or at the file's end, whichever comes first).
-    #[arg(short, long, value_name = "SECS")]
+    #[arg(short, long, value_name = "SECS", value_parser = crate::args::parse_test_secs)]
     pub time: Option<u32>,
     /// Bytes to transmit (e.g. 2G) instead of a time (0, as iperf3's: no
     /// byte count, the time).
     #[arg(short = 'n', long = "bytes", value_parser = parse_size)]
     pub bytes: Option<u64>,
-    /// Blocks to transmit instead of a time (0, as iperf3's: no block
-    /// count, the time).
-    #[arg(short = 'k', long = "blockcount")]
+    /// Blocks to transmit instead of a time (e.g. 1000 or 10K; 0, as
+    /// iperf3's: no block count, the time).
+    #[arg(short = 'k', long = "blockcount", value_parser = parse_size)]
     pub blocks: Option<u64>,
     /// Parallel streams (1 to 128, as iperf3).
     #[arg(short = 'P', long, default_value_t = 1,
@@ -75,8 +75,10 @@ pub struct ClientArgs {
     /// iperf3's, is the default: 128K; at most 1M, as iperf3's).
     #[arg(short = 'l', long = "length", value_parser = parse_size)]
     pub length: Option<u64>,
-    /// Seconds at the start to leave out of the results.
-    #[arg(short = 'O', long = "omit", default_value_t = 0)]
+    /// Seconds at the start to leave out of the results (at most 60, as
+    /// iperf3).
+    #[arg(short = 'O', long = "omit", default_value_t = 0,
+          value_parser = crate::args::parse_omit_secs)]
     pub omit: u32,
     /// Seconds between interval lines (0: one line for the whole test, at
     /// its end, as iperf3).

@@ -1013,6 +1013,8 @@ fn conflicting_test_options_are_refused() {
         &["-n", "1M", "-k", "10"][..],
         &["-t", "3", "-n", "1M"],
         &["-t", "3", "-k", "10"],
+        // -k takes iperf3's units (K, M, G): parsed, then in conflict.
+        &["-t", "3", "-k", "1K"],
     ] {
         refused(args, "only one test end condition (-t, -n, -k)");
     }
@@ -1029,6 +1031,13 @@ fn conflicting_test_options_are_refused() {
     refused(&["-i", "61"], interval);
     refused(&["-P", "0"], "0 is not in 1..=128");
     refused(&["-P", "129"], "129 is not in 1..=128");
+    refused(
+        &["-t", "86401"],
+        "test duration too long (maximum = 86400 seconds)",
+    );
+    refused(&["-O", "61"], "bogus value for --omit");
+    // A fraction of a second is refused (iperf3's atoi cuts 1.5 to 1).
+    refused(&["-t", "1.5"], "give whole seconds");
     // Engine flags out of range, negative ones too (not "invalid digit").
     refused(&["--pmtu-expires", "-1"], "-1 is not in 0..=86400");
     refused(&["--pmtu-expires", "86401"], "86401 is not in 0..=86400");
