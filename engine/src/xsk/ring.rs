@@ -84,16 +84,18 @@ impl<T: Copy> RingMem<T> {
     fn write(&self, idx: u32, value: T) {
         let slot = (idx & (self.size - 1)) as usize;
         // SAFETY: slot < size, so the pointer is inside the entry array; the
-        // caller (a producer) reserved `idx`, so the consumer does not read it
-        // until the Release store in `submit`.
+        // one caller (`ProdRing::write`) checked that `idx` is reserved and
+        // not submitted, so the consumer does not read it until the Release
+        // store in `submit`.
         unsafe { self.entries.add(slot).write_volatile(value) }
     }
 
     #[inline]
     fn read(&self, idx: u32) -> T {
         let slot = (idx & (self.size - 1)) as usize;
-        // SAFETY: slot < size; the caller (a consumer) observed, with Acquire,
-        // a producer index past `idx`, so the entry is fully written and the
+        // SAFETY: slot < size; the one caller (`ConsRing::read`) checked that
+        // `idx` is peeked and not released: it observed, with Acquire, a
+        // producer index past `idx`, so the entry is fully written and the
         // producer won't touch it until we release it.
         unsafe { self.entries.add(slot).read_volatile() }
     }
@@ -168,9 +170,15 @@ impl<T: Copy> ProdRing<T> {
     }
 
     /// Writes a reserved, not yet submitted entry.
+    ///
+    /// # Panics
+    ///
+    /// Outside the reserved range: the consumer may be reading there (a
+    /// check, not a debug assertion, since `RingMem::write`'s soundness
+    /// rests on it; one predictable branch an entry).
     #[inline]
     pub fn write(&mut self, idx: u32, value: T) {
-        debug_assert!(
+        assert!(
             idx.wrapping_sub(self.published) < self.cached_prod.wrapping_sub(self.published),
             "write outside the reserved range"
         );
@@ -263,9 +271,14 @@ impl<T: Copy> ConsRing<T> {
     }
 
     /// Reads a peeked, not yet released entry.
+    ///
+    /// # Panics
+    ///
+    /// Outside the peeked range: the producer may be writing there (a
+    /// check, as in [`ProdRing::write`]).
     #[inline]
     pub fn read(&self, idx: u32) -> T {
-        debug_assert!(
+        assert!(
             idx.wrapping_sub(self.released) < self.cached_cons.wrapping_sub(self.released),
             "read outside the peeked range"
         );
@@ -389,6 +402,34 @@ impl FakeFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A producer writes only what it reserved and has not submitted (the
+    /// consumer may be reading the rest): checked in release builds too.
+    #[test]
+    #[should_panic(expected = "write outside the reserved range")]
+    fn a_write_of_a_submitted_entry_panics() {
+        let (mut p, _c, _) = FakeRing::<u64>::new(8, 0).split();
+        let (start, n) = p.reserve(2);
+        assert_eq!(n, 2);
+        p.write(start, 1);
+        p.submit(1);
+        p.write(start, 2);
+    }
+
+    /// A consumer reads only what it peeked and has not released.
+    #[test]
+    #[should_panic(expected = "read outside the peeked range")]
+    fn a_read_past_the_peeked_entries_panics() {
+        let (mut p, mut c, _) = FakeRing::<u64>::new(8, 0).split();
+        let (start, _) = p.reserve(4);
+        for i in 0..4 {
+            p.write(start.wrapping_add(i), 7);
+        }
+        p.submit(4);
+        let (s, got) = c.peek(2);
+        assert_eq!(got, 2);
+        c.read(s.wrapping_add(2));
+    }
 
     #[test]
     fn fill_then_drain() {
