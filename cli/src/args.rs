@@ -60,7 +60,9 @@ pub fn parse_test_secs(s: &str) -> Result<u32, String> {
 pub fn parse_omit_secs(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(v) if v <= 60 => Ok(v),
-        _ => Err(format!("`{s}`: bogus value for --omit (whole seconds, 0 to 60)")),
+        _ => Err(format!(
+            "`{s}`: bogus value for --omit (whole seconds, 0 to 60)"
+        )),
     }
 }
 

@@ -126,13 +126,18 @@ impl UmemFrames {
         self.spare.push(frame);
     }
 
-    /// True while a TX descriptor lent from any of its frames is in flight
-    /// (such a connection must stay on its worker: see [`Umem::is_lent`]).
+    /// True while a TX descriptor lent from any of its frames is in flight,
+    /// those it gave up and still holds included (such a connection must
+    /// stay on its worker: see [`Umem::is_lent`]).
     pub fn any_lent(&self) -> bool {
         let Some(umem) = self.umem.as_ref() else {
             return false;
         };
-        self.slots.iter().flatten().any(|f| umem.is_lent(f))
+        self.slots
+            .iter()
+            .flatten()
+            .chain(&self.surplus)
+            .any(|f| umem.is_lent(f))
     }
 
     /// Frames held (in slots and spare).
@@ -486,5 +491,35 @@ mod tests {
         fake.transmit(1);
         fake.comp.complete(&mut returned, 8);
         assert_eq!(returned.len(), 2, "slot 1's frame after its completion");
+    }
+
+    /// A frame given up while a descriptor lent from it is in flight still
+    /// holds its connection to its worker (the count is that thread's)
+    /// until the descriptor completes.
+    #[test]
+    fn a_frame_given_up_in_flight_is_still_lent() {
+        let umem = heap_umem(8);
+        let mut pool = umem.take_frames();
+        let mut fake = FakeTx::new(&umem, 8);
+        let mut mem = UmemFrames::default();
+        mem.attach(umem.clone(), 0);
+        let mut b = SendBuffer::new(4096, 2, mem);
+        b.allocate(None);
+        while b.memory().wants() > 0 {
+            b.memory_mut().give(pool.pop().unwrap());
+        }
+        assert_eq!(b.write(&[1u8; 4096]), 4096);
+        {
+            let mut batch = fake.tx.batch(1);
+            let frame = b.memory().token(0).unwrap();
+            assert!(batch.lend(frame, 0, 4096, false));
+        }
+        assert!(b.memory().any_lent());
+        b.memory_mut().give_up(0);
+        assert!(b.memory().any_lent(), "given up, still in flight");
+        fake.transmit(1);
+        let mut back = Vec::new();
+        fake.comp.complete(&mut back, 8);
+        assert!(!b.memory().any_lent());
     }
 }
