@@ -127,9 +127,14 @@ fn ifname_bytes(ifname: &str) -> io::Result<[u8; IFNAMSIZ]> {
     Ok(name)
 }
 
-/// Issues `SIOCETHTOOL` on `sock` for `ifname` with `cmd` pointing at `T`,
-/// whose first field must be the ethtool command word.
-fn ethtool<T>(sock: BorrowedFd<'_>, ifname: &str, cmd: &mut T) -> io::Result<()> {
+/// Issues `SIOCETHTOOL` on `sock` for `ifname` with `cmd` pointing at `T`.
+///
+/// # Safety
+///
+/// `T` must be the `#[repr(C)]` ethtool struct of the layout that the
+/// command word in its first field selects (the kernel copies that many
+/// bytes from and to it), with integer and byte-array fields only.
+unsafe fn ethtool<T>(sock: BorrowedFd<'_>, ifname: &str, cmd: &mut T) -> io::Result<()> {
     let mut ifr = IfreqData {
         name: ifname_bytes(ifname)?,
         data: (cmd as *mut T).cast(),
@@ -139,8 +144,8 @@ fn ethtool<T>(sock: BorrowedFd<'_>, ifname: &str, cmd: &mut T) -> io::Result<()>
     // is a live `struct ifreq`-compatible value at least as large as the
     // kernel's, with a NUL-terminated name; `ifr.data` points to `*cmd`, a
     // live, exclusively borrowed `#[repr(C)]` ethtool struct of the layout the
-    // command word in its first field selects (callers pair them), so the
-    // kernel's copy_from_user/copy_to_user stay in bounds.
+    // command word in its first field selects (this function's contract), so
+    // the kernel's copy_from_user/copy_to_user stay in bounds.
     let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -288,7 +293,9 @@ pub fn ethtool_drvinfo(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<DriverI
         eedump_len: 0,
         regdump_len: 0,
     };
-    ethtool(sock, ifname, &mut info)?;
+    // SAFETY: `EthtoolDrvinfo` is `struct ethtool_drvinfo`, the layout of
+    // ETHTOOL_GDRVINFO, its first field.
+    unsafe { ethtool(sock, ifname, &mut info)? };
     Ok(DriverInfo {
         driver: c_string(&info.driver),
         version: c_string(&info.version),
@@ -305,7 +312,9 @@ pub fn ethtool_channels(sock: BorrowedFd<'_>, ifname: &str) -> io::Result<Channe
         cmd: ETHTOOL_GCHANNELS,
         ..Default::default()
     };
-    ethtool(sock, ifname, &mut ch)?;
+    // SAFETY: `EthtoolChannels` is `struct ethtool_channels`, the layout
+    // of ETHTOOL_GCHANNELS, its first field.
+    unsafe { ethtool(sock, ifname, &mut ch)? };
     Ok(Channels {
         rx: ch.rx_count,
         tx: ch.tx_count,

@@ -17,9 +17,10 @@
 //!   arithmetic is plain safe Rust, no intrinsics. On x86-64 the same code is
 //!   also compiled with AVX2 enabled (`#[target_feature]`) and chosen at run
 //!   time when the CPU has AVX2 — the baseline build only gets SSE2, which
-//!   halves the vector width. Calling that copy is the one `unsafe` in this
-//!   module (the CPU check is its safety argument); the scalar/SSE2 path is
-//!   the fallback and the tests compare both with a byte-by-byte reference.
+//!   halves the vector width. Calling those copies (of the sum and of the
+//!   fused copy-and-sum) are the two `unsafe` blocks in this module (the CPU
+//!   check is their safety argument); the scalar/SSE2 path is the fallback
+//!   and the tests compare both with a byte-by-byte reference.
 //! - Nothing here allocates or panics, except [`copy_and_sum`] when `dst` is
 //!   shorter than `src` (like `copy_from_slice`).
 

@@ -11,12 +11,13 @@
 //!   [`Error`] for truncated, malformed, unsupported or fragmented input.
 //! - `XxxRepr::emit(&mut packet)` writes every header byte it owns (buffers
 //!   pre-filled with `0xa5` in the tests prove it), never the payload.
-//! - Nothing here allocates or performs I/O. The only `unsafe` is the call
-//!   of the run-time-selected AVX2 copy of the checksum loop ([`checksum`]).
+//! - Nothing here allocates or performs I/O. The only `unsafe` is in
+//!   [`checksum`]: its two calls of the run-time-selected AVX2 copies of the
+//!   checksum loops (the sum, and the fused copy-and-sum).
 //!
 //! [`locate_tcp`] walks Ethernet (+ one 802.1Q tag) → IPv4/IPv6 (extension
-//! headers skipped) → TCP in one call and is what the `seg` and `tcp` layers
-//! use on received frames; [`locate_too_big`] finds an ICMP "packet too
+//! headers skipped) → TCP in one call and is what the worker's port uses
+//! on received frames; [`locate_too_big`] finds an ICMP "packet too
 //! big" about a TCP segment (path MTU discovery).
 
 pub mod arp;

@@ -9,8 +9,12 @@
 //! `Slot::app` or `Slot::app_conn` fill the send buffer and drain the
 //! receive buffer; `take_direct` hands in-order payload to the sink
 //! straight from the receive frame; `Slot::end` ends the stream when the
-//! connection ends and reports the connection to the control thread. None of it allocates per packet: application
-//! data moves in chunks over bounded channels.
+//! connection ends and reports the connection to the control thread.
+//! Bulk connections and counting or sending streams allocate nothing per
+//! packet. A relayed connection's bytes (iperf3's control connection, its
+//! cookie: a few hundred bytes a test) go to the application as a `Vec` a
+//! turn that brought some, and what it writes comes the same way: bounded
+//! channels, not the data path.
 
 use std::time::{Duration, Instant};
 

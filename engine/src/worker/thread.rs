@@ -33,9 +33,13 @@
 //!
 //! Nothing here allocates per packet: the connection table, the reset queue
 //! and the MAC table have fixed capacity from the start; a connection's
-//! buffers are allocated once, at establishment. No locks: the only shared
-//! state is atomics (the stop flag, the connection registry) and
-//! bounded lock-free channels used outside the per-packet path (reports).
+//! buffers are allocated once, at establishment. No locks on the
+//! per-packet path: the only shared state is atomics (the stop flag, the
+//! connection registry) and bounded channels. Between workers (ACKs
+//! forwarded to a connection's owner, hand-overs) sends are `try_send` into
+//! inboxes that are only polled, which take no lock; reports to the
+//! control thread (a counting stream's count every 5 ms, openings,
+//! closings) may take crossbeam's waker lock to wake it where it waits.
 //!
 //! Placement: a connection lives on the worker whose queue receives its
 //! packets. Active opens start on the worker that sends the SYN; if the

@@ -467,11 +467,30 @@ fn setsockopt<T>(fd: BorrowedFd<'_>, opt: libc::c_int, val: &T) -> io::Result<()
     }
 }
 
-fn getsockopt<T: Default>(fd: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<(T, usize)> {
+/// A kernel struct that `getsockopt` may fill with whatever bytes the
+/// kernel writes.
+///
+/// # Safety
+///
+/// Every byte pattern must be a valid value of the type (`#[repr(C)]`
+/// or a newtype of one, integer fields only), as the kernel's struct for
+/// the option is.
+unsafe trait KernelStruct: Default {}
+
+// SAFETY: newtypes of libc's `#[repr(C)]` structs of `u64` and `u32`
+// fields: every byte pattern is a valid value.
+unsafe impl KernelStruct for MmapOffsets {}
+// SAFETY: as above (`xdp_options`: one `u32`).
+unsafe impl KernelStruct for XdpOptions {}
+// SAFETY: as above (`xdp_statistics`: `u64`s).
+unsafe impl KernelStruct for Stats {}
+
+fn getsockopt<T: KernelStruct>(fd: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<(T, usize)> {
     let mut val = T::default();
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `val` is a live, writable T and `len` its size; the kernel
-    // writes at most `len` bytes and updates `len`.
+    // writes at most `len` bytes and updates `len`, and any bytes it writes
+    // make a valid T (`KernelStruct`).
     let r = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
