@@ -10,7 +10,7 @@
 //! - inputs: [`Connection::handle_segment`], [`Connection::handle_timeout`];
 //! - outputs: [`Connection::poll_transmit`] (or in bursts
 //!   [`Connection::poll_transmit_gso`]; + [`Connection::payload_pieces`],
-//!   the payload by reference with its sums; [`Connection::copy_payload`]),
+//!   the payload by reference with its sums),
 //!   [`Connection::poll_event`], [`Connection::poll_timeout`];
 //! - mutators: [`Connection::set_congestion_control`];
 //! - application: [`Connection::write`] (copies in), in place
@@ -1244,11 +1244,6 @@ impl<M: SendMemory> Connection<M> {
     /// [`super::send::MAX_PIECES`]).
     pub fn payload_pieces(&mut self, seg: &Segment, out: &mut [Piece]) -> Option<usize> {
         self.send.pieces(seg.offset, seg.len, out)
-    }
-
-    /// The payload of `seg` copied into `out` (its length must be `seg.len`).
-    pub fn copy_payload(&self, seg: &Segment, out: &mut [u8]) {
-        self.send.copy_out(seg.offset, &mut out[..seg.len]);
     }
 
     /// The next segment to send, if any. Call until `None`.

@@ -656,8 +656,9 @@ impl<M: SendMemory> SendBuffer<M> {
         sum
     }
 
-    /// The bytes at `[offset, offset+len)` copied into `out` (tests, the
-    /// simulator).
+    /// The bytes at `[offset, offset+len)` copied into `out` (tests: the
+    /// engine sends by reference).
+    #[cfg(test)]
     pub(crate) fn copy_out(&self, offset: u64, out: &mut [u8]) {
         let fl = self.frame_len as u64;
         let frames = self.frames as u64;
