@@ -105,8 +105,9 @@ pub struct ClientArgs {
     /// NewReno, as Linux's `reno` is).
     #[arg(short = 'C', long = "congestion", value_name = "ALGO", value_parser = parse_congestion)]
     pub congestion: Option<CongestionAlgorithm>,
-    /// MSS of the data connections (announced, and the most xtcp sends;
-    /// also sent to the server, as iperf3's TCP_MAXSEG).
+    /// MSS of xtcp's connections (announced, and the most xtcp sends; the
+    /// control connection's too, where iperf3 sets it on the data streams
+    /// only); also sent to the server, as iperf3's TCP_MAXSEG.
     #[arg(short = 'M', long = "set-mss", value_name = "BYTES",
           value_parser = clap::value_parser!(u16).range(536..=9216))]
     pub set_mss: Option<u16>,
