@@ -14,10 +14,15 @@
 //! `segment_scan` is the same with the connection found by comparing every
 //! one held in turn, as the worker did before its hash index.
 //!
+//! `listener/flood_syn` is a listener's cost of a SYN it drops (a flood
+//! against a full half-open table) against how many half-open connections
+//! it holds.
+//!
 //! Measured in thread CPU time; figures in docs/BENCHMARKS.md, "Many
 //! streams on one queue".
 //!
-//! `cargo bench -p xtcp-benches --bench conns`
+//! `cargo bench -p xtcp-benches --bench conns` (one group:
+//! `-- listener/`)
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -168,6 +173,56 @@ impl Conns {
     }
 }
 
+/// A listener holding `n` half-open connections (its table full: at most
+/// `n`), and a flood SYN from a new peer each iteration: the lookup, the
+/// drop, and what a worker's turn asks of the listener after it (its
+/// output, its next deadline).
+fn flood_syn(c: &mut Criterion<ThreadCpuTime>) {
+    use xtcp_engine::tcp::Listener;
+    use xtcp_engine::wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+    let syn = |i: u32| TcpRepr {
+        src_port: 1024 + (i % 60_000) as u16,
+        dst_port: 5201,
+        seq: SeqNumber(i.wrapping_mul(7919)),
+        ack: SeqNumber(0),
+        flags: TcpFlags::SYN,
+        window: 65535,
+        urgent: 0,
+        options: TcpOptions::NONE,
+    };
+    let peer = |i: u32| {
+        SocketAddr::from((
+            std::net::Ipv4Addr::from(0x0a00_0000 + i),
+            1024 + (i % 60_000) as u16,
+        ))
+    };
+    let mut g = c.benchmark_group("listener");
+    g.throughput(Throughput::Elements(1));
+    for n in [1usize, 16, 256, 1024] {
+        let now = Instant::now();
+        let local = SocketAddr::from(([198, 18, 0, 2], 5201));
+        let mut l = Listener::new(cfg(), local, IsnGenerator::new(1, now), n, 8);
+        for i in 0..n as u32 {
+            l.handle_segment(now, peer(i), &syn(i), &[]);
+            while l.poll_transmit(now).is_some() {}
+        }
+        assert_eq!(l.half_open_count(), n);
+        let mut i = n as u32;
+        g.bench_with_input(BenchmarkId::new("flood_syn", n), &n, |b, _| {
+            b.iter(|| {
+                i = i.wrapping_add(1);
+                l.handle_segment(now, peer(i), &syn(i), &[]);
+                while l.poll_transmit(now).is_some() {}
+                black_box(l.poll_timeout())
+            })
+        });
+        // Every flood SYN was dropped (the table was full), none answered.
+        assert_eq!(l.stats().syns_accepted, n as u64);
+        assert_eq!(l.half_open_count(), n);
+    }
+    g.finish();
+}
+
 fn bench(c: &mut Criterion<ThreadCpuTime>) {
     let mut g = c.benchmark_group("conns");
     g.throughput(Throughput::Elements(1));
@@ -194,6 +249,6 @@ criterion_group! {
         .with_measurement(ThreadCpuTime)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = bench
+    targets = bench, flood_syn
 }
 criterion_main!(benches);

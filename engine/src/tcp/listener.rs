@@ -31,11 +31,27 @@ use super::isn::IsnGenerator;
 use super::send::{HeapFrames, SendMemory};
 use super::{Config, Connection, FourTuple, Segment, State};
 use crate::wire::{TcpFlags, TcpRepr};
-use std::collections::VecDeque;
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 const MAX_PENDING_RST: usize = 16;
+
+/// What the listener keeps of each half-open connection beside it (same
+/// position): small, so that a turn's work on a full table reads these,
+/// not the connections.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    tuple: FourTuple,
+    /// Its incarnation, to tell it from an earlier one of the same tuple
+    /// in the queue of those with output.
+    id: u64,
+    /// Its earliest deadline, as of the last call into it.
+    deadline: Option<Instant>,
+    /// In the queue of those that may have output.
+    queued: bool,
+}
 
 /// Listener counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -109,6 +125,19 @@ pub struct Listener<M = HeapFrames> {
     addrs: Vec<(IpAddr, u16)>,
     isn: IsnGenerator,
     half_open: Vec<Connection<M>>,
+    /// Beside `half_open`, position for position.
+    entries: Vec<Entry>,
+    /// Where each half-open connection is in `half_open` (capacity for
+    /// twice `max_half_open`: never reallocated).
+    at: HashMap<FourTuple, usize>,
+    /// Half-open connections that may have output (tuple and incarnation;
+    /// an entry whose connection went, or came again, is skipped).
+    queue: VecDeque<(FourTuple, u64)>,
+    next_id: u64,
+    /// The earliest of the entries' deadlines, where known (`None` in
+    /// `stale_min`: to be found again).
+    min_deadline: Cell<Option<Instant>>,
+    stale_min: Cell<bool>,
     max_half_open: usize,
     ready: VecDeque<Connection<M>>,
     backlog: usize,
@@ -151,6 +180,12 @@ impl<M: SendMemory + Default> Listener<M> {
             cfg,
             isn,
             half_open: Vec::with_capacity(max_half_open),
+            entries: Vec::with_capacity(max_half_open),
+            at: HashMap::with_capacity(2 * max_half_open),
+            queue: VecDeque::with_capacity(max_half_open + 1),
+            next_id: 0,
+            min_deadline: Cell::new(None),
+            stale_min: Cell::new(false),
             max_half_open,
             ready: VecDeque::with_capacity(backlog),
             backlog,
@@ -184,7 +219,7 @@ impl<M: SendMemory + Default> Listener<M> {
 
     /// Whether a half-open connection of `tuple` is held here.
     pub fn holds(&self, tuple: &FourTuple) -> bool {
-        self.half_open.iter().any(|c| c.tuple() == *tuple)
+        self.at.contains_key(tuple)
     }
 
     /// Counters.
@@ -240,8 +275,10 @@ impl<M: SendMemory + Default> Listener<M> {
         parts: &[&[u8]],
     ) {
         let tuple = FourTuple { local, remote };
-        if let Some(i) = self.half_open.iter().position(|c| c.tuple() == tuple) {
+        if let Some(&i) = self.at.get(&tuple) {
             self.half_open[i].handle_segment_parts(now, seg, parts, &mut |_| 0);
+            self.touch(i);
+            self.enqueue(i);
             self.settle(i, now);
             return;
         }
@@ -286,8 +323,74 @@ impl<M: SendMemory + Default> Listener<M> {
             c.set_recv_share(self.share);
         }
         self.stats.syns_accepted += 1;
-        self.half_open.push(c);
+        self.push(c);
         self.stats.half_open_peak = self.stats.half_open_peak.max(self.half_open.len() as u64);
+    }
+
+    /// Holds a new half-open connection (its SYN-ACK is ready to go).
+    fn push(&mut self, c: Connection<M>) {
+        let i = self.half_open.len();
+        let tuple = c.tuple();
+        self.at.insert(tuple, i);
+        self.entries.push(Entry {
+            tuple,
+            id: self.next_id,
+            deadline: None,
+            queued: false,
+        });
+        self.next_id += 1;
+        self.half_open.push(c);
+        self.touch(i);
+        self.enqueue(i);
+    }
+
+    /// Takes the half-open connection at `i` out (the last one moves there).
+    fn remove(&mut self, i: usize) -> Connection<M> {
+        let e = self.entries.swap_remove(i);
+        self.at.remove(&e.tuple);
+        if let Some(moved) = self.entries.get(i) {
+            self.at.insert(moved.tuple, i);
+        }
+        if e.deadline.is_some() && e.deadline == self.min_deadline.get() {
+            self.stale_min.set(true);
+        }
+        self.half_open.swap_remove(i)
+    }
+
+    /// Notes the deadline of the connection at `i` after a call into it.
+    fn touch(&mut self, i: usize) {
+        let d = self.half_open[i].poll_timeout();
+        let e = &mut self.entries[i];
+        let old = std::mem::replace(&mut e.deadline, d);
+        let min = self.min_deadline.get();
+        if old.is_some() && old == min && d != old {
+            self.stale_min.set(true);
+        } else if let Some(d) = d
+            && !self.stale_min.get()
+            && min.is_none_or(|m| d < m)
+        {
+            self.min_deadline.set(Some(d));
+        }
+    }
+
+    /// Queues the connection at `i` as one that may have output.
+    fn enqueue(&mut self, i: usize) {
+        let e = &mut self.entries[i];
+        if e.queued {
+            return;
+        }
+        e.queued = true;
+        if self.queue.len() == self.queue.capacity() {
+            // Only what went or came again since it was queued is beyond
+            // one an entry: drop those (no allocation).
+            let (at, entries) = (&self.at, &self.entries);
+            self.queue.retain(|(t, id)| {
+                at.get(t)
+                    .is_some_and(|&j| entries[j].id == *id && entries[j].queued)
+            });
+        }
+        let e = &self.entries[i];
+        self.queue.push_back((e.tuple, e.id));
     }
 
     fn queue_rst(&mut self, tuple: FourTuple, seg: &TcpRepr, payload_len: usize) {
@@ -311,7 +414,7 @@ impl<M: SendMemory + Default> Listener<M> {
             // Nobody else will read a failed half-open connection's events.
             while self.half_open[i].poll_event().is_some() {}
             if self.half_open[i].is_drained() {
-                let c = self.half_open.swap_remove(i);
+                let c = self.remove(i);
                 self.stats.half_open_expired += 1;
                 if let Some(x) = self.index.as_mut() {
                     x.forget(&c.tuple());
@@ -319,7 +422,7 @@ impl<M: SendMemory + Default> Listener<M> {
             }
             return;
         }
-        let c = self.half_open.swap_remove(i);
+        let c = self.remove(i);
         if self.ready.len() >= self.backlog {
             self.stats.backlog_dropped += 1;
             if let Some(x) = self.index.as_mut() {
@@ -338,14 +441,6 @@ impl<M: SendMemory + Default> Listener<M> {
         }
         self.stats.established += 1;
         self.ready.push_back(c);
-    }
-
-    fn settle_all(&mut self, now: Instant) {
-        let mut i = self.half_open.len();
-        while i > 0 {
-            i -= 1;
-            self.settle(i, now);
-        }
     }
 
     /// Whether a new SYN is answered with a reset (the peer's connect is
@@ -368,19 +463,32 @@ impl<M: SendMemory + Default> Listener<M> {
         self.ready.pop_front()
     }
 
-    /// Handles expired timers of the half-open connections.
+    /// Handles expired timers of the half-open connections (reading the
+    /// entries, and only the connections whose deadline came).
     pub fn handle_timeout(&mut self, now: Instant) {
-        for c in &mut self.half_open {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                c.handle_timeout(now);
+        // From the end: a connection that goes is replaced by one already
+        // seen.
+        let mut i = self.entries.len();
+        while i > 0 {
+            i -= 1;
+            if self.entries[i].deadline.is_some_and(|t| t <= now) {
+                self.half_open[i].handle_timeout(now);
+                self.touch(i);
+                self.enqueue(i);
+                self.settle(i, now);
             }
         }
-        self.settle_all(now);
     }
 
-    /// The earliest deadline of the half-open connections.
+    /// The earliest deadline of the half-open connections (found again
+    /// from the entries only when the earliest one changed).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.half_open.iter().filter_map(|c| c.poll_timeout()).min()
+        if self.stale_min.get() {
+            self.min_deadline
+                .set(self.entries.iter().filter_map(|e| e.deadline).min());
+            self.stale_min.set(false);
+        }
+        self.min_deadline.get()
     }
 
     /// The next segment to send, with its addresses (SYN-ACKs and RSTs; no
@@ -390,12 +498,126 @@ impl<M: SendMemory + Default> Listener<M> {
             self.stats.rst_sent += 1;
             return Some((t, Segment::single(r, 0, 0)));
         }
-        for c in &mut self.half_open {
-            if let Some(s) = c.poll_transmit(now) {
-                return Some((c.tuple(), s));
+        // Those that may have output, in turn: one stays first while it
+        // has more.
+        while let Some(&(tuple, id)) = self.queue.front() {
+            let Some(&i) = self.at.get(&tuple).filter(|&&i| {
+                let e = &self.entries[i];
+                e.id == id && e.queued
+            }) else {
+                self.queue.pop_front();
+                continue;
+            };
+            let out = self.half_open[i].poll_transmit(now);
+            self.touch(i);
+            if let Some(seg) = out {
+                return Some((tuple, seg));
             }
+            self.queue.pop_front();
+            self.entries[i].queued = false;
+            self.settle(i, now);
         }
-        self.settle_all(now);
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::isn::XorShift;
+    use crate::wire::{SeqNumber, TcpOptions};
+    use std::time::Duration;
+
+    /// The bookkeeping beside the half-open connections holds through
+    /// random churn (new SYNs from a few dozen peers, their SYNs again,
+    /// handshakes completed, resets, timeouts, accepts): each connection
+    /// is found at its place, the earliest deadline is the connections'
+    /// own, output drained leaves nothing queued, and neither the index
+    /// nor the queue grows past what it was given (output left for later
+    /// fills the queue with entries of connections gone).
+    #[test]
+    fn half_open_bookkeeping_holds_through_churn() {
+        let t0 = Instant::now();
+        let local: SocketAddr = "10.0.0.2:80".parse().unwrap();
+        let cfg = Config {
+            syn_retries: 2,
+            ..Config::default()
+        };
+        let mut l = Listener::new(cfg, local, IsnGenerator::new(3, t0), 8, 4);
+        let (at_cap, queue_cap) = (l.at.capacity(), l.queue.capacity());
+        let mut rng = XorShift::new(42);
+        let mut now = t0;
+        // The SYN-ACK each peer port got last: its ISS.
+        let mut iss: HashMap<u16, SeqNumber> = HashMap::new();
+        let mut established = 0u64;
+        for step in 0..20_000u32 {
+            let port = 1000 + (rng.next_u64() % 24) as u16;
+            let peer = SocketAddr::new("10.0.0.1".parse().unwrap(), port);
+            let seg = |flags: TcpFlags, seq: SeqNumber, ack: SeqNumber| TcpRepr {
+                src_port: port,
+                dst_port: 80,
+                seq,
+                ack,
+                flags,
+                window: 65535,
+                urgent: 0,
+                options: TcpOptions::NONE,
+            };
+            let their = SeqNumber(u32::from(port) * 1000);
+            match rng.next_u64() % 8 {
+                0..=2 => l.handle_segment(now, peer, &seg(TcpFlags::SYN, their, SeqNumber(0)), &[]),
+                3 => {
+                    let ack = iss.get(&port).map_or(SeqNumber(7), |&s| s + 1);
+                    l.handle_segment(now, peer, &seg(TcpFlags::ACK, their + 1, ack), &[]);
+                }
+                4 => l.handle_segment(now, peer, &seg(TcpFlags::RST, their + 1, SeqNumber(0)), &[]),
+                5 => {
+                    now += Duration::from_millis(rng.next_u64() % 1500);
+                    if l.poll_timeout().is_some_and(|t| t <= now) {
+                        l.handle_timeout(now);
+                    }
+                }
+                6 => {
+                    while l.accept().is_some() {
+                        established += 1;
+                    }
+                }
+                _ => {}
+            }
+            // Output drained at one step in twelve: connections come and go
+            // while queued too.
+            let drained = rng.next_u64() % 12 == 0;
+            while drained && let Some((t, s)) = l.poll_transmit(now) {
+                if s.repr.flags.contains(TcpFlags::SYN) {
+                    iss.insert(t.remote.port(), s.repr.seq);
+                }
+            }
+            // Each connection at its place, and only those.
+            assert_eq!(l.at.len(), l.half_open.len(), "step {step}");
+            assert_eq!(l.entries.len(), l.half_open.len(), "step {step}");
+            for (i, (e, c)) in l.entries.iter().zip(&l.half_open).enumerate() {
+                assert_eq!(e.tuple, c.tuple(), "step {step}");
+                assert_eq!(l.at.get(&e.tuple), Some(&i), "step {step}");
+                assert_eq!(e.deadline, c.poll_timeout(), "step {step}");
+                assert!(
+                    !drained || !e.queued,
+                    "step {step}: output drained, nothing queued"
+                );
+            }
+            let min = l.half_open.iter().filter_map(|c| c.poll_timeout()).min();
+            assert_eq!(l.poll_timeout(), min, "step {step}");
+            assert!(l.half_open.len() <= 8);
+            assert_eq!((l.at.capacity(), l.queue.capacity()), (at_cap, queue_cap));
+        }
+        let st = *l.stats();
+        // Churn of every kind happened.
+        assert!(
+            st.syns_accepted > 100 && st.half_open_expired > 10,
+            "{st:?}"
+        );
+        assert!(
+            established > 10 && st.syns_dropped > 0,
+            "{st:?} {established}"
+        );
     }
 }
