@@ -19,6 +19,13 @@
 //! for all of them; each family may have its own MSS
 //! ([`Listener::add_address`]): an IPv6 header is 20 bytes longer.
 //!
+//! Work: a segment finds its half-open connection through a hash index,
+//! and [`Listener::poll_transmit`] serves a queue of those that may have
+//! output, so a SYN flood against a full table costs the same per SYN
+//! however many are held; each connection's deadline is kept beside it
+//! with the earliest cached, and [`Listener::handle_timeout`], when one is
+//! due, reads those small entries and touches only the connections due.
+//!
 //! Memory: a half-open connection holds no buffers (they are allocated when
 //! the handshake completes), at most `max_half_open` of them exist, and at most
 //! `backlog` established connections wait in the accept queue; further SYNs are
