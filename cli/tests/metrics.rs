@@ -1198,3 +1198,76 @@ fn forged_segments_are_counted_by_reason() {
     let counts = series.map(|s| must(&t, s));
     forged.check(&format!("{series:?} = {counts:?}"), counts);
 }
+
+/// DEPLOYMENT.md's alert rules, as printed there, pass `promtool check
+/// rules`, and `promtool test rules` holds them to what the document says
+/// they catch: refused tests fire `XtcpTestsRefused` by reason, but
+/// connections that sent no iperf3 cookie (a load balancer's TCP check, a
+/// port scan) do not; a failed test fires `XtcpTestsFailing`.
+#[test]
+fn the_documented_alert_rules_fire_as_documented() {
+    assert!(
+        Command::new("promtool").arg("--version").output().is_ok(),
+        "promtool is not installed (scripts/deps.sh installs Debian's prometheus)"
+    );
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/DEPLOYMENT.md"
+    ))
+    .unwrap();
+    let start = doc
+        .find("```yaml\n# rules/xtcp.yml\n")
+        .expect("the rules block in DEPLOYMENT.md");
+    let block = &doc[start + "```yaml\n".len()..];
+    let rules = &block[..block.find("```").unwrap()];
+    let dir = std::env::temp_dir().join(format!("xtcp-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("xtcp.yml"), rules).unwrap();
+    std::fs::write(
+        dir.join("test.yml"),
+        r#"rule_files: [xtcp.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'up{job="xtcp",instance="a"}'
+        values: '1x120'
+      - series: 'xtcp_tests_total{job="xtcp",instance="a",result="refused",reason="no_cookie"}'
+        values: '0+4x120'
+      - series: 'xtcp_tests_total{job="xtcp",instance="a",result="refused",reason="busy"}'
+        values: '0+1x120'
+      - series: 'xtcp_tests_total{job="xtcp",instance="a",result="failed",reason="error"}'
+        values: '0x60 1x60'
+    alert_rule_test:
+      - eval_time: 90m
+        alertname: XtcpTestsRefused
+        exp_alerts:
+          - exp_labels: {instance: a, reason: busy}
+      - eval_time: 90m
+        alertname: XtcpTestsFailing
+        exp_alerts:
+          - exp_labels: {instance: a}
+      - eval_time: 30m
+        alertname: XtcpTestsFailing
+        exp_alerts: []
+"#,
+    )
+    .unwrap();
+    for args in [
+        &["check", "rules", "xtcp.yml"][..],
+        &["test", "rules", "test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}\n{rules}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
