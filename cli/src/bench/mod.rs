@@ -1034,6 +1034,17 @@ fn median_of(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     (!v.is_empty()).then(|| median(v))
 }
 
+/// A median of counts as a cell: whole, or with its `.5` where it lies
+/// between two (not rounded: a ratio of two such medians then agrees with
+/// the cells printed).
+pub(crate) fn count_cell(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 /// `12.3`, or `-` for a value not measured.
 fn or_dash(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
@@ -1457,7 +1468,7 @@ impl Table {
             "{:<16} {:>8.2} {:>6} {:>7.1} {:>7.1} {:>9} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7}",
             pair,
             m(&|s| s.gbps),
-            m(&|s| s.retransmits as f64) as u64,
+            count_cell(m(&|s| s.retransmits as f64)),
             m(&|s| s.cpu_sender),
             m(&|s| s.cpu_receiver),
             or_dash(o(&|s| s.cpu_s_per_gib), 2),

@@ -281,8 +281,15 @@ pub fn ours(samples: &[&Sample], axis: usize, metric: Metric) -> (Vec<String>, V
     (xs, series)
 }
 
+/// How a block prints a value.
+type Cell = fn(f64) -> String;
+
+fn one_decimal(v: f64) -> String {
+    format!("{v:.1}")
+}
+
 /// Rows `name  v1  v2 … last÷first` under a header of the axis values.
-fn block(title: &str, xs: &[String], rows: &[Line], decimals: usize) -> Vec<String> {
+fn block(title: &str, xs: &[String], rows: &[Line], cell: Cell) -> Vec<String> {
     let wn = rows
         .iter()
         .map(|r| r.0.chars().count())
@@ -312,7 +319,7 @@ fn block(title: &str, xs: &[String], rows: &[Line], decimals: usize) -> Vec<Stri
         v.push(format!(
             "{name:<wn$} {} {ratio:>9}",
             vals.iter()
-                .map(|x| super::or_dash(*x, decimals))
+                .map(|x| x.map_or_else(|| "-".to_owned(), cell))
                 .map(|x| format!("{x:>9}"))
                 .collect::<Vec<_>>()
                 .join(" ")
@@ -350,28 +357,32 @@ pub fn compare(preset: Preset, samples: &[Sample]) -> Vec<String> {
         &format!("{} by {axis}", p.unit),
         &xs,
         &published_rows(p.series),
-        1,
+        one_decimal,
     ));
     if let Some((metric, series)) = p.extra {
         out.extend(block(
             &format!("{metric} by {axis}"),
             &xs,
             &published_rows(series),
-            1,
+            one_decimal,
         ));
     }
     out.push(String::new());
     out.push("Ours (this machine; medians):".into());
-    let blocks: [(&str, Metric, usize); 5] = [
-        ("Gbit/s", |s| Some(s.gbps), 2),
-        ("retransmits", |s| Some(s.retransmits as f64), 0),
-        ("queueing delay µs", |s| s.queue_delay_us, 0),
-        ("CPU % sender", |s| Some(s.cpu_sender), 1),
-        ("CPU % receiver", |s| Some(s.cpu_receiver), 1),
+    let blocks: [(&str, Metric, Cell); 5] = [
+        ("Gbit/s", |s| Some(s.gbps), |v| format!("{v:.2}")),
+        (
+            "retransmits",
+            |s| Some(s.retransmits as f64),
+            super::count_cell,
+        ),
+        ("queueing delay µs", |s| s.queue_delay_us, |v| format!("{v:.0}")),
+        ("CPU % sender", |s| Some(s.cpu_sender), one_decimal),
+        ("CPU % receiver", |s| Some(s.cpu_receiver), one_decimal),
     ];
-    for (name, metric, decimals) in blocks {
+    for (name, metric, cell) in blocks {
         let (xs, rows) = ours(&all, p.axis, metric);
-        out.extend(block(&format!("{name} by {axis}"), &xs, &rows, decimals));
+        out.extend(block(&format!("{name} by {axis}"), &xs, &rows, cell));
     }
     out
 }
