@@ -156,7 +156,9 @@ pub struct BenchArgs {
     /// route is refused.
     #[arg(long, value_parser = parse_iface_pair, value_name = "A,B")]
     pub iface: Option<(String, String)>,
-    /// Seconds per test.
+    /// Seconds per test (at least 3 for the RTT columns: a sender's RTT
+    /// figures need three of its one-second interval readings, shown `-`
+    /// otherwise).
     #[arg(
         short = 't',
         long = "time",
