@@ -28,6 +28,10 @@ use xtcp_engine::worker::bulk::{NO_STREAM, OpenOutput, spawn_writer};
 /// Arguments of `xtcp client`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClientArgs {
+    /// Print the version and exit (iperf3's `-v`; `-V` is verbose, as
+    /// iperf3's).
+    #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
+    pub version: Option<bool>,
     /// The iperf3 server: an address, or a name resolved (to the family
     /// `-4`/`-6` ask for); `HOST%DEV` also names the interface, as
     /// iperf3's (`--bind-dev DEV`).

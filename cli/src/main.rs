@@ -49,11 +49,11 @@ enum Cmd {
     /// An iperf3 server (`iperf3 -c` tests against it) on xtcp's own TCP.
     // The last of a flag given twice wins: a config file's settings come
     // first (see `config`), the command line's after them.
-    #[command(args_override_self = true)]
+    #[command(args_override_self = true, version, disable_version_flag = true)]
     Serve(serve::ServeArgs),
     /// An iperf3 client (tests against `iperf3 -s`) on xtcp's own TCP.
     // As iperf3's, the last of a flag given twice wins.
-    #[command(args_override_self = true)]
+    #[command(args_override_self = true, version, disable_version_flag = true)]
     Client(client::ClientArgs),
     /// xtcp against the kernel's TCP, side by side (iperf3 tests), over a
     /// sweep, on a test network of its own or on two interfaces (--iface).

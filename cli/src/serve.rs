@@ -41,6 +41,10 @@ use xtcp_engine::tcp::ListenerStats;
 /// Arguments of `xtcp serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
+    /// Print the version and exit (iperf3's `-v`; `-V` is verbose, as
+    /// iperf3's).
+    #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
+    pub version: Option<bool>,
     /// Server mode (accepted so that `iperf3 -s` habits work; serve is
     /// always a server).
     #[arg(short = 's', long = "server")]

@@ -1042,6 +1042,13 @@ fn conflicting_test_options_are_refused() {
     refused(&["--pmtu-expires", "-1"], "-1 is not in 0..=86400");
     refused(&["--pmtu-expires", "86401"], "86401 is not in 0..=86400");
     refused(&["--snd-timeout", "-5"], "-5 is not in 0..=86400000");
+    // iperf3's -v: the version, exit 0, from either side.
+    for cmd in ["client", "serve"] {
+        let out = Command::new(XTCP).args([cmd, "-v"]).output().unwrap();
+        assert!(out.status.success(), "{cmd} -v: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(env!("CARGO_PKG_VERSION")), "{cmd} -v: {text}");
+    }
     let out = Command::new(XTCP)
         .args(["serve", "--iface", "lo", "-i", "0.01"])
         .output()

@@ -376,7 +376,11 @@ pub fn compare(preset: Preset, samples: &[Sample]) -> Vec<String> {
             |s| Some(s.retransmits as f64),
             super::count_cell,
         ),
-        ("queueing delay µs", |s| s.queue_delay_us, |v| format!("{v:.0}")),
+        (
+            "queueing delay µs",
+            |s| s.queue_delay_us,
+            |v| format!("{v:.0}"),
+        ),
         ("CPU % sender", |s| Some(s.cpu_sender), one_decimal),
         ("CPU % receiver", |s| Some(s.cpu_receiver), one_decimal),
     ];
