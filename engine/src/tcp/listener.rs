@@ -593,7 +593,7 @@ mod tests {
             }
             // Output drained at one step in twelve: connections come and go
             // while queued too.
-            let drained = rng.next_u64() % 12 == 0;
+            let drained = rng.next_u64().is_multiple_of(12);
             while drained && let Some((t, s)) = l.poll_transmit(now) {
                 if s.repr.flags.contains(TcpFlags::SYN) {
                     iss.insert(t.remote.port(), s.repr.seq);
