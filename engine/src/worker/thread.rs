@@ -252,6 +252,9 @@ pub struct Worker {
     out: Sender<Msg>,
     /// The connections.
     table: Table,
+    /// A connection may be in TIME-WAIT (or closed, on its way out):
+    /// `live_conns` must look at them (see there).
+    ending: bool,
     listener: Option<Listener<UmemFrames>>,
     /// Header template of resets and the listener's segments.
     ctl_hdr: HeaderCache,
@@ -511,32 +514,39 @@ pub fn time_wait_room(max_conns: usize) -> usize {
 
 /// The connections `table` holds that count against `max_conns`: those not
 /// in TIME-WAIT (nor closed, waiting to go). Only at `max_conns` does it
-/// look further, and then it ends every TIME-WAIT, marking each for the
-/// turn that removes it.
-fn live_conns(table: &mut Table, max_conns: usize) -> usize {
-    if table.len() < max_conns {
+/// look further, and only where one may be in TIME-WAIT (`ending`: set by
+/// the turn of a connection that is, which follows every change of state);
+/// then it ends every TIME-WAIT, marking each for the turn that removes
+/// it, and `ending` stays set while any is on its way out. So a SYN at
+/// `max_conns` costs a look at the table only while there is something
+/// to find, not at every SYN of a flood.
+fn live_conns(table: &mut Table, max_conns: usize, ending: &mut bool) -> usize {
+    if table.len() < max_conns || !*ending {
         return table.len();
     }
-    let mut live = 0;
+    let (mut live, mut going) = (0, false);
     for pos in 0..table.capacity() {
         let Some(s) = table.get_mut(pos) else {
             continue;
         };
         match s.conn.state() {
-            State::Closed => {}
+            State::Closed => going = true,
             State::TimeWait => {
                 s.conn.end_time_wait();
                 table.mark(pos);
+                going = true;
             }
             _ => live += 1,
         }
     }
+    *ending = going;
     live
 }
 
 /// What taking the connections a listener established needs of its worker.
 struct Admit<'a> {
     table: &'a mut Table,
+    ending: &'a mut bool,
     shared: &'a Shared,
     umem: &'a Arc<Umem>,
     out: &'a Sender<Msg>,
@@ -563,6 +573,7 @@ impl Admit<'_> {
     ) {
         let Admit {
             table,
+            ending,
             shared,
             umem,
             out,
@@ -575,7 +586,7 @@ impl Admit<'_> {
         // sender then took what it wrote for delivered).
         let f = repr.flags;
         if f.contains(TcpFlags::SYN) && !f.intersects(TcpFlags::ACK | TcpFlags::RST) {
-            let room = live_conns(table, shared.max_conns) < shared.max_conns
+            let room = live_conns(table, shared.max_conns, ending) < shared.max_conns
                 && !table.is_full()
                 && match &shared.sinks {
                     SinkKind::Single(rx) => !rx.is_empty(),
@@ -591,7 +602,8 @@ impl Admit<'_> {
             conn.send_memory_mut()
                 .attach((*umem).clone(), shared.tx_headroom);
             let id = shared.accepted.fetch_add(1, Ordering::Relaxed);
-            let room = live_conns(table, shared.max_conns) < shared.max_conns && !table.is_full();
+            let room =
+                live_conns(table, shared.max_conns, ending) < shared.max_conns && !table.is_full();
             let sink = match &shared.sinks {
                 SinkKind::Discard => Some(Sink::Discard),
                 SinkKind::Verify(seed) => Some(Sink::Verify {
@@ -743,6 +755,7 @@ impl Worker {
             wanted: Vec::with_capacity(MAX_WANTED),
             held: Vec::with_capacity(MAX_HELD),
             held_bytes: Vec::with_capacity(HELD_BYTES),
+            ending: false,
             to_open: Vec::new(),
             budget,
             balanced_for: usize::MAX,
@@ -1093,6 +1106,7 @@ impl Worker {
                         // Our handshake, finished on another queue.
                         let mut a = Admit {
                             table: &mut self.table,
+                            ending: &mut self.ending,
                             shared: &self.shared,
                             umem: &self.umem,
                             out: &self.out,
@@ -1142,6 +1156,8 @@ impl Worker {
                         self.counters.held += (before - self.held.len()) as u64;
                         compact_held(&mut self.held, &mut self.held_bytes);
                     }
+                    // It may come in TIME-WAIT.
+                    self.ending = true;
                     if let Err(mut slot) = self.table.insert(slot) {
                         // No room here: the connection is reset (the RST
                         // goes with this turn's) and reported closed.
@@ -1176,6 +1192,7 @@ impl Worker {
         let Worker {
             port,
             table,
+            ending,
             listener,
             rst,
             macs,
@@ -1233,6 +1250,7 @@ impl Worker {
                     }
                     let mut a = Admit {
                         table,
+                        ending,
                         shared,
                         umem,
                         out,
@@ -1362,6 +1380,7 @@ impl Worker {
         let Worker {
             port,
             table,
+            ending,
             listener,
             macs,
             counters,
@@ -1602,8 +1621,10 @@ impl Worker {
             }
             // A sender is done once both FINs are through (TIME-WAIT lingers
             // on, but the transfer is over).
-            let done =
-                closed.or((s.conn.state() == State::TimeWait).then_some(CloseReason::Normal));
+            let time_wait = s.conn.state() == State::TimeWait;
+            // (Each change of state is followed by the connection's turn.)
+            *ending |= time_wait;
+            let done = closed.or(time_wait.then_some(CloseReason::Normal));
             if let Some(reason) = done {
                 s.end(now, reason, counters.queue, frame_bytes, out);
             }
