@@ -35,7 +35,7 @@ const RENAMED: &[(&str, &str)] = &[
 
 /// Flags that have no key: the file's own, and the ones that only make
 /// sense typed.
-const NO_KEY: &[&str] = &["config", "check-config", "help"];
+const NO_KEY: &[&str] = &["config", "check-config", "help", "version"];
 
 /// The subcommand the file belongs to.
 const SUBCOMMAND: &str = "serve";
