@@ -308,7 +308,11 @@ mod tests {
     use clap::Args;
 
     fn serve_cmd() -> Command {
-        crate::serve::ServeArgs::augment_args(Command::new("serve"))
+        crate::serve::ServeArgs::augment_args(
+            Command::new("serve")
+                .version(env!("CARGO_PKG_VERSION"))
+                .disable_version_flag(true),
+        )
     }
 
     fn argv(s: &str) -> Vec<OsString> {

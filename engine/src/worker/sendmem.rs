@@ -429,14 +429,12 @@ mod tests {
         assert_eq!(pool.len(), 64 - 4);
     }
 
-    /// A send-buffer frame is rewritten only once its bytes are acknowledged
-    /// and every descriptor lent from it has completed (the fake kernel
-    /// plays the TX and completion rings).
-    #[test]
-    fn a_frame_is_not_rewritten_while_unacknowledged_or_in_flight() {
+    /// A send buffer of two 4 KiB slots, given its frames, in a UMEM of 8
+    /// whose TX and completion rings the fake kernel plays.
+    fn two_slots_in_flight() -> (SendBuffer<UmemFrames>, FakeTx) {
         let umem = heap_umem(8);
         let mut pool = umem.take_frames();
-        let mut fake = FakeTx::new(&umem, 8);
+        let fake = FakeTx::new(&umem, 8);
         let mut mem = UmemFrames::default();
         mem.attach(umem.clone(), 0);
         let mut b = SendBuffer::new(4096, 2, mem);
@@ -444,6 +442,15 @@ mod tests {
         while b.memory().wants() > 0 {
             b.memory_mut().give(pool.pop().unwrap());
         }
+        (b, fake)
+    }
+
+    /// A send-buffer frame is rewritten only once its bytes are acknowledged
+    /// and every descriptor lent from it has completed (the fake kernel
+    /// plays the TX and completion rings).
+    #[test]
+    fn a_frame_is_not_rewritten_while_unacknowledged_or_in_flight() {
+        let (mut b, mut fake) = two_slots_in_flight();
         assert_eq!(b.write(&[1u8; 8192]), 8192);
         // Unacknowledged: no room at all.
         assert_eq!(b.write(&[2u8; 10]), 0);
@@ -498,16 +505,7 @@ mod tests {
     /// until the descriptor completes.
     #[test]
     fn a_frame_given_up_in_flight_is_still_lent() {
-        let umem = heap_umem(8);
-        let mut pool = umem.take_frames();
-        let mut fake = FakeTx::new(&umem, 8);
-        let mut mem = UmemFrames::default();
-        mem.attach(umem.clone(), 0);
-        let mut b = SendBuffer::new(4096, 2, mem);
-        b.allocate(None);
-        while b.memory().wants() > 0 {
-            b.memory_mut().give(pool.pop().unwrap());
-        }
+        let (mut b, mut fake) = two_slots_in_flight();
         assert_eq!(b.write(&[1u8; 4096]), 4096);
         {
             let mut batch = fake.tx.batch(1);
