@@ -1,7 +1,6 @@
 //! Segmentation: TSO by reference (segments/s; multiply by the MSS for the
-//! payload rate), GSO of one 64 KiB packet, GRO of its segments, and one
-//! header emit + checksum done three ways (template, Repr emitters,
-//! etherparse).
+//! payload rate), and one header emit + checksum done three ways (template,
+//! Repr emitters, etherparse).
 
 #![deny(unsafe_code)]
 
@@ -11,10 +10,7 @@ use std::time::Duration;
 use xtcp_benches::ThreadCpuTime;
 use xtcp_benches::pattern;
 use xtcp_engine::frame::{Desc, FrameAddr};
-use xtcp_engine::seg::{
-    BlockSums, Gro, GroOutcome, Gso, HeaderTemplate, RxChecksum, StreamFrame, StreamSegmenter,
-    clip_mss,
-};
+use xtcp_engine::seg::{HeaderTemplate, SegCursor, StreamFrame, clip_mss};
 use xtcp_engine::wire::checksum;
 use xtcp_engine::wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, IpRepr, Ipv4Packet,
@@ -69,63 +65,40 @@ fn reprs(v6: bool) -> (EthernetRepr, IpRepr, TcpRepr) {
     (eth, ip, tcp)
 }
 
-/// A 1 MiB send stream in 4 KiB frames, frame and block sums cached at
-/// write time.
-fn stream() -> (Vec<u8>, Vec<StreamFrame>, Vec<BlockSums>) {
+/// A 1 MiB send stream in 4 KiB frames, described as the send buffer hands
+/// it to `seg`: runs cut at frame and MSS boundaries, each with its sum
+/// (cached when written), so no segment boundary falls inside a run; an
+/// MSS of whole frames gives whole-frame runs. `seg` reads no payload, so
+/// the bytes themselves need not be in memory: only their sums are.
+fn stream(mss: usize) -> Vec<StreamFrame> {
     let data = pattern(STREAM, 5);
-    let mut mem = vec![0u8; STREAM + FRAME];
-    let mut frames = Vec::new();
-    let mut blocks = Vec::new();
-    for (i, chunk) in data.chunks(FRAME).enumerate() {
-        let at = (i + 1) * FRAME;
-        let (sum, b) = BlockSums::copy_and_sum(&mut mem[at..], chunk).unwrap();
-        frames.push(StreamFrame {
-            addr: FrameAddr(at as u64),
-            len: chunk.len() as u32,
-            sum,
-        });
-        blocks.push(b);
-    }
-    (mem, frames, blocks)
-}
-
-/// The same stream described as pieces cut at frame and MSS boundaries
-/// (sums cached per piece while writing): no segment boundary inside a piece.
-fn stream_mss_pieces(mss: usize) -> (Vec<u8>, Vec<StreamFrame>) {
-    let data = pattern(STREAM, 5);
-    let mut mem = vec![0u8; STREAM + FRAME];
-    let mut pieces = Vec::new();
+    let mut runs = Vec::new();
     let mut pos = 0;
     while pos < STREAM {
         let take = (FRAME - pos % FRAME).min(mss - pos % mss).min(STREAM - pos);
-        let at = FRAME + pos;
-        let sum = checksum::copy_and_sum(&mut mem[at..], &data[pos..pos + take]);
-        pieces.push(StreamFrame {
-            addr: FrameAddr(at as u64),
+        runs.push(StreamFrame {
+            addr: FrameAddr((FRAME + pos) as u64),
             len: take as u32,
-            sum,
+            sum: checksum::sum(&data[pos..pos + take]),
         });
         pos += take;
     }
-    (mem, pieces)
+    runs
 }
 
 fn tso(c: &mut Criterion<ThreadCpuTime>) {
-    let (mem, frames, blocks) = stream();
     let mut g = c.benchmark_group("tso");
     for v6 in [false, true] {
         let (eth, ip, tcp) = reprs(v6);
         let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
-        for (name, mss, use_blocks) in [
-            ("1448", 1448usize, false),
-            ("1448_blocksums", 1448, true),
-            ("8192_clipped", clip_mss(8948, FRAME), false),
-            ("8948", 8948, false),
-            ("8948_blocksums", 8948, true),
-            ("32768", 32768, false),
-            ("61440", 61440, false),
+        for (name, mss) in [
+            ("1448", 1448usize),
+            ("8192_clipped", clip_mss(8948, FRAME)),
+            ("8948", 8948),
+            ("32768", 32768),
+            ("61440", 61440),
         ] {
-            let bs: &[BlockSums] = if use_blocks { &blocks } else { &[] };
+            let runs = stream(mss);
             let nseg = STREAM.div_ceil(mss);
             g.throughput(Throughput::Elements(nseg as u64));
             let id = BenchmarkId::new(if v6 { "ipv6" } else { "ipv4" }, name);
@@ -133,11 +106,9 @@ fn tso(c: &mut Criterion<ThreadCpuTime>) {
             let mut descs = [Desc::default(); 24];
             g.bench_function(id, |b| {
                 b.iter(|| {
-                    let mut s = StreamSegmenter::new(&tpl, &frames, 0, STREAM, SeqNumber(1), mss)
-                        .unwrap()
-                        .with_block_sums(bs);
+                    let mut s = SegCursor::new(STREAM, SeqNumber(1), 1, mss).unwrap();
                     let mut n = 0;
-                    while let Some(r) = s.next_segment(&mem, &mut hdr, FrameAddr(0), &mut descs) {
+                    while let Some(r) = s.next(&tpl, &runs, &mut hdr, FrameAddr(0), &mut descs) {
                         let info = r.unwrap();
                         black_box(&descs[..info.desc_count]);
                         n += 1;
@@ -147,116 +118,6 @@ fn tso(c: &mut Criterion<ThreadCpuTime>) {
                 })
             });
         }
-    }
-    for v6 in [false, true] {
-        let (eth, ip, tcp) = reprs(v6);
-        let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
-        for mss in [1448usize, 8948] {
-            let (pmem, pieces) = stream_mss_pieces(mss);
-            g.throughput(Throughput::Elements(STREAM.div_ceil(mss) as u64));
-            let id = BenchmarkId::new(
-                if v6 { "ipv6" } else { "ipv4" },
-                format!("{mss}_mss_cut_pieces"),
-            );
-            let mut hdr = [0u8; 128];
-            let mut descs = [Desc::default(); 24];
-            g.bench_function(id, |b| {
-                b.iter(|| {
-                    let mut s =
-                        StreamSegmenter::new(&tpl, &pieces, 0, STREAM, SeqNumber(1), mss).unwrap();
-                    let mut n = 0;
-                    while let Some(r) = s.next_segment(&pmem, &mut hdr, FrameAddr(0), &mut descs) {
-                        black_box(&descs[..r.unwrap().desc_count]);
-                        n += 1;
-                    }
-                    n
-                })
-            });
-        }
-    }
-    g.finish();
-}
-
-/// One 64 KiB TCP/IPv4 packet as a chain of 4 KiB buffers.
-fn big_packet() -> (Vec<u8>, Vec<Desc>) {
-    let (eth, ip, mut tcp) = reprs(false);
-    let payload = pattern(65000, 9);
-    let tpl = HeaderTemplate::new(&eth, &ip, &tcp).unwrap();
-    let hl = tpl.header_len();
-    let mut pkt = vec![0u8; hl + payload.len()];
-    tcp.seq = SeqNumber(1000);
-    tpl.write(
-        &mut pkt,
-        tcp.seq,
-        1,
-        tcp.flags,
-        payload.len(),
-        checksum::sum(&payload),
-    )
-    .unwrap();
-    pkt[hl..].copy_from_slice(&payload);
-    let mut mem = vec![0u8; FRAME];
-    let mut chain = Vec::new();
-    for chunk in pkt.chunks(FRAME) {
-        let at = mem.len();
-        mem.extend_from_slice(chunk);
-        mem.resize(at + FRAME, 0);
-        chain.push(Desc::new(FrameAddr(at as u64), chunk.len() as u32, true));
-    }
-    chain.last_mut().unwrap().options = 0;
-    (mem, chain)
-}
-
-fn gso_gro(c: &mut Criterion<ThreadCpuTime>) {
-    let (mem, chain) = big_packet();
-    let mss = 1448;
-    let nseg = 65000usize.div_ceil(mss);
-    let mut g = c.benchmark_group("gso_gro");
-    g.throughput(Throughput::Elements(nseg as u64));
-    let mut hdr = [0u8; 128];
-    let mut descs = [Desc::default(); 24];
-    g.bench_function("gso_64k_to_1448", |b| {
-        b.iter(|| {
-            let mut gso = Gso::new(&chain, &mem, mss).unwrap();
-            while let Some(r) = gso.next_segment(&mut hdr, FrameAddr(0), &mut descs) {
-                black_box(r.unwrap());
-            }
-        })
-    });
-    // The segments, each header in its own slot after the packet.
-    let mut rx = mem.clone();
-    let mut chains = Vec::new();
-    let mut gso = Gso::new(&chain, &mem, mss).unwrap();
-    while let Some(r) = gso.next_segment(&mut hdr, FrameAddr(0), &mut descs) {
-        let info = r.unwrap();
-        let at = rx.len();
-        rx.extend_from_slice(&hdr[..info.header_len]);
-        rx.resize(at + 128, 0);
-        let mut c = vec![Desc::new(
-            FrameAddr(at as u64),
-            info.header_len as u32,
-            true,
-        )];
-        c.extend_from_slice(&descs[1..info.desc_count]);
-        chains.push(c);
-    }
-    for (name, policy) in [
-        ("gro_1448_trust", RxChecksum::Trust),
-        ("gro_1448_verify", RxChecksum::Verify),
-    ] {
-        let mut out = [Desc::default(); 80];
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                let mut gro = Gro::new(policy);
-                for c in &chains {
-                    match gro.push(c, &rx).unwrap() {
-                        GroOutcome::Held | GroOutcome::HeldFlush => {}
-                        o => panic!("{o:?}"),
-                    }
-                }
-                black_box(gro.take(&mut hdr, FrameAddr(0), &mut out).unwrap().unwrap())
-            })
-        });
     }
     g.finish();
 }
@@ -416,6 +277,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(20);
-    targets = tso, gso_gro, emit
+    targets = tso, emit
 }
 criterion_main!(benches);

@@ -1,8 +1,11 @@
 //! Benchmarks live in `benches/`: `checksum` (Internet checksum, fused
-//! copy-and-checksum, beside memcpy, etherparse and a byte loop) and
-//! `segmentation` (TSO by reference, GSO, GRO, header emit against
-//! etherparse). Run with `cargo bench -p xtcp-benches`; results and the
-//! machine they were measured on are in `docs/BENCHMARKS.md`.
+//! copy-and-checksum, beside memcpy, etherparse and a byte loop),
+//! `segmentation` (TSO by reference, header emit against etherparse),
+//! `tcp_sim` (the TCP core alone, two connections in memory) and `conns`
+//! (one worker's per-segment cost against the connections it holds, and
+//! the listener under a SYN flood). Run with `cargo bench -p xtcp-benches`;
+//! results and the machine they were measured on are in
+//! `docs/BENCHMARKS.md`.
 #![deny(unsafe_code)]
 
 /// Deterministic pseudo-random bytes (xorshift), so every run sums the

@@ -24,10 +24,8 @@ pub struct HeaderTemplate {
     ip_off: usize,
     tcp_off: usize,
     v6: bool,
-    fixed_ip_id: bool,
     flags: TcpFlags,
     seq: SeqNumber,
-    ip_id: u16,
     /// IPv4 header sum with total length, id and checksum zero.
     ip_base: u16,
     /// Pseudo-header (without length) + TCP header with seq, flags and
@@ -82,20 +80,15 @@ impl HeaderTemplate {
         let mut buf = [0u8; MAX_HEADER_LEN];
         buf[..len].copy_from_slice(&frame[..len]);
         let t = TcpPacket::new_unchecked(&frame[l.tcp_off..len]);
-        let (v6, ip_id) = match l.ip {
-            IpRepr::V4(r) => (false, r.ident),
-            IpRepr::V6(_) => (true, 0),
-        };
+        let v6 = matches!(l.ip, IpRepr::V6(_));
         let mut tpl = HeaderTemplate {
             buf,
             len,
             ip_off: l.ip_off,
             tcp_off: l.tcp_off,
             v6,
-            fixed_ip_id: false,
             flags: t.flags(),
             seq: t.seq(),
-            ip_id,
             ip_base: 0,
             tcp_base: 0,
             max_payload: 0,
@@ -178,21 +171,6 @@ impl HeaderTemplate {
     /// Sequence number the template was built with.
     pub fn seq(&self) -> SeqNumber {
         self.seq
-    }
-
-    /// IPv4 identification the template was built with.
-    pub fn ip_id(&self) -> u16 {
-        self.ip_id
-    }
-
-    /// True if the IPv4 id stays fixed instead of +1 per segment.
-    pub fn fixed_ip_id(&self) -> bool {
-        self.fixed_ip_id
-    }
-
-    /// Keep the IPv4 id fixed (Linux `SKB_GSO_TCP_FIXEDID`).
-    pub fn set_fixed_ip_id(&mut self, fixed: bool) {
-        self.fixed_ip_id = fixed;
     }
 
     /// Rewrites the fields an established connection changes between

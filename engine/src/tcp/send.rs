@@ -25,7 +25,7 @@
 //! sans-IO uses (tests, the simulator, benchmarks).
 //!
 //! Checksums once: every write updates the Internet sums of the 256-byte
-//! blocks it touched ([`BlockSums`]), summing while it copies; zeros written
+//! blocks it touched (`BlockSums`), summing while it copies; zeros written
 //! into a slot known to hold zeros cost nothing at all, and nor does a
 //! repeated pattern (iperf3's buffer, `SendBuffer::write_repeat`) written
 //! whole into a slot that already holds the same bytes. A segment's payload
@@ -39,9 +39,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::frame::FrameAddr;
-use crate::seg::BlockSums;
-use crate::seg::tso::{SUM_BLOCK, SUM_BLOCKS};
 use crate::wire::checksum;
+
+/// Bytes covered by one [`BlockSums`] entry.
+const SUM_BLOCK: usize = 256;
+/// Entries in a [`BlockSums`]: a 4096-byte slot, the largest.
+const SUM_BLOCKS: usize = 4096 / SUM_BLOCK;
+
+/// A slot's Internet sums of its consecutive 256-byte blocks (the last may
+/// be short), each relative to its block's first byte: a piece that does
+/// not cover whole blocks reads at most its two partial end blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct BlockSums([u16; SUM_BLOCKS]);
 
 /// The memory behind a send buffer's slots.
 pub trait SendMemory: fmt::Debug + Send {

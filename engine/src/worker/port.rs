@@ -60,7 +60,7 @@ use std::sync::Arc;
 
 use super::sendmem::UmemFrames;
 use crate::frame::Desc;
-use crate::seg::{FrameMemory, FrameMemoryMut, HeaderTemplate, SegCursor, SegError, StreamFrame};
+use crate::seg::{FrameMemory, HeaderTemplate, SegCursor, SegError, StreamFrame};
 use crate::tcp::{MAX_PIECES, Piece, Segment, SendMemory};
 use crate::wire::checksum::Accumulator;
 use crate::wire::{
@@ -70,10 +70,6 @@ use crate::wire::{
 };
 use crate::xsk::{Frame, RxDesc, TxBatch, TxDesc, Umem, Xsk};
 
-/// No memory at all: what `seg` is given to read payload from, since every
-/// payload piece comes with its sum (a read would fail and refuse the send).
-const NO_MEMORY: [u8; 0] = [];
-
 /// One frame's bytes, addressed as UMEM addresses (for `seg`'s
 /// single-descriptor layout, which writes headers by address).
 struct OneFrame<'a> {
@@ -82,13 +78,6 @@ struct OneFrame<'a> {
 }
 
 impl FrameMemory for OneFrame<'_> {
-    fn bytes(&self, addr: crate::frame::FrameAddr, len: usize) -> Option<&[u8]> {
-        let start = usize::try_from(addr.0.checked_sub(self.base.0)?).ok()?;
-        self.bytes.get(start..start.checked_add(len)?)
-    }
-}
-
-impl FrameMemoryMut for OneFrame<'_> {
     fn bytes_mut(&mut self, addr: crate::frame::FrameAddr, len: usize) -> Option<&mut [u8]> {
         let start = usize::try_from(addr.0.checked_sub(self.base.0)?).ok()?;
         self.bytes.get_mut(start..start.checked_add(len)?)
@@ -653,7 +642,6 @@ impl XskPort {
             *f = stream_frame(p);
         }
         let cursor = SegCursor::new(
-            0,
             seg.len,
             seg.repr.seq,
             self.ip_id.wrapping_add(1),
@@ -730,9 +718,7 @@ impl XskPort {
             };
             let hdr_addr = hdr.addr();
             let buf = self.umem.frame_mut(&mut hdr);
-            // Every piece is a whole frame with its sum: `seg` reads no
-            // payload (an empty memory proves it: a read would fail).
-            let info = match cursor.next(tpl, frames, &NO_MEMORY, buf, hdr_addr, descs) {
+            let info = match cursor.next(tpl, frames, buf, hdr_addr, descs) {
                 Some(Ok(info)) => info,
                 _ => {
                     self.pool.push(hdr);
@@ -799,21 +785,13 @@ impl XskPort {
         };
         let hdr_addr = hdr.addr();
         self.ip_id = self.ip_id.wrapping_add(1);
-        // Every piece is a whole StreamFrame with its sum: `seg` reads no
-        // payload (an empty memory proves it: a read would fail).
-        let emitted =
-            SegCursor::new(0, plen, repr.seq, self.ip_id, plen.max(1)).and_then(|mut c| {
-                let buf = self.umem.frame_mut(&mut hdr);
-                c.next(
-                    tpl,
-                    &frames[..pieces.len()],
-                    &NO_MEMORY,
-                    buf,
-                    hdr_addr,
-                    descs,
-                )
+        // The pieces are the segment's, each with its sum: `seg` takes
+        // them whole, reading no payload.
+        let emitted = SegCursor::new(plen, repr.seq, self.ip_id, plen.max(1)).and_then(|mut c| {
+            let buf = self.umem.frame_mut(&mut hdr);
+            c.next(tpl, &frames[..pieces.len()], buf, hdr_addr, descs)
                 .unwrap_or(Err(SegError::ShortStream))
-            });
+        });
         let info = match emitted {
             Ok(info) => info,
             Err(_) => {
@@ -863,7 +841,7 @@ impl XskPort {
                 let mut view = OneFrame { base, bytes };
                 let sf = [stream_frame(p)];
                 let mut desc = Desc::default();
-                SegCursor::new(0, p.len, repr.seq, self.ip_id, p.len)
+                SegCursor::new(p.len, repr.seq, self.ip_id, p.len)
                     .and_then(|mut c| {
                         c.next_in_headroom(tpl, &sf, &mut view, &mut desc)
                             .unwrap_or(Err(SegError::ShortStream))
@@ -1240,12 +1218,11 @@ mod tests {
         }
         let mut hdr = [0u8; crate::seg::MAX_HEADER_LEN];
         let mut descs = [Desc::default(); MAX_PIECES + 1];
-        let info = SegCursor::new(0, len, repr.seq, 7, len.max(1))
+        let info = SegCursor::new(len, repr.seq, 7, len.max(1))
             .unwrap()
             .next(
                 tpl,
                 &frames[..n],
-                &NO_MEMORY,
                 &mut hdr,
                 crate::frame::FrameAddr(0),
                 &mut descs,
