@@ -401,6 +401,9 @@ fn describe(
     }
     match r.reason {
         CloseReason::Normal => Ok(()),
+        CloseReason::Aborted if interrupted && r.established.is_none() => {
+            Err("interrupted before the connection was established".into())
+        }
         CloseReason::Aborted if interrupted && sending => Err(
             "interrupted before the stream's end: reset, so that the receiver knows its stream \
              is short"
@@ -541,14 +544,21 @@ fn summarise<'a>(
             });
         }
     }
+    // An interrupt that cut nothing fails nothing: a stream sent whole and
+    // acknowledged, or received whole, is a success however the run was
+    // then stopped (a cut one failed above, as its connection's result).
     if report.interrupted && report.connections.is_empty() {
         error.get_or_insert_with(|| "interrupted: no connection arrived".into());
     }
-    if report.interrupted {
-        error.get_or_insert_with(|| "interrupted".into());
-    }
     if conns.len() < expected {
-        error.get_or_insert_with(|| format!("{} of {expected} connections finished", conns.len()));
+        let by = if report.interrupted {
+            "interrupted: "
+        } else {
+            ""
+        };
+        error.get_or_insert_with(|| {
+            format!("{by}{} of {expected} connections finished", conns.len())
+        });
     }
     // Received into an output: what it holds.
     let bytes: u64 = match &writer {
@@ -693,6 +703,9 @@ pub(crate) struct MtuSteps {
     raised: u64,
     /// The MTU the last "packet too big" taken reported.
     reported: Option<u64>,
+    /// It ended timed out: the segments of the stepped-down size were
+    /// lost too, so no MTU was the cause.
+    timed_out: bool,
 }
 
 impl MtuSteps {
@@ -711,6 +724,10 @@ impl MtuSteps {
             black_hole: r.stats.mss_black_hole_steps,
             raised: r.stats.mss_path_mtu_raises,
             reported: Some(r.stats.path_mtu_reported).filter(|&m| m > 0),
+            timed_out: matches!(
+                r.reason,
+                CloseReason::Error(ConnectionError::TimedOut | ConnectionError::UserTimeout)
+            ),
         }
     }
 }
@@ -824,6 +841,13 @@ fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
                  segments sent again"
             ),
         },
+        (_, bh) if bh > 0 && c.timed_out => format!(
+            "large segments were lost timeout after timeout, and the MSS stepped down {} to \
+             {mss} bytes (packets of {mtu}); those were lost too, until the connection timed \
+             out: the path failed for every size (a link down, the peer gone), not for large \
+             packets only",
+            times(bh)
+        ),
         (0, bh) => format!(
             "large segments were lost timeout after timeout, and the MSS stepped down {} to \
              {mss} bytes (packets of {mtu}): likely a hop on the path with a smaller MTU than \
@@ -874,11 +898,15 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             );
         }
     }
+    let when = if s.engine.interrupted {
+        "when send was interrupted"
+    } else {
+        "--grace later"
+    };
     for c in s.connections.iter().filter(|c| c.peer_open) {
         eprintln!(
             "xtcp: connection {} → {}: the stream was whole and acknowledged, but the receiver \
-             had not closed its side --grace later: let go (the seconds end at the \
-             acknowledgement)",
+             had not closed its side {when}: let go (the seconds end at the acknowledgement)",
             c.id, c.remote
         );
     }
@@ -1080,7 +1108,7 @@ impl Meter {
 /// connections and hands every received byte to its output); a second one
 /// ends the process at once, with status 130, and says so.
 pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
-    interrupt_flag_writing(None, false, None)
+    interrupt_flag_writing(None, false, None, false)
 }
 
 /// What `send` (`sending`) and `recv` say on the first SIGINT/SIGTERM:
@@ -1090,13 +1118,13 @@ fn stopping(grace: Duration, sending: bool) -> String {
     if sending {
         format!(
             "xtcp: interrupted: a stream not sent to its end is reset at once (so that the \
-             receiver knows it is short); one sent whole waits for its acknowledgement and the \
-             peer's FIN, up to {g:.1} s (--grace); a second Ctrl-C exits at once"
+             receiver knows it is short); one sent whole ends once it is acknowledged, or is \
+             reset if that takes {g:.1} s (--grace); a second SIGINT/SIGTERM exits at once"
         )
     } else {
         format!(
             "xtcp: interrupted: stopping; if a connection is open, it awaits the peer's FIN for \
-             up to {g:.1} s (--grace), then is reset; a second Ctrl-C exits at once"
+             up to {g:.1} s (--grace), then is reset; a second SIGINT/SIGTERM exits at once"
         )
     }
 }
@@ -1105,11 +1133,14 @@ fn stopping(grace: Duration, sending: bool) -> String {
 /// (`writer`: what it receives goes to an output) a second signal's
 /// message says that what the writer did not write yet is lost, and
 /// `keep`'s file written so far (`--out`'s, beside it) is renamed to its
-/// second path, which the message names.
+/// second path, which the message names; with `json` (`--json`), the
+/// message is also the document on standard output, as any error before
+/// the report is.
 fn interrupt_flag_writing(
     first: Option<String>,
     writer: bool,
     keep: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    json: bool,
 ) -> anyhow::Result<Arc<AtomicBool>> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let flag = Arc::new(AtomicBool::new(false));
@@ -1128,8 +1159,7 @@ fn interrupt_flag_writing(
                 }
                 let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
                 let mut msg = format!(
-                    "xtcp: a second {name}: exiting at once, without finishing the stop (status \
-                     130)"
+                    "a second {name}: exiting at once, without finishing the stop (status 130)"
                 );
                 if writer {
                     msg.push_str("; received bytes not yet written are lost");
@@ -1139,7 +1169,10 @@ fn interrupt_flag_writing(
                         msg.push_str(&format!(", those written are in {}", to.display()));
                     }
                 }
-                eprintln!("{msg}");
+                if json {
+                    json_error(&msg);
+                }
+                eprintln!("xtcp: {msg}");
                 std::process::exit(130);
             }
         })
@@ -1269,7 +1302,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let flag = interrupt_flag_writing(Some(stopping(cfg.grace, true)), false, None)?;
+    let flag = interrupt_flag_writing(Some(stopping(cfg.grace, true)), false, None, a.json)?;
     let mut meter = Meter::new(None, false);
     let role = Role::Connect {
         remote,
@@ -1473,7 +1506,12 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let keep = replace
         .as_ref()
         .and_then(|r| Some((r.tmp()?.to_owned(), r.partial())));
-    let flag = interrupt_flag_writing(Some(stopping(cfg.grace, false)), writer.is_some(), keep)?;
+    let flag = interrupt_flag_writing(
+        Some(stopping(cfg.grace, false)),
+        writer.is_some(),
+        keep,
+        a.json,
+    )?;
     let mut meter = Meter::new(Some(cfg.iface.clone()), a.keep_listening);
     let role = Role::Listen {
         on,
@@ -1582,6 +1620,7 @@ mod tests {
             black_hole: steps.1,
             raised: 0,
             reported: Some(reported).filter(|&r| r > 0),
+            timed_out: false,
         }
     }
 
@@ -1614,6 +1653,23 @@ mod tests {
             n[1].starts_with("xtcp: connection 5 → ")
                 && n[1].contains("timeout after timeout, and the MSS stepped down once to 1448"),
             "{n:?}"
+        );
+    }
+
+    /// Steps for a black hole that ended in a timeout are no MTU's: the
+    /// smaller segments were lost too (a link down, the peer gone), and
+    /// no route's MTU is advised.
+    #[test]
+    fn a_connection_that_timed_out_after_black_hole_steps_blames_no_mtu() {
+        let via = "dev eth1";
+        let mut c = conn(0, "198.18.2.2:5201", (0, 2), 0, 576);
+        let hole = mtu_note(&c, via).unwrap();
+        assert!(hole.contains("likely a hop on the path"), "{hole}");
+        c.timed_out = true;
+        let down = mtu_note(&c, via).unwrap();
+        assert!(
+            down.contains("the path failed for every size") && !down.contains("ip route"),
+            "{down}"
         );
     }
 

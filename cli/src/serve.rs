@@ -19,6 +19,7 @@
 //!   everything.
 
 use std::cell::RefCell;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -248,8 +249,55 @@ fn test_record(o: &TestOutcome, at: std::time::SystemTime) -> serde_json::Value 
     })
 }
 
-/// `xtcp serve`.
+/// `xtcp serve`. With `-J` or `--json-lines`, an error that ends it (it
+/// could not start; its interface went away) is a document of its own
+/// too, where it writes its records, unless `-1`'s one document says it.
 pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
+    let said = std::cell::Cell::new(false);
+    let r = serve_run(a, &said);
+    if let Err(e) = &r
+        && (a.json || a.json_lines)
+        && a.check_config.is_none()
+        && !said.get()
+    {
+        error_record(a, &crate::error_chain(e));
+    }
+    r
+}
+
+/// `serve`'s error as a document (`-J`: the keys of `iperf3 -s -J`'s, as
+/// it writes its own when its listener cannot start) or a record
+/// (`--json-lines`: `result` "error"), on standard output or appended to
+/// `--logfile`.
+fn error_record(a: &ServeArgs, error: &str) {
+    let doc = if a.json {
+        serde_json::to_string_pretty(&json!({
+            "start": {},
+            "intervals": [],
+            "end": {},
+            "error": error,
+        }))
+    } else {
+        serde_json::to_string(&json!({
+            "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            "result": "error",
+            "message": error,
+        }))
+    }
+    .unwrap_or_default();
+    match &a.logfile {
+        Some(p) => {
+            let _ = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .and_then(|mut f| writeln!(f, "{doc}"));
+        }
+        None => println!("{doc}"),
+    }
+}
+
+fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> {
     // `--user`: looked up and checked before anything is set up, before
     // any thread exists; the drop comes with the first progress report.
     let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
@@ -366,6 +414,10 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
     let stop = flag.clone();
     let failed = Arc::new(AtomicBool::new(false));
     let failed2 = failed.clone();
+    // -1: whether its test came (else the run ends without one: stopped,
+    // or no client within --idle-timeout).
+    let tested = Arc::new(AtomicBool::new(false));
+    let tested2 = tested.clone();
     let mode = if a.json {
         ServeMode::Json
     } else if a.json_lines {
@@ -428,6 +480,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             // A busy, denied or failed login does not use up `-1`'s test.
             if one_off && o.ends_one_off() {
                 failed2.store(o.result.is_err(), Ordering::Relaxed);
+                tested2.store(true, Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
             } else if o.refused.is_none() && !stop.load(Ordering::Relaxed) {
                 // (Not when stopping: no test comes after.)
@@ -515,6 +568,7 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
             output
                 .borrow_mut()
                 .json(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+            said.set(true);
         }
     };
     if let Err(e) = dropped {
@@ -560,10 +614,16 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
         listener.established,
         refused
     );
+    // -1 stopped (SIGINT/SIGTERM) before its test came: a failure, as
+    // `iperf3 -s -1` exits 1 then (the exit status is the test's result,
+    // and there was none). No client within --idle-timeout is not one
+    // (stock's status 0 too).
+    let untested = (one_off && !tested.load(Ordering::Relaxed) && report.interrupted)
+        .then(|| "-1: stopped before a test came".to_owned());
     if mode == ServeMode::Json {
         // After the tests' objects, one of the whole run's XDP statistics
         // and the listener's counters (with -1, in the test's).
-        let fin = json!({
+        let mut fin = json!({
             "xdp": xdp,
             "engine": EngineCounters::of(&report),
             "listener": listener,
@@ -581,12 +641,19 @@ pub fn serve(a: &ServeArgs) -> anyhow::Result<()> {
                 "misplaced": w.misplaced,
             })).collect::<Vec<_>>(),
         });
+        if let Some(e) = &untested {
+            fin["error"] = json!(e);
+        }
         let held = std::mem::take(&mut *one_doc.borrow_mut());
         if let Some(doc) = held.into_doc(Some(fin)) {
             output
                 .borrow_mut()
                 .json(&serde_json::to_string_pretty(&doc)?);
+            said.set(true);
         }
+    }
+    if let Some(e) = untested {
+        bail!("{e}");
     }
     if failed.load(Ordering::Relaxed) {
         bail!("the test failed");

@@ -2222,15 +2222,15 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
     let mut xtcp = recv_listening(
         &net,
         port,
-        &["--grace", "600", "--out", &out_arg],
-        Stdio::null(),
+        &["--grace", "600", "--out", &out_arg, "--json"],
+        Stdio::piped(),
     );
     let len = 1_000_000;
     let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
     xtcp.signal("-INT");
     xtcp.wait_for(
         "xtcp: interrupted: stopping; if a connection is open, it awaits the peer's FIN for up \
-         to 600.0 s (--grace), then is reset; a second Ctrl-C exits at once",
+         to 600.0 s (--grace), then is reset; a second SIGINT/SIGTERM exits at once",
     );
     // The first was taken: xtcp's FIN is in, the sender holds on.
     wait_ss(
@@ -2247,6 +2247,17 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
         err.contains("a second SIGINT: exiting at once")
             && err.contains(&format!("those written are in {}", partial.display())),
         "{err}"
+    );
+    // --json's document says it, as for any error before the report.
+    let mut doc = String::new();
+    std::io::Read::read_to_string(&mut xtcp.child.0.stdout.take().unwrap(), &mut doc).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&doc).expect("--json");
+    assert_eq!(j["ok"], false, "{j}");
+    assert!(
+        j["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("a second SIGINT: exiting at once")),
+        "{j}"
     );
     assert_eq!(std::fs::read(&out).unwrap(), b"old", "{err}");
     let got = std::fs::read(&partial).unwrap();
@@ -2651,6 +2662,68 @@ except ConnectionResetError:
         "the receiver saw: {last}; xtcp: {err}"
     );
     assert!(receiver.0.wait().unwrap().success());
+    assert_detached(&net);
+}
+
+/// SIGINT to `xtcp send` once its stream was sent whole and acknowledged
+/// cuts nothing: the connection is let go at once (not --grace later: 600
+/// s here, beyond the wait), without a reset, and the run succeeds. A
+/// second signal then would exit 130 with `--json`'s document saying so:
+/// checked by `a_second_signal_exits_at_once_and_says_where_the_bytes_are`.
+#[test]
+fn an_interrupt_after_the_whole_stream_cuts_nothing() {
+    const RECEIVER: &str = r#"
+import socket, sys, time
+ip, port = sys.argv[1], int(sys.argv[2])
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.settimeout(60)
+l.bind((ip, port)); l.listen(1)
+c, _ = l.accept()
+c.settimeout(60)
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+print("eof", n, flush=True)
+# Its side stays open: send is let go, not closed.
+time.sleep(90)
+"#;
+    let net = testnet(1500);
+    let port = 5236u16;
+    let len = 3_000_000u64;
+    let mut receiver = python_receiver(&net, RECEIVER, port, &[]);
+    let mut lines =
+        std::io::BufRead::lines(std::io::BufReader::new(receiver.0.stdout.take().unwrap()));
+    let mut args = send_pattern_args(&net, port, len);
+    args.extend(["--grace".into(), "600".into()]);
+    let mut send = Watched::spawn(&net, &args, Stdio::piped());
+    // The receiver read the whole stream and its end: the source was read
+    // to its end, and the FIN was sent after the last byte.
+    assert_eq!(lines.next().unwrap().unwrap(), format!("eof {len}"));
+    send.signal("-INT");
+    let (status, err) = send.wait_exit("xtcp send was not let go on SIGINT");
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains(
+            "the stream was whole and acknowledged, but the receiver had not closed its side \
+             when send was interrupted: let go"
+        ),
+        "{err}"
+    );
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut send.child.0.stdout.take().unwrap(), &mut out).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&out).expect("--json");
+    assert_eq!(j["ok"], true, "{j}");
+    assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
+    assert_eq!(j["connections"][0]["result"], "ok", "{j}");
+    assert_eq!(j["connections"][0]["peer_open"], true, "{j}");
+    assert!(
+        receiver.0.try_wait().unwrap().is_none(),
+        "the receiver is still holding its side"
+    );
     assert_detached(&net);
 }
 

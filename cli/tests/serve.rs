@@ -912,6 +912,67 @@ fn one_off_json_is_one_document_with_the_refusals_before_the_test_in_it() {
     assert!(doc["xtcp_serve"]["xdp"].is_object(), "{doc}");
 }
 
+/// `serve -1` stopped (SIGINT) before a test came exits 1, as
+/// `iperf3 -s -1` does (its status is the test's result, and there was
+/// none), and `-J`'s one document says why.
+#[test]
+fn one_off_stopped_before_its_test_fails_and_says_so() {
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["-1", "-J"]);
+    common::kill("-INT", server.child.0.id());
+    let text = server.rest().join("\n");
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not one document ({e}): {text}"));
+    assert_eq!(doc["error"], "-1: stopped before a test came", "{doc}");
+    assert!(doc["xdp"].is_object(), "the run's counters: {doc}");
+    let (status, err, _) = server.stop();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("xtcp: error: -1: stopped before a test came"),
+        "{err}"
+    );
+}
+
+/// `serve -J` and `--json-lines` that cannot start write their error as a
+/// document (`iperf3 -s -J`'s keys) or a record (`result` "error") where
+/// their records go, as `iperf3 -s -J` writes one when its listener cannot
+/// start.
+#[test]
+fn serve_that_cannot_start_says_so_in_its_json() {
+    let net = testnet(1);
+    for json in ["-J", "--json-lines"] {
+        let out = net
+            .a
+            .ns
+            .command(XTCP)
+            .args(["serve", "--iface", "nosuch0", json])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{json}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+        let e = doc[if json == "-J" { "error" } else { "message" }]
+            .as_str()
+            .unwrap_or_default();
+        assert!(e.contains("nosuch0"), "{json}: {doc}");
+        assert!(err.contains(e), "the same error on standard error: {err}");
+        if json == "-J" {
+            for key in ["start", "end"] {
+                assert!(doc[key].is_object(), "{doc}");
+            }
+            assert!(doc["intervals"].is_array(), "{doc}");
+        } else {
+            assert_eq!(doc["result"], "error", "{doc}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).lines().count(),
+                1,
+                "one line"
+            );
+        }
+    }
+}
+
 /// 32 streams over two queues: both queues' workers serve connections and
 /// receive data, xtcp's count is the client's, and nothing arrived on a
 /// queue without a socket, closes included.

@@ -1482,10 +1482,12 @@ impl Worker {
             // A bulk sender whose stream and FIN are acknowledged has done
             // its transfer: it waits `grace` for the peer's FIN, then lets
             // the connection go (a receiver that keeps its socket open
-            // would hold it for ever).
+            // would hold it for ever); when stopping (SIGINT/SIGTERM: a
+            // stop deadline set), at once, as nothing is left to wait for
+            // but that FIN.
             if s.sent_whole() {
                 let since = *s.fin_acked.get_or_insert(now);
-                if now >= since + shared.grace {
+                if s.deadline.is_some() || now >= since + shared.grace {
                     s.let_go();
                 }
             }
