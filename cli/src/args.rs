@@ -428,12 +428,19 @@ pub struct AddrDev {
     pub dev: Option<String>,
 }
 
+/// An IP address as given; an IPv4-mapped IPv6 one (`::ffff:192.0.2.1`)
+/// is the IPv4 address it maps, as iperf3 takes it.
+pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    s.trim_matches(['[', ']'])
+        .parse::<IpAddr>()
+        .map(|ip| ip.to_canonical())
+        .map_err(|_| format!("`{s}` is not an IP address"))
+}
+
 /// `ADDR[%DEV]`.
 pub fn parse_addr_dev(s: &str) -> Result<AddrDev, String> {
     let (addr, dev) = split_dev(s);
-    let ip = addr
-        .trim_matches(['[', ']'])
-        .parse()
+    let ip = parse_ip(addr)
         .map_err(|_| format!("`{addr}` is not an IP address (give ADDR or ADDR%DEV)"))?;
     Ok(AddrDev {
         ip,
@@ -853,6 +860,23 @@ fn candidates(found: &[IfaceAddrs], what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IPv4-mapped IPv6 address is its IPv4 address (as iperf3 takes
+    /// it); others stay as given.
+    #[test]
+    fn mapped_addresses_are_their_ipv4_ones() {
+        let ip = |s: &str| parse_ip(s).unwrap().to_string();
+        assert_eq!(ip("::ffff:198.18.0.2"), "198.18.0.2");
+        assert_eq!(ip("[::ffff:198.18.0.2]"), "198.18.0.2");
+        assert_eq!(ip("2001:2::1"), "2001:2::1");
+        assert_eq!(ip("198.18.0.1"), "198.18.0.1");
+        assert!(parse_ip("nope").is_err());
+        let a = parse_addr_dev("::ffff:198.18.0.2%eth1").unwrap();
+        assert_eq!(
+            (a.ip.to_string(), a.dev.as_deref()),
+            ("198.18.0.2".into(), Some("eth1"))
+        );
+    }
 
     /// `--grace` takes 0 to 3600 seconds; NaN (which panicked making a
     /// Duration), infinities and negative numbers are refused with the

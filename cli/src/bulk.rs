@@ -51,7 +51,8 @@ pub struct SendArgs {
         short = 'B',
         long = "bind-address",
         value_name = "ADDR",
-        alias = "local"
+        alias = "local",
+        value_parser = crate::args::parse_ip
     )]
     pub local: Option<IpAddr>,
     /// Send this file (default, or `-`: standard input).
@@ -135,11 +136,7 @@ impl SendArgs {
         use std::net::ToSocketAddrs;
         let r = match (self.connect, self.host.as_deref()) {
             (Some(a), _) => a,
-            (None, Some(h)) => match crate::args::split_dev(h)
-                .0
-                .trim_matches(['[', ']'])
-                .parse::<IpAddr>()
-            {
+            (None, Some(h)) => match crate::args::parse_ip(crate::args::split_dev(h).0) {
                 Ok(ip) => SocketAddr::new(ip, self.port),
                 Err(_) => (h, self.port)
                     .to_socket_addrs()
@@ -149,6 +146,7 @@ impl SendArgs {
             },
             (None, None) => bail!("send needs the receiver: -c HOST [-p PORT]"),
         };
+        let r = SocketAddr::new(r.ip().to_canonical(), r.port());
         let given = self.host.clone().unwrap_or_else(|| r.ip().to_string());
         crate::args::refuse_link_local("-c", &given, r.ip())?;
         Ok(r)
@@ -163,7 +161,8 @@ pub struct RecvArgs {
     /// IPv4 addresses and its IPv6 addresses but link-local ones; -4 or -6
     /// takes one family; `::` is every address too, `0.0.0.0` the IPv4
     /// ones)
-    #[arg(short = 'B', long = "bind-address", value_name = "ADDR")]
+    #[arg(short = 'B', long = "bind-address", value_name = "ADDR",
+          value_parser = crate::args::parse_ip)]
     pub addr: Option<IpAddr>,
     #[command(flatten)]
     pub family: ListenFamily,
@@ -243,7 +242,7 @@ fn parse_listen(s: &str) -> Result<(Option<IpAddr>, u16), String> {
         return Ok((None, p));
     }
     s.parse::<SocketAddr>()
-        .map(|a| (Some(a.ip()), a.port()))
+        .map(|a| (Some(a.ip().to_canonical()), a.port()))
         .map_err(|_| format!("`{s}` is not PORT, ADDR:PORT or [IPV6]:PORT"))
 }
 

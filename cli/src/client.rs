@@ -406,8 +406,14 @@ fn resolve_host(a: &ClientArgs) -> anyhow::Result<IpAddr> {
     let want = |ip: &IpAddr| (!a.version4 || ip.is_ipv4()) && (!a.version6 || ip.is_ipv6());
     let flag = if a.version4 { "-4" } else { "-6" };
     let host = crate::args::split_dev(&a.host).0;
-    if let Ok(ip) = host.trim_matches(['[', ']']).parse::<IpAddr>() {
-        crate::args::refuse_link_local("-c", &a.host, ip)?;
+    if let Ok(given) = host.trim_matches(['[', ']']).parse::<IpAddr>() {
+        crate::args::refuse_link_local("-c", &a.host, given)?;
+        // An IPv4-mapped address is the IPv4 one, whatever -4/-6 say (as
+        // iperf3 connects to it).
+        let ip = given.to_canonical();
+        if ip != given {
+            return Ok(ip);
+        }
         if !want(&ip) {
             bail!(
                 "{flag}: {ip} is an {} address; give an {} address or drop {flag}",

@@ -1095,8 +1095,14 @@ fn conflicting_sweep_flags_are_refused_before_anything_runs() {
         // Invalid argument" from `ip addr add 2001:2::1/64`.)
         (
             &["--mtu", "1500,1000"][..],
-            "--mtu 1000: give MTUs from 1280 to 65535 (the bench's test network carries \
-             IPv6 too, whose least MTU is 1280)",
+            "--mtu 1000: give MTUs from 1280 to 65535 (the bench's network carries IPv6 too, \
+             whose least MTU is 1280)",
+        ),
+        // The interfaces of --iface too: they are given its IPv6 addresses.
+        (
+            &["--iface", "nosuch0,nosuch1", "--mtu", "576"][..],
+            "--mtu 576: give MTUs from 1280 to 65535 (the bench's network carries IPv6 too, \
+             whose least MTU is 1280)",
         ),
         // Each named alone (both were named whichever was wrong).
         (&["--repeat", "0"][..], "error: --repeat must be at least 1"),

@@ -542,6 +542,29 @@ fn an_mss_above_the_mtu_is_said_to_be_clamped() {
     assert_eq!(j["engine"]["mss"], 1460, "{j}");
 }
 
+/// An IPv4-mapped IPv6 address (`::ffff:198.18.0.2`) is its IPv4 address,
+/// as iperf3 takes it, for `-c` and `-B` (they were refused: no route to
+/// it, no interface with it).
+#[test]
+fn an_ipv4_mapped_address_is_its_ipv4_one() {
+    let net = testnet(1500);
+    let port = 5237;
+    let _socat = socat_receiver(&net, net.b.ip4.into(), port, "OPEN:/dev/null");
+    let mut args = send_pattern_args(&net, port, 1 << 20);
+    let c = args.iter().position(|a| a == "-c").unwrap();
+    args[c + 1] = format!("::ffff:{}", net.b.ip4);
+    args.extend(["-B".into(), format!("::ffff:{}", net.a.ip4)]);
+    let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
+    ok(&out);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["bytes"].as_u64(), Some(1 << 20), "{j}");
+    assert_eq!(
+        j["connections"][0]["remote"],
+        format!("{}:{port}", net.b.ip4),
+        "{j}"
+    );
+}
+
 /// `send -F -` reads standard input, `recv --out -` writes standard
 /// output, as `-` means in other tools (they were taken as file names).
 #[test]
