@@ -199,6 +199,14 @@ pub struct RecvArgs {
     /// Serve connection after connection, several at once too, until interrupted (with --verify or --discard). Without it recv takes one connection and refuses others with a reset.
     #[arg(long)]
     pub keep_listening: bool,
+    /// Reset a connection whose stream brings no byte for this many
+    /// milliseconds (100..=86400000), and fail, as iperf3's --rcv-timeout
+    /// ends a test: a sender that died without a word (its host gone, its
+    /// link down) would hold recv for ever, as it would the kernel's TCP.
+    /// Default: wait for ever (a sender may pause, as a pipe does).
+    #[arg(long = "rcv-timeout", value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    pub rcv_timeout: Option<u64>,
     /// Print the final report as JSON on stdout.
     #[arg(short = 'J', long)]
     pub json: bool,
@@ -1458,6 +1466,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let mut cfg = a.engine.config_at(on)?;
     // A stream longer than -n is reset as it passes it.
     cfg.stream_limit = a.bytes;
+    cfg.rcv_timeout = a.rcv_timeout.map(Duration::from_millis);
     let mut writer = None;
     let mut replace = None;
     // Without --keep-listening the first connection is the one stream:

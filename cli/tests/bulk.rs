@@ -2750,6 +2750,46 @@ time.sleep(90)
     assert_detached(&net);
 }
 
+/// `recv --rcv-timeout MS`: a stream that brings nothing for that long
+/// (its sender fell silent: died without a word, or stalled) is reset, and
+/// recv fails saying why, in bounded time; the sender learns of it (it
+/// would otherwise hold recv for ever, as it would the kernel's TCP).
+#[test]
+fn a_receive_timeout_ends_a_stream_that_fell_silent() {
+    let net = testnet(1500);
+    let port = 5238u16;
+    let mut xtcp = recv_listening(
+        &net,
+        port,
+        &["--rcv-timeout", "1000", "--discard", "--json"],
+        Stdio::piped(),
+    );
+    let len = 100_000;
+    // Every byte acknowledged, then nothing more from the sender.
+    let mut sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, len);
+    let (status, err) = xtcp.wait_exit("recv --rcv-timeout did not end a silent stream");
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("no data for the receive timeout (--rcv-timeout): reset"),
+        "{err}"
+    );
+    let mut doc = String::new();
+    std::io::Read::read_to_string(&mut xtcp.child.0.stdout.take().unwrap(), &mut doc).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&doc).expect("--json");
+    assert_eq!(j["ok"], false, "{j}");
+    assert_eq!(
+        j["connections"][0]["bytes_received"].as_u64(),
+        Some(len as u64),
+        "{j}"
+    );
+    // The sender is told: its next read meets the reset.
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let e = std::io::Read::read(&mut sock, &mut [0u8; 1]).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+    assert_detached(&net);
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]

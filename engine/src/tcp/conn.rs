@@ -1166,6 +1166,17 @@ impl<M: SendMemory> Connection<M> {
         }
     }
 
+    /// [`Self::abort`] for an error of the application's (a receive that
+    /// waited too long): the close reason, and the error event, are `e`.
+    pub fn abort_for(&mut self, now: Instant, e: ConnectionError) {
+        if matches!(self.state, State::Closed | State::TimeWait) {
+            return;
+        }
+        self.error = Some(e);
+        self.closed = Some(CloseReason::Error(e));
+        self.abort(now);
+    }
+
     /// Aborts: an RST goes out (if the peer knows us) and the connection is
     /// closed at once with [`CloseReason::Aborted`].
     pub fn abort(&mut self, _now: Instant) {

@@ -442,6 +442,12 @@ pub enum ConnectionError {
         "no progress for the user timeout (--snd-timeout): sent data unacknowledged, or the peer's window shut"
     )]
     UserTimeout,
+    /// The application reset it: no byte arrived for its receive timeout
+    /// (`recv --rcv-timeout`) while the peer's stream was open.
+    #[error(
+        "no data for the receive timeout (--rcv-timeout): reset (the sender stopped sending, or died without a word)"
+    )]
+    ReceiveTimeout,
 }
 
 /// What a connection tells the application, through [`Connection::poll_event`].

@@ -258,6 +258,9 @@ pub struct Slot {
     /// Bytes its stream may hold: more, and it is reset
     /// ([`super::EngineConfig::stream_limit`]).
     pub(super) stream_limit: Option<u64>,
+    /// A bulk receiver's `bytes_received` when it last changed, and when
+    /// ([`super::EngineConfig::rcv_timeout`] counts from there).
+    pub(super) rx_seen: Option<(u64, Instant)>,
 }
 
 impl Slot {
@@ -293,7 +296,24 @@ impl Slot {
             swept: None,
             appconn: None,
             stream_limit: None,
+            rx_seen: None,
         }
+    }
+
+    /// A bulk receiver (`recv`'s: no source, no application) whose peer's
+    /// stream is open: what [`super::EngineConfig::rcv_timeout`] applies
+    /// to.
+    pub(super) fn awaits_stream(&self) -> bool {
+        self.appconn.is_none()
+            && matches!(self.source, Source::Empty)
+            && self.conn.state() == State::Established
+    }
+
+    /// With `timeout` ([`super::EngineConfig::rcv_timeout`]): when this
+    /// connection is reset unless a byte comes first.
+    pub(super) fn rcv_deadline(&self, timeout: Option<Duration>) -> Option<Instant> {
+        let t = timeout.filter(|_| self.awaits_stream())?;
+        self.rx_seen.map(|(_, at)| at + t)
     }
 
     /// A bulk sender whose stream and FIN are acknowledged (FIN-WAIT-2):

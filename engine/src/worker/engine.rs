@@ -197,6 +197,11 @@ pub struct EngineConfig {
     pub tcp: tcp::Config,
     /// Between FIN and RST when stopping.
     pub grace: Duration,
+    /// A bulk receiver's connection (`recv`'s) that receives no byte for
+    /// this long while its stream is open is reset and fails with
+    /// [`tcp::ConnectionError::ReceiveTimeout`] (`recv --rcv-timeout`: a
+    /// sender that died without a word would hold it for ever).
+    pub rcv_timeout: Option<Duration>,
     /// Counter reports from workers.
     pub report_interval: Duration,
     /// Connections a worker holds at most.
@@ -342,6 +347,7 @@ impl Default for EngineConfig {
                 ..tcp::Config::default()
             },
             grace: Duration::from_secs(2),
+            rcv_timeout: None,
             report_interval: Duration::from_millis(100),
             max_conns: 1024,
             stream_limit: None,
@@ -1430,6 +1436,7 @@ pub fn run_app(
         stop: AtomicBool::new(false),
         failed: AtomicBool::new(false),
         grace: cfg.grace,
+        rcv_timeout: cfg.rcv_timeout,
         done: AtomicUsize::new(0),
         tcp: tcp_cfg,
         isn,

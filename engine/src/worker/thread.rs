@@ -73,8 +73,8 @@ use super::registry::{Key, Registry};
 use super::sendmem::UmemFrames;
 use super::table::Table;
 use crate::tcp::{
-    CloseReason, Config, Connection, Event, FourTuple, HalfOpenIndex, IsnGenerator, Listener,
-    SeqNumber, State, Stats, TcpFlags, TcpRepr, reset_for,
+    CloseReason, Config, Connection, ConnectionError, Event, FourTuple, HalfOpenIndex,
+    IsnGenerator, Listener, SeqNumber, State, Stats, TcpFlags, TcpRepr, reset_for,
 };
 use crate::tcp::{MAX_PIECES, Piece};
 use crate::wire::TooBig;
@@ -194,6 +194,8 @@ pub struct Shared {
     pub failed: AtomicBool,
     /// Grace period between FIN and RST on stop.
     pub grace: Duration,
+    /// [`super::EngineConfig::rcv_timeout`].
+    pub rcv_timeout: Option<Duration>,
     /// Workers stopping whose connections are done (closed, or quiet in
     /// TIME-WAIT). A worker exits only once all of them are: until then a
     /// peer's last packets of another worker's connection may still arrive
@@ -1479,6 +1481,22 @@ impl Worker {
             if s.conn.poll_timeout().is_some_and(|t| t <= now) {
                 s.conn.handle_timeout(now);
             }
+            // `recv --rcv-timeout`: a stream that brings nothing for that
+            // long is reset (its sender may have died without a word,
+            // which would hold the receiver for ever).
+            if let Some(t) = shared.rcv_timeout
+                && s.awaits_stream()
+            {
+                let got = s.conn.stats().bytes_received;
+                match s.rx_seen {
+                    Some((n, at)) if n == got => {
+                        if now >= at + t {
+                            s.conn.abort_for(now, ConnectionError::ReceiveTimeout);
+                        }
+                    }
+                    _ => s.rx_seen = Some((got, now)),
+                }
+            }
             // A bulk sender whose stream and FIN are acknowledged has done
             // its transfer: it waits `grace` for the peer's FIN, then lets
             // the connection go (a receiver that keeps its socket open
@@ -1661,10 +1679,16 @@ impl Worker {
                 .fin_acked
                 .filter(|_| s.conn.state() == State::FinWait2)
                 .map(|t| t + shared.grace);
-            let at = [s.conn.poll_timeout(), s.deadline, s.sink.flush_at(), linger]
-                .into_iter()
-                .flatten()
-                .min();
+            let at = [
+                s.conn.poll_timeout(),
+                s.deadline,
+                s.sink.flush_at(),
+                linger,
+                s.rcv_deadline(shared.rcv_timeout),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             if more {
                 table.mark(pos);
             }

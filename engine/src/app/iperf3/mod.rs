@@ -227,9 +227,11 @@ impl From<crate::tcp::CloseReason> for ControlEnd {
             CloseReason::Normal => ControlEnd::Closed,
             CloseReason::Aborted => ControlEnd::Aborted,
             CloseReason::Error(ConnectionError::Reset) => ControlEnd::Reset,
-            CloseReason::Error(ConnectionError::TimedOut | ConnectionError::UserTimeout) => {
-                ControlEnd::TimedOut
-            }
+            CloseReason::Error(
+                ConnectionError::TimedOut
+                | ConnectionError::UserTimeout
+                | ConnectionError::ReceiveTimeout,
+            ) => ControlEnd::TimedOut,
             CloseReason::Error(ConnectionError::Refused) => ControlEnd::Refused,
             CloseReason::Error(ConnectionError::ConnectTimeout) => ControlEnd::NoAnswer,
         }

@@ -427,9 +427,9 @@ impl ServerSession {
             Role::Receive => ierrno::IESTREAMREAD,
         };
         let errno = match e {
-            E::Reset => 104,                                         // ECONNRESET
-            E::Refused => 111,                                       // ECONNREFUSED
-            E::TimedOut | E::UserTimeout | E::ConnectTimeout => 110, // ETIMEDOUT
+            E::Reset => 104,   // ECONNRESET
+            E::Refused => 111, // ECONNREFUSED
+            E::TimedOut | E::UserTimeout | E::ConnectTimeout | E::ReceiveTimeout => 110, // ETIMEDOUT
         };
         self.fail_errno(Error::StreamFailed(e), Some(code), errno);
     }
