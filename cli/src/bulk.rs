@@ -337,6 +337,8 @@ struct ConnSummary {
     mss_black_hole_steps: u64,
     /// Times it stepped down for an ICMP "packet too big" from the path.
     mss_path_mtu_steps: u64,
+    /// Times it stepped down as the interface's own MTU fell during it.
+    mss_link_mtu_steps: u64,
     /// Times it went back up to the MSS agreed at the handshake, as the
     /// MTU a hop reported expired (`--pmtu-expires`).
     mss_path_mtu_raises: u64,
@@ -530,6 +532,7 @@ fn summarise<'a>(
                 mss: steps.mss,
                 mss_black_hole_steps: steps.black_hole,
                 mss_path_mtu_steps: steps.icmp,
+                mss_link_mtu_steps: steps.link,
                 mss_path_mtu_raises: steps.raised,
                 path_mtu_reported: steps.reported,
                 icmp_too_big_ignored: r.stats.icmp_too_big_ignored,
@@ -703,9 +706,11 @@ pub(crate) struct MtuSteps {
     /// established).
     mss: Option<usize>,
     mtu: Option<usize>,
-    /// Steps for an ICMP "packet too big", and for a black hole.
+    /// Steps for an ICMP "packet too big", for a black hole, and for the
+    /// interface's own MTU falling.
     icmp: u64,
     black_hole: u64,
+    link: u64,
     /// Steps back up, as a reported MTU expired (`--pmtu-expires`).
     raised: u64,
     /// The MTU the last "packet too big" taken reported.
@@ -729,6 +734,7 @@ impl MtuSteps {
             mtu: r.established.map(|_| r.packet_mtu),
             icmp: r.stats.mss_path_mtu_steps,
             black_hole: r.stats.mss_black_hole_steps,
+            link: r.stats.mss_link_mtu_steps,
             raised: r.stats.mss_path_mtu_raises,
             reported: Some(r.stats.path_mtu_reported).filter(|&m| m > 0),
             timed_out: matches!(
@@ -822,6 +828,10 @@ fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
         n => format!("{n} times"),
     };
     Some(match (c.icmp, c.black_hole) {
+        (0, 0) if c.link > 0 => format!(
+            "the interface's own MTU fell during the connection, and the MSS stepped down \
+             with it to {mss} bytes (packets of {mtu})"
+        ),
         (0, 0) => return None,
         (icmp, 0) if c.raised >= icmp => format!(
             "a hop reported an MTU of {} (ICMP \"packet too big\") and the MSS stepped down; \
@@ -1626,6 +1636,7 @@ mod tests {
             mtu: Some(mtu),
             icmp: steps.0,
             black_hole: steps.1,
+            link: 0,
             raised: 0,
             reported: Some(reported).filter(|&r| r > 0),
             timed_out: false,

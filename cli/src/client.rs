@@ -867,6 +867,7 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
             "unacceptable": Unacceptable::of(&r.stats),
             "packet_mtu": r.established.map(|_| r.packet_mtu),
             "mss_path_mtu_steps": r.stats.mss_path_mtu_steps,
+            "mss_link_mtu_steps": r.stats.mss_link_mtu_steps,
             "mss_path_mtu_raises": r.stats.mss_path_mtu_raises,
             "mss_black_hole_steps": r.stats.mss_black_hole_steps,
         })).collect::<Vec<_>>() }),

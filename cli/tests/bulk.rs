@@ -170,6 +170,14 @@ fn socat_addr(ip: IpAddr, port: u16) -> String {
 
 /// `xtcp recv` in side A on `port` with `extra` arguments, its standard
 /// output to `stdout`; returns once it listens.
+/// What an xtcp run with `--json` (its standard output piped) printed, as
+/// the one document it is; read once it exited.
+fn json_stdout(w: &mut Watched) -> serde_json::Value {
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut w.child.0.stdout.take().unwrap(), &mut out).unwrap();
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON document ({e}): {out}"))
+}
+
 fn recv_listening(net: &TestNet, port: u16, extra: &[&str], stdout: Stdio) -> Watched {
     let mut args = vec!["recv".to_string()];
     args.extend(engine_args(net, true));
@@ -1645,9 +1653,7 @@ fn a_slow_handshake_is_said_with_its_time() {
     let (status, err) = send.wait_exit("xtcp send did not end");
     let wall = started.elapsed().as_secs_f64();
     assert!(status.success(), "{err}");
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut send.child.0.stdout.take().unwrap(), &mut out).unwrap();
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let j = json_stdout(&mut send);
     let h = j["connections"][0]["handshake_seconds"].as_f64().unwrap();
     // The first retransmission of a SYN waits a second (RFC 6298).
     assert!((1.0..wall).contains(&h), "{h} s of a {wall} s run: {j}");
@@ -2272,9 +2278,7 @@ fn a_second_signal_exits_at_once_and_says_where_the_bytes_are() {
         "{err}"
     );
     // --json's document says it, as for any error before the report.
-    let mut doc = String::new();
-    std::io::Read::read_to_string(&mut xtcp.child.0.stdout.take().unwrap(), &mut doc).unwrap();
-    let j: serde_json::Value = serde_json::from_str(&doc).expect("--json");
+    let j = json_stdout(&mut xtcp);
     assert_eq!(j["ok"], false, "{j}");
     assert!(
         j["error"]
@@ -2736,9 +2740,7 @@ time.sleep(90)
         ),
         "{err}"
     );
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut send.child.0.stdout.take().unwrap(), &mut out).unwrap();
-    let j: serde_json::Value = serde_json::from_str(&out).expect("--json");
+    let j = json_stdout(&mut send);
     assert_eq!(j["ok"], true, "{j}");
     assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
     assert_eq!(j["connections"][0]["result"], "ok", "{j}");
@@ -2773,9 +2775,7 @@ fn a_receive_timeout_ends_a_stream_that_fell_silent() {
         err.contains("no data for the receive timeout (--rcv-timeout): reset"),
         "{err}"
     );
-    let mut doc = String::new();
-    std::io::Read::read_to_string(&mut xtcp.child.0.stdout.take().unwrap(), &mut doc).unwrap();
-    let j: serde_json::Value = serde_json::from_str(&doc).expect("--json");
+    let j = json_stdout(&mut xtcp);
     assert_eq!(j["ok"], false, "{j}");
     assert_eq!(
         j["connections"][0]["bytes_received"].as_u64(),
@@ -2787,6 +2787,80 @@ fn a_receive_timeout_ends_a_stream_that_fell_silent() {
         .unwrap();
     let e = std::io::Read::read(&mut sock, &mut [0u8; 1]).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+    assert_detached(&net);
+}
+
+/// The interface's MTU lowered during a transfer (`ip link set … mtu`):
+/// xtcp's connection follows at once, as Linux's TCP follows its device's
+/// MTU, its MSS stepped down for the link (counted so), where it found out
+/// only as a black hole before (timeouts, seconds of stall, advice about a
+/// hop on the path).
+#[test]
+fn a_lowered_interface_mtu_is_followed_at_once() {
+    const RECEIVER: &str = r#"
+import socket, sys
+ip, port = sys.argv[1], int(sys.argv[2])
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.settimeout(60)
+l.bind((ip, port)); l.listen(1)
+c, _ = l.accept()
+c.settimeout(60)
+n, step = 0, 4 << 20
+try:
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        k = n // step
+        n += len(b)
+        if n // step > k:
+            print(n, flush=True)
+except (ConnectionResetError, socket.timeout):
+    pass
+"#;
+    let net = testnet(9000);
+    let port = 5240u16;
+    let mut receiver = python_receiver(&net, RECEIVER, port, &[]);
+    let mut lines =
+        std::io::BufRead::lines(std::io::BufReader::new(receiver.0.stdout.take().unwrap()));
+    let mut got = || -> u64 { lines.next().unwrap().unwrap().parse().unwrap() };
+    let mut send = Watched::spawn(
+        &net,
+        &send_pattern_args(&net, port, 1 << 40),
+        Stdio::piped(),
+    );
+    got();
+    for (ns, iface) in [(&net.a.ns, &net.a.iface), (&net.b.ns, &net.b.iface)] {
+        let out = ns
+            .command("ip")
+            .args(["link", "set", "dev", iface, "mtu", "1500"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Well past what was in flight at the change.
+    let at = got();
+    while got() < at + (32 << 20) {}
+    send.signal("-INT");
+    let (_, err) = send.wait_exit("xtcp send did not stop on SIGINT");
+    let j = json_stdout(&mut send);
+    let c = &j["connections"][0];
+    assert_eq!(c["mss_link_mtu_steps"], 1, "{j}\n{err}");
+    assert_eq!(c["mss_black_hole_steps"], 0, "{j}\n{err}");
+    assert!(c["mss"].as_u64().is_some_and(|m| m <= 1460), "{j}");
+    assert!(
+        err.contains(
+            "the interface's own MTU fell during the connection, and the MSS stepped down"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("a hop on the path"), "{err}");
+    drop(receiver);
     assert_detached(&net);
 }
 
@@ -3039,9 +3113,7 @@ fn an_idle_connection_that_starts_sending_gets_its_window_back() {
     let (status, err) = xtcp.wait_exit("xtcp recv did not exit");
     assert!(status.success(), "{err}");
     assert!(err.contains(&format!("{peer} → {to}: busy again")), "{err}");
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut xtcp.child.0.stdout.take().unwrap(), &mut out).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v = json_stdout(&mut xtcp);
     assert_eq!(v["bytes"], 64 << 20, "{v}");
     let w = &v["engine"]["workers"][0];
     let budget = w["rx_window_budget"].as_u64().unwrap();

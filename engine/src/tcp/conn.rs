@@ -1586,6 +1586,36 @@ impl<M: SendMemory> Connection<M> {
         self.acked_at_mss = self.bytes_acked();
     }
 
+    /// The interface's own MTU is now `mtu` (`ip link set … mtu` during
+    /// the connection): as Linux's TCP follows its device's MTU, segments
+    /// from now on make packets of at most that, for good (a hop's report
+    /// that expires does not raise the MSS above it), and where the MTU
+    /// in force was larger, the MSS steps down to it and what is in flight
+    /// goes again in segments that fit, without a congestion response (as
+    /// for a "packet too big"). Only once synchronized (the MSS is agreed
+    /// at the handshake); returns whether it took effect then, so that a
+    /// caller gives it again until it does.
+    pub fn on_link_mtu(&mut self, mtu: usize) -> bool {
+        if matches!(
+            self.state,
+            State::Closed | State::SynSent | State::SynReceived
+        ) {
+            return false;
+        }
+        let current = self.packet_mtu();
+        let headers = current - self.mss_limit;
+        let opt = if self.ts_ok { 12 } else { 0 };
+        // Room for one byte of payload at least.
+        let mtu = mtu.max(headers + opt + 1);
+        self.mss_limit_agreed = self.mss_limit_agreed.min(mtu - headers);
+        if mtu < current {
+            self.step_packet_mtu(mtu);
+            self.stats.mss_link_mtu_steps += 1;
+            self.go_back();
+        }
+        true
+    }
+
     /// An ICMP "packet too big" about a segment of this connection
     /// (RFC 1191 for IPv4, RFC 8201 for IPv6): a hop on the path takes
     /// packets of at most `mtu` bytes (0: an IPv4 router that did not

@@ -529,6 +529,9 @@ pub struct Stats {
     /// Times the send MSS went back up to the one agreed at the handshake
     /// as an MTU a hop reported expired ([`Config::pmtu_expires`]).
     pub mss_path_mtu_raises: u64,
+    /// Times the send MSS stepped down as the interface's own MTU fell
+    /// during the connection (`Connection::on_link_mtu`).
+    pub mss_link_mtu_steps: u64,
     /// The MTU the last "packet too big" taken reported (0: none; an old
     /// router's 0 as the plateau taken for it): below 576 (IPv4) or 1280
     /// (IPv6), the MTU in force is that floor instead.

@@ -2203,6 +2203,37 @@ fn a_packet_too_big_steps_the_mss_down_without_a_timeout() {
     );
 }
 
+/// The sender's own interface MTU falls mid-transfer (the link then
+/// drops larger packets): told (`on_link_mtu`, as the worker tells it), the
+/// connection steps its MSS down at once, sends again what was in flight,
+/// and completes byte-exact without a timeout; no expiry raises it again,
+/// and an MTU not below the one in force changes nothing.
+#[test]
+fn a_lowered_link_mtu_steps_the_mss_down_without_a_timeout() {
+    let cfg = jumbo_ends((9000, 9000), 0.0, 16);
+    let mut sim = Sim::new(cfg.clone());
+    // Before the handshake no MSS is agreed: not taken yet.
+    assert!(!sim.client.on_link_mtu(1500));
+    sim.drive_while(Duration::from_secs(60), |s| {
+        s.client.stats().bytes_sent < 256 << 10
+    });
+    assert_eq!(sim.client.packet_mtu(), 9000);
+    sim.link_mut(true).mtu = 1500;
+    assert!(sim.client.on_link_mtu(1500));
+    assert!(
+        sim.client.on_link_mtu(9000),
+        "a higher one: nothing changes"
+    );
+    assert!(sim.drive_bounded(Duration::from_secs(60)));
+    clean_close(&sim, &cfg);
+    let st = sim.client.stats();
+    assert_eq!(st.mss_link_mtu_steps, 1, "{st:?}");
+    assert_eq!(st.mss_black_hole_steps, 0, "{st:?}");
+    assert_eq!(st.rto_expirations, 0, "{st:?}");
+    assert_eq!(sim.client.packet_mtu(), 1500);
+    assert_eq!(sim.client.send_mss(), 1500 - 40 - 12);
+}
+
 /// An outage right after a hop reported the path's MTU (timeouts in a
 /// row, nothing acknowledged at the new MSS yet) is no black hole below
 /// it: the MTU a hop reported stays.

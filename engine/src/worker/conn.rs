@@ -261,6 +261,9 @@ pub struct Slot {
     /// A bulk receiver's `bytes_received` when it last changed, and when
     /// ([`super::EngineConfig::rcv_timeout`] counts from there).
     pub(super) rx_seen: Option<(u64, Instant)>,
+    /// The interface MTU it followed last (`Connection::on_link_mtu`; 0:
+    /// the one at start).
+    pub(super) link_mtu: usize,
 }
 
 impl Slot {
@@ -297,6 +300,7 @@ impl Slot {
             appconn: None,
             stream_limit: None,
             rx_seen: None,
+            link_mtu: 0,
         }
     }
 

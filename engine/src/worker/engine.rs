@@ -1437,6 +1437,8 @@ pub fn run_app(
         failed: AtomicBool::new(false),
         grace: cfg.grace,
         rcv_timeout: cfg.rcv_timeout,
+        mtu_at_start: mtu as usize,
+        link_mtu: AtomicUsize::new(mtu as usize),
         done: AtomicUsize::new(0),
         tcp: tcp_cfg,
         isn,
@@ -1602,6 +1604,14 @@ pub fn run_app(
                 iface_gone = true;
                 shared.stop.store(true, Ordering::Release);
                 stop_at = Some(Instant::now());
+            }
+            // Its MTU changed (`ip link set … mtu`): the workers follow, as
+            // Linux's TCP follows its device's MTU.
+            if let Ok(m) = iface_mtu(iface)
+                && m as usize != shared.link_mtu.load(Ordering::Relaxed)
+            {
+                tracing::info!(iface, mtu = m, "the interface's MTU changed");
+                shared.link_mtu.store(m as usize, Ordering::Relaxed);
             }
         }
         let mut p = Progress {

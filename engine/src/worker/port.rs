@@ -569,6 +569,11 @@ impl XskPort {
         self.emit(repr, pieces, mem, tpl)
     }
 
+    /// The interface's MTU changed: segments are checked against `mtu`.
+    pub fn set_mtu(&mut self, mtu: usize) {
+        self.cfg.mtu = mtu;
+    }
+
     /// Whether a burst of segments of `seg_len` payload bytes can go
     /// through [`XskPort::send_burst`]: always in the single-descriptor
     /// layout, in the chained one when each segment is whole frames (as

@@ -196,6 +196,12 @@ pub struct Shared {
     pub grace: Duration,
     /// [`super::EngineConfig::rcv_timeout`].
     pub rcv_timeout: Option<Duration>,
+    /// The interface's MTU when the engine started.
+    pub mtu_at_start: usize,
+    /// The interface's MTU now (the control loop reads it at every report
+    /// interval): where it fell, the connections follow
+    /// ([`Connection::on_link_mtu`]).
+    pub link_mtu: AtomicUsize,
     /// Workers stopping whose connections are done (closed, or quiet in
     /// TIME-WAIT). A worker exits only once all of them are: until then a
     /// peer's last packets of another worker's connection may still arrive
@@ -295,6 +301,9 @@ pub struct Worker {
     /// Stopping: when the connections are reset (the end of the grace
     /// period), for those handed over to it after the stop began too.
     stop_deadline: Option<Instant>,
+    /// The interface's MTU the port checks segments against
+    /// ([`Shared::link_mtu`] as last seen).
+    link_mtu: usize,
 }
 
 /// What each connection gets of a worker's [`Budget`] now.
@@ -710,6 +719,7 @@ impl Worker {
         // received frames go back to the pool, and from it to the fill
         // ring, in the same turn.
         let reserve = port.xsk().tx.size() as usize;
+        let link_mtu = shared.mtu_at_start;
         let x = port.xsk();
         let rings = (x.fill.size() + x.rx.size() + x.tx.size()) as usize;
         let fl = shared.tcp.frame_len.max(1);
@@ -764,6 +774,7 @@ impl Worker {
             light: 0,
             shares: Shares::default(),
             stop_deadline: None,
+            link_mtu,
         }
     }
 
@@ -882,6 +893,7 @@ impl Worker {
                 &mut self.counters.misplaced,
             );
             let moved = self.handle_ctl(now);
+            self.follow_link_mtu();
             self.receive(now);
             self.take_too_big(now);
             let tx_before = self.port.counters().tx_packets;
@@ -959,6 +971,18 @@ impl Worker {
     fn next_deadline(&self) -> Option<Instant> {
         let l = self.listener.as_ref().and_then(|l| l.poll_timeout());
         self.table.next_deadline().into_iter().chain(l).min()
+    }
+
+    /// The interface's MTU changed ([`Shared::link_mtu`]): segments are
+    /// checked against the new one, and every connection gets a turn, in
+    /// which it follows ([`Connection::on_link_mtu`]).
+    fn follow_link_mtu(&mut self) {
+        let m = self.shared.link_mtu.load(Ordering::Relaxed);
+        if m != self.link_mtu {
+            self.link_mtu = m;
+            self.port.set_mtu(m);
+            self.table.mark_all();
+        }
     }
 
     fn begin_stop(&mut self, now: Instant) {
@@ -1480,6 +1504,15 @@ impl Worker {
             }
             if s.conn.poll_timeout().is_some_and(|t| t <= now) {
                 s.conn.handle_timeout(now);
+            }
+            // The interface's MTU fell since the engine started: the
+            // connection follows, once synchronized (its MSS agreed).
+            let link_mtu = shared.link_mtu.load(Ordering::Relaxed);
+            if link_mtu != shared.mtu_at_start
+                && s.link_mtu != link_mtu
+                && s.conn.on_link_mtu(link_mtu)
+            {
+                s.link_mtu = link_mtu;
             }
             // `recv --rcv-timeout`: a stream that brings nothing for that
             // long is reset (its sender may have died without a word,
