@@ -2864,6 +2864,77 @@ except (ConnectionResetError, socket.timeout):
     assert_detached(&net);
 }
 
+/// An address a kernel socket cannot take says why: one still tentative
+/// (IPv6 duplicate address detection not done: a hundred probes a second
+/// apart keep it so for the test) cannot be bound yet, and a link-local
+/// one needs the interface scope xtcp does not carry (both were "is the
+/// address configured on the interface?", though it was).
+#[test]
+fn an_address_that_cannot_be_bound_says_why() {
+    let net = testnet(1500);
+    let tentative = "2001:2::77";
+    for cmd in [
+        format!("net.ipv6.conf.{}.accept_dad=1", net.a.iface),
+        format!("net.ipv6.conf.{}.dad_transmits=100", net.a.iface),
+    ] {
+        let out = net
+            .a
+            .ns
+            .command("sysctl")
+            .args(["-qw", &cmd])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = net
+        .a
+        .ns
+        .command("ip")
+        .args([
+            "-6",
+            "addr",
+            "add",
+            &format!("{tentative}/64"),
+            "dev",
+            &net.a.iface,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut args = vec!["recv".to_string()];
+    args.extend(engine_args(&net, true));
+    args.extend(["-B", tentative, "-p", "5241", "--discard"].map(String::from));
+    let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "(the address is tentative: IPv6 duplicate address detection has not finished"
+        ),
+        "{err}"
+    );
+    let mut args = send_pattern_args(&net, 5241, 1000);
+    args.extend(["-B".into(), "fe80::1".into()]);
+    let c = args.iter().position(|a| a == "-c").unwrap();
+    args[c + 1] = net.b.ip6.to_string();
+    let out = net.a.ns.command(XTCP).args(&args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("(a link-local address needs its interface scope, which xtcp does not carry"),
+        "{err}"
+    );
+    assert_detached(&net);
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]

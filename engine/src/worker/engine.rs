@@ -698,7 +698,7 @@ pub fn check_listener(
                 return Err(EngineError::Reserve {
                     addr: at,
                     source: e,
-                    hint: " (is the address configured on the interface?)",
+                    hint: unbindable(ip),
                 });
             }
             _ => {}
@@ -827,12 +827,35 @@ fn reserve_at(ip: IpAddr, base: u16, n: usize) -> Result<(u16, Vec<Reservation>)
             hint: if e.kind() == std::io::ErrorKind::AddrInUse {
                 " (the port is in use: choose another --cport)"
             } else {
-                " (is the address configured on the interface?)"
+                unbindable(ip)
             },
             source: e,
         })?);
     }
     Ok((base, held))
+}
+
+/// Why a kernel socket could not take `ip` (an error other than the port
+/// in use), for the user to act on: a link-local IPv6 address needs the
+/// interface scope xtcp does not carry; an address still tentative (IPv6
+/// duplicate address detection not finished, or failed) cannot be bound
+/// yet; else it is likely not one of this host's.
+fn unbindable(ip: IpAddr) -> &'static str {
+    if let IpAddr::V6(v6) = ip
+        && v6.is_unicast_link_local()
+    {
+        return " (a link-local address needs its interface scope, which xtcp does not carry: \
+                 give a global or unique-local address)";
+    }
+    let tentative = NetlinkSocket::route()
+        .and_then(|mut s| crate::netlink::addr::get_addrs(&mut s))
+        .is_ok_and(|a| a.iter().any(|a| a.addr == ip && !a.usable));
+    if tentative {
+        " (the address is tentative: IPv6 duplicate address detection has not finished, or \
+         failed; start again once `ip address` no longer says tentative)"
+    } else {
+        " (is the address configured on the interface?)"
+    }
 }
 
 /// The kernel's range of local ports for connections that name none, in
@@ -878,7 +901,7 @@ fn reserve_block(ip: IpAddr, n: usize) -> Result<(u16, Vec<Reservation>), Engine
                         return Err(EngineError::Reserve {
                             addr: SocketAddr::new(ip, base + i as u16),
                             source: e,
-                            hint: " (is the address configured on the interface?)",
+                            hint: unbindable(ip),
                         });
                     }
                     last = Some(e);
@@ -1195,7 +1218,7 @@ pub fn run_app(
                 tracing::warn!(
                     "{t} on {iface} is tentative (IPv6 duplicate address detection has not \
                      finished, or failed): not served; start again once `ip address` no \
-                     longer says tentative, or give -B"
+                     longer says tentative, or give -B another address"
                 );
             }
             let mut rules = Vec::new();
@@ -1205,7 +1228,7 @@ pub fn run_app(
                     hint: if e.kind() == std::io::ErrorKind::AddrInUse {
                         " (another program uses this port: stop it or choose another port)"
                     } else {
-                        " (is the address configured on the interface?)"
+                        unbindable(ip)
                     },
                     addr: at,
                     source: e,
