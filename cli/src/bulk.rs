@@ -1057,6 +1057,9 @@ struct Meter {
     /// Print a line per connection as it ends (`recv --keep-listening`),
     /// this many printed so far.
     each: Option<usize>,
+    /// The run's interrupt flag, for what those lines say of a connection
+    /// reset as the stop's grace ran out.
+    interrupted: Option<Arc<AtomicBool>>,
 }
 
 impl Meter {
@@ -1066,6 +1069,7 @@ impl Meter {
             last: Instant::now(),
             listener,
             each: each.then_some(0),
+            interrupted: None,
         }
     }
 
@@ -1095,11 +1099,15 @@ impl Meter {
         let Some(done) = self.each.as_mut() else {
             return;
         };
+        let stopped = self
+            .interrupted
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed));
         for r in ended.iter().skip(*done) {
             let secs = r
                 .established
                 .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64());
-            let how = match describe(r, Duration::ZERO, false, false) {
+            let how = match describe(r, Duration::ZERO, stopped, false) {
                 Ok(()) => "ok".to_owned(),
                 Err(e) => format!("failed: {e}"),
             };
@@ -1531,6 +1539,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         a.json,
     )?;
     let mut meter = Meter::new(Some(cfg.iface.clone()), a.keep_listening);
+    meter.interrupted = Some(flag.clone());
     let role = Role::Listen {
         on,
         port,

@@ -2935,6 +2935,33 @@ fn an_address_that_cannot_be_bound_says_why() {
     assert_detached(&net);
 }
 
+/// `recv --keep-listening`: a connection reset as the stop's `--grace` ran
+/// out says so in its own line, as the final error does (its line said
+/// "aborted (reset sent)", found by a review).
+#[test]
+fn keep_listening_says_a_connection_reset_at_the_stop_was_interrupted() {
+    let net = testnet(1500);
+    let port = 5242u16;
+    let mut xtcp = recv_listening(
+        &net,
+        port,
+        &["--keep-listening", "--discard", "--grace", "1"],
+        Stdio::null(),
+    );
+    // Its bytes acknowledged, the sender holds the connection open.
+    let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, 10_000);
+    xtcp.signal("-INT");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
+    assert!(!status.success(), "{err}");
+    let line = format!(
+        "from {}: failed: interrupted: reset after --grace (the peer had not closed)",
+        sock.local_addr().unwrap()
+    );
+    assert!(err.contains(&line), "{line} not in {err}");
+    drop(sock);
+    assert_detached(&net);
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]
