@@ -1002,7 +1002,7 @@ mod tests {
             let cli = parse(args);
             let (family, addr) = match cli.cmd {
                 crate::Cmd::Serve(a) => (a.family, a.addr.map(|b| b.ip)),
-                crate::Cmd::Recv(a) => (a.family, a.addr),
+                crate::Cmd::Recv(a) => (a.family, a.addr.as_ref().map(|b| b.ip)),
                 c => panic!("{c:?}"),
             };
             family.on(addr).map_err(|e| e.to_string())

@@ -46,15 +46,16 @@ pub struct SendArgs {
     /// The earlier spelling of `-c HOST -p PORT`: ADDR:PORT, [IPV6]:PORT.
     #[arg(long, hide = true, value_name = "ADDR:PORT", conflicts_with_all = ["host", "port"])]
     pub connect: Option<SocketAddr>,
-    /// Our address (default: the kernel's preferred source for the route).
+    /// Our address (default: the kernel's preferred source for the route);
+    /// ADDR%DEV also names the interface, as --iface DEV does.
     #[arg(
         short = 'B',
         long = "bind-address",
-        value_name = "ADDR",
+        value_name = "ADDR[%DEV]",
         alias = "local",
-        value_parser = crate::args::parse_ip
+        value_parser = crate::args::parse_addr_dev
     )]
-    pub local: Option<IpAddr>,
+    pub local: Option<crate::args::AddrDev>,
     /// Send this file (default, or `-`: standard input).
     #[arg(short = 'F', long)]
     pub file: Option<PathBuf>,
@@ -160,10 +161,10 @@ pub struct RecvArgs {
     /// Address to listen on (default: every address of the interface: its
     /// IPv4 addresses and its IPv6 addresses but link-local ones; -4 or -6
     /// takes one family; `::` is every address too, `0.0.0.0` the IPv4
-    /// ones)
-    #[arg(short = 'B', long = "bind-address", value_name = "ADDR",
-          value_parser = crate::args::parse_ip)]
-    pub addr: Option<IpAddr>,
+    /// ones); ADDR%DEV also names the interface, as --iface DEV does
+    #[arg(short = 'B', long = "bind-address", value_name = "ADDR[%DEV]",
+          value_parser = crate::args::parse_addr_dev)]
+    pub addr: Option<crate::args::AddrDev>,
     #[command(flatten)]
     pub family: ListenFamily,
     /// Port to listen on.
@@ -218,7 +219,7 @@ impl RecvArgs {
     /// `--listen [ADDR:]PORT` (an earlier spelling) as `[-B ADDR] -p PORT`.
     pub fn resolve_old_spellings(&mut self) {
         if let Some((addr, port)) = self.listen.take() {
-            self.addr = addr;
+            self.addr = addr.map(|ip| crate::args::AddrDev { ip, dev: None });
             self.port = port;
         }
     }
@@ -241,7 +242,8 @@ impl RecvArgs {
 
     /// Where to listen.
     fn at(&self) -> (Option<IpAddr>, u16) {
-        self.listen.unwrap_or((self.addr, self.port))
+        self.listen
+            .unwrap_or((self.addr.as_ref().map(|a| a.ip), self.port))
     }
 }
 
@@ -1246,8 +1248,14 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     let remote = a.remote()?;
     // `-c HOST%DEV`, as iperf3's: the interface to run on.
     let dev = a.host.as_deref().and_then(|h| crate::args::split_dev(h).1);
-    let mut cfg = a.engine.with_dev("-c", dev)?.config_to(remote.ip())?;
-    if let Some(l) = a.local {
+    let bdev = a.local.as_ref().and_then(|l| l.dev.as_deref());
+    let mut cfg = a
+        .engine
+        .with_dev("-c", dev)?
+        .with_dev("-B", bdev)?
+        .config_to(remote.ip())?;
+    let local = a.local.as_ref().map(|l| l.ip);
+    if let Some(l) = local {
         crate::args::addr_on_iface(&cfg.iface, l, true)?;
     }
     cfg.tcp.connect_timeout = Some(Duration::from_millis(a.connect_timeout));
@@ -1331,7 +1339,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     let mut meter = Meter::new(None, false);
     let role = Role::Connect {
         remote,
-        local: a.local,
+        local,
         sources,
     };
     let report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
@@ -1481,7 +1489,8 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     // for its output names no interface it would have taken.
     let out = recv_output(a)?;
     let on = a.family.on(addr)?;
-    let mut cfg = a.engine.config_at(on)?;
+    let dev = a.addr.as_ref().and_then(|b| b.dev.as_deref());
+    let mut cfg = a.engine.with_dev("-B", dev)?.config_at(on)?;
     // A stream longer than -n is reset as it passes it.
     cfg.stream_limit = a.bytes;
     cfg.rcv_timeout = a.rcv_timeout.map(Duration::from_millis);

@@ -173,6 +173,71 @@ fn recv_without_iface_takes_the_interface_holding_the_address() {
     assert_detached(&net);
 }
 
+/// `-B ADDR%DEV` names the interface for `send` and `recv` too, as it
+/// does for `client` and `serve` (their parser refused it: "invalid IP
+/// address syntax").
+#[test]
+fn send_and_recv_take_addr_percent_dev() {
+    let net = testnet(1);
+    let at = |ip: IpAddr, dev: &str| format!("{ip}%{dev}");
+    let mut xtcp = Watched::spawn(
+        &net,
+        &args(&[
+            "recv",
+            "-B",
+            &at(IpAddr::V4(net.a.ip4), &net.a.iface),
+            "-p",
+            "5304",
+            "--discard",
+        ]),
+        Stdio::null(),
+    );
+    xtcp.wait_for(&format!("listening on {}:5304 ({}", net.a.ip4, net.a.iface));
+    let len = 1 << 20;
+    drop(acked_sender(
+        &net,
+        SocketAddr::new(IpAddr::V4(net.a.ip4), 5304),
+        9,
+        len,
+    ));
+    let (status, err) = xtcp.wait_exit("recv ends after the sender's FIN");
+    assert!(status.success(), "{err}");
+    assert!(!err.contains("using interface"), "-B named it: {err}");
+    let mut socat = Reap(
+        net.b
+            .ns
+            .command("socat")
+            .args([
+                "-u",
+                &format!("TCP4-LISTEN:5305,bind={},reuseaddr", net.b.ip4),
+                "OPEN:/dev/null",
+            ])
+            .spawn()
+            .expect("socat (apt install socat)"),
+    );
+    wait_listening(&net.b.ns, 5305, WAIT, Some(&mut socat.0));
+    let out = run_a(
+        &net,
+        &args(&[
+            "send",
+            "-B",
+            &at(IpAddr::V4(net.a.ip4), &net.a.iface),
+            "-c",
+            &net.b.ip4.to_string(),
+            "-p",
+            "5305",
+            "--zeros",
+            "-n",
+            "1M",
+        ]),
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("using interface"), "-B named it: {err}");
+    wait_gone(&mut socat, "socat did not get the end of the stream");
+    assert_detached(&net);
+}
+
 /// `serve -B ADDR` and `client -c HOST` without `--iface`, against stock
 /// iperf3 on the other side: each names the veth, and the peer's own
 /// report has the bytes.
