@@ -1224,7 +1224,7 @@ mod tests {
         shows(
             "recv",
             &[
-                "-B, --bind-address <ADDR>",
+                "-B, --bind-address <ADDR[%DEV]>",
                 "-p, --port <PORT>",
                 "-J, --json",
             ],
