@@ -887,6 +887,23 @@ fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
     })
 }
 
+/// The summary's MSS is the one offered at the interface's `mtu`: where
+/// connections sent smaller packets (`packet_mtus`, what a peer's MSS or
+/// the path held them to), what they were, said after it.
+fn held_to(packet_mtus: impl Iterator<Item = Option<usize>>, mtu: usize) -> String {
+    let mut smaller: Vec<usize> = packet_mtus.flatten().filter(|&m| m < mtu).collect();
+    smaller.sort_unstable();
+    smaller.dedup();
+    if smaller.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = smaller.iter().map(ToString::to_string).collect();
+    format!(
+        " (the connections sent packets of at most {} bytes: the peer's MSS or the path's MTU)",
+        each.join(", ")
+    )
+}
+
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
     // (Said on standard error with --json too: JSON has `peer_open`,
     // `mss`, `mss_path_mtu_steps` and `mss_black_hole_steps`.)
@@ -994,8 +1011,10 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         );
     }
     let copied: u64 = e.workers.iter().map(|w| w.port.tx_copied).sum();
+    let smaller = held_to(s.connections.iter().map(|c| c.packet_mtu), e.mtu as usize);
     eprintln!(
-        "xtcp: {} MTU {} MSS {}{}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout {:?}, {}{}",
+        "xtcp: {} MTU {} MSS {}{}{smaller}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout \
+         {:?}, {}{}",
         e.iface,
         e.mtu,
         e.mss,
@@ -1707,6 +1726,21 @@ mod tests {
         assert!(
             down.contains("the path failed for every size") && !down.contains("ip route"),
             "{down}"
+        );
+    }
+
+    /// What the summary says after the MSS offered: the smaller packets
+    /// connections sent, each once, none where they sent at the MTU.
+    #[test]
+    fn the_summary_says_what_packets_were_held_to() {
+        assert_eq!(held_to([Some(9000), None].into_iter(), 9000), "");
+        assert_eq!(
+            held_to(
+                [Some(1500), Some(9000), Some(1500), Some(1400)].into_iter(),
+                9000
+            ),
+            " (the connections sent packets of at most 1400, 1500 bytes: the peer's MSS or the \
+             path's MTU)"
         );
     }
 
