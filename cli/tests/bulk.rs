@@ -2962,6 +2962,54 @@ fn keep_listening_says_a_connection_reset_at_the_stop_was_interrupted() {
     assert_detached(&net);
 }
 
+/// The interface's MTU lowered while `recv` listens: new connections are
+/// offered the MSS it carries, so a peer whose own MTU is larger sends
+/// segments that fit (offered the MSS of the start, its 9000-byte packets
+/// were dropped at this end's veth, and nothing was acknowledged).
+#[test]
+fn a_lowered_interface_mtu_is_what_new_connections_are_offered() {
+    let net = testnet(9000);
+    let port = 5243u16;
+    let mut xtcp = recv_listening(
+        &net,
+        port,
+        &["--keep-listening", "--discard"],
+        Stdio::null(),
+    );
+    let out = net
+        .a
+        .ns
+        .command("ip")
+        .args(["link", "set", "dev", &net.a.iface, "mtu", "1500"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    xtcp.wait_for("the interface's MTU changed");
+    // Every byte acknowledged (else this panics, bounded).
+    let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, 1 << 20);
+    let ss = net
+        .b
+        .ns
+        .command("ss")
+        .args([
+            "-Htni",
+            &format!("sport = :{}", sock.local_addr().unwrap().port()),
+        ])
+        .output()
+        .unwrap();
+    let ss = String::from_utf8_lossy(&ss.stdout);
+    assert!(ss.contains(" mss:1448 "), "B's sender: {ss}");
+    drop(sock);
+    xtcp.signal("-INT");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
+    assert!(status.success(), "{err}");
+    assert_detached(&net);
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]

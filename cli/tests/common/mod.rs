@@ -264,7 +264,11 @@ pub fn acked_sender(net: &TestNet, dst: SocketAddr, seed: u64, len: usize) -> Tc
     };
     let mut buf = vec![0u8; len];
     pattern_fill(seed, 0, &mut buf);
-    s.write_all(&buf).unwrap();
+    // A peer that acknowledges nothing fails the test (bounded), where the
+    // write would wait for ever on a full send buffer.
+    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(&buf)
+        .unwrap_or_else(|e| panic!("writing to xtcp: {e} (nothing acknowledged for 60 s?)"));
     // `ss -i` shows what the kernel knows: bytes_acked counts the SYN too.
     let lport = s.local_addr().unwrap().port();
     let deadline = Instant::now() + Duration::from_secs(60);

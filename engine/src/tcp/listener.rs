@@ -214,6 +214,17 @@ impl<M: SendMemory + Default> Listener<M> {
         }
     }
 
+    /// The interface's MTU fell to `mtu`: the MSS announced to new
+    /// connections on each address is held to what it carries (IP and TCP
+    /// headers off), as Linux announces its device's MTU's. Never raised.
+    pub fn clamp_mss(&mut self, mtu: usize) {
+        for (ip, mss) in &mut self.addrs {
+            let headers = if ip.is_ipv4() { 40 } else { 60 };
+            let most = u16::try_from(mtu.saturating_sub(headers)).unwrap_or(u16::MAX);
+            *mss = (*mss).min(most.max(64));
+        }
+    }
+
     /// Whether segments to `local` are this listener's to handle.
     pub fn serves(&self, local: SocketAddr) -> bool {
         local.port() == self.port && self.addrs.iter().any(|a| a.0 == local.ip())

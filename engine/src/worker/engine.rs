@@ -1633,8 +1633,8 @@ pub fn run_app(
             if let Ok(m) = iface_mtu(iface)
                 && m as usize != shared.link_mtu.load(Ordering::Relaxed)
             {
-                tracing::info!(iface, mtu = m, "the interface's MTU changed");
                 shared.link_mtu.store(m as usize, Ordering::Relaxed);
+                tracing::info!(iface, mtu = m, "the interface's MTU changed");
             }
         }
         let mut p = Progress {

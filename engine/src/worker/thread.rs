@@ -974,13 +974,17 @@ impl Worker {
     }
 
     /// The interface's MTU changed ([`Shared::link_mtu`]): segments are
-    /// checked against the new one, and every connection gets a turn, in
-    /// which it follows ([`Connection::on_link_mtu`]).
+    /// checked against the new one, the listener announces no more than it
+    /// carries, and every connection gets a turn, in which it follows
+    /// ([`Connection::on_link_mtu`]).
     fn follow_link_mtu(&mut self) {
         let m = self.shared.link_mtu.load(Ordering::Relaxed);
         if m != self.link_mtu {
             self.link_mtu = m;
             self.port.set_mtu(m);
+            if let Some(l) = self.listener.as_mut() {
+                l.clamp_mss(m);
+            }
             self.table.mark_all();
         }
     }
