@@ -2832,16 +2832,8 @@ except (ConnectionResetError, socket.timeout):
     );
     got();
     for (ns, iface) in [(&net.a.ns, &net.a.iface), (&net.b.ns, &net.b.iface)] {
-        let out = ns
-            .command("ip")
-            .args(["link", "set", "dev", iface, "mtu", "1500"])
-            .output()
+        ns.ip(&["link", "set", "dev", iface, "mtu", "1500"])
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
     // Well past what was in flight at the change.
     let at = got();
@@ -2877,24 +2869,11 @@ fn an_address_that_cannot_be_bound_says_why() {
         format!("net.ipv6.conf.{}.accept_dad=1", net.a.iface),
         format!("net.ipv6.conf.{}.dad_transmits=100", net.a.iface),
     ] {
-        let out = net
-            .a
-            .ns
-            .command("sysctl")
-            .args(["-qw", &cmd])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        net.a.ns.exec(&["sysctl", "-qw", &cmd]).unwrap();
     }
-    let out = net
-        .a
+    net.a
         .ns
-        .command("ip")
-        .args([
+        .ip(&[
             "-6",
             "addr",
             "add",
@@ -2902,13 +2881,7 @@ fn an_address_that_cannot_be_bound_says_why() {
             "dev",
             &net.a.iface,
         ])
-        .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let mut args = vec!["recv".to_string()];
     args.extend(engine_args(&net, true));
     args.extend(["-B", tentative, "-p", "5241", "--discard"].map(String::from));
@@ -2976,18 +2949,10 @@ fn a_lowered_interface_mtu_is_what_new_connections_are_offered() {
         &["--keep-listening", "--discard"],
         Stdio::null(),
     );
-    let out = net
-        .a
+    net.a
         .ns
-        .command("ip")
-        .args(["link", "set", "dev", &net.a.iface, "mtu", "1500"])
-        .output()
+        .ip(&["link", "set", "dev", &net.a.iface, "mtu", "1500"])
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     xtcp.wait_for("the interface's MTU changed");
     // Every byte acknowledged (else this panics, bounded).
     let sock = acked_sender(&net, SocketAddr::new(net.a.ip4.into(), port), SEED, 1 << 20);
