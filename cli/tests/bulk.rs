@@ -17,7 +17,8 @@ mod common;
 
 use common::{
     CPU_SLACK, Forged, Reap, TICK, Watched, acked_sender, count, exit_and_cpu, impair_b, line_of,
-    number, output_and_cpu, quantity, tcp_mib, tcp_out_segs, wait_listening, wait_ss, zeros_from_b,
+    number, output_and_cpu, quantity, socat_listen, socat_receiver, tcp_mib, tcp_out_segs,
+    wait_listening, wait_ss, zeros_from_b,
 };
 use xtcp_engine::testnet::{Netns, TestNet, TestNetConfig};
 use xtcp_engine::worker::bulk::pattern_fill;
@@ -186,29 +187,6 @@ fn recv_listening(net: &TestNet, port: u16, extra: &[&str], stdout: Stdio) -> Wa
     let mut xtcp = Watched::spawn(net, &args, stdout);
     xtcp.wait_for("listening on");
     xtcp
-}
-
-/// socat in side B listening on `ip`:`port`, writing what it receives to
-/// `to` (a socat address: `OPEN:/dev/null`, `OPEN:FILE,creat,trunc`);
-/// returns once it listens.
-fn socat_receiver(net: &TestNet, ip: IpAddr, port: u16, to: &str) -> Reap {
-    let mut socat = Reap(
-        net.b
-            .ns
-            .command("socat")
-            .args(["-u", &socat_listen(ip, port), to])
-            .spawn()
-            .expect("socat (apt install socat)"),
-    );
-    wait_listening(&net.b.ns, port, WAIT, Some(&mut socat.0));
-    socat
-}
-
-fn socat_listen(ip: IpAddr, port: u16) -> String {
-    match ip {
-        IpAddr::V4(a) => format!("TCP4-LISTEN:{port},bind={a},reuseaddr"),
-        IpAddr::V6(a) => format!("TCP6-LISTEN:{port},bind=[{a}],reuseaddr"),
-    }
 }
 
 fn ok(out: &Output) -> String {

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ENGINE, Reap, Watched, XTCP, acked_sender, need_iperf3, testnet, wait_listening};
+use common::{
+    ENGINE, Reap, Watched, XTCP, acked_sender, need_iperf3, socat_receiver, testnet, wait_listening,
+};
 use xtcp_engine::testnet::TestNet;
 use xtcp_engine::worker::bulk::pattern_fill;
 
@@ -91,23 +93,12 @@ fn send_without_iface_takes_the_route_and_moves_every_byte() {
         (5302, IpAddr::V6(net.b.ip6)),
     ] {
         let file = tmp(&format!("send-{port}.bin"));
-        let listen = match dst {
-            IpAddr::V4(a) => format!("TCP4-LISTEN:{port},bind={a},reuseaddr"),
-            IpAddr::V6(a) => format!("TCP6-LISTEN:{port},bind=[{a}],reuseaddr"),
-        };
-        let mut socat = Reap(
-            net.b
-                .ns
-                .command("socat")
-                .args([
-                    "-u",
-                    &listen,
-                    &format!("OPEN:{},creat,trunc", file.display()),
-                ])
-                .spawn()
-                .expect("socat (apt install socat)"),
+        let mut socat = socat_receiver(
+            &net,
+            dst,
+            port,
+            &format!("OPEN:{},creat,trunc", file.display()),
         );
-        wait_listening(&net.b.ns, port, WAIT, Some(&mut socat.0));
         let out = run_a(
             &net,
             &args(&[
@@ -203,19 +194,7 @@ fn send_and_recv_take_addr_percent_dev() {
     let (status, err) = xtcp.wait_exit("recv ends after the sender's FIN");
     assert!(status.success(), "{err}");
     assert!(!err.contains("using interface"), "-B named it: {err}");
-    let mut socat = Reap(
-        net.b
-            .ns
-            .command("socat")
-            .args([
-                "-u",
-                &format!("TCP4-LISTEN:5305,bind={},reuseaddr", net.b.ip4),
-                "OPEN:/dev/null",
-            ])
-            .spawn()
-            .expect("socat (apt install socat)"),
-    );
-    wait_listening(&net.b.ns, 5305, WAIT, Some(&mut socat.0));
+    let mut socat = socat_receiver(&net, IpAddr::V4(net.b.ip4), 5305, "OPEN:/dev/null");
     let out = run_a(
         &net,
         &args(&[

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -225,6 +225,30 @@ impl Watched {
             r.join().unwrap();
         }
         (status, self.err.lock().unwrap().clone())
+    }
+}
+
+/// socat in side B listening on `ip`:`port`, writing what it receives to
+/// `to` (a socat address: `OPEN:/dev/null`, `OPEN:FILE,creat,trunc`);
+/// returns once it listens.
+pub fn socat_receiver(net: &TestNet, ip: IpAddr, port: u16, to: &str) -> Reap {
+    let mut socat = Reap(
+        net.b
+            .ns
+            .command("socat")
+            .args(["-u", &socat_listen(ip, port), to])
+            .spawn()
+            .expect("socat (apt install socat)"),
+    );
+    wait_listening(&net.b.ns, port, Duration::from_secs(60), Some(&mut socat.0));
+    socat
+}
+
+/// socat's address for a TCP listener on `ip`:`port`.
+pub fn socat_listen(ip: IpAddr, port: u16) -> String {
+    match ip {
+        IpAddr::V4(a) => format!("TCP4-LISTEN:{port},bind={a},reuseaddr"),
+        IpAddr::V6(a) => format!("TCP6-LISTEN:{port},bind=[{a}],reuseaddr"),
     }
 }
 
