@@ -633,18 +633,24 @@ impl EngineArgs {
         Ok(c)
     }
 
-    /// These options with the interface `%DEV` named (iperf3's `-B
-    /// ADDR%DEV`, `-c HOST%DEV`: `--bind-dev DEV`); `--iface` naming
-    /// another is an error.
-    pub fn with_dev(&self, flag: &str, dev: Option<&str>) -> anyhow::Result<EngineArgs> {
-        let mut e = self.clone();
-        if let Some(d) = dev {
-            match &self.iface {
-                Some(i) if i != d => {
-                    bail!("{flag} …%{d} and --iface {i} name two interfaces: give one")
-                }
-                _ => e.iface = Some(d.to_owned()),
+    /// These options with the interface `-c HOST%DEV` and `-B ADDR%DEV`
+    /// name (iperf3's `--bind-dev DEV`); two different ones, or `--iface`
+    /// naming another, is an error that names the flags that disagree.
+    pub fn with_dev(&self, c: Option<&str>, b: Option<&str>) -> anyhow::Result<EngineArgs> {
+        let (flag, dev) = match (c, b) {
+            (Some(c), Some(b)) if c != b => {
+                bail!("-c …%{c} and -B …%{b} name two interfaces: give one")
             }
+            (Some(c), _) => ("-c", c),
+            (None, Some(b)) => ("-B", b),
+            (None, None) => return Ok(self.clone()),
+        };
+        let mut e = self.clone();
+        match &self.iface {
+            Some(i) if i != dev => {
+                bail!("{flag} …%{dev} and --iface {i} name two interfaces: give one")
+            }
+            _ => e.iface = Some(dev.to_owned()),
         }
         Ok(e)
     }
@@ -932,18 +938,23 @@ mod tests {
         };
         assert_eq!(
             c.engine
-                .with_dev("-B", Some("a0"))
+                .with_dev(None, Some("a0"))
                 .unwrap()
                 .iface
                 .as_deref(),
             Some("a0")
         );
         assert_eq!(
-            c.engine.with_dev("-B", None).unwrap().iface.as_deref(),
+            c.engine.with_dev(None, None).unwrap().iface.as_deref(),
             Some("a0")
         );
-        let e = c.engine.with_dev("-B", Some("b0")).unwrap_err().to_string();
-        assert!(e.contains("two interfaces"), "{e}");
+        let e = c.engine.with_dev(None, Some("b0")).unwrap_err().to_string();
+        assert!(e.contains("-B …%b0 and --iface a0 name two"), "{e}");
+        let e = c.engine.with_dev(Some("a0"), Some("b0")).unwrap_err();
+        assert!(
+            e.to_string().contains("-c …%a0 and -B …%b0 name two"),
+            "{e}"
+        );
     }
     use clap::{CommandFactory, Parser};
 

@@ -1268,11 +1268,7 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
     // `-c HOST%DEV`, as iperf3's: the interface to run on.
     let dev = a.host.as_deref().and_then(|h| crate::args::split_dev(h).1);
     let bdev = a.local.as_ref().and_then(|l| l.dev.as_deref());
-    let mut cfg = a
-        .engine
-        .with_dev("-c", dev)?
-        .with_dev("-B", bdev)?
-        .config_to(remote.ip())?;
+    let mut cfg = a.engine.with_dev(dev, bdev)?.config_to(remote.ip())?;
     let local = a.local.as_ref().map(|l| l.ip);
     if let Some(l) = local {
         crate::args::addr_on_iface(&cfg.iface, l, true)?;
@@ -1509,7 +1505,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     let out = recv_output(a)?;
     let on = a.family.on(addr)?;
     let dev = a.addr.as_ref().and_then(|b| b.dev.as_deref());
-    let mut cfg = a.engine.with_dev("-B", dev)?.config_at(on)?;
+    let mut cfg = a.engine.with_dev(None, dev)?.config_at(on)?;
     // A stream longer than -n is reset as it passes it.
     cfg.stream_limit = a.bytes;
     cfg.rcv_timeout = a.rcv_timeout.map(Duration::from_millis);

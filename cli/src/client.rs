@@ -526,14 +526,7 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     // `-c HOST%DEV`, `-B ADDR%DEV`: iperf3's `--bind-dev DEV`.
     let dev_c = crate::args::split_dev(&a.host).1;
     let dev_b = a.bind_address.as_ref().and_then(|b| b.dev.as_deref());
-    let dev = match (dev_c, dev_b) {
-        (Some(c), Some(b)) if c != b => {
-            bail!("-c …%{c} and -B …%{b} name two interfaces: give one")
-        }
-        (c, b) => c.or(b),
-    };
-    let flag = if dev_c.is_some() { "-c" } else { "-B" };
-    let mut cfg = a.engine.with_dev(flag, dev)?.config_to(host)?;
+    let mut cfg = a.engine.with_dev(dev_c, dev_b)?.config_to(host)?;
     if let Some(b) = &a.bind_address {
         crate::args::addr_on_iface(&cfg.iface, b.ip, true)?;
     }

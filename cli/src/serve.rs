@@ -303,7 +303,7 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
     let target = a.user.as_deref().map(crate::privs::prepare).transpose()?;
     let on = a.family.on(a.addr.as_ref().map(|b| b.ip))?;
     let dev = a.addr.as_ref().and_then(|b| b.dev.as_deref());
-    let mut cfg = a.engine.with_dev("-B", dev)?.config_at(on)?;
+    let mut cfg = a.engine.with_dev(None, dev)?.config_at(on)?;
     if let Some(core) = a.affinity {
         if cfg.queues != 1 {
             bail!(
