@@ -1075,9 +1075,8 @@ struct Meter {
     /// A listener's interface: "listening on" it is printed once the
     /// engine is up (setup succeeded), with the addresses it serves.
     listener: Option<String>,
-    /// Print a line per connection as it ends (`recv --keep-listening`),
-    /// this many printed so far.
-    each: Option<usize>,
+    /// Print a line per connection as it ends (`recv --keep-listening`).
+    each: bool,
     /// The run's interrupt flag, for what those lines say of a connection
     /// reset as the stop's grace ran out.
     interrupted: Option<Arc<AtomicBool>>,
@@ -1089,7 +1088,7 @@ impl Meter {
             tty: std::io::stderr().is_terminal(),
             last: Instant::now(),
             listener,
-            each: each.then_some(0),
+            each,
             interrupted: None,
         }
     }
@@ -1114,17 +1113,17 @@ impl Meter {
         }
     }
 
-    /// A line for each connection in `ended` not yet printed, if asked
-    /// for.
+    /// A line for each connection in `ended` (those that ended since the
+    /// last progress call), if asked for.
     fn ended(&mut self, ended: &[ConnReport]) {
-        let Some(done) = self.each.as_mut() else {
+        if !self.each {
             return;
-        };
+        }
         let stopped = self
             .interrupted
             .as_ref()
             .is_some_and(|f| f.load(Ordering::Relaxed));
-        for r in ended.iter().skip(*done) {
+        for r in ended {
             let secs = r
                 .established
                 .map_or(0.0, |e| r.ended.saturating_duration_since(e).as_secs_f64());
@@ -1139,7 +1138,6 @@ impl Meter {
                 r.tuple.remote,
                 count(r.bytes_received, "byte")
             );
-            *done += 1;
         }
     }
 
@@ -1572,8 +1570,6 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     };
     let report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
         .with_context(|| format!("xtcp recv on {}", cfg.iface))?;
-    // Those that ended after the last progress call.
-    meter.ended(&report.connections);
     meter.done();
     let written = writer.map(|t| {
         t.join().unwrap_or_else(|_| Written {

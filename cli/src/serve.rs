@@ -304,6 +304,9 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
     let on = a.family.on(a.addr.as_ref().map(|b| b.ip))?;
     let dev = a.addr.as_ref().and_then(|b| b.dev.as_deref());
     let mut cfg = a.engine.with_dev(None, dev)?.config_at(on)?;
+    // Test after test for as long as it runs: what a test reports is its
+    // session's, so the engine keeps no connection's report.
+    cfg.keep_reports = false;
     if let Some(core) = a.affinity {
         if cfg.queues != 1 {
             bail!(

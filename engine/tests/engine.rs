@@ -293,6 +293,66 @@ fn kernel_clients_spread_over_two_queues_all_complete() {
     all_received_intact(&report, 4, LEN);
 }
 
+/// A listener's connection reports reach `progress` once each, the last
+/// ones too; with
+/// `keep_reports` false (serve's: test after test for as long as it runs)
+/// the engine keeps none of them, so its memory does not grow with the
+/// connections it served, and the run's seconds are still theirs.
+#[test]
+fn each_report_reaches_progress_once_and_only_kept_reports_stay() {
+    let net = testnet(1500, 1);
+    const LEN: u64 = 1 << 20;
+    const N: usize = 6;
+    for keep in [false, true] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let role = Role::Listen {
+            on: ListenOn::Every,
+            port: 5203,
+            sinks: SinkKind::Verify(SEED),
+            keep_listening: true,
+        };
+        let cfg = EngineConfig {
+            keep_reports: keep,
+            ..config(&net, 1)
+        };
+        let ns = net.a.ns.name().to_owned();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s2, stop2) = (seen.clone(), stop.clone());
+        let e = std::thread::spawn(move || {
+            let _g = xtcp_engine::testnet::enter(&ns).unwrap();
+            run(&cfg, role, &stop2, |p| {
+                let mut s = s2.lock().unwrap();
+                s.extend(p.ended.iter().map(|r| (r.id, r.bytes_received, r.reason)));
+                assert_eq!(s.len(), p.closed, "each report once");
+            })
+        });
+        wait_attached(&net, &e);
+        let dst = SocketAddr::new(net.a.ip4.into(), 5203);
+        // One after another: each ends before the next begins.
+        for _ in 0..N {
+            kernel_sender(&net, dst, LEN).join().unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen.lock().unwrap().len() < N {
+            assert!(Instant::now() < deadline, "{:?}", seen.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let report = e.join().unwrap().unwrap();
+        let seen = seen.lock().unwrap();
+        let mut ids: Vec<usize> = seen.iter().map(|s| s.0).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..N).collect::<Vec<_>>(), "keep {keep}");
+        assert!(
+            seen.iter()
+                .all(|s| s.1 == LEN && s.2 == CloseReason::Normal),
+            "{seen:?}"
+        );
+        assert_eq!(report.connections.len(), if keep { N } else { 0 });
+        assert!(report.seconds > 0.0, "keep {keep}: {}", report.seconds);
+    }
+}
+
 /// `report` has `n` connections, each closed normally with its `len`
 /// bytes received and checked by the verifying sink.
 fn all_received_intact(report: &EngineReport, n: usize, len: u64) {

@@ -210,6 +210,13 @@ pub struct EngineConfig {
     /// more is reset as soon as its bytes pass it (its sender learns the
     /// stream failed, and nothing more is written); `None`: no limit.
     pub stream_limit: Option<u64>,
+    /// Keep every connection's report for [`EngineReport::connections`]
+    /// (the default: a run's summary is made of them). A run that serves
+    /// connection after connection for as long as it is left running
+    /// (`serve`) sets it `false`: each report then goes to `progress` once
+    /// ([`Progress::ended`]) and is dropped, so the run's memory does not
+    /// grow with the connections it served.
+    pub keep_reports: bool,
 }
 
 impl EngineConfig {
@@ -351,6 +358,7 @@ impl Default for EngineConfig {
             report_interval: Duration::from_millis(100),
             max_conns: 1024,
             stream_limit: None,
+            keep_reports: true,
         }
     }
 }
@@ -571,7 +579,8 @@ pub struct EngineReport {
     /// (20 bytes less than over IPv4: the longer header in the same packet).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mss_ipv6: Option<u16>,
-    /// Connections, in order of their end.
+    /// Connections, in order of their end (none where
+    /// [`EngineConfig::keep_reports`] is `false`).
     #[serde(skip)]
     pub connections: Vec<ConnReport>,
     /// Final counters of each worker.
@@ -628,9 +637,11 @@ pub struct Progress<'a> {
     pub bytes_received: u64,
     /// Retransmissions.
     pub retransmits: u64,
-    /// Connections ended.
+    /// Connections ended, since the start.
     pub closed: usize,
-    /// Their reports, in the order they ended.
+    /// The reports of the connections that ended since the last call, in
+    /// the order they ended (each is given once; the last ones with the
+    /// run's last call).
     pub ended: &'a [ConnReport],
     /// Received packets dropped for a bad TCP checksum.
     pub drop_checksum: u64,
@@ -1530,7 +1541,14 @@ pub fn run_app(
     let n = handles.len();
     let mut workers = vec![WorkerCounters::default(); n];
     let listening: Vec<SocketAddr> = shared.listen.iter().map(|l| l.0).collect();
+    // Reports in the order they came: all of them, or with `keep_reports`
+    // false those not yet given to `progress` (from `given` on).
     let mut connections: Vec<ConnReport> = Vec::new();
+    let mut given = 0;
+    let mut closed = 0;
+    // The first connection established and the last one ended, so far.
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
     let mut exited = 0;
     let mut interrupted = false;
     let mut iface_gone = false;
@@ -1548,7 +1566,10 @@ pub fn run_app(
         };
         match rx.recv_timeout(wait) {
             Ok(Msg::Counters(i, c)) => workers[i] = c,
-            Ok(Msg::Closed(r)) => connections.push(*r),
+            Ok(Msg::Closed(r)) => {
+                closed += 1;
+                connections.push(*r);
+            }
             Ok(Msg::Exited(_)) => exited += 1,
             Ok(Msg::App(m)) => {
                 if let Some(a) = app.as_mut() {
@@ -1563,7 +1584,10 @@ pub fn run_app(
             while let Ok(m) = rx.try_recv() {
                 match m {
                     Msg::Counters(i, c) => workers[i] = c,
-                    Msg::Closed(r) => connections.push(*r),
+                    Msg::Closed(r) => {
+                        closed += 1;
+                        connections.push(*r);
+                    }
                     Msg::Exited(_) => exited += 1,
                     Msg::App(m) => a.handle(Instant::now(), m),
                 }
@@ -1573,9 +1597,9 @@ pub fn run_app(
         let done = if let Some(a) = app.as_ref() {
             a.finished()
         } else if n_conns > 0 {
-            connections.len() >= n_conns
+            closed >= n_conns
         } else {
-            !keep_listening && !connections.is_empty()
+            !keep_listening && closed > 0
         };
         if stop_at.is_none() && (done || interrupt.load(Ordering::Relaxed)) {
             interrupted = !done;
@@ -1590,12 +1614,17 @@ pub fn run_app(
             shared.stop.store(true, Ordering::Release);
             stop_at = Some(Instant::now());
         }
-        if handles.iter().all(|h| h.is_finished()) {
-            // Drain what is left.
+        // The workers are done: what is left is drained, given to `progress`
+        // below, and the loop ends.
+        let finished = handles.iter().all(|h| h.is_finished());
+        if finished {
             while let Ok(m) = rx.try_recv() {
                 match m {
                     Msg::Counters(i, c) => workers[i] = c,
-                    Msg::Closed(r) => connections.push(*r),
+                    Msg::Closed(r) => {
+                        closed += 1;
+                        connections.push(*r);
+                    }
                     Msg::Exited(_) => {}
                     Msg::App(m) => {
                         if let Some(a) = app.as_mut() {
@@ -1607,7 +1636,6 @@ pub fn run_app(
             if let Some(a) = app.as_mut() {
                 a.stopped();
             }
-            break;
         }
         if steer_read.is_none_or(|t| t.elapsed() >= cfg.report_interval) {
             steer_read = Some(Instant::now());
@@ -1637,11 +1665,19 @@ pub fn run_app(
                 tracing::info!(iface, mtu = m, "the interface's MTU changed");
             }
         }
+        let new = &connections[given..];
+        for r in new {
+            first = match (first, r.established) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            last = last.max(Some(r.ended));
+        }
         let mut p = Progress {
             workers: &workers,
             steer,
-            closed: connections.len(),
-            ended: &connections,
+            closed,
+            ended: new,
             listen: &listening,
             zero_copy,
             ..Progress::default()
@@ -1654,6 +1690,14 @@ pub fn run_app(
             p.drop_malformed += w.port.drop_malformed;
         }
         progress(&p);
+        if cfg.keep_reports {
+            given = connections.len();
+        } else {
+            connections.clear();
+        }
+        if finished {
+            break;
+        }
         if stop_at.is_some_and(|t| t.elapsed() > cfg.grace + Duration::from_secs(10)) {
             died = Some("workers did not stop within the grace period".to_owned());
             break;
@@ -1686,8 +1730,6 @@ pub fn run_app(
     if let Some(d) = died {
         return Err(EngineError::Worker(d));
     }
-    let first = connections.iter().filter_map(|c| c.established).min();
-    let last = connections.iter().map(|c| c.ended).max();
     let seconds = match (first, last) {
         (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
         _ => 0.0,
