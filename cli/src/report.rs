@@ -1527,7 +1527,7 @@ fn client_streams(o: &ClientOutcome) -> Vec<StreamEnd> {
             let peer_bytes = peer.map_or(0, |r| r.bytes);
             let local_sends = s.role == Role::Send;
             let (sent, received, retransmits) = if local_sends {
-                (s.counted_bytes(), peer_bytes, s.retransmits)
+                (s.counted_bytes(), peer_bytes, s.counted_retransmits())
             } else {
                 (
                     peer_bytes,

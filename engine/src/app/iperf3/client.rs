@@ -262,17 +262,6 @@ impl ClientSession {
         }
     }
 
-    /// Retransmits counted so far on sending stream `id`.
-    pub fn record_retransmits(&mut self, id: StreamId, count: u64) -> bool {
-        match self.table.get_mut(id) {
-            Some(s) => {
-                s.retransmits = Some(count);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// `count` more retransmits on sending stream `id` (for a caller that
     /// counts them since its last report).
     pub fn add_retransmits(&mut self, id: StreamId, count: u64) -> bool {

@@ -571,7 +571,7 @@ impl Iperf3Server {
                 role: s.role,
                 tuple: tuples.get(&s.id).copied().unwrap_or(t.client),
                 bytes: s.counted_bytes(),
-                retransmits: s.retransmits.unwrap_or(0),
+                retransmits: s.counted_retransmits().unwrap_or(0),
                 rtt: t.meter.rtt(s.id),
                 tcp: t.meter.tcp(s.id).unwrap_or_default(),
             })

@@ -446,17 +446,6 @@ impl ServerSession {
         }
     }
 
-    /// Retransmits counted so far on sending stream `id`.
-    pub fn record_retransmits(&mut self, id: StreamId, count: u64) -> bool {
-        match self.table.get_mut(id) {
-            Some(s) => {
-                s.retransmits = Some(count);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// `count` more retransmits on sending stream `id` (for a caller that
     /// counts them since its last report).
     pub fn add_retransmits(&mut self, id: StreamId, count: u64) -> bool {
@@ -609,7 +598,9 @@ impl ServerSession {
             .streams
             .iter()
             .filter(|s| s.role == Role::Send)
-            .fold(0u64, |a, s| a.saturating_add(s.retransmits.unwrap_or(0)))
+            .fold(0u64, |a, s| {
+                a.saturating_add(s.counted_retransmits().unwrap_or(0))
+            })
     }
 
     /// Why the test was refused at its parameters (or its token), if it was.

@@ -54,14 +54,25 @@ pub struct StreamStats {
     pub total_bytes: u64,
     /// Bytes recorded during the omit period.
     pub omitted_bytes: u64,
-    /// Retransmits, if the caller counted them.
-    pub retransmits: Option<u64>,
+    /// Retransmits, omitted period included, if the caller counted them
+    /// (the results take [`StreamStats::counted_retransmits`]).
+    retransmits: Option<u64>,
+    /// Of those, the ones counted during the omit period.
+    omitted_retransmits: u64,
 }
 
 impl StreamStats {
     /// Bytes that count for the results (omit period excluded).
     pub fn counted_bytes(&self) -> u64 {
         self.total_bytes.saturating_sub(self.omitted_bytes)
+    }
+
+    /// Retransmits that count for the results (omit period excluded, as
+    /// iperf3 resets its count when the omitted seconds end), if the
+    /// caller counted any.
+    pub fn counted_retransmits(&self) -> Option<u64> {
+        self.retransmits
+            .map(|r| r.saturating_sub(self.omitted_retransmits))
     }
 }
 
@@ -99,6 +110,7 @@ impl StreamTable {
                 total_bytes: 0,
                 omitted_bytes: 0,
                 retransmits: None,
+                omitted_retransmits: 0,
             })
             .collect();
         StreamTable {
@@ -132,9 +144,14 @@ impl StreamTable {
     }
 
     pub(crate) fn add_retransmits(&mut self, id: StreamId, count: u64) -> bool {
+        let omitting = self.omitting;
         match self.get_mut(id) {
             Some(s) => {
-                s.retransmits = Some(s.retransmits.unwrap_or(0).saturating_add(count));
+                let r = s.retransmits.unwrap_or(0).saturating_add(count);
+                s.retransmits = Some(r);
+                if omitting {
+                    s.omitted_retransmits = r;
+                }
                 true
             }
             None => false,
@@ -181,7 +198,7 @@ impl StreamTable {
                 id: s.id.0,
                 bytes: s.counted_bytes(),
                 retransmits: if s.role == Role::Send && report.sender_has_retransmits {
-                    i64::try_from(s.retransmits.unwrap_or(0)).unwrap_or(i64::MAX)
+                    i64::try_from(s.counted_retransmits().unwrap_or(0)).unwrap_or(i64::MAX)
                 } else {
                     -1
                 },

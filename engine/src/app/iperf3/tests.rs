@@ -517,7 +517,7 @@ fn server_bidir_roles_and_retransmits() {
         assert_eq!((i.id.0, i.role), (id, role));
     }
     s.record_bytes(StreamId(4), 10);
-    assert!(s.record_retransmits(StreamId(4), 7));
+    assert!(s.add_retransmits(StreamId(4), 7));
     s.handle_control(t0, &[4]);
     s.end_test(
         t0,
@@ -550,6 +550,23 @@ fn server_omit_period_is_not_counted() {
     assert_eq!(s.streams()[0].total_bytes, 140);
     // The counted bytes' seconds (a rate's) begin where they began.
     assert_eq!(s.counted_from(), Some(t0 + Duration::from_secs(1)));
+}
+
+/// Retransmits in the omitted seconds do not count, as iperf3 resets its
+/// count when they end (`-O` with `-R`: the server sends).
+#[test]
+fn server_omit_period_retransmits_are_not_counted() {
+    let t0 = Instant::now();
+    let mut s = server_at_create_streams(json!({"omit": 1, "parallel": 1, "reverse": true}), t0);
+    let info = s.accept_stream(t0, COOKIE).unwrap();
+    assert_eq!(info.role, Role::Send);
+    assert!(s.add_retransmits(info.id, 1015));
+    s.handle_timeout(t0 + Duration::from_secs(1));
+    assert_eq!(s.retransmits(), 0);
+    assert!(s.add_retransmits(info.id, 1131));
+    assert!(s.add_retransmits(info.id, 986));
+    assert_eq!(s.retransmits(), 2117);
+    assert_eq!(s.streams()[0].counted_retransmits(), Some(2117));
 }
 
 #[test]
