@@ -311,6 +311,23 @@ fn a_memlock_limit_below_the_umem_is_named_with_the_way_to_raise_it() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// A port below 1024 without CAP_NET_BIND_SERVICE: the error names that
+/// capability (it asked whether the address was configured).
+#[test]
+fn a_privileged_port_without_cap_net_bind_service_names_it() {
+    let net = testnet();
+    let args = recv_args(&net, 443);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = as_user(&net, 65527, &format!("{DOCUMENTED},+ipc_lock"), None, &args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(":443"), "{err}");
+    assert!(err.contains("CAP_NET_BIND_SERVICE"), "{err}");
+    assert!(!err.contains("is the address configured"), "{err}");
+}
+
 fn probe_json(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),

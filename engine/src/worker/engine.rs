@@ -708,8 +708,8 @@ pub fn check_listener(
             Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => {
                 return Err(EngineError::Reserve {
                     addr: at,
+                    hint: unbindable(ip, &e),
                     source: e,
-                    hint: unbindable(ip),
                 });
             }
             _ => {}
@@ -838,7 +838,7 @@ fn reserve_at(ip: IpAddr, base: u16, n: usize) -> Result<(u16, Vec<Reservation>)
             hint: if e.kind() == std::io::ErrorKind::AddrInUse {
                 " (the port is in use: choose another --cport)"
             } else {
-                unbindable(ip)
+                unbindable(ip, &e)
             },
             source: e,
         })?);
@@ -846,12 +846,18 @@ fn reserve_at(ip: IpAddr, base: u16, n: usize) -> Result<(u16, Vec<Reservation>)
     Ok((base, held))
 }
 
-/// Why a kernel socket could not take `ip` (an error other than the port
-/// in use), for the user to act on: a link-local IPv6 address needs the
+/// Why a kernel socket could not take `ip` (an error `e` other than the
+/// port in use), for the user to act on: a privileged port needs
+/// CAP_NET_BIND_SERVICE; a link-local IPv6 address needs the
 /// interface scope xtcp does not carry; an address still tentative (IPv6
 /// duplicate address detection not finished, or failed) cannot be bound
 /// yet; else it is likely not one of this host's.
-fn unbindable(ip: IpAddr) -> &'static str {
+fn unbindable(ip: IpAddr, e: &std::io::Error) -> &'static str {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        return " (a port below net.ipv4.ip_unprivileged_port_start, 1024 by default, needs \
+                 CAP_NET_BIND_SERVICE: run as root, add that capability (under systemd to the \
+                 unit's CapabilityBoundingSet), or choose a port from 1024 up)";
+    }
     if let IpAddr::V6(v6) = ip
         && v6.is_unicast_link_local()
     {
@@ -911,8 +917,8 @@ fn reserve_block(ip: IpAddr, n: usize) -> Result<(u16, Vec<Reservation>), Engine
                     if e.kind() != std::io::ErrorKind::AddrInUse {
                         return Err(EngineError::Reserve {
                             addr: SocketAddr::new(ip, base + i as u16),
+                            hint: unbindable(ip, &e),
                             source: e,
-                            hint: unbindable(ip),
                         });
                     }
                     last = Some(e);
@@ -1237,9 +1243,11 @@ pub fn run_app(
                 let at = SocketAddr::new(ip, port);
                 reservations.push(reserve(at).map_err(|e| EngineError::Reserve {
                     hint: if e.kind() == std::io::ErrorKind::AddrInUse {
-                        " (another program uses this port: stop it or choose another port)"
+                        " (another program uses this port, or a connection of a kernel socket \
+                         bound to it without SO_REUSEADDR is in TIME-WAIT (`ss -tan`, for up to \
+                         a minute): stop it, wait, or choose another port)"
                     } else {
-                        unbindable(ip)
+                        unbindable(ip, &e)
                     },
                     addr: at,
                     source: e,
