@@ -101,17 +101,29 @@ pub fn memlock_covers(caps: Option<CapSet>, soft: Option<u64>, bytes: u64) -> Op
 }
 
 /// How to raise the memlock limit, for messages: `needed` bytes, the one
-/// UMEM all of xtcp's queues share.
+/// UMEM all of xtcp's queues share. Where the limit alone would hold them,
+/// this user's other processes hold locked memory too (another xtcp, a
+/// database): the limit to ask for is theirs and the UMEM's together, at
+/// least.
 pub fn memlock_hint(soft: Option<u64>, needed: u64) -> String {
     let now = soft.map_or_else(|| "unlimited".to_owned(), |b| format!("{b} bytes"));
+    let (others, ask) = match soft {
+        Some(s) if s >= needed => (
+            ", which the limit alone would hold: this user's other processes (another xtcp?) \
+             hold locked memory too, and theirs and the UMEM's together must fit",
+            s.saturating_add(needed),
+        ),
+        _ => ("", needed),
+    };
     format!(
         "without CAP_IPC_LOCK the UMEM's pages count against RLIMIT_MEMLOCK, now {now} \
          (shared by all of this user's processes), and the UMEM (one for all of xtcp's \
-         queues, --frames for each) needs {needed} bytes ({} KiB) of it: raise it with `ulimit -l {}` (or `ulimit -l unlimited`) in the \
-         shell that starts xtcp, `LimitMEMLOCK=infinity` in a systemd unit, or grant \
-         CAP_IPC_LOCK, which lifts the limit; or use fewer --frames",
+         queues, --frames for each) needs {needed} bytes ({} KiB) of it{others}: raise it with \
+         `ulimit -l {}` (or `ulimit -l unlimited`) in the shell that starts xtcp, \
+         `LimitMEMLOCK=infinity` in a systemd unit, or grant CAP_IPC_LOCK, which lifts the \
+         limit; or use fewer --frames",
         needed.div_ceil(1024),
-        needed.div_ceil(1024)
+        ask.div_ceil(1024)
     )
 }
 
@@ -137,6 +149,16 @@ mod tests {
             Some(true)
         );
         assert_eq!(memlock_covers(no_lock, None, 64 << 20), Some(true));
+        // Below the limit alone, the user's other processes hold the rest:
+        // the limit asked for is above the one there is.
+        let h = memlock_hint(Some(8 << 20), 6 << 20);
+        assert!(h.contains("ulimit -l 14336"), "{h}");
+        assert!(h.contains("other processes"), "{h}");
+        let h = memlock_hint(Some(64 << 10), 48 << 20);
+        assert!(
+            h.contains("ulimit -l 49152") && !h.contains("other processes"),
+            "{h}"
+        );
         assert_eq!(
             memlock_covers(Some(CapSet(1 << 14)), Some(0), 64 << 20),
             Some(true)
