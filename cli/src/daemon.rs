@@ -23,9 +23,30 @@ pub(crate) struct PidFile {
     written: bool,
 }
 
-/// True if a process `pid` exists now.
+/// True if a process `pid` runs now that is an xtcp: its command name is
+/// this process's, and it is not a zombie. (A pid file a killed serve left
+/// may name a pid the system has given to another program since, or a
+/// zombie nobody reaped: neither holds the file.)
 fn running(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    let name_state = |stat: &str| -> Option<(String, char)> {
+        // "PID (COMM) STATE …": COMM may hold spaces and parentheses.
+        let (head, rest) = stat.rsplit_once(')')?;
+        let comm = head.split_once('(')?.1.to_owned();
+        Some((comm, rest.trim_start().chars().next()?))
+    };
+    let ours = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| name_state(&s));
+    let theirs = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| name_state(&s));
+    match (ours, theirs) {
+        (_, None) => false,
+        (_, Some((_, 'Z' | 'X'))) => false,
+        (Some((me, _)), Some((them, _))) => me == them,
+        // Our own name unreadable: any live process holds the file.
+        (None, Some(_)) => true,
+    }
 }
 
 impl PidFile {
@@ -188,5 +209,39 @@ pub(crate) fn ready() {
 pub(crate) fn failed(msg: &str) {
     if let Some(mut f) = READY.lock().ok().and_then(|mut r| r.take()) {
         let _ = std::io::Write::write_all(&mut f, msg.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::running;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// A pid file holds against a live process with this one's name only:
+    /// not against another program, a zombie, or no process at all.
+    #[test]
+    fn only_a_live_process_of_ours_holds_a_pid_file() {
+        assert!(running(std::process::id()));
+        let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(!running(other.id()), "sleep is no xtcp");
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(!running(other.id()), "gone");
+        // Ours, exited and not yet reaped: a zombie.
+        let mut ours = Command::new("/proc/self/exe")
+            .arg("--list")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stat = format!("/proc/{}/stat", ours.id());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
+            assert!(Instant::now() < deadline, "the child never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!running(ours.id()), "a zombie");
+        ours.wait().unwrap();
     }
 }
