@@ -998,7 +998,12 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
         s.segments_received,
         s.cpu_seconds,
     );
-    if let Some(v) = s.verified {
+    if let Some(v) = s.verified.filter(|_| s.connections.is_empty()) {
+        eprintln!(
+            "xtcp: --verify {}: no connection arrived, nothing was checked",
+            v.seed
+        );
+    } else if let Some(v) = s.verified {
         eprintln!(
             "xtcp: --verify {}: the {} received match the pattern{}",
             v.seed,

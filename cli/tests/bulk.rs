@@ -2953,6 +2953,28 @@ fn a_lowered_interface_mtu_is_what_new_connections_are_offered() {
     assert_detached(&net);
 }
 
+/// `recv --keep-listening --verify` stopped before any connection came:
+/// a service stopped (exit 0) that says it checked nothing (it said the
+/// 0 bytes received matched the pattern).
+#[test]
+fn keep_listening_stopped_idle_says_nothing_was_checked() {
+    let net = testnet(1500);
+    let mut xtcp = recv_listening(
+        &net,
+        5244,
+        &["--keep-listening", "--verify", "3", "-n", "1M"],
+        Stdio::null(),
+    );
+    xtcp.signal("-INT");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("--verify 3: no connection arrived, nothing was checked"),
+        "{err}"
+    );
+    assert!(!err.contains("match the pattern"), "{err}");
+}
+
 /// Nothing on disk changes before a connection arrives: not when setup
 /// fails, not when the run is interrupted idle (which says so).
 #[test]
