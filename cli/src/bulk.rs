@@ -334,6 +334,9 @@ struct ConnSummary {
     /// The send MSS at the end (payload bytes a segment); `None` where
     /// the connection was never established.
     mss: Option<usize>,
+    /// That MSS was rounded down to whole UMEM frames (`--mss-clip on`),
+    /// below what its packets (`packet_mtu`) could carry.
+    mss_clipped: bool,
     /// Times it stepped down for an MTU black hole (timeouts in a row
     /// while large segments were sent).
     mss_black_hole_steps: u64,
@@ -532,6 +535,7 @@ fn summarise<'a>(
                 unacceptable: Unacceptable::of(&r.stats),
                 peer_open: r.peer_open,
                 mss: steps.mss,
+                mss_clipped: r.established.is_some() && r.send_mss_clipped,
                 mss_black_hole_steps: steps.black_hole,
                 mss_path_mtu_steps: steps.icmp,
                 mss_link_mtu_steps: steps.link,
@@ -904,6 +908,22 @@ fn held_to(packet_mtus: impl Iterator<Item = Option<usize>>, mtu: usize) -> Stri
     )
 }
 
+/// What the summary says of send MSSes that `--mss-clip on` rounded down
+/// to whole frames of `frame` bytes ("" where none was).
+fn clipped_to(msses: impl Iterator<Item = usize>, frame: usize) -> String {
+    let mut m: Vec<usize> = msses.collect();
+    m.sort_unstable();
+    m.dedup();
+    if m.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = m.iter().map(ToString::to_string).collect();
+    format!(
+        " (segments of {} payload bytes: whole {frame}-byte frames, --mss-clip on)",
+        each.join(", ")
+    )
+}
+
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {
     // (Said on standard error with --json too: JSON has `peer_open`,
     // `mss`, `mss_path_mtu_steps` and `mss_black_hole_steps`.)
@@ -1017,9 +1037,16 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     }
     let copied: u64 = e.workers.iter().map(|w| w.port.tx_copied).sum();
     let smaller = held_to(s.connections.iter().map(|c| c.packet_mtu), e.mtu as usize);
+    let clipped = clipped_to(
+        s.connections
+            .iter()
+            .filter(|c| c.mss_clipped)
+            .filter_map(|c| c.mss),
+        e.umem.frame_size,
+    );
     eprintln!(
-        "xtcp: {} MTU {} MSS {}{}{smaller}, XDP {:?}, AF_XDP {}, rx checksums {:?}, TX layout \
-         {:?}, {}{}",
+        "xtcp: {} MTU {} MSS {}{}{smaller}{clipped}, XDP {:?}, AF_XDP {}, rx checksums {:?}, \
+         TX layout {:?}, {}{}",
         e.iface,
         e.mtu,
         e.mss,
@@ -1675,6 +1702,16 @@ mod tests {
             reported: Some(reported).filter(|&r| r > 0),
             timed_out: false,
         }
+    }
+
+    /// MSSes `--mss-clip` rounded down, each said once; none, nothing.
+    #[test]
+    fn clipped_msses_are_said_once_each() {
+        assert_eq!(clipped_to([].into_iter(), 4096), "");
+        assert_eq!(
+            clipped_to([8192, 61440, 8192].into_iter(), 4096),
+            " (segments of 8192, 61440 payload bytes: whole 4096-byte frames, --mss-clip on)"
+        );
     }
 
     /// One line for the connections a note is the same for (a run of ids,

@@ -255,6 +255,22 @@ fn send_to_kernel(net: &TestNet, v6: bool, clip: bool, from_file: bool, len: u64
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
     assert_eq!(j["bytes"].as_u64(), Some(len), "{j}");
     check_counts(&j, (user, system), wall);
+    // The MSS it sent with, and whether --mss-clip rounded it down to
+    // whole frames (`clipped_to` says so in the text): what its packets
+    // carry less the headers and timestamps, at MTU 9000 8948 (8928 over
+    // IPv6) → 8192.
+    let c = &j["connections"][0];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{c}"));
+    let frame = n(&j["engine"]["umem"]["frame_size"]);
+    let carried = n(&c["packet_mtu"]) - if v6 { 40 } else { 20 } - 20 - 12;
+    let clipped = clip && carried >= frame && carried % frame != 0;
+    assert_eq!(c["mss_clipped"], clipped, "{c}");
+    let mss = if clipped {
+        carried - carried % frame
+    } else {
+        carried
+    };
+    assert_eq!(n(&c["mss"]), mss, "{c}");
     // Every segment xtcp counts went to B's kernel, and every one that
     // kernel sent reached xtcp or is among what its XDP statistics say was
     // lost on the way (a veth pair: nothing else on it). Read once socat

@@ -761,6 +761,13 @@ impl<M: SendMemory> Connection<M> {
     pub fn send_mss(&self) -> usize {
         self.send_mss
     }
+    /// The MSS we send with is below what the packet carries (the MSS in
+    /// force less options): `clip_mss_to_frames` rounded it down to whole
+    /// frames.
+    pub fn send_mss_clipped(&self) -> bool {
+        let opt = if self.ts_ok { 12 } else { 0 };
+        self.send_mss < self.mss_limit.saturating_sub(opt)
+    }
     /// The largest IP packet a segment of ours makes: the MSS in force
     /// (payload and options) with the IP and TCP headers; after an MTU
     /// black hole, the common MTU it stepped down to.

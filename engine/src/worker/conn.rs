@@ -709,6 +709,7 @@ impl Slot {
             pacing_rate: self.appconn.as_ref().and_then(|a| a.rate),
             send_bytes_touched: self.conn.send_bytes_touched(),
             send_mss: self.conn.send_mss(),
+            send_mss_clipped: self.conn.send_mss_clipped(),
             send_buffer: self.conn.send_limit() * frame_bytes,
         };
         let _ = out.send(Msg::Closed(Box::new(r)));

@@ -162,6 +162,9 @@ pub struct ConnReport {
     pub send_bytes_touched: u64,
     /// The MSS it sent with (payload bytes of a full segment).
     pub send_mss: usize,
+    /// That MSS was rounded down to whole frames (`--mss-clip on`): below
+    /// what its packets could carry.
+    pub send_mss_clipped: bool,
     /// Its send buffer's limit at the end, bytes of UMEM frames (slots ×
     /// frame size): what auto-tuning grew it to within the worker's share
     /// ([`crate::tcp::Config::send_initial`]), or the fixed `--sndbuf`.
