@@ -895,33 +895,29 @@ fn mtu_note(c: &MtuSteps, via: &str) -> Option<String> {
 /// connections sent smaller packets (`packet_mtus`, what a peer's MSS or
 /// the path held them to), what they were, said after it.
 fn held_to(packet_mtus: impl Iterator<Item = Option<usize>>, mtu: usize) -> String {
-    let mut smaller: Vec<usize> = packet_mtus.flatten().filter(|&m| m < mtu).collect();
-    smaller.sort_unstable();
-    smaller.dedup();
-    if smaller.is_empty() {
-        return String::new();
-    }
-    let each: Vec<String> = smaller.iter().map(ToString::to_string).collect();
-    format!(
-        " (the connections sent packets of at most {} bytes: the peer's MSS or the path's MTU)",
-        each.join(", ")
-    )
+    distinct(packet_mtus.flatten().filter(|&m| m < mtu)).map_or_else(String::new, |each| {
+        format!(
+            " (the connections sent packets of at most {each} bytes: the peer's MSS or the \
+             path's MTU)"
+        )
+    })
 }
 
 /// What the summary says of send MSSes that `--mss-clip on` rounded down
 /// to whole frames of `frame` bytes ("" where none was).
 fn clipped_to(msses: impl Iterator<Item = usize>, frame: usize) -> String {
-    let mut m: Vec<usize> = msses.collect();
-    m.sort_unstable();
-    m.dedup();
-    if m.is_empty() {
-        return String::new();
-    }
-    let each: Vec<String> = m.iter().map(ToString::to_string).collect();
-    format!(
-        " (segments of {} payload bytes: whole {frame}-byte frames, --mss-clip on)",
-        each.join(", ")
-    )
+    distinct(msses).map_or_else(String::new, |each| {
+        format!(" (segments of {each} payload bytes: whole {frame}-byte frames, --mss-clip on)")
+    })
+}
+
+/// The distinct values, in order, as "a, b" (None: no value).
+fn distinct(values: impl Iterator<Item = usize>) -> Option<String> {
+    let mut v: Vec<usize> = values.collect();
+    v.sort_unstable();
+    v.dedup();
+    let each: Vec<String> = v.iter().map(ToString::to_string).collect();
+    (!each.is_empty()).then(|| each.join(", "))
 }
 
 fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> {

@@ -294,10 +294,10 @@ fn kernel_clients_spread_over_two_queues_all_complete() {
 }
 
 /// A listener's connection reports reach `progress` once each, the last
-/// ones too; with
-/// `keep_reports` false (serve's: test after test for as long as it runs)
-/// the engine keeps none of them, so its memory does not grow with the
-/// connections it served, and the run's seconds are still theirs.
+/// ones too; with `keep_reports` false (serve's: test after test for as
+/// long as it runs) the engine keeps none of them, so its memory does not
+/// grow with the connections it served, and the run's seconds are still
+/// theirs.
 #[test]
 fn each_report_reaches_progress_once_and_only_kept_reports_stay() {
     let net = testnet(1500, 1);
