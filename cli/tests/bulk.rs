@@ -2969,6 +2969,42 @@ fn a_lowered_interface_mtu_is_what_new_connections_are_offered() {
     assert_detached(&net);
 }
 
+/// A listener's interface addresses change while it runs: one added is
+/// said not to be served (the rules were made at start), one served and
+/// removed is said to be served still; each once.
+#[test]
+fn addresses_added_and_removed_while_listening_are_said() {
+    let net = testnet(1500);
+    let mut xtcp = recv_listening(
+        &net,
+        5245,
+        &["--keep-listening", "--discard", "-4"],
+        Stdio::null(),
+    );
+    let iface = net.a.iface.clone();
+    net.a
+        .ns
+        .ip(&["addr", "add", "198.18.0.77/24", "dev", &iface])
+        .unwrap();
+    xtcp.wait_for(&format!("198.18.0.77 was added to {iface}: not served"));
+    // Another family than -4 takes: nothing to say.
+    net.a
+        .ns
+        .ip(&["addr", "add", "2001:2::77/64", "dev", &iface, "nodad"])
+        .unwrap();
+    let a = net.a.ip4.to_string();
+    net.a
+        .ns
+        .ip(&["addr", "del", &format!("{a}/24"), "dev", &iface])
+        .unwrap();
+    xtcp.wait_for(&format!("{a} was removed from {iface}: still served"));
+    xtcp.signal("-INT");
+    let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
+    assert!(status.success(), "{err}");
+    assert!(!err.contains("2001:2::77"), "{err}");
+    assert_eq!(err.matches("was added to").count(), 1, "{err}");
+}
+
 /// `recv --keep-listening --verify` stopped before any connection came:
 /// a service stopped (exit 0) that says it checked nothing (it said the
 /// 0 bytes received matched the pattern).

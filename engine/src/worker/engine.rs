@@ -654,6 +654,47 @@ pub struct Progress<'a> {
     pub zero_copy: bool,
 }
 
+/// How often a listener reads its interface's addresses again.
+const ADDRS_EVERY: Duration = Duration::from_secs(1);
+
+/// A listener's interface addresses that `on` takes, read again: one added
+/// since (`last`) is not served, one of those served that is gone is still
+/// served while peers reach it; each change is said once, as a warning.
+/// (The steering rules and port reservations are made at start: a new
+/// address needs a restart.) `sock` is opened once, on the first read; a
+/// read that fails changes nothing.
+fn follow_addrs(
+    iface: &str,
+    index: u32,
+    on: ListenOn,
+    listening: &[SocketAddr],
+    sock: &mut Option<NetlinkSocket>,
+    last: &mut Vec<IpAddr>,
+) {
+    if sock.is_none() {
+        *sock = NetlinkSocket::route().ok();
+    }
+    let Some(Ok((now, _tentative))) = sock.as_mut().map(|s| serving_addrs(s, index)) else {
+        return;
+    };
+    let now: Vec<IpAddr> = now.into_iter().filter(|&ip| on.takes(ip)).collect();
+    let served = |ip: &IpAddr| listening.iter().any(|l| l.ip() == *ip);
+    for ip in now.iter().filter(|ip| !last.contains(ip)) {
+        if served(ip) {
+            tracing::info!("{ip} is on {iface} again: served");
+        } else {
+            tracing::warn!(
+                "{ip} was added to {iface}: not served (xtcp serves the addresses it found at \
+                 start: restart it, or give -B {ip}, to serve this one)"
+            );
+        }
+    }
+    for ip in last.iter().filter(|ip| !now.contains(ip) && served(ip)) {
+        tracing::warn!("{ip} was removed from {iface}: still served, as long as peers reach it");
+    }
+    *last = now;
+}
+
 /// A kernel socket that keeps a port ours.
 #[derive(Debug)]
 struct Reservation(#[expect(dead_code, reason = "held for its effect")] OwnedFd);
@@ -1115,6 +1156,8 @@ pub fn run_app(
         }
         r => r,
     };
+    // A listener's addresses: which it takes (followed while it runs).
+    let mut listen_on = None;
     let (locals, rules, sinks, keep_listening) = match role {
         Role::ConnectApp { .. } => unreachable!("mapped to Connect above"),
         Role::Connect {
@@ -1230,6 +1273,7 @@ pub fn run_app(
             sinks,
             keep_listening,
         } => {
+            listen_on = Some(on);
             let (ips, tentative) = listen_addrs_and_tentative(iface, index, on)?;
             for t in tentative {
                 tracing::warn!(
@@ -1566,6 +1610,11 @@ pub fn run_app(
     // syscalls) per report interval, not per turn.
     let mut steer = None;
     let mut steer_read: Option<Instant> = None;
+    // A listener's interface addresses as last read (served at start: the
+    // listening ones), when, and the socket they are read with.
+    let mut addrs: Vec<IpAddr> = listening.iter().map(SocketAddr::ip).collect();
+    let mut addrs_read = Instant::now();
+    let mut addrs_sock = None;
     while exited < n {
         let wait = if app.is_some() {
             Duration::from_millis(1)
@@ -1663,6 +1712,13 @@ pub fn run_app(
                 iface_gone = true;
                 shared.stop.store(true, Ordering::Release);
                 stop_at = Some(Instant::now());
+            }
+            if let Some(on) = listen_on
+                && stop_at.is_none()
+                && addrs_read.elapsed() >= ADDRS_EVERY
+            {
+                addrs_read = Instant::now();
+                follow_addrs(iface, index, on, &listening, &mut addrs_sock, &mut addrs);
             }
             // Its MTU changed (`ip link set … mtu`): the workers follow, as
             // Linux's TCP follows its device's MTU.
