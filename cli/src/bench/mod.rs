@@ -105,7 +105,9 @@ pub struct BenchArgs {
     /// kernel pairs run the same at every value [default: 64].
     #[arg(long, value_delimiter = ',')]
     pub tx_burst: Vec<u32>,
-    /// MSS clipping to sweep (`on`, `off`) [default: on].
+    /// xtcp's MSS clipping to sweep (`on`, `off`: xtcp's `--mss-clip`,
+    /// whole UMEM frames per segment); the kernel pairs run the same
+    /// either way [default: on].
     #[arg(long, value_delimiter = ',')]
     pub mss_clip: Vec<String>,
     /// xtcp's transmit layouts to sweep (`chained`, `single`, `auto`; see
@@ -414,12 +416,13 @@ pub struct Sample {
     /// The receiver's (`end.receiver_tcp_congestion`: the server's, as it
     /// reported it to the client).
     pub receiver_congestion: Option<String>,
-    /// The sender's least RTT in the run, µs, averaged over streams (the
-    /// client's `end.streams[].sender.min_rtt`): the path without queueing.
+    /// The sender's least RTT in the run, µs, averaged over streams, of
+    /// its readings one per interval (the client's
+    /// `intervals[].streams[].rtt`, as [`sender_rtts_us`] takes them): the
+    /// path without queueing.
     pub min_rtt_us: Option<f64>,
-    /// The sender's mean RTT under load, µs, averaged over streams (the
-    /// client's `end.streams[].sender.mean_rtt`); `None` where the client
-    /// does not report it.
+    /// The sender's mean RTT under load, µs, averaged over streams, of the
+    /// same readings; `None` where the client has too few.
     pub rtt_us: Option<f64>,
     /// `rtt_us` less `min_rtt_us`: the delay the load adds, µs (never
     /// negative; `None` where either is not reported).
@@ -1447,6 +1450,33 @@ impl Table {
         line
     }
 
+    /// What the columns are, under the table; with more than one sample
+    /// a row (`--repeat`), that each cell is its own column's median.
+    fn legend(repeats: usize) -> Vec<String> {
+        let mut v = vec![
+            "Gbit/s: the receiver's bytes over its seconds (10⁹ bits); retr, min RTT, RTT and \
+             qdelay (RTT − min RTT): the sender's, RTTs of its readings one per second; ping: \
+             the idle path, once per point before its runs; vs kernel: Gbit/s ÷ the two kernel \
+             ends' of the same repetition; drop %: of the packets steered into the xtcp end \
+             that receives the data (where xtcp sends to a kernel receiver: the client, which \
+             receives the ACKs), those dropped at the redirect."
+                .to_owned(),
+            "CPU tx%, rx%: each end's process, user + system, % of one core (the kernel's \
+             packet work runs in softirq and is charged to whichever task it interrupts, so \
+             the split between the ends moves from run to run more than their sum does); CPU \
+             s/GiB: both processes' CPU seconds per GiB received."
+                .to_owned(),
+        ];
+        if repeats > 1 {
+            v.push(format!(
+                "Each cell is the median of its column over the {repeats} repetitions: the \
+                 cells of one row may come from different runs (qdelay need not be RTT − min \
+                 RTT there)."
+            ));
+        }
+        v
+    }
+
     /// The medians of `pair`'s samples at `p`.
     fn row(&self, p: &Point, pair: &str, of: &[&Sample]) -> String {
         let m = |f: &dyn Fn(&Sample) -> f64| median(of.iter().map(|s| f(s)).collect());
@@ -1502,6 +1532,21 @@ impl Table {
         }
         v
     }
+}
+
+/// The most samples one pair has at one point (the repetitions a row's
+/// medians are of).
+fn most_repeats(samples: &[Sample]) -> usize {
+    samples
+        .iter()
+        .map(|s| {
+            samples
+                .iter()
+                .filter(|t| t.point == s.point && t.pair == s.pair)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The programs bench runs, and the Debian packages they come in.
@@ -1786,6 +1831,11 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         meta: Some(meta),
         samples,
     };
+    if runs > 0 {
+        for line in Table::legend(most_repeats(&rec.samples)) {
+            println!("{line}");
+        }
+    }
     if let Some(note) = load_note(&rec.samples) {
         println!("{note}");
     }
@@ -1961,6 +2011,9 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     let table = Table::new(&pts);
     println!("{}", table.header());
     for line in table.rows(&rec.samples) {
+        println!("{line}");
+    }
+    for line in Table::legend(most_repeats(&rec.samples)) {
         println!("{line}");
     }
     if let Some(note) = load_note(&rec.samples) {
