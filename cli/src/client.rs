@@ -72,7 +72,8 @@ pub struct ClientArgs {
     pub bidir: bool,
     /// Receive window of each data stream (e.g. 64K): xtcp's when it
     /// receives, and sent to the server for its side, like iperf3's `-w`
-    /// (at most the engine's `--rcvbuf`).
+    /// (up to 1G; with --rcvbuf auto the receive buffer grows to it, a
+    /// --rcvbuf given must hold it).
     #[arg(short = 'w', long = "window", value_parser = parse_size)]
     pub window: Option<u64>,
     /// Block length (iperf3 counts -k in blocks of this size; 0, as
@@ -536,6 +537,15 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
     if let Some(m) = a.set_mss {
         cfg.mss = Some(m);
     }
+    // `-w` beyond the receive buffer it would not fit: with `--rcvbuf
+    // auto` the buffer grows to it (iperf3's `-w` asks the kernel for the
+    // buffer); a `--rcvbuf` given is the user's, and the check below says
+    // they disagree.
+    if let (Some(w), crate::args::BufSize::Auto) = (a.window, a.engine.rcvbuf)
+        && w <= 1 << 30
+    {
+        cfg.tcp.recv_buffer = cfg.tcp.recv_buffer.max(w as usize);
+    }
     if let Some(c) = a.congestion {
         cfg.tcp.congestion = c;
     }
@@ -665,7 +675,8 @@ fn run_client(a: &ClientArgs, slot: &mut Option<crate::report::ClientRun>) -> an
                     .with_context(|| {
                         format!(
                             "-w {w}: the window must be between 1 byte and the receive buffer \
-                             ({} bytes; raise it with --rcvbuf)",
+                             ({} bytes; raise it with --rcvbuf, or leave that at auto, which \
+                             takes a -w of up to 1G)",
                             rcvbuf_limit(&cfg)
                         )
                     })?,

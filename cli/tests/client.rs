@@ -412,7 +412,12 @@ fn against_stock_iperf3_server_forward_reverse_bidir_and_bytes() {
     assert!(w <= (16 << 10) + 128, "snd_wnd {w}");
     assert_eq!(v["start"]["sock_bufsize"], 16 << 10, "{}", v["start"]);
     assert_eq!(v["start"]["rcvbuf_actual"], 16 << 10, "{}", v["start"]);
-    // Beyond the receive buffer: refused, with what to do.
+    // Beyond the default receive buffer (4M) with --rcvbuf auto: the
+    // buffer grows to it, as iperf3's -w asks the kernel for its buffer.
+    let v = xtcp_client(&net, 1, &["-t", "1", "-R", "-w", "8M"]);
+    assert_eq!(v["start"]["sock_bufsize"], 8 << 20, "{}", v["start"]);
+    assert_eq!(v["start"]["rcvbuf_actual"], 8 << 20, "{}", v["start"]);
+    // Beyond a receive buffer given: refused, with what to do.
     let out = client_command(&net)
         .args(["--rcvbuf", "64K", "-w", "1M"])
         .output()
