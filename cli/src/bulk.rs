@@ -276,6 +276,12 @@ struct Summary<'a> {
     cpu_seconds: f64,
     cpu_seconds_per_gib: f64,
     connections: Vec<ConnSummary>,
+    /// Connections in the totals above but not in `connections`: they
+    /// ended before the last 10,000 (`recv --keep-listening`, whose
+    /// memory would otherwise grow with every connection; each was said
+    /// on standard error as it ended).
+    #[serde(skip_serializing_if = "is_zero")]
+    connections_not_listed: usize,
     /// XDP statistics: steered, dropped at the redirect, per queue.
     xdp: XdpSummary,
     /// `recv --verify SEED`: the seed and the bytes found to match it, in
@@ -449,6 +455,122 @@ pub fn connect_timeout_message(r: &ConnReport, waited: Duration) -> String {
     )
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// How connection `r` ended, for its report: Ok, or what went wrong
+/// (`interrupted`: the run was; `sending`: this side sends; `unserved`:
+/// packets of xtcp's that came in on a queue it does not serve).
+fn conn_result(
+    r: &ConnReport,
+    connect_timeout: Duration,
+    interrupted: bool,
+    sending: bool,
+    expect: Expect,
+    unserved: Option<u64>,
+) -> Result<(), String> {
+    // One longer than -n was reset as it passed it: that is why.
+    match expect.bytes {
+        Some(n) if r.bytes_received > n => Err(format!(
+            "the stream brought more than the {n} bytes of -n: reset after {} bytes",
+            r.bytes_received
+        )),
+        _ => describe(r, connect_timeout, interrupted, sending)
+            .and_then(|()| stream_as_expected(r.bytes_received, expect)),
+    }
+    .map_err(|e| match unserved {
+        // The answers may never have reached xtcp.
+        Some(n) if r.reason == CloseReason::Error(ConnectionError::ConnectTimeout) => {
+            format!(
+                "{e} ({} of xtcp's connections came in on a queue it does not serve, and \
+                 were dropped: the answers may be among them; see the XDP line)",
+                count(n, "packet")
+            )
+        }
+        _ => e,
+    })
+}
+
+/// The run's error for connection `r`'s.
+fn conn_error(r: &ConnReport, e: &str) -> String {
+    format!(
+        "connection {} ({} → {}): {e}",
+        r.id, r.tuple.local, r.tuple.remote
+    )
+}
+
+/// Reports `recv --keep-listening` keeps for its final one: the last
+/// this many; those before are in [`Earlier`]'s totals.
+const KEPT_REPORTS: usize = 10_000;
+
+/// The connections a run's report no longer lists (they ended before the
+/// last [`KEPT_REPORTS`]): how many, their totals, and the first error
+/// among them.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Earlier {
+    connections: usize,
+    bytes_acked: u64,
+    bytes_received: u64,
+    retransmits: u64,
+    out_of_order: u64,
+    segments_sent: u64,
+    segments_received: u64,
+    bytes_in_place: u64,
+    error: Option<String>,
+}
+
+impl Earlier {
+    /// `r` leaves the list; `result` is how it ended.
+    fn fold(&mut self, r: &ConnReport, result: Result<(), String>) {
+        self.connections += 1;
+        self.bytes_acked += r.bytes_acked;
+        self.bytes_received += r.bytes_received;
+        self.retransmits += r.stats.retransmits;
+        self.out_of_order += r.stats.ooo_segments;
+        self.segments_sent += r.stats.segments_sent;
+        self.segments_received += r.stats.segments_received;
+        self.bytes_in_place += r.stats.bytes_delivered_direct;
+        if let Err(e) = result {
+            self.error.get_or_insert_with(|| conn_error(r, &e));
+        }
+    }
+}
+
+/// The last `cap` connection reports, in the order they ended, and the
+/// others folded into [`Earlier`]: memory that does not grow with the
+/// connections a run serves.
+#[derive(Debug)]
+struct Kept {
+    cap: usize,
+    reports: std::collections::VecDeque<ConnReport>,
+    earlier: Earlier,
+}
+
+impl Kept {
+    fn new(cap: usize) -> Kept {
+        Kept {
+            cap,
+            // All of it at once (untouched pages cost nothing): grown by
+            // doubling, the ring would end up larger than `cap`, and touch
+            // it all as it turns.
+            reports: std::collections::VecDeque::with_capacity(cap),
+            earlier: Earlier::default(),
+        }
+    }
+
+    /// `r` ended; the oldest kept one leaves if there are `cap`, its
+    /// result from `result`.
+    fn push(&mut self, r: &ConnReport, result: impl Fn(&ConnReport) -> Result<(), String>) {
+        if self.reports.len() == self.cap
+            && let Some(old) = self.reports.pop_front()
+        {
+            self.earlier.fold(&old, result(&old));
+        }
+        self.reports.push_back(r.clone());
+    }
+}
+
 fn summarise<'a>(
     report: &'a EngineReport,
     cfg: &EngineConfig,
@@ -456,6 +578,7 @@ fn summarise<'a>(
     writer: Option<Written>,
     expected: usize,
     expect: Expect,
+    earlier: Option<&Earlier>,
 ) -> Summary<'a> {
     // The cause of everything else that failed, so said first: an
     // interface gone, then an output that failed (the connection it fed
@@ -476,42 +599,26 @@ fn summarise<'a>(
             format!("writing the output failed after {} bytes: {e}", w.bytes)
         });
     }
+    // Connections that ended before those listed (recv --keep-listening
+    // keeps the last `KEPT_REPORTS`): their error comes first, as they
+    // did.
+    if let Some(e) = earlier.and_then(|e| e.error.clone()) {
+        error.get_or_insert(e);
+    }
     let conns: Vec<ConnSummary> = report
         .connections
         .iter()
         .map(|r| {
-            // One longer than -n was reset as it passed it: that is why.
-            let res = match expect.bytes {
-                Some(n) if r.bytes_received > n => Err(format!(
-                    "the stream brought more than the {n} bytes of -n: reset after {} bytes",
-                    r.bytes_received
-                )),
-                _ => describe(
-                    r,
-                    cfg.tcp.connect_timeout.unwrap_or_default(),
-                    report.interrupted,
-                    sending,
-                )
-                .and_then(|()| stream_as_expected(r.bytes_received, expect)),
-            }
-            .map_err(|e| match unserved {
-                // The answers may never have reached xtcp.
-                Some(n) if r.reason == CloseReason::Error(ConnectionError::ConnectTimeout) => {
-                    format!(
-                        "{e} ({} of xtcp's connections came in on a queue it does not serve, \
-                         and were dropped: the answers may be among them; see the XDP line)",
-                        count(n, "packet")
-                    )
-                }
-                _ => e,
-            });
+            let res = conn_result(
+                r,
+                cfg.tcp.connect_timeout.unwrap_or_default(),
+                report.interrupted,
+                sending,
+                expect,
+                unserved,
+            );
             if let Err(e) = &res {
-                error.get_or_insert_with(|| {
-                    format!(
-                        "connection {} ({} → {}): {e}",
-                        r.id, r.tuple.local, r.tuple.remote
-                    )
-                });
+                error.get_or_insert_with(|| conn_error(r, e));
             }
             let steps = MtuSteps::of(r);
             ConnSummary {
@@ -563,7 +670,8 @@ fn summarise<'a>(
     // An interrupt that cut nothing fails nothing: a stream sent whole and
     // acknowledged, or received whole, is a success however the run was
     // then stopped (a cut one failed above, as its connection's result).
-    if report.interrupted && report.connections.is_empty() {
+    let e0 = earlier.cloned().unwrap_or_default();
+    if report.interrupted && report.connections.is_empty() && e0.connections == 0 {
         error.get_or_insert_with(|| "interrupted: no connection arrived".into());
     }
     if conns.len() < expected {
@@ -580,16 +688,23 @@ fn summarise<'a>(
     let bytes: u64 = match &writer {
         Some(w) if w.result.as_ref().is_err_and(|e| e.kind() == NO_STREAM) => 0,
         Some(w) => w.bytes,
-        None => conns
-            .iter()
-            .map(|c| {
-                if sending {
-                    c.bytes_sent
+        None => {
+            conns
+                .iter()
+                .map(|c| {
+                    if sending {
+                        c.bytes_sent
+                    } else {
+                        c.bytes_received
+                    }
+                })
+                .sum::<u64>()
+                + if sending {
+                    e0.bytes_acked
                 } else {
-                    c.bytes_received
+                    e0.bytes_received
                 }
-            })
-            .sum(),
+        }
     };
     let seconds = report.seconds;
     let gib = bytes as f64 / f64::from(1u32 << 30);
@@ -602,27 +717,37 @@ fn summarise<'a>(
         } else {
             0.0
         },
-        retransmits: report.connections.iter().map(|c| c.stats.retransmits).sum(),
-        out_of_order: report
-            .connections
-            .iter()
-            .map(|c| c.stats.ooo_segments)
-            .sum(),
-        segments_sent: report
-            .connections
-            .iter()
-            .map(|c| c.stats.segments_sent)
-            .sum(),
-        segments_received: report
-            .connections
-            .iter()
-            .map(|c| c.stats.segments_received)
-            .sum(),
-        bytes_in_place: report
-            .connections
-            .iter()
-            .map(|c| c.stats.bytes_delivered_direct)
-            .sum(),
+        retransmits: e0.retransmits
+            + report
+                .connections
+                .iter()
+                .map(|c| c.stats.retransmits)
+                .sum::<u64>(),
+        out_of_order: e0.out_of_order
+            + report
+                .connections
+                .iter()
+                .map(|c| c.stats.ooo_segments)
+                .sum::<u64>(),
+        segments_sent: e0.segments_sent
+            + report
+                .connections
+                .iter()
+                .map(|c| c.stats.segments_sent)
+                .sum::<u64>(),
+        segments_received: e0.segments_received
+            + report
+                .connections
+                .iter()
+                .map(|c| c.stats.segments_received)
+                .sum::<u64>(),
+        bytes_in_place: e0.bytes_in_place
+            + report
+                .connections
+                .iter()
+                .map(|c| c.stats.bytes_delivered_direct)
+                .sum::<u64>(),
+        connections_not_listed: e0.connections,
         cpu_seconds: report.cpu_seconds,
         cpu_seconds_per_gib: if gib > 0.0 {
             report.cpu_seconds / gib
@@ -1069,6 +1194,14 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     for line in s.xdp.lines() {
         eprintln!("xtcp: {line}");
     }
+    if s.connections_not_listed > 0 {
+        eprintln!(
+            "xtcp: {} before the last {} are in the totals above, not listed below (each was \
+             said as it ended)",
+            count(s.connections_not_listed as u64, "connection"),
+            s.connections.len()
+        );
+    }
     for c in &s.connections {
         if c.result != "ok" || s.connections.len() > 1 {
             eprintln!(
@@ -1108,6 +1241,9 @@ struct Meter {
     /// The run's interrupt flag, for what those lines say of a connection
     /// reset as the stop's grace ran out.
     interrupted: Option<Arc<AtomicBool>>,
+    /// `recv --keep-listening`: the reports kept for the final one (the
+    /// engine keeps none), and what a stream must be (`-n`, `--verify`).
+    kept: Option<(Kept, Expect)>,
 }
 
 impl Meter {
@@ -1118,6 +1254,7 @@ impl Meter {
             listener,
             each,
             interrupted: None,
+            kept: None,
         }
     }
 
@@ -1144,13 +1281,20 @@ impl Meter {
     /// A line for each connection in `ended` (those that ended since the
     /// last progress call), if asked for.
     fn ended(&mut self, ended: &[ConnReport]) {
-        if !self.each {
-            return;
-        }
         let stopped = self
             .interrupted
             .as_ref()
             .is_some_and(|f| f.load(Ordering::Relaxed));
+        if let Some((kept, expect)) = self.kept.as_mut() {
+            for r in ended {
+                kept.push(r, |old| {
+                    conn_result(old, Duration::ZERO, stopped, false, *expect, None)
+                });
+            }
+        }
+        if !self.each {
+            return;
+        }
         for r in ended {
             let secs = r
                 .established
@@ -1387,7 +1531,15 @@ pub fn send(a: &SendArgs) -> anyhow::Result<()> {
         .with_context(|| format!("xtcp send on {}", cfg.iface))?;
     meter.done();
     drop(readers);
-    let s = summarise(&report, &cfg, true, None, a.connections, Expect::default());
+    let s = summarise(
+        &report,
+        &cfg,
+        true,
+        None,
+        a.connections,
+        Expect::default(),
+        None,
+    );
     print_summary(&s, a.json, "sent")?;
     if let Some(e) = s.error {
         bail!("{e}");
@@ -1588,17 +1740,31 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         keep,
         a.json,
     )?;
+    let expect = Expect {
+        verify: a.verify,
+        bytes: a.bytes,
+    };
     let mut meter = Meter::new(Some(cfg.iface.clone()), a.keep_listening);
     meter.interrupted = Some(flag.clone());
+    if a.keep_listening {
+        // Connection after connection for as long as it runs: the last
+        // ones' reports are kept here, the earlier ones' totals.
+        cfg.keep_reports = false;
+        meter.kept = Some((Kept::new(KEPT_REPORTS), expect));
+    }
     let role = Role::Listen {
         on,
         port,
         sinks,
         keep_listening: a.keep_listening,
     };
-    let report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
+    let mut report = xtcp_engine::worker::run(&cfg, role, &flag, |p| meter.show(p))
         .with_context(|| format!("xtcp recv on {}", cfg.iface))?;
     meter.done();
+    let earlier = meter.kept.take().map(|(k, _)| {
+        report.connections = k.reports.into();
+        k.earlier
+    });
     let written = writer.map(|t| {
         t.join().unwrap_or_else(|_| Written {
             bytes: 0,
@@ -1606,11 +1772,15 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         })
     });
     let expected = usize::from(!a.keep_listening);
-    let expect = Expect {
-        verify: a.verify,
-        bytes: a.bytes,
-    };
-    let mut s = summarise(&report, &cfg, false, written, expected, expect);
+    let mut s = summarise(
+        &report,
+        &cfg,
+        false,
+        written,
+        expected,
+        expect,
+        earlier.as_ref(),
+    );
     // --keep-listening serves until it is stopped: stopped with every
     // connection it served ended well, the run is a success, in the report
     // as in the exit status.
@@ -1669,7 +1839,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
     if s.error.is_none() {
         s.verified = a.verify.map(|seed| Verified {
             seed,
-            bytes: s.connections.iter().map(|c| c.bytes_received).sum(),
+            bytes: s.bytes,
         });
     }
     print_summary(&s, a.json, "received")?;
@@ -1698,6 +1868,69 @@ mod tests {
             reported: Some(reported).filter(|&r| r > 0),
             timed_out: false,
         }
+    }
+
+    fn ended(id: usize, bytes: u64, reason: CloseReason) -> ConnReport {
+        let now = Instant::now();
+        ConnReport {
+            id,
+            queue: 0,
+            tuple: xtcp_engine::tcp::FourTuple {
+                local: "198.18.0.1:5201".parse().unwrap(),
+                remote: format!("198.18.0.2:{}", 40000 + id).parse().unwrap(),
+            },
+            reason,
+            bytes_sent: 0,
+            bytes_acked: 0,
+            bytes_received: bytes,
+            stats: Stats {
+                segments_received: bytes / 1000,
+                ..Stats::default()
+            },
+            mismatch: None,
+            source_error: None,
+            established: Some(now),
+            opened: None,
+            packet_mtu: 1500,
+            ended: now,
+            peer_open: false,
+            congestion: "cubic",
+            pacing_rate: None,
+            send_bytes_touched: 0,
+            send_mss: 1448,
+            send_mss_clipped: false,
+            send_buffer: 0,
+        }
+    }
+
+    /// `recv --keep-listening` keeps the last reports; the earlier ones
+    /// are in the totals, and the first error among them stays the run's.
+    #[test]
+    fn kept_reports_are_the_last_and_the_earlier_are_in_the_totals() {
+        let mut k = Kept::new(2);
+        let result =
+            |r: &ConnReport| conn_result(r, Duration::ZERO, false, false, Expect::default(), None);
+        for (id, reason) in [
+            CloseReason::Normal,
+            CloseReason::Aborted,
+            CloseReason::Normal,
+            CloseReason::Aborted,
+            CloseReason::Normal,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            k.push(&ended(id, 10_000 * (id as u64 + 1), reason), result);
+        }
+        let ids: Vec<usize> = k.reports.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [3, 4]);
+        assert_eq!(k.earlier.connections, 3);
+        assert_eq!(k.earlier.bytes_received, 60_000);
+        assert_eq!(k.earlier.segments_received, 60);
+        assert_eq!(
+            k.earlier.error.as_deref(),
+            Some("connection 1 (198.18.0.1:5201 → 198.18.0.2:40001): aborted (reset sent)")
+        );
     }
 
     /// MSSes `--mss-clip` rounded down, each said once; none, nothing.
