@@ -213,9 +213,10 @@ pub struct EngineConfig {
     /// Keep every connection's report for [`EngineReport::connections`]
     /// (the default: a run's summary is made of them). A run that serves
     /// connection after connection for as long as it is left running
-    /// (`serve`) sets it `false`: each report then goes to `progress` once
-    /// ([`Progress::ended`]) and is dropped, so the run's memory does not
-    /// grow with the connections it served.
+    /// (`serve`, `recv --keep-listening`) sets it `false`: each report then
+    /// goes to `progress` once ([`Progress::ended`]) and is dropped (or
+    /// kept there, as many as the caller chooses), so the run's memory does
+    /// not grow with the connections it served.
     pub keep_reports: bool,
 }
 
