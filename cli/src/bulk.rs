@@ -504,11 +504,9 @@ fn conn_error(r: &ConnReport, e: &str) -> String {
 /// this many; those before are in [`Earlier`]'s totals.
 const KEPT_REPORTS: usize = 10_000;
 
-/// The connections a run's report no longer lists (they ended before the
-/// last [`KEPT_REPORTS`]): how many, their totals, and the first error
-/// among them.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct Earlier {
+/// Connections' counts summed, for a run's report.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Totals {
     connections: usize,
     bytes_acked: u64,
     bytes_received: u64,
@@ -517,12 +515,10 @@ struct Earlier {
     segments_sent: u64,
     segments_received: u64,
     bytes_in_place: u64,
-    error: Option<String>,
 }
 
-impl Earlier {
-    /// `r` leaves the list; `result` is how it ended.
-    fn fold(&mut self, r: &ConnReport, result: Result<(), String>) {
+impl Totals {
+    fn add(&mut self, r: &ConnReport) {
         self.connections += 1;
         self.bytes_acked += r.bytes_acked;
         self.bytes_received += r.bytes_received;
@@ -531,6 +527,21 @@ impl Earlier {
         self.segments_sent += r.stats.segments_sent;
         self.segments_received += r.stats.segments_received;
         self.bytes_in_place += r.stats.bytes_delivered_direct;
+    }
+}
+
+/// The connections a run's report no longer lists (they ended before the
+/// last [`KEPT_REPORTS`]): their totals, and the first error among them.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Earlier {
+    totals: Totals,
+    error: Option<String>,
+}
+
+impl Earlier {
+    /// `r` leaves the list; `result` is how it ended.
+    fn fold(&mut self, r: &ConnReport, result: Result<(), String>) {
+        self.totals.add(r);
         if let Err(e) = result {
             self.error.get_or_insert_with(|| conn_error(r, &e));
         }
@@ -670,8 +681,13 @@ fn summarise<'a>(
     // An interrupt that cut nothing fails nothing: a stream sent whole and
     // acknowledged, or received whole, is a success however the run was
     // then stopped (a cut one failed above, as its connection's result).
-    let e0 = earlier.cloned().unwrap_or_default();
-    if report.interrupted && report.connections.is_empty() && e0.connections == 0 {
+    // Every connection's counts: those listed and those before them.
+    let not_listed = earlier.map_or(0, |e| e.totals.connections);
+    let mut all = earlier.map(|e| e.totals).unwrap_or_default();
+    for r in &report.connections {
+        all.add(r);
+    }
+    if report.interrupted && all.connections == 0 {
         error.get_or_insert_with(|| "interrupted: no connection arrived".into());
     }
     if conns.len() < expected {
@@ -688,23 +704,8 @@ fn summarise<'a>(
     let bytes: u64 = match &writer {
         Some(w) if w.result.as_ref().is_err_and(|e| e.kind() == NO_STREAM) => 0,
         Some(w) => w.bytes,
-        None => {
-            conns
-                .iter()
-                .map(|c| {
-                    if sending {
-                        c.bytes_sent
-                    } else {
-                        c.bytes_received
-                    }
-                })
-                .sum::<u64>()
-                + if sending {
-                    e0.bytes_acked
-                } else {
-                    e0.bytes_received
-                }
-        }
+        None if sending => all.bytes_acked,
+        None => all.bytes_received,
     };
     let seconds = report.seconds;
     let gib = bytes as f64 / f64::from(1u32 << 30);
@@ -717,37 +718,12 @@ fn summarise<'a>(
         } else {
             0.0
         },
-        retransmits: e0.retransmits
-            + report
-                .connections
-                .iter()
-                .map(|c| c.stats.retransmits)
-                .sum::<u64>(),
-        out_of_order: e0.out_of_order
-            + report
-                .connections
-                .iter()
-                .map(|c| c.stats.ooo_segments)
-                .sum::<u64>(),
-        segments_sent: e0.segments_sent
-            + report
-                .connections
-                .iter()
-                .map(|c| c.stats.segments_sent)
-                .sum::<u64>(),
-        segments_received: e0.segments_received
-            + report
-                .connections
-                .iter()
-                .map(|c| c.stats.segments_received)
-                .sum::<u64>(),
-        bytes_in_place: e0.bytes_in_place
-            + report
-                .connections
-                .iter()
-                .map(|c| c.stats.bytes_delivered_direct)
-                .sum::<u64>(),
-        connections_not_listed: e0.connections,
+        retransmits: all.retransmits,
+        out_of_order: all.out_of_order,
+        segments_sent: all.segments_sent,
+        segments_received: all.segments_received,
+        bytes_in_place: all.bytes_in_place,
+        connections_not_listed: not_listed,
         cpu_seconds: report.cpu_seconds,
         cpu_seconds_per_gib: if gib > 0.0 {
             report.cpu_seconds / gib
@@ -1924,9 +1900,9 @@ mod tests {
         }
         let ids: Vec<usize> = k.reports.iter().map(|r| r.id).collect();
         assert_eq!(ids, [3, 4]);
-        assert_eq!(k.earlier.connections, 3);
-        assert_eq!(k.earlier.bytes_received, 60_000);
-        assert_eq!(k.earlier.segments_received, 60);
+        assert_eq!(k.earlier.totals.connections, 3);
+        assert_eq!(k.earlier.totals.bytes_received, 60_000);
+        assert_eq!(k.earlier.totals.segments_received, 60);
         assert_eq!(
             k.earlier.error.as_deref(),
             Some("connection 1 (198.18.0.1:5201 → 198.18.0.2:40001): aborted (reset sent)")
