@@ -104,15 +104,38 @@ fn wait_attached<T>(net: &TestNet, e: &JoinHandle<T>) {
     }
 }
 
-/// The engine listening on `port` for one connection (it returns once
-/// that closes), each byte checked against the pattern.
-fn verifying_listener(net: &TestNet, port: u16) -> JoinHandle<Result<EngineReport, EngineError>> {
-    let role = Role::Listen {
+/// A listener on `port` checking each byte against the pattern: one
+/// connection, or (`keep_listening`) one after another until stopped.
+fn verifying(port: u16, keep_listening: bool) -> Role {
+    Role::Listen {
         on: ListenOn::Every,
         port,
         sinks: SinkKind::Verify(SEED),
-        keep_listening: false,
-    };
+        keep_listening,
+    }
+}
+
+/// Waits (bounded) until nothing is attached to A's interface: an engine
+/// that returned has dropped its link, but a child process another test
+/// thread is starting holds a copy of every descriptor until its exec, the
+/// link's too, for a moment.
+fn wait_detached(net: &TestNet) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !text.contains("xdp") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still attached: {text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The engine listening on `port` for one connection (it returns once
+/// that closes), each byte checked against the pattern.
+fn verifying_listener(net: &TestNet, port: u16) -> JoinHandle<Result<EngineReport, EngineError>> {
+    let role = verifying(port, false);
     engine(net, config(net, 1), role, Arc::new(AtomicBool::new(false)))
 }
 
@@ -276,12 +299,7 @@ fn kernel_clients_spread_over_two_queues_all_complete() {
     let net = testnet(1500, 2);
     const LEN: u64 = 32 << 20;
     let stop = Arc::new(AtomicBool::new(false));
-    let role = Role::Listen {
-        on: ListenOn::Every,
-        port: 5202,
-        sinks: SinkKind::Verify(SEED),
-        keep_listening: true,
-    };
+    let role = verifying(5202, true);
     let e = engine(&net, config(&net, 2), role, stop.clone());
     let dst = SocketAddr::new(net.a.ip4.into(), 5202);
     let senders: Vec<_> = (0..4).map(|_| kernel_sender(&net, dst, LEN)).collect();
@@ -305,12 +323,7 @@ fn each_report_reaches_progress_once_and_only_kept_reports_stay() {
     const N: usize = 6;
     for keep in [false, true] {
         let stop = Arc::new(AtomicBool::new(false));
-        let role = Role::Listen {
-            on: ListenOn::Every,
-            port: 5203,
-            sinks: SinkKind::Verify(SEED),
-            keep_listening: true,
-        };
+        let role = verifying(5203, true);
         let cfg = EngineConfig {
             keep_reports: keep,
             ..config(&net, 1)
@@ -350,6 +363,8 @@ fn each_report_reaches_progress_once_and_only_kept_reports_stay() {
         );
         assert_eq!(report.connections.len(), if keep { N } else { 0 });
         assert!(report.seconds > 0.0, "keep {keep}: {}", report.seconds);
+        // The next engine attaches once this one's link is gone.
+        wait_detached(&net);
     }
 }
 
@@ -379,12 +394,7 @@ fn data_that_comes_in_while_its_connection_moves_arrives_intact() {
     const LEN: u64 = 4 << 20;
     let file = PatternFile::new(LEN);
     let stop = Arc::new(AtomicBool::new(false));
-    let role = Role::Listen {
-        on: ListenOn::Every,
-        port: 5203,
-        sinks: SinkKind::Verify(SEED),
-        keep_listening: true,
-    };
+    let role = verifying(5203, true);
     let mut cfg = config(&net, 2);
     cfg.cores = Some(vec![1, 0]);
     let e = engine(&net, cfg, role, stop.clone());
@@ -1054,12 +1064,7 @@ fn hostile_packets_are_counted_and_dropped_while_a_transfer_completes() {
     const LEN: u64 = 256 << 20;
     const PORT: u16 = 5203;
     let stop = Arc::new(AtomicBool::new(false));
-    let role = Role::Listen {
-        on: ListenOn::Every,
-        port: PORT,
-        sinks: SinkKind::Verify(SEED),
-        keep_listening: false,
-    };
+    let role = verifying(PORT, false);
     let (e, live) = engine_live(&net, config(&net, 1), role, stop);
     // The sender sends half, then holds the connection open (idle, so
     // that nothing else competes for the RX ring) until every hostile
@@ -1238,9 +1243,7 @@ fn a_second_engine_on_the_same_interface_gets_a_clear_error() {
     stop.store(true, Ordering::Relaxed);
     first.join().unwrap().unwrap();
     // Nothing stays attached.
-    let out = net.a.ns.ip(&["link", "show", &net.a.iface]).unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!text.contains("xdp"), "{text}");
+    wait_detached(&net);
 }
 
 /// The XDP program attached to `iface` in `ns`, by `ip link show`'s
