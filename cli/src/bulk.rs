@@ -295,6 +295,10 @@ struct Summary<'a> {
     /// The connections' MSS steps, for what is said of them.
     #[serde(skip)]
     steps: Vec<MtuSteps>,
+    /// Each connection was said as it ended (`recv --keep-listening`):
+    /// the text lists again only those that failed.
+    #[serde(skip)]
+    each_said: bool,
 }
 
 #[derive(Debug, Serialize, Clone, Copy)]
@@ -724,6 +728,7 @@ fn summarise<'a>(
         segments_received: all.segments_received,
         bytes_in_place: all.bytes_in_place,
         connections_not_listed: not_listed,
+        each_said: false,
         cpu_seconds: report.cpu_seconds,
         cpu_seconds_per_gib: if gib > 0.0 {
             report.cpu_seconds / gib
@@ -1172,14 +1177,13 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
     }
     if s.connections_not_listed > 0 {
         eprintln!(
-            "xtcp: {} before the last {} are in the totals above, not listed below (each was \
-             said as it ended)",
+            "xtcp: {} before the last {} are in the totals above (each was said as it ended)",
             count(s.connections_not_listed as u64, "connection"),
             s.connections.len()
         );
     }
     for c in &s.connections {
-        if c.result != "ok" || s.connections.len() > 1 {
+        if c.result != "ok" || (s.connections.len() > 1 && !s.each_said) {
             eprintln!(
                 "xtcp: connection {} {} → {} (queue {}): {}; {} sent, {} received{}",
                 c.id,
@@ -1757,6 +1761,7 @@ pub fn recv(a: &RecvArgs) -> anyhow::Result<()> {
         expect,
         earlier.as_ref(),
     );
+    s.each_said = a.keep_listening;
     // --keep-listening serves until it is stopped: stopped with every
     // connection it served ended well, the run is a success, in the report
     // as in the exit status.

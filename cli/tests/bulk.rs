@@ -2086,16 +2086,34 @@ fn keep_listening_says_how_each_connection_ended() {
         &["--verify", &seed, "--keep-listening"],
         Stdio::null(),
     );
+    // Two streams of the pattern, each closed once acknowledged.
+    for _ in 0..2 {
+        drop(acked_sender(
+            &net,
+            SocketAddr::new(net.a.ip4.into(), port),
+            SEED,
+            1 << 16,
+        ));
+    }
+    xtcp.wait_for(&format!("xtcp recv: connection 1 from {}:", net.b.ip4));
     // Zeros, not the pattern: reset at the first byte, so socat fails,
     // unless all of it was in its socket before the reset came (whether it
     // does is its own; `a_stream_that_fails_its_check_is_reset_at_once`
     // checks what the sender is told).
     let _ = zeros_from_b(&net, port, 100_000);
-    xtcp.wait_for(&format!("xtcp recv: connection 0 from {}:", net.b.ip4));
+    xtcp.wait_for(&format!("xtcp recv: connection 2 from {}:", net.b.ip4));
     xtcp.wait_for("failed: --verify failed: the stream differs from the pattern at byte ");
     xtcp.signal("-INT");
     let (status, err) = xtcp.wait_exit("xtcp recv did not stop on SIGINT");
     assert!(!status.success(), "a connection failed: {err}");
+    // The summary lists again only the one that failed: each was said as
+    // it ended.
+    let again: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("xtcp: connection "))
+        .collect();
+    assert_eq!(again.len(), 1, "{err}");
+    assert!(again[0].starts_with("xtcp: connection 2 "), "{err}");
 }
 
 /// The received output is exactly the first `len` bytes of the pattern.
