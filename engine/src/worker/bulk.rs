@@ -489,7 +489,8 @@ impl Sink {
     }
 
     /// The stream ended (the peer's FIN): flush what is buffered and tell
-    /// the writer. Returns false if that must be retried (pipe full).
+    /// the writer. Returns false if that must be retried (pipe full), or
+    /// cannot be done ([`Sink::broken`]: the writer is gone).
     pub fn finish(&mut self) -> bool {
         match self {
             Sink::Discard | Sink::Verify { .. } => true,
@@ -650,8 +651,12 @@ impl PipeSink {
         if self.cur.as_ref().is_some_and(|c| c.len > 0) && !self.push() {
             return false;
         }
-        if self.full.try_send(Drain::Eof).is_ok() {
-            self.closed = true;
+        match self.full.try_send(Drain::Eof) {
+            Ok(()) => self.closed = true,
+            // The writer is gone (its output failed after it had every
+            // byte): no end can go either; the caller aborts. (Taken for a
+            // full pipe, the connection waited for ever.)
+            Err(e) => self.broken |= e.is_disconnected(),
         }
         self.closed
     }
@@ -1050,6 +1055,31 @@ mod tests {
         let _ = sink.consume((&data, &[]));
         assert!(sink.broken());
         assert!(sink.close((&data, &[])) < data.len());
+    }
+
+    /// The writer fails after the sink handed it every byte, before the
+    /// stream's end: the end cannot go, and the sink says it is broken
+    /// (it said "pipe full", and the connection waited for ever).
+    #[test]
+    fn an_output_that_fails_after_the_last_byte_breaks_the_end() {
+        struct Fails;
+        impl Write for Fails {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::new(io::ErrorKind::StorageFull, "full"))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let open: OpenOutput = Box::new(|| Ok(Box::new(Fails) as Box<dyn Write + Send>));
+        let (mut sink, writer) = spawn_writer(open).unwrap();
+        let data = vec![7u8; CHUNK_LEN];
+        // One whole chunk goes to the writer, which fails on it and ends.
+        assert_eq!(sink.consume((&data, &[])), data.len());
+        assert!(writer.join().unwrap().result.is_err());
+        assert!(!sink.broken(), "nothing has tried the pipe since");
+        assert!(!sink.finish());
+        assert!(sink.broken());
     }
 
     /// An output that fills up part-way through a write (a full disk):

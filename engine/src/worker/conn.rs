@@ -642,10 +642,16 @@ impl Slot {
             c.abort(now);
             return;
         }
-        if c.read_closed() && c.readable() == 0 && !self.sink_done && self.sink.finish() {
-            self.sink_done = true;
-            if !sender && self.deadline.is_none() {
-                c.close(now);
+        if c.read_closed() && c.readable() == 0 && !self.sink_done {
+            if self.sink.finish() {
+                self.sink_done = true;
+                if !sender && self.deadline.is_none() {
+                    c.close(now);
+                }
+            } else if self.sink.broken() {
+                // The writer failed after it had every byte: the stream
+                // cannot end well; its sender learns so.
+                c.abort(now);
             }
         }
     }
