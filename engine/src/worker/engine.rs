@@ -1034,12 +1034,42 @@ pub fn process_cpu() -> f64 {
     process_times().total()
 }
 
+/// The clock the control thread gives an [`App`]: a message from a
+/// worker at the time the worker saw what it says (a control message's
+/// bytes, a stream's count), not when this thread got to it, which a busy
+/// machine can make many milliseconds later; and never earlier than a time
+/// already given, so that the application's clock only runs forward.
+struct AppClock {
+    last: Instant,
+}
+
+impl AppClock {
+    fn new() -> AppClock {
+        AppClock {
+            last: Instant::now(),
+        }
+    }
+
+    /// For a message the worker stamped `at`.
+    fn at(&mut self, at: Instant) -> Instant {
+        self.last = self.last.max(at);
+        self.last
+    }
+
+    /// For the application's own turn.
+    fn now(&mut self) -> Instant {
+        self.at(Instant::now())
+    }
+}
+
 /// An application that owns the connections of a listener
 /// ([`SinkKind::App`]) and runs in the control thread: it learns of
 /// connections and their bytes through [`AppIn`] and gives orders through
 /// the [`AppOut`] sender each connection brings.
 pub trait App {
-    /// A message from a connection.
+    /// A message from a connection; `now` is when its worker saw what it
+    /// says, not when the control thread got to it (and never before a
+    /// time already given).
     fn handle(&mut self, now: Instant, msg: AppIn);
     /// Called on every control-loop turn (at least every millisecond).
     fn poll(&mut self, now: Instant);
@@ -1616,6 +1646,7 @@ pub fn run_app(
     let mut addrs: Vec<IpAddr> = listening.iter().map(SocketAddr::ip).collect();
     let mut addrs_read = Instant::now();
     let mut addrs_sock = None;
+    let mut app_clock = AppClock::new();
     while exited < n {
         let wait = if app.is_some() {
             Duration::from_millis(1)
@@ -1629,9 +1660,9 @@ pub fn run_app(
                 connections.push(*r);
             }
             Ok(Msg::Exited(_)) => exited += 1,
-            Ok(Msg::App(m)) => {
+            Ok(Msg::App(at, m)) => {
                 if let Some(a) = app.as_mut() {
-                    a.handle(Instant::now(), m);
+                    a.handle(app_clock.at(at), m);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -1647,10 +1678,10 @@ pub fn run_app(
                         connections.push(*r);
                     }
                     Msg::Exited(_) => exited += 1,
-                    Msg::App(m) => a.handle(Instant::now(), m),
+                    Msg::App(at, m) => a.handle(app_clock.at(at), m),
                 }
             }
-            a.poll(Instant::now());
+            a.poll(app_clock.now());
         }
         let done = if let Some(a) = app.as_ref() {
             a.finished()
@@ -1662,7 +1693,7 @@ pub fn run_app(
         if stop_at.is_none() && (done || interrupt.load(Ordering::Relaxed)) {
             interrupted = !done;
             if interrupted && let Some(a) = app.as_mut() {
-                a.interrupt(Instant::now());
+                a.interrupt(app_clock.now());
             }
             if app.as_ref().is_some_and(|a| a.failed()) {
                 shared.failed.store(true, Ordering::Relaxed);
@@ -1684,9 +1715,9 @@ pub fn run_app(
                         connections.push(*r);
                     }
                     Msg::Exited(_) => {}
-                    Msg::App(m) => {
+                    Msg::App(at, m) => {
                         if let Some(a) = app.as_mut() {
-                            a.handle(Instant::now(), m);
+                            a.handle(app_clock.at(at), m);
                         }
                     }
                 }
@@ -1826,6 +1857,22 @@ pub fn run_app(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message's time is the worker's stamp, however late it is handed
+    /// over, and the application's clock never runs back: a stamp older
+    /// than a time already given gives that time again.
+    #[test]
+    fn the_application_clock_takes_the_workers_stamps_and_runs_forward() {
+        let mut clock = AppClock::new();
+        let start = clock.last;
+        let seen = start + Duration::from_millis(5);
+        assert_eq!(clock.at(seen), seen);
+        let turn = start + Duration::from_millis(9);
+        assert_eq!(clock.at(turn), turn);
+        // Stamped before the turn the application already had.
+        assert_eq!(clock.at(seen), turn);
+        assert!(clock.now() >= turn);
+    }
 
     /// Auto takes 2048-byte frames exactly where a full segment takes the
     /// single-descriptor layout and fits one with [`TX_HEADROOM`] in

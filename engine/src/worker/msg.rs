@@ -184,8 +184,10 @@ pub enum Msg {
     Closed(Box<ConnReport>),
     /// The worker stopped (after its last `Counters`).
     Exited(usize),
-    /// For the application of [`crate::worker::SinkKind::App`].
-    App(AppIn),
+    /// For the application of [`crate::worker::SinkKind::App`], and when
+    /// the worker saw it happen (its turn's clock): the application's
+    /// clock for it, however late the control thread gets to it.
+    App(Instant, AppIn),
 }
 
 /// From an application connection to the application (control thread).
