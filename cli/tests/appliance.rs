@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, TempDir, Watched, XTCP, clocks_agree, iperf3_json, tcp_buffer_max, testnet,
+    ENGINE, TempDir, Watched, XTCP, iperf3_json, iperf3_timed, server_clock_holds, testnet,
     wait_established,
 };
 use xtcp_engine::testnet::TestNet;
@@ -215,7 +215,13 @@ fn wait_lines(path: &Path, n: usize, server: &mut Watched) -> Vec<String> {
 }
 
 /// One `--json-lines` record against the client's own report of the test.
-fn check_record(line: &str, client: &serde_json::Value, net: &TestNet, direction: &str) {
+/// `wall`: the seconds the client's whole run took.
+fn check_record(
+    line: &str,
+    (client, wall): &(serde_json::Value, f64),
+    net: &TestNet,
+    direction: &str,
+) {
     let r: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
     assert_eq!(r["result"], "ok", "{r}");
     assert!(r["reason"].is_null() && r["message"].is_null(), "{r}");
@@ -236,23 +242,9 @@ fn check_record(line: &str, client: &serde_json::Value, net: &TestNet, direction
     let gbps = r[mine.replace("bytes", "gbps")].as_f64().unwrap();
     let want = theirs["bytes"].as_f64().unwrap() * 8.0 / secs / 1e9;
     assert!((gbps - want).abs() <= 1e-9 * want.max(1.0), "{r}");
-    // The seconds (and so the rate) against the client's own clock, which
-    // stops when its last byte went into its send buffer (forward) or came
-    // out of its receive buffer (reverse).
-    let buffer = if direction == "forward" {
-        "tcp_wmem"
-    } else {
-        "tcp_rmem"
-    };
-    clocks_agree(
-        &format!("--json-lines, {direction}"),
-        (secs, gbps * 1e9),
-        (
-            theirs["seconds"].as_f64().unwrap(),
-            theirs["bits_per_second"].as_f64().unwrap(),
-        ),
-        tcp_buffer_max(&net.b.ns, buffer) as f64,
-    );
+    // The seconds (and so the rate) against the client's own clock.
+    let what = format!("--json-lines, {direction}");
+    server_clock_holds(&what, secs, theirs["seconds"].as_f64().unwrap(), *wall, 0.0);
 }
 
 #[test]
@@ -269,7 +261,7 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
         server.err.lock().unwrap()
     );
 
-    let v = iperf3_json(&net, &["-p", "5311", "-n", "64M"]);
+    let v = iperf3_timed(&net, &["-p", "5311", "-n", "64M"]);
     let lines = wait_lines(&log, 1, &mut server);
     check_record(&lines[0], &v, &net, "forward");
 
@@ -281,7 +273,7 @@ fn serve_takes_its_settings_from_the_file_the_command_line_wins_and_json_lines_g
     server.signal("-HUP");
     server.wait_for("reloaded");
     server.wait_for("changed but kept until serve restarts: format, log");
-    let v = iperf3_json(&net, &["-p", "5311", "-n", "64M", "-R"]);
+    let v = iperf3_timed(&net, &["-p", "5311", "-n", "64M", "-R"]);
     let lines = wait_lines(&log, 1, &mut server);
     check_record(&lines[0], &v, &net, "reverse");
     assert_eq!(

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    CPU_SLACK, ENGINE, RECOVERY, Reap, Server, TempDir, Watched, XTCP, bad_checksums,
-    client_wrote_what_xtcp_received, clocks_agree_after, count, iperf3_json, iperf3_json_to,
-    line_of, link_stat, need_iperf3, number, path_losses, proc_cpu, repeated_block, syn_flood,
-    tcp_buffer_max, tcp_ext, tcp_mib, testnet, wait_listening, wait_ss,
+    CPU_SLACK, ENGINE, Reap, Server, TempDir, Watched, XTCP, bad_checksums,
+    client_wrote_what_xtcp_received, count, iperf3_json, iperf3_json_to, iperf3_timed, line_of,
+    link_stat, need_iperf3, number, proc_cpu, rate_is_bytes_over_seconds, repeated_block,
+    server_clock_holds, syn_flood, tcp_buffer_max, tcp_ext, tcp_mib, testnet, wait_listening,
+    wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -38,15 +39,20 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     // xtcp's line agrees with what the stock client says it sent: all of
     // it, or short by what was still in the client's send buffer at
     // TEST_END (xtcp, as iperf3's server, reads what arrived, then closes).
-    let lost = path_losses(&net);
-    let v = iperf3_json(&net, &["-t", "2"]);
+    let (v, wall) = iperf3_timed(&net, &["-t", "2"]);
     let (line, intervals) = server.outcome_and_intervals();
     assert!(line.contains(": ok;") && line.contains("forward"), "{line}");
     let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
     assert!(got > 0);
     assert_eq!(got, count(&line, "received"), "{line}");
-    let recovery = recovery_if_lost(lost, &net);
-    line_agrees_with_the_client(&line, "received", &v["end"]["sum_sent"], wmem_max, recovery);
+    line_agrees_with_the_client(
+        &line,
+        "received",
+        &v["end"]["sum_sent"],
+        wmem_max,
+        wall,
+        0.0,
+    );
     // The CPU xtcp reports to the client, split: receiving through AF_XDP
     // costs system time too (recvfrom/poll wake-ups, the XDP redirect).
     let cpu = &v["end"]["cpu_utilization_percent"];
@@ -95,8 +101,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     // `-O 1`: the omitted second counts on neither side, its bytes nor its
     // time. The two ends stop omitting apart, so the bytes near that edge
     // may count on either side: within a socket buffer each way.
-    let lost = path_losses(&net);
-    let v = iperf3_json(&net, &["-t", "2", "-O", "1"]);
+    let (v, wall) = iperf3_timed(&net, &["-t", "2", "-O", "1"]);
     let line = server.outcome();
     assert!(line.contains(": ok;"), "{line}");
     let theirs = &v["end"]["sum_sent"];
@@ -106,13 +111,14 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
         "the client sent {other}: {line}"
     );
     let (secs, bps) = seconds_and_rate(&line, "received");
-    clocks_agree_after(
+    server_clock_holds(
         "-O 1, against the client",
-        (secs, bps),
-        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
-        wmem_max as f64,
-        recovery_if_lost(lost, &net),
+        secs,
+        num(theirs, "seconds"),
+        wall,
+        1.0,
     );
+    rate_is_bytes_over_seconds("-O 1", bps, mine as f64, secs, 0.006);
 
     // `-w 16K`: from the first second on, the kernel sender sees at most
     // that window (plus one window-scale unit of rounding).
@@ -130,8 +136,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
 
     // Reverse: xtcp sends.
-    let lost = path_losses(&net);
-    let v = iperf3_json(&net, &["-t", "2", "-R"]);
+    let (v, wall) = iperf3_timed(&net, &["-t", "2", "-R"]);
     let (line, intervals) = server.outcome_and_intervals();
     // What was unacknowledged when the test ended is in the last interval:
     // none is shorter than a tenth of the period (no "2.00-2.00 sec").
@@ -147,8 +152,14 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
     assert!(sent > 0);
     assert_eq!(sent, count(&line, "sent"), "{line}");
-    let recovery = recovery_if_lost(lost, &net);
-    line_agrees_with_the_client(&line, "sent", &v["end"]["sum_received"], rmem_max, recovery);
+    line_agrees_with_the_client(
+        &line,
+        "sent",
+        &v["end"]["sum_received"],
+        rmem_max,
+        wall,
+        0.0,
+    );
 
     // A byte count: xtcp received every byte iperf3 sent — at least 2 GiB
     // (iperf3 3.12 may write a block beyond `-n`, see esnet/iperf#1768).
@@ -195,16 +206,18 @@ fn received(test: &serde_json::Value) -> u64 {
 
 /// xtcp's test line for what it `received` or `sent` against the stock
 /// client's own count of the other end (`theirs`: what it sent, or what it
-/// read) and its clock. The two differ by what a socket buffer of the
-/// client (`buffer` bytes) held when the test ended: what it had not sent
-/// yet when xtcp, as iperf3's server, stopped reading at TEST_END, or what
-/// it had not read of what its TCP acknowledged.
+/// read) and its clock (`wall`: the client's whole run, see
+/// [`server_clock_holds`]). The counts differ by what a socket buffer of
+/// the client (`buffer` bytes) held when the test ended: what it had not
+/// sent yet when xtcp, as iperf3's server, stopped reading at TEST_END, or
+/// what it had not read of what its TCP acknowledged.
 fn line_agrees_with_the_client(
     line: &str,
     word: &str,
     theirs: &serde_json::Value,
     buffer: u64,
-    recovery: f64,
+    wall: f64,
+    omit: f64,
 ) {
     let mine = count(line, word);
     let other = theirs["bytes"].as_u64().unwrap();
@@ -218,25 +231,10 @@ fn line_agrees_with_the_client(
         "the client counted {other}: {line}"
     );
     let (secs, bps) = seconds_and_rate(line, word);
-    clocks_agree_after(
-        &format!("xtcp {word}, against the client"),
-        (secs, bps),
-        (num(theirs, "seconds"), num(theirs, "bits_per_second")),
-        buffer as f64,
-        recovery,
-    );
-}
-
-/// A timed test's clocks may differ by a loss recovery where the path lost
-/// a packet meanwhile ([`path_losses`] before and after).
-fn recovery_if_lost(before: u64, net: &TestNet) -> f64 {
-    let lost = path_losses(net) - before;
-    if lost > 0 {
-        eprintln!("{lost} packets lost or retransmitted on the path: a recovery's time allowed");
-        RECOVERY
-    } else {
-        0.0
-    }
+    let what = format!("xtcp {word}, against the client");
+    server_clock_holds(&what, secs, num(theirs, "seconds"), wall, omit);
+    // Printed to the millisecond, and to three digits.
+    rate_is_bytes_over_seconds(&what, bps, mine as f64, secs, 0.006);
 }
 
 /// The seconds and bits/s of a test report line (`…, 2.005 s, received N
@@ -608,8 +606,7 @@ fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
     ];
     for (extra, key, theirs) in tests {
         let before = proc_cpu(pid);
-        let lost = path_losses(&net);
-        let v = iperf3_json(&net, extra);
+        let (v, wall) = iperf3_timed(&net, extra);
         let mine = server.json();
         // The test's CPU (its percentages of its own seconds, which lie
         // inside the time it measured them over) against the kernel's
@@ -637,21 +634,23 @@ fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
             v["end"][theirs]["bytes"].as_u64(),
             "{extra:?}: {mine}"
         );
-        // Its seconds and rate against the client's own for the same
-        // bytes; the client's clock stops when its last byte went into its
-        // send buffer (forward) or came out of its receive buffer (`-R`).
-        let (m, t) = (&mine["end"][key], &v["end"][theirs]);
-        let buffer = if key == "sum_received" {
-            "tcp_wmem"
-        } else {
-            "tcp_rmem"
-        };
-        clocks_agree_after(
-            &format!("{extra:?}"),
-            (num(m, "seconds"), num(m, "bits_per_second")),
-            (num(t, "seconds"), num(t, "bits_per_second")),
-            tcp_buffer_max(&net.b.ns, buffer) as f64,
-            recovery_if_lost(lost, &net),
+        // Its seconds against the client's own clock for the same bytes,
+        // and its rate, those bytes over those seconds.
+        let m = &mine["end"][key];
+        let what = format!("{extra:?}");
+        server_clock_holds(
+            &what,
+            num(m, "seconds"),
+            num(&v["end"][theirs], "seconds"),
+            wall,
+            0.0,
+        );
+        rate_is_bytes_over_seconds(
+            &what,
+            num(m, "bits_per_second"),
+            got as f64,
+            num(m, "seconds"),
+            1e-6,
         );
         let ivs = mine["intervals"].as_array().unwrap();
         let sum: u64 = ivs
