@@ -8,7 +8,7 @@
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod common;
 
@@ -1026,9 +1026,14 @@ fn how_the_server_ended_the_control_connection_is_said() {
 
 /// Runs `iperf3 -s -1 -J` in side B and `xtcp client -J <extra>` against
 /// it; returns (xtcp's JSON, the server's JSON).
-fn with_json_server(net: &TestNet, extra: &[&str]) -> (serde_json::Value, serde_json::Value) {
+/// `wall`: the seconds xtcp's whole run took, from before it started to
+/// after it ended (which hold the server's clock, see
+/// [`client_clock_within`]).
+fn with_json_server(net: &TestNet, extra: &[&str]) -> (serde_json::Value, serde_json::Value, f64) {
     let mut server = iperf3_server_with(net, &["-1", "-J"], Stdio::piped());
+    let began = Instant::now();
     let mine = xtcp_client(net, 1, extra);
+    let wall = began.elapsed().as_secs_f64();
     let mut text = String::new();
     server
         .0
@@ -1040,7 +1045,7 @@ fn with_json_server(net: &TestNet, extra: &[&str]) -> (serde_json::Value, serde_
     let theirs: serde_json::Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("iperf3 -s -J wrote no JSON ({e}): {text}"));
     assert!(theirs.get("error").is_none(), "iperf3 -s: {theirs}");
-    (mine, theirs)
+    (mine, theirs, wall)
 }
 
 fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
@@ -1115,8 +1120,8 @@ fn every_direction_agrees_with_the_servers_own_report() {
         (&["-t", "2", "-O", "1", "-R"], true),
         (&["-t", "2", "-R"], true),
         (&["-t", "2", "--bidir"], true),
-        (&["-n", "64M"], false),
-        (&["-n", "64M", "-R"], false),
+        (&["-n", "512M"], false),
+        (&["-n", "512M", "-R"], false),
     ];
     let wmem_max = tcp_buffer_max(&net.b.ns, "tcp_wmem") as f64;
     let rmem_max = tcp_buffer_max(&net.b.ns, "tcp_rmem") as f64;
@@ -1125,7 +1130,7 @@ fn every_direction_agrees_with_the_servers_own_report() {
         let bidir = args.contains(&"--bidir");
         let reverse = args.contains(&"-R");
         let closed_before = closed_unread(&net);
-        let (mine, theirs) = with_json_server(&net, args);
+        let (mine, theirs, wall) = with_json_server(&net, args);
         check_intervals(&mine, &mode);
         // Each direction xtcp took part in: (xtcp's sum, the server's own
         // sum for the same bytes, whether xtcp sent them). The server's
@@ -1152,15 +1157,6 @@ fn every_direction_agrees_with_the_servers_own_report() {
             );
             let their_secs = num(&theirs, &["end", key, "seconds"]);
             let their_bytes = num(&theirs, &["end", key, "bytes"]);
-            let their_bps = num(&theirs, &["end", key, "bits_per_second"]);
-            if timed {
-                near(
-                    &format!("{what}: the server's seconds vs -t 2"),
-                    their_secs,
-                    2.0,
-                    0.1,
-                );
-            }
             // What xtcp's document says the server counted (iperf3's
             // client shows it under the same name) is the server's own
             // count: `xtcp bench` reads it from there.
@@ -1188,19 +1184,23 @@ fn every_direction_agrees_with_the_servers_own_report() {
             // receive buffer, see `stock_server_received`); what the
             // server wrote last may still be in its send buffer when the
             // test ends (2 % and a send buffer). With `-O` the two ends
-            // stop omitting apart, and the bytes at that edge may count on
-            // either side: within the two buffers.
-            let buffer = if args.contains(&"-O") {
-                let edge = rmem_max + wmem_max;
+            // stop omitting apart, each as late as its timer is handled,
+            // and what moves meanwhile counts on one side only: as much as
+            // a busy machine lets move. What holds then: xtcp counted less
+            // than it moved in all (its intervals, the omitted ones too),
+            // the server no more than that and its buffers, and (against a
+            // count off by a factor) at least half as much as xtcp.
+            if args.contains(&"-O") {
+                let all = all_interval_bytes(&mine, xtcp_sent);
                 assert!(
-                    (my_bytes - their_bytes).abs() <= edge,
-                    "{what}: {my_bytes} bytes, the server's {their_bytes}"
+                    my_bytes < all
+                        && their_bytes <= all + rmem_max + wmem_max
+                        && my_bytes >= their_bytes / 2.0,
+                    "{what}: {my_bytes} bytes counted of {all} moved, the server's {their_bytes}"
                 );
-                edge
             } else if xtcp_sent {
                 let own = theirs_as_received(&theirs, key);
                 stock_server_received(&net, &own, my_bytes as u64, closed_before);
-                rmem_max
             } else {
                 near(
                     &format!("{what}: bytes"),
@@ -1208,14 +1208,22 @@ fn every_direction_agrees_with_the_servers_own_report() {
                     their_bytes,
                     0.02 + wmem_max / their_bytes,
                 );
-                wmem_max
+            }
+            // xtcp's clock lies within the server's, and that within
+            // xtcp's run. A timed test's runs -t at least: xtcp's timer
+            // never fires early. With -O its clock starts when xtcp's timer
+            // for the omitted second is handled, and a busy machine can
+            // make that, and the server's end, as late as it likes: then
+            // (and for -n) only a clock off by a factor fails.
+            client_clock_within(&what, my_secs, their_secs, wall, args.contains(&"-O"));
+            let least = if timed && !args.contains(&"-O") {
+                2.0
+            } else {
+                their_secs / 2.0
             };
-            client_clock_within(
-                &what,
-                my_secs,
-                (their_secs, their_bps),
-                buffer,
-                if args.contains(&"-O") { 1.0 } else { 0.0 },
+            assert!(
+                my_secs >= least,
+                "{what}: xtcp's clock ran {my_secs} s, less than {least} s"
             );
             near(
                 &format!("{what}: bits/s is bytes over seconds"),
@@ -1225,6 +1233,19 @@ fn every_direction_agrees_with_the_servers_own_report() {
             );
         }
     }
+}
+
+/// The bytes xtcp's `-J` intervals show it sent (`sent`) or received, the
+/// omitted ones too.
+fn all_interval_bytes(v: &serde_json::Value, sent: bool) -> f64 {
+    v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|iv| iv["streams"].as_array().unwrap())
+        .filter(|st| st["sender"] == sent)
+        .map(|st| bytes(st, &["bytes"]))
+        .sum::<u64>() as f64
 }
 
 /// The server's `key` sum (its own count of what it received) as
@@ -1460,7 +1481,7 @@ fn each_stream_agrees_with_the_servers_count_for_it() {
         if reverse {
             args.push("-R");
         }
-        let (mine, theirs) = with_json_server(&net, &args);
+        let (mine, theirs, _) = with_json_server(&net, &args);
         // socket → the client's port, from each side's `start.connected`.
         let ports = |v: &serde_json::Value, key: &str| -> Vec<(u64, u64)> {
             v["start"]["connected"]

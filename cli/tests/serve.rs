@@ -67,21 +67,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     // to what it counted.
     assert!(intervals.len() >= 2, "{intervals:?}");
     assert!(intervals[0].starts_with("[  1]   0.00-1."), "{intervals:?}");
-    let interval_bytes: f64 = intervals
-        .iter()
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let at = w.iter().position(|x| *x == "sec").unwrap();
-            let n: f64 = w[at + 1].parse().unwrap();
-            n * match w[at + 2] {
-                "GBytes" => f64::from(1u32 << 30),
-                "MBytes" => f64::from(1u32 << 20),
-                "KBytes" => 1024.0,
-                "Bytes" => 1.0,
-                u => panic!("unit {u} in {l}"),
-            }
-        })
-        .sum();
+    let interval_bytes: f64 = intervals.iter().map(|l| line_bytes(l)).sum();
     let rel = (interval_bytes - got as f64).abs() / got as f64;
     assert!(rel < 0.02, "{interval_bytes} vs {got}: {intervals:?}");
     // The window xtcp offered the kernel sender (its snd_wnd, per interval):
@@ -99,16 +85,27 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     assert!(free.iter().all(|&w| w > 32 << 10), "{free:?}");
 
     // `-O 1`: the omitted second counts on neither side, its bytes nor its
-    // time. The two ends stop omitting apart, so the bytes near that edge
-    // may count on either side: within a socket buffer each way.
+    // time. The two ends stop omitting apart, each as late as its timer is
+    // handled, and what moves meanwhile counts on one side only: as much as
+    // a busy machine lets move. What holds then: xtcp counted less than it
+    // received in all (its intervals, the omitted one too, each to three
+    // digits), the client sent no more than that and its send buffer, and
+    // (against a count off by a factor) xtcp counted at least half of it.
     let (v, wall) = iperf3_timed(&net, &["-t", "2", "-O", "1"]);
-    let line = server.outcome();
+    let (line, intervals) = server.outcome_and_intervals();
     assert!(line.contains(": ok;"), "{line}");
+    assert!(
+        intervals
+            .iter()
+            .any(|l| l.trim_end().ends_with("(omitted)")),
+        "{intervals:?}"
+    );
+    let all: f64 = intervals.iter().map(|l| line_bytes(l)).sum();
     let theirs = &v["end"]["sum_sent"];
     let (mine, other) = (count(&line, "received"), theirs["bytes"].as_u64().unwrap());
     assert!(
-        mine.abs_diff(other) <= wmem_max + rmem_max,
-        "the client sent {other}: {line}"
+        (mine as f64) < all && other as f64 <= all * 1.005 + wmem_max as f64 && mine >= other / 2,
+        "the client sent {other}, xtcp's intervals show {all}: {line}"
     );
     let (secs, bps) = seconds_and_rate(&line, "received");
     server_clock_holds(
@@ -235,6 +232,21 @@ fn line_agrees_with_the_client(
     server_clock_holds(&what, secs, num(theirs, "seconds"), wall, omit);
     // Printed to the millisecond, and to three digits.
     rate_is_bytes_over_seconds(&what, bps, mine as f64, secs, 0.006);
+}
+
+/// The bytes of an interval line (`[  1]   0.00-1.00   sec   562 MBytes
+/// …`), to the three digits it shows.
+fn line_bytes(l: &str) -> f64 {
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let at = w.iter().position(|x| *x == "sec").unwrap();
+    let n: f64 = w[at + 1].parse().unwrap();
+    n * match w[at + 2] {
+        "GBytes" => f64::from(1u32 << 30),
+        "MBytes" => f64::from(1u32 << 20),
+        "KBytes" => 1024.0,
+        "Bytes" => 1.0,
+        u => panic!("unit {u} in {l}"),
+    }
 }
 
 /// The seconds and bits/s of a test report line (`…, 2.005 s, received N

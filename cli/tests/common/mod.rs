@@ -1203,13 +1203,15 @@ pub fn near(what: &str, a: f64, b: f64, rel: f64) {
 /// TEST_END. So the client's clock lies inside the server's. The server's
 /// is longer by those two messages' way, and a busy machine (other tests,
 /// a vCPU its host took away) can make that as long as it likes. It is
-/// never shorter, but for the two ends' stamps of one instant: [`STAMPS`].
-/// With `-O`, each end starts counting when its own timer for the
-/// omitted seconds fires, as late as its thread runs: [`omit_edge`].
+/// never shorter, but for the two ends' stamps of one instant: `STAMPS`.
+/// With `-O`, each end starts counting when its own timer for the omitted
+/// seconds fires, as late as its thread runs: then the client's counting
+/// may start later than the server's by any amount, and the server's too
+/// by [`omit_edge`], which is not a bound a busy machine keeps.
 pub const STAMPS: f64 = 0.001;
 
-/// With `-O`, how much later one end's clock may start counting than the
-/// other's: 5 % and 10 ms.
+/// With `-O`, how much later the server's clock may start counting than the
+/// client's: 5 % and 10 ms.
 pub fn omit_edge(secs: f64) -> f64 {
     0.05 * secs + 0.01
 }
@@ -1230,19 +1232,16 @@ pub fn server_clock_holds(what: &str, mine: f64, theirs: f64, wall: f64, omit: f
 }
 
 /// xtcp as iperf3's client: its seconds (`mine`) lie within the stock
-/// server's (`theirs`, see [`STAMPS`]), and short of them by at most 5 %,
-/// 10 ms and the time `buffer` bytes take at `bps` (a socket buffer the
-/// server drains after xtcp's clock stopped). `omit`: the seconds `-O` left
-/// out.
-pub fn client_clock_within(what: &str, mine: f64, theirs: (f64, f64), buffer: f64, omit: f64) {
-    let (secs, bps) = theirs;
-    let late = STAMPS + if omit > 0.0 { omit_edge(secs) } else { 0.0 };
-    let short = 0.05 * secs + 0.01 + buffer * 8.0 / bps;
-    eprintln!("{what}: xtcp's {mine} s, the server's {secs} s");
+/// server's (`theirs`, see [`STAMPS`]), and those within `wall`, the
+/// seconds xtcp's whole run took as the test timed it. (With `-O`, the
+/// server's counting may start later than xtcp's by [`omit_edge`].)
+pub fn client_clock_within(what: &str, mine: f64, theirs: f64, wall: f64, omit: bool) {
+    let late = STAMPS + if omit { omit_edge(theirs) } else { 0.0 };
+    eprintln!("{what}: xtcp's {mine} s, the server's {theirs} s, xtcp's run {wall} s");
     assert!(
-        mine <= secs + late && mine >= secs - short,
-        "{what}: xtcp's {mine} s is not within the server's {secs} s (more {late} s, \
-         less {short} s)"
+        mine <= theirs + late && theirs <= wall,
+        "{what}: xtcp's {mine} s is not within the server's {theirs} s (more {late} s), \
+         or that not within xtcp's run, {wall} s"
     );
 }
 
