@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    ENGINE, Server, TempDir, Watched, XTCP, closed_unread, kill, need_iperf3, repeated_block,
-    stock_server_received, tcp_mib, testnet, wait_listening, wait_ss,
+    ENGINE, STAMPS, Server, TempDir, Watched, XTCP, closed_unread, kill, need_iperf3,
+    repeated_block, stock_server_received, tcp_mib, testnet, wait_listening, wait_ss,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -373,16 +373,23 @@ fn received_rates(s: &serde_json::Value, v: &serde_json::Value) -> (f64, Vec<f64
     (total, per)
 }
 
+/// A paced rate: `got` at most 5 % above `want`, and at most a fifth
+/// below. Below, more, because time a receiver or a sender is kept off
+/// its core near the end is lost to the count: the stock server stops
+/// reading at TEST_END, and TCP's pacing (`--fq-rate`) catches up 10 ms at
+/// most. A busy machine can make that as long as it likes (5 % of a 3-s
+/// test is 150 ms); a fifth still fails a rate off by a unit or by the
+/// number of streams.
 fn within(got: f64, want: f64, what: &str) {
     eprintln!("{what}: {got:.0} bit/s (target {want:.0})");
     assert!(
-        (got - want).abs() <= 0.05 * want,
-        "{what}: {got:.0} bit/s, not within 5 % of {want:.0}"
+        got <= 1.05 * want && got >= 0.8 * want,
+        "{what}: {got:.0} bit/s, not within 5 % above and 20 % below {want:.0}"
     );
 }
 
 /// `-b 200M`: the sender is paced, the stock server receives 200 Mbit/s
-/// of the sending time (within 5 %); `-P 2 -b 100M`: each stream at 100
+/// of the sending time (see [`within`]); `-P 2 -b 100M`: each stream at 100
 /// Mbit/s (iperf3's rate is per stream). Both well below what the veth
 /// carries.
 #[test]
@@ -504,10 +511,13 @@ fn file_with_a_time_ends_at_whichever_comes_first() {
     let s = server.json();
     let sent = u(&v["end"]["sum_sent"]["bytes"]);
     assert!(0 < sent && sent < len, "ended by -t: {sent} of {len} bytes");
+    // xtcp's clock ran -t at least (its timer never fires early), and lies
+    // within the server's (see `client_clock_within`).
+    let mine = v["end"]["sum_sent"]["seconds"].as_f64().unwrap();
     let theirs = s["end"]["sum_received"]["seconds"].as_f64().unwrap();
     assert!(
-        (theirs - 1.0).abs() < 0.25,
-        "the server's {theirs} s for -t 1"
+        mine >= 1.0 - 1e-6 && mine <= theirs + STAMPS,
+        "-t 1: xtcp's {mine} s, the server's {theirs} s"
     );
 }
 
@@ -1088,7 +1098,7 @@ fn line_seconds(line: &str) -> f64 {
 
 /// A stock client's `-R -b 200M` (and `-P 2 -b 100M`) against xtcp serve:
 /// xtcp sends each stream paced to the rate; the stock client receives it
-/// within 5 % of serve's test time (the clock the pacing runs on; the
+/// at that rate ([`within`]) over serve's test time (the clock the pacing runs on; the
 /// client's own time also holds the control messages' trips, see
 /// [`received_rates`]); serve's line says it paced.
 #[test]
@@ -1534,8 +1544,8 @@ fn tos_dscp_and_flow_label_mark_the_data_connections() {
 /// A stock client's `-R -S 0x28 --repeating-payload --fq-rate 80M`
 /// against xtcp serve: what serve sends on the data connection carries
 /// the TOS byte and iperf3's digits, its control connection's packets do
-/// not, and the stream is paced at 80 Mbit/s (within 5 % of serve's test
-/// time, as `-b` in [`serve_paces_a_reverse_test_to_the_clients_bitrate`]).
+/// not, and the stream is paced at 80 Mbit/s ([`within`]) over serve's test
+/// time, as `-b` in [`serve_paces_a_reverse_test_to_the_clients_bitrate`].
 /// `serve -J` has the client's `-T` and `--extra-data`.
 #[test]
 fn serve_marks_and_paces_what_it_sends() {
