@@ -53,7 +53,7 @@ fn steered_tcp_arrives_exact_while_kernel_traffic_flows() {
         // Kernel TCP to the non-steered port still works.
         let mut c = TcpStream::connect_timeout(
             &SocketAddr::from((net.a.ip4, 7000)),
-            Duration::from_secs(5),
+            Duration::from_secs(60),
         )
         .unwrap();
         c.write_all(b"hello").unwrap();
@@ -78,7 +78,7 @@ fn steered_tcp_arrives_exact_while_kernel_traffic_flows() {
         .expect("ping across the steered interface");
     assert!(ping.status.success());
 
-    let got = xs.recv_packets(0, frames.len(), Duration::from_secs(5));
+    let got = xs.recv_packets(0, frames.len(), Duration::from_secs(60));
     assert_eq!(got.len(), frames.len(), "all steered packets arrive");
     for (g, f) in got.iter().zip(&frames) {
         assert_eq!(g, f, "the RX ring holds the exact bytes sent");
@@ -95,7 +95,7 @@ fn tx_frames_arrive_intact_in_the_peer_namespace() {
     let sink = {
         let _g = net.b.ns.enter().unwrap();
         let s = UdpSocket::bind((net.b.ip4, 9000)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         s
     };
     let mut xs = {
@@ -148,7 +148,7 @@ fn multibuffer_both_ways(mtu: u32) {
         let _g = net.b.ns.enter().unwrap();
         send_ip(&raw_ip_sender(), &frame, net.a.ip4);
     }
-    let got = xs.recv_packets(0, 1, Duration::from_secs(5));
+    let got = xs.recv_packets(0, 1, Duration::from_secs(60));
     assert_eq!(got.len(), 1, "the {mtu}-byte packet arrived");
     assert_eq!(got[0].len(), frame.len());
     assert!(got[0] == frame, "chain reassembles to the exact bytes");
@@ -157,7 +157,7 @@ fn multibuffer_both_ways(mtu: u32) {
     let sink = {
         let _g = net.b.ns.enter().unwrap();
         let s = UdpSocket::bind((net.b.ip4, 9000)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         s
     };
     let payload = pattern(mtu as usize - 20 - 8, 9);
@@ -198,7 +198,7 @@ fn two_queues_get_only_their_own_flows() {
         b.send_frame(1, &flow(1, i));
     }
     for q in 0..2u16 {
-        let got = a.recv_packets(q as usize, 10, Duration::from_secs(5));
+        let got = a.recv_packets(q as usize, 10, Duration::from_secs(60));
         assert_eq!(got.len(), 10, "queue {q} got its flow");
         for (i, g) in got.iter().enumerate() {
             assert_eq!(g, &flow(q, i as u32), "queue {q} got only its own flow");
@@ -331,7 +331,7 @@ fn generic_mode_steers_too() {
         let _g = net.b.ns.enter().unwrap();
         send_ip(&raw_ip_sender(), &frame, net.a.ip4);
     }
-    let got = xs.recv_packets(0, 1, Duration::from_secs(5));
+    let got = xs.recv_packets(0, 1, Duration::from_secs(60));
     assert_eq!(got, vec![frame]);
 }
 
@@ -360,7 +360,7 @@ fn rules_change_at_run_time_and_unsteered_ports_pass() {
         }])
         .unwrap();
     send(6000);
-    assert_eq!(xs.recv_packets(0, 1, Duration::from_secs(5)).len(), 1);
+    assert_eq!(xs.recv_packets(0, 1, Duration::from_secs(60)).len(), 1);
     send(PORT);
     assert!(
         xs.recv_packets(0, 1, Duration::from_millis(300)).is_empty(),
@@ -429,7 +429,7 @@ fn umem_on_hugepages_carries_packets() {
         let _g = net.b.ns.enter().unwrap();
         send_ip(&raw_ip_sender(), &frame, net.a.ip4);
     }
-    assert_eq!(xs.recv_packets(0, 1, Duration::from_secs(5)), vec![frame]);
+    assert_eq!(xs.recv_packets(0, 1, Duration::from_secs(60)), vec![frame]);
 }
 
 #[test]
@@ -456,7 +456,7 @@ fn umem_headroom_moves_received_data() {
         let _g = net.b.ns.enter().unwrap();
         send_ip(&raw_ip_sender(), &frame, net.a.ip4);
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut offsets = Vec::new();
     while offsets.is_empty() && std::time::Instant::now() < deadline {
         x.rx.recv(8, |d| {
