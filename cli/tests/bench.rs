@@ -333,6 +333,26 @@ fn short_sweep_writes_every_sample_and_a_plot_and_cleans_up() {
     assert_eq!(mtus.into_iter().collect::<Vec<_>>(), vec![1500, 65535]);
     // Gbit/s and CPU panels with a line per pair, the MTU on the x axis.
     check_svg(&svg, 8, &["Gbit/s by MTU", "1500", "65535"]);
+    // The record read back says what the run said of its ends, before the
+    // same table: the host's default congestion control is in its meta.
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["meta"]["host_cc"], host.trim(), "{}", v["meta"]);
+    let again = Command::new(XTCP)
+        .args(["bench", "--from"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let again = assert_success(&again);
+    let said: Vec<&str> = text
+        .lines()
+        .take_while(|l| !(l.contains("pair") && l.contains("Gbit/s")))
+        .filter(|l| l.starts_with("The ") || l.starts_with("Every end runs"))
+        .collect();
+    assert_eq!(said.len(), 3, "offloads, cc, copies: {text}");
+    for line in said {
+        assert!(again.contains(line), "{line:?} in {again}");
+    }
+    check_table(&again, &samples);
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_file(&svg);
     assert_no_bench_namespaces(pid);

@@ -1660,16 +1660,6 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     );
     let table = Table::new(&points);
     let mut samples: Vec<Sample> = Vec::new();
-    if points.iter().all(|p| p.kernel_offloads == "off") {
-        // (The table shows no `koff` column at its default.)
-        bar.suspend(|| {
-            println!(
-                "The pair of two kernel ends runs with TSO, GSO, GRO and checksum offloads \
-                 off, as the pairs with an xtcp end (whose XDP program sees MTU-sized packets); \
-                 --kernel-offloads on,off adds the kernel at its fastest."
-            )
-        });
-    }
     // (What a new namespace starts with: the host's default.)
     let host_cc = net
         .a
@@ -1677,24 +1667,10 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         .exec(&["sysctl", "-n", "net.ipv4.tcp_congestion_control"])
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .context("reading net.ipv4.tcp_congestion_control")?;
-    let ccs: Vec<&str> = w.cc.iter().map(String::as_str).collect();
-    bar.suspend(|| {
-        println!(
-            "Every end runs {} (iperf3's -C on every client, which the server takes too; \
-             xtcp's --cc; this host's default is {host_cc}).",
-            ccs.join(", then ")
-        )
-    });
-    if points.iter().all(|p| p.kernel_zerocopy == "off") {
-        // (The table shows no `kzc` column at its default.)
-        bar.suspend(|| {
-            println!(
-                "The kernel's clients copy every byte they send from iperf3's buffer (iperf3 \
-                 without -Z), xtcp's send from frames filled once (-Z); --kernel-zerocopy on,off \
-                 adds the kernel's sendfile."
-            )
-        });
+    for line in conditions(&points, Some(&host_cc)) {
+        bar.suspend(|| println!("{line}"));
     }
+    meta.host_cc = Some(host_cc);
     bar.suspend(|| println!("{}", table.header()));
     let wmem = net
         .a
@@ -1964,6 +1940,51 @@ fn check_from_args(a: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What every end ran with where the table shows no column for it (a
+/// dimension at its default for every point), said before the table: by a
+/// sweep, and from its record by `--from`. `host_cc`: the host's default
+/// congestion control, where known.
+fn conditions(points: &[Point], host_cc: Option<&str>) -> Vec<String> {
+    let mut v = Vec::new();
+    if points.iter().all(|p| p.kernel_offloads == "off") {
+        v.push(
+            "The pair of two kernel ends runs with TSO, GSO, GRO and checksum offloads off, as \
+             the pairs with an xtcp end (whose XDP program sees MTU-sized packets); \
+             --kernel-offloads on,off adds the kernel at its fastest."
+                .to_owned(),
+        );
+    }
+    if points.iter().any(|p| p.cc == "unset") {
+        v.push(
+            "cc unset: bench of that version left the kernel's ends at the host's default \
+             congestion control (xtcp's ran cubic)."
+                .to_owned(),
+        );
+    } else {
+        let mut ccs: Vec<&str> = Vec::new();
+        for p in points {
+            if !ccs.contains(&p.cc.as_str()) {
+                ccs.push(&p.cc);
+            }
+        }
+        let host = host_cc.map_or_else(String::new, |c| format!("; this host's default is {c}"));
+        v.push(format!(
+            "Every end runs {} (iperf3's -C on every client, which the server takes too; xtcp's \
+             --cc{host}).",
+            ccs.join(", then ")
+        ));
+    }
+    if points.iter().all(|p| p.kernel_zerocopy == "off") {
+        v.push(
+            "The kernel's clients copy every byte they send from iperf3's buffer (iperf3 without \
+             -Z), xtcp's send from frames filled once (-Z); --kernel-zerocopy on,off adds the \
+             kernel's sendfile."
+                .to_owned(),
+        );
+    }
+    v
+}
+
 /// `--from`: a record's table (its arguments checked: [`check_from_args`]).
 fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     let rec = record::Record::read(from)?;
@@ -2001,12 +2022,9 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     if pts.is_empty() {
         bail!("{}: no samples", from.display());
     }
-    if pts.iter().any(|p| p.cc == "unset") {
-        println!(
-            "{}: cc unset: bench of that version left the kernel's ends at the host's default \
-             congestion control (xtcp's ran cubic)",
-            from.display()
-        );
+    let host_cc = rec.meta.as_ref().and_then(|m| m.host_cc.as_deref());
+    for line in conditions(&pts, host_cc) {
+        println!("{line}");
     }
     let table = Table::new(&pts);
     println!("{}", table.header());

@@ -66,6 +66,11 @@ pub struct Meta {
     /// samples are the runs that completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// The congestion control a new network namespace starts with on this
+    /// host (`net.ipv4.tcp_congestion_control`), which bench's own ends do
+    /// not run (`--cc`); absent in records before it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cc: Option<String>,
 }
 
 fn loadavg() -> Vec<f64> {
