@@ -407,14 +407,39 @@ impl Unacceptable {
     }
 }
 
-/// A connection's end in words: Ok, or what went wrong; `interrupted`: the
-/// run was (SIGINT/SIGTERM), `sending`: this side sends.
+/// Why a run stopped before its connections ended by themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// It did not.
+    No,
+    /// SIGINT or SIGTERM.
+    Interrupted,
+    /// Its interface went away: nothing xtcp sends goes out, resets
+    /// neither.
+    IfaceGone,
+}
+
+impl Stop {
+    fn of(interrupted: bool, iface_gone: bool) -> Stop {
+        if iface_gone {
+            Stop::IfaceGone
+        } else if interrupted {
+            Stop::Interrupted
+        } else {
+            Stop::No
+        }
+    }
+}
+
+/// A connection's end in words: Ok, or what went wrong; `stop`: why the
+/// run stopped, if it did; `sending`: this side sends.
 fn describe(
     r: &ConnReport,
     connect_timeout: Duration,
-    interrupted: bool,
+    stop: Stop,
     sending: bool,
 ) -> Result<(), String> {
+    let interrupted = stop == Stop::Interrupted;
     if let Some(e) = r.source_error {
         return Err(format!("reading the input failed: {e}"));
     }
@@ -425,6 +450,9 @@ fn describe(
     }
     match r.reason {
         CloseReason::Normal => Ok(()),
+        CloseReason::Aborted if stop == Stop::IfaceGone => {
+            Err("aborted as the interface went away (no reset could reach the peer)".into())
+        }
         CloseReason::Aborted if interrupted && r.established.is_none() => {
             Err("interrupted before the connection was established".into())
         }
@@ -464,12 +492,13 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// How connection `r` ended, for its report: Ok, or what went wrong
-/// (`interrupted`: the run was; `sending`: this side sends; `unserved`:
-/// packets of xtcp's that came in on a queue it does not serve).
+/// (`stop`: why the run stopped, if it did; `sending`: this side sends;
+/// `unserved`: packets of xtcp's that came in on a queue it does not
+/// serve).
 fn conn_result(
     r: &ConnReport,
     connect_timeout: Duration,
-    interrupted: bool,
+    stop: Stop,
     sending: bool,
     expect: Expect,
     unserved: Option<u64>,
@@ -480,7 +509,7 @@ fn conn_result(
             "the stream brought more than the {n} bytes of -n: reset after {} bytes",
             r.bytes_received
         )),
-        _ => describe(r, connect_timeout, interrupted, sending)
+        _ => describe(r, connect_timeout, stop, sending)
             .and_then(|()| stream_as_expected(r.bytes_received, expect)),
     }
     .map_err(|e| match unserved {
@@ -627,7 +656,7 @@ fn summarise<'a>(
             let res = conn_result(
                 r,
                 cfg.tcp.connect_timeout.unwrap_or_default(),
-                report.interrupted,
+                Stop::of(report.interrupted, report.iface_gone),
                 sending,
                 expect,
                 unserved,
@@ -1246,7 +1275,7 @@ impl Meter {
                 bind_mode(p.zero_copy)
             );
         }
-        self.ended(p.ended);
+        self.ended(p.ended, p.iface_gone);
         if self.tty && self.last.elapsed() >= Duration::from_millis(500) {
             self.last = Instant::now();
             eprint!(
@@ -1260,11 +1289,13 @@ impl Meter {
 
     /// A line for each connection in `ended` (those that ended since the
     /// last progress call), if asked for.
-    fn ended(&mut self, ended: &[ConnReport]) {
-        let stopped = self
-            .interrupted
-            .as_ref()
-            .is_some_and(|f| f.load(Ordering::Relaxed));
+    fn ended(&mut self, ended: &[ConnReport], iface_gone: bool) {
+        let stopped = Stop::of(
+            self.interrupted
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed)),
+            iface_gone,
+        );
         if let Some((kept, expect)) = self.kept.as_mut() {
             for r in ended {
                 kept.push(r, |old| {
@@ -1889,8 +1920,9 @@ mod tests {
     #[test]
     fn kept_reports_are_the_last_and_the_earlier_are_in_the_totals() {
         let mut k = Kept::new(2);
-        let result =
-            |r: &ConnReport| conn_result(r, Duration::ZERO, false, false, Expect::default(), None);
+        let result = |r: &ConnReport| {
+            conn_result(r, Duration::ZERO, Stop::No, false, Expect::default(), None)
+        };
         for (id, reason) in [
             CloseReason::Normal,
             CloseReason::Aborted,

@@ -653,6 +653,9 @@ pub struct Progress<'a> {
     /// Every socket is bound in zero-copy mode, as the kernel confirmed it
     /// (`XDP_OPTIONS`); `false` is copy mode.
     pub zero_copy: bool,
+    /// The interface went away: the engine stops, and what it sends
+    /// (resets too) no longer goes out ([`EngineReport::iface_gone`]).
+    pub iface_gone: bool,
 }
 
 /// How often a listener reads its interface's addresses again.
@@ -1776,6 +1779,7 @@ pub fn run_app(
             ended: new,
             listen: &listening,
             zero_copy,
+            iface_gone,
             ..Progress::default()
         };
         for w in &workers {
