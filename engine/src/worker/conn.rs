@@ -171,43 +171,40 @@ impl AppConn {
     }
 
     /// Reports the bytes and retransmissions since the last count.
-    fn report_count(&mut self, now: Instant, c: &Conn, out: &Sender<Msg>) {
+    fn report_count(&mut self, c: &Conn, out: &Sender<Msg>) {
         let retrans = c.stats().retransmits;
-        let _ = out.send(Msg::App(
-            now,
-            AppIn::Count {
-                id: self.id,
-                bytes: std::mem::take(&mut self.counted),
-                retransmits: retrans - self.retransmits,
-                rtt: c.srtt(),
-                tcp: TcpSample {
-                    cwnd: c.cwnd() as u64,
-                    snd_wnd: c.send_window() as u64,
-                    rttvar: c.rttvar(),
-                    mss: u32::try_from(c.send_mss()).unwrap_or(u32::MAX),
-                    pmtu: u32::try_from(c.packet_mtu()).unwrap_or(u32::MAX),
-                    congestion: c.congestion_name(),
-                },
+        let _ = out.send(Msg::app(AppIn::Count {
+            id: self.id,
+            bytes: std::mem::take(&mut self.counted),
+            retransmits: retrans - self.retransmits,
+            rtt: c.srtt(),
+            tcp: TcpSample {
+                cwnd: c.cwnd() as u64,
+                snd_wnd: c.send_window() as u64,
+                rttvar: c.rttvar(),
+                mss: u32::try_from(c.send_mss()).unwrap_or(u32::MAX),
+                pmtu: u32::try_from(c.packet_mtu()).unwrap_or(u32::MAX),
+                congestion: c.congestion_name(),
             },
-        ));
+        }));
         self.retransmits = retrans;
     }
 
     /// At the connection's end: the last count, if the stream still counts
     /// (not once stopped: [`AppIn::Stopped`] said no count follows).
-    pub(super) fn final_count(&mut self, now: Instant, c: &Conn, out: &Sender<Msg>) {
+    pub(super) fn final_count(&mut self, c: &Conn, out: &Sender<Msg>) {
         if matches!(
             self.mode,
             AppMode::Count | AppMode::Send | AppMode::Draining
         ) {
-            self.report_count(now, c, out);
+            self.report_count(c, out);
         }
     }
 
     /// Reports the last count, then that the stream stopped.
-    fn stopped(&mut self, now: Instant, c: &Conn, out: &Sender<Msg>) {
-        self.report_count(now, c, out);
-        let _ = out.send(Msg::App(now, AppIn::Stopped { id: self.id }));
+    fn stopped(&mut self, c: &Conn, out: &Sender<Msg>) {
+        self.report_count(c, out);
+        let _ = out.send(Msg::app(AppIn::Stopped { id: self.id }));
     }
 }
 
@@ -391,7 +388,7 @@ impl Slot {
                     a.counted += a.committed - a.acked;
                     a.acked = a.committed;
                     a.mode = AppMode::Stopped;
-                    a.stopped(now, c, out);
+                    a.stopped(c, out);
                 }
                 AppOut::Window(n) => {
                     c.set_recv_window(RecvWindow::Fixed(n));
@@ -516,7 +513,7 @@ impl Slot {
                     if a.mode == AppMode::Cookie {
                         a.budget -= take;
                     }
-                    let _ = out.send(Msg::App(now, AppIn::Data { id: a.id, bytes: v }));
+                    let _ = out.send(Msg::app(AppIn::Data { id: a.id, bytes: v }));
                     take
                 }
                 // A sender discards what it receives.
@@ -534,7 +531,7 @@ impl Slot {
             && matches!(a.mode, AppMode::Count | AppMode::Send)
             && a.last_count.is_none_or(|t| now >= t + COUNT_INTERVAL)
         {
-            a.report_count(now, c, out);
+            a.report_count(c, out);
             a.last_count = Some(now);
         }
         if let Some((seen, until)) = a.drain {
@@ -550,12 +547,12 @@ impl Slot {
                     self.sink_done = true;
                 }
                 a.mode = AppMode::Stopped;
-                a.stopped(now, c, out);
+                a.stopped(c, out);
             }
         }
         if c.read_closed() && c.readable() == 0 && !a.eof_sent {
             a.eof_sent = true;
-            let _ = out.send(Msg::App(now, AppIn::Eof { id: a.id }));
+            let _ = out.send(Msg::app(AppIn::Eof { id: a.id }));
         }
     }
 
@@ -727,10 +724,10 @@ impl Slot {
     /// An application's connection closed (`reason`): a stream that ends
     /// while it counts (it failed, or the peer closed it) reports what it
     /// moved and retransmitted last, and its TCP state then, first.
-    pub(super) fn app_closed(&mut self, now: Instant, reason: CloseReason, out: &Sender<Msg>) {
+    pub(super) fn app_closed(&mut self, reason: CloseReason, out: &Sender<Msg>) {
         if let Some(a) = self.appconn.as_mut() {
-            a.final_count(now, &self.conn, out);
-            let _ = out.send(Msg::App(now, AppIn::Closed { id: a.id, reason }));
+            a.final_count(&self.conn, out);
+            let _ = out.send(Msg::app(AppIn::Closed { id: a.id, reason }));
         }
     }
 

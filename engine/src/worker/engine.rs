@@ -1038,10 +1038,11 @@ pub fn process_cpu() -> f64 {
 }
 
 /// The clock the control thread gives an [`App`]: a message from a
-/// worker at the time the worker saw what it says (a control message's
-/// bytes, a stream's count), not when this thread got to it, which a busy
-/// machine can make many milliseconds later; and never earlier than a time
-/// already given, so that the application's clock only runs forward.
+/// worker at the time the worker sent it ([`Msg::app`]: just after what it
+/// says happened, a control message's bytes or a stream's count), not when
+/// this thread got to it, which a busy machine can make many milliseconds
+/// later; and never earlier than a time already given, so that the
+/// application's clock only runs forward.
 struct AppClock {
     last: Instant,
 }
@@ -1070,9 +1071,9 @@ impl AppClock {
 /// connections and their bytes through [`AppIn`] and gives orders through
 /// the [`AppOut`] sender each connection brings.
 pub trait App {
-    /// A message from a connection; `now` is when its worker saw what it
-    /// says, not when the control thread got to it (and never before a
-    /// time already given).
+    /// A message from a connection; `now` is when its worker sent it, not
+    /// when the control thread got to it (and never before a time already
+    /// given).
     fn handle(&mut self, now: Instant, msg: AppIn);
     /// Called on every control-loop turn (at least every millisecond).
     fn poll(&mut self, now: Instant);

@@ -185,9 +185,19 @@ pub enum Msg {
     /// The worker stopped (after its last `Counters`).
     Exited(usize),
     /// For the application of [`crate::worker::SinkKind::App`], and when
-    /// the worker saw it happen (its turn's clock): the application's
-    /// clock for it, however late the control thread gets to it.
+    /// the worker said it ([`Msg::app`]): the application's clock for it,
+    /// however late the control thread gets to it.
     App(Instant, AppIn),
+}
+
+impl Msg {
+    /// `msg` for the application, stamped now: after what it says happened
+    /// (a clock read afresh, not the turn's, which a worker kept off its
+    /// core between reading the clock and reading the ring took before the
+    /// packet came).
+    pub fn app(msg: AppIn) -> Msg {
+        Msg::App(Instant::now(), msg)
+    }
 }
 
 /// From an application connection to the application (control thread).

@@ -643,16 +643,13 @@ impl Admit<'_> {
                         // The control thread drains this channel all the
                         // time; a connection is accepted once, not per
                         // packet.
-                        let _ = out.send(Msg::App(
-                            now,
-                            AppIn::Opened {
-                                id,
-                                tuple,
-                                out: tx,
-                                congestion,
-                                mss,
-                            },
-                        ));
+                        let _ = out.send(Msg::app(AppIn::Opened {
+                            id,
+                            tuple,
+                            out: tx,
+                            congestion,
+                            mss,
+                        }));
                     }
                     // Cannot fail: not full (checked above).
                     let _ = table.insert(s);
@@ -1210,7 +1207,7 @@ impl Worker {
                             frame_bytes,
                             &self.out,
                         );
-                        slot.app_closed(now, CloseReason::Aborted, &self.out);
+                        slot.app_closed(CloseReason::Aborted, &self.out);
                         self.port.take_back(slot.conn.send_memory_mut());
                         self.shared.registry.remove(key);
                         add_stats(&mut self.gone, slot.conn.stats());
@@ -1665,16 +1662,13 @@ impl Worker {
                         }
                         if let Some(a) = s.appconn.as_mut() {
                             if let Some(tx) = a.announce.take() {
-                                let _ = out.send(Msg::App(
-                                    now,
-                                    AppIn::Opened {
-                                        id: a.id,
-                                        tuple: s.conn.tuple(),
-                                        out: tx,
-                                        congestion: s.conn.congestion_name(),
-                                        mss: s.conn.send_mss() as u32,
-                                    },
-                                ));
+                                let _ = out.send(Msg::app(AppIn::Opened {
+                                    id: a.id,
+                                    tuple: s.conn.tuple(),
+                                    out: tx,
+                                    congestion: s.conn.congestion_name(),
+                                    mss: s.conn.send_mss() as u32,
+                                }));
                             }
                         }
                     }
@@ -1692,7 +1686,7 @@ impl Worker {
                 s.end(now, reason, counters.queue, frame_bytes, out);
             }
             if let Some(reason) = closed {
-                s.app_closed(now, reason, out);
+                s.app_closed(reason, out);
             }
             if closed.is_some() {
                 port.take_back(s.conn.send_memory_mut());
