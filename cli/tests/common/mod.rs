@@ -1205,9 +1205,10 @@ pub fn near(what: &str, a: f64, b: f64, rel: f64) {
 /// a vCPU its host took away) can make that as long as it likes. It is
 /// never shorter, but for the two ends' stamps of one instant: `STAMPS`.
 /// With `-O`, each end starts counting when its own timer for the omitted
-/// seconds fires, as late as its thread runs: then the client's counting
-/// may start later than the server's by any amount, and the server's too
-/// by [`omit_edge`], which is not a bound a busy machine keeps.
+/// seconds is handled, as late as its thread runs. A client that starts
+/// late only shortens its own clock; a server that starts late may count
+/// less than the client: for that, [`omit_edge`], a margin that a busy
+/// machine need not keep.
 pub const STAMPS: f64 = 0.001;
 
 /// With `-O`, how much later the server's clock may start counting than the
