@@ -219,8 +219,9 @@ mod tests {
         assert!(!r.claim(b, 1));
         assert!(r.claim(a, 0), "free again once removed");
         // A tombstone in front of a claimed key is not taken for its place:
-        // in a crowded table many keys sit behind removed ones.
-        let r = Registry::new(64);
+        // in a table at its capacity many keys sit behind removed ones. (At
+        // its capacity, not beyond: see `set_get_update_remove_and_reuse`.)
+        let r = Registry::new(100);
         let keys: Vec<Key> = (0..100).map(|p| r.key(&t(p))).collect();
         for k in &keys {
             assert!(r.claim(*k, 1));
