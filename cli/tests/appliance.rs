@@ -244,7 +244,7 @@ fn check_record(
     assert!((gbps - want).abs() <= 1e-9 * want.max(1.0), "{r}");
     // The seconds (and so the rate) against the client's own clock.
     let what = format!("--json-lines, {direction}");
-    server_clock_holds(&what, secs, theirs["seconds"].as_f64().unwrap(), *wall, 0.0);
+    server_clock_holds(&what, secs, theirs["seconds"].as_f64().unwrap(), *wall);
 }
 
 #[test]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    CPU_SLACK, ENGINE, Reap, Server, TempDir, Watched, XTCP, bad_checksums,
+    CPU_SLACK, ENGINE, Reap, STAMPS, Server, TempDir, Watched, XTCP, bad_checksums,
     client_wrote_what_xtcp_received, count, iperf3_json, iperf3_json_to, iperf3_timed, line_of,
     link_stat, need_iperf3, number, proc_cpu, rate_is_bytes_over_seconds, repeated_block,
     server_clock_holds, syn_flood, tcp_buffer_max, tcp_ext, tcp_mib, testnet, wait_listening,
@@ -45,14 +45,7 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap();
     assert!(got > 0);
     assert_eq!(got, count(&line, "received"), "{line}");
-    line_agrees_with_the_client(
-        &line,
-        "received",
-        &v["end"]["sum_sent"],
-        wmem_max,
-        wall,
-        0.0,
-    );
+    line_agrees_with_the_client(&line, "received", &v["end"]["sum_sent"], wmem_max, wall);
     // The CPU xtcp reports to the client, split: receiving through AF_XDP
     // costs system time too (recvfrom/poll wake-ups, the XDP redirect).
     let cpu = &v["end"]["cpu_utilization_percent"];
@@ -107,13 +100,23 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
         (mine as f64) < all && other as f64 <= all * 1.005 + wmem_max as f64 && mine >= other / 2,
         "the client sent {other}, xtcp's intervals show {all}: {line}"
     );
+    // The clocks: each end counts from its own omit timer, as late as it
+    // is handled, so the counted seconds need not nest. Whole clocks do:
+    // xtcp's (its intervals, the omitted one too, each shown to the
+    // hundredth) holds the client's, which is its counted seconds and at
+    // least the omitted second (its timer never fires early), and lies
+    // within the client's run. xtcp's counted seconds are the whole less
+    // at least the omitted second.
     let (secs, bps) = seconds_and_rate(&line, "received");
-    server_clock_holds(
-        "-O 1, against the client",
-        secs,
-        num(theirs, "seconds"),
-        wall,
-        1.0,
+    let whole: f64 = intervals.iter().map(|l| line_span(l)).sum();
+    let shown = 0.005 * intervals.len() as f64;
+    let client = num(theirs, "seconds");
+    assert!(
+        client + 1.0 - STAMPS - shown <= whole
+            && whole <= wall + shown
+            && secs <= whole - 1.0 + shown,
+        "-O 1: xtcp counted {secs} s of {whole} s, the client {client} s; the run took \
+         {wall} s: {intervals:?}"
     );
     rate_is_bytes_over_seconds("-O 1", bps, mine as f64, secs, 0.006);
 
@@ -139,24 +142,14 @@ fn stock_iperf3_forward_reverse_and_n_back_to_back_with_matching_counts() {
     // none is shorter than a tenth of the period (no "2.00-2.00 sec").
     assert!(intervals.len() >= 2, "{intervals:?}");
     for l in &intervals {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        let at = w.iter().position(|x| *x == "sec").unwrap();
-        let (a, b) = w[at - 1].split_once('-').unwrap();
-        let len = b.parse::<f64>().unwrap() - a.parse::<f64>().unwrap();
+        let len = line_span(l);
         assert!(len >= 0.1, "{l} in {intervals:?}");
     }
     assert!(line.contains(": ok;") && line.contains("reverse"), "{line}");
     let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap();
     assert!(sent > 0);
     assert_eq!(sent, count(&line, "sent"), "{line}");
-    line_agrees_with_the_client(
-        &line,
-        "sent",
-        &v["end"]["sum_received"],
-        rmem_max,
-        wall,
-        0.0,
-    );
+    line_agrees_with_the_client(&line, "sent", &v["end"]["sum_received"], rmem_max, wall);
 
     // A byte count: xtcp received every byte iperf3 sent — at least 2 GiB
     // (iperf3 3.12 may write a block beyond `-n`, see esnet/iperf#1768).
@@ -214,7 +207,6 @@ fn line_agrees_with_the_client(
     theirs: &serde_json::Value,
     buffer: u64,
     wall: f64,
-    omit: f64,
 ) {
     let mine = count(line, word);
     let other = theirs["bytes"].as_u64().unwrap();
@@ -229,9 +221,18 @@ fn line_agrees_with_the_client(
     );
     let (secs, bps) = seconds_and_rate(line, word);
     let what = format!("xtcp {word}, against the client");
-    server_clock_holds(&what, secs, num(theirs, "seconds"), wall, omit);
+    server_clock_holds(&what, secs, num(theirs, "seconds"), wall);
     // Printed to the millisecond, and to three digits.
     rate_is_bytes_over_seconds(&what, bps, mine as f64, secs, 0.006);
+}
+
+/// The seconds of an interval line (`[  1]   1.00-2.00   sec …`), to the
+/// hundredth it shows.
+fn line_span(l: &str) -> f64 {
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let at = w.iter().position(|x| *x == "sec").unwrap();
+    let (a, b) = w[at - 1].split_once('-').unwrap();
+    b.parse::<f64>().unwrap() - a.parse::<f64>().unwrap()
 }
 
 /// The bytes of an interval line (`[  1]   0.00-1.00   sec   562 MBytes
@@ -655,7 +656,6 @@ fn serve_json_counts_and_cpu_split_agree_with_the_stock_client() {
             num(m, "seconds"),
             num(&v["end"][theirs], "seconds"),
             wall,
-            0.0,
         );
         rate_is_bytes_over_seconds(
             &what,

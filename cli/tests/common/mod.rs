@@ -1204,45 +1204,32 @@ pub fn near(what: &str, a: f64, b: f64, rel: f64) {
 /// is longer by those two messages' way, and a busy machine (other tests,
 /// a vCPU its host took away) can make that as long as it likes. It is
 /// never shorter, but for the two ends' stamps of one instant: `STAMPS`.
-/// With `-O`, each end starts counting when its own timer for the omitted
-/// seconds is handled, as late as its thread runs. A client that starts
-/// late only shortens its own clock; a server that starts late may count
-/// less than the client: for that, [`omit_edge`], a margin that a busy
-/// machine need not keep.
+/// (With `-O`, each end counts from its own timer for the omitted seconds,
+/// as late as its thread handles it: the counted seconds need not nest,
+/// the whole clocks do.)
 pub const STAMPS: f64 = 0.001;
-
-/// With `-O`, how much later the server's clock may start counting than the
-/// client's: 5 % and 10 ms.
-pub fn omit_edge(secs: f64) -> f64 {
-    0.05 * secs + 0.01
-}
 
 /// xtcp as iperf3's server: its seconds (`mine`) hold the stock client's
 /// (`theirs`, see [`STAMPS`]), and lie within `wall`, the seconds the test
-/// measured around the client's whole run, less `omit`, the seconds `-O`
-/// left out (counted from, at the earliest, that long after the run began).
-pub fn server_clock_holds(what: &str, mine: f64, theirs: f64, wall: f64, omit: f64) {
-    let early = STAMPS + if omit > 0.0 { omit_edge(theirs) } else { 0.0 };
-    let most = wall - omit;
+/// measured around the client's whole run.
+pub fn server_clock_holds(what: &str, mine: f64, theirs: f64, wall: f64) {
     eprintln!("{what}: xtcp's {mine} s, the client's {theirs} s, the run {wall} s");
     assert!(
-        mine >= theirs - early && mine <= most,
-        "{what}: xtcp's {mine} s is not within the client's {theirs} s (less {early} s) \
-         and the client's whole run less what -O left out, {most} s"
+        mine >= theirs - STAMPS && mine <= wall,
+        "{what}: xtcp's {mine} s is not within the client's {theirs} s and the client's \
+         whole run, {wall} s"
     );
 }
 
 /// xtcp as iperf3's client: its seconds (`mine`) lie within the stock
 /// server's (`theirs`, see [`STAMPS`]), and those within `wall`, the
-/// seconds xtcp's whole run took as the test timed it. (With `-O`, the
-/// server's counting may start later than xtcp's by [`omit_edge`].)
-pub fn client_clock_within(what: &str, mine: f64, theirs: f64, wall: f64, omit: bool) {
-    let late = STAMPS + if omit { omit_edge(theirs) } else { 0.0 };
+/// seconds xtcp's whole run took as the test timed it.
+pub fn client_clock_within(what: &str, mine: f64, theirs: f64, wall: f64) {
     eprintln!("{what}: xtcp's {mine} s, the server's {theirs} s, xtcp's run {wall} s");
     assert!(
-        mine <= theirs + late && theirs <= wall,
-        "{what}: xtcp's {mine} s is not within the server's {theirs} s (more {late} s), \
-         or that not within xtcp's run, {wall} s"
+        mine <= theirs + STAMPS && theirs <= wall,
+        "{what}: xtcp's {mine} s is not within the server's {theirs} s, or that not within \
+         xtcp's run, {wall} s"
     );
 }
 
