@@ -14,8 +14,8 @@ mod common;
 
 use common::{
     ENGINE, Forged, PathTimer, PathTimes, Reap, Server, TICK, XTCP, client_clock_within,
-    closed_unread, impair_b, iperf3_json, near, output_and_cpu, stock_server_received,
-    tcp_buffer_max, testnet, wait_listening,
+    closed_unread, impair_b, iperf3_json, near, output_and_cpu, rate_is_bytes_over_seconds,
+    stock_server_received, tcp_buffer_max, testnet, wait_listening,
 };
 use xtcp_engine::testnet::TestNet;
 
@@ -1242,12 +1242,7 @@ fn every_direction_agrees_with_the_servers_own_report() {
                     "{what}: xtcp's clock ran {my_secs} s, less than {least} s"
                 );
             }
-            near(
-                &format!("{what}: bits/s is bytes over seconds"),
-                my_bps,
-                my_bytes * 8.0 / my_secs,
-                0.001,
-            );
+            rate_is_bytes_over_seconds(&what, my_bps, my_bytes, my_secs, 0.001);
         }
     }
 }
