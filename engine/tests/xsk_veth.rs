@@ -342,16 +342,21 @@ fn rules_change_at_run_time_and_unsteered_ports_pass() {
         let _g = net.a.ns.enter().unwrap();
         xsk_side(&net.a, &[0], &[Rule::port(PORT)], xsk_config(false))
     };
+    let frame = |dport: u16| tcp_frame(&net.b, &net.a, 40000, dport, 1, b"x");
     let send = |dport: u16| {
         let _g = net.b.ns.enter().unwrap();
-        send_ip(
-            &raw_ip_sender(),
-            &tcp_frame(&net.b, &net.a, 40000, dport, 1, b"x"),
-            net.a.ip4,
-        );
+        send_ip(&raw_ip_sender(), &frame(dport), net.a.ip4);
     };
-    send(6000);
-    assert!(xs.recv_packets(0, 1, Duration::from_millis(300)).is_empty());
+    // `unsteered` must not arrive: a steered marker sent after it must be
+    // the first to. The pair has one queue, so frames reach the hook in
+    // the order they were sent; no window of time decides it.
+    let passes = |xs: &mut XskSide, unsteered: u16, marker: u16| {
+        send(unsteered);
+        send(marker);
+        let got = xs.recv_packets(0, 1, Duration::from_secs(60));
+        assert_eq!(got, vec![frame(marker)], "port {unsteered} was not steered");
+    };
+    passes(&mut xs, 6000, PORT);
     // An ephemeral-style range on a specific address.
     xs.steering
         .set_rules(&[Rule {
@@ -360,23 +365,29 @@ fn rules_change_at_run_time_and_unsteered_ports_pass() {
         }])
         .unwrap();
     send(6000);
-    assert_eq!(xs.recv_packets(0, 1, Duration::from_secs(60)).len(), 1);
-    send(PORT);
-    assert!(
-        xs.recv_packets(0, 1, Duration::from_millis(300)).is_empty(),
-        "the old rule is gone"
+    assert_eq!(
+        xs.recv_packets(0, 1, Duration::from_secs(60)),
+        vec![frame(6000)]
     );
-    // A rule for another address does not match.
+    // The old rule is gone.
+    passes(&mut xs, PORT, 6001);
+    // A rule for another address does not match (the marker's rule is
+    // for this one).
     xs.steering
-        .set_rules(&[Rule {
-            addr: Some(net.b.ip4.into()),
-            ports: 1..=65535,
-        }])
+        .set_rules(&[
+            Rule {
+                addr: Some(net.b.ip4.into()),
+                ports: 1..=65535,
+            },
+            Rule {
+                addr: Some(net.a.ip4.into()),
+                ports: 7000..=7000,
+            },
+        ])
         .unwrap();
-    send(6000);
-    assert!(xs.recv_packets(0, 1, Duration::from_millis(300)).is_empty());
+    passes(&mut xs, 6000, 7000);
     let c = xs.steering.counters().unwrap();
-    assert_eq!(c.steered, 1, "{c:?}");
+    assert_eq!(c.steered, 4, "{c:?}");
 }
 
 /// Restores `/proc/sys/vm/nr_hugepages` on drop.
