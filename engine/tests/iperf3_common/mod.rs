@@ -234,6 +234,9 @@ pub struct ServerOutcome {
     pub params: Option<TestParams>,
     pub streams: Vec<StreamStats>,
     pub peer: Option<Results>,
+    /// When the session's counts began (with `-O`, the end of the omitted
+    /// seconds).
+    pub counted_from: Option<Instant>,
 }
 
 impl ServerOutcome {
@@ -548,6 +551,7 @@ fn server_loop(
                 params: t.session.params().cloned(),
                 streams: t.session.streams().to_vec(),
                 peer: t.peer.take(),
+                counted_from: t.session.counted_from(),
             });
             test = None; // closes every socket of the test
             running.store(false, Ordering::Relaxed);
