@@ -959,6 +959,10 @@ async fn connection(
     loop {
         let idle_until = tokio::time::Instant::from_std(last.get() + idle);
         tokio::select! {
+            // A request that came in is served before the idle timer is
+            // looked at: a worker that was late to poll does not close a
+            // connection whose request is waiting.
+            biased;
             _ = conn.as_mut() => return,
             () = close.notified() => break,
             () = tokio::time::sleep_until(idle_until) => {
@@ -1023,6 +1027,10 @@ mod tests {
         let at = listener.local_addr().unwrap();
         listener.set_nonblocking(true).unwrap();
         let metrics = Arc::new(Metrics::new("lo", 1));
+        // The second connection's idle time counts from its request's
+        // being written: a test thread kept off its core between connect
+        // and write does not make it idle.
+        let (written, wait_written) = std::sync::mpsc::channel::<()>();
         let server = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_io()
@@ -1032,8 +1040,11 @@ mod tests {
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                for _ in 0..2 {
+                for i in 0..2 {
                     let (s, _) = listener.accept().await.unwrap();
+                    if i == 1 {
+                        wait_written.recv().unwrap();
+                    }
                     let last = Rc::new(Cell::new(Instant::now()));
                     let idle = Duration::from_millis(200);
                     connection(s, metrics.clone(), last, Rc::default(), idle).await;
@@ -1051,6 +1062,7 @@ mod tests {
         let mut s = std::net::TcpStream::connect(at).unwrap();
         s.set_read_timeout(limit).unwrap();
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        written.send(()).unwrap();
         s.read_to_end(&mut got).unwrap();
         let text = String::from_utf8(got).unwrap();
         assert!(text.starts_with("HTTP/1.1 404"), "{text}");
