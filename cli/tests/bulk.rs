@@ -3521,9 +3521,10 @@ print(json.dumps(dict(flows=[dict(port=k, ooo=v["ooo"], data=v["data"]) for k, v
 /// the segments that came out of order (the summary in text, and per
 /// connection and in sum in JSON) is what B sent out of order: a sniffer
 /// on B's side counts what left B after the drops, in the order it left
-/// (`OUT_OF_ORDER_MODEL`). Where A's side lost some of those frames before
-/// xtcp's TCP saw them (its XDP statistics say so), that round's counts
-/// cannot agree; the other must.
+/// (`OUT_OF_ORDER_MODEL`). A's side loses none of those frames before
+/// xtcp's TCP sees them (its XDP statistics say so): xtcp's receive window
+/// is bounded by what veth queues in front of XDP, so B cannot send more
+/// than that queue holds however late xtcp's worker runs.
 #[test]
 fn recv_reports_the_out_of_order_segments_the_path_made() {
     let net = testnet(1500);
@@ -3546,7 +3547,6 @@ fn recv_reports_the_out_of_order_segments_the_path_made() {
         ])
         .unwrap();
     const LEN: usize = 8 << 20;
-    let mut compared = 0;
     for (k, json) in [true, false].into_iter().enumerate() {
         let port = 5240 + k as u16;
         let mut model = Reap(
@@ -3617,14 +3617,12 @@ fn recv_reports_the_out_of_order_segments_the_path_made() {
         let e = egress.counters().unwrap();
         assert!(e.dropped > e0.dropped, "B's egress lost nothing: {e:?}");
         assert!(want > 0, "nothing came out of order: {m}");
-        if lost > 0 {
-            eprintln!("{lost} of B's frames lost on A's side before xtcp's TCP: not compared");
-            continue;
-        }
+        assert_eq!(
+            lost, 0,
+            "A's side lost B's frames before xtcp's TCP: {out} {err}"
+        );
         assert_eq!(ooo, want, "out of order: xtcp {ooo}, B sent {m}: {err}");
-        compared += 1;
     }
-    assert!(compared > 0, "A's side lost frames in every round");
 }
 
 /// Forged segments of an established connection (an attacker in the path,
