@@ -275,24 +275,7 @@ pub fn zeros_from_b(net: &TestNet, port: u16, len: usize) -> bool {
 /// kernel says that all of them were acknowledged (`ss -i`), with the
 /// connection open.
 pub fn acked_sender(net: &TestNet, dst: SocketAddr, seed: u64, len: usize) -> TcpStream {
-    let mut s = {
-        let _g = net.b.ns.enter().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
-                Ok(s) => break s,
-                Err(e) => assert!(Instant::now() < deadline, "connect to xtcp: {e}"),
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    let mut buf = vec![0u8; len];
-    pattern_fill(seed, 0, &mut buf);
-    // A peer that acknowledges nothing fails the test (bounded), where the
-    // write would wait for ever on a full send buffer.
-    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
-    s.write_all(&buf)
-        .unwrap_or_else(|e| panic!("writing to xtcp: {e} (nothing acknowledged for 60 s?)"));
+    let s = pattern_sender(net, dst, seed, len);
     // `ss -i` shows what the kernel knows: bytes_acked counts the SYN too.
     let lport = s.local_addr().unwrap().port();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -316,6 +299,31 @@ pub fn acked_sender(net: &TestNet, dst: SocketAddr, seed: u64, len: usize) -> Tc
         assert!(Instant::now() < deadline, "xtcp never acknowledged: {text}");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A kernel sender in side B: connects to `dst` (retrying while xtcp
+/// starts) and writes `len` bytes of the pattern `seed` into its socket,
+/// with the connection open.
+pub fn pattern_sender(net: &TestNet, dst: SocketAddr, seed: u64, len: usize) -> TcpStream {
+    let mut s = {
+        let _g = net.b.ns.enter().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
+                Ok(s) => break s,
+                Err(e) => assert!(Instant::now() < deadline, "connect to xtcp: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut buf = vec![0u8; len];
+    pattern_fill(seed, 0, &mut buf);
+    // A peer that acknowledges nothing fails the test (bounded), where the
+    // write would wait for ever on a full send buffer.
+    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(&buf)
+        .unwrap_or_else(|e| panic!("writing to xtcp: {e} (nothing acknowledged for 60 s?)"));
+    s
 }
 
 /// Python that sends IPv4 TCP segments from side B to side A as raw
