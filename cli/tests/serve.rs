@@ -811,7 +811,9 @@ impl Drop for Hog {
 }
 
 /// serve's closing document: packets were steered to xtcp, and at most
-/// 0.1 % of them dropped at the redirect into its sockets.
+/// 0.1 % of them dropped at the redirect into its sockets, and as many in
+/// front of XDP (veth's queue, counted at its peer), where the driver
+/// reports it.
 fn assert_few_dropped_at_redirect(fin: &serde_json::Value) {
     let xdp = &fin["xdp"];
     let steered = xdp["steered"].as_u64().unwrap();
@@ -821,11 +823,40 @@ fn assert_few_dropped_at_redirect(fin: &serde_json::Value) {
         dropped * 1000 <= steered,
         "dropped {dropped} of {steered} at the redirect: {xdp}"
     );
+    if let Some(before) = xdp["dropped_before_xdp"].as_u64() {
+        assert!(
+            before * 1000 <= steered,
+            "dropped {before} in front of XDP, {steered} steered: {xdp}"
+        );
+    }
 }
 
-/// Side B's kernel TCP so far: segments retransmitted, and of those the
-/// tail loss probes (`nstat`: TcpRetransSegs, TcpExtTCPLossProbes).
-fn retransmitted(net: &TestNet) -> (u64, u64) {
+/// Side B's kernel TCP so far (`nstat`): segments retransmitted
+/// (TcpRetransSegs), and of those the ones a loss made, found by SACKs or
+/// duplicate ACKs (TcpExtTCPFastRetrans), and the tail loss probes and
+/// RTO expiries (TcpExtTCPLossProbes, TcpExtTCPTimeouts), which a late ACK
+/// makes too.
+#[derive(Debug, Clone, Copy)]
+struct Retransmitted {
+    segments: u64,
+    fast: u64,
+    probes: u64,
+    timeouts: u64,
+}
+
+impl std::ops::Sub for Retransmitted {
+    type Output = Retransmitted;
+    fn sub(self, o: Retransmitted) -> Retransmitted {
+        Retransmitted {
+            segments: self.segments - o.segments,
+            fast: self.fast - o.fast,
+            probes: self.probes - o.probes,
+            timeouts: self.timeouts - o.timeouts,
+        }
+    }
+}
+
+fn retransmitted(net: &TestNet) -> Retransmitted {
     let out = net.b.ns.command("nstat").args(["-asz"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let get = |name: &str| {
@@ -836,18 +867,24 @@ fn retransmitted(net: &TestNet) -> (u64, u64) {
             })
             .unwrap_or_else(|| panic!("{name} in nstat: {text}"))
     };
-    (get("TcpRetransSegs"), get("TcpExtTCPLossProbes"))
+    Retransmitted {
+        segments: get("TcpRetransSegs"),
+        fast: get("TcpExtTCPFastRetrans"),
+        probes: get("TcpExtTCPLossProbes"),
+        timeouts: get("TcpExtTCPTimeouts"),
+    }
 }
 
 /// 32 streams into one queue, with a CPU hog on one of the two cores: xtcp
-/// drops at most 0.1 % of what was steered to it at the redirect (its
-/// receive windows together fit the queue), and the kernel senders
-/// retransmit at most twice what they retransmit into the kernel's own TCP
-/// on the same network (hog and all), plus a few for the start. Tail loss
-/// probes are left out of that count and shown: a probe repeats a segment
-/// when an ACK is late (2 × RTT), and a user-space receiver that the hog
-/// takes the core from for a time slice is late, where the kernel's
-/// receiver, in softirq, is not; the probe costs a segment, not a loss.
+/// drops at most 0.1 % of what was steered to it at the redirect and in
+/// front of XDP (its receive windows together fit the queue), and the
+/// kernel senders retransmit on a loss at most twice what they do into
+/// the kernel's own TCP on the same network (hog and all), plus a few for
+/// the start. What timers make is left out of that count and shown: a
+/// tail loss probe repeats a segment when an ACK is 2 × RTT late, an RTO
+/// a flight when it is later still, and a user-space receiver that the hog
+/// (or a busy host) takes the core from is late where the kernel's
+/// receiver, in softirq, is not; that costs segments, not a loss.
 #[test]
 fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
     need_iperf3();
@@ -883,12 +920,14 @@ fn thirty_two_streams_into_one_queue_lose_nothing_at_the_redirect() {
     );
     client_wrote_what_xtcp_received(&net, received(&test), &x);
     assert_few_dropped_at_redirect(&fin);
-    let (rk, pk) = (r1.0 - r0.0, r1.1 - r0.1);
-    let (rx, px) = (r2.0 - r1.0, r2.1 - r1.1);
+    let (rk, rx) = (r1 - r0, r2 - r1);
+    eprintln!("B's retransmissions into the kernel {rk:?}, into xtcp {rx:?}");
     assert!(
-        rx.saturating_sub(px) <= 2 * rk.saturating_sub(pk) + 64,
-        "the kernel senders retransmitted {rx} segments into xtcp ({px} of them tail loss \
-         probes), {rk} into the kernel ({pk} probes); iperf3 says {} and {}",
+        rx.fast <= 2 * rk.fast + 64,
+        "the kernel senders retransmitted on a loss {} segments into xtcp, {} into the kernel \
+         (into xtcp {rx:?}, into the kernel {rk:?}); iperf3 says {} and {}",
+        rx.fast,
+        rk.fast,
         x["end"]["sum_sent"]["retransmits"],
         k["end"]["sum_sent"]["retransmits"]
     );
