@@ -977,6 +977,11 @@ pub fn tcp_mib(ns: &Netns, field: &str) -> u64 {
     proc_counter(ns, "/proc/net/snmp", "Tcp:", field)
 }
 
+/// `field` of the `Ip:` lines of `/proc/net/snmp` in `ns` (IPv4).
+pub fn ip_mib(ns: &Netns, field: &str) -> u64 {
+    proc_counter(ns, "/proc/net/snmp", "Ip:", field)
+}
+
 /// `field` of the `TcpExt:` lines of `/proc/net/netstat` in `ns`.
 pub fn tcp_ext(ns: &Netns, field: &str) -> u64 {
     proc_counter(ns, "/proc/net/netstat", "TcpExt:", field)
