@@ -666,12 +666,13 @@ fn lossy(send: bool, from_file: bool) {
     }
     if send {
         assert!(c.stats.retransmits > 0, "xtcp retransmitted: {:?}", c.stats);
-        // Flights whose last ACK was lost drew a tail loss probe.
-        assert!(c.stats.loss_probes > 0, "{:?}", c.stats);
         assert_eq!(report.workers[0].tcp_retransmits, c.stats.retransmits);
+        // (Tail loss probes are shown, not required: one fires only where
+        // no ACK came for two round trips, which a fast machine's path may
+        // never leave; `tcp::tests` make them happen by construction.)
         eprintln!(
-            "retransmitted: xtcp {} segments, {} bytes; the path {i:?}",
-            c.stats.retransmits, c.stats.bytes_retransmitted
+            "retransmitted: xtcp {} segments, {} bytes, {} loss probes; the path {i:?}",
+            c.stats.retransmits, c.stats.bytes_retransmitted, c.stats.loss_probes
         );
         // What xtcp counts as retransmitted is what the path saw repeated:
         // every segment (and payload byte) that went out again, however
