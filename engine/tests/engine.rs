@@ -195,7 +195,8 @@ fn kernel_sender_held(
         // (its first retransmission is after 1 s): an attempt given up on
         // would leave xtcp a half-open connection, a second one in its
         // report (and in its segment counts).
-        for _ in 0..100 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
             match TcpStream::connect_timeout(&dst, Duration::from_secs(30)) {
                 Ok(c) => {
                     s = Some(c);
