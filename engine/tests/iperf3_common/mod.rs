@@ -379,7 +379,9 @@ fn server_loop(
                 Route::Control => {
                     test = Some(ServerTest {
                         ctrl: sock,
-                        session: ServerSession::new(config.clone(), now),
+                        // Its clock from the accept, after the client's
+                        // connect: the turn's `now` can be older.
+                        session: ServerSession::new(config.clone(), Instant::now()),
                         pending: Vec::new(),
                         data: Vec::new(),
                         running: false,
