@@ -529,10 +529,17 @@ impl Iperf3Server {
     }
 
     /// The test is over: close what is left, report, forget it.
+    ///
+    /// Its data connections are reset, but where this server was
+    /// interrupted: then they are stopped (what still comes is taken and
+    /// dropped, uncounted) and closed, so that the client reads the control
+    /// connection's last word (`SERVER_TERMINATE`) before a write of its
+    /// meets a reset.
     fn end(&mut self, now: Instant) {
         let Some(mut t) = self.test.take() else {
             return;
         };
+        let gently = matches!(t.result, Some(Err(Error::ServerInterrupted)));
         self.idle_since = Some(now);
         if t.running {
             // Ended while it ran (interrupted, its client gone, a limit):
@@ -546,8 +553,13 @@ impl Iperf3Server {
             }
         }
         self.order(t.ctrl, AppOut::Close);
-        for id in &t.data {
-            self.order(*id, AppOut::Abort);
+        for &id in &t.data {
+            if gently {
+                self.order(id, AppOut::Stop);
+                self.order(id, AppOut::Close);
+            } else {
+                self.order(id, AppOut::Abort);
+            }
         }
         // A finished session has always sent `Done` or `Error`, so the
         // default is not reached; it says what the session last saw.
@@ -897,6 +909,9 @@ impl App for Iperf3Server {
     /// (`SERVER_TERMINATE`, which its client reports as "the server has
     /// terminated", with what it counted until then), and reported with
     /// what was counted until now, the error [`Error::ServerInterrupted`].
+    /// Its data connections are closed, not reset (iperf3's server exits
+    /// with them open, and the kernel resets them): a client writing then
+    /// reads the server's word instead of failing on a reset.
     fn interrupt(&mut self, now: Instant) {
         let Some(t) = self.test.as_mut() else {
             return;

@@ -518,6 +518,30 @@ fn bitrate_limit_ends_a_running_test() {
     assert_eq!(out.seconds, 2.0, "it ran until the server ended it");
 }
 
+/// Interrupted (Ctrl-C), the server tells the client (`SERVER_TERMINATE`)
+/// and closes the control connection; its data connections are stopped
+/// and closed, not reset: a client still writing then reads the server's
+/// word before a write of its meets a reset. The outcome is the
+/// interruption, with what was counted.
+#[test]
+fn an_interrupted_server_closes_its_data_connections_gently() {
+    let mut h = Harness::new(ServerConfig::default());
+    let (ctrl, data) = h.start("198.18.0.2", json!({"time": 30, "parallel": 2}));
+    h.count(data[0], 1000, 0);
+    h.advance(Duration::from_secs(1));
+    let now = h.now;
+    h.server.interrupt(now);
+    assert_eq!(h.written(ctrl), vec![11], "SERVER_TERMINATE");
+    assert!(h.orders(ctrl).close);
+    for &d in &data {
+        let o = h.orders(d);
+        assert!(o.stop && o.close && !o.abort, "stream {d}: {o:?}");
+    }
+    let out = h.outcomes().pop().unwrap();
+    assert_eq!(out.result, Err(Error::ServerInterrupted));
+    assert_eq!(out.received, 1000);
+}
+
 /// A running test that makes no progress is ended by the idle timeout,
 /// named in its result, counted from the last bytes (not from the next
 /// check after them).
