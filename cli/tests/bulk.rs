@@ -1769,6 +1769,59 @@ fn json_runs_that_fail_before_their_report_print_the_error_as_json() {
     }
 }
 
+/// The loopback interface is refused by every command that runs the
+/// engine, with what to use instead (a listener on it answered nothing,
+/// a sender waited for ARP), and nothing is left attached.
+#[test]
+fn the_loopback_interface_is_refused_with_what_to_do() {
+    let net = testnet(1500);
+    for args in [
+        &["serve", "--iface", "lo", "-1"][..],
+        &["client", "--iface", "lo", "-c", "127.0.0.1", "-t", "1"],
+        &[
+            "send",
+            "--iface",
+            "lo",
+            "-c",
+            "127.0.0.1",
+            "--zeros",
+            "-n",
+            "1M",
+        ],
+        &["recv", "--iface", "lo", "--discard", "-B", "127.0.0.1"],
+    ] {
+        let out = net
+            .a
+            .ns
+            .command("timeout")
+            .arg("60")
+            .arg(XTCP)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(
+                "lo is the loopback interface: xtcp runs TCP with another host over a network \
+                 interface, and on loopback this host only talks to itself; give --iface a \
+                 network interface, or, to try xtcp on one machine, a veth pair between two \
+                 network namespaces (README, \"Trying it on one machine\")"
+            ),
+            "{args:?}: {err}"
+        );
+    }
+    let links = net
+        .a
+        .ns
+        .command("ip")
+        .args(["link", "show", "lo"])
+        .output()
+        .unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    assert!(!links.contains("xdp"), "{links}");
+}
+
 /// `-B` with an address of another interface than the one xtcp runs on is
 /// refused before anything is set up, naming the interface that holds it
 /// (recv used to listen on `lo` for an address of the veth's, and send to

@@ -495,6 +495,10 @@ impl ListenOn {
     }
 }
 
+/// The loopback interface is refused: on it the host talks to itself,
+/// both ends of a flow are on this side of XDP, its TCP checksums are left
+/// unfilled and nothing answers ARP (a listener on it answered nothing,
+/// a sender waited for ARP).
 /// An interface that is down is an error that says how to bring it up
 /// (a listener on it waited for ever, a sender found no route); one up
 /// without a carrier (a cable out, a veth's other end down) is said, as
@@ -507,6 +511,14 @@ fn check_link_up(iface: &str, index: u32) -> Result<(), EngineError> {
     else {
         return Ok(());
     };
+    if link.is_loopback() {
+        return Err(EngineError::Config(format!(
+            "{iface} is the loopback interface: xtcp runs TCP with another host over a \
+             network interface, and on loopback this host only talks to itself; give \
+             --iface a network interface, or, to try xtcp on one machine, a veth pair between \
+             two network namespaces (README, \"Trying it on one machine\")"
+        )));
+    }
     if !link.is_up() {
         return Err(EngineError::Config(format!(
             "{iface} is down: bring it up first (`ip link set {iface} up`)"
@@ -1156,10 +1168,10 @@ pub fn run_app(
     cfg.validate()?;
     let iface = cfg.iface.as_str();
     let index = ifindex(iface)?;
+    check_link_up(iface, index)?;
     let rx_queues = check_queues(cfg)?;
     let mac = iface_mac(iface)?;
     let mtu = iface_mtu(iface)?;
-    check_link_up(iface, index)?;
 
     // Addresses, ports, plan.
     let mut reservations = Vec::new();
