@@ -1139,8 +1139,11 @@ fn print_summary(s: &Summary<'_>, json: bool, verb: &str) -> anyhow::Result<()> 
             format!(", {ooo} out of order")
         }
     };
+    // What a sender counts is what the receiver acknowledged: after an
+    // interruption the receiver may have taken up to a window more.
+    let acked = if sending { " (acknowledged)" } else { "" };
     eprintln!(
-        "xtcp: {verb} {} in {} = {}{}, {} sent, {} received{in_place}, CPU {:.2} s{per_gib}",
+        "xtcp: {verb} {}{acked} in {} = {}{}, {} sent, {} received{in_place}, CPU {:.2} s{per_gib}",
         count(s.bytes, "byte"),
         seconds_text(s.seconds),
         rate_text(s.bytes, s.seconds),
@@ -1377,8 +1380,14 @@ fn interrupt_flag_writing(
     std::thread::Builder::new()
         .name("xtcp-signals".into())
         .spawn(move || {
+            // The signals counted are those this thread received: the flag
+            // is also set by the program itself (serve -1 after its test),
+            // and a user's one Ctrl-C then is a first, not a second.
+            let mut received = false;
             for sig in signals.forever() {
-                if !f.swap(true, Ordering::SeqCst) {
+                if !received {
+                    received = true;
+                    f.store(true, Ordering::SeqCst);
                     if let Some(m) = &first {
                         eprintln!("{m}");
                     }

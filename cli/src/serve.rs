@@ -35,7 +35,7 @@ use xtcp_engine::worker::{Role, SinkKind, run_app};
 
 use crate::args::{EngineArgs, ListenFamily};
 use crate::bulk::interrupt_flag;
-use crate::report::{Output, ServeMode, ServeRun, rate_text};
+use crate::report::{Output, ServeMode, ServeRun, count, rate_text};
 use crate::xdpstats::{EngineCounters, XdpSummary};
 use xtcp_engine::tcp::ListenerStats;
 
@@ -170,11 +170,7 @@ fn describe(o: &TestOutcome) -> String {
         Some(_) => "forward (xtcp receives)",
         None => "no parameters",
     };
-    let result = match (&o.result, o.refused) {
-        (Ok(()), _) => "ok".to_owned(),
-        (Err(e), Some(r)) => format!("refused ({}): {e}", r.as_str()),
-        (Err(e), None) => format!("failed: {e}"),
-    };
+    let result = outcome_result(o);
     let congestion = o
         .congestion
         .map_or_else(String::new, |c| format!(", congestion {c}"));
@@ -193,6 +189,15 @@ fn describe(o: &TestOutcome) -> String {
         o.sent,
         rate_text(o.sent, o.seconds)
     )
+}
+
+/// A test's result in words: "ok", "refused (WHY): …", "failed: …".
+fn outcome_result(o: &TestOutcome) -> String {
+    match (&o.result, o.refused) {
+        (Ok(()), _) => "ok".to_owned(),
+        (Err(e), Some(r)) => format!("refused ({}): {e}", r.as_str()),
+        (Err(e), None) => format!("failed: {e}"),
+    }
 }
 
 /// A test's result as the log and the metrics name it: "ok", "failed", or
@@ -415,7 +420,8 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
     let one_doc: Rc<RefCell<OneDoc>> = Rc::default();
     let one_doc_test = one_doc.clone();
     let stop = flag.clone();
-    let failed = Arc::new(AtomicBool::new(false));
+    // -1's test, where it failed: how (its outcome's result).
+    let failed: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let failed2 = failed.clone();
     // -1: whether its test came (else the run ends without one: stopped,
     // or no client within --idle-timeout).
@@ -482,7 +488,8 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
             drop(out);
             // A busy, denied or failed login does not use up `-1`'s test.
             if one_off && o.ends_one_off() {
-                failed2.store(o.result.is_err(), Ordering::Relaxed);
+                *failed2.lock().unwrap_or_else(|e| e.into_inner()) =
+                    o.result.is_err().then(|| outcome_result(o));
                 tested2.store(true, Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
             } else if o.refused.is_none() && !stop.load(Ordering::Relaxed) {
@@ -591,8 +598,11 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
         bail!("{}", crate::bulk::iface_gone(&report.iface));
     }
     eprintln!(
-        "xtcp serve: stopped; {} connections, CPU {:.2} s (user {:.2} s, system {:.2} s)",
-        report.workers.iter().map(|w| w.connections).sum::<u64>(),
+        "xtcp serve: stopped; {}, CPU {:.2} s (user {:.2} s, system {:.2} s)",
+        count(
+            report.workers.iter().map(|w| w.connections).sum::<u64>(),
+            "connection"
+        ),
         report.cpu_seconds,
         report.cpu.user,
         report.cpu.system
@@ -607,15 +617,15 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
     let listener = listener_totals(&report);
     let refused: u64 = report.workers.iter().map(|w| w.refused).sum();
     eprintln!(
-        "xtcp serve: listener: {} SYNs taken, {} dropped (half-open table full, or another queue's \
-         flow), {} invalid (FIN set), at most {} half-open at once; {} handshakes completed, {} \
-         connections refused (--max-conns)",
-        listener.syns_accepted,
+        "xtcp serve: listener: {} taken, {} dropped (half-open table full, or another queue's \
+         flow), {} invalid (FIN set), at most {} half-open at once; {} completed, {} refused \
+         (--max-conns)",
+        count(listener.syns_accepted, "SYN"),
         listener.syns_dropped,
         listener.syns_invalid,
         listener.half_open_peak,
-        listener.established,
-        refused
+        count(listener.established, "handshake"),
+        count(refused, "connection")
     );
     // -1 stopped (SIGINT/SIGTERM) before its test came: a failure, as
     // `iperf3 -s -1` exits 1 then (the exit status is the test's result,
@@ -658,8 +668,8 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
     if let Some(e) = untested {
         bail!("{e}");
     }
-    if failed.load(Ordering::Relaxed) {
-        bail!("the test failed");
+    if let Some(how) = failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        bail!("-1: the test {how}");
     }
     Ok(())
 }

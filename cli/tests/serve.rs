@@ -1180,6 +1180,43 @@ fn a_syn_flood_during_a_test_is_counted_and_bounded() {
     );
 }
 
+/// A UDP test is refused as iperf3 refuses what it does not implement, and
+/// with `-1` it is the one test: serve exits 1 saying why, and counts its
+/// one connection as one.
+#[test]
+fn a_udp_test_is_refused_and_serve_1_says_why() {
+    need_iperf3();
+    let net = testnet(1);
+    let server = Server::start_with(&net, 1, &["-1"]);
+    let out = common::stock_client(&net)
+        .args(["-u", "-t", "1"])
+        .output()
+        .unwrap();
+    let client_err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{client_err}");
+    assert!(
+        client_err.contains("not implemented"),
+        "iperf3's IEUNIMP: {client_err}"
+    );
+    let (status, err, _) = server.stop();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "xtcp: error: -1: the test refused (params): parameters refused (iperf3 error 13): \
+             UDP tests are not supported (xtcp serves TCP tests)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("xtcp serve: stopped; 1 connection, CPU "),
+        "{err}"
+    );
+    assert!(
+        err.contains("listener: 1 SYN taken,") && err.contains("; 1 handshake completed, "),
+        "{err}"
+    );
+}
+
 /// A SYN with FIN set gets no SYN-ACK and opens nothing (Linux drops it in
 /// LISTEN too); the listener counts each one it saw, and a test after them
 /// runs as ever.

@@ -328,6 +328,17 @@ pub enum Protocol {
     Sctp,
 }
 
+impl Protocol {
+    /// As iperf3 names it: "TCP", "UDP", "SCTP".
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+            Protocol::Sctp => "SCTP",
+        }
+    }
+}
+
 /// The test parameters the client sends at `PARAM_EXCHANGE`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TestParams {
@@ -486,7 +497,10 @@ impl TestParams {
         if self.protocol != Protocol::Tcp {
             return Err((
                 ierrno::IEUNIMP,
-                format!("{:?} tests are not supported", self.protocol),
+                format!(
+                    "{} tests are not supported (xtcp serves TCP tests)",
+                    self.protocol.name()
+                ),
             ));
         }
         if self.parallel == 0 || self.stream_count() > max_streams {
