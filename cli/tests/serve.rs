@@ -1202,7 +1202,7 @@ fn a_udp_test_is_refused_and_serve_1_says_why() {
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(
         err.contains(
-            "xtcp: error: -1: the test refused (params): parameters refused (iperf3 error 13): \
+            "xtcp: error: -1: the test was refused (params): parameters refused (iperf3 error 13): \
              UDP tests are not supported (xtcp serves TCP tests)"
         ),
         "{err}"
