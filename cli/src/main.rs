@@ -42,6 +42,7 @@ enum Cmd {
     XskBench(xsk_bench::XskBenchArgs),
     /// Send a file, standard input or a seeded pattern to a TCP receiver
     /// over xtcp's own TCP on AF_XDP.
+    #[command(override_usage = "xtcp send [OPTIONS] -c <HOST>")]
     Send(bulk::SendArgs),
     /// Receive one TCP stream (or many, with --keep-listening) over xtcp's
     /// own TCP on AF_XDP into a file, standard output or a pattern check.
