@@ -670,7 +670,11 @@ fn serve_run(a: &ServeArgs, said: &std::cell::Cell<bool>) -> anyhow::Result<()> 
     }
     if let Some(how) = failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
         // "failed: …", or "refused (WHY): …", which reads "was refused".
-        let was = if how.starts_with("refused") { "was " } else { "" };
+        let was = if how.starts_with("refused") {
+            "was "
+        } else {
+            ""
+        };
         bail!("-1: the test {was}{how}");
     }
     Ok(())

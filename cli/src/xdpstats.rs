@@ -231,7 +231,7 @@ impl XdpSummary {
             (None, None) => "sockets' count".to_owned(),
         };
         let before = match (self.dropped_before_xdp, &self.before_xdp_note) {
-            (Some(n), _) => format!("; before XDP {n} (veth peer's tx_dropped)"),
+            (Some(n), _) => format!("; before XDP {n} (veth peer's tx_dropped, every flow's)"),
             (None, Some(note)) => format!("; before XDP unknown ({note})"),
             (None, None) => String::new(),
         };
@@ -436,7 +436,7 @@ mod tests {
         s.dropped_before_xdp = Some(12);
         let l = s.lines();
         assert!(
-            l[0].ends_with("; no socket 0; before XDP 12 (veth peer's tx_dropped)"),
+            l[0].ends_with("; no socket 0; before XDP 12 (veth peer's tx_dropped, every flow's)"),
             "{}",
             l[0]
         );

@@ -545,7 +545,9 @@ fn what_the_veth_peer_could_not_hand_over_is_counted_before_xdp() {
         assert_eq!(p.before_xdp, lost, "{v} {err}");
         if !json {
             assert!(
-                xdp_line(&err).contains(&format!("before XDP {lost} (veth peer's tx_dropped)")),
+                xdp_line(&err).contains(&format!(
+                    "before XDP {lost} (veth peer's tx_dropped, every flow's)"
+                )),
                 "{err}"
             );
         }
@@ -618,7 +620,7 @@ fn serve_prints_the_xdp_line_when_it_stops() {
              rx_queue_N_drops): rx ring full 0, fill ring empty 0, rx dropped 0, rx invalid \
              descs 0, tx invalid descs 0, tx ring empty "
         )) && line.ends_with(&format!(
-            "; no socket 0; before XDP {lost} (veth peer's tx_dropped)"
+            "; no socket 0; before XDP {lost} (veth peer's tx_dropped, every flow's)"
         )),
         "{line}"
     );
