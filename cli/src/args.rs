@@ -1318,7 +1318,8 @@ mod tests {
             else {
                 continue;
             };
-            let cmd = code[at..].trim();
+            // (A trailing `&` runs it in the background: the shell's.)
+            let cmd = code[at..].trim().trim_end_matches('&').trim_end();
             // Placeholders, alternatives, continued lines, pipes.
             if cmd.contains(['[', '<', '|', '\\', '$', '>']) || cmd.ends_with("...") {
                 continue;
