@@ -960,7 +960,7 @@ async fn connection(
         let idle_until = tokio::time::Instant::from_std(last.get() + idle);
         tokio::select! {
             // A request that came in is served before the idle timer is
-            // looked at: a worker that was late to poll does not close a
+            // looked at: a server thread late to poll does not close a
             // connection whose request is waiting.
             biased;
             _ = conn.as_mut() => return,

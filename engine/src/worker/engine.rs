@@ -499,6 +499,7 @@ impl ListenOn {
 /// both ends of a flow are on this side of XDP, its TCP checksums are left
 /// unfilled and nothing answers ARP (a listener on it answered nothing,
 /// a sender waited for ARP).
+///
 /// An interface that is down is an error that says how to bring it up
 /// (a listener on it waited for ever, a sender found no route); one up
 /// without a carrier (a cable out, a veth's other end down) is said, as
