@@ -470,41 +470,72 @@ fn reverse_test_end_closes_the_data_connections_before_exchange_results() {
     );
 }
 
+/// A second client while a test runs is denied (ACCESS_DENIED, closed),
+/// and the first test goes on to its end. The first client is held
+/// still (SIGSTOP) while the second asks, so that its test cannot end
+/// meanwhile; a first test that ended before it was held (a slow
+/// machine's) proves nothing, and the round is run again, twice as long
+/// (bounded).
 #[test]
 fn busy_server_denies_a_second_client() {
     if !have_iperf3("busy_server_denies_a_second_client") {
         return;
     }
-    let server = ServerHandle::start(ServerConfig::default());
-    let port = server.port.to_string();
-    let mut first = Proc::spawn(&["-c", "127.0.0.1", "-p", &port, "-t", "2", "-J"]);
-    assert!(
-        server.wait_running(Duration::from_secs(10)),
-        "first test never started"
-    );
-    assert!(first.try_wait().is_none(), "first client ended early");
-    // The first client held still while the second asks, so that its test
-    // is surely running then, however slow the machine.
-    let signal = |sig: &str| {
-        let pid = first.pid().to_string();
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status();
-        assert!(ok.is_ok_and(|s| s.success()), "kill {sig} {pid}");
-    };
-    signal("-STOP");
-    let mut second = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).unwrap();
-    second
-        .write_all(b"abcdefghijklmnopqrstuvwxyz234567abcd\0")
-        .unwrap();
-    assert_eq!(wait_closed(&mut second, Duration::from_secs(60)), [0xff]);
-    signal("-CONT");
-    let out = first.wait(Duration::from_secs(30)).unwrap();
-    assert!(out.status.success());
-    let v: Value = serde_json::from_str(&out.stdout).unwrap();
-    assert!(v.get("error").is_none(), "{}", v["error"]);
-    assert_eq!(server.wait_outcomes(1, Duration::from_secs(60)), 1);
-    assert_eq!(server.take_outcomes()[0].result, Ok(()));
+    let mut secs = 2;
+    loop {
+        let server = ServerHandle::start(ServerConfig::default());
+        let port = server.port.to_string();
+        let t = secs.to_string();
+        let first = Proc::spawn(&["-c", "127.0.0.1", "-p", &port, "-t", &t, "-J"]);
+        assert!(
+            server.wait_running(Duration::from_secs(60)),
+            "first test never started"
+        );
+        let signal = |sig: &str| {
+            let pid = first.pid().to_string();
+            let ok = std::process::Command::new("kill")
+                .args([sig, &pid])
+                .status();
+            assert!(ok.is_ok_and(|s| s.success()), "kill {sig} {pid}");
+        };
+        signal("-STOP");
+        let mut second = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).unwrap();
+        second
+            .write_all(b"abcdefghijklmnopqrstuvwxyz234567abcd\0")
+            .unwrap();
+        second
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut answer = [0u8; 1];
+        second.read_exact(&mut answer).unwrap();
+        signal("-CONT");
+        if answer[0] != 0xff {
+            // Served: the first test must have ended before the second
+            // came (its outcome is in before the server takes another).
+            assert_eq!(
+                server.wait_outcomes(1, Duration::ZERO),
+                1,
+                "a second client was answered {answer:?} while the first's test ran"
+            );
+            eprintln!("the {secs}-s test ended before its client was held: again, twice as long");
+            assert!(
+                secs < 32,
+                "a {secs}-s test ended before its client was held"
+            );
+            drop(second);
+            let _ = first.wait(Duration::from_secs(60));
+            secs *= 2;
+            continue;
+        }
+        assert_eq!(wait_closed(&mut second, Duration::from_secs(60)), b"");
+        let out = first.wait(Duration::from_secs(60)).unwrap();
+        assert!(out.status.success());
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert!(v.get("error").is_none(), "{}", v["error"]);
+        assert_eq!(server.wait_outcomes(1, Duration::from_secs(60)), 1);
+        assert_eq!(server.take_outcomes()[0].result, Ok(()));
+        return;
+    }
 }
 
 // ---- our client against iperf3 -s ---------------------------------------
