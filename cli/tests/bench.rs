@@ -689,6 +689,68 @@ fn a_failed_run_keeps_the_runs_before_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A reader of the table that goes away (`| head -1`) ends the printing,
+/// not the sweep: with `--json` every run is measured and recorded, and
+/// bench says where; without a record to hold the results, the sweep stops
+/// after the point under way, and says why. (It panicked on the broken
+/// pipe before, losing the sweep and its record.)
+#[test]
+fn a_closed_standard_output_ends_the_table_not_the_record() {
+    use std::io::BufRead;
+    let _serial = serial();
+    let json = temp("bench-closed.json");
+    for record in [true, false] {
+        let mut cmd = Command::new(XTCP);
+        cmd.args(["bench", "-t", "1"]);
+        if record {
+            cmd.args(["--mtu", "1500", "--json"]).arg(&json);
+        } else {
+            cmd.args(["--mtu", "1500,9000"]);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        {
+            // One line, then the reader is gone.
+            let mut first = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut first)
+                .unwrap();
+            assert!(!first.is_empty(), "bench printed nothing");
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_no_bench_namespaces(pid);
+        if record {
+            assert!(out.status.success(), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "standard output was closed before the table's end; the sweep ran to its \
+                     end, its results in {}",
+                    json.display()
+                )),
+                "{err}"
+            );
+            assert_eq!(samples(&json).len(), 4);
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains(
+                    "the sweep stopped after 4 of 8 runs: standard output was closed, and no \
+                     --json or --plot holds the results"
+                ),
+                "{err}"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&json);
+}
+
 /// A program bench runs that is not in PATH is named, with its package,
 /// before anything is set up (a missing iperf3 showed as "the server exited
 /// (exit status: 1) before it was ready: ", with the pair named twice).

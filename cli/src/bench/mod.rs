@@ -1600,6 +1600,32 @@ pub fn usage_error(a: &BenchArgs) -> Option<String> {
     r.err().map(|e| format!("{e:#}"))
 }
 
+/// Standard output, a line at a time. A reader that goes away (`| head`,
+/// `less` quit early) closes it: that ends the printing, not the sweep,
+/// whose record (`--json`) is still written; where no record holds the
+/// results, the sweep stops (see [`bench`]).
+#[derive(Default)]
+struct Out {
+    closed: std::cell::Cell<bool>,
+}
+
+impl Out {
+    fn line(&self, l: &str) {
+        use std::io::Write;
+        if self.closed.get() {
+            return;
+        }
+        let mut o = std::io::stdout().lock();
+        if writeln!(o, "{l}").and_then(|()| o.flush()).is_err() {
+            self.closed.set(true);
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.closed.get()
+    }
+}
+
 /// `xtcp bench`.
 pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     if let Some(from) = &a.from {
@@ -1628,6 +1654,7 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     let mut points = points(&w);
+    let out = Out::default();
     let before = record::Meta::start(a);
     // Ctrl-C ends the runs (iperf3 gets it too) and unwinds, so that the
     // interfaces and namespaces are cleaned up.
@@ -1639,12 +1666,12 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 bail!("--bind zerocopy: {why}");
             }
             // The preset's zero-copy half: said, and left out.
-            println!(
+            out.line(&format!(
                 "zero-copy: not measured here: {why}. The points with --bind zerocopy are left \
                  out; run them on NICs that have it (--iface A,B), or see the zero-copy check \
                  of the VM guest (tests/vm/run.sh), where it is a functional check, not a \
                  performance figure."
-            );
+            ));
             points.retain(|p| p.bind != "zerocopy");
         }
     }
@@ -1668,10 +1695,10 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .context("reading net.ipv4.tcp_congestion_control")?;
     for line in conditions(&points, Some(&host_cc)) {
-        bar.suspend(|| println!("{line}"));
+        bar.suspend(|| out.line(&line));
     }
     meta.host_cc = Some(host_cc);
-    bar.suspend(|| println!("{}", table.header()));
+    bar.suspend(|| out.line(&table.header()));
     let wmem = net
         .a
         .ns
@@ -1783,11 +1810,17 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             Ok(())
         })();
         for line in table.rows(&point) {
-            bar.suspend(|| println!("{line}"));
+            bar.suspend(|| out.line(&line));
         }
         samples.extend(point);
         if let Err(e) = ran {
             failure = Some(e);
+            break;
+        }
+        if out.closed() && a.json.is_none() && a.plot.is_none() {
+            failure = Some(anyhow::anyhow!(
+                "standard output was closed, and no --json or --plot holds the results"
+            ));
             break;
         }
     }
@@ -1809,15 +1842,15 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     };
     if runs > 0 {
         for line in Table::legend(most_repeats(&rec.samples)) {
-            println!("{line}");
+            out.line(&line);
         }
     }
     if let Some(note) = load_note(&rec.samples) {
-        println!("{note}");
+        out.line(&note);
     }
     if let (Some(preset), None) = (a.preset, &failure) {
         for line in preset::compare(preset, &rec.samples) {
-            println!("{line}");
+            out.line(&line);
         }
     }
     // Both written, whichever fails; where nothing was measured, neither:
@@ -1836,10 +1869,12 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             .flatten()
             .map(|p| p.display().to_string())
             .collect();
+        let table = if out.closed() { "" } else { "the table and " };
         let kept = match (&a.json, runs) {
             (_, 0) if outputs.is_empty() => String::new(),
             (_, 0) => format!("; {} left as they were", outputs.join(" and ")),
-            (Some(p), _) => format!("; the table and {} hold them", p.display()),
+            (Some(p), _) => format!("; {table}{} hold them", p.display()),
+            (None, _) if out.closed() => String::new(),
             (None, _) => "; the table holds them".to_owned(),
         };
         if stopped {
@@ -1851,6 +1886,18 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         return Err(e.context(format!(
             "the sweep stopped after {runs} of {total} runs{kept}"
         )));
+    }
+    if out.closed() {
+        let held: Vec<String> = [&a.json, &a.plot]
+            .into_iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect();
+        eprintln!(
+            "xtcp bench: standard output was closed before the table's end; the sweep ran to \
+             its end, its results in {}",
+            held.join(" and ")
+        );
     }
     Ok(())
 }
@@ -1988,13 +2035,14 @@ fn conditions(points: &[Point], host_cc: Option<&str>) -> Vec<String> {
 /// `--from`: a record's table (its arguments checked: [`check_from_args`]).
 fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     let rec = record::Record::read(from)?;
+    let out = Out::default();
     let preset = rec
         .meta
         .as_ref()
         .and_then(|m| m.preset.as_deref())
         .and_then(|p| <Preset as clap::ValueEnum>::from_str(p, false).ok());
     if let Some(m) = &rec.meta {
-        println!(
+        out.line(&format!(
             "{}: xtcp {} ({}), kernel {}, {} × {}, {}: {}",
             from.display(),
             m.xtcp_version,
@@ -2004,19 +2052,19 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
             m.cpu_model,
             m.date,
             m.command_line.join(" ")
-        );
+        ));
         if let Some(why) = &m.incomplete {
-            println!(
+            out.line(&format!(
                 "{}: incomplete ({why}): the samples are the runs that completed",
                 from.display()
-            );
+            ));
         }
     } else {
-        println!(
+        out.line(&format!(
             "{}: a bare list of samples (no meta: what ran where is not known); an axis a \
              sample does not have shows at its default",
             from.display()
-        );
+        ));
     }
     let pts: Vec<Point> = rec.samples.iter().map(|s| s.point.clone()).collect();
     if pts.is_empty() {
@@ -2024,22 +2072,22 @@ fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     }
     let host_cc = rec.meta.as_ref().and_then(|m| m.host_cc.as_deref());
     for line in conditions(&pts, host_cc) {
-        println!("{line}");
+        out.line(&line);
     }
     let table = Table::new(&pts);
-    println!("{}", table.header());
+    out.line(&table.header());
     for line in table.rows(&rec.samples) {
-        println!("{line}");
+        out.line(&line);
     }
     for line in Table::legend(most_repeats(&rec.samples)) {
-        println!("{line}");
+        out.line(&line);
     }
     if let Some(note) = load_note(&rec.samples) {
-        println!("{note}");
+        out.line(&note);
     }
     if let Some(preset) = preset {
         for line in preset::compare(preset, &rec.samples) {
-            println!("{line}");
+            out.line(&line);
         }
     }
     if let Some(p) = &a.plot {
