@@ -212,8 +212,9 @@ fn check_counts(s: &serde_json::Value) {
     // as the client relayed it.
     assert_eq!(n("server_bytes"), bytes, "{s}");
     // The link carried every byte received, each packet with IPv4 and TCP
-    // headers of 40 bytes at least (veth counts from the IP header on, a
-    // NIC from the Ethernet header): an over-count cannot hide here.
+    // headers of 40 bytes at least (veth counts from the IP header on where
+    // an XDP program runs on it, whole Ethernet frames where none does, as
+    // a NIC does): an over-count cannot hide here.
     let (link, packets) = (n("link_rx_bytes"), n("link_rx_packets"));
     assert!(
         bytes + 40 * packets <= link,
