@@ -694,14 +694,21 @@ fn a_failed_run_keeps_the_runs_before_it() {
 /// not the sweep: with `--json` every run is measured and recorded, and
 /// bench says where; without a record to hold the results, the sweep stops
 /// after the point under way, and says why. (It panicked on the broken
-/// pipe before, losing the sweep and its record.)
+/// pipe before, losing the sweep and its record.) The second run is on one
+/// core (`taskset -c 0`): bench first says that its two xtcp ends will
+/// share it; on two, it does not.
 #[test]
 fn a_closed_standard_output_ends_the_table_not_the_record() {
     use std::io::BufRead;
     let _serial = serial();
     let json = temp("bench-closed.json");
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
     for record in [true, false] {
-        let mut cmd = Command::new(XTCP);
+        // taskset execs xtcp: the same process.
+        let mut cmd = Command::new(if record { XTCP } else { "taskset" });
+        if !record {
+            cmd.args(["-c", "0", XTCP]);
+        }
         cmd.args(["bench", "-t", "1"]);
         if record {
             cmd.args(["--mtu", "1500", "--json"]).arg(&json);
@@ -727,6 +734,15 @@ fn a_closed_standard_output_ends_the_table_not_the_record() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{err}");
         assert_no_bench_namespaces(pid);
+        let note = "this process may run on core 0 only: the two ends of xtcp → xtcp share it";
+        if !record || two {
+            assert_eq!(
+                err.contains(note),
+                !record,
+                "on one core: {}: {err}",
+                !record
+            );
+        }
         if record {
             assert!(out.status.success(), "{err}");
             assert!(
@@ -1115,43 +1131,25 @@ fn new_axes_take_effect_at_one_short_point() {
     assert_no_bench_namespaces(pid);
 }
 
-/// veth has no AF_XDP zero-copy: asked for, bench says so and why, and
-/// leaves nothing behind. Run on one core (`taskset -c 0`), bench first
-/// says that its two xtcp ends will share it; on two, it does not.
+/// veth has no AF_XDP zero-copy: asked for on bench's own veth pair, it is
+/// a usage error before anything runs (exit 2), saying why and what to
+/// give instead.
 #[test]
 fn zero_copy_on_veth_is_refused_with_the_reason() {
-    let _serial = serial();
-    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-    for one_core in [true, false] {
-        if !one_core && !two {
-            println!("one core only: the two-core half is skipped");
-            continue;
-        }
-        let mut cmd = Command::new(if one_core { "taskset" } else { XTCP });
-        if one_core {
-            cmd.args(["-c", "0", XTCP]);
-        }
-        let child = cmd
-            .args(["bench", "--mtu", "1500", "--bind", "zerocopy", "-t", "1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // taskset execs xtcp: the same process.
-        let pid = child.id();
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success());
-        assert!(
-            err.contains("--bind zerocopy:")
-                && err.contains("(driver veth) has no AF_XDP zero-copy"),
-            "{err}"
-        );
-        let note = "this process may run on core 0 only: the two ends of xtcp → xtcp share it";
-        assert_eq!(err.contains(note), one_core, "one core {one_core}: {err}");
-        assert_no_bench_namespaces(pid);
-    }
+    let (out, pid) = output_and_pid(
+        Command::new(XTCP).args(["bench", "--mtu", "1500", "--bind", "zerocopy", "-t", "1"]),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--bind zerocopy: the bench's own network is a veth pair, which has no AF_XDP \
+             zero-copy; give two NIC ports that have it (--iface A,B"
+        ),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing ran");
+    assert_no_bench_namespaces(pid);
 }
 
 /// Flags that would run something else than asked are refused before
