@@ -676,6 +676,15 @@ fn a_failed_run_keeps_the_runs_before_it() {
         // kernel → kernel and xtcp → kernel ran; kernel → xtcp's client
         // failed.
         assert!(text.contains(PAIRS[0]) && text.contains(PAIRS[1]), "{text}");
+        for (flag, p) in [("--json", &json), ("--plot", &svg)] {
+            assert!(
+                err.contains(&format!(
+                    "xtcp bench: {flag} written to {} (it replaced the file that was there)",
+                    p.display()
+                )),
+                "{err}"
+            );
+        }
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert!(
             v["meta"]["incomplete"]
@@ -754,6 +763,13 @@ fn a_closed_standard_output_ends_the_table_not_the_record() {
                 "{err}"
             );
             assert_eq!(samples(&json).len(), 4);
+            assert!(
+                err.contains(&format!(
+                    "xtcp bench: --json written to {}\n",
+                    json.display()
+                )),
+                "a new file: {err}"
+            );
         } else {
             assert_eq!(out.status.code(), Some(1), "{err}");
             assert!(

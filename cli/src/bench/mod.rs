@@ -1658,6 +1658,13 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.plot {
         crate::bulk::check_writable("--plot", p)?;
     }
+    // Files there before the sweep, which its outputs replace (said).
+    let existed: Vec<PathBuf> = [&a.json, &a.plot]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.exists())
+        .cloned()
+        .collect();
     let ends = xtcp_engine::worker::cores::mask_cores(2);
     if ends[0] == ends[1] {
         eprintln!(
@@ -1877,6 +1884,18 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         .map(|p| record::replace("--plot", p, plot::plot(a.preset, &rec.samples).as_bytes()));
     json.transpose()?;
     plot.transpose()?;
+    if runs > 0 {
+        for (flag, p) in [("--json", &a.json), ("--plot", &a.plot)] {
+            if let Some(p) = p {
+                let replaced = if existed.contains(p) {
+                    " (it replaced the file that was there)"
+                } else {
+                    ""
+                };
+                eprintln!("xtcp bench: {flag} written to {}{replaced}", p.display());
+            }
+        }
+    }
     if let Some(e) = failure {
         let outputs: Vec<String> = [&a.json, &a.plot]
             .into_iter()
