@@ -1902,11 +1902,11 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             .flatten()
             .map(|p| p.display().to_string())
             .collect();
-        let table = if out.closed() { "" } else { "the table and " };
         let kept = match (&a.json, runs) {
             (_, 0) if outputs.is_empty() => String::new(),
             (_, 0) => format!("; {} left as they were", outputs.join(" and ")),
-            (Some(p), _) => format!("; {table}{} hold them", p.display()),
+            (Some(p), _) if out.closed() => format!("; {} holds them", p.display()),
+            (Some(p), _) => format!("; the table and {} hold them", p.display()),
             (None, _) if out.closed() => String::new(),
             (None, _) => "; the table holds them".to_owned(),
         };
