@@ -1602,7 +1602,7 @@ pub fn usage_error(a: &BenchArgs) -> Option<String> {
 
 /// `--bind zerocopy` given where it cannot be had: on the bench's own veth
 /// pair. (A preset's zero-copy points are left out there with a note
-/// instead: see [`bench`].)
+/// instead: see [`bench()`].)
 fn check_bind(a: &BenchArgs) -> anyhow::Result<()> {
     if a.iface.is_none() && a.bind.iter().any(|b| b == "zerocopy") {
         bail!(
@@ -1617,7 +1617,7 @@ fn check_bind(a: &BenchArgs) -> anyhow::Result<()> {
 /// Standard output, a line at a time. A reader that goes away (`| head`,
 /// `less` quit early) closes it: that ends the printing, not the sweep,
 /// whose record (`--json`) is still written; where no record holds the
-/// results, the sweep stops (see [`bench`]).
+/// results, the sweep stops (see [`bench()`]).
 #[derive(Default)]
 struct Out {
     closed: std::cell::Cell<bool>,
