@@ -201,6 +201,9 @@ pub(crate) struct Output {
     /// Lines go to the capture only (`--json-lines`, whose output is the
     /// records: a client's `--get-server-output` still gets the text).
     capture_only: bool,
+    /// Standard output failed (its reader went away: `| head`, `less`
+    /// quit): said once, and nothing more is written there.
+    closed: bool,
 }
 
 impl Output {
@@ -224,6 +227,7 @@ impl Output {
             style,
             capture: None,
             capture_only: false,
+            closed: false,
         })
     }
 
@@ -232,6 +236,24 @@ impl Output {
     pub(crate) fn replace(&mut self, mut new: Output) {
         self.flush();
         std::mem::swap(&mut self.dest, &mut new.dest);
+        std::mem::swap(&mut self.closed, &mut new.closed);
+    }
+
+    /// Whether standard output failed, and is no longer written.
+    pub(crate) fn closed(&self) -> bool {
+        self.closed
+    }
+
+    /// A failed write or flush: warned; standard output's is its reader
+    /// gone, said once and written no more.
+    fn failed(&mut self, e: &std::io::Error) {
+        match self.dest {
+            Dest::Stdout => {
+                self.closed = true;
+                tracing::warn!("writing to standard output: {e}; nothing more is written there");
+            }
+            Dest::File(_) => tracing::warn!("writing the output: {e}"),
+        }
     }
 
     /// `xtcp: error: {msg}` as a line, if this output is a log file (as
@@ -318,6 +340,9 @@ impl Output {
                 return;
             }
         }
+        if self.closed {
+            return;
+        }
         let r = match &mut self.dest {
             Dest::Stdout => {
                 let mut out = std::io::stdout().lock();
@@ -338,18 +363,21 @@ impl Output {
             }),
         };
         if let Err(e) = r {
-            tracing::warn!("writing the output: {e}");
+            self.failed(&e);
         }
     }
 
     /// Writes out what is buffered.
     pub(crate) fn flush(&mut self) {
+        if self.closed {
+            return;
+        }
         let r = match &mut self.dest {
             Dest::Stdout => std::io::stdout().flush(),
             Dest::File(f) => f.flush(),
         };
         if let Err(e) = r {
-            tracing::warn!("writing the output: {e}");
+            self.failed(&e);
         }
     }
 }

@@ -36,6 +36,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use xtcp_engine::testnet::{TestNet, TestNetConfig};
 
+use crate::report::{Output, Style};
 use preset::Preset;
 
 /// Arguments of `xtcp bench`. Every sweep flag takes a comma-separated
@@ -1614,32 +1615,6 @@ fn check_bind(a: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Standard output, a line at a time. A reader that goes away (`| head`,
-/// `less` quit early) closes it: that ends the printing, not the sweep,
-/// whose record (`--json`) is still written; where no record holds the
-/// results, the sweep stops (see [`bench()`]).
-#[derive(Default)]
-struct Out {
-    closed: std::cell::Cell<bool>,
-}
-
-impl Out {
-    fn line(&self, l: &str) {
-        use std::io::Write;
-        if self.closed.get() {
-            return;
-        }
-        let mut o = std::io::stdout().lock();
-        if writeln!(o, "{l}").and_then(|()| o.flush()).is_err() {
-            self.closed.set(true);
-        }
-    }
-
-    fn closed(&self) -> bool {
-        self.closed.get()
-    }
-}
-
 /// `xtcp bench`.
 pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     if let Some(from) = &a.from {
@@ -1675,7 +1650,10 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     let mut points = points(&w);
-    let out = Out::default();
+    // A reader of standard output that goes away (`| head`, `less` quit)
+    // ends the printing, not the sweep, whose record (`--json`) is still
+    // written; where no record holds the results, the sweep stops (below).
+    let mut out = Output::open(None, Style::default())?;
     let before = record::Meta::start(a);
     // Ctrl-C ends the runs (iperf3 gets it too) and unwinds, so that the
     // interfaces and namespaces are cleaned up.
@@ -2068,7 +2046,7 @@ fn conditions(points: &[Point], host_cc: Option<&str>) -> Vec<String> {
 /// `--from`: a record's table (its arguments checked: [`check_from_args`]).
 fn replay(a: &BenchArgs, from: &std::path::Path) -> anyhow::Result<()> {
     let rec = record::Record::read(from)?;
-    let out = Out::default();
+    let mut out = Output::open(None, Style::default())?;
     let preset = rec
         .meta
         .as_ref()
